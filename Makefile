@@ -1,0 +1,38 @@
+# gb300 developer entry points. `make plan` and `make test` are the README Quickstart.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.gb300-installed
+STACK ?= reference
+
+.PHONY: setup plan test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	scripts/bootstrap-venv "$(PY)" "$(VENV)"
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,lint]'
+	touch $@
+
+setup: $(STAMP)
+
+plan: $(STAMP)
+	$(BIN)/gb300 plan --stack $(STACK)
+
+lint: $(STAMP)
+	$(BIN)/ruff check infra policies tests bench
+	$(BIN)/ruff format --check infra policies tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	scripts/ensure-test-tools
+	$(BIN)/pytest
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python bench/plan_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
