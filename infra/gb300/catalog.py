@@ -1,0 +1,160 @@
+"""The SKU and image catalog, read from ``data/skus.yaml`` and ``data/images.yaml``.
+
+Facts have one home: sizes, rack shapes, quota families and fabric limits are data with a source and a
+status. This module only types them.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import yaml
+
+from gb300.paths import DATA_DIR
+
+Arch = Literal["arm64", "x64"]
+
+
+@dataclass(frozen=True)
+class Sourced:
+    """A catalog value with where it came from and how sure we are of it."""
+
+    value: Any
+    status: str = "verified"
+    source: str = ""
+
+
+def _sourced(raw: Any) -> Sourced:
+    if isinstance(raw, dict) and "value" in raw:
+        return Sourced(raw["value"], raw.get("status", "verified"), raw.get("source", ""))
+    return Sourced(raw)
+
+
+@dataclass(frozen=True)
+class FabricModel:
+    """How one InfiniBand fabric is expressed in Azure (see ``fabricModels`` in skus.yaml)."""
+
+    name: str
+    scale_set_per: Literal["rack", "pool"]
+    scale_set_api_version: Sourced
+    single_placement_group: bool
+    max_racks_per_fabric: Sourced | None
+    max_vms_per_fabric: Sourced | None
+    interconnect_group: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Sku:
+    """One VM size: what it has and how its NVLink domain and fabric are shaped."""
+
+    name: str
+    family: str
+    gpus: int
+    vcpus: int
+    memory_gib: Sourced
+    cpu_arch: Arch
+    vms_per_nvlink_domain: int
+    ib_ports: int
+    ib_rate_gbps: Sourced | None
+    quota_family: Sourced
+    fabric_model: str | None
+    source: str
+    status: str
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.gpus > 0
+
+    @property
+    def is_rack_scale(self) -> bool:
+        """True for NVL72-style sizes whose NVLink domain spans several VMs."""
+        return self.vms_per_nvlink_domain > 1
+
+
+@dataclass(frozen=True)
+class Image:
+    """A known marketplace image (publisher:offer:sku) and the architecture it boots."""
+
+    urn_prefix: str
+    arch: Arch
+    description: str
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Everything the toolkit knows about sizes, images, fabrics and platform limits."""
+
+    skus: dict[str, Sku]
+    images: dict[str, Image]
+    fabric_models: dict[str, FabricModel]
+    limits: dict[str, Sourced]
+
+    def sku(self, name: str) -> Sku:
+        return self.skus[name]
+
+    def fabric_for(self, sku: Sku) -> FabricModel:
+        if sku.fabric_model is None:
+            raise KeyError(f"{sku.name} has no InfiniBand fabric model")
+        return self.fabric_models[sku.fabric_model]
+
+    def limit(self, name: str) -> Any:
+        return self.limits[name].value
+
+    def image_arch(self, image: str) -> Arch | None:
+        """Architecture of a marketplace URN (any version), or None when the catalog cannot know it."""
+        parts = image.split(":")
+        if len(parts) != 4:
+            return None
+        known = self.images.get(":".join(parts[:3]).lower())
+        return known.arch if known else None
+
+
+def _load_yaml(name: str) -> dict[str, Any]:
+    with (DATA_DIR / name).open(encoding="utf-8") as fh:
+        data: dict[str, Any] = yaml.safe_load(fh)
+    return data
+
+
+def _fabric(name: str, raw: dict[str, Any]) -> FabricModel:
+    return FabricModel(
+        name=name,
+        scale_set_per=raw["scaleSetPer"],
+        scale_set_api_version=_sourced(raw["scaleSetApiVersion"]),
+        single_placement_group=bool(raw["singlePlacementGroup"]),
+        max_racks_per_fabric=_sourced(raw["maxRacksPerFabric"]) if "maxRacksPerFabric" in raw else None,
+        max_vms_per_fabric=_sourced(raw["maxVmsPerFabric"]) if "maxVmsPerFabric" in raw else None,
+        interconnect_group=raw.get("interconnectGroup"),
+    )
+
+
+def _sku(name: str, raw: dict[str, Any]) -> Sku:
+    return Sku(
+        name=name,
+        family=raw["family"],
+        gpus=int(raw["gpus"]),
+        vcpus=int(raw["vcpus"]),
+        memory_gib=_sourced(raw["memoryGiB"]),
+        cpu_arch=raw["cpuArch"],
+        vms_per_nvlink_domain=int(raw["vmsPerNvlinkDomain"]),
+        ib_ports=int(raw["ibPorts"]),
+        ib_rate_gbps=_sourced(raw["ibRateGbps"]) if "ibRateGbps" in raw else None,
+        quota_family=_sourced(raw["quotaFamily"]),
+        fabric_model=raw.get("fabricModel"),
+        source=raw.get("source", ""),
+        status=raw.get("status", "verified"),
+    )
+
+
+@functools.cache
+def load() -> Catalog:
+    """The catalog, read once per process."""
+    skus_raw = _load_yaml("skus.yaml")
+    images_raw = _load_yaml("images.yaml")["images"]
+    return Catalog(
+        skus={name: _sku(name, raw) for name, raw in skus_raw["skus"].items()},
+        images={urn.lower(): Image(urn, raw["arch"], raw.get("description", "")) for urn, raw in images_raw.items()},
+        fabric_models={name: _fabric(name, raw) for name, raw in skus_raw["fabricModels"].items()},
+        limits={name: _sourced(raw) for name, raw in skus_raw["limits"].items()},
+    )

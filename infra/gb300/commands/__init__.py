@@ -1,0 +1,11 @@
+"""``gb300`` subcommands. Each module has ``add_parser(subparsers)`` and ``run(args) -> int``."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from gb300.commands import plan, schema
+
+COMMANDS: tuple[ModuleType, ...] = (plan, schema)
+
+__all__ = ["COMMANDS"]

@@ -1,0 +1,75 @@
+"""``gb300 plan``: run the program offline on the Pulumi SDK's mocks and report what it would build."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gb300 import config, paths, rules
+from gb300.errors import UsageError
+from gb300.plan import run_plan
+from gb300.plan.render import text
+
+NAME = "plan"
+
+
+def add_parser(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        NAME,
+        help="preview a stack offline (no Azure account, no Pulumi CLI)",
+        description=(
+            "Run the real Pulumi program from infra/ on the Pulumi SDK's mock monitor, record every resource "
+            "it registers, run the policy rules over them and print a summary. Exit 0 when no finding is at "
+            "or above gb300:policy.failOn (default: error), 1 when one is, 2 for invalid config or usage."
+        ),
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--stack", metavar="NAME", help="plan stacks/Pulumi.NAME.yaml")
+    src.add_argument("--stack-file", metavar="PATH", type=Path, help="plan this stack file")
+    p.add_argument("--json", metavar="FILE", type=Path, help="also write the plan (resources, findings, summary) here")
+    p.add_argument("--quiet", action="store_true", help="print only findings and the verdict")
+
+
+def _stack(args: argparse.Namespace) -> tuple[str, Path]:
+    if args.stack_file is not None:
+        path: Path = args.stack_file
+        name = path.name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
+        if not path.exists():
+            raise UsageError(f"stack file {path} does not exist")
+        return name, path
+    path = paths.stack_file(args.stack)
+    if not path.exists():
+        known = sorted(
+            p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in paths.STACKS_DIR.glob("Pulumi.*.yaml")
+        )
+        raise UsageError(f"no stack {args.stack!r}: {path} does not exist (stacks: {', '.join(known) or 'none'})")
+    return args.stack, path
+
+
+def run(args: argparse.Namespace) -> int:
+    name, path = _stack(args)
+    raw = config.load_stack_file(path)
+    started = time.perf_counter()
+    print(f"gb300 plan: validating and registering resources of stack {name}...", file=sys.stderr)
+    result = run_plan(name, raw)
+    elapsed = time.perf_counter() - started
+    print(
+        f"gb300 plan: {len(result.resources):,} resources registered and checked in {elapsed:.1f}s",
+        file=sys.stderr,
+    )
+    if args.json is not None:
+        args.json.write_text(json.dumps(result.as_json(), indent=1, sort_keys=False) + "\n", encoding="utf-8")
+        print(f"gb300 plan: wrote {args.json}", file=sys.stderr)
+    shown = result if not args.quiet else None
+    if shown is not None:
+        print(text(result, stack_file=str(path)))
+    failing = rules.failing(result.findings, result.config.policy)
+    if failing:
+        print(f"plan fails: {len(failing)} finding(s) at or above '{result.config.policy.fail_on}'")
+        return 1
+    print("plan passes")
+    return 0

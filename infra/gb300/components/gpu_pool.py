@@ -1,0 +1,155 @@
+"""A GPU pool: one InfiniBand fabric made of whole NVLink domains (NVL72 racks).
+
+How a fabric becomes Azure resources is decided by the SKU's fabric model in ``data/skus.yaml`` and
+nowhere else:
+
+* ``interconnect-group`` (GB300, GB200): one scale set per rack (capacity = VMs per NVLink domain) and one
+  ``Microsoft.Network/interconnectGroups`` that every rack's scale set joins, so all racks share one
+  InfiniBand fabric. A 64-rack pool (1,152 VMs) exceeds the 1,000-VM scale set cap, so one classic scale
+  set cannot carry it; Azure's own tooling also scales GB clusters by whole racks.
+* ``placement-group`` (H100, H200): one classic scale set with a single placement group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+from pulumi_azure_native import network, resources
+
+from gb300.catalog import FabricModel, Sku
+from gb300.components import scale_set
+
+RACK_INDEX_WIDTH = 4  # r0001..r9999: names never change when a pool grows past 99 or 999 racks
+
+
+@dataclass(frozen=True)
+class GpuPoolArgs:
+    """Inputs of :class:`GpuPool`; ids of shared resources come in, nothing is read from stack config."""
+
+    cluster_name: str
+    pool_name: str
+    sku: Sku
+    fabric: FabricModel
+    racks: int
+    image: str
+    os_disk_size_gb: int
+    admin_username: str
+    ssh_public_key: str
+    resource_group_name: pulumi.Input[str]
+    location: str
+    subnet_id: pulumi.Input[str]
+    identity_id: pulumi.Input[str]
+    custom_data: pulumi.Input[str]
+    custom_data_sha256: str
+    zone: str | None = None
+    capacity_reservation_group_id: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def vms(self) -> int:
+        return self.racks * self.sku.vms_per_nvlink_domain
+
+
+def rack_name(cluster: str, pool: str, index: int) -> str:
+    """The scale set name of rack ``index`` (1-based) of a pool."""
+    return f"{cluster}-{pool}-r{index:0{RACK_INDEX_WIDTH}d}"
+
+
+class GpuPool(pulumi.ComponentResource):
+    """The scale sets (and interconnect group) of one GPU pool."""
+
+    scale_set_ids: list[pulumi.Output[str]]
+    interconnect_group_id: pulumi.Output[str] | None
+
+    def __init__(self, name: str, args: GpuPoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gb300:compute:GpuPool", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = {
+            **args.tags,
+            "gb300-pool": args.pool_name,
+            "gb300-custom-data-sha256": args.custom_data_sha256,
+            **({"gb300-zone": args.zone} if args.zone else {}),
+        }
+        self.interconnect_group_id = None
+        self.scale_set_ids = []
+        if args.fabric.scale_set_per == "rack":
+            ig = args.fabric.interconnect_group or {}
+            group = network.InterconnectGroup(
+                f"{name}-ig",
+                interconnect_group_name=f"{name}-ig",
+                resource_group_name=args.resource_group_name,
+                location=args.location,
+                scope=ig.get("scope", "InfiniBand"),
+                subgroup_profile=network.SubgroupProfileArgs(
+                    vm_size=args.sku.name,
+                    scope=ig.get("subgroupScope", "VerticalConnect"),
+                    size=args.sku.vms_per_nvlink_domain,
+                ),
+                tags=tags,
+                opts=child,
+            )
+            self.interconnect_group_id = group.id
+            for index in range(1, args.racks + 1):
+                self.scale_set_ids.append(
+                    self._scale_set(
+                        rack_name(args.cluster_name, args.pool_name, index),
+                        args,
+                        capacity=args.sku.vms_per_nvlink_domain,
+                        interconnect_group_id=group.id,
+                        tags={**tags, "gb300-rack": str(index)},
+                    )
+                )
+        else:
+            self.scale_set_ids.append(
+                self._scale_set(f"{args.cluster_name}-{args.pool_name}", args, capacity=args.vms, tags=tags)
+            )
+        self.register_outputs(
+            {
+                "scaleSetIds": self.scale_set_ids,
+                "interconnectGroupId": self.interconnect_group_id,
+                "vms": args.vms,
+            }
+        )
+
+    def _scale_set(
+        self,
+        name: str,
+        args: GpuPoolArgs,
+        *,
+        capacity: int,
+        tags: dict[str, str],
+        interconnect_group_id: pulumi.Input[str] | None = None,
+    ) -> pulumi.Output[str]:
+        spec = scale_set.ScaleSetSpec(
+            sku=args.sku,
+            fabric=args.fabric,
+            capacity=capacity,
+            computer_name_prefix=f"{name}-",
+            image=args.image,
+            os_disk_size_gb=args.os_disk_size_gb,
+            admin_username=args.admin_username,
+            ssh_public_key=args.ssh_public_key,
+            subnet_id=args.subnet_id,
+            custom_data=args.custom_data,
+            interconnect_group_id=interconnect_group_id,
+            capacity_reservation_group_id=args.capacity_reservation_group_id,
+        )
+        vmss = resources.Resource(
+            name,
+            resource_name_=name,
+            resource_group_name=args.resource_group_name,
+            resource_provider_namespace="Microsoft.Compute",
+            parent_resource_path="",
+            resource_type="virtualMachineScaleSets",
+            api_version=args.fabric.scale_set_api_version.value,
+            location=args.location,
+            sku=resources.SkuArgs(**scale_set.sku(spec)),
+            identity=resources.IdentityArgs(
+                type=resources.ResourceIdentityType.USER_ASSIGNED, user_assigned_identities=[args.identity_id]
+            ),
+            properties=scale_set.properties(spec),
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return vmss.id

@@ -1,0 +1,179 @@
+"""The cluster network: a VNet carved into role subnets, NSGs that deny the Internet, NAT egress, Bastion.
+
+Nothing here gives a NIC a public IP. The only public addresses are Bastion's (its service endpoint)
+and the NAT gateway's (egress only, attached to no NIC).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+from pulumi_azure_native import network
+
+from gb300.netplan import Role, SubnetPlan
+
+_DENY_INTERNET = network.SecurityRuleArgs(
+    name="deny-internet-inbound",
+    priority=4000,
+    direction="Inbound",
+    access="Deny",
+    protocol="*",
+    source_address_prefix="Internet",
+    source_port_range="*",
+    destination_address_prefix="*",
+    destination_port_range="*",
+    description="gb300: nothing on the Internet reaches the cluster directly",
+)
+
+
+@dataclass(frozen=True)
+class NetworkArgs:
+    """Inputs of :class:`Network`. ``subnets`` come from :func:`gb300.netplan.carve`."""
+
+    resource_group_name: pulumi.Input[str]
+    location: str
+    address_space: str
+    subnets: list[SubnetPlan]
+    ssh_source_ranges: list[str] = field(default_factory=list)
+    nat_gateway: bool = True
+    bastion: bool = True
+    zone: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class Network(pulumi.ComponentResource):
+    """A VNet with one subnet per role, an NSG per non-Bastion subnet, NAT egress and optional Bastion."""
+
+    subnet_ids: dict[Role, pulumi.Output[str]]
+    vnet_id: pulumi.Output[str]
+
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gb300:network:Network", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        rg = args.resource_group_name
+        by_role = {s.role: s for s in args.subnets}
+
+        vnet = network.VirtualNetwork(
+            f"{name}-vnet",
+            virtual_network_name=f"{name}-vnet",
+            resource_group_name=rg,
+            location=args.location,
+            address_space=network.AddressSpaceArgs(address_prefixes=[args.address_space]),
+            tags=args.tags,
+            opts=child,
+        )
+        nat_id: pulumi.Output[str] | None = None
+        if args.nat_gateway:
+            nat_ip = network.PublicIPAddress(
+                f"{name}-nat-ip",
+                public_ip_address_name=f"{name}-nat-ip",
+                resource_group_name=rg,
+                location=args.location,
+                sku=network.PublicIPAddressSkuArgs(name="Standard"),
+                public_ip_allocation_method="Static",
+                zones=[args.zone] if args.zone else None,
+                tags=args.tags,
+                opts=child,
+            )
+            nat = network.NatGateway(
+                f"{name}-nat",
+                nat_gateway_name=f"{name}-nat",
+                resource_group_name=rg,
+                location=args.location,
+                sku=network.NatGatewaySkuArgs(name="Standard"),
+                public_ip_addresses=[network.SubResourceArgs(id=nat_ip.id)],
+                zones=[args.zone] if args.zone else None,
+                tags=args.tags,
+                opts=child,
+            )
+            nat_id = nat.id
+
+        self.subnet_ids = {}
+        previous: pulumi.Resource | None = None
+        for plan in args.subnets:
+            nsg_id = None
+            if plan.role != "bastion":
+                nsg = network.NetworkSecurityGroup(
+                    f"{name}-{plan.name}-nsg",
+                    network_security_group_name=f"{name}-{plan.name}-nsg",
+                    resource_group_name=rg,
+                    location=args.location,
+                    security_rules=self._rules(plan, args, by_role),
+                    tags=args.tags,
+                    opts=child,
+                )
+                nsg_id = nsg.id
+            egress = nat_id is not None and plan.role in ("gpu", "head")
+            subnet = network.Subnet(
+                f"{name}-{plan.name}",
+                subnet_name=plan.name,
+                virtual_network_name=vnet.name,
+                resource_group_name=rg,
+                address_prefix=plan.prefix,
+                network_security_group=network.NetworkSecurityGroupArgs(id=nsg_id) if nsg_id else None,
+                nat_gateway=network.SubResourceArgs(id=nat_id) if egress and nat_id else None,
+                default_outbound_access=False,
+                private_endpoint_network_policies="Enabled" if plan.role == "endpoints" else None,
+                # Azure serialises subnet writes on one VNet; chaining them avoids conflicting PUTs.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[previous] if previous else None),
+            )
+            previous = subnet
+            self.subnet_ids[plan.role] = subnet.id
+
+        if args.bastion and "bastion" in self.subnet_ids:
+            bastion_ip = network.PublicIPAddress(
+                f"{name}-bastion-ip",
+                public_ip_address_name=f"{name}-bastion-ip",
+                resource_group_name=rg,
+                location=args.location,
+                sku=network.PublicIPAddressSkuArgs(name="Standard"),
+                public_ip_allocation_method="Static",
+                tags=args.tags,
+                opts=child,
+            )
+            network.BastionHost(
+                f"{name}-bastion",
+                bastion_host_name=f"{name}-bastion",
+                resource_group_name=rg,
+                location=args.location,
+                sku=network.SkuArgs(name="Standard"),
+                enable_tunneling=True,
+                ip_configurations=[
+                    network.BastionHostIPConfigurationArgs(
+                        name="bastion",
+                        subnet=network.SubResourceArgs(id=self.subnet_ids["bastion"]),
+                        public_ip_address=network.SubResourceArgs(id=bastion_ip.id),
+                    )
+                ],
+                tags=args.tags,
+                opts=child,
+            )
+
+        self.vnet_id = vnet.id
+        self.register_outputs({"vnetId": vnet.id, "subnetIds": self.subnet_ids})
+
+    @staticmethod
+    def _rules(plan: SubnetPlan, args: NetworkArgs, by_role: dict[Role, SubnetPlan]) -> list[network.SecurityRuleArgs]:
+        rules: list[network.SecurityRuleArgs] = []
+        if plan.role == "head":
+            sources = list(args.ssh_source_ranges)
+            if "bastion" in by_role:
+                sources.append(by_role["bastion"].prefix)
+            for i, source in enumerate(sources):
+                rules.append(
+                    network.SecurityRuleArgs(
+                        name=f"allow-ssh-{i}",
+                        priority=100 + i,
+                        direction="Inbound",
+                        access="Allow",
+                        protocol="Tcp",
+                        source_address_prefix=source,
+                        source_port_range="*",
+                        destination_address_prefix="*",
+                        destination_port_range="22",
+                        description="gb300: SSH from gb300:access.sshSourceRanges or Bastion",
+                    )
+                )
+        rules.append(_DENY_INTERNET)
+        return rules

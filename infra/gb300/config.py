@@ -1,0 +1,469 @@
+"""The stack configuration contract (namespace ``gb300``), as typed, validated models.
+
+A stack file's ``config:`` block becomes a :class:`StackConfig`. Every problem is reported at once,
+one line per key path (``gb300:gpuPools[0].racks: must be at least 1 (got 0)``), via
+:class:`gb300.errors.ConfigError`. Syntax and ranges live here; checks that need the declared
+resources (subnet room, quota, rack alignment) are rules in :mod:`gb300.rules`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import difflib
+import ipaddress
+import json
+import re
+import struct
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from gb300 import catalog
+from gb300.errors import ConfigError, Problem
+
+NAMESPACE = "gb300"
+
+# Key types Azure accepts for Linux VM SSH keys. Security-key (sk-) types are not accepted by Azure.
+_SSH_KEY_TYPES = ("ssh-ed25519", "ssh-rsa")
+_RSA_MIN_BITS = 2048
+
+
+def _check_name(value: str) -> str:
+    if not re.fullmatch(r"[a-z][a-z0-9-]*", value) or value.endswith("-") or "--" in value:
+        raise ValueError(
+            f"must be lowercase letters, digits and single hyphens, starting with a letter (got {value!r})"
+        )
+    return value
+
+
+def _check_pool_name(value: str) -> str:
+    if not re.fullmatch(r"[a-z][a-z0-9]*", value):
+        raise ValueError(f"must be lowercase letters and digits, starting with a letter (got {value!r})")
+    return value
+
+
+def _check_location(value: str) -> str:
+    if not re.fullmatch(r"[a-z][a-z0-9]+", value):
+        raise ValueError(f"must be an Azure region name such as 'eastus2' (got {value!r})")
+    return value
+
+
+def _zone_to_str(value: Any) -> Any:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _check_cidr(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be an IPv4 CIDR such as '10.40.0.0/16' (got {value!r})")
+    try:
+        net = ipaddress.IPv4Network(value, strict=False)
+    except ValueError:
+        raise ValueError(f"must be an IPv4 CIDR such as '10.40.0.0/16' (got {value!r})") from None
+    if "/" not in value:
+        raise ValueError(f"must give a prefix length, such as '{value}/32' (got {value!r})")
+    if str(net) != value:
+        raise ValueError(f"has host bits set; the network is {net} (got {value!r})")
+    return value
+
+
+def _check_ssh_public_key(value: str) -> str:
+    text = value.strip()
+    if "PRIVATE KEY" in text:
+        raise ValueError("is a private key; give the public key (the .pub file), never the private one")
+    parts = text.split()
+    hint = "must be an OpenSSH public key such as 'ssh-ed25519 AAAA... you@host'"
+    if len(parts) < 2:
+        raise ValueError(f"{hint} (got {_short(text)!r})")
+    kind, blob = parts[0], parts[1]
+    if kind not in _SSH_KEY_TYPES:
+        raise ValueError(f"{hint}; Azure accepts {', '.join(_SSH_KEY_TYPES)} (got type {kind!r})")
+    try:
+        raw = base64.b64decode(blob, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"{hint}; the key body is not base64 (got {_short(text)!r})") from None
+    fields = _ssh_fields(raw)
+    if not fields or fields[0] != kind.encode():
+        raise ValueError(f"{hint}; the key body does not encode a {kind} key (got {_short(text)!r})")
+    if kind == "ssh-rsa":
+        modulus = fields[2] if len(fields) > 2 else b""
+        bits = len(modulus.lstrip(b"\x00")) * 8
+        if bits < _RSA_MIN_BITS:
+            raise ValueError(f"is an RSA key of {bits} bits; Azure needs at least {_RSA_MIN_BITS}")
+    return text
+
+
+def _ssh_fields(raw: bytes) -> list[bytes]:
+    fields: list[bytes] = []
+    pos = 0
+    while pos + 4 <= len(raw):
+        (length,) = struct.unpack(">I", raw[pos : pos + 4])
+        pos += 4
+        if pos + length > len(raw):
+            return []
+        fields.append(raw[pos : pos + length])
+        pos += length
+    return fields if pos == len(raw) else []
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check_username(value: str) -> str:
+    if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", value):
+        raise ValueError(f"must be a Linux user name: lowercase, digits, '_' or '-' (got {value!r})")
+    if value in catalog.load().limit("reservedAdminUsernames"):
+        raise ValueError(f"is reserved by Azure (got {value!r}); choose another name such as 'azureuser'")
+    return value
+
+
+def _check_gpu_size(value: str) -> str:
+    cat = catalog.load()
+    sku = cat.skus.get(value)
+    if sku is None or not sku.is_gpu:
+        known = ", ".join(sorted(n for n, s in cat.skus.items() if s.is_gpu))
+        raise ValueError(f"is not a GPU size in the catalog (got {value!r}); known: {known}")
+    return value
+
+
+def _check_size(value: str) -> str:
+    if value not in catalog.load().skus:
+        known = ", ".join(sorted(catalog.load().skus))
+        raise ValueError(f"is not a size in the catalog (got {value!r}); known: {known}")
+    return value
+
+
+_IMAGE_ID = re.compile(r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Compute/.+", re.IGNORECASE)
+
+
+def _check_image(value: str) -> str:
+    if value.startswith("/"):
+        if not _IMAGE_ID.fullmatch(value):
+            raise ValueError(f"must be an image resource id under Microsoft.Compute (got {_short(value)!r})")
+        return value
+    parts = value.split(":")
+    if len(parts) != 4 or not all(parts):
+        raise ValueError(f"must be a marketplace URN 'publisher:offer:sku:version' or an image id (got {value!r})")
+    return value
+
+
+def _check_resource_id(value: str) -> str:
+    if not value.startswith("/subscriptions/"):
+        raise ValueError(f"must be an Azure resource id starting with /subscriptions/ (got {_short(value)!r})")
+    return value
+
+
+Name = Annotated[str, Field(min_length=1, max_length=12), AfterValidator(_check_name)]
+PoolName = Annotated[str, Field(min_length=1, max_length=10), AfterValidator(_check_pool_name)]
+Cidr = Annotated[str, BeforeValidator(_check_cidr)]
+Zone = Annotated[Literal["1", "2", "3"], BeforeValidator(_zone_to_str)]
+TagKey = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^<>%&\\?/]+$")]
+TagValue = Annotated[str, Field(max_length=256)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, strict=False
+    )
+
+
+class ClusterSettings(_Model):
+    """``gb300:cluster``: identity, region and tags of the cluster."""
+
+    name: Name
+    location: Annotated[str, AfterValidator(_check_location)]
+    zone: Zone | None = None
+    tags: dict[TagKey, TagValue] = Field(default_factory=dict)
+
+
+class AccessSettings(_Model):
+    """``gb300:access``: who may log in, and from where."""
+
+    admin_username: Annotated[str, AfterValidator(_check_username)] = "azureuser"
+    ssh_public_key: Annotated[str, AfterValidator(_check_ssh_public_key)]
+    ssh_source_ranges: list[Cidr] = Field(default_factory=list)
+    login_public_ip: bool = False
+
+
+class NetworkSettings(_Model):
+    """``gb300:network``: the address space the toolkit carves its subnets from."""
+
+    address_space: Cidr = "10.40.0.0/16"
+    bastion: bool = True
+    nat_gateway: bool = True
+
+
+class GpuPool(_Model):
+    """One entry of ``gb300:gpuPools``: one InfiniBand fabric of whole NVLink domains (racks)."""
+
+    name: PoolName
+    vm_size: Annotated[str, AfterValidator(_check_gpu_size)] = "Standard_ND128isr_GB300_v6"
+    racks: Annotated[int, Field(ge=1, le=2000, strict=True)]
+    image: Annotated[str, AfterValidator(_check_image)] = "microsoft-dsvm:ubuntu-hpc:2404-gb:latest"
+    os_disk_size_gb: Annotated[int, Field(ge=64, le=4095, strict=True)] = Field(256, alias="osDiskSizeGB")
+    capacity_reservation_group_id: Annotated[str, AfterValidator(_check_resource_id)] | None = None
+
+    @property
+    def sku(self) -> catalog.Sku:
+        return catalog.load().sku(self.vm_size)
+
+    @property
+    def vms(self) -> int:
+        return self.racks * self.sku.vms_per_nvlink_domain
+
+
+LustreSku = Literal[
+    "AMLFS-Durable-Premium-40",
+    "AMLFS-Durable-Premium-125",
+    "AMLFS-Durable-Premium-250",
+    "AMLFS-Durable-Premium-500",
+]
+
+
+class LustreSettings(_Model):
+    """``gb300:storage.lustre``: an Azure Managed Lustre filesystem."""
+
+    sku: LustreSku
+    capacity_ti_b: Annotated[int, Field(ge=1, strict=True)] = Field(alias="capacityTiB")
+
+
+class StorageSettings(_Model):
+    """``gb300:storage``: shared storage (Lustre, Blob) for datasets and checkpoints."""
+
+    lustre: LustreSettings | None = None
+
+
+class MonitoringSettings(_Model):
+    """``gb300:monitoring``: Azure Monitor, managed Prometheus and Grafana."""
+
+
+class PolicySettings(_Model):
+    """``gb300:policy``: which findings fail the plan, and which rules are suppressed."""
+
+    fail_on: Literal["error", "warning", "info"] = "error"
+    suppress: list[Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]] = Field(default_factory=list)
+
+
+class StackConfig(_Model):
+    """The whole ``gb300`` namespace of a stack file."""
+
+    cluster: ClusterSettings
+    access: AccessSettings
+    network: NetworkSettings = Field(default_factory=NetworkSettings)
+    gpu_pools: Annotated[list[GpuPool], Field(min_length=1)]
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
+    software: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _unique_pool_names(self) -> StackConfig:
+        seen: dict[str, int] = {}
+        for i, pool in enumerate(self.gpu_pools):
+            if pool.name in seen:
+                raise _PathError(
+                    ("gpuPools", i, "name"),
+                    f"duplicates gpuPools[{seen[pool.name]}].name (got {pool.name!r}); pool names must be unique",
+                )
+            seen[pool.name] = i
+        return self
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """Tags on every taggable resource: the user's plus the toolkit's own."""
+        return {**self.cluster.tags, "gb300-cluster": self.cluster.name, "managed-by": "gb300"}
+
+
+class _PathError(ValueError):
+    """A model-level problem that belongs to a specific key path."""
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Turning pydantic's errors into one line per key path.
+
+
+def format_path(loc: tuple[str | int, ...]) -> str:
+    """``('gpuPools', 0, 'racks')`` -> ``gb300:gpuPools[0].racks``."""
+    out = NAMESPACE
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += (":" if i == 0 else ".") + part
+    return out
+
+
+_MESSAGES: dict[str, Callable[[Any, dict[str, Any]], str]] = {
+    "missing": lambda got, ctx: "is required",
+    "greater_than_equal": lambda got, ctx: f"must be at least {ctx['ge']} (got {got!r})",
+    "less_than_equal": lambda got, ctx: f"must be at most {ctx['le']} (got {got!r})",
+    "int_type": lambda got, ctx: f"must be a whole number (got {got!r})",
+    "int_parsing": lambda got, ctx: f"must be a whole number (got {got!r})",
+    "int_from_float": lambda got, ctx: f"must be a whole number (got {got!r})",
+    "bool_type": lambda got, ctx: f"must be true or false (got {got!r})",
+    "bool_parsing": lambda got, ctx: f"must be true or false (got {got!r})",
+    "string_type": lambda got, ctx: f"must be a string (got {got!r}); quote numbers in YAML",
+    "list_type": lambda got, ctx: f"must be a list (got {got!r})",
+    "dict_type": lambda got, ctx: f"must be a mapping of keys to values (got {got!r})",
+    "model_type": lambda got, ctx: f"must be a mapping of keys to values (got {got!r})",
+    "model_attributes_type": lambda got, ctx: f"must be a mapping of keys to values (got {got!r})",
+    "literal_error": lambda got, ctx: f"must be one of {ctx['expected']} (got {got!r})",
+    "too_short": lambda got, ctx: f"must have at least {ctx['min_length']} item(s) (got {len(got or ())})",
+    "string_too_short": lambda got, ctx: "must not be empty",
+    "string_too_long": lambda got, ctx: f"must be at most {ctx['max_length']} characters (got {len(got)}: {got!r})",
+    "string_pattern_mismatch": lambda got, ctx: f"must match {ctx['pattern']} (got {got!r})",
+    "value_error": lambda got, ctx: str(ctx["error"]),
+}
+
+
+def _message(err: Mapping[str, Any], model_keys: list[str]) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        key = str(err["loc"][-1])
+        close = difflib.get_close_matches(key, model_keys, n=1)
+        return "is not a known key" + (f"; did you mean {close[0]!r}?" if close else "")
+    ctx = dict(err.get("ctx") or {})
+    render = _MESSAGES.get(kind)
+    if render is None:
+        return f"{err['msg']} (got {err.get('input')!r})"
+    return render(err.get("input"), ctx)
+
+
+def _problems(exc: ValidationError) -> list[Problem]:
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        error = (err.get("ctx") or {}).get("error")
+        if isinstance(error, _PathError):
+            loc = error.loc
+        problems.append(Problem(format_path(loc), _message(err, _keys_at(loc))))
+    return problems
+
+
+def _keys_at(loc: tuple[str | int, ...]) -> list[str]:
+    """The camelCase keys the model accepts next to ``loc``'s last element (for 'did you mean')."""
+    model: Any = StackConfig
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        fields = getattr(model, "model_fields", {})
+        field = next((f for n, f in fields.items() if (f.alias or n) == part), None)
+        if field is None:
+            return []
+        model = _model_of(field.annotation)
+    return [(f.alias or n) for n, f in getattr(model, "model_fields", {}).items()]
+
+
+def _model_of(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def parse(raw: Mapping[str, Any]) -> StackConfig:
+    """Validate the ``gb300`` namespace (keys without the ``gb300:`` prefix) into a :class:`StackConfig`."""
+    try:
+        return StackConfig.model_validate(dict(raw))
+    except ValidationError as exc:
+        raise ConfigError(_problems(exc)) from None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Where the raw namespace comes from: a stack file (gb300 plan) or the Pulumi engine (pulumi up).
+
+
+def namespace_from_stack_config(config: Mapping[str, Any], *, project: str = NAMESPACE) -> dict[str, Any]:
+    """The ``gb300`` keys of a stack file's ``config:`` block, prefix removed. Other namespaces are ignored."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        ns, sep, name = str(key).partition(":")
+        if not sep:
+            ns, name = project, str(key)
+        if ns == NAMESPACE:
+            out[name] = value
+    return out
+
+
+def load_stack_file(path: Path) -> dict[str, Any]:
+    """Read a stack file and return its ``gb300`` namespace. Raises ConfigError naming the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([Problem(str(path), f"cannot be read ({exc.strerror})")]) from None
+    try:
+        doc = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError([Problem(str(path), f"is not valid YAML{where}")]) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
+        raise ConfigError([Problem(str(path), "must be a Pulumi stack file with a 'config:' mapping")])
+    return namespace_from_stack_config(doc.get("config") or {})
+
+
+def to_pulumi_config(raw: Mapping[str, Any]) -> dict[str, str]:
+    """The namespace as the Pulumi engine hands it to a program: ``gb300:key`` -> JSON text."""
+    return {f"{NAMESPACE}:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
+
+
+def from_pulumi_config(values: Mapping[str, str]) -> dict[str, Any]:
+    """Inverse of :func:`to_pulumi_config`, for the engine's config map (``gb300:key`` -> text)."""
+    out: dict[str, Any] = {}
+    for key, text in values.items():
+        ns, _, name = key.partition(":")
+        if ns != NAMESPACE:
+            continue
+        try:
+            out[name] = json.loads(text)
+        except (TypeError, ValueError):
+            out[name] = text
+    return out
+
+
+def json_schema() -> dict[str, Any]:
+    """A JSON Schema of a stack file's ``config:`` block, for editors (``gb300 schema``)."""
+    inner = StackConfig.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
+    defs = inner.pop("$defs", {})
+    props = {f"{NAMESPACE}:{k}": v for k, v in inner["properties"].items()}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "gb300 stack file",
+        "description": "A Pulumi stack file (stacks/Pulumi.<stack>.yaml) for the gb300 project.",
+        "type": "object",
+        "properties": {
+            "config": {
+                "type": "object",
+                "properties": props,
+                "required": [f"{NAMESPACE}:{k}" for k in inner.get("required", [])],
+                "patternProperties": {"^(?!gb300:)[^:]+:.+$": {}},
+                "additionalProperties": False,
+            },
+            "secretsprovider": {"type": "string"},
+            "encryptedkey": {"type": "string"},
+            "encryptionsalt": {"type": "string"},
+            "environment": {},
+        },
+        "required": ["config"],
+        "$defs": defs,
+    }

@@ -1,0 +1,214 @@
+"""Mocks for the offline plan, on the Pulumi SDK's own mock monitor.
+
+:class:`AzureMocks` answers resource registrations with ids shaped like real Azure resource ids and echoes
+the inputs as outputs, adding the few outputs Azure computes (principal ids, endpoints).
+:class:`RecordingMonitor` is the SDK's ``MockMonitor`` that also keeps, for each registration, the URN,
+parent and ``protect`` flag, which the mocks interface does not pass on.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from pulumi.runtime import MockCallArgs, MockResourceArgs, Mocks
+from pulumi.runtime.mocks import MockMonitor
+
+SUBSCRIPTION_ID = "00000000-0000-0000-0000-000000000000"
+TENANT_ID = "11111111-1111-1111-1111-111111111111"
+
+# Pulumi module -> ARM resource provider namespace.
+NAMESPACES = {
+    "alertsmanagement": "Microsoft.AlertsManagement",
+    "authorization": "Microsoft.Authorization",
+    "compute": "Microsoft.Compute",
+    "dashboard": "Microsoft.Dashboard",
+    "insights": "Microsoft.Insights",
+    "keyvault": "Microsoft.KeyVault",
+    "managedidentity": "Microsoft.ManagedIdentity",
+    "monitor": "Microsoft.Insights",
+    "network": "Microsoft.Network",
+    "operationalinsights": "Microsoft.OperationalInsights",
+    "storage": "Microsoft.Storage",
+    "storagecache": "Microsoft.StorageCache",
+}
+# Pulumi resource -> (ARM collection, input naming the resource, parent collection and its name input).
+_IRREGULAR: dict[str, tuple[str, str]] = {
+    "managedidentity:UserAssignedIdentity": ("userAssignedIdentities", "resourceName"),
+    "network:PublicIPAddress": ("publicIPAddresses", "publicIpAddressName"),
+    "storage:StorageAccount": ("storageAccounts", "accountName"),
+    "storagecache:AmlFilesystem": ("amlFilesystems", "amlFilesystemName"),
+    "keyvault:Vault": ("vaults", "vaultName"),
+    "keyvault:Secret": ("secrets", "secretName"),
+    "authorization:RoleAssignment": ("roleAssignments", "roleAssignmentName"),
+    "operationalinsights:Workspace": ("workspaces", "workspaceName"),
+}
+_CHILDREN: dict[str, tuple[str, str]] = {
+    "network:Subnet": ("virtualNetworks", "virtualNetworkName"),
+    "keyvault:Secret": ("vaults", "vaultName"),
+    "storage:BlobContainer": ("storageAccounts/{accountName}/blobServices", "default"),
+}
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def _guid(*parts: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(parts)))
+
+
+def azure_name(typ: str, name: str, inputs: dict[str, Any]) -> str:
+    """The Azure name a resource gets: its explicit name input, else the Pulumi name."""
+    _, module_type = typ.split(":", 1) if typ.count(":") == 2 else ("", typ)
+    resource = module_type.split(":")[-1]
+    key = _IRREGULAR.get(module_type, ("", f"{_lower_first(resource)}Name"))[1]
+    for candidate in (key, "resourceName", f"{_lower_first(resource)}Name"):
+        value = inputs.get(candidate)
+        if isinstance(value, str) and value:
+            return value
+    return name
+
+
+def arm_id(typ: str, name: str, inputs: dict[str, Any]) -> str:
+    """An id shaped like the real Azure resource id of a registration."""
+    pkg, module, resource = typ.split(":")
+    if pkg != "azure-native":
+        return f"{typ}::{name}"
+    sub = f"/subscriptions/{SUBSCRIPTION_ID}"
+    if f"{module}:{resource}" == "resources:ResourceGroup":
+        return f"{sub}/resourceGroups/{inputs.get('resourceGroupName', name)}"
+    rg = inputs.get("resourceGroupName", "rg")
+    own = azure_name(typ, name, inputs)
+    if f"{module}:{resource}" == "resources:Resource":
+        parent = inputs.get("parentResourcePath") or ""
+        path = f"{parent}/" if parent else ""
+        return (
+            f"{sub}/resourceGroups/{rg}/providers/{inputs['resourceProviderNamespace']}/"
+            f"{path}{inputs['resourceType']}/{own}"
+        )
+    if f"{module}:{resource}" == "authorization:RoleAssignment":
+        scope = inputs.get("scope", sub)
+        return f"{scope}/providers/Microsoft.Authorization/roleAssignments/{_guid(scope, name)}"
+    namespace = NAMESPACES.get(module, f"Microsoft.{module.capitalize()}")
+    collection = _IRREGULAR.get(f"{module}:{resource}", (f"{_lower_first(resource)}s", ""))[0]
+    if f"{module}:{resource}" in _CHILDREN:
+        parent_collection, parent_key = _CHILDREN[f"{module}:{resource}"]
+        parent_name = inputs.get(parent_key, parent_key)
+        return f"{sub}/resourceGroups/{rg}/providers/{namespace}/{parent_collection}/{parent_name}/{collection}/{own}"
+    return f"{sub}/resourceGroups/{rg}/providers/{namespace}/{collection}/{own}"
+
+
+def computed_outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Outputs Azure computes that other resources read (ids of principals, endpoints, addresses)."""
+    out: dict[str, Any] = {}
+    if typ == "azure-native:managedidentity:UserAssignedIdentity":
+        out = {
+            "principalId": _guid("principal", name),
+            "clientId": _guid("client", name),
+            "tenantId": TENANT_ID,
+        }
+    elif typ == "azure-native:storage:StorageAccount":
+        account = azure_name(typ, name, inputs)
+        out = {
+            "primaryEndpoints": {
+                "blob": f"https://{account}.blob.core.windows.net/",
+                "dfs": f"https://{account}.dfs.core.windows.net/",
+            }
+        }
+    elif typ == "azure-native:keyvault:Vault":
+        out = {
+            "properties": {
+                **inputs.get("properties", {}),
+                "vaultUri": f"https://{azure_name(typ, name, inputs)}.vault.azure.net/",
+            }
+        }
+    elif typ == "azure-native:resources:Resource":
+        ids = (inputs.get("identity") or {}).get("userAssignedIdentities")
+        if isinstance(ids, list):  # the input is a list of ids; Azure answers with a map keyed by id
+            out = {"identity": {**inputs["identity"], "userAssignedIdentities": {i: {} for i in ids}}}
+    elif typ == "azure-native:storagecache:AmlFilesystem":
+        out = {
+            "clientInfo": {
+                "mgsAddress": "10.40.8.4",
+                "mountCommand": "mount -t lustre 10.40.8.4@tcp:/lustrefs",
+            }
+        }
+    return out
+
+
+class AzureMocks(Mocks):
+    """Answers the program's registrations and invokes as Azure would, without calling Azure."""
+
+    def __init__(self) -> None:
+        self.recorder: RecordingMonitor | None = None
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        id_ = arm_id(args.typ, args.name, args.inputs) if args.custom else None
+        state = {**args.inputs, "name": azure_name(args.typ, args.name, args.inputs)}
+        state.update(computed_outputs(args.typ, args.name, args.inputs))
+        if self.recorder is not None:
+            self.recorder.record(args, id_)
+        return id_, state
+
+    def call(self, args: MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        if args.token == "azure-native:authorization:getClientConfig":  # noqa: S105 - an invoke token
+            return {
+                "clientId": _guid("deployer"),
+                "objectId": _guid("deployer-object"),
+                "subscriptionId": SUBSCRIPTION_ID,
+                "tenantId": TENANT_ID,
+            }, None
+        if args.token == "azure-native:storagecache:getRequiredAmlFSSubnetsSize":  # noqa: S105
+            return {"filesystemSubnetSize": 24}, None
+        return {}, None
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What the engine would have been asked to create: the raw facts of one registration."""
+
+    urn: str
+    type: str
+    name: str
+    parent: str | None
+    protect: bool
+    custom: bool
+    id: str | None
+    inputs: dict[str, Any]
+
+
+class RecordingMonitor(MockMonitor):
+    """The SDK's mock monitor, keeping every registration with its URN, parent and protect flag."""
+
+    def __init__(self, mocks: AzureMocks) -> None:
+        super().__init__(mocks)
+        mocks.recorder = self
+        self.registrations: list[Registration] = []
+        self._local = threading.local()
+        self._lock = threading.Lock()
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - the gRPC method name
+        self._local.request = request
+        try:
+            return super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        finally:
+            self._local.request = None
+
+    def record(self, args: MockResourceArgs, id_: str | None) -> None:
+        request = self._local.request
+        urn = self.make_urn(request.parent, request.type, request.name)
+        registration = Registration(
+            urn=urn,
+            type=args.typ,
+            name=args.name,
+            parent=request.parent or None,
+            protect=bool(request.protect),
+            custom=bool(args.custom),
+            id=id_,
+            inputs=args.inputs,
+        )
+        with self._lock:
+            self.registrations.append(registration)

@@ -1,0 +1,50 @@
+"""The human summary ``gb300 plan`` prints."""
+
+from __future__ import annotations
+
+from gb300.findings import Level
+from gb300.plan.runner import PlanResult
+
+
+def _n(value: int) -> str:
+    return f"{value:,}"
+
+
+def text(result: PlanResult, *, stack_file: str) -> str:
+    """A readable summary: pools, quota, subnets, resources by type, custom data and findings."""
+    s = result.summary
+    zone = f" zone {s['zone']}" if s["zone"] else ""
+    lines = [
+        f"gb300 plan: stack {result.stack} ({stack_file})",
+        f"cluster {s['cluster']} in {s['location']}{zone}",
+        "",
+        "Compute",
+    ]
+    for name, pool in s["pools"].items():
+        lines.append(
+            f"  pool {name:<10} {pool['vmSize']:<30} {_n(pool['racks']):>6} racks {_n(pool['vms']):>8} VMs "
+            f"{_n(pool['gpus']):>8} GPUs  ({_n(pool['scaleSets'])} scale sets)"
+        )
+    lines.append(f"  {'total':<15} {'':<30} {_n(s['racks']):>6} racks {_n(s['vms']):>8} VMs {_n(s['gpus']):>8} GPUs")
+    lines += ["", "vCPU quota needed (per family)"]
+    lines += [f"  {family:<40} {_n(count):>10}" for family, count in s["vcpus"].items()]
+    lines += ["", "Subnets (usable addresses after Azure's reserved ones)"]
+    lines += [
+        f"  {sub['name']:<20} {sub['prefix']:<18} {_n(sub['used']):>7} used of {_n(sub['usable']):>7}"
+        for sub in s["subnets"]
+    ]
+    if s["customDataBytes"]:
+        lines += ["", "Custom data (base64, Azure's limit is 65,536 bytes)"]
+        lines += [f"  {role:<20} {_n(size):>7} bytes" for role, size in s["customDataBytes"].items()]
+    lines += ["", f"Resources ({_n(s['resourceCount'])})"]
+    lines += [f"  {typ:<55} {_n(count):>6}" for typ, count in s["resourcesByType"].items()]
+    lines.append("")
+    if not result.findings:
+        lines.append("Findings: none")
+    else:
+        counts = {lvl: sum(1 for f in result.findings if f.level == lvl) for lvl in Level}
+        lines.append(
+            "Findings: " + ", ".join(f"{counts[lvl]} {lvl.label}" for lvl in sorted(Level, reverse=True) if counts[lvl])
+        )
+        lines += [f"  {f.level.label:<7} {f.rule}: {f.message}\n          at {f.resource}" for f in result.findings]
+    return "\n".join(lines)

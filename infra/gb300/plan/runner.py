@@ -1,0 +1,109 @@
+"""Run the real Pulumi program on the SDK's mock monitor and collect what it would build."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from pulumi.runtime import settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from gb300 import config
+from gb300.config import StackConfig
+from gb300.findings import Finding
+from gb300.plan.mocks import AzureMocks, RecordingMonitor, Registration
+
+PROJECT = "gb300"
+
+
+@dataclass(frozen=True)
+class ResourceRecord:
+    """One resource as the plan JSON shows it; inputs are camelCase, as the provider receives them."""
+
+    urn: str
+    type: str
+    name: str
+    parent: str | None
+    protect: bool
+    id: str | None
+    inputs: dict[str, Any]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "urn": self.urn,
+            "type": self.type,
+            "name": self.name,
+            "parent": self.parent,
+            "protect": self.protect,
+            "id": self.id,
+            "inputs": self.inputs,
+        }
+
+
+@dataclass
+class PlanResult:
+    """Everything the plan learned: the config, the resources, the findings and a summary."""
+
+    stack: str
+    config: StackConfig
+    resources: list[ResourceRecord]
+    findings: list[Finding] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack,
+            "resources": [r.as_json() for r in self.resources],
+            "findings": [f.as_json() for f in self.findings],
+            "summary": self.summary,
+        }
+
+
+def _plain(value: Any) -> Any:
+    """Protobuf carries every number as a double; give whole numbers back as ints, as they were written."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _record(reg: Registration) -> ResourceRecord:
+    return ResourceRecord(reg.urn, reg.type, reg.name, reg.parent, reg.protect, reg.id, _plain(reg.inputs))
+
+
+def register(stack: str, raw: Mapping[str, Any], program: Callable[[], None] | None = None) -> list[ResourceRecord]:
+    """Run ``program`` (default: :func:`gb300.program.main`) under mocks with ``raw`` as the stack's config.
+
+    The mocks are installed before the program module is imported, as the SDK requires.
+    """
+    mocks = AzureMocks()
+    monitor = RecordingMonitor(mocks)
+    settings.reset_options(project=PROJECT, stack=stack, preview=True)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor)
+    pulumi.runtime.set_all_config(config.to_pulumi_config(raw))
+    if program is None:
+        program = importlib.import_module("gb300.program").main
+    _sync_await(run_pulumi_func(program))
+    records = [_record(r) for r in monitor.registrations]
+    records.sort(key=lambda r: r.urn)
+    return records
+
+
+def run_plan(stack: str, raw: Mapping[str, Any]) -> PlanResult:
+    """Validate ``raw`` (raises ConfigError), register the program's resources, then evaluate and summarise."""
+    from gb300 import rules  # noqa: PLC0415 - rules import the plan's record type
+    from gb300.plan import summary  # noqa: PLC0415
+
+    cfg = config.parse(raw)
+    resources = register(stack, raw)
+    result = PlanResult(stack=stack, config=cfg, resources=resources)
+    result.findings = rules.evaluate(resources, cfg.policy)
+    result.summary = summary.summarise(cfg, resources)
+    return result

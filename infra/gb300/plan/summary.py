@@ -1,0 +1,71 @@
+"""The plan's summary, computed from the registered resources (what would be built), read with the catalog."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from gb300 import catalog, inventory
+from gb300.config import StackConfig
+from gb300.plan.runner import ResourceRecord
+
+
+def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str, Any]:
+    """Racks, VMs, GPUs, vCPUs per quota family, address use per subnet, resources by type, custom data sizes."""
+    cat = catalog.load()
+    pools: dict[str, dict[str, Any]] = {}
+    vcpus: dict[str, int] = defaultdict(int)
+    subnet_use: Counter[str] = Counter()
+    custom_data: dict[str, int] = {}
+    for ss in inventory.scale_sets(resources):
+        sku = cat.skus.get(ss.vm_size)
+        pool = pools.setdefault(
+            ss.pool or ss.name,
+            {"vmSize": ss.vm_size, "scaleSets": 0, "racks": 0, "vms": 0, "gpus": 0},
+        )
+        pool["scaleSets"] += 1
+        pool["vms"] += ss.capacity
+        if sku is not None:
+            pool["gpus"] += ss.capacity * sku.gpus
+            if sku.is_rack_scale:
+                pool["racks"] += ss.capacity // sku.vms_per_nvlink_domain
+            vcpus[sku.quota_family.value] += ss.capacity * sku.vcpus
+        for subnet_id in set(ss.subnet_ids):
+            subnet_use[subnet_id] += ss.capacity
+        data = inventory.dig(ss.properties, "virtualMachineProfile", "osProfile", "customData")
+        if isinstance(data, str):
+            role = str(ss.tags.get("gb300-role", "gpu-node"))
+            custom_data[role] = max(custom_data.get(role, 0), len(data))
+
+    reserved = int(cat.limit("subnetReservedAddresses"))
+    subnets = []
+    for rec in inventory.of_type(resources, inventory.SUBNET):
+        prefix = rec.inputs.get("addressPrefix")
+        if not isinstance(prefix, str):
+            continue
+        size = ipaddress.IPv4Network(prefix).num_addresses
+        subnets.append(
+            {
+                "name": rec.inputs.get("subnetName", rec.name),
+                "prefix": prefix,
+                "usable": size - reserved,
+                "used": subnet_use.get(str(getattr(rec, "id", "")), 0),
+            }
+        )
+    subnets.sort(key=lambda s: ipaddress.IPv4Network(s["prefix"]))
+    return {
+        "cluster": cfg.cluster.name,
+        "location": cfg.cluster.location,
+        "zone": cfg.cluster.zone,
+        "racks": sum(p["racks"] for p in pools.values()),
+        "vms": sum(p["vms"] for p in pools.values()),
+        "gpus": sum(p["gpus"] for p in pools.values()),
+        "vcpus": dict(sorted(vcpus.items())),
+        "pools": pools,
+        "subnets": subnets,
+        "customDataBytes": custom_data,
+        "resourceCount": len(resources),
+        "resourcesByType": dict(sorted(Counter(r.type for r in resources).items())),
+    }
