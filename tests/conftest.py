@@ -1,0 +1,57 @@
+"""Shared fixtures. The Pulumi mocks are installed here, before any test module imports the program."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+
+from gb300.plan.mocks import AzureMocks
+
+# Mocks first: the SDK requires them before the program (gb300.program) is imported anywhere.
+pulumi.runtime.set_mocks(AzureMocks(), project="gb300", stack="test", preview=True)
+
+from gb300 import config, paths  # noqa: E402 - must follow set_mocks
+from gb300.plan import PlanResult, run_plan  # noqa: E402
+
+REPO = paths.REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def reference_raw() -> dict[str, Any]:
+    """The gb300 namespace of the reference stack file, as the plan reads it."""
+    return config.load_stack_file(paths.stack_file("reference"))
+
+
+@pytest.fixture(scope="session")
+def dev_raw() -> dict[str, Any]:
+    """The gb300 namespace of the one-rack dev stack file."""
+    return config.load_stack_file(paths.stack_file("dev"))
+
+
+@pytest.fixture(scope="session")
+def reference_plan(reference_raw: dict[str, Any]) -> PlanResult:
+    """The reference stack planned once per session (about 5 s)."""
+    return run_plan("reference", copy.deepcopy(reference_raw))
+
+
+@pytest.fixture(scope="session")
+def dev_plan(dev_raw: dict[str, Any]) -> PlanResult:
+    """The dev stack planned once per session."""
+    return run_plan("dev", copy.deepcopy(dev_raw))
+
+
+@pytest.fixture
+def write_stack(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Write a stack file from a gb300 namespace dict and return its path."""
+    import yaml  # noqa: PLC0415
+
+    def _write(raw: dict[str, Any], name: str = "case") -> Path:
+        path = tmp_path / f"Pulumi.{name}.yaml"
+        path.write_text(yaml.safe_dump({"config": {f"gb300:{k}": v for k, v in raw.items()}}), encoding="utf-8")
+        return path
+
+    return _write

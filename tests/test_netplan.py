@@ -1,0 +1,45 @@
+"""Subnet carving: room for every VM, aligned, non-overlapping, and honest when the space is too small."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from gb300 import netplan
+
+
+@pytest.mark.parametrize(
+    ("vms", "prefix"),
+    [(18, "/27"), (1152, "/21"), (2043, "/21"), (2044, "/20"), (25002, "/17")],
+)
+def test_gpu_subnet_holds_every_vm_plus_reserved(vms: int, prefix: str) -> None:
+    """The GPU subnet is the smallest block holding the pool's VMs and Azure's 5 reserved addresses."""
+    plans = netplan.carve("10.0.0.0/8", gpu_vms=vms, reserved=5)
+    gpu = next(p for p in plans if p.role == "gpu")
+    assert gpu.prefix.endswith(prefix)
+    assert gpu.size - 5 >= vms
+    assert gpu.fits
+
+
+def test_subnets_do_not_overlap_and_stay_inside() -> None:
+    """Every carved subnet lies inside the address space and overlaps no other."""
+    space = ipaddress.IPv4Network("10.40.0.0/16")
+    nets = [ipaddress.IPv4Network(p.prefix) for p in netplan.carve(str(space), gpu_vms=1152, reserved=5)]
+    assert all(n.subnet_of(space) for n in nets)
+    assert not any(a.overlaps(b) for i, a in enumerate(nets) for b in nets[i + 1 :])
+
+
+def test_bastion_subnet_has_azures_name_and_minimum_size() -> None:
+    """Bastion's subnet is called AzureBastionSubnet and is at least a /26, as Azure requires."""
+    bastion = next(p for p in netplan.carve("10.40.0.0/16", gpu_vms=18, reserved=5) if p.role == "bastion")
+    assert bastion.name == "AzureBastionSubnet"
+    assert bastion.size >= 64
+
+
+def test_too_small_space_is_carved_but_marked() -> None:
+    """A /24 cannot hold 1,152 VMs: carving still returns subnets, marked as not fitting, for the rule to report."""
+    plans = netplan.carve("10.40.0.0/24", gpu_vms=1152, reserved=5)
+    gpu = next(p for p in plans if p.role == "gpu")
+    assert not gpu.fits
+    assert gpu.size - 5 < 1152

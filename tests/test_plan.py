@@ -1,0 +1,84 @@
+"""The offline plan: the real program on the SDK's mock monitor, and the plan JSON contract."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gb300 import cli
+from gb300.plan import PlanResult
+
+ARM_ID = re.compile(r"^/subscriptions/[0-9a-f-]{36}/resourceGroups/[^/]+(/providers/[A-Za-z.]+/.+)?$")
+
+
+def test_reference_counts(reference_plan: PlanResult) -> None:
+    """The reference stack is 64 racks, 1,152 VMs, 4,608 GPUs and 147,456 GB300 vCPUs."""
+    s = reference_plan.summary
+    assert (s["racks"], s["vms"], s["gpus"]) == (64, 1152, 4608)
+    assert s["vcpus"] == {"standardNDISRGB300V6Family": 147456}
+
+
+def test_dev_counts(dev_plan: PlanResult) -> None:
+    """The dev stack is one rack: 18 VMs and 72 GPUs."""
+    assert (dev_plan.summary["racks"], dev_plan.summary["vms"], dev_plan.summary["gpus"]) == (1, 18, 72)
+
+
+def test_json_contract(tmp_path: Path) -> None:
+    """``gb300 plan --json`` writes stack, resources, findings and summary with the documented fields."""
+    out = tmp_path / "plan.json"
+    assert cli.main(["plan", "--stack", "dev", "--json", str(out), "--quiet"]) == 0
+    doc = json.loads(out.read_text())
+    assert set(doc) == {"stack", "resources", "findings", "summary"}
+    assert doc["stack"] == "dev"
+    assert isinstance(doc["findings"], list)
+    for res in doc["resources"]:
+        assert {"urn", "type", "name", "parent", "protect", "inputs"} <= set(res)
+        assert isinstance(res["protect"], bool)
+    vmss = next(r for r in doc["resources"] if r["name"] == "dev-train-r0001")
+    assert vmss["inputs"]["sku"] == {"name": "Standard_ND128isr_GB300_v6", "tier": "Standard", "capacity": 18}
+    assert {"racks", "vms", "gpus", "vcpus"} <= set(doc["summary"])
+
+
+def test_urns_unique_and_parents_registered(reference_plan: PlanResult) -> None:
+    """Every URN is unique and every parent is either another registered resource or the stack."""
+    urns = [r.urn for r in reference_plan.resources]
+    assert len(urns) == len(set(urns))
+    for r in reference_plan.resources:
+        assert r.parent is not None
+        assert r.parent in urns or r.parent.endswith("pulumi:pulumi:Stack::gb300-reference")
+
+
+def test_ids_look_like_azure_ids(reference_plan: PlanResult) -> None:
+    """Mocked ids read like real Azure resource ids, so references between resources read naturally."""
+    custom = [r for r in reference_plan.resources if r.id is not None]
+    assert custom
+    bad = [r.id for r in custom if not ARM_ID.match(r.id or "")]
+    assert not bad
+
+
+def test_references_resolve_to_registered_ids(reference_plan: PlanResult) -> None:
+    """Every id a scale set names (subnet, identity, interconnect group) is the id of a registered resource."""
+    ids = {r.id for r in reference_plan.resources}
+    vmss = next(r for r in reference_plan.resources if r.name == "ref-train-r0001")
+    props: dict[str, Any] = vmss.inputs["properties"]
+    nic = props["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"][0]
+    assert nic["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"] in ids
+    assert props["virtualMachineProfile"]["networkProfile"]["interconnectGroupProfile"]["id"] in ids
+    assert set(vmss.inputs["identity"]["userAssignedIdentities"]) <= ids
+
+
+def test_subnet_usage_in_summary(reference_plan: PlanResult) -> None:
+    """The summary shows the GPU subnet's usable addresses and the VMs that use them."""
+    gpu = next(s for s in reference_plan.summary["subnets"] if s["name"] == "gpu")
+    assert gpu == {"name": "gpu", "prefix": "10.40.0.0/21", "usable": 2043, "used": 1152}
+
+
+@pytest.mark.parametrize("stack", ["reference", "dev"])
+def test_shipped_stacks_plan_clean(stack: str, request: pytest.FixtureRequest) -> None:
+    """The stacks we ship plan with no error finding."""
+    plan: PlanResult = request.getfixturevalue(f"{stack}_plan")
+    assert not [f for f in plan.findings if f.level.label == "error"]
