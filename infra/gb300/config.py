@@ -467,3 +467,26 @@ def json_schema() -> dict[str, Any]:
         "required": ["config"],
         "$defs": defs,
     }
+
+
+def key_paths() -> list[str]:
+    """Every documented key path of the namespace (``gb300:gpuPools[].racks``), from the JSON Schema."""
+    schema = json_schema()
+    defs: dict[str, Any] = schema["$defs"]
+    out: list[str] = []
+
+    def walk(node: dict[str, Any], path: str) -> None:
+        if "$ref" in node:
+            node = defs[node["$ref"].rsplit("/", 1)[-1]]
+        for sub in node.get("anyOf", []):
+            walk(sub, path)
+        if node.get("type") == "array" and isinstance(node.get("items"), dict):
+            walk(node["items"], path + "[]")
+        for name, sub in node.get("properties", {}).items():
+            out.append(f"{path}.{name}")
+            walk(sub, f"{path}.{name}")
+
+    for key, node in schema["properties"]["config"]["properties"].items():
+        out.append(key)
+        walk(node, key)
+    return out
