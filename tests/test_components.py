@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pulumi
@@ -10,8 +11,14 @@ import pytest
 from gb300 import catalog, inventory, netplan
 from gb300.components import Network, NetworkArgs
 from gb300.plan import PlanResult
+from gb300.plan.runner import register
 
-UNTAGGABLE = {"azure-native:network:Subnet"}
+# Azure resources that take no tags.
+UNTAGGABLE = {
+    "azure-native:network:Subnet",
+    "azure-native:authorization:RoleAssignment",
+    "azure-native:network:PrivateDnsZoneGroup",
+}
 
 
 def _of(plan: PlanResult, typ: str) -> list[Any]:
@@ -108,6 +115,64 @@ def test_children_are_parented_to_components(reference_plan: PlanResult) -> None
         if r.type.startswith("gb300:") or r.type == "azure-native:resources:ResourceGroup":
             continue
         assert "$gb300:" in (r.parent or "") or "::gb300:" in (r.parent or ""), r.urn
+
+
+def test_vault_is_private_rbac_and_purge_protected(reference_plan: PlanResult) -> None:
+    """The Key Vault uses RBAC, keeps purge protection, and is reachable only through its private endpoint."""
+    vault = _of(reference_plan, "azure-native:keyvault:Vault")[0]
+    props = vault.inputs["properties"]
+    assert props["enableRbacAuthorization"] is True
+    assert props["enablePurgeProtection"] is True
+    assert props["publicNetworkAccess"] == "Disabled"
+    assert props["networkAcls"]["defaultAction"] == "Deny"
+    endpoint = _of(reference_plan, "azure-native:network:PrivateEndpoint")[0]
+    links = endpoint.inputs["privateLinkServiceConnections"]
+    assert links[0]["privateLinkServiceId"] == vault.id
+
+
+def test_munge_key_is_a_secret_read_by_the_node_identity_only(reference_plan: PlanResult) -> None:
+    """The munge key is stored as a secret (never shown in the plan) and nodes may only read secrets of that vault."""
+    secret = _of(reference_plan, "azure-native:keyvault:Secret")[0]
+    assert secret.inputs["secretName"] == "munge-key"
+    assert secret.inputs["properties"] == "[secret]"
+    vault = _of(reference_plan, "azure-native:keyvault:Vault")[0]
+    identity = _of(reference_plan, "azure-native:managedidentity:UserAssignedIdentity")[0]
+    grants = [
+        r
+        for r in _of(reference_plan, "azure-native:authorization:RoleAssignment")
+        if r.inputs["roleDefinitionId"].endswith("4633458b-17de-408a-b874-0445c86b69e6")
+    ]
+    assert len(grants) == 1
+    assert grants[0].inputs["scope"] == vault.id
+    assert grants[0].inputs["principalType"] == "ServicePrincipal"
+    assert grants[0].inputs["principalId"] != identity.id  # a principal (object) id, not the resource id
+
+
+def test_nodes_find_the_vault_by_tag_not_custom_data(reference_plan: PlanResult) -> None:
+    """Scale sets and the head carry the vault's name as a tag, so custom data holds no secret or vault name."""
+    vault = _of(reference_plan, "azure-native:keyvault:Vault")[0]
+    head = _of(reference_plan, "azure-native:compute:VirtualMachine")[0]
+    for tags in [ss.tags for ss in inventory.scale_sets(reference_plan.resources)] + [head.inputs["tags"]]:
+        assert tags["gb300-keyvault"] == vault.inputs["vaultName"]
+
+
+def test_head_node_has_no_public_ip_by_default(reference_plan: PlanResult) -> None:
+    """The head node's NIC has no public IP unless the stack asks for one, and it logs in by key only."""
+    nic = next(r for r in _of(reference_plan, "azure-native:network:NetworkInterface") if r.name == "ref-head-nic")
+    assert all("publicIPAddress" not in c for c in nic.inputs["ipConfigurations"])
+    head = _of(reference_plan, "azure-native:compute:VirtualMachine")[0]
+    assert head.inputs["osProfile"]["linuxConfiguration"]["disablePasswordAuthentication"] is True
+    assert head.inputs["securityProfile"] == {"securityType": "Standard"}
+
+
+def test_login_public_ip_is_opt_in(dev_raw: dict[str, Any]) -> None:
+    """With loginPublicIp the head NIC gets a public IP; nothing else does."""
+    raw = copy.deepcopy(dev_raw)
+    raw["access"] = {**raw["access"], "loginPublicIp": True, "sshSourceRanges": ["203.0.113.0/24"]}
+    resources = register("dev", raw)
+    ip = next(r for r in resources if r.name == "dev-head-ip")
+    nic = next(r for r in resources if r.name == "dev-head-nic")
+    assert nic.inputs["ipConfigurations"][0]["publicIPAddress"] == {"id": ip.id}
 
 
 @pytest.fixture

@@ -225,6 +225,15 @@ class GpuPool(_Model):
         return self.racks * self.sku.vms_per_nvlink_domain
 
 
+class HeadSettings(_Model):
+    """``gb300:head``: the Slurm controller and login node."""
+
+    vm_size: Annotated[str, AfterValidator(_check_size)] = "Standard_D16ds_v5"
+    image: Annotated[str, AfterValidator(_check_image)] = "canonical:ubuntu-24_04-lts:server:latest"
+    os_disk_size_gb: Annotated[int, Field(ge=64, le=4095, strict=True)] = Field(128, alias="osDiskSizeGB")
+    slurmdbd: bool = False
+
+
 LustreSku = Literal[
     "AMLFS-Durable-Premium-40",
     "AMLFS-Durable-Premium-125",
@@ -264,6 +273,7 @@ class StackConfig(_Model):
     access: AccessSettings
     network: NetworkSettings = Field(default_factory=NetworkSettings)
     gpu_pools: Annotated[list[GpuPool], Field(min_length=1)]
+    head: HeadSettings = Field(default_factory=HeadSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)

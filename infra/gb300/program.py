@@ -11,10 +11,12 @@ import hashlib
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_azure_native import resources
+from pulumi_azure_native import authorization, resources
 
 from gb300 import catalog, config, netplan
 from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs
+from gb300.components.head import HeadNode, HeadNodeArgs
+from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from gb300.config import StackConfig
 from gb300.errors import ConfigError
 
@@ -78,6 +80,44 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         ),
     )
     identity = NodeIdentity(f"{name}-node", NodeIdentityArgs(rg.name, location, tags))
+    client = authorization.get_client_config_output()
+    secrets = ClusterSecrets(
+        name,
+        ClusterSecretsArgs(
+            cluster_name=name,
+            resource_group_name=rg.name,
+            location=location,
+            tenant_id=client.tenant_id,
+            vnet_id=net.vnet_id,
+            endpoints_subnet_id=net.subnet_ids["endpoints"],
+            node_principal_id=identity.principal_id,
+            tags=tags,
+        ),
+    )
+    # Nodes learn where their secrets are from their own tags (IMDS), so custom data holds no secret
+    # and does not change when the vault's generated name does.
+    node_tags: dict[str, pulumi.Input[str]] = {**tags, "gb300-keyvault": secrets.vault_name}
+    head_data = render_custom_data("head", cfg)
+    head = HeadNode(
+        f"{name}-head",
+        HeadNodeArgs(
+            cluster_name=name,
+            vm_size=cfg.head.vm_size,
+            image=cfg.head.image,
+            os_disk_size_gb=cfg.head.os_disk_size_gb,
+            admin_username=cfg.access.admin_username,
+            ssh_public_key=cfg.access.ssh_public_key,
+            resource_group_name=rg.name,
+            location=location,
+            subnet_id=net.subnet_ids["head"],
+            identity_id=identity.id,
+            custom_data=head_data.base64,
+            custom_data_sha256=head_data.sha256,
+            public_ip=cfg.access.login_public_ip,
+            zone=cfg.cluster.zone,
+            tags=node_tags,
+        ),
+    )
     for pool in cfg.gpu_pools:
         sku = pool.sku
         custom = render_custom_data("gpu-node", cfg, pool)
@@ -101,10 +141,16 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 custom_data_sha256=custom.sha256,
                 zone=cfg.cluster.zone,
                 capacity_reservation_group_id=pool.capacity_reservation_group_id,
-                tags=tags,
+                tags=node_tags,
             ),
         )
-    return {"resourceGroupName": rg.name, "vnetId": net.vnet_id, "nodeIdentityId": identity.id}
+    return {
+        "resourceGroupName": rg.name,
+        "vnetId": net.vnet_id,
+        "nodeIdentityId": identity.id,
+        "keyVaultName": secrets.vault_name,
+        "headPrivateIp": head.private_ip,
+    }
 
 
 def read_config() -> StackConfig:

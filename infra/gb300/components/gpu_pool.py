@@ -44,7 +44,7 @@ class GpuPoolArgs:
     custom_data_sha256: str
     zone: str | None = None
     capacity_reservation_group_id: str | None = None
-    tags: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, pulumi.Input[str]] = field(default_factory=dict)
 
     @property
     def vms(self) -> int:

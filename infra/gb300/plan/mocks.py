@@ -8,6 +8,7 @@ parent and ``protect`` flag, which the mocks interface does not pass on.
 
 from __future__ import annotations
 
+import base64
 import threading
 import uuid
 from dataclasses import dataclass
@@ -125,10 +126,11 @@ def computed_outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, A
                 "vaultUri": f"https://{azure_name(typ, name, inputs)}.vault.azure.net/",
             }
         }
-    elif typ == "azure-native:resources:Resource":
-        ids = (inputs.get("identity") or {}).get("userAssignedIdentities")
-        if isinstance(ids, list):  # the input is a list of ids; Azure answers with a map keyed by id
-            out = {"identity": {**inputs["identity"], "userAssignedIdentities": {i: {} for i in ids}}}
+    elif typ == "random:index/randomString:RandomString":
+        out = {"result": "x" * int(inputs.get("length", 6))}
+    elif typ == "random:index/randomBytes:RandomBytes":
+        # Deterministic stand-in bytes; the plan records this as a secret and never prints it.
+        out = {"base64": base64.b64encode(b"\0" * int(inputs.get("length", 32))).decode(), "hex": "00"}
     elif typ == "azure-native:storagecache:AmlFilesystem":
         out = {
             "clientInfo": {
@@ -136,6 +138,12 @@ def computed_outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, A
                 "mountCommand": "mount -t lustre 10.40.8.4@tcp:/lustrefs",
             }
         }
+    identity = inputs.get("identity")
+    ids = identity.get("userAssignedIdentities") if isinstance(identity, dict) else None
+    if isinstance(identity, dict) and isinstance(
+        ids, list
+    ):  # the input is a list of ids; Azure answers with a map keyed by id
+        out["identity"] = {**identity, "userAssignedIdentities": {i: {} for i in ids}}
     return out
 
 
@@ -160,10 +168,10 @@ class AzureMocks(Mocks):
                 "objectId": _guid("deployer-object"),
                 "subscriptionId": SUBSCRIPTION_ID,
                 "tenantId": TENANT_ID,
-            }, None
+            }, []
         if args.token == "azure-native:storagecache:getRequiredAmlFSSubnetsSize":  # noqa: S105
-            return {"filesystemSubnetSize": 24}, None
-        return {}, None
+            return {"filesystemSubnetSize": 24}, []
+        return {}, []
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pulumi
 from pulumi.runtime import settings
+from pulumi.runtime.rpc import is_rpc_secret
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
@@ -18,6 +19,7 @@ from gb300.findings import Finding
 from gb300.plan.mocks import AzureMocks, RecordingMonitor, Registration
 
 PROJECT = "gb300"
+SECRET = "[secret]"  # noqa: S105 - how the plan shows a secret input; its value never reaches the plan or its JSON
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class PlanResult:
 
 def _plain(value: Any) -> Any:
     """Protobuf carries every number as a double; give whole numbers back as ints, as they were written."""
+    if is_rpc_secret(value):
+        return SECRET
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):

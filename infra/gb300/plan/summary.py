@@ -39,6 +39,12 @@ def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str
             role = str(ss.tags.get("gb300-role", "gpu-node"))
             custom_data[role] = max(custom_data.get(role, 0), len(data))
 
+    for vm in inventory.of_type(resources, "azure-native:compute:VirtualMachine"):
+        data = inventory.dig(vm.inputs, "osProfile", "customData")
+        if isinstance(data, str):
+            role = str((vm.inputs.get("tags") or {}).get("gb300-role", vm.name))
+            custom_data[role] = max(custom_data.get(role, 0), len(data))
+
     reserved = int(cat.limit("subnetReservedAddresses"))
     subnets = []
     for rec in inventory.of_type(resources, inventory.SUBNET):

@@ -1,0 +1,127 @@
+"""The head node: Slurm controller and login node in the head subnet, running as the node identity.
+
+No public IP unless ``gb300:access.loginPublicIp`` asks for one (the rules then demand restricted
+``sshSourceRanges``). Password login is off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+from pulumi_azure_native import compute, network
+
+from gb300.components.scale_set import image_reference
+
+
+@dataclass(frozen=True)
+class HeadNodeArgs:
+    """Inputs of :class:`HeadNode`."""
+
+    cluster_name: str
+    vm_size: str
+    image: str
+    os_disk_size_gb: int
+    admin_username: str
+    ssh_public_key: str
+    resource_group_name: pulumi.Input[str]
+    location: str
+    subnet_id: pulumi.Input[str]
+    identity_id: pulumi.Input[str]
+    custom_data: pulumi.Input[str]
+    custom_data_sha256: str
+    public_ip: bool = False
+    zone: str | None = None
+    tags: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+
+
+class HeadNode(pulumi.ComponentResource):
+    """One VM that runs slurmctld (and optionally slurmdbd) and takes user logins."""
+
+    private_ip: pulumi.Output[str]
+    hostname: str
+
+    def __init__(self, name: str, args: HeadNodeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gb300:scheduler:HeadNode", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        zones = [args.zone] if args.zone else None
+        tags = {**args.tags, "gb300-role": "head", "gb300-custom-data-sha256": args.custom_data_sha256}
+        public_ip = None
+        if args.public_ip:
+            pip = network.PublicIPAddress(
+                f"{name}-ip",
+                public_ip_address_name=f"{name}-ip",
+                resource_group_name=args.resource_group_name,
+                location=args.location,
+                sku=network.PublicIPAddressSkuArgs(name="Standard"),
+                public_ip_allocation_method="Static",
+                zones=zones,
+                tags=tags,
+                opts=child,
+            )
+            public_ip = network.PublicIPAddressArgs(id=pip.id)
+        nic = network.NetworkInterface(
+            f"{name}-nic",
+            network_interface_name=f"{name}-nic",
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            enable_accelerated_networking=True,
+            ip_configurations=[
+                network.NetworkInterfaceIPConfigurationArgs(
+                    name="ipconfig",
+                    primary=True,
+                    subnet=network.SubnetArgs(id=args.subnet_id),
+                    private_ip_allocation_method="Dynamic",
+                    public_ip_address=public_ip,
+                )
+            ],
+            tags=tags,
+            opts=child,
+        )
+        self.hostname = name
+        compute.VirtualMachine(
+            name,
+            vm_name=name,
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            zones=zones,
+            hardware_profile=compute.HardwareProfileArgs(vm_size=args.vm_size),
+            identity=compute.VirtualMachineIdentityArgs(
+                type=compute.ResourceIdentityType.USER_ASSIGNED,
+                user_assigned_identities=[args.identity_id],
+            ),
+            os_profile=compute.OSProfileArgs(
+                computer_name=name,
+                admin_username=args.admin_username,
+                custom_data=args.custom_data,
+                linux_configuration=compute.LinuxConfigurationArgs(
+                    disable_password_authentication=True,
+                    ssh=compute.SshConfigurationArgs(
+                        public_keys=[
+                            compute.SshPublicKeyArgs(
+                                path=f"/home/{args.admin_username}/.ssh/authorized_keys",
+                                key_data=args.ssh_public_key,
+                            )
+                        ]
+                    ),
+                ),
+            ),
+            storage_profile=compute.StorageProfileArgs(
+                image_reference=compute.ImageReferenceArgs(**image_reference(args.image)),
+                os_disk=compute.OSDiskArgs(
+                    create_option="FromImage",
+                    caching=compute.CachingTypes.READ_WRITE,
+                    disk_size_gb=args.os_disk_size_gb,
+                    managed_disk=compute.ManagedDiskParametersArgs(storage_account_type="Premium_LRS"),
+                    delete_option="Delete",
+                ),
+            ),
+            network_profile=compute.NetworkProfileArgs(
+                network_interfaces=[compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True)]
+            ),
+            security_profile=compute.SecurityProfileArgs(security_type="Standard"),
+            tags=tags,
+            opts=child,
+        )
+        self.private_ip = nic.ip_configurations.apply(lambda cfgs: (cfgs[0].private_ip_address or "") if cfgs else "")
+        self.register_outputs({"hostname": name, "privateIp": self.private_ip})
