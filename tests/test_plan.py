@@ -54,7 +54,7 @@ def test_urns_unique_and_parents_registered(reference_plan: PlanResult) -> None:
 
 def test_ids_look_like_azure_ids(reference_plan: PlanResult) -> None:
     """Mocked ids read like real Azure resource ids, so references between resources read naturally."""
-    custom = [r for r in reference_plan.resources if r.id is not None]
+    custom = [r for r in reference_plan.resources if r.id is not None and r.type.startswith("azure-native:")]
     assert custom
     bad = [r.id for r in custom if not ARM_ID.match(r.id or "")]
     assert not bad
