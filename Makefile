@@ -19,8 +19,8 @@ plan: $(STAMP)
 	$(BIN)/gb300 plan --stack $(STACK)
 
 lint: $(STAMP)
-	$(BIN)/ruff check infra policies tests bench
-	$(BIN)/ruff format --check infra policies tests bench
+	$(BIN)/ruff check infra policies tests $(wildcard bench)
+	$(BIN)/ruff format --check infra policies tests $(wildcard bench)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
