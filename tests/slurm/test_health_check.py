@@ -67,7 +67,11 @@ def _remove(relative: str) -> Callable[[Sandbox], None]:
 
 
 FAILURES: list[tuple[str, Callable[[Sandbox], None], str]] = [
-    ("gpu-missing", _fixture("nvidia-smi", "nvidia-smi-q.gb300.three-gpus.txt"), "3 GPUs visible, expected 4"),
+    (
+        "gpu-missing",
+        _fixture("nvidia-smi", "nvidia-smi-q.gb300.three-gpus.txt"),
+        "3 GPUs visible, expected 4",
+    ),
     (
         "fabric-in-progress",
         _fixture("nvidia-smi", "nvidia-smi-q.gb300.fabric-in-progress.txt"),
@@ -78,9 +82,17 @@ FAILURES: list[tuple[str, Callable[[Sandbox], None], str]] = [
         _fixture("nvidia-smi", "nvidia-smi-q.gb300.zero-uuid.txt"),
         "fabric ClusterUUID 00000000-0000-0000-0000-000000000000 is all zeros (fabric failure)",
     ),
-    ("nvidia-smi-fails", lambda s: s.answer("nvidia-smi", "NVIDIA-SMI has failed\n", rc=9), "nvidia-smi -q failed"),
+    (
+        "nvidia-smi-fails",
+        lambda s: s.answer("nvidia-smi", "NVIDIA-SMI has failed\n", rc=9),
+        "nvidia-smi -q failed",
+    ),
     ("ib-port-down", _fixture("ibstat", "ibstat.gb300.port-down.txt"), "IB mlx5_ib1 Down"),
-    ("ib-rate-low", _fixture("ibstat", "ibstat.gb300.rate-200.txt"), "IB mlx5_ib3 at 200 Gb/s (accepted: 400 800)"),
+    (
+        "ib-rate-low",
+        _fixture("ibstat", "ibstat.gb300.rate-200.txt"),
+        "IB mlx5_ib3 at 200 Gb/s (accepted: 400 800)",
+    ),
     (
         "ib-pkey-not-joined",
         lambda s: (s.root / "sys/class/infiniband/mlx5_ib2/ports/1/pkeys/1").write_text("0x0000\n"),
@@ -119,7 +131,7 @@ def test_each_failure_drains_with_its_reason(
     rc, calls = run_check(sandbox)
     assert rc == 1
     [drain] = drains(calls)
-    assert drain.startswith(f'update nodename={NODE} state=drain reason=gb300: ')
+    assert drain.startswith(f"update nodename={NODE} state=drain reason=gb300: ")
     assert reason in drain
     assert "\n" not in drain
 
@@ -132,7 +144,7 @@ def test_each_failure_drains_with_its_reason(
 def test_tolerated_readings_pass(sandbox: Sandbox, fixture: str, drained: bool) -> None:
     """An 800 Gb/s port (the conflicting catalog value) and an application XID do not drain."""
     healthy(sandbox)
-    sandbox.answer_fixture(fixture.split(".")[0], fixture)
+    sandbox.answer_fixture(fixture.split(".", maxsplit=1)[0], fixture)
     rc, calls = run_check(sandbox)
     assert (rc == 1) is drained
     assert drains(calls) == []
@@ -150,7 +162,10 @@ def test_rate_differing_from_catalog_is_logged(sandbox: Sandbox) -> None:
 
 @pytest.mark.parametrize(
     ("reason", "resumed"),
-    [("gb300: XID in kernel log: 79@0009:06:00 [root@2026-11-30T09:00:00]", True), ("maintenance [admin@x]", False)],
+    [
+        ("gb300: XID in kernel log: 79@0009:06:00 [root@2026-11-30T09:00:00]", True),
+        ("maintenance [admin@x]", False),
+    ],
     ids=["drained-by-gb300", "drained-by-admin"],
 )
 def test_pass_resumes_only_gb300_drains(sandbox: Sandbox, reason: str, resumed: bool) -> None:
