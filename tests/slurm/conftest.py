@@ -63,6 +63,12 @@ class Sandbox:
     def answer_fixture(self, command: str, fixture: str) -> None:
         self.answer(command, (FIXTURES / fixture).read_text())
 
+    def replace(self, command: str, body: str) -> None:
+        """Replace the stand-in ``command`` with a bash script body of the test's own."""
+        path = self.path / "bin" / command
+        path.write_text("#!/usr/bin/env bash\n" + body)
+        path.chmod(0o755)
+
     def unit(self, name: str, state: str) -> None:
         (self.path / "units" / name).write_text(state)
 
