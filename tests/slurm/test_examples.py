@@ -58,9 +58,7 @@ def test_rack_verdicts_follow_health_thresholds(
     (tmp_path / "report" / f"{label}.hosts").parent.mkdir()
     (tmp_path / "report" / f"{label}.hosts").write_text("gpu-001\ngpu-002\n")
     spec = f"{kind}:{label}:{FIXTURES / name}"
-    rc = nccl_eval.main(
-        ["evaluate", "--health-env", str(health_env), "--report-dir", str(tmp_path / "report"), spec]
-    )
+    rc = nccl_eval.main(["evaluate", "--health-env", str(health_env), "--report-dir", str(tmp_path / "report"), spec])
     assert rc == (0 if level == "OK" else 1)
     report = json.loads((tmp_path / "report" / f"{label}.{kind}.json").read_text())
     assert report["level"] == level
@@ -68,15 +66,11 @@ def test_rack_verdicts_follow_health_thresholds(
     assert report["hosts"] == ["gpu-001", "gpu-002"]
 
 
-def test_unreadable_result_exits_2(
-    tmp_path: Path, health_env: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_unreadable_result_exits_2(tmp_path: Path, health_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A result file without all_reduce_perf output is reported in one line and exits 2."""
     bogus = tmp_path / "bogus.txt"
     bogus.write_text("srun: error: gpu-004: task 12: Exited with exit code 1\n")
-    rc = nccl_eval.main(
-        ["evaluate", "--health-env", str(health_env), "--report-dir", str(tmp_path), f"rack:b:{bogus}"]
-    )
+    rc = nccl_eval.main(["evaluate", "--health-env", str(health_env), "--report-dir", str(tmp_path), f"rack:b:{bogus}"])
     assert rc == 2
     assert "no all_reduce_perf result" in capsys.readouterr().err
 
@@ -84,16 +78,12 @@ def test_unreadable_result_exits_2(
 def test_physical_host_name_from_kvp_pool() -> None:
     """The Hyper-V KVP pool's fixed-size records give the physical host name for an Azure case."""
     record = lambda key, value: key.encode().ljust(512, b"\0") + value.encode().ljust(2048, b"\0")  # noqa: E731
-    pool = record("VirtualMachineName", "gpu-001") + record(
-        "PhysicalHostNameFullyQualified", "BN4SCH1234.phx.gbl"
-    )
+    pool = record("VirtualMachineName", "gpu-001") + record("PhysicalHostNameFullyQualified", "BN4SCH1234.phx.gbl")
     assert nccl_eval.physical_host(pool) == "BN4SCH1234.phx.gbl"
 
 
 SHELLCHECK = shutil.which("shellcheck", path=f"{Path(sys.executable).parent}:/usr/bin:/bin") or "shellcheck"
-SHELL_FILES = sorted(p for p in SCRIPTS.glob("gb300-*") if p.is_file()) + sorted(
-    (REPO / "examples").glob("*.sbatch")
-)
+SHELL_FILES = sorted(p for p in SCRIPTS.glob("gb300-*") if p.is_file()) + sorted((REPO / "examples").glob("*.sbatch"))
 
 
 @pytest.mark.parametrize("script", SHELL_FILES, ids=[p.name for p in SHELL_FILES])

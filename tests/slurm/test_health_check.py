@@ -16,9 +16,7 @@ SHOW_IDLE = f"NodeName={NODE} Arch=aarch64 CPUTot=128 State=IDLE ThreadsPerCore=
 
 def healthy(sandbox: Sandbox, *, dcgm_periodic: int = 1) -> None:
     """Lay out a node where every check passes (periodic DCGM level raised so the diag runs too)."""
-    spec = health_spec(
-        "Standard_ND128isr_GB300_v6", gpus=4, ib_ports=4, ib_rate_gbps=800, ib_rate_status="conflict"
-    )
+    spec = health_spec("Standard_ND128isr_GB300_v6", gpus=4, ib_ports=4, ib_rate_gbps=800, ib_rate_status="conflict")
     env = render_health_env(spec) + f"GB300_DCGM_DIAG_LEVEL_PERIODIC={dcgm_periodic}\n"
     sandbox.write("etc/gb300/health.env", env)
     sandbox.write(

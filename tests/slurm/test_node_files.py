@@ -13,9 +13,7 @@ from gb300.slurm.files import GPU_STEPS, HEAD_STEPS, SlurmBootInputs, gpu_files,
 from gb300.slurm.health import health_spec, render_health_env
 
 INPUTS = SlurmBootInputs(head_hostname="head", keyvault_name="kv-gb300-ref")
-CLUSTER = SlurmCluster(
-    "ref", "head", (SlurmPool("train", "gpu-", 36, "Standard_ND128isr_GB300_v6", 4, 128, 1),)
-)
+CLUSTER = SlurmCluster("ref", "head", (SlurmPool("train", "gpu-", 36, "Standard_ND128isr_GB300_v6", 4, 128, 1),))
 HEALTH = render_health_env(health_spec("Standard_ND128isr_GB300_v6", gpus=4, ib_ports=4, ib_rate_gbps=800))
 
 
@@ -48,9 +46,7 @@ def test_files_fit_custom_data_with_room_to_spare(role: str) -> None:
 
 def test_slurm_env_is_sourceable_and_holds_no_key() -> None:
     """slurm.env is KEY=value lines a shell can source, naming the vault and secret but holding no key."""
-    env = render_slurm_env(
-        SlurmBootInputs("head", "kv-gb300-ref", identity_client_id="abc", pyxis_version="0.20.0")
-    )
+    env = render_slurm_env(SlurmBootInputs("head", "kv-gb300-ref", identity_client_id="abc", pyxis_version="0.20.0"))
     pairs = dict(shlex.split(line)[0].split("=", 1) for line in env.splitlines() if not line.startswith("#"))
     assert pairs["GB300_KEYVAULT_NAME"] == "kv-gb300-ref"
     assert pairs["GB300_MUNGE_SECRET_NAME"] == "munge-key"  # noqa: S105 - a secret name

@@ -31,9 +31,7 @@ def block_lines(text: str) -> list[str]:
 
 
 def partial(hosts: str, count: int, uuid: str, clique: int) -> str:
-    return (
-        f"excluded {hosts}: partial NVLink domain, {count} of 18 nodes (ClusterUUID={uuid} CliqueId={clique})"
-    )
+    return f"excluded {hosts}: partial NVLink domain, {count} of 18 nodes (ClusterUUID={uuid} CliqueId={clique})"
 
 
 FULL = ["BlockName=block001 Nodes=gpu-[001-018]", "BlockSizes=18"]

@@ -80,9 +80,7 @@ def real_memory_mib(memory_gib: float, reserve_fraction: float = 0.05) -> int:
 def _problems(cluster: SlurmCluster) -> list[str]:
     problems: list[str] = []
     if not _NAME.match(cluster.cluster_name):
-        problems.append(
-            f"'cluster_name' must be 1-40 lowercase letters, digits or '_' (got {cluster.cluster_name!r})"
-        )
+        problems.append(f"'cluster_name' must be 1-40 lowercase letters, digits or '_' (got {cluster.cluster_name!r})")
     if not _HOST.match(cluster.head_hostname):
         problems.append(f"'head_hostname' must be a lowercase host name (got {cluster.head_hostname!r})")
     if not cluster.pools:
@@ -96,9 +94,7 @@ def _problems(cluster: SlurmCluster) -> list[str]:
             problems.append(f"'{where}.name' must be unique (got {pool.name!r} twice)")
         seen.add(pool.name)
         if not _HOST.match(pool.node_prefix + "0"):
-            problems.append(
-                f"'{where}.node_prefix' must start a lowercase host name (got {pool.node_prefix!r})"
-            )
+            problems.append(f"'{where}.node_prefix' must start a lowercase host name (got {pool.node_prefix!r})")
         for name in ("count", "gpus_per_node", "cpus", "memory_mib", "index_width"):
             value = getattr(pool, name)
             if value < 1:

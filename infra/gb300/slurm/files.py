@@ -78,9 +78,7 @@ class SlurmBootInputs:
 def render_slurm_env(inputs: SlurmBootInputs) -> str:
     """``/etc/gb300/slurm.env``: KEY='value' lines the Slurm steps source; raises ValueError when invalid."""
     if not _VAULT.match(inputs.keyvault_name):
-        raise ValueError(
-            f"'keyvault_name' must be a Key Vault name, 3-24 characters (got {inputs.keyvault_name!r})"
-        )
+        raise ValueError(f"'keyvault_name' must be a Key Vault name, 3-24 characters (got {inputs.keyvault_name!r})")
     if inputs.block_size < 1:
         raise ValueError(f"'block_size' must be at least 1 (got {inputs.block_size!r})")
     values = {
@@ -102,15 +100,12 @@ def render_slurm_env(inputs: SlurmBootInputs) -> str:
 
 
 def _scripts(names: tuple[str, ...]) -> list[NodeFile]:
-    return [
-        NodeFile(f"{SBIN}/{name}", (SCRIPT_DIR / name).read_text(encoding="utf-8"), "0755") for name in names
-    ]
+    return [NodeFile(f"{SBIN}/{name}", (SCRIPT_DIR / name).read_text(encoding="utf-8"), "0755") for name in names]
 
 
 def _units(names: tuple[str, ...]) -> list[NodeFile]:
     return [
-        NodeFile(f"{UNIT_DIR}/{name}", (SCRIPT_DIR / "systemd" / name).read_text(encoding="utf-8"))
-        for name in names
+        NodeFile(f"{UNIT_DIR}/{name}", (SCRIPT_DIR / "systemd" / name).read_text(encoding="utf-8")) for name in names
     ]
 
 

@@ -207,9 +207,7 @@ def _dedupe(nodes: Iterable[NodeFabric]) -> tuple[dict[str, NodeFabric], set[str
             warnings.append(f"{node.where}: duplicate host {node.host} (as {previous.where}); kept once")
         else:
             conflicting.add(node.host)
-            warnings.append(
-                f"{node.where}: duplicate host {node.host} with another fabric than {previous.where}"
-            )
+            warnings.append(f"{node.where}: duplicate host {node.host} with another fabric than {previous.where}")
     return seen, conflicting, warnings
 
 
