@@ -9,7 +9,14 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from gb300.slurm.config import SlurmCluster, SlurmConfigError, SlurmPool, real_memory_mib, render
+from gb300.slurm.config import (
+    SlurmCluster,
+    SlurmConfigError,
+    SlurmPool,
+    real_memory_mib,
+    render,
+    uniform_scale_set_names,
+)
 from gb300.slurm.hostlist import expand
 
 from .conftest import FIXTURES
@@ -162,3 +169,19 @@ def test_slurm_conf_golden() -> None:
         golden.parent.mkdir(exist_ok=True)
         golden.write_text(text)
     assert text == golden.read_text()
+
+
+def test_pool_with_explicit_scale_set_names() -> None:
+    """A pool can list its host names, such as a Uniform scale set's base-36 instance names."""
+    names = uniform_scale_set_names("ref-train-r0001-", 18)
+    assert names[9:11] == ("ref-train-r0001-000009", "ref-train-r0001-00000a")
+    pool = SlurmPool("train", "unused-", 18, GB300, 4, 128, 1, names=names)
+    nodes = by_first_key(parse(render(SlurmCluster("ref", "head", (pool,)))["slurm.conf"]), "NodeName")
+    assert [host for node in nodes for host in expand(node["NodeName"])] == list(names)
+
+
+def test_explicit_names_must_match_count() -> None:
+    """Listing fewer names than the pool's count is refused, naming the field."""
+    pool = SlurmPool("train", "gpu-", 18, GB300, 4, 128, 1, names=("gpu-a", "gpu-b"))
+    with pytest.raises(SlurmConfigError, match=re.escape("'pools[0].names' must hold 'count' = 18 host names (got 2)")):
+        render(SlurmCluster("ref", "head", (pool,)))

@@ -5,7 +5,8 @@
 them to the GPU nodes). Templates live in ``templates/slurm/`` and render with ``StrictUndefined``.
 
 GPU node host names are ``<node_prefix><index>`` with the index zero-padded to ``index_width`` digits,
-starting at ``first_index``: the nodes must be given those host names (slurm.conf lists them statically).
+starting at ``first_index``, or the explicit ``names`` of a pool: slurm.conf lists them statically, so the
+nodes must boot with exactly those host names (see :func:`uniform_scale_set_names` for scale-set names).
 """
 
 from __future__ import annotations
@@ -46,9 +47,12 @@ class SlurmPool:
     memory_mib: int
     first_index: int = 1
     index_width: int = 3
+    names: tuple[str, ...] = ()
 
     def hostnames(self) -> tuple[str, ...]:
-        """The pool's node host names in order."""
+        """The pool's node host names in order: ``names`` when given, else prefix + zero-padded index."""
+        if self.names:
+            return self.names
         last = self.first_index + self.count
         return tuple(f"{self.node_prefix}{i:0{self.index_width}d}" for i in range(self.first_index, last))
 
@@ -70,6 +74,25 @@ class SlurmCluster:
     prolog_timeout: int = 180
     sbin_dir: str = "/usr/local/sbin"
     pyxis_plugin: str = "/usr/local/lib/slurm/spank_pyxis.so"
+
+
+def uniform_scale_set_names(computer_name_prefix: str, count: int) -> tuple[str, ...]:
+    """Host names a Uniform scale set gives its first ``count`` instances: prefix + instance id in base 36.
+
+    Azure appends six base-36 characters (``000000``, ..., ``00000h``). Status unverified: the letter case
+    Azure uses and whether names survive instance replacement (a new instance id) are not confirmed.
+    """
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+    def base36(value: int) -> str:
+        text = ""
+        while True:
+            value, rest = divmod(value, 36)
+            text = digits[rest] + text
+            if value == 0:
+                return text.rjust(6, "0")
+
+    return tuple(f"{computer_name_prefix}{base36(i)}" for i in range(count))
 
 
 def real_memory_mib(memory_gib: float, reserve_fraction: float = 0.05) -> int:
@@ -99,7 +122,12 @@ def _problems(cluster: SlurmCluster) -> list[str]:
             value = getattr(pool, name)
             if value < 1:
                 problems.append(f"'{where}.{name}' must be at least 1 (got {value!r})")
-        if pool.count >= 1 and len(str(pool.first_index + pool.count - 1)) > pool.index_width:
+        if pool.names and len(pool.names) != pool.count:
+            problems.append(f"'{where}.names' must hold 'count' = {pool.count} host names (got {len(pool.names)})")
+        bad = [name for name in pool.names if not _HOST.match(name)]
+        if bad:
+            problems.append(f"'{where}.names' must be lowercase host names (got {bad[0]!r})")
+        if not pool.names and pool.count >= 1 and len(str(pool.first_index + pool.count - 1)) > pool.index_width:
             problems.append(
                 f"'{where}.index_width' must fit the last index {pool.first_index + pool.count - 1} "
                 f"(got {pool.index_width})"
