@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gb300 import cli
 from gb300.commands import topology as command
 from gb300.slurm.topology import build, parse_lines, read_fabric_dir
 
@@ -236,3 +237,22 @@ def test_shipped_generator_runs_on_stdlib_alone(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "BlockName=block001 Nodes=gpu-[001-018]" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "rc", "stderr_has"),
+    [
+        (["--nodes", "nodes.two-racks-interleaved.txt", "--vm-size", "Standard_ND128isr_GB300_v6"], 0, ""),
+        (["--nodes", "nodes.two-racks-interleaved.txt", "--vm-size", "Standard_Nope"], 2, "not in the SKU catalog"),
+    ],
+    ids=["catalog-size", "unknown-size"],
+)
+def test_gb300_cli_runs_topology(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], rc: int, stderr_has: str
+) -> None:
+    """`gb300 topology` is registered on the CLI; --vm-size takes the block size from the catalog."""
+    monkeypatch.chdir(FIXTURES)
+    assert cli.main(["topology", *argv]) == rc
+    out, err = capsys.readouterr()
+    assert stderr_has in err
+    assert ("BlockSizes=18" in out) is (rc == 0)

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import yaml
 
+from gb300 import catalog
 from gb300.paths import DATA_DIR
 
 ImexMode = Literal["per-job", "static"]
@@ -137,3 +138,23 @@ def render_health_env(
             values[f"GB300_NCCL_{key}_BYTES"] = str(threshold.message_bytes or "")
     header = f"# gb300 health expectations for {spec.vm_size}, rendered from data/health.yaml and skus.yaml\n"
     return header + "".join(f"{key}={shlex.quote(value)}\n" for key, value in values.items())
+
+
+def health_env_for(
+    vm_size: str,
+    *,
+    nvme_mount: str = "/mnt/resource_nvme",
+    shared_mount: str = "/shared",
+    imex_mode: ImexMode = "per-job",
+) -> str:
+    """``/etc/gb300/health.env`` for ``vm_size``, with the hardware facts read from the SKU catalog."""
+    sku = catalog.load().sku(vm_size)
+    rate = sku.ib_rate_gbps
+    spec = health_spec(
+        vm_size,
+        gpus=sku.gpus,
+        ib_ports=sku.ib_ports,
+        ib_rate_gbps=int(rate.value) if rate is not None else None,
+        ib_rate_status=rate.status if rate is not None else "verified",
+    )
+    return render_health_env(spec, nvme_mount=nvme_mount, shared_mount=shared_mount, imex_mode=imex_mode)
