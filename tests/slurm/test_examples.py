@@ -86,6 +86,7 @@ SHELLCHECK = shutil.which("shellcheck", path=f"{Path(sys.executable).parent}:/us
 SHELL_FILES = sorted(p for p in SCRIPTS.glob("gb300-*") if p.is_file()) + sorted((REPO / "examples").glob("*.sbatch"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", SHELL_FILES, ids=[p.name for p in SHELL_FILES])
 def test_shellcheck_clean(script: Path) -> None:
     """Every Slurm node script and sbatch example passes shellcheck with no findings."""

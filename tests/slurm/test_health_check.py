@@ -10,6 +10,8 @@ from gb300.slurm.health import health_spec, render_health_env
 
 from .conftest import Sandbox
 
+pytestmark = pytest.mark.slow  # every test runs a node script in a sandbox (subprocesses)
+
 NODE = "gpu-007"
 SHOW_IDLE = f"NodeName={NODE} Arch=aarch64 CPUTot=128 State=IDLE ThreadsPerCore=1\n"
 

@@ -8,6 +8,8 @@ import pytest
 
 from .conftest import Sandbox
 
+pytestmark = pytest.mark.slow  # every test runs a node script in a sandbox (subprocesses)
+
 RACK_A = {"ClusterUUID": "5e797fc6-0f46-421a-8724-0e102c0f723c", "CliqueId": 32766}
 RACK_B = {"ClusterUUID": "5e797fc6-0f46-421a-8724-0e102c0f721e", "CliqueId": 32767}
 HOSTS = {"gpu-001": "10.0.4.11", "gpu-002": "10.0.4.12", "gpu-003": "10.0.4.13", "gpu-019": "10.0.4.29"}

@@ -11,6 +11,8 @@ import pytest
 
 from .conftest import REPO, Sandbox
 
+pytestmark = pytest.mark.slow  # every test runs a node script in a sandbox (subprocesses)
+
 KEY = bytes(range(256)) * 4
 VAULT_ENV = {"GB300_KEYVAULT_NAME": "kv-gb300-ref", "GB300_MUNGE_SECRET_NAME": "munge-key"}
 

@@ -221,6 +221,7 @@ def test_cli_malformed_input_reports_every_line(capsys: pytest.CaptureFixture[st
     ]
 
 
+@pytest.mark.slow
 def test_shipped_generator_runs_on_stdlib_alone(tmp_path: Path) -> None:
     """The three shipped modules run as `python3 -m gb300.slurm.topology` without site-packages."""
     lib = tmp_path / "lib" / "gb300" / "slurm"

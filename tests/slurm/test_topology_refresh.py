@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from gb300.slurm.config import SlurmCluster, SlurmPool, render
 
 from .conftest import REPO, Sandbox
+
+pytestmark = pytest.mark.slow  # every test runs a node script in a sandbox (subprocesses)
 
 PLUGIN = "TopologyPlugin=topology/block"
 UUIDS = ["5e797fc6-0f46-421a-8724-0e102c0f723c", "5e797fc6-0f46-421a-8724-0e102c0f721e"]
