@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from gb300.commands import plan, schema
+from gb300.commands import plan, schema, topology
 
-COMMANDS: tuple[ModuleType, ...] = (plan, schema)
+COMMANDS: tuple[ModuleType, ...] = (plan, schema, topology)
 
 __all__ = ["COMMANDS"]

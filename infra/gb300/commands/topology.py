@@ -1,0 +1,49 @@
+"""``gb300 topology``: print Slurm's topology.conf (topology/block) for nodes' NVLink fabric identities.
+
+Example::
+
+    gb300 topology --nodes fabric.txt > /etc/slurm/topology.conf
+
+Each line of FILE is ``<hostname> <ClusterUUID> <CliqueId>`` (collect them on the nodes with
+``nvidia-smi -q | grep -E 'ClusterUUID|CliqueId'``). Excluded nodes and their reasons go to stderr.
+Exit 0 when the file was written (even with exclusions), 2 for unreadable or invalid input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from gb300 import catalog
+from gb300.slurm import topology
+
+NAME = "topology"
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``topology`` on the CLI's subparsers (``argparse._SubParsersAction``)."""
+    parser = subparsers.add_parser(
+        NAME,
+        help="print topology.conf (topology/block) for nodes' ClusterUUID/CliqueId",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    topology.add_arguments(parser)
+    parser.add_argument(
+        "--vm-size",
+        metavar="SIZE",
+        help="take the block size from the catalog's VMs per NVLink domain of SIZE (overrides --block-size)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write topology.conf to stdout, exclusions and problems to stderr; the exit status."""
+    if getattr(args, "vm_size", None):
+        try:
+            sku = catalog.load().sku(args.vm_size)
+        except KeyError:
+            print(f"--vm-size: not in the SKU catalog (got {args.vm_size!r})", file=sys.stderr)
+            return 2
+        args.block_size = sku.vms_per_nvlink_domain
+    return topology.main(args)

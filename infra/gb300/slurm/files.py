@@ -1,0 +1,129 @@
+"""What each role's cloud-init must place for Slurm, and the order of its Slurm steps.
+
+The bootstrap's step mechanism (``cloud-init/steps.yaml``) runs :data:`HEAD_STEPS` on the head node and
+:data:`GPU_STEPS` on GPU nodes, in order, after its own steps (disks, shared filesystem mount, fabric.json).
+Every file below is a plain ``write_files`` entry; :func:`head_files` and :func:`gpu_files` return them.
+Inputs the steps read at boot come from ``/etc/gb300/slurm.env`` (:func:`render_slurm_env`) and
+``/etc/gb300/health.env`` (:func:`gb300.slurm.health.render_health_env`). No secret is in either: the munge
+key is fetched from Key Vault by ``gb300-munge-key`` with the VM's managed identity.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from gb300.paths import CLOUD_INIT_DIR, PACKAGE_DIR
+from gb300.slurm.config import SlurmCluster, render
+
+SCRIPT_DIR = CLOUD_INIT_DIR / "slurm"
+SBIN = "/usr/local/sbin"
+UNIT_DIR = "/opt/gb300/systemd"
+LIB_DIR = "/opt/gb300/lib"
+
+HEAD_STEPS: tuple[str, ...] = ("gb300-munge-key", "gb300-pyxis-setup", "gb300-slurmctld-setup")
+"""Head node steps in order; they need the shared filesystem mounted (fabric directory, enroot on NVMe)."""
+
+GPU_STEPS: tuple[str, ...] = ("gb300-munge-key", "gb300-pyxis-setup", "gb300-slurmd-setup")
+"""GPU node steps in order; they need fabric.json and the shared filesystem (gb300-slurmd-setup starts the
+fabric publisher and the boot health check, then slurmd)."""
+
+_HEAD_SCRIPTS = (*HEAD_STEPS, "gb300-topology-refresh")
+_GPU_SCRIPTS = (
+    *GPU_STEPS,
+    "gb300-health-check",
+    "gb300-imex-prolog",
+    "gb300-imex-epilog",
+    "gb300-fabric-publish",
+)
+_HEAD_UNITS = ("gb300-topology-refresh.service", "gb300-topology-refresh.timer")
+_GPU_UNITS = ("gb300-health-boot.service", "gb300-fabric-publish.service")
+_GENERATOR = ("__init__.py", "hostlist.py", "topology.py")
+_VAULT = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$")
+
+
+@dataclass(frozen=True)
+class NodeFile:
+    """One file for cloud-init's ``write_files``: absolute path, content and octal permissions."""
+
+    path: str
+    content: str
+    permissions: str = "0644"
+
+
+@dataclass(frozen=True)
+class SlurmBootInputs:
+    """What the Slurm steps need to know at boot; rendered to ``/etc/gb300/slurm.env``.
+
+    ``identity_client_id`` is the client id of the user-assigned identity that may read the munge secret
+    (role "Key Vault Secrets User"); leave it None to use the VM's system-assigned identity.
+    Versions are pins from the versions data file; None keeps the image's or the archive's version.
+    """
+
+    head_hostname: str
+    keyvault_name: str
+    munge_secret_name: str = "munge-key"  # noqa: S105 - the secret's name, not its value
+    identity_client_id: str | None = None
+    shared_mount: str = "/shared"
+    block_size: int = 18
+    slurm_version: str | None = None
+    enroot_version: str | None = None
+    enroot_sha256: str | None = None
+    enroot_caps_sha256: str | None = None
+    pyxis_version: str | None = None
+    pyxis_sha256: str | None = None
+
+
+def render_slurm_env(inputs: SlurmBootInputs) -> str:
+    """``/etc/gb300/slurm.env``: KEY='value' lines the Slurm steps source; raises ValueError when invalid."""
+    if not _VAULT.match(inputs.keyvault_name):
+        raise ValueError(f"'keyvault_name' must be a Key Vault name, 3-24 characters (got {inputs.keyvault_name!r})")
+    if inputs.block_size < 1:
+        raise ValueError(f"'block_size' must be at least 1 (got {inputs.block_size!r})")
+    values = {
+        "GB300_HEAD_HOSTNAME": inputs.head_hostname,
+        "GB300_KEYVAULT_NAME": inputs.keyvault_name,
+        "GB300_MUNGE_SECRET_NAME": inputs.munge_secret_name,
+        "GB300_IDENTITY_CLIENT_ID": inputs.identity_client_id,
+        "GB300_SHARED_MOUNT": inputs.shared_mount,
+        "GB300_BLOCK_SIZE": str(inputs.block_size),
+        "GB300_SLURM_VERSION": inputs.slurm_version,
+        "GB300_ENROOT_VERSION": inputs.enroot_version,
+        "GB300_ENROOT_SHA256": inputs.enroot_sha256,
+        "GB300_ENROOT_CAPS_SHA256": inputs.enroot_caps_sha256,
+        "GB300_PYXIS_VERSION": inputs.pyxis_version,
+        "GB300_PYXIS_SHA256": inputs.pyxis_sha256,
+    }
+    lines = [f"{key}={shlex.quote(value)}\n" for key, value in values.items() if value is not None]
+    return "# gb300 Slurm boot inputs (no secrets)\n" + "".join(lines)
+
+
+def _scripts(names: tuple[str, ...]) -> list[NodeFile]:
+    return [NodeFile(f"{SBIN}/{name}", (SCRIPT_DIR / name).read_text(encoding="utf-8"), "0755") for name in names]
+
+
+def _units(names: tuple[str, ...]) -> list[NodeFile]:
+    return [
+        NodeFile(f"{UNIT_DIR}/{name}", (SCRIPT_DIR / "systemd" / name).read_text(encoding="utf-8")) for name in names
+    ]
+
+
+def head_files(cluster: SlurmCluster, inputs: SlurmBootInputs) -> tuple[NodeFile, ...]:
+    """Files for the head node: Slurm's configuration, the steps, the topology refresh and its generator."""
+    configs = [NodeFile(f"/etc/slurm/{name}", text) for name, text in render(cluster).items()]
+    generator = [
+        NodeFile(f"{LIB_DIR}/gb300/slurm/{name}", (PACKAGE_DIR / "slurm" / name).read_text(encoding="utf-8"))
+        for name in _GENERATOR
+    ]
+    env = NodeFile("/etc/gb300/slurm.env", render_slurm_env(inputs))
+    return (*configs, env, *_scripts(_HEAD_SCRIPTS), *_units(_HEAD_UNITS), *generator)
+
+
+def gpu_files(inputs: SlurmBootInputs, health_env: str) -> tuple[NodeFile, ...]:
+    """Files for a GPU node: boot inputs, health expectations, the steps, the health gate and IMEX hooks."""
+    envs = [
+        NodeFile("/etc/gb300/slurm.env", render_slurm_env(inputs)),
+        NodeFile("/etc/gb300/health.env", health_env),
+    ]
+    return (*envs, *_scripts(_GPU_SCRIPTS), *_units(_GPU_UNITS))

@@ -1,0 +1,116 @@
+"""IMEX per job: the Slurm prolog/epilog pair in cloud-init/slurm/gb300-imex-{prolog,epilog}."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import Sandbox
+
+pytestmark = pytest.mark.slow  # every test runs a node script in a sandbox (subprocesses)
+
+RACK_A = {"ClusterUUID": "5e797fc6-0f46-421a-8724-0e102c0f723c", "CliqueId": 32766}
+RACK_B = {"ClusterUUID": "5e797fc6-0f46-421a-8724-0e102c0f721e", "CliqueId": 32767}
+HOSTS = {"gpu-001": "10.0.4.11", "gpu-002": "10.0.4.12", "gpu-003": "10.0.4.13", "gpu-019": "10.0.4.29"}
+JOB = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "gpu-[001-003,019]"}
+
+
+def job_nodes(sandbox: Sandbox, *, ready: bool = True) -> None:
+    """Four job nodes: three in this node's rack, gpu-019 in another; IMEX answers READY or never."""
+    sandbox.answer("scontrol-show", "\n".join(HOSTS) + "\n")
+    cases = "".join(f"  {host}) echo '{ip}      STREAM {host}';;\n" for host, ip in HOSTS.items())
+    sandbox.replace("getent", f'case "$2" in\n{cases}  *) exit 2;;\nesac\n')
+    sandbox.answer("nvidia-imex-ctl", "READY\n" if ready else "WAITING_FOR_PEERS\n")
+    sandbox.write("var/lib/gb300/fabric.json", json.dumps(RACK_A))
+    for host in HOSTS:
+        sandbox.write(f"shared/gb300/fabric/{host}.json", json.dumps(RACK_B if host == "gpu-019" else RACK_A))
+
+
+def test_prolog_writes_job_nodes_of_this_rack_and_starts_imex(sandbox: Sandbox) -> None:
+    """The nodes file lists the IPs of the job's nodes in this NVLink domain, then nvidia-imex restarts."""
+    job_nodes(sandbox)
+    result = sandbox.run("gb300-imex-prolog", env=JOB)
+    assert result.returncode == 0, result.stderr
+    nodes = (sandbox.root / "etc/nvidia-imex/nodes_config.cfg").read_text()
+    assert nodes == "10.0.4.11\n10.0.4.12\n10.0.4.13\n"
+    assert "restart nvidia-imex" in sandbox.calls("systemctl")
+    assert sandbox.calls("scontrol") == ["show hostnames gpu-[001-003,019]"]
+
+
+def test_prolog_without_fabric_files_lists_every_job_node(sandbox: Sandbox) -> None:
+    """Without fabric identities the prolog falls back to all of the job's nodes."""
+    job_nodes(sandbox)
+    (sandbox.root / "var/lib/gb300/fabric.json").unlink()
+    result = sandbox.run("gb300-imex-prolog", env=JOB)
+    assert result.returncode == 0, result.stderr
+    nodes = (sandbox.root / "etc/nvidia-imex/nodes_config.cfg").read_text().split()
+    assert nodes == list(HOSTS.values())
+
+
+def test_prolog_second_run_keeps_running_imex(sandbox: Sandbox) -> None:
+    """Run again for the same nodes while nvidia-imex is active, the prolog restarts nothing."""
+    job_nodes(sandbox)
+    assert sandbox.run("gb300-imex-prolog", env=JOB).returncode == 0
+    sandbox.unit("nvidia-imex", "active")
+    (sandbox.path / "calls.log").unlink()
+    assert sandbox.run("gb300-imex-prolog", env=JOB).returncode == 0
+    assert not any(call.startswith("restart") for call in sandbox.calls("systemctl"))
+
+
+def test_prolog_times_out_with_one_clear_line(sandbox: Sandbox) -> None:
+    """When IMEX never becomes READY the prolog fails after the timeout with a one-line reason."""
+    job_nodes(sandbox, ready=False)
+    result = sandbox.run("gb300-imex-prolog", env={**JOB, "GB300_IMEX_TIMEOUT": "2"})
+    assert result.returncode == 1
+    [line] = result.stderr.strip().splitlines()
+    assert line == (
+        "gb300-imex-prolog: job 4242: nvidia-imex not READY after 2s "
+        "(last status: WAITING_FOR_PEERS; 3 nodes in nodes_config.cfg)"
+    )
+    assert "not READY" in (sandbox.root / "var/lib/gb300/imex/last-error").read_text()
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"SLURM_JOB_ID": "7"}, "SLURM_JOB_NODELIST is not set"),
+        ({"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "gpu-[001-003,019,099]"}, "cannot resolve gpu-099"),
+    ],
+    ids=["no-nodelist", "unresolvable-host"],
+)
+def test_prolog_fails_clearly_on_bad_input(sandbox: Sandbox, env: dict[str, str], message: str) -> None:
+    """A missing node list or a host without an address fails the prolog with that reason."""
+    job_nodes(sandbox)
+    sandbox.answer("scontrol-show", "\n".join([*HOSTS, "gpu-099"]) + "\n")
+    result = sandbox.run("gb300-imex-prolog", env=env)
+    assert result.returncode == 1
+    assert message in result.stderr
+
+
+def test_static_mode_leaves_imex_alone(sandbox: Sandbox) -> None:
+    """With GB300_IMEX_MODE=static (IMEX always on) prolog and epilog do nothing."""
+    job_nodes(sandbox)
+    sandbox.write("etc/gb300/health.env", "GB300_IMEX_MODE=static\n")
+    assert sandbox.run("gb300-imex-prolog", env=JOB).returncode == 0
+    assert sandbox.run("gb300-imex-epilog", env=JOB).returncode == 0
+    assert sandbox.calls("systemctl") == []
+    assert not (sandbox.root / "etc/nvidia-imex/nodes_config.cfg").exists()
+
+
+@pytest.mark.parametrize(("state", "stopped"), [("active", True), ("inactive", False)])
+def test_epilog_stops_running_imex(sandbox: Sandbox, state: str, stopped: bool) -> None:
+    """The epilog stops nvidia-imex when it runs and is a no-op otherwise."""
+    sandbox.unit("nvidia-imex", state)
+    result = sandbox.run("gb300-imex-epilog", env=JOB)
+    assert result.returncode == 0
+    assert ("stop nvidia-imex" in sandbox.calls("systemctl")) is stopped
+
+
+def test_epilog_fails_when_imex_cannot_stop(sandbox: Sandbox) -> None:
+    """If nvidia-imex does not stop, the epilog exits 1 so Slurm drains the node."""
+    sandbox.unit("nvidia-imex", "active")
+    sandbox.answer("systemctl-stop", "", rc=1)
+    result = sandbox.run("gb300-imex-epilog", env=JOB)
+    assert result.returncode == 1
+    assert "cannot stop nvidia-imex" in result.stderr

@@ -1,0 +1,71 @@
+"""What the lead's cloud-init places for Slurm on each role (gb300.slurm.files)."""
+
+from __future__ import annotations
+
+import gzip
+import re
+import shlex
+
+import pytest
+
+from gb300.slurm.config import SlurmCluster, SlurmPool
+from gb300.slurm.files import GPU_STEPS, HEAD_STEPS, SlurmBootInputs, gpu_files, head_files, render_slurm_env
+from gb300.slurm.health import health_spec, render_health_env
+
+INPUTS = SlurmBootInputs(head_hostname="head", keyvault_name="kv-gb300-ref")
+CLUSTER = SlurmCluster("ref", "head", (SlurmPool("train", "gpu-", 36, "Standard_ND128isr_GB300_v6", 4, 128, 1),))
+HEALTH = render_health_env(health_spec("Standard_ND128isr_GB300_v6", gpus=4, ib_ports=4, ib_rate_gbps=800))
+
+
+def test_every_step_is_shipped_executable() -> None:
+    """Each role's steps are placed in /usr/local/sbin with mode 0755."""
+    for files, steps in ((head_files(CLUSTER, INPUTS), HEAD_STEPS), (gpu_files(INPUTS, HEALTH), GPU_STEPS)):
+        shipped = {f.path: f.permissions for f in files}
+        for step in steps:
+            assert shipped[f"/usr/local/sbin/{step}"] == "0755"
+
+
+def test_gpu_nodes_get_health_gate_and_imex_hooks_named_in_slurm_conf() -> None:
+    """The programs slurm.conf names (health check, prolog, epilog) are placed on GPU nodes."""
+    paths = {f.path for f in gpu_files(INPUTS, HEALTH)}
+    assert {
+        "/usr/local/sbin/gb300-health-check",
+        "/usr/local/sbin/gb300-imex-prolog",
+        "/usr/local/sbin/gb300-imex-epilog",
+        "/etc/gb300/health.env",
+    } <= paths
+
+
+@pytest.mark.parametrize("role", ["head", "gpu"])
+def test_files_fit_custom_data_with_room_to_spare(role: str) -> None:
+    """Gzipped, a role's Slurm files use under a third of Azure's 64 KB custom data."""
+    files = head_files(CLUSTER, INPUTS) if role == "head" else gpu_files(INPUTS, HEALTH)
+    size = len(gzip.compress("".join(f.path + f.content for f in files).encode()))
+    assert size < 64 * 1024 // 3
+
+
+def test_slurm_env_is_sourceable_and_holds_no_key() -> None:
+    """slurm.env is KEY=value lines a shell can source, naming the vault and secret but holding no key."""
+    env = render_slurm_env(SlurmBootInputs("head", "kv-gb300-ref", identity_client_id="abc", pyxis_version="0.20.0"))
+    pairs = dict(shlex.split(line)[0].split("=", 1) for line in env.splitlines() if not line.startswith("#"))
+    assert pairs["GB300_KEYVAULT_NAME"] == "kv-gb300-ref"
+    assert pairs["GB300_MUNGE_SECRET_NAME"] == "munge-key"  # noqa: S105 - a secret name
+    assert pairs["GB300_IDENTITY_CLIENT_ID"] == "abc"
+    assert "GB300_ENROOT_VERSION" not in pairs
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        (
+            SlurmBootInputs("head", "kv"),
+            "'keyvault_name' must be a Key Vault name, 3-24 characters (got 'kv')",
+        ),
+        (SlurmBootInputs("head", "kv-gb300", block_size=0), "'block_size' must be at least 1 (got 0)"),
+    ],
+    ids=["short-vault", "zero-block"],
+)
+def test_slurm_env_rejects_invalid_inputs(inputs: SlurmBootInputs, message: str) -> None:
+    """Invalid boot inputs raise ValueError naming the field."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        render_slurm_env(inputs)

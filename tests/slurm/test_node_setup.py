@@ -1,0 +1,122 @@
+"""Node setup steps: the munge key from Key Vault, pyxis/enroot configuration, slurmd's configless setup."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import stat
+
+import pytest
+
+from .conftest import REPO, Sandbox
+
+pytestmark = pytest.mark.slow  # every test runs a node script in a sandbox (subprocesses)
+
+KEY = bytes(range(256)) * 4
+VAULT_ENV = {"GB300_KEYVAULT_NAME": "kv-gb300-ref", "GB300_MUNGE_SECRET_NAME": "munge-key"}
+
+
+def key_vault(sandbox: Sandbox, secret: str, *, imds_ok: bool = True) -> None:
+    """curl stand-in: IMDS returns a token, Key Vault returns ``secret`` when the bearer token is sent."""
+    token = json.dumps({"access_token": "tok-123", "token_type": "Bearer"})
+    body = json.dumps({"value": secret, "id": "https://kv-gb300-ref.vault.azure.net/secrets/munge-key/1"})
+    sandbox.replace(
+        "curl",
+        f"""url="${{*: -1}}"
+printf 'curl %s\\n' "$*" >>"$SANDBOX/calls.log"
+case "$url" in
+  http://169.254.169.254/*) {"echo '" + token + "'" if imds_ok else "exit 22"};;
+  https://kv-gb300-ref.vault.azure.net/secrets/munge-key\\?api-version=7.4)
+    grep -qx 'Authorization: Bearer tok-123' || exit 22
+    echo '{body}';;
+  *) exit 6;;
+esac
+""",
+    )
+
+
+def test_munge_key_is_fetched_and_installed_once(sandbox: Sandbox) -> None:
+    """The key from Key Vault lands in /etc/munge/munge.key 0400 munge:munge; a rerun restarts nothing."""
+    key_vault(sandbox, base64.b64encode(KEY).decode())
+    result = sandbox.run("gb300-munge-key", env=VAULT_ENV)
+    assert result.returncode == 0, result.stderr
+    key = sandbox.root / "etc/munge/munge.key"
+    assert key.read_bytes() == KEY
+    assert stat.S_IMODE(key.stat().st_mode) == 0o400
+    assert sandbox.calls("chown")[0].startswith("munge:munge ")
+    assert sandbox.calls("systemctl") == ["restart munge"]
+    imds, vault = sandbox.calls("curl")
+    assert "-H Metadata:true" in imds
+    assert "resource=https%3A%2F%2Fvault.azure.net" in imds
+    assert "tok-123" not in vault
+    (sandbox.path / "calls.log").unlink()
+    assert sandbox.run("gb300-munge-key", env=VAULT_ENV).returncode == 0
+    assert sandbox.calls("systemctl") == []
+
+
+def test_user_assigned_identity_is_named_in_the_token_request(sandbox: Sandbox) -> None:
+    """With GB300_IDENTITY_CLIENT_ID the IMDS request asks for that identity's token."""
+    key_vault(sandbox, base64.b64encode(KEY).decode())
+    env = {**VAULT_ENV, "GB300_IDENTITY_CLIENT_ID": "0b8c6c1e-1111-2222-3333-444455556666"}
+    assert sandbox.run("gb300-munge-key", env=env).returncode == 0
+    assert "&client_id=0b8c6c1e-1111-2222-3333-444455556666" in sandbox.calls("curl")[0]
+
+
+@pytest.mark.parametrize(
+    ("secret", "imds_ok", "env", "message"),
+    [
+        ("x", False, VAULT_ENV, "no managed identity token from IMDS"),
+        ("not base64!", True, VAULT_ENV, "is not a base64 munge key"),
+        (base64.b64encode(b"short").decode(), True, VAULT_ENV, "is 5 bytes; munge needs at least 32"),
+        ("x", True, {"GB300_MUNGE_SECRET_NAME": "munge-key"}, "GB300_KEYVAULT_NAME must be a Key Vault name"),
+    ],
+    ids=["imds-down", "not-base64", "too-short", "no-vault-name"],
+)
+def test_munge_key_failures_are_one_clear_line(
+    sandbox: Sandbox, secret: str, imds_ok: bool, env: dict[str, str], message: str
+) -> None:
+    """Each way the fetch can fail exits 1 with a one-line reason and leaves no key behind."""
+    key_vault(sandbox, secret, imds_ok=imds_ok)
+    result = sandbox.run("gb300-munge-key", env=env)
+    assert result.returncode == 1
+    [line] = result.stderr.strip().splitlines()
+    assert message in line
+    assert not (sandbox.root / "etc/munge/munge.key").exists()
+    assert not (sandbox.root / "etc/munge/munge.key.gb300-new").exists()
+
+
+def test_pyxis_setup_configures_enroot_on_nvme(sandbox: Sandbox) -> None:
+    """With enroot and pyxis installed the step only writes enroot.conf pointing at the NVMe scratch."""
+    sandbox.replace("enroot", 'echo "3.5.0"\n')
+    sandbox.write("usr/local/lib/slurm/spank_pyxis.so", "")
+    result = sandbox.run("gb300-pyxis-setup", env={"GB300_ENROOT_VERSION": "3.5.0"})
+    assert result.returncode == 0, result.stderr
+    conf = (sandbox.root / "etc/enroot/enroot.conf").read_text()
+    assert "ENROOT_DATA_PATH /mnt/resource_nvme/enroot/data/user-$(id -u)\n" in conf
+    assert not [line for line in conf.splitlines() if " /tmp" in line and not line.startswith("#")]
+    assert (sandbox.root / "mnt/resource_nvme/enroot/tmp").is_dir()
+    assert sandbox.calls("curl") == []
+
+
+def test_pyxis_setup_needs_pinned_versions_to_install(sandbox: Sandbox) -> None:
+    """Without enroot and no pinned version the step stops and names the missing setting."""
+    if shutil.which("enroot", path="/usr/bin:/bin"):
+        pytest.skip("enroot is installed on this machine")
+    result = sandbox.run("gb300-pyxis-setup", env={"PATH": f"{sandbox.path / 'bin'}:/usr/bin:/bin"})
+    assert result.returncode == 1
+    assert "GB300_ENROOT_VERSION is not set" in result.stderr
+
+
+def test_slurmd_setup_points_slurmd_at_the_controller(sandbox: Sandbox) -> None:
+    """slurmd is configured configless from the head node and started after the boot health check."""
+    sandbox.replace("slurmd", "exit 0\n")
+    for unit in ("gb300-health-boot.service", "gb300-fabric-publish.service"):
+        sandbox.write(f"units-src/{unit}", (REPO / "cloud-init/slurm/systemd" / unit).read_text())
+    env = {"GB300_HEAD_HOSTNAME": "head", "GB300_UNIT_DIR": str(sandbox.root / "units-src")}
+    result = sandbox.run("gb300-slurmd-setup", env=env)
+    assert result.returncode == 0, result.stderr
+    assert (sandbox.root / "etc/default/slurmd").read_text() == 'SLURMD_OPTIONS="--conf-server head"\n'
+    calls = sandbox.calls("systemctl")
+    assert calls.index("start gb300-health-boot.service") < calls.index("restart slurmd")
+    assert (sandbox.root / "etc/systemd/system/gb300-health-boot.service").exists()
