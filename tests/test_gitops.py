@@ -63,13 +63,14 @@ SCHEMAS = [
     *[(p, *GITHUB_WORKFLOW_SCHEMA) for p in GITHUB_WORKFLOWS],
     *[(p, *GITHUB_ACTION_SCHEMA) for p in GITHUB_ACTIONS],
     *[(p, *AZURE_PIPELINES_SCHEMA) for p in AZURE_PIPELINES],
+    (ROOT / ".github" / "dependabot.yml", "vendor.dependabot", ()),
 ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("path", "schema", "extra"), SCHEMAS, ids=[_rel(p) for p, _, _ in SCHEMAS])
 def test_ci_file_matches_its_published_schema(path: Path, schema: str, extra: tuple[str, ...]) -> None:
-    """Each workflow, composite action and Azure pipeline file validates against its published schema."""
+    """Each workflow, composite action, Dependabot and Azure pipeline file validates against its schema."""
     result = _check_jsonschema(schema, path, *extra)
     assert result.returncode == 0, result.stdout + result.stderr
 
