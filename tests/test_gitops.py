@@ -240,11 +240,24 @@ def test_azure_deploys_are_deployment_jobs_in_environments_with_locking() -> Non
         assert {"command": "up", "serviceConnection": f"gb300-deploy-{stack}"} in parameters
 
 
+def test_azure_previews_and_drift_use_the_read_only_connection() -> None:
+    """Azure DevOps previews and drift checks sign in read-only; previews skip pull requests from forks."""
+    by_name = {job.get("job"): (stage, job) for stage, job in _azure_stage_jobs()}
+    for name, command in (("preview", "preview"), ("drift", "drift")):
+        stage, job = by_name[name]
+        parameters = [s.get("parameters") for s in job["steps"]]
+        assert {"command": command, "serviceConnection": "gb300-read"} in parameters
+    assert "System.PullRequest.IsFork" in by_name["preview"][1]["condition"]
+    assert by_name["drift"][0]["condition"] == "eq(variables['Build.Reason'], 'Schedule')"
+
+
 def test_deploy_and_drift_never_run_in_forks() -> None:
     """Every deploy and drift job is guarded by the repository's own GITOPS_REPOSITORY variable."""
     for name in ("deploy.yml", "drift.yml"):
         for job_id, job in jobs(WORKFLOWS / name).items():
             assert FORK_GUARD in job.get("if", ""), f"{name}:{job_id}"
+    for job_id, job in jobs(WORKFLOWS / "deploy.yml").items():
+        assert "github.ref == 'refs/heads/main'" in job["if"], f"deploy.yml:{job_id} deploys only main"
     on = load(WORKFLOWS / "deploy.yml")["on"]
     assert set(on) <= {"push", "workflow_dispatch"}
     assert on["push"]["branches"] == ["main"]
