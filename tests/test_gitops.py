@@ -244,7 +244,7 @@ def test_azure_previews_and_drift_use_the_read_only_connection() -> None:
     """Azure DevOps previews and drift checks sign in read-only; previews skip pull requests from forks."""
     by_name = {job.get("job"): (stage, job) for stage, job in _azure_stage_jobs()}
     for name, command in (("preview", "preview"), ("drift", "drift")):
-        stage, job = by_name[name]
+        _stage, job = by_name[name]
         parameters = [s.get("parameters") for s in job["steps"]]
         assert {"command": command, "serviceConnection": "gb300-read"} in parameters
     assert "System.PullRequest.IsFork" in by_name["preview"][1]["condition"]
