@@ -197,9 +197,4 @@ def job_scripts(job: dict[str, Any]) -> list[str]:
 
 def job_runs(job: dict[str, Any], program: str) -> list[tuple[str, ...]]:
     """The commands of `program` that a GitHub job runs."""
-    return [
-        tuple(argv)
-        for script in job_scripts(job)
-        for argv in commands(script)
-        if Path(argv[0]).name == program
-    ]
+    return [tuple(argv) for script in job_scripts(job) for argv in commands(script) if Path(argv[0]).name == program]

@@ -104,9 +104,7 @@ def render(digests: Iterable[PlanDigest], expected: Sequence[str] = (), run_url:
         row = [f"`{stack}`", _num(d.racks), _num(d.vms), _num(d.gpus), vcpus]
         row += [str(d.count("error")), str(d.count("warning"))]
         lines.append("| " + " | ".join(row) + " |")
-    notable = [
-        (d.stack, f) for d in by_stack.values() for f in d.findings if f.level.lower() in {"error", "warning"}
-    ]
+    notable = [(d.stack, f) for d in by_stack.values() for f in d.findings if f.level.lower() in {"error", "warning"}]
     notable.sort(key=lambda sf: (sf[1].level.lower() != "error", sf[0], sf[1].rule))
     if notable:
         lines += ["", f"<details><summary>Errors and warnings ({len(notable)})</summary>", ""]
