@@ -79,6 +79,7 @@ def test_cli_reads_files_and_skips_an_unmatched_glob(tmp_path: Path) -> None:
     result = subprocess.run(
         [
             sys.executable,
+            "-I",
             str(ROOT / "infra" / "gb300" / "ci_summary.py"),
             "--stacks",
             '["dev", "reference"]',
