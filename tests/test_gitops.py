@@ -317,6 +317,22 @@ def test_scripts_take_ci_values_from_the_environment(path: Path) -> None:
         assert not re.search(r"\$\([A-Za-z_][\w.]*\)", script), script
 
 
+CI_SCRIPTS = [
+    (path, script)
+    for path in [*GITHUB_WORKFLOWS, *GITHUB_ACTIONS, *AZURE_PIPELINES]
+    for script in scripts(load(path), SCRIPT_KEYS["github" if ".github" in path.parts else "azure"])
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("path", "script"), CI_SCRIPTS, ids=[f"{_rel(p)}:{i}" for i, (p, _) in enumerate(CI_SCRIPTS)])
+def test_ci_script_passes_shellcheck(path: Path, script: str) -> None:
+    """Every shell script in the CI files passes shellcheck (bash), as the runners run them."""
+    shellcheck = str(Path(sys.executable).parent / "shellcheck")
+    result = subprocess.run([shellcheck, "-s", "bash", "-"], input=script, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, f"{_rel(path)}:\n{script}\n{result.stdout}"
+
+
 @pytest.mark.parametrize("path", [*GITHUB_WORKFLOWS, *GITHUB_ACTIONS], ids=_rel)
 def test_actions_are_pinned(path: Path) -> None:
     """Third-party actions are pinned to a commit SHA, or to a major tag with a stated reason."""
