@@ -1,0 +1,390 @@
+"""The CI definitions: schema-valid, calling only commands and flags that exist, naming only real stacks,
+deploying through gated environments with federated Azure credentials and a single stored secret."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ci_files import (
+    AZURE_PIPELINES,
+    GITHUB_ACTIONS,
+    GITHUB_WORKFLOWS,
+    PULUMI_CLI,
+    ROOT,
+    SCRIPT_KEYS,
+    commands,
+    invocations,
+    is_literal,
+    job_runs,
+    jobs,
+    load,
+    parse_pulumi,
+    scripts,
+    stacks_in_repo,
+)
+from gb300.cli import build_parser
+
+CHECK_JSONSCHEMA = str(Path(sys.executable).parent / "check-jsonschema")
+WORKFLOWS = ROOT / ".github" / "workflows"
+STACK_UP = "./.github/workflows/stack-up.yml"
+FORK_GUARD = "github.repository == vars.GITOPS_REPOSITORY"
+SAME_REPO_PR = "github.event.pull_request.head.repo.full_name == github.repository"
+ALLOWED_SECRETS = {"PULUMI_ACCESS_TOKEN", "GITHUB_TOKEN"}
+# Actions referenced by a major tag instead of a commit SHA, and why.
+UNPINNED_ACTIONS = {"pulumi/actions": "no release commit SHA could be verified offline; Dependabot bumps it"}
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def _check_jsonschema(schema: str, path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    # Builtin schemas ship inside check-jsonschema: no network is used.
+    return subprocess.run(
+        [CHECK_JSONSCHEMA, "--builtin-schema", schema, "--no-cache", *extra, str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+GITHUB_WORKFLOW_SCHEMA = ("vendor.github-workflows", ())
+GITHUB_ACTION_SCHEMA = ("vendor.github-actions", ())
+# The Azure Pipelines schema's patterns need ECMAScript regexes in non-unicode mode.
+AZURE_PIPELINES_SCHEMA = ("vendor.azure-pipelines", ("--regex-variant", "nonunicode"))
+SCHEMAS = [
+    *[(p, *GITHUB_WORKFLOW_SCHEMA) for p in GITHUB_WORKFLOWS],
+    *[(p, *GITHUB_ACTION_SCHEMA) for p in GITHUB_ACTIONS],
+    *[(p, *AZURE_PIPELINES_SCHEMA) for p in AZURE_PIPELINES],
+    (ROOT / ".github" / "dependabot.yml", "vendor.dependabot", ()),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("path", "schema", "extra"), SCHEMAS, ids=[_rel(p) for p, _, _ in SCHEMAS])
+def test_ci_file_matches_its_published_schema(path: Path, schema: str, extra: tuple[str, ...]) -> None:
+    """Each workflow, composite action, Dependabot and Azure pipeline file validates against its schema."""
+    result = _check_jsonschema(schema, path, *extra)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+MISSPELLINGS = {
+    # id: (file, (schema, extra arguments), key, misspelling)
+    "workflow-step-key": (WORKFLOWS / "pr.yml", GITHUB_WORKFLOW_SCHEMA, "steps:", "stepz:"),
+    "workflow-job-key": (WORKFLOWS / "stack-up.yml", GITHUB_WORKFLOW_SCHEMA, "environment:", "enviroment:"),
+    "azure-jobs-key": (ROOT / "azure-pipelines.yml", AZURE_PIPELINES_SCHEMA, "jobs:", "jobz:"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", MISSPELLINGS.values(), ids=MISSPELLINGS.keys())
+def test_schema_check_rejects_a_misspelled_key(tmp_path: Path, case: tuple[Any, ...]) -> None:
+    """The schema check is not vacuous: a misspelled key in a copy of a real file fails it."""
+    path, (schema, extra), old, new = case
+    broken = tmp_path / path.name
+    broken.write_text(path.read_text(encoding="utf-8").replace(old, new, 1), encoding="utf-8")
+    assert _check_jsonschema(schema, broken, *extra).returncode == 1
+
+
+GB300_CALLS = invocations("gb300")
+PULUMI_CALLS = invocations("pulumi")
+
+
+def test_ci_files_call_gb300_and_pulumi() -> None:
+    """The command extraction finds the plan, preview and deploy commands, so the checks below bite."""
+    assert {c.path.name for c in GB300_CALLS} == {"pr.yml", "stack-up.yml", "azure-pipelines.yml", "pulumi.yml"}
+    assert {c.path.name for c in PULUMI_CALLS} == {"pr.yml", "stack-up.yml", "drift.yml", "pulumi.yml"}
+
+
+@pytest.mark.parametrize("call", GB300_CALLS, ids=str)
+def test_gb300_invocation_parses_with_the_cli(call: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every `gb300 ...` the CI runs is accepted by the CLI's own argument parser."""
+    try:
+        build_parser().parse_args(list(call.argv[1:]))
+    except SystemExit as exc:
+        pytest.fail(f"{call}: rejected by gb300's parser (exit {exc.code}): {capsys.readouterr().err}")
+
+
+PULUMI_SPEC = yaml.safe_load(PULUMI_CLI.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("call", PULUMI_CALLS, ids=str)
+def test_pulumi_invocation_uses_documented_commands_and_flags(call: Any) -> None:
+    """Every `pulumi ...` the CI runs uses a command and flags listed in tests/data/pulumi-cli.yaml."""
+    parsed = parse_pulumi(call.argv, PULUMI_SPEC)
+    assert not parsed.problems, f"{call}: {parsed.problems}"
+
+
+REQUIRED_PULUMI = [
+    # (file, command, flags it must carry)
+    ("pr.yml", "preview", {"--policy-pack": "policies", "--stack": None}),
+    ("stack-up.yml", "up", {"--yes": None, "--policy-pack": "policies", "--stack": None}),
+    ("drift.yml", "preview", {"--expect-no-changes": None, "--refresh": None, "--stack": None}),
+    ("pulumi.yml", "preview", {"--policy-pack": "policies", "--stack": None}),
+    ("pulumi.yml", "up", {"--yes": None, "--policy-pack": "policies", "--stack": None}),
+    ("pulumi.yml", "preview", {"--expect-no-changes": None, "--refresh": None}),
+]
+
+
+@pytest.mark.parametrize(("name", "command", "flags"), REQUIRED_PULUMI)
+def test_flow_runs_pulumi_with_policy_and_drift_flags(name: str, command: str, flags: dict[str, Any]) -> None:
+    """PRs preview with the policy pack, deploys run `up --yes` with it, drift expects no change."""
+    calls = [parse_pulumi(c.argv, PULUMI_SPEC) for c in PULUMI_CALLS if c.path.name == name]
+    matching = [
+        c
+        for c in calls
+        if c.command == command and all(f in c.flags and (v is None or c.flags[f] == v) for f, v in flags.items())
+    ]
+    assert matching, f"{name}: no 'pulumi {command}' with {sorted(flags)}"
+
+
+def _stack_flag_values() -> list[tuple[str, str]]:
+    values = []
+    for call in [*GB300_CALLS, *PULUMI_CALLS]:
+        argv = list(call.argv)
+        for i, word in enumerate(argv[:-1]):
+            if word in {"--stack", "-s"}:
+                values.append((str(call), argv[i + 1]))
+    return values
+
+
+def _github_deploy_stacks() -> list[str]:
+    return [job["with"]["stack"] for job in jobs(WORKFLOWS / "deploy.yml").values() if job.get("uses") == STACK_UP]
+
+
+def _azure_stage_jobs() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    pipeline = load(ROOT / "azure-pipelines.yml")
+    return [(stage, job) for stage in pipeline["stages"] for job in stage.get("jobs", [])]
+
+
+def _azure_matrix_stacks(job_name: str) -> list[str]:
+    job = next(j for _, j in _azure_stage_jobs() if j.get("job") == job_name)
+    return [leg["STACK"] for leg in job["strategy"]["matrix"].values()]
+
+
+def _azure_deploy_jobs() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [(s, j) for s, j in _azure_stage_jobs() if "deployment" in j]
+
+
+def _azure_deploy_stacks() -> list[str]:
+    return [job["variables"]["STACK"] for _, job in _azure_deploy_jobs()]
+
+
+def test_stacks_named_by_ci_exist() -> None:
+    """Every stack a CI file names literally has a stacks/Pulumi.<name>.yaml."""
+    stacks = stacks_in_repo()
+    named = [(where, value) for where, value in _stack_flag_values() if is_literal(value)]
+    named += [("deploy.yml", s) for s in _github_deploy_stacks()]
+    named += [(f"azure-pipelines.yml {j}", s) for j in ("plan", "preview", "drift") for s in _azure_matrix_stacks(j)]
+    named += [("azure-pipelines.yml deploy", s) for s in _azure_deploy_stacks()]
+    missing = [(where, s) for where, s in named if s not in stacks]
+    assert not missing, f"stacks not in stacks/ ({sorted(stacks)}): {missing}"
+
+
+def test_every_stack_is_planned_previewed_deployed_and_checked_for_drift() -> None:
+    """Each stack file is covered everywhere; adding one means adding its deploy job and environment."""
+    stacks = stacks_in_repo()
+    assert stacks, "no stacks/Pulumi.<name>.yaml found"
+    result = subprocess.run([ROOT / "scripts" / "list-stacks"], capture_output=True, text=True, check=True)
+    listed = json.loads(result.stdout)
+    assert listed == sorted(stacks), "scripts/list-stacks (the GitHub PR and drift matrices)"
+    assert sorted(_github_deploy_stacks()) == sorted(stacks), "deploy.yml: one stack-up.yml job per stack"
+    for job in ("plan", "preview", "drift"):
+        assert sorted(_azure_matrix_stacks(job)) == sorted(stacks), f"azure-pipelines.yml matrix of {job!r}"
+    assert sorted(_azure_deploy_stacks()) == sorted(stacks), "azure-pipelines.yml: one deploy stage per stack"
+
+
+def test_github_deploys_run_in_per_stack_environments_one_at_a_time() -> None:
+    """The deploy job runs in the environment named after its stack, serialized by a per-stack group."""
+    up_jobs = {
+        (path.name, job_id): job
+        for path in GITHUB_WORKFLOWS
+        for job_id, job in jobs(path).items()
+        if any(argv[1:2] == ("up",) for argv in job_runs(job, "pulumi"))
+    }
+    assert list(up_jobs) == [("stack-up.yml", "up")]
+    job = up_jobs["stack-up.yml", "up"]
+    assert job["environment"] == "${{ inputs.stack }}"
+    assert "${{ inputs.stack }}" in job["concurrency"]["group"]
+    assert job["concurrency"]["cancel-in-progress"] is False
+    # deploy.yml orders the stacks: each later one waits for the one before.
+    callers = [j for j in jobs(WORKFLOWS / "deploy.yml").values() if j.get("uses") == STACK_UP]
+    assert all("needs" in j for j in callers[1:])
+
+
+def test_azure_deploys_are_deployment_jobs_in_environments_with_locking() -> None:
+    """Azure DevOps deploys are deployment jobs in gb300-<stack> environments, one run per stack at a time."""
+    deploys = _azure_deploy_jobs()
+    assert deploys
+    for stage, job in deploys:
+        stack = job["variables"]["STACK"]
+        assert job["environment"] == f"gb300-{stack}"
+        assert stage["lockBehavior"] == "sequential"
+        steps = job["strategy"]["runOnce"]["deploy"]["steps"]
+        parameters = [s.get("parameters") for s in steps]
+        assert {"command": "up", "serviceConnection": f"gb300-deploy-{stack}"} in parameters
+
+
+def test_azure_previews_and_drift_use_the_read_only_connection() -> None:
+    """Azure DevOps previews and drift checks sign in read-only; previews skip pull requests from forks."""
+    by_name = {job.get("job"): (stage, job) for stage, job in _azure_stage_jobs()}
+    for name, command in (("preview", "preview"), ("drift", "drift")):
+        _stage, job = by_name[name]
+        parameters = [s.get("parameters") for s in job["steps"]]
+        assert {"command": command, "serviceConnection": "gb300-read"} in parameters
+    assert "System.PullRequest.IsFork" in by_name["preview"][1]["condition"]
+    assert by_name["drift"][0]["condition"] == "eq(variables['Build.Reason'], 'Schedule')"
+
+
+def test_deploy_and_drift_never_run_in_forks() -> None:
+    """Every deploy and drift job is guarded by the repository's own GITOPS_REPOSITORY variable."""
+    for name in ("deploy.yml", "drift.yml"):
+        for job_id, job in jobs(WORKFLOWS / name).items():
+            assert FORK_GUARD in job.get("if", ""), f"{name}:{job_id}"
+    for job_id, job in jobs(WORKFLOWS / "deploy.yml").items():
+        assert "github.ref == 'refs/heads/main'" in job["if"], f"deploy.yml:{job_id} deploys only main"
+    on = load(WORKFLOWS / "deploy.yml")["on"]
+    assert set(on) <= {"push", "workflow_dispatch"}
+    assert on["push"]["branches"] == ["main"]
+
+
+def _reaches_azure(job: dict[str, Any]) -> bool:
+    uses = [str(s.get("uses", "")) for s in job.get("steps", [])]
+    return (
+        any(u.startswith("azure/login@") for u in uses) or bool(job_runs(job, "pulumi")) or job.get("uses") == STACK_UP
+    )
+
+
+AZURE_JOBS = [
+    (path, job_id, job) for path in GITHUB_WORKFLOWS for job_id, job in jobs(path).items() if _reaches_azure(job)
+]
+
+
+@pytest.mark.parametrize(("path", "job_id", "job"), AZURE_JOBS, ids=[f"{p.name}:{j}" for p, j, _ in AZURE_JOBS])
+def test_jobs_that_reach_azure_use_oidc(path: Path, job_id: str, job: dict[str, Any]) -> None:
+    """Jobs that sign in to Azure may request an OIDC token; pull request ones skip forks."""
+    assert job.get("permissions", {}).get("id-token") == "write"
+    if path.name == "pr.yml":
+        assert SAME_REPO_PR in job.get("if", "")
+
+
+@pytest.mark.parametrize("path", GITHUB_WORKFLOWS, ids=_rel)
+def test_workflow_token_defaults_to_read_only(path: Path) -> None:
+    """Each workflow's default token can only read; jobs ask for more one permission at a time."""
+    assert load(path)["permissions"] == {"contents": "read"}
+
+
+def test_only_the_pulumi_token_is_a_secret() -> None:
+    """No CI file reads a secret other than PULUMI_ACCESS_TOKEN (and GitHub's own token)."""
+    github = {m for p in [*GITHUB_WORKFLOWS, *GITHUB_ACTIONS] for m in re.findall(r"secrets\.(\w+)", p.read_text())}
+    assert github <= ALLOWED_SECRETS, github
+    # Azure DevOps hands secret variables to scripts only through `env:` mappings.
+    mapped = {
+        m
+        for p in AZURE_PIPELINES
+        for env in _values_of(load(p), "env")
+        for v in env.values()
+        for m in re.findall(r"\$\((\w+)\)", str(v))
+    }
+    assert mapped <= {"PULUMI_ACCESS_TOKEN"}, mapped
+    text = "".join(p.read_text() for p in [*GITHUB_WORKFLOWS, *GITHUB_ACTIONS, *AZURE_PIPELINES])
+    assert "CLIENT_SECRET" not in text
+
+
+def _values_of(node: Any, key: str) -> list[dict[str, Any]]:
+    if isinstance(node, dict):
+        found = [node[key]] if isinstance(node.get(key), dict) else []
+        return found + [x for v in node.values() for x in _values_of(v, key)]
+    if isinstance(node, list):
+        return [x for v in node for x in _values_of(v, key)]
+    return []
+
+
+@pytest.mark.parametrize("path", [*GITHUB_WORKFLOWS, *GITHUB_ACTIONS, *AZURE_PIPELINES], ids=_rel)
+def test_scripts_take_ci_values_from_the_environment(path: Path) -> None:
+    """No script has a CI value spliced into its text, where a crafted stack or branch name would run."""
+    family = "github" if ".github" in path.parts else "azure"
+    for script in scripts(load(path), SCRIPT_KEYS[family]):
+        assert "${{" not in script, script
+        assert not re.search(r"\$\([A-Za-z_][\w.]*\)", script), script
+
+
+CI_SCRIPTS = [
+    (path, script)
+    for path in [*GITHUB_WORKFLOWS, *GITHUB_ACTIONS, *AZURE_PIPELINES]
+    for script in scripts(load(path), SCRIPT_KEYS["github" if ".github" in path.parts else "azure"])
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("path", "script"), CI_SCRIPTS, ids=[f"{_rel(p)}:{i}" for i, (p, _) in enumerate(CI_SCRIPTS)])
+def test_ci_script_passes_shellcheck(path: Path, script: str) -> None:
+    """Every shell script in the CI files passes shellcheck (bash), as the runners run them."""
+    shellcheck = str(Path(sys.executable).parent / "shellcheck")
+    result = subprocess.run([shellcheck, "-s", "bash", "-"], input=script, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, f"{_rel(path)}:\n{script}\n{result.stdout}"
+
+
+@pytest.mark.parametrize("path", [*GITHUB_WORKFLOWS, *GITHUB_ACTIONS], ids=_rel)
+def test_actions_are_pinned(path: Path) -> None:
+    """Third-party actions are pinned to a commit SHA, or to a major tag with a stated reason."""
+    for uses in re.findall(r"uses:\s*(\S+)", path.read_text()):
+        if uses.startswith("./"):
+            continue
+        action, _, ref = uses.partition("@")
+        pinned = re.fullmatch(r"[0-9a-f]{40}", ref)
+        excused = action in UNPINNED_ACTIONS and re.fullmatch(r"v\d+", ref)
+        assert pinned or excused, uses
+
+
+def test_make_targets_called_by_ci_exist() -> None:
+    """Every `make <target>` in CI is a target of the Makefile."""
+    targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.MULTILINE))
+    called = {argv[1] for call in invocations("make") for argv in [call.argv] if len(argv) > 1}
+    assert called
+    assert called <= targets, called - targets
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        ('pulumi up --stack "$STACK" --yes', [["pulumi", "up", "--stack", "$STACK", "--yes"]]),
+        ("a --x \\\n  --y 2>&1 | tee out.txt", [["a", "--x", "--y"], ["tee", "out.txt"]]),
+        (
+            "if ! pulumi stack select -s dev; then\n  exit 0\nfi",
+            [["pulumi", "stack", "select", "-s", "dev"], ["exit", "0"]],
+        ),
+        (
+            "X=$(az account show --query id)\nexport X",
+            [["az", "account", "show", "--query", "id"], ["export", "X"]],
+        ),
+        (
+            "case $C in\n  up)\n    gb300 plan ;;\nesac",
+            [["case", "$C", "in"], ["up"], ["gb300", "plan"], ["esac"]],
+        ),
+        ("echo ${{ matrix.stack }} > $(Build.X)/f", [["echo", "__CI_VALUE__"]]),
+    ],
+    ids=["plain", "continuation-redirect-pipe", "if-not", "substitution", "case", "placeholders"],
+)
+def test_command_extraction(script: str, expected: list[list[str]]) -> None:
+    """The script reader splits shell text into the simple commands a shell would run."""
+    assert commands(script) == expected
+
+
+def test_deploy_identity_condition_covers_every_role_the_stack_assigns() -> None:
+    """The role-assignment condition in docs/gitops.md allows each role id in infra/gb300/data/roles.yaml."""
+    roles_file = ROOT / "infra" / "gb300" / "data" / "roles.yaml"
+    if not roles_file.exists():
+        pytest.skip("infra/gb300/data/roles.yaml is not in this tree yet")
+    wanted = set(yaml.safe_load(roles_file.read_text(encoding="utf-8"))["roles"].values())
+    line = re.search(r'^roles="([^"]*)"$', (ROOT / "docs" / "gitops.md").read_text(), re.MULTILINE)
+    assert line, 'docs/gitops.md: no roles="..." line'
+    assert set(re.findall(r"[0-9a-f-]{36}", line.group(1))) == wanted
