@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gb300 import catalog, inventory
+from gb300 import catalog
 from gb300.errors import Gb300Error
 from gb300.findings import Finding, Level
 from gb300.inventory import Resource
+from gb300.machines import machines
 
 RULE = "quota-sufficient"
 TOTAL = "cores"  # the usage entry of all vCPUs in a region ("Total Regional vCPUs")
@@ -119,45 +120,34 @@ class Reserved:
     group: str
 
 
-def _region(resource: Resource) -> str | None:
-    value = resource.inputs.get("location")
-    return value.replace(" ", "").lower() if isinstance(value, str) and value else None
-
-
-def _zones(resource: Resource, tags: Mapping[str, Any]) -> set[str]:
-    zones = {str(z) for z in resource.inputs.get("zones") or [] if isinstance(z, str | int)}
-    tag = tags.get("gb300-zone")
-    if isinstance(tag, str) and tag:
-        zones.add(tag)
-    return zones
-
-
 def demand(resources: Sequence[Resource]) -> tuple[list[Demand], list[Reserved]]:
-    """vCPUs per (region, family) from the registered scale sets, and the pools a reservation covers."""
+    """vCPUs per (region, family) from the registered scale sets and VMs, and the pools a reservation covers."""
     cat = catalog.load()
     acc: dict[tuple[str, str], dict[str, Any]] = {}
     reserved: dict[str, Reserved] = {}
-    for resource in sorted(resources, key=lambda r: r.urn):
-        if not inventory.is_scale_set(resource):
+    for m in machines(resources):
+        sku = cat.skus.get(m.size)
+        if sku is None or m.location is None:
             continue
-        ss = inventory.scale_set(resource)
-        sku, region = cat.skus.get(ss.vm_size), _region(resource)
-        if sku is None or region is None:
-            continue
-        group = inventory.dig(ss.properties, "virtualMachineProfile", "capacityReservation", "capacityReservationGroup")
-        group_id = group.get("id") if isinstance(group, Mapping) else None
-        pool = ss.pool or ss.name
-        if isinstance(group_id, str) and group_id:
-            reserved.setdefault(pool, Reserved(pool, ss.urn, group_id))
+        owner = m.pool or m.name
+        if m.capacity_reservation_group:
+            reserved.setdefault(owner, Reserved(owner, m.urn, m.capacity_reservation_group))
             continue
         entry = acc.setdefault(
-            (region, sku.quota_family.value),
-            {"vcpus": 0, "sizes": set(), "zones": set(), "pools": set(), "urn": ss.urn, "status": sku.quota_family.status},
+            (m.location, sku.quota_family.value),
+            {
+                "vcpus": 0,
+                "sizes": set(),
+                "zones": set(),
+                "pools": set(),
+                "urn": m.urn,
+                "status": sku.quota_family.status,
+            },
         )
-        entry["vcpus"] += ss.capacity * sku.vcpus
+        entry["vcpus"] += m.count * sku.vcpus
         entry["sizes"].add(sku.name)
-        entry["zones"].update(_zones(resource, ss.tags))
-        entry["pools"].add(pool)
+        entry["zones"].update(m.zones)
+        entry["pools"].add(owner)
     out = [
         Demand(
             region,
@@ -185,18 +175,28 @@ def parse_usages(doc: Any) -> list[Usage]:
         raise QuotaFileError("must be a list of usages (az vm list-usage -o json) or a REST body with 'value'")
     out = []
     for i, entry in enumerate(entries):
-        name = entry.get("name") if isinstance(entry, Mapping) else None
-        value = name.get("value") if isinstance(name, Mapping) else None
-        current, limit = (entry.get("currentValue"), entry.get("limit")) if isinstance(entry, Mapping) else (None, None)
-        if not isinstance(value, str) or not _number(current) or not _number(limit):
+        body: Mapping[str, Any] = entry if isinstance(entry, Mapping) else {}
+        raw_name = body.get("name")
+        name: Mapping[str, Any] = raw_name if isinstance(raw_name, Mapping) else {}
+        value, localized = name.get("value"), name.get("localizedValue")
+        current, limit = _as_int(body.get("currentValue")), _as_int(body.get("limit"))
+        if not isinstance(value, str) or current is None or limit is None:
             raise QuotaFileError(f"entry {i} must have name.value, currentValue and limit (got {_clip(entry)})")
-        localized = name.get("localizedValue") if isinstance(name, Mapping) else None
-        out.append(Usage(value, localized if isinstance(localized, str) else value, int(current), int(limit)))
+        out.append(Usage(value, localized if isinstance(localized, str) else value, current, limit))
     return out
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def _as_int(value: Any) -> int | None:
+    """A count as Azure prints it: a whole number, or its text (table transforms print strings)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
 
 
 def _clip(value: Any) -> str:
@@ -211,7 +211,8 @@ def read_usage_file(path: Path) -> list[Usage]:
     except OSError as exc:
         raise QuotaFileError(f"quota file {path} cannot be read ({exc.strerror})") from None
     except ValueError:
-        raise QuotaFileError(f"quota file {path} is not JSON; save it with `az vm list-usage -l REGION -o json`") from None
+        hint = "save it with `az vm list-usage --location REGION -o json`"
+        raise QuotaFileError(f"quota file {path} is not JSON; {hint}") from None
     try:
         return parse_usages(doc)
     except QuotaFileError as exc:
@@ -341,7 +342,7 @@ def fetch(source: str, resources: Sequence[Resource], *, base: Path | None = Non
 # Findings (pure).
 
 
-def _usage_check(region: str, family: str, requested: int, usage: Usage, urn: str, source: str) -> Finding | None:
+def _usage_check(region: str, family: str, requested: int, usage: Usage, *, urn: str, source: str) -> Finding | None:
     available = usage.limit - usage.current
     if requested <= available:
         return None
@@ -379,17 +380,19 @@ def _offer_findings(d: Demand, region: RegionQuota) -> list[Finding]:
                         RULE,
                         Level.ERROR,
                         d.urn,
-                        f"size {size} is restricted in {d.region} for this subscription ({r.reason or 'no reason given'}). "
+                        f"size {size} is restricted in {d.region} for this subscription "
+                        f"({r.reason or 'no reason given'}). "
                         "Ask Azure to enable the size for the subscription, or choose another region.",
                     )
                 )
             elif r.kind.lower() == "zone" and set(d.zones) & set(r.zones):
+                blocked = ", ".join(sorted(set(d.zones) & set(r.zones)))
                 out.append(
                     Finding(
                         RULE,
                         Level.ERROR,
                         d.urn,
-                        f"size {size} is restricted in {d.region} zone(s) {', '.join(sorted(set(d.zones) & set(r.zones)))} "
+                        f"size {size} is restricted in {d.region} zone(s) {blocked} "
                         f"({r.reason or 'no reason given'}). Set gb300:cluster.zone to one of "
                         f"{', '.join(z for z in offer.zones if z not in r.zones) or 'none offered'}, or ask Azure.",
                     )
@@ -486,20 +489,22 @@ def findings(resources: Sequence[Resource], snapshot: QuotaSnapshot | None) -> l
                         RULE,
                         Level.ERROR if certain else Level.WARNING,
                         d.urn,
-                        f"quota {family} in {name}: requested {d.vcpus:,} vCPUs, in use 0, limit 0 (the family is not in "
-                        f"the usage list from {snapshot.source}"
+                        f"quota {family} in {name}: requested {d.vcpus:,} vCPUs, in use 0, limit 0 (the family "
+                        f"is not in the usage list from {snapshot.source}"
                         + ("" if certain else "; the catalog's family name is unverified")
                         + f"). Ask Azure for {d.vcpus:,} vCPUs of {family} in {name}, or check the name with "
                         f"`az vm list-usage --location {name} -o table`.",
                     )
                 )
                 continue
-            found = _usage_check(name, family, d.vcpus, usage, d.urn, snapshot.source)
+            found = _usage_check(name, family, d.vcpus, usage, urn=d.urn, source=snapshot.source)
             if found is not None:
                 out.append(found)
         cores = region.usage(TOTAL)
         if cores is not None:
-            found = _usage_check(name, "Total Regional vCPUs (cores)", total, cores, group[0].urn, snapshot.source)
+            found = _usage_check(
+                name, "Total Regional vCPUs (cores)", total, cores, urn=group[0].urn, source=snapshot.source
+            )
             if found is not None:
                 out.append(found)
     return out

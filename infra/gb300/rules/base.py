@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 AZURE_NATIVE = "azure-native:"
 # Source prefixes that mean "anyone on the Internet" in an NSG rule (compared case-insensitively).
-OPEN_SOURCES = frozenset({"*", "internet", "any", "0.0.0.0/0", "0.0.0.0", "::/0", "<nw>/0", "/0"})
+# S104 flags "0.0.0.0" as a bind address; here it is a value to match, not an address to bind.
+OPEN_SOURCES = frozenset({"*", "internet", "any", "0.0.0.0/0", "0.0.0.0", "::/0"})  # noqa: S104
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from typing import Any
 from gb300 import catalog, inventory
 from gb300.findings import Finding, Level
 from gb300.inventory import Resource, ScaleSetView
+from gb300.machines import machines
 from gb300.rules.base import RuleContext, count, mapping, text
 
 
@@ -59,7 +60,8 @@ def ib_fabric_within_limits(resources: Sequence[Resource], ctx: RuleContext) -> 
         if len(sizes) > 1:
             yield _finding(
                 members[0].urn,
-                f"pool {pool}: all scale sets must have one VM size to share a fabric (got {', '.join(sorted(sizes))}). "
+                f"pool {pool}: all scale sets must have one VM size to share a fabric "
+                f"(got {', '.join(sorted(sizes))}). "
                 "Give each size its own pool.",
             )
             continue
@@ -145,32 +147,30 @@ def image_arch_matches_sku(resources: Sequence[Resource], ctx: RuleContext) -> I
     """The image boots the CPU architecture of the VM size: no x86_64 image on arm64 GB300, or the reverse."""
     del ctx
     cat = catalog.load()
-    for ss in inventory.scale_sets(resources):
-        sku = cat.skus.get(ss.vm_size)
-        reference = mapping(
-            mapping(mapping(ss.properties.get("virtualMachineProfile")).get("storageProfile")).get("imageReference")
-        )
-        image = _image_text(reference)
+    for m in machines(resources):
+        sku = cat.skus.get(m.size)
+        image = _image_text(m.image_reference)
         if sku is None or image is None:
             continue
         arch = cat.image_arch(image)
+        key = "gb300:gpuPools[].image" if m.pool else "the image"
         if arch is None:
             yield Finding(
                 "image-arch-matches-sku",
                 Level.WARNING,
-                ss.urn,
-                f"scale set {ss.name} ({sku.name}, {sku.cpu_arch}): the architecture of image {image} is unknown to "
-                f"the catalog, so gb300 cannot check it boots on {sku.cpu_arch}. Check with `az vm image show "
-                f"--urn {image} --query architecture` and add it to infra/gb300/data/images.yaml.",
+                m.urn,
+                f"{m.name} ({sku.name}, {sku.cpu_arch}): the architecture of image {image} is unknown to the "
+                f"catalog, so gb300 cannot check it boots on {sku.cpu_arch}. Check it by hand (az vm image show "
+                f"--urn {image} --query architecture) and add it to infra/gb300/data/images.yaml.",
             )
         elif arch != sku.cpu_arch:
             hint = ", ".join(sorted(i.urn_prefix for i in cat.images.values() if i.arch == sku.cpu_arch))
             yield Finding(
                 "image-arch-matches-sku",
                 Level.ERROR,
-                ss.urn,
-                f"scale set {ss.name}: image must boot {sku.cpu_arch} like {sku.name} (got {image}, an {arch} image). "
-                f"Set gb300:gpuPools[].image to an {sku.cpu_arch} image such as {hint}.",
+                m.urn,
+                f"{m.name}: image must boot {sku.cpu_arch} like {sku.name} (got {image}, an {arch} image); the VM "
+                f"would not boot. Set {key} to an {sku.cpu_arch} image such as {hint}.",
             )
 
 

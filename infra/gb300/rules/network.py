@@ -52,76 +52,91 @@ def _prefix_for(addresses: int) -> int:
     return 32 - max(3, math.ceil(math.log2(max(addresses, 1))))
 
 
-def subnet_fits_pool(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
-    """Each subnet lies inside its VNet, overlaps no other subnet, and has room for the VMs its scale sets place."""
-    del ctx
-    reserved = int(catalog.load().limit("subnetReservedAddresses"))
-    spaces: dict[str, list[ipaddress.IPv4Network]] = {}
+Net = ipaddress.IPv4Network
+SubnetEntry = tuple[Resource, Net]
+
+
+def _spaces(resources: Sequence[Resource]) -> dict[str, list[Net]]:
+    """VNet name (lowercase) -> its address prefixes."""
+    spaces: dict[str, list[Net]] = {}
     for vnet in inventory.of_type(resources, VNET):
         name = text(vnet.inputs.get("virtualNetworkName")) or vnet.name
         prefixes = items(mapping(vnet.inputs.get("addressSpace")).get("addressPrefixes"))
         spaces[name.lower()] = [n for n in (network(p) for p in prefixes) if n is not None]
+    return spaces
 
-    subnets: dict[tuple[str, str], tuple[Resource, ipaddress.IPv4Network]] = {}
+
+def _subnets(resources: Sequence[Resource]) -> dict[tuple[str, str], SubnetEntry]:
+    """(VNet, subnet) names (lowercase) -> the subnet resource and its prefix."""
+    subnets: dict[tuple[str, str], SubnetEntry] = {}
     for sub in inventory.of_type(resources, SUBNET):
         net = network(sub.inputs.get("addressPrefix"))
         vnet_name = text(sub.inputs.get("virtualNetworkName"))
-        if net is None or vnet_name is None:
-            continue
-        subnet_name = text(sub.inputs.get("subnetName")) or sub.name
-        subnets[(vnet_name.lower(), subnet_name.lower())] = (sub, net)
+        if net is not None and vnet_name is not None:
+            subnets[(vnet_name.lower(), short_subnet(sub).lower())] = (sub, net)
+    return subnets
 
-    by_vnet: dict[str, list[tuple[Resource, ipaddress.IPv4Network]]] = defaultdict(list)
-    for (vnet_name, _), entry in subnets.items():
-        by_vnet[vnet_name].append(entry)
-    for vnet_name, entries in by_vnet.items():
-        space = spaces.get(vnet_name)
-        for sub, net in entries:
-            if space and not any(net.subnet_of(s) for s in space if s.version == net.version):
+
+def _placement(vnet_name: str, space: list[Net], entries: list[SubnetEntry]) -> Iterator[Finding]:
+    """Subnets outside their VNet's address space, and subnets overlapping each other."""
+    for sub, net in entries:
+        if space and not any(net.subnet_of(s) for s in space):
+            yield Finding(
+                "subnet-fits-pool",
+                Level.ERROR,
+                sub.urn,
+                f"subnet {short_subnet(sub)}: must lie inside VNet {vnet_name}'s address space "
+                f"{', '.join(map(str, space))} (got {net}). The address space is too small for the subnets the "
+                "cluster needs: set gb300:network.addressSpace to a larger range (a /16 holds every role).",
+            )
+    ordered = sorted(entries, key=lambda e: e[1])
+    for i, (sub, net) in enumerate(ordered):
+        for other, other_net in ordered[i + 1 :]:
+            if net.overlaps(other_net):
                 yield Finding(
                     "subnet-fits-pool",
                     Level.ERROR,
-                    sub.urn,
-                    f"subnet {short_subnet(sub)}: must lie inside VNet {vnet_name}'s address space "
-                    f"{', '.join(map(str, space))} (got {net}). The address space is too small for the subnets the "
-                    "cluster needs: set gb300:network.addressSpace to a larger range (a /16 holds every role).",
+                    other.urn,
+                    f"subnet {short_subnet(other)}: must not overlap subnet {short_subnet(sub)} ({net}) "
+                    f"(got {other_net}). The address space cannot hold every subnet apart: set "
+                    "gb300:network.addressSpace to a larger range.",
                 )
-        ordered = sorted(entries, key=lambda e: e[1])
-        for i, (sub, net) in enumerate(ordered):
-            for other, other_net in ordered[i + 1 :]:
-                if net.overlaps(other_net):
-                    yield Finding(
-                        "subnet-fits-pool",
-                        Level.ERROR,
-                        other.urn,
-                        f"subnet {short_subnet(other)}: must not overlap subnet {short_subnet(sub)} ({net}) "
-                        f"(got {other_net}). The address space cannot hold every subnet apart: set "
-                        "gb300:network.addressSpace to a larger range.",
-                    )
+
+
+def subnet_fits_pool(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+    """Each subnet lies inside its VNet, overlaps no other subnet, and has room for the VMs its scale sets place."""
+    del ctx
+    reserved = int(catalog.load().limit("subnetReservedAddresses"))
+    spaces = _spaces(resources)
+    subnets = _subnets(resources)
+    by_vnet: dict[str, list[SubnetEntry]] = defaultdict(list)
+    for (vnet_name, _), entry in subnets.items():
+        by_vnet[vnet_name].append(entry)
+    for vnet_name, entries in sorted(by_vnet.items()):
+        yield from _placement(vnet_name, spaces.get(vnet_name, []), entries)
 
     demand: dict[tuple[str, str], int] = defaultdict(int)
     pools: dict[tuple[str, str], set[str]] = defaultdict(set)
     for ss in inventory.scale_sets(resources):
         for subnet_id in set(ss.subnet_ids):
             key = _subnet_key(subnet_id)
-            if key is None:
-                continue
-            demand[key] += ss.capacity
-            pools[key].add(ss.pool or ss.name)
+            if key is not None:
+                demand[key] += ss.capacity
+                pools[key].add(ss.pool or ss.name)
     for key, vms in sorted(demand.items()):
         if key not in subnets:
             continue
         sub, net = subnets[key]
         usable = net.num_addresses - reserved
         if vms > usable:
-            want = _prefix_for(vms + reserved)
             yield Finding(
                 "subnet-fits-pool",
                 Level.ERROR,
                 sub.urn,
                 f"subnet {short_subnet(sub)} ({net}): must have room for {count(vms, 'VM')} of pool(s) "
                 f"{', '.join(sorted(pools[key]))} plus Azure's {reserved} reserved addresses (got {usable:,} usable). "
-                f"It needs a /{want} or larger: set gb300:network.addressSpace to a larger range, or plan fewer racks.",
+                f"It needs a /{_prefix_for(vms + reserved)} or larger: set gb300:network.addressSpace to a larger "
+                "range, or plan fewer racks.",
             )
 
 

@@ -172,7 +172,7 @@ _TLS_ORDER = {"TLS1_0": 0, "TLS1_1": 1, "TLS1_2": 2, "TLS1_3": 3}
 
 
 def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
-    """Storage accounts allow no public blob access and no shared keys, need TLS 1.2, and are not open to the Internet."""
+    """Storage accounts allow no public blob access or shared keys, need TLS 1.2, and are closed to the Internet."""
     del ctx
     for account in inventory.of_type(resources, STORAGE_ACCOUNT):
         inputs = account.inputs
@@ -217,5 +217,3 @@ def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) ->
 
 def _error(urn: str, message: str) -> Finding:
     return Finding("storage-no-public-access", Level.ERROR, urn, message)
-
-
