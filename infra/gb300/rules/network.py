@@ -91,16 +91,16 @@ def _placement(vnet_name: str, space: list[Net], entries: list[SubnetEntry]) -> 
             )
     ordered = sorted(entries, key=lambda e: e[1])
     for i, (sub, net) in enumerate(ordered):
-        for other, other_net in ordered[i + 1 :]:
-            if net.overlaps(other_net):
-                yield Finding(
-                    "subnet-fits-pool",
-                    Level.ERROR,
-                    other.urn,
-                    f"subnet {short_subnet(other)}: must not overlap subnet {short_subnet(sub)} ({net}) "
-                    f"(got {other_net}). The address space cannot hold every subnet apart: set "
-                    "gb300:network.addressSpace to a larger range.",
-                )
+        earlier = [f"{short_subnet(o)} ({o_net})" for o, o_net in ordered[:i] if o_net.overlaps(net)]
+        if earlier:
+            yield Finding(
+                "subnet-fits-pool",
+                Level.ERROR,
+                sub.urn,
+                f"subnet {short_subnet(sub)}: must not overlap another subnet (got {net}, overlapping "
+                f"{', '.join(earlier)}). The address space cannot hold every subnet apart: set "
+                "gb300:network.addressSpace to a larger range (a /16 holds every role).",
+            )
 
 
 def subnet_fits_pool(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
