@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from policy_support import H100, levels, run, scale_set
 
 from gb300.plan.runner import ResourceRecord
+from policy_support import H100, levels, run, scale_set
 
 X64_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2404", "version": "latest"}
 ARM_IMAGE = {"publisher": "canonical", "offer": "ubuntu-24_04-lts", "sku": "server-arm64", "version": "latest"}

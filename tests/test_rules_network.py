@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from policy_support import levels, run, scale_set, subnet, subnet_id, vnet
 
 from gb300.plan.runner import ResourceRecord
+from policy_support import levels, run, scale_set, subnet, subnet_id, vnet
 
 
 @pytest.mark.parametrize(
@@ -36,22 +36,22 @@ def _net(gpu: str = "10.40.0.0/21", head: str = "10.40.8.0/27", space: str = "10
 @pytest.mark.parametrize(
     ("resources", "expected", "words"),
     [
-        pytest.param(_net() + [scale_set(capacity=1152)], [], [], id="compliant-64-racks-in-a-21"),
+        pytest.param([*_net(), scale_set(capacity=1152)], [], [], id="compliant-64-racks-in-a-21"),
         pytest.param(
-            _net(gpu="10.40.0.0/22") + [scale_set(capacity=1152)], ["error"], ["1,152 VMs", "/21"], id="too-small"
+            [*_net(gpu="10.40.0.0/22"), scale_set(capacity=1152)], ["error"], ["1,152 VMs", "/21"], id="too-small"
         ),
         pytest.param(
-            _net(gpu="10.40.0.0/27") + [scale_set(capacity=18), scale_set("t-train-r0002", capacity=18)],
+            [*_net(gpu="10.40.0.0/27"), scale_set(capacity=18), scale_set("t-train-r0002", capacity=18)],
             ["error"],
             ["36 VMs", "27 usable"],
             id="two-racks-in-a-27",
         ),
-        pytest.param(_net(gpu="10.40.0.0/27") + [scale_set(capacity=27)], [], [], id="exactly-full"),
+        pytest.param([*_net(gpu="10.40.0.0/27"), scale_set(capacity=27)], [], [], id="exactly-full"),
         pytest.param(_net(head="10.41.0.0/27"), ["error"], ["inside", "10.41.0.0/27"], id="outside-address-space"),
         pytest.param(_net(head="10.40.0.0/27"), ["error"], ["overlap", "gpu (10.40.0.0/21)"], id="overlapping"),
         pytest.param([subnet("gpu", "10.40.0.0/29"), scale_set(subnet="unknown")], [], [], id="property-absent"),
         pytest.param(
-            _net(gpu="10.40.0.0/28", head="10.40.0.0/27", space="10.40.0.0/27") + [scale_set(capacity=18)],
+            [*_net(gpu="10.40.0.0/28", head="10.40.0.0/27", space="10.40.0.0/27"), scale_set(capacity=18)],
             ["error", "error"],
             ["overlap", "18 VMs"],
             id="several",

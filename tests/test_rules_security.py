@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from policy_support import TAGS, levels, nsg, record, run, scale_set, ssh_rule
 
 from gb300.plan.runner import ResourceRecord
+from policy_support import TAGS, levels, nsg, record, run, scale_set, ssh_rule
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from policy_support import SECURE_ACCOUNT, account, levels, lustre, record, run, scale_set
 
 from gb300.plan.runner import ResourceRecord
 from gb300.rules import storage
+from policy_support import SECURE_ACCOUNT, account, levels, lustre, record, run, scale_set
 
 
 def test_lustre_table_matches_domain_facts() -> None:

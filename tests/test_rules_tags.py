@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from policy_support import TAGS, levels, record, run, subnet
 
 from gb300.config import PolicySettings
 from gb300.plan.runner import ResourceRecord
+from policy_support import TAGS, levels, record, run, subnet
 
 
 def _rg(tags: object = TAGS) -> ResourceRecord:

@@ -245,13 +245,18 @@ def _offer(sku: Any) -> SizeOffer:
         info = getattr(r, "restriction_info", None)
         restrictions.append(
             Restriction(
-                kind=str(getattr(r, "type", "") or ""),
-                reason=str(getattr(r, "reason_code", "") or ""),
+                kind=_text(getattr(r, "type", None)),
+                reason=_text(getattr(r, "reason_code", None)),
                 locations=tuple(str(x).lower() for x in (getattr(info, "locations", None) or [])),
                 zones=tuple(str(x) for x in (getattr(info, "zones", None) or [])),
             )
         )
     return SizeOffer(str(sku.name), str(getattr(sku, "family", "") or ""), tuple(sorted(zones)), tuple(restrictions))
+
+
+def _text(value: Any) -> str:
+    """An SDK enum or string as its wire text ('Location', not 'ResourceSkuRestrictionsType.LOCATION')."""
+    return str(getattr(value, "value", value) or "")
 
 
 def fetch_live(
@@ -300,7 +305,7 @@ def fetch_live(
             offers = {
                 str(s.name): _offer(s)
                 for s in client.resource_skus.list(filter=f"location eq '{region}'")
-                if str(getattr(s, "resource_type", "")).lower() == "virtualmachines"
+                if _text(getattr(s, "resource_type", None)).lower() == "virtualmachines"
             }
             out[region] = RegionQuota(region, usages, offers)
         except ClientAuthenticationError as exc:

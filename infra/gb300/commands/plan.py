@@ -72,9 +72,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json is not None:
         args.json.write_text(json.dumps(result.as_json(), indent=1, sort_keys=False) + "\n", encoding="utf-8")
         print(f"gb300 plan: wrote {args.json}", file=sys.stderr)
-    shown = result if not args.quiet else None
-    if shown is not None:
+    if not args.quiet:
         print(text(result, stack_file=str(path)))
+    else:  # --quiet: the findings alone, then the verdict
+        for f in result.findings:
+            print(f"{f.level.label:<7} {f.rule}: {f.message}\n        at {f.resource}")
     failing = rules.failing(result.findings, result.config.policy)
     if failing:
         print(f"plan fails: {len(failing)} finding(s) at or above '{result.config.policy.fail_on}'")
