@@ -58,7 +58,8 @@ def scale_set(
         ]
     }
     if group:
-        network_profile["interconnectGroupProfile"] = {"id": f"{SUB}/Microsoft.Network/interconnectGroups/{group}"}
+        group_id = group if group.startswith("(") else f"{SUB}/Microsoft.Network/interconnectGroups/{group}"
+        network_profile["interconnectGroupProfile"] = {"id": group_id}
     profile: dict[str, Any] = {
         "osProfile": {"computerNamePrefix": name, "adminUsername": "azureuser", "customData": custom_data},
         "storageProfile": {"imageReference": image or GB_IMAGE},

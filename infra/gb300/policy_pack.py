@@ -12,8 +12,8 @@ resources because it runs the same rules with the same settings:
   the preview fails exactly when the plan does. Findings below ``failOn`` (the plan prints them too) are
   reported by the *advisory* policy ``gb300-advisories``, which never fails a preview.
 
-Properties a preview cannot know yet (ids of resources not created) reach the rules as absent, so a
-rule that needs them stays silent rather than failing the preview.
+Properties a preview cannot know yet (ids of resources not created) reach the rules as
+:data:`gb300.rules.base.UNKNOWN`, so a rule that needs them stays silent rather than failing the preview.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from gb300 import config, paths, quota, rules
 from gb300.config import PolicySettings
 from gb300.findings import Finding, Level
 from gb300.inventory import Resource
+from gb300.rules.base import UNKNOWN
 
 PACK_NAME = "gb300"
 ADVISORIES = "gb300-advisories"
@@ -57,14 +58,14 @@ class PolicyResourceView:
 
 
 def plain(value: Any) -> Any:
-    """Policy props as plain data: unknown preview values become None, whole floats become ints."""
+    """Policy props as plain data: unknown preview values become UNKNOWN, whole floats become ints."""
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key in value:
             try:
                 out[str(key)] = plain(value[key])
             except UnknownValueError:
-                out[str(key)] = None
+                out[str(key)] = UNKNOWN
         return out
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
         items: list[Any] = []
@@ -72,7 +73,7 @@ def plain(value: Any) -> Any:
             try:
                 items.append(plain(value[i]))
             except UnknownValueError:
-                items.append(None)
+                items.append(UNKNOWN)
         return items
     if isinstance(value, float) and value.is_integer():
         return int(value)

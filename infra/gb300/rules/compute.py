@@ -11,7 +11,7 @@ from gb300 import catalog, inventory
 from gb300.findings import Finding, Level
 from gb300.inventory import Resource, ScaleSetView
 from gb300.machines import machines
-from gb300.rules.base import RuleContext, count, mapping, text
+from gb300.rules.base import UNKNOWN, RuleContext, count, mapping, text
 
 
 def gpu_pool_rack_aligned(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
@@ -98,7 +98,11 @@ def _split(pool: str, members: list[ScaleSetView], per: str, single_pg: bool) ->
         for ss in members:
             group = ss.interconnect_group_id if isinstance(ss.interconnect_group_id, str) else None
             groups[group].append(ss.name)
-        if len(groups) > 1 or None in groups:
+        unknown = groups.pop(UNKNOWN, [])  # a preview before the group exists: joined, id not yet known
+        known = [g for g in groups if g is not None]
+        # Each scale set without a group is a fabric of its own; unknown ids may all be the one known group.
+        fabrics = len(known) + len(groups.get(None, [])) + (1 if unknown and not known else 0)
+        if fabrics > 1:
             parts = [
                 f"{count(len(names), 'scale set')} in {_last(g) if g else 'no interconnect group'}"
                 for g, names in sorted(groups.items(), key=lambda kv: (kv[0] is not None, kv[0] or ""))
