@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from gb300.plan.runner import ResourceRecord
-from gb300.rules.base import UNKNOWN
 from policy_support import H100, levels, run, scale_set
 
 X64_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2404", "version": "latest"}
