@@ -17,6 +17,7 @@ capacity reservation group skip the cores check: the reservation already consume
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,7 +34,8 @@ from gb300.machines import machines
 RULE = "quota-sufficient"
 TOTAL = "cores"  # the usage entry of all vCPUs in a region ("Total Regional vCPUs")
 LIVE = "live"
-CONFIG_PATH = "gb300:policy.quota"
+CONFIG_PATH = "gb300:policy.quota"  # where region-wide findings point: the quota source ...
+REGION_PATH = "gb300:cluster.location"  # ... and the region itself
 
 
 class QuotaFileError(Gb300Error):
@@ -285,6 +287,8 @@ def fetch_live(
     if credential is None:
         from azure.identity import DefaultAzureCredential  # noqa: PLC0415
 
+        # Each credential it tries logs its failure; the finding says what matters in one line.
+        logging.getLogger("azure.identity").setLevel(logging.CRITICAL)
         credential = DefaultAzureCredential()
     client_kwargs.setdefault("connection_timeout", timeout_s)
     client_kwargs.setdefault("read_timeout", timeout_s)
@@ -476,7 +480,7 @@ def findings(resources: Sequence[Resource], snapshot: QuotaSnapshot | None) -> l
                 Finding(
                     RULE,
                     Level.WARNING,
-                    group[0].urn,
+                    CONFIG_PATH,
                     f"quota not verified in {name} ({snapshot.source}: {why}). The plan needs {needs}. Check by "
                     f"hand: az vm list-usage --location {name} -o table.",
                 )
@@ -508,7 +512,7 @@ def findings(resources: Sequence[Resource], snapshot: QuotaSnapshot | None) -> l
         cores = region.usage(TOTAL)
         if cores is not None:
             found = _usage_check(
-                name, "Total Regional vCPUs (cores)", total, cores, urn=group[0].urn, source=snapshot.source
+                name, "Total Regional vCPUs (cores)", total, cores, urn=REGION_PATH, source=snapshot.source
             )
             if found is not None:
                 out.append(found)

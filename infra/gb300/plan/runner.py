@@ -15,6 +15,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from gb300 import config
 from gb300.config import StackConfig
+from gb300.errors import ConfigError
 from gb300.findings import Finding
 from gb300.plan.mocks import AzureMocks, RecordingMonitor, Registration
 
@@ -111,6 +112,9 @@ def run_plan(stack: str, raw: Mapping[str, Any], *, quota: str | None = None) ->
     from gb300.plan import summary  # noqa: PLC0415
 
     cfg = config.parse(raw)
+    unknown = rules.unknown_suppressions(cfg.policy)
+    if unknown:
+        raise ConfigError(unknown)
     resources = register(stack, raw)
     result = PlanResult(stack=stack, config=cfg, resources=resources)
     source = quota or cfg.policy.quota

@@ -15,9 +15,11 @@ suppression list (``gb300:policy.suppress``) and ``docs/rules.md``. One module p
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Sequence
 
-from gb300.config import PolicySettings
+from gb300.config import PolicySettings, format_path
+from gb300.errors import Problem
 from gb300.findings import Finding, Level
 from gb300.inventory import Resource
 from gb300.quota import QuotaSnapshot
@@ -40,7 +42,20 @@ RULES: dict[str, Rule] = {
     "quota-sufficient": quota.quota_sufficient,
 }
 
-__all__ = ["RULES", "Rule", "RuleContext", "evaluate", "failing", "run_rule"]
+__all__ = ["RULES", "Rule", "RuleContext", "evaluate", "failing", "run_rule", "unknown_suppressions"]
+
+
+def unknown_suppressions(policy: PolicySettings) -> list[Problem]:
+    """One problem per id in ``gb300:policy.suppress`` that names no rule (a typo would silently suppress nothing)."""
+    problems = []
+    for i, rule_id in enumerate(policy.suppress):
+        if rule_id not in RULES:
+            close = difflib.get_close_matches(rule_id, list(RULES), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; rule ids: {', '.join(RULES)}"
+            problems.append(
+                Problem(format_path(("policy", "suppress", i)), f"is not a rule id (got {rule_id!r}){hint}")
+            )
+    return problems
 
 
 def run_rule(rule_id: str, resources: Sequence[Resource], ctx: RuleContext) -> list[Finding]:
