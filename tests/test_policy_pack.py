@@ -265,3 +265,25 @@ def test_pack_process_applies_stack_settings(
     assert "missing owner" in mandatory[0].message
     settings = PolicySettings(failOn="warning")
     assert [f.rule for f in rules.failing(rules.evaluate(records, settings), settings)] == ["required-tags"]
+
+
+def test_pack_process_takes_the_quota_source_from_pack_config(
+    pack_process: analyzer_pb2_grpc.AnalyzerStub, reference_plan: PlanResult
+) -> None:
+    """Over gRPC, `--policy-pack-config` naming a usage file makes quota-sufficient fail the preview."""
+    too_little = str(Path(__file__).parent / "fixtures" / "quota" / "eastus2-too-little.json")
+    pack_process.Configure(
+        analyzer_pb2.ConfigureAnalyzerRequest(
+            policyConfig={"quota-sufficient": analyzer_pb2.PolicyConfig(properties=_struct({"quota": too_little}))}
+        )
+    )
+    request = analyzer_pb2.AnalyzeStackRequest(
+        resources=[
+            analyzer_pb2.AnalyzerResource(type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name)
+            for r in reference_plan.resources
+        ]
+    )
+    response = pack_process.AnalyzeStack(request)
+    mandatory = [d for d in response.diagnostics if d.policyName != policy_pack.ADVISORIES]
+    assert [d.policyName for d in mandatory] == ["quota-sufficient", "quota-sufficient"]
+    assert any("requested 147,456 vCPUs, in use 2,304, limit 100,000" in d.message for d in mandatory)
