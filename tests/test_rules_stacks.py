@@ -143,3 +143,17 @@ def test_suppressing_an_unknown_rule_is_a_config_error(
         "gb300:policy.suppress[1]: is not a rule id (got 'no-ssh-from-internt'); did you mean 'no-ssh-from-internet'?"
         in err
     )
+
+
+@pytest.mark.parametrize(
+    ("ranges", "expected"),
+    [pytest.param([], ["error"], id="no-ranges"), pytest.param(["203.0.113.0/24"], [], id="restricted")],
+)
+def test_login_public_ip_needs_ssh_source_ranges(
+    dev_raw: dict[str, Any], ranges: list[str], expected: list[str]
+) -> None:
+    """loginPublicIp is an error without sshSourceRanges (the Bastion subnet does not count), fine with them."""
+    raw = copy.deepcopy(dev_raw)
+    raw["access"] = {**raw["access"], "loginPublicIp": True, "sshSourceRanges": ranges}
+    found = [f for f in run_plan("login", raw).findings if f.rule == "no-public-ip-on-nodes"]
+    assert [f.level.label for f in found] == expected

@@ -3,6 +3,7 @@ behind restricted SSH source ranges."""
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from gb300 import catalog, inventory
 from gb300.findings import Finding, Level
 from gb300.inventory import Resource
-from gb300.rules.base import OPEN_SOURCES, RuleContext, items, mapping, short, text
+from gb300.rules.base import OPEN_SOURCES, RuleContext, items, mapping, network, short, text
 
 NSG = "azure-native:network:NetworkSecurityGroup"
 SECURITY_RULE = "azure-native:network:SecurityRule"
@@ -87,6 +88,17 @@ def no_ssh_from_internet(resources: Sequence[Resource], ctx: RuleContext) -> Ite
             )
 
 
+# Address ranges a VNet can use (RFC 1918 and shared address space): sources there arrive through the VNet.
+_VNET_RANGES = tuple(
+    ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+)
+
+
+def _from_outside(source: str) -> bool:
+    net = network(source)
+    return net is None or not any(net.subnet_of(r) for r in _VNET_RANGES)
+
+
 def _public_ip_configs(nic_configs: Any) -> bool:
     for nic in items(nic_configs):
         nic_props = mapping(mapping(nic).get("properties")) or mapping(nic)
@@ -126,7 +138,9 @@ def no_public_ip_on_nodes(resources: Sequence[Resource], ctx: RuleContext) -> It
     if not exposed:
         return
     ssh = ssh_rules(resources)
-    restricted = [r for r in ssh if r.sources and not r.open]
+    # Sources reaching a public IP: specific public ranges or service tags. Private ranges (the Bastion
+    # subnet) come through the VNet, so they do not count as sshSourceRanges for a public login node.
+    restricted = [r for r in ssh if not r.open and any(_from_outside(s) for s in r.sources)]
     for resource, gpu in exposed:
         if gpu:
             yield Finding(
