@@ -43,6 +43,7 @@ class FabricModel:
     max_racks_per_fabric: Sourced | None
     max_vms_per_fabric: Sourced | None
     interconnect_group: dict[str, Any] | None
+    max_vms_on_request: int | None = None  # maxVmsPerFabric.onRequest: what Azure support may raise the cap to
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ def _fabric(name: str, raw: dict[str, Any]) -> FabricModel:
         max_racks_per_fabric=_sourced(raw["maxRacksPerFabric"]) if "maxRacksPerFabric" in raw else None,
         max_vms_per_fabric=_sourced(raw["maxVmsPerFabric"]) if "maxVmsPerFabric" in raw else None,
         interconnect_group=raw.get("interconnectGroup"),
+        max_vms_on_request=(raw.get("maxVmsPerFabric") or {}).get("onRequest"),
     )
 
 

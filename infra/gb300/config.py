@@ -260,10 +260,17 @@ class MonitoringSettings(_Model):
 
 
 class PolicySettings(_Model):
-    """``gb300:policy``: which findings fail the plan, and which rules are suppressed."""
+    """``gb300:policy``: which findings fail the plan, which rules are suppressed, and what the rules check against.
+
+    ``requiredTags``: tag keys every taggable Azure resource must carry (rule ``required-tags``).
+    ``quota``: where ``quota-sufficient`` reads Azure's usage: ``live`` or a saved ``az vm list-usage`` JSON file;
+    ``gb300 plan --quota`` overrides it, unset means quota is not checked (an info finding says so).
+    """
 
     fail_on: Literal["error", "warning", "info"] = "error"
     suppress: list[Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]] = Field(default_factory=list)
+    required_tags: list[TagKey] = Field(default_factory=lambda: ["owner", "gb300-cluster"])
+    quota: Annotated[str, Field(min_length=1)] | None = None
 
 
 class StackConfig(_Model):

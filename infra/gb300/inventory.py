@@ -70,30 +70,52 @@ def is_scale_set(resource: Resource) -> bool:
     )
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else []
+
+
+def _count(value: Any) -> int:
+    """A VM count; anything that is not a non-negative whole number counts as 0 (rules never raise)."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int | float) and value >= 0 and float(value).is_integer():
+        return int(value)
+    return 0
+
+
 def scale_set(resource: Resource) -> ScaleSetView:
-    """Read a scale set registration (typed or generic) into a :class:`ScaleSetView`."""
+    """Read a scale set registration (typed or generic) into a :class:`ScaleSetView`.
+
+    Odd input (a property missing, None or of the wrong type) reads as absent: this never raises.
+    """
     inputs = resource.inputs
-    props = inputs.get("properties", {}) if resource.type == GENERIC else inputs
-    props = props if isinstance(props, Mapping) else {}
-    sku = inputs.get("sku") or {}
-    nics = dig(props, "virtualMachineProfile", "networkProfile", "networkInterfaceConfigurations") or []
+    props = _mapping(inputs.get("properties")) if resource.type == GENERIC else inputs
+    sku = _mapping(inputs.get("sku"))
+    nics = _list(dig(props, "virtualMachineProfile", "networkProfile", "networkInterfaceConfigurations"))
     subnets: list[str] = []
     for nic in nics:
-        nic_props = nic.get("properties", nic) if isinstance(nic, Mapping) else {}
-        for ipc in nic_props.get("ipConfigurations", []) or []:
-            ipc_props = ipc.get("properties", ipc) if isinstance(ipc, Mapping) else {}
+        nic_props = _mapping(nic.get("properties", nic)) if isinstance(nic, Mapping) else {}
+        for ipc in _list(nic_props.get("ipConfigurations")):
+            ipc_props = _mapping(ipc.get("properties", ipc)) if isinstance(ipc, Mapping) else {}
             subnet_id = dig(ipc_props, "subnet", "id")
             if isinstance(subnet_id, str):
                 subnets.append(subnet_id)
+    group = dig(props, "virtualMachineProfile", "networkProfile", "interconnectGroupProfile", "id")
+    spg = props.get("singlePlacementGroup")
+    size = sku.get("name")
     return ScaleSetView(
         urn=resource.urn,
         name=resource.name,
-        vm_size=str(sku.get("name", "")),
-        capacity=int(sku.get("capacity", 0) or 0),
+        vm_size=size if isinstance(size, str) else "",
+        capacity=_count(sku.get("capacity")),
         subnet_ids=tuple(subnets),
-        interconnect_group_id=dig(props, "virtualMachineProfile", "networkProfile", "interconnectGroupProfile", "id"),
-        single_placement_group=props.get("singlePlacementGroup"),
-        tags=inputs.get("tags") or {},
+        interconnect_group_id=group if isinstance(group, str) else None,
+        single_placement_group=spg if isinstance(spg, bool) else None,
+        tags={k: v for k, v in _mapping(inputs.get("tags")).items() if isinstance(v, str)},
         properties=props,
     )
 

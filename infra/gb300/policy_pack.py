@@ -1,27 +1,50 @@
 """The CrossGuard front end: every rule of :data:`gb300.rules.RULES` as a stack validation policy.
 
-Policies see the same camelCase inputs the plan records, so a rule gives the same findings in both.
+``pulumi preview --policy-pack policies`` runs it. It gives the verdict ``gb300 plan`` gives on the same
+resources because it runs the same rules with the same settings:
+
+* **Settings** come from the stack's own ``gb300:policy`` (``failOn``, ``suppress``, ``requiredTags``,
+  ``quota``), which the Pulumi engine hands to policy packs as it hands it to the program. A policy pack
+  config file (``--policy-pack-config``) may override the quota source for the ``quota-sufficient`` policy
+  (``{"quota-sufficient": {"quota": "live"}}``) and, as for any pack, disable a policy
+  (``{"<rule-id>": "disabled"}``, the same as suppressing it).
+* **Verdict**: each rule's policy is *mandatory* and reports only the findings at or above ``failOn``, so
+  the preview fails exactly when the plan does. Findings below ``failOn`` (the plan prints them too) are
+  reported by the *advisory* policy ``gb300-advisories``, which never fails a preview.
+
+Properties a preview cannot know yet (ids of resources not created) reach the rules as
+:data:`gb300.rules.base.UNKNOWN`, so a rule that needs them stays silent rather than failing the preview.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
     Policy,
+    PolicyConfigSchema,
     PolicyPack,
     ReportViolation,
     StackValidationArgs,
     StackValidationPolicy,
 )
+from pulumi_policy.proxy import UnknownValueError
 
-from gb300 import rules
-from gb300.findings import Level
+from gb300 import config, paths, quota, rules
+from gb300.config import PolicySettings
+from gb300.findings import Finding, Level
+from gb300.inventory import Resource
+from gb300.rules.base import UNKNOWN
 
 PACK_NAME = "gb300"
+ADVISORIES = "gb300-advisories"
+QUOTA_RULE = "quota-sufficient"
+QUOTA_SCHEMA = PolicyConfigSchema(
+    properties={"quota": {"type": "string", "description": "'live' or a saved `az vm list-usage -o json` file"}}
+)
 
 
 @dataclass(frozen=True)
@@ -34,20 +57,115 @@ class PolicyResourceView:
     inputs: Mapping[str, Any]
 
 
-def _validator(rule_id: str) -> Any:
-    rule = rules.RULES[rule_id]
+def plain(value: Any) -> Any:
+    """Policy props as plain data: unknown preview values become UNKNOWN, whole floats become ints."""
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key in value:
+            try:
+                out[str(key)] = plain(value[key])
+            except UnknownValueError:
+                out[str(key)] = UNKNOWN
+        return out
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        items: list[Any] = []
+        for i in range(len(value)):
+            try:
+                items.append(plain(value[i]))
+            except UnknownValueError:
+                items.append(UNKNOWN)
+        return items
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    inner = getattr(value, "value", None)
+    if type(value).__name__ == "Secret" and inner is not None:
+        return plain(inner)
+    return value
+
+
+def views(args: StackValidationArgs) -> list[Resource]:
+    """The stack's resources in the shape rules read."""
+    return [PolicyResourceView(r.urn, r.resource_type, r.name, plain(r.props)) for r in args.resources]
+
+
+def stack_settings(values: Mapping[str, str] | None = None) -> PolicySettings:
+    """``gb300:policy`` from the stack configuration the engine passes to the pack (defaults when unset)."""
+    if values is None:
+        import pulumi  # noqa: PLC0415 - the engine's config is read at validation time, not import time
+
+        values = {**pulumi.runtime.config.get_config_env(), **pulumi.runtime.config.CONFIG.get()}
+    raw = config.from_pulumi_config(values).get("policy")
+    if raw is None:
+        return PolicySettings()
+    try:
+        return PolicySettings.model_validate(raw)
+    except ValueError:
+        # The program validates the same key and fails the preview with a message naming it.
+        return PolicySettings()
+
+
+_SNAPSHOTS: dict[tuple[str, tuple[str, ...]], quota.QuotaSnapshot] = {}
+
+
+def _snapshot(source: str | None, resources: Sequence[Resource]) -> quota.QuotaSnapshot | None:
+    """Azure's quota for the pack, fetched once per source and set of regions (every policy shares it)."""
+    if not source:
+        return None
+    key = (source, tuple(sorted(quota.regions_of(resources))))
+    if key not in _SNAPSHOTS:
+        _SNAPSHOTS[key] = quota.fetch(source, resources, base=paths.REPO_ROOT)
+    return _SNAPSHOTS[key]
+
+
+SettingsSource = Callable[[], PolicySettings]
+
+
+def _context(args: StackValidationArgs, resources: Sequence[Resource], settings: PolicySettings) -> rules.RuleContext:
+    source = str(args.get_config().get("quota") or "") or settings.quota
+    return rules.RuleContext(policy=settings, quota=_snapshot(source, resources))
+
+
+def _report(finding: Finding, report_violation: ReportViolation) -> None:
+    urn = finding.resource if finding.resource.startswith("urn:") else None
+    where = "" if urn else f"{finding.resource}: "
+    report_violation(f"[{finding.level.label}] {where}{finding.message}", urn)
+
+
+def rule_validator(rule_id: str, settings: SettingsSource = stack_settings) -> Callable[..., None]:
+    """The validate function of rule ``rule_id``'s policy: it reports the findings that fail the plan."""
 
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-        views = [PolicyResourceView(r.urn, r.resource_type, r.name, r.props) for r in args.resources]
-        for finding in rule(views):
-            if finding.level >= Level.WARNING:
-                report_violation(f"{finding.message} [{finding.resource}]", None)
+        policy = settings()
+        if rule_id in policy.suppress:
+            return
+        resources = views(args)
+        ctx = _context(args, resources, policy)
+        for finding in rules.failing(rules.run_rule(rule_id, resources, ctx), policy):
+            _report(finding, report_violation)
 
     return validate
 
 
-def policies() -> list[Policy]:
-    """One policy per rule id; the description is the rule's docstring's first line."""
+def advisory_validator(settings: SettingsSource = stack_settings) -> Callable[..., None]:
+    """The validate function of ``gb300-advisories``: every finding below ``failOn``, never failing."""
+
+    def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+        policy = settings()
+        resources = views(args)
+        ctx = _context(args, resources, policy)
+        threshold = Level.parse(policy.fail_on)
+        for rule_id in rules.RULES:
+            if rule_id in policy.suppress:
+                continue
+            for finding in rules.run_rule(rule_id, resources, ctx):
+                if finding.level < threshold:
+                    _report(finding, report_violation)
+
+    return validate
+
+
+def policies(settings: SettingsSource = stack_settings) -> list[Policy]:
+    """One mandatory policy per rule id (description: the rule's docstring), plus the advisory policy."""
     out: list[Policy] = []
     for rule_id, rule in rules.RULES.items():
         doc = (rule.__doc__ or rule_id).strip().splitlines()[0]
@@ -56,9 +174,19 @@ def policies() -> list[Policy]:
                 name=rule_id,
                 description=doc,
                 enforcement_level=EnforcementLevel.MANDATORY,
-                validate=_validator(rule_id),
+                validate=rule_validator(rule_id, settings),
+                config_schema=QUOTA_SCHEMA if rule_id == QUOTA_RULE else None,
             )
         )
+    out.append(
+        StackValidationPolicy(
+            name=ADVISORIES,
+            description="gb300 findings below gb300:policy.failOn (shown, never failing the preview)",
+            enforcement_level=EnforcementLevel.ADVISORY,
+            validate=advisory_validator(settings),
+            config_schema=QUOTA_SCHEMA,
+        )
+    )
     return out
 
 

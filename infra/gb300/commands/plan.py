@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gb300 import config, paths, rules
+from gb300 import config, paths, quota, rules
 from gb300.errors import UsageError
 from gb300.plan import run_plan
 from gb300.plan.render import text
@@ -32,6 +32,12 @@ def add_parser(subparsers: Any) -> None:
     src.add_argument("--stack-file", metavar="PATH", type=Path, help="plan this stack file")
     p.add_argument("--json", metavar="FILE", type=Path, help="also write the plan (resources, findings, summary) here")
     p.add_argument("--quiet", action="store_true", help="print only findings and the verdict")
+    p.add_argument(
+        "--quota",
+        metavar="FILE|live",
+        help="check vCPU quota: 'live' asks Azure (DefaultAzureCredential, AZURE_SUBSCRIPTION_ID), FILE is the JSON "
+        "of `az vm list-usage --location REGION -o json` (default: gb300:policy.quota; unset: not checked)",
+    )
 
 
 def _stack(args: argparse.Namespace) -> tuple[str, Path]:
@@ -55,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
     raw = config.load_stack_file(path)
     started = time.perf_counter()
     print(f"gb300 plan: validating and registering resources of stack {name}...", file=sys.stderr)
-    result = run_plan(name, raw)
+    if args.quota and args.quota.strip().lower() != quota.LIVE:
+        quota.read_usage_file(Path(args.quota))  # a wrong path or shape is a usage error (exit 2), before planning
+    result = run_plan(name, raw, quota=args.quota)
     elapsed = time.perf_counter() - started
     print(
         f"gb300 plan: {len(result.resources):,} resources registered and checked in {elapsed:.1f}s",
@@ -64,9 +72,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json is not None:
         args.json.write_text(json.dumps(result.as_json(), indent=1, sort_keys=False) + "\n", encoding="utf-8")
         print(f"gb300 plan: wrote {args.json}", file=sys.stderr)
-    shown = result if not args.quiet else None
-    if shown is not None:
+    if not args.quiet:
         print(text(result, stack_file=str(path)))
+    else:  # --quiet: the findings alone, then the verdict
+        for f in result.findings:
+            print(f"{f.level.label:<7} {f.rule}: {f.message}\n        at {f.resource}")
     failing = rules.failing(result.findings, result.config.policy)
     if failing:
         print(f"plan fails: {len(failing)} finding(s) at or above '{result.config.policy.fail_on}'")

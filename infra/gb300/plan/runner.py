@@ -15,6 +15,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from gb300 import config
 from gb300.config import StackConfig
+from gb300.errors import ConfigError
 from gb300.findings import Finding
 from gb300.plan.mocks import AzureMocks, RecordingMonitor, Registration
 
@@ -100,14 +101,24 @@ def register(stack: str, raw: Mapping[str, Any], program: Callable[[], None] | N
     return records
 
 
-def run_plan(stack: str, raw: Mapping[str, Any]) -> PlanResult:
-    """Validate ``raw`` (raises ConfigError), register the program's resources, then evaluate and summarise."""
-    from gb300 import rules  # noqa: PLC0415 - rules import the plan's record type
+def run_plan(stack: str, raw: Mapping[str, Any], *, quota: str | None = None) -> PlanResult:
+    """Validate ``raw`` (raises ConfigError), register the program's resources, then evaluate and summarise.
+
+    ``quota`` (``live`` or a usage file; default ``gb300:policy.quota``) is where ``quota-sufficient`` reads
+    Azure's usage; with neither, quota is not checked and an info finding says so.
+    """
+    from gb300 import paths, rules  # noqa: PLC0415 - rules import the plan's record type
+    from gb300 import quota as quotas  # noqa: PLC0415
     from gb300.plan import summary  # noqa: PLC0415
 
     cfg = config.parse(raw)
+    unknown = rules.unknown_suppressions(cfg.policy)
+    if unknown:
+        raise ConfigError(unknown)
     resources = register(stack, raw)
     result = PlanResult(stack=stack, config=cfg, resources=resources)
-    result.findings = rules.evaluate(resources, cfg.policy)
+    source = quota or cfg.policy.quota
+    snapshot = quotas.fetch(source, resources, base=paths.REPO_ROOT) if source else None
+    result.findings = rules.evaluate(resources, cfg.policy, quota=snapshot)
     result.summary = summary.summarise(cfg, resources)
     return result

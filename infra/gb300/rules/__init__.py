@@ -1,30 +1,89 @@
 """Rules over the resources the program registers. Each rule is a pure function yielding findings.
 
-Both front ends (``gb300 plan`` and the policy pack in ``policies/``) call :func:`evaluate` /
-the rules in :data:`RULES`, so they give the same verdict on the same resources.
+Both front ends (``gb300 plan`` and the policy pack in ``policies/``) call :func:`evaluate`, so they give the
+same verdict on the same resources. Rule ids are kebab-case and shared by the check, the policy, the
+suppression list (``gb300:policy.suppress``) and ``docs/rules.md``. One module per theme:
+
+* :mod:`~gb300.rules.network`: ``vnet-avoids-rdma-range``, ``subnet-fits-pool``
+* :mod:`~gb300.rules.compute`: ``gpu-pool-rack-aligned``, ``ib-fabric-within-limits``,
+  ``image-arch-matches-sku``, ``custom-data-size``
+* :mod:`~gb300.rules.security`: ``no-ssh-from-internet``, ``no-public-ip-on-nodes``
+* :mod:`~gb300.rules.storage`: ``lustre-capacity-valid``, ``zone-consistent``, ``storage-no-public-access``
+* :mod:`~gb300.rules.tags`: ``required-tags``
+* :mod:`~gb300.rules.quota`: ``quota-sufficient``
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import difflib
+from collections.abc import Iterable, Sequence
 
-from gb300.config import PolicySettings
+from gb300.config import PolicySettings, format_path
+from gb300.errors import Problem
 from gb300.findings import Finding, Level
 from gb300.inventory import Resource
+from gb300.quota import QuotaSnapshot
+from gb300.rules import compute, network, quota, security, storage, tags
+from gb300.rules.base import Rule, RuleContext
 
-Rule = Callable[[Sequence[Resource]], Iterable[Finding]]
+RULES: dict[str, Rule] = {
+    "vnet-avoids-rdma-range": network.vnet_avoids_rdma_range,
+    "subnet-fits-pool": network.subnet_fits_pool,
+    "gpu-pool-rack-aligned": compute.gpu_pool_rack_aligned,
+    "ib-fabric-within-limits": compute.ib_fabric_within_limits,
+    "image-arch-matches-sku": compute.image_arch_matches_sku,
+    "custom-data-size": compute.custom_data_size,
+    "no-ssh-from-internet": security.no_ssh_from_internet,
+    "no-public-ip-on-nodes": security.no_public_ip_on_nodes,
+    "lustre-capacity-valid": storage.lustre_capacity_valid,
+    "zone-consistent": storage.zone_consistent,
+    "storage-no-public-access": storage.storage_no_public_access,
+    "required-tags": tags.required_tags,
+    "quota-sufficient": quota.quota_sufficient,
+}
 
-# Filled by the policy issue; ids are kebab-case and shared by rule, policy, suppression list and README.
-RULES: dict[str, Rule] = {}
+__all__ = ["RULES", "Rule", "RuleContext", "evaluate", "failing", "run_rule", "unknown_suppressions"]
 
 
-def evaluate(resources: Sequence[Resource], policy: PolicySettings) -> list[Finding]:
+def unknown_suppressions(policy: PolicySettings) -> list[Problem]:
+    """One problem per id in ``gb300:policy.suppress`` that names no rule (a typo would silently suppress nothing)."""
+    problems = []
+    for i, rule_id in enumerate(policy.suppress):
+        if rule_id not in RULES:
+            close = difflib.get_close_matches(rule_id, list(RULES), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; rule ids: {', '.join(RULES)}"
+            problems.append(
+                Problem(format_path(("policy", "suppress", i)), f"is not a rule id (got {rule_id!r}){hint}")
+            )
+    return problems
+
+
+def run_rule(rule_id: str, resources: Sequence[Resource], ctx: RuleContext) -> list[Finding]:
+    """One rule's findings; a rule that breaks on input nobody foresaw yields a WARNING, never a traceback."""
+    try:
+        return list(RULES[rule_id](resources, ctx))
+    except Exception as exc:  # noqa: BLE001 - a rule bug must not hide every other finding
+        return [
+            Finding(
+                rule_id,
+                Level.WARNING,
+                "gb300:policy",
+                f"rule {rule_id} could not finish ({type(exc).__name__}: {exc}); its check was skipped. "
+                "Please report this with the plan JSON (gb300 plan --json).",
+            )
+        ]
+
+
+def evaluate(
+    resources: Sequence[Resource], policy: PolicySettings, *, quota: QuotaSnapshot | None = None
+) -> list[Finding]:
     """All findings of all rules not suppressed by ``gb300:policy.suppress``, sorted worst first."""
+    ctx = RuleContext(policy=policy, quota=quota)
     findings: list[Finding] = []
-    for rule_id, rule in RULES.items():
+    for rule_id in RULES:
         if rule_id in policy.suppress:
             continue
-        findings.extend(rule(resources))
+        findings.extend(run_rule(rule_id, resources, ctx))
     return sorted(findings, key=lambda f: (-f.level, f.rule, f.resource))
 
 

@@ -1,0 +1,144 @@
+"""Network rules: the VNet stays clear of Azure's RDMA range, and every subnet fits what it carries."""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+
+from gb300 import catalog, inventory
+from gb300.findings import Finding, Level
+from gb300.inventory import Resource
+from gb300.rules.base import RuleContext, count, items, mapping, network, short, text
+
+VNET = "azure-native:network:VirtualNetwork"
+SUBNET = inventory.SUBNET
+
+
+def vnet_avoids_rdma_range(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+    """A VNet address space must not overlap Azure's RDMA network (172.16.0.0/16)."""
+    del ctx
+    rdma = ipaddress.IPv4Network(catalog.load().limit("rdmaReservedRange"))
+    for vnet in inventory.of_type(resources, VNET):
+        prefixes = items(mapping(vnet.inputs.get("addressSpace")).get("addressPrefixes"))
+        for prefix in prefixes:
+            net = network(prefix)
+            if net is not None and net.overlaps(rdma):
+                yield Finding(
+                    "vnet-avoids-rdma-range",
+                    Level.ERROR,
+                    vnet.urn,
+                    f"VNet {short(vnet)}: address space must not overlap {rdma}, which Azure's InfiniBand RDMA "
+                    f"network reserves (got {prefix}). Set gb300:network.addressSpace to a range outside it, "
+                    "such as 10.40.0.0/16.",
+                )
+
+
+def _subnet_key(subnet_id: str) -> tuple[str, str] | None:
+    """``.../virtualNetworks/<vnet>/subnets/<name>`` -> ``(vnet, name)`` (lowercase), or None."""
+    parts = subnet_id.strip("/").split("/")
+    lowered = [p.lower() for p in parts]
+    try:
+        i = lowered.index("virtualnetworks")
+    except ValueError:
+        return None
+    if len(parts) < i + 4 or lowered[i + 2] != "subnets":
+        return None
+    return parts[i + 1].lower(), parts[i + 3].lower()
+
+
+def _prefix_for(addresses: int) -> int:
+    return 32 - max(3, math.ceil(math.log2(max(addresses, 1))))
+
+
+Net = ipaddress.IPv4Network
+SubnetEntry = tuple[Resource, Net]
+
+
+def _spaces(resources: Sequence[Resource]) -> dict[str, list[Net]]:
+    """VNet name (lowercase) -> its address prefixes."""
+    spaces: dict[str, list[Net]] = {}
+    for vnet in inventory.of_type(resources, VNET):
+        name = text(vnet.inputs.get("virtualNetworkName")) or vnet.name
+        prefixes = items(mapping(vnet.inputs.get("addressSpace")).get("addressPrefixes"))
+        spaces[name.lower()] = [n for n in (network(p) for p in prefixes) if n is not None]
+    return spaces
+
+
+def _subnets(resources: Sequence[Resource]) -> dict[tuple[str, str], SubnetEntry]:
+    """(VNet, subnet) names (lowercase) -> the subnet resource and its prefix."""
+    subnets: dict[tuple[str, str], SubnetEntry] = {}
+    for sub in inventory.of_type(resources, SUBNET):
+        net = network(sub.inputs.get("addressPrefix"))
+        vnet_name = text(sub.inputs.get("virtualNetworkName"))
+        if net is not None and vnet_name is not None:
+            subnets[(vnet_name.lower(), short_subnet(sub).lower())] = (sub, net)
+    return subnets
+
+
+def _placement(vnet_name: str, space: list[Net], entries: list[SubnetEntry]) -> Iterator[Finding]:
+    """Subnets outside their VNet's address space, and subnets overlapping each other."""
+    for sub, net in entries:
+        if space and not any(net.subnet_of(s) for s in space):
+            yield Finding(
+                "subnet-fits-pool",
+                Level.ERROR,
+                sub.urn,
+                f"subnet {short_subnet(sub)}: must lie inside VNet {vnet_name}'s address space "
+                f"{', '.join(map(str, space))} (got {net}). The address space is too small for the subnets the "
+                "cluster needs: set gb300:network.addressSpace to a larger range (a /16 holds every role).",
+            )
+    ordered = sorted(entries, key=lambda e: e[1])
+    for i, (sub, net) in enumerate(ordered):
+        earlier = [f"{short_subnet(o)} ({o_net})" for o, o_net in ordered[:i] if o_net.overlaps(net)]
+        if earlier:
+            yield Finding(
+                "subnet-fits-pool",
+                Level.ERROR,
+                sub.urn,
+                f"subnet {short_subnet(sub)}: must not overlap another subnet (got {net}, overlapping "
+                f"{', '.join(earlier)}). The address space cannot hold every subnet apart: set "
+                "gb300:network.addressSpace to a larger range (a /16 holds every role).",
+            )
+
+
+def subnet_fits_pool(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+    """Each subnet lies inside its VNet, overlaps no other subnet, and has room for the VMs its scale sets place."""
+    del ctx
+    reserved = int(catalog.load().limit("subnetReservedAddresses"))
+    spaces = _spaces(resources)
+    subnets = _subnets(resources)
+    by_vnet: dict[str, list[SubnetEntry]] = defaultdict(list)
+    for (vnet_name, _), entry in subnets.items():
+        by_vnet[vnet_name].append(entry)
+    for vnet_name, entries in sorted(by_vnet.items()):
+        yield from _placement(vnet_name, spaces.get(vnet_name, []), entries)
+
+    demand: dict[tuple[str, str], int] = defaultdict(int)
+    pools: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for ss in inventory.scale_sets(resources):
+        for subnet_id in set(ss.subnet_ids):
+            key = _subnet_key(subnet_id)
+            if key is not None:
+                demand[key] += ss.capacity
+                pools[key].add(ss.pool or ss.name)
+    for key, vms in sorted(demand.items()):
+        if key not in subnets:
+            continue
+        sub, net = subnets[key]
+        usable = net.num_addresses - reserved
+        if vms > usable:
+            yield Finding(
+                "subnet-fits-pool",
+                Level.ERROR,
+                sub.urn,
+                f"subnet {short_subnet(sub)} ({net}): must have room for {count(vms, 'VM')} of pool(s) "
+                f"{', '.join(sorted(pools[key]))} plus Azure's {reserved} reserved addresses (got {usable:,} usable). "
+                f"It needs a /{_prefix_for(vms + reserved)} or larger: set gb300:network.addressSpace to a larger "
+                "range, or plan fewer racks.",
+            )
+
+
+def short_subnet(sub: Resource) -> str:
+    return text(sub.inputs.get("subnetName")) or short(sub)

@@ -1,0 +1,219 @@
+"""Storage rules: Managed Lustre sizes its SKU allows, Lustre in the GPU pools' zone, private storage accounts.
+
+Written against the pulumi-azure-native shapes: ``storagecache.AmlFilesystem`` (``skuName`` or ``sku.name``,
+``storageCapacityTiB``, ``zones``) and ``storage.StorageAccount`` (camelCase inputs). Lustre SKU facts are in
+``data/lustre.yaml``, which the storage component reads too.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from gb300 import inventory
+from gb300.findings import Finding, Level
+from gb300.inventory import Resource
+from gb300.paths import DATA_DIR
+from gb300.rules.base import RuleContext, items, mapping, short, text
+
+AML = "azure-native:storagecache:AmlFilesystem"
+STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
+TYPED_VMSS = inventory.TYPED_VMSS
+
+
+@dataclass(frozen=True)
+class LustreSku:
+    """One Managed Lustre tier from ``data/lustre.yaml``."""
+
+    name: str
+    mbps_per_tib: int
+    min_tib: int
+    increment_tib: int
+    max_tib: int | None
+    max_alternative: int | None
+    max_status: str
+
+
+@functools.cache
+def lustre_skus() -> dict[str, LustreSku]:
+    """The Lustre SKU table, read once."""
+    with (DATA_DIR / "lustre.yaml").open(encoding="utf-8") as fh:
+        raw: dict[str, Any] = yaml.safe_load(fh)
+    out: dict[str, LustreSku] = {}
+    for name, sku in raw["skus"].items():
+        top = mapping(sku.get("maxTiB"))
+        out[name] = LustreSku(
+            name=name,
+            mbps_per_tib=int(sku["mbpsPerTiB"]),
+            min_tib=int(sku["minTiB"]),
+            increment_tib=int(sku["incrementTiB"]),
+            max_tib=top.get("value"),
+            max_alternative=top.get("alternative"),
+            max_status=str(top.get("status", "verified")),
+        )
+    return out
+
+
+def _lustre_sku(resource: Resource) -> str | None:
+    return text(resource.inputs.get("skuName")) or text(mapping(resource.inputs.get("sku")).get("name"))
+
+
+def lustre_capacity_valid(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+    """Managed Lustre capacity meets its SKU's minimum and increment (and notes sizes above the documented maximum)."""
+    del ctx
+    table = lustre_skus()
+    for fs in inventory.of_type(resources, AML):
+        sku_name = _lustre_sku(fs)
+        capacity = fs.inputs.get("storageCapacityTiB")
+        where = f"Lustre filesystem {short(fs)}"
+        if sku_name is None:
+            continue
+        sku = table.get(sku_name)
+        if sku is None:
+            yield Finding(
+                "lustre-capacity-valid",
+                Level.ERROR,
+                fs.urn,
+                f"{where}: SKU must be one of {', '.join(sorted(table))} (got {sku_name!r}). "
+                "Set gb300:storage.lustre.sku.",
+            )
+            continue
+        if not isinstance(capacity, int | float) or isinstance(capacity, bool):
+            continue
+        tib = float(capacity)
+        fix = f"Set gb300:storage.lustre.capacityTiB to a multiple of {sku.increment_tib} TiB, at least {sku.min_tib}."
+        if tib < sku.min_tib:
+            yield Finding(
+                "lustre-capacity-valid",
+                Level.ERROR,
+                fs.urn,
+                f"{where} ({sku.name}): capacity must be at least {sku.min_tib} TiB (got {capacity:g} TiB). {fix}",
+            )
+        elif tib % sku.increment_tib:
+            down = int(tib // sku.increment_tib * sku.increment_tib)
+            up = down + sku.increment_tib
+            yield Finding(
+                "lustre-capacity-valid",
+                Level.ERROR,
+                fs.urn,
+                f"{where} ({sku.name}): capacity must be a multiple of {sku.increment_tib} TiB (got {capacity:g} TiB); "
+                f"use {max(down, sku.min_tib)} or {up} TiB. Size cannot change after creation.",
+            )
+        elif sku.max_tib is not None and tib > sku.max_tib:
+            alt = sku.max_alternative
+            larger = f" another gives {alt} TiB;" if alt and alt != sku.max_tib else ""
+            yield Finding(
+                "lustre-capacity-valid",
+                Level.INFO,
+                fs.urn,
+                f"{where} ({sku.name}): {capacity:g} TiB is above the documented maximum of {sku.max_tib} TiB "
+                f"(one Azure document;{larger} status {sku.max_status}). Larger filesystems need Azure's approval: "
+                "confirm with Azure support before deploying.",
+            )
+
+
+def _pool_zones(resources: Sequence[Resource]) -> dict[str, set[str]]:
+    """GPU pool -> the zones its scale sets ask for (tag ``gb300-zone`` or typed ``zones``)."""
+    out: dict[str, set[str]] = {}
+    for resource in resources:
+        if not inventory.is_scale_set(resource):
+            continue
+        ss = inventory.scale_set(resource)
+        zones: set[str] = set()
+        tag = ss.tags.get("gb300-zone")
+        if isinstance(tag, str) and tag:
+            zones.add(tag)
+        zones.update(str(z) for z in items(resource.inputs.get("zones")))
+        out.setdefault(ss.pool or ss.name, set()).update(zones)
+    return out
+
+
+def zone_consistent(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+    """Managed Lustre sits in the same availability zone as the GPU pools that mount it."""
+    del ctx
+    pools = _pool_zones(resources)
+    for fs in inventory.of_type(resources, AML):
+        fs_zones = {str(z) for z in items(fs.inputs.get("zones"))}
+        if not fs_zones:
+            continue
+        for pool, zones in sorted(pools.items()):
+            where = f"Lustre filesystem {short(fs)} (zone {', '.join(sorted(fs_zones))})"
+            if not zones:
+                yield Finding(
+                    "zone-consistent",
+                    Level.WARNING,
+                    fs.urn,
+                    f"{where}: GPU pool {pool} names no zone, so its VMs may land in another zone and cross zones "
+                    "for every read. Set gb300:cluster.zone.",
+                )
+            elif not zones <= fs_zones:
+                yield Finding(
+                    "zone-consistent",
+                    Level.ERROR,
+                    fs.urn,
+                    f"{where}: must be in the zone of GPU pool {pool} (got pool zone(s) {', '.join(sorted(zones))}). "
+                    "Lustre clients must share its zone; set gb300:cluster.zone once for both.",
+                )
+
+
+def _is_true(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+def _is_false(value: Any) -> bool:
+    return value is False or (isinstance(value, str) and value.lower() == "false")
+
+
+_TLS_ORDER = {"TLS1_0": 0, "TLS1_1": 1, "TLS1_2": 2, "TLS1_3": 3}
+
+
+def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+    """Storage accounts allow no public blob access or shared keys, need TLS 1.2, and are closed to the Internet."""
+    del ctx
+    for account in inventory.of_type(resources, STORAGE_ACCOUNT):
+        inputs = account.inputs
+        name = text(inputs.get("accountName")) or short(account)
+        where = f"storage account {name}"
+        public = inputs.get("allowBlobPublicAccess")
+        if not _is_false(public):
+            got = "unset, which older API versions treat as allowed" if public is None else repr(public)
+            yield _error(
+                account.urn,
+                f"{where}: allowBlobPublicAccess must be false (got {got}); anonymous readers could list checkpoints. "
+                "Set allowBlobPublicAccess=False.",
+            )
+        shared = inputs.get("allowSharedKeyAccess")
+        if not _is_false(shared):
+            got = "unset, which Azure treats as true" if shared is None else repr(shared)
+            yield _error(
+                account.urn,
+                f"{where}: allowSharedKeyAccess must be false (got {got}); account keys bypass Entra ID and RBAC. "
+                "Set allowSharedKeyAccess=False and grant the node identity a Storage Blob Data role.",
+            )
+        tls = inputs.get("minimumTlsVersion")
+        if not isinstance(tls, str) or _TLS_ORDER.get(tls.upper(), -1) < _TLS_ORDER["TLS1_2"]:
+            got = "unset, whose default depends on the API version" if tls is None else repr(tls)
+            yield _error(
+                account.urn,
+                f"{where}: minimumTlsVersion must be TLS1_2 or later (got {got}). Set minimumTlsVersion='TLS1_2'.",
+            )
+        network_access = inputs.get("publicNetworkAccess")
+        default_action = text(mapping(inputs.get("networkRuleSet")).get("defaultAction"))
+        if str(network_access).lower() != "disabled" and (default_action or "").lower() != "deny":
+            got = "unset, which Azure treats as Enabled" if network_access is None else repr(network_access)
+            yield Finding(
+                "storage-no-public-access",
+                Level.WARNING,
+                account.urn,
+                f"{where}: publicNetworkAccess should be Disabled, or networkRuleSet.defaultAction Deny (got {got}, "
+                f"default action {default_action or 'unset'}); the endpoint is reachable from the Internet. Reach it "
+                "through a private endpoint or a VNet rule.",
+            )
+
+
+def _error(urn: str, message: str) -> Finding:
+    return Finding("storage-no-public-access", Level.ERROR, urn, message)
