@@ -16,10 +16,10 @@ ARM_ID = re.compile(r"^/subscriptions/[0-9a-f-]{36}/resourceGroups/[^/]+(/provid
 
 
 def test_reference_counts(reference_plan: PlanResult) -> None:
-    """The reference stack is 64 racks, 1,152 VMs, 4,608 GPUs and 147,456 GB300 vCPUs."""
+    """The reference stack is 64 racks, 1,152 VMs, 4,608 GPUs: 147,456 GB300 vCPUs plus the head node's 16."""
     s = reference_plan.summary
     assert (s["racks"], s["vms"], s["gpus"]) == (64, 1152, 4608)
-    assert s["vcpus"] == {"standardNDISRGB300V6Family": 147456}
+    assert s["vcpus"] == {"standardDDSv5Family": 16, "standardNDISRGB300V6Family": 147456}
 
 
 def test_dev_counts(dev_plan: PlanResult) -> None:

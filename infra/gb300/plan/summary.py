@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from gb300 import catalog, inventory
+from gb300 import catalog, inventory, machines
 from gb300.config import StackConfig
 from gb300.plan.runner import ResourceRecord
 
@@ -31,7 +31,6 @@ def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str
             pool["gpus"] += ss.capacity * sku.gpus
             if sku.is_rack_scale:
                 pool["racks"] += ss.capacity // sku.vms_per_nvlink_domain
-            vcpus[sku.quota_family.value] += ss.capacity * sku.vcpus
         for subnet_id in set(ss.subnet_ids):
             subnet_use[subnet_id] += ss.capacity
         data = inventory.dig(ss.properties, "virtualMachineProfile", "osProfile", "customData")
@@ -44,6 +43,11 @@ def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str
         if isinstance(data, str):
             role = str((vm.inputs.get("tags") or {}).get("gb300-role", vm.name))
             custom_data[role] = max(custom_data.get(role, 0), len(data))
+
+    for machine in machines.machines(resources):  # every VM, the head node included, needs quota
+        msku = cat.skus.get(machine.size)
+        if msku is not None:
+            vcpus[msku.quota_family.value] += machine.count * msku.vcpus
 
     reserved = int(cat.limit("subnetReservedAddresses"))
     subnets = []
