@@ -1,0 +1,154 @@
+"""Render a role's cloud-config as data, serialize it with yaml, and pack it as Azure custom data.
+
+The cloud-config is a dict built here: the role fragments' keys, `write_files` (the step library, the
+step scripts and the templated files), and `runcmd` (one list-form entry per step, in steps.yaml
+order). Only file contents come from Jinja templates. The result is gzip-compressed (cloud-init
+accepts gzip user data) and base64-encoded, and must stay under Azure's 64 KB custom data limit.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+import yaml
+
+from gb300.bootstrap.context import BootstrapContext
+from gb300.bootstrap.errors import BootstrapError
+from gb300.bootstrap.resources import CLOUD_INIT_DIR, TEMPLATES_DIR
+from gb300.bootstrap.secrets import find_secret_material
+from gb300.bootstrap.steps import Step, load_role, steps_for_role
+
+__all__ = [
+    "AZURE_CUSTOM_DATA_LIMIT",
+    "LIB_DIR",
+    "RUN_STEP",
+    "RenderedCustomData",
+    "build_cloud_config",
+    "render_custom_data",
+]
+
+AZURE_CUSTOM_DATA_LIMIT = 65_536
+"""Azure's limit on base64 custom data, in bytes (DOMAIN.md section 9)."""
+LIB_DIR = "/usr/local/lib/gb300"
+RUN_STEP = f"{LIB_DIR}/run-step"
+_HEADER = "#cloud-config\n"
+
+
+@dataclass(frozen=True)
+class RenderedCustomData:
+    """A role's rendered bootstrap: the cloud-config text and what goes on the scale set."""
+
+    role: str
+    cloud_config: str
+    custom_data: str
+    """base64 of the gzip-compressed cloud-config: the scale set's `customData`."""
+    size_bytes: int
+    """Length of `custom_data`, the figure Azure's 64 KB limit applies to."""
+    sha256: str
+    """Hex sha256 of `cloud_config`: put it on the scale set as a tag; a change means reimage."""
+
+    @property
+    def short_hash(self) -> str:
+        """The first 12 hex digits of `sha256`, short enough for a tag value or a plan line."""
+        return self.sha256[:12]
+
+
+class _LiteralDumper(yaml.SafeDumper):
+    """A SafeDumper that writes multi-line strings as literal blocks, so goldens read like files."""
+
+
+def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_LiteralDumper.add_representer(str, _str_presenter)
+
+
+def _jinja_env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html", "xml"), default_for_string=False),
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["shquote"] = lambda value: shlex.quote(str(value))
+    return env
+
+
+def _file_entry(path: str, content: str, permissions: str) -> dict[str, Any]:
+    return {"path": path, "owner": "root:root", "permissions": permissions, "content": content}
+
+
+def _script(name: str) -> str:
+    return (CLOUD_INIT_DIR / name).read_text(encoding="utf-8")
+
+
+def build_cloud_config(ctx: BootstrapContext) -> dict[str, Any]:
+    """The role's cloud-config as a dict (what `render_custom_data` serializes)."""
+    common, fragment = load_role(ctx.role)
+    steps: tuple[Step, ...] = steps_for_role(ctx.role)
+    env = _jinja_env()
+    variables = {"ctx": ctx, "software": ctx.software, "node": ctx.node, "nccl": ctx.nccl, "steps": steps}
+
+    config: dict[str, Any] = {}
+    config.update(common.cloud_config)
+    config.update(fragment.cloud_config)
+    write_files = [
+        _file_entry(f"{LIB_DIR}/lib.sh", _script("lib/gb300-lib.sh"), "0644"),
+        _file_entry(RUN_STEP, _script("lib/run-step"), "0755"),
+    ]
+    for spec in (*common.files, *fragment.files):
+        content = env.get_template(spec.template).render(variables)
+        write_files.append(_file_entry(spec.path, content, spec.permissions))
+    write_files.extend(
+        _file_entry(f"{LIB_DIR}/steps/{step.name}.sh", step.script_path.read_text(encoding="utf-8"), "0755")
+        for step in steps
+    )
+    config["write_files"] = write_files
+    config["runcmd"] = [[RUN_STEP, step.name] for step in steps]
+    return config
+
+
+def render_custom_data(ctx: BootstrapContext) -> RenderedCustomData:
+    """Render `ctx.role`'s cloud-config for one pool and pack it as Azure custom data.
+
+    Raises BootstrapError when the result carries secret-looking material or exceeds 64 KB.
+    """
+    config = build_cloud_config(ctx)
+    body = yaml.dump(config, Dumper=_LiteralDumper, sort_keys=False, width=120, allow_unicode=False)
+    text = (
+        _HEADER
+        + f"# gb300 bootstrap for role {ctx.role}, pool {ctx.pool_name}, cluster {ctx.cluster_name}.\n"
+        + "# Generated from cloud-init/, templates/ and infra/gb300/data/: edit those, not this.\n"
+        + body
+    )
+    found = find_secret_material(text)
+    if found:
+        msg = (
+            f"custom data for role {ctx.role!r} must not carry secrets (found: {', '.join(found)}). "
+            "Fetch them at boot with the node's managed identity."
+        )
+        raise BootstrapError(msg)
+    packed = base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
+    if len(packed) > AZURE_CUSTOM_DATA_LIMIT:
+        msg = (
+            f"custom data for role {ctx.role!r} must be at most {AZURE_CUSTOM_DATA_LIMIT} bytes of base64 "
+            f"(got {len(packed)}). Move content into the image or fetch it at boot."
+        )
+        raise BootstrapError(msg)
+    return RenderedCustomData(
+        role=ctx.role,
+        cloud_config=text,
+        custom_data=packed,
+        size_bytes=len(packed),
+        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+    )

@@ -1,0 +1,46 @@
+"""Where the bootstrap's inputs live in the repository, and small loaders for them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gb300.bootstrap.errors import BootstrapDataError
+
+__all__ = [
+    "CLOUD_INIT_DIR",
+    "DATA_DIR",
+    "REPO_ROOT",
+    "TEMPLATES_DIR",
+    "load_yaml_mapping",
+]
+
+
+def _repo_root() -> Path:
+    try:
+        from gb300.paths import REPO_ROOT as root  # noqa: PLC0415 - optional until the foundation lands
+    except ImportError:
+        # infra/gb300/bootstrap/resources.py -> parents[3] is the repository root
+        return Path(__file__).resolve().parents[3]
+    return Path(root)
+
+
+REPO_ROOT: Path = _repo_root()
+DATA_DIR: Path = Path(__file__).resolve().parents[1] / "data"
+CLOUD_INIT_DIR: Path = REPO_ROOT / "cloud-init"
+TEMPLATES_DIR: Path = REPO_ROOT / "templates"
+
+
+def load_yaml_mapping(path: Path) -> dict[str, Any]:
+    """Read a YAML file whose top level must be a mapping."""
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        msg = f"{path}: cannot be read as YAML ({exc})"
+        raise BootstrapDataError(msg) from exc
+    if not isinstance(loaded, dict):
+        msg = f"{path}: must hold a mapping at the top level (got {type(loaded).__name__})"
+        raise BootstrapDataError(msg)
+    return loaded
