@@ -12,6 +12,10 @@ GB300_RUN_DIR="${GB300_ROOT:-}/run/gb300"
 GB300_STATUS_FILE="${GB300_ROOT:-}/var/lib/gb300/status"
 GB300_SENTINEL="${GB300_ROOT:-}/var/lib/gb300/bootstrap.done"
 GB300_STEP="${GB300_STEP:-unknown}"
+GB300_CHANGED=0
+# Here-documents and tools that honour TMPDIR write under /run/gb300/tmp, never /tmp.
+export TMPDIR="${GB300_ROOT:-}/run/gb300/tmp"
+mkdir -p "${TMPDIR}"
 
 for _gb300_env in cluster.env node.env versions.env; do
   if [ -r "${GB300_ROOT:-}/etc/gb300/${_gb300_env}" ]; then
@@ -33,7 +37,8 @@ fail() {
 }
 
 # write_if_changed PATH [MODE] < CONTENT: replace PATH only when CONTENT differs, so a re-run leaves
-# files (and their mtimes) untouched. Sets GB300_CHANGED to 1 when it wrote, 0 otherwise.
+# files (and their mtimes) untouched. Sets GB300_CHANGED to 1 when it wrote, 0 otherwise; to read
+# it, feed CONTENT with `< <(...)`, not a pipe (a pipe runs this in a subshell).
 write_if_changed() {
   local path=$1 mode=${2:-0644}
   mkdir -p "$(dirname "$path")"
@@ -115,7 +120,7 @@ ensure_repo() {
   line="${prefix}_LINE" key_url="${prefix}_KEY_URL" key_sha="${prefix}_KEY_SHA256"
   list="${GB300_ROOT:-}/etc/apt/sources.list.d/gb300-$1.list"
   fetch_verified "${!key_url:-}" "${!key_sha:-}" "${GB300_ROOT:-}/etc/apt/keyrings/gb300-$1.asc"
-  printf '%s\n' "${!line:-}" | write_if_changed "$list"
+  write_if_changed "$list" < <(printf '%s\n' "${!line:-}")
   if [ "$GB300_CHANGED" = 1 ] || [ "${GB300_APT_UPDATED:-0}" != 1 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get update -q || fail "apt-get update failed after adding repository $1"
     GB300_APT_UPDATED=1
@@ -176,7 +181,7 @@ verify_or_install() {
     [ -n "$got" ] || fail "$name: not found after installing it"
   fi
   if [ -z "$want" ]; then
-    log "$name: found ${got}; versions.yaml pins no version for it, so it is recorded, not compared"
+    log "$name: found (${got}); versions.yaml pins no version for it, so it is recorded, not compared"
     GB300_FOUND="$name ${got} unpinned"
   elif version_matches "$want" "$got"; then
     log "$name: ${got} matches the pinned ${want}"

@@ -15,7 +15,7 @@ for kv in "${settings[@]}"; do
     { print }
     END { if (!done) print kv }' <<<"$content")
 done
-printf '%s\n' "$content" | write_if_changed "$conf"
+write_if_changed "$conf" < <(printf '%s\n' "$content")
 if [ "$GB300_CHANGED" = 1 ]; then
   log "waagent settings changed (${GB300_WAAGENT_SETTINGS:-}); restarting the agent to bring up IPoIB"
   systemctl restart walinuxagent || fail "walinuxagent does not restart after setting ${GB300_WAAGENT_SETTINGS:-}"

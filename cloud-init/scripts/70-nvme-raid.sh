@@ -44,8 +44,10 @@ fi
 mdconf="${GB300_ROOT:-}/etc/mdadm/mdadm.conf"
 array=$(mdadm --detail --scan "$md")
 [ -n "$array" ] || fail "mdadm --detail --scan printed nothing for ${md}"
-{ grep -vF "name=$(hostname):${GB300_NVME_ARRAY_NAME}" "$mdconf" 2>/dev/null | grep -v "/dev/md/${GB300_NVME_ARRAY_NAME} " || true; printf '%s\n' "$array"; } |
-  write_if_changed "$mdconf"
+write_if_changed "$mdconf" < <(
+  grep -v "^ARRAY /dev/md/${GB300_NVME_ARRAY_NAME} " "$mdconf" 2>/dev/null || true
+  printf '%s\n' "$array"
+)
 if [ "$GB300_CHANGED" = 1 ]; then
   update-initramfs -u >/dev/null || fail "update-initramfs failed after adding the array to mdadm.conf"
 fi
