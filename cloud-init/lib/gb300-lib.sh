@@ -71,8 +71,10 @@ installed_version() {
   detect=$(sw "$1" DETECT)
   case "$detect" in
     nvidia-smi)
+      # nvidia-smi prints its failures on stdout ("NVIDIA-SMI has failed ..."): keep a version only.
       if command -v nvidia-smi >/dev/null 2>&1; then
-        nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1 || true
+        { nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null || true; } |
+          awk 'NR == 1 && /^[0-9]+(\.[0-9]+)+$/ { print }'
       fi
       ;;
     dpkg:*)

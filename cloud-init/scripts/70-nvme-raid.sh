@@ -18,7 +18,7 @@ for dev in json.load(sys.stdin)["blockdevices"]:
     name, model = dev["name"], (dev.get("model") or "").strip()
     if dev.get("type") != "disk" or not name.startswith("nvme") or dev.get("mountpoint"):
         continue
-    if root and root.startswith("/dev/" + name):
+    if root and root.startswith("/dev/" + name):  # path as text, not accessed
         continue
     if pattern.search(model):
         print(name)

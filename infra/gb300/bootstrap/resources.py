@@ -20,11 +20,11 @@ __all__ = [
 
 def _repo_root() -> Path:
     try:
-        from gb300.paths import REPO_ROOT as root  # noqa: PLC0415 - optional until the foundation lands
+        from gb300 import paths  # noqa: PLC0415 - optional until the foundation lands
     except ImportError:
         # infra/gb300/bootstrap/resources.py -> parents[3] is the repository root
         return Path(__file__).resolve().parents[3]
-    return Path(root)
+    return Path(paths.REPO_ROOT)
 
 
 REPO_ROOT: Path = _repo_root()

@@ -15,8 +15,14 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("bearer token", re.compile(r"(?i)\bbearer\s+[a-z0-9._~+/-]{20,}")),
     ("JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.")),
     ("GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}")),
-    ("password assignment", re.compile(r"(?im)^\s*[\w.-]*(password|passwd|secret|token|api_?key)[\w.-]*\s*[:=]\s*\S+")),
-    ("cloud-config user password", re.compile(r"(?m)^\s*(chpasswd|passwd|hashed_passwd|plain_text_passwd)\s*:")),
+    (
+        "password assignment",
+        re.compile(r"(?im)^\s*[\w.-]*(password|passwd|secret|token|api_?key)[\w.-]*\s*[:=]\s*\S+"),
+    ),
+    (
+        "cloud-config user password",
+        re.compile(r"(?m)^\s*(chpasswd|passwd|hashed_passwd|plain_text_passwd)\s*:"),
+    ),
 )
 
 

@@ -140,7 +140,9 @@ def _str(raw: Mapping[str, Any], key: str, where: str, *, default: str | None = 
     return value
 
 
-def _build_component(name: str, raw: Mapping[str, Any], version: str | None, *, overridden: bool) -> Component:
+def _build_component(
+    name: str, raw: Mapping[str, Any], version: str | None, *, overridden: bool
+) -> Component:
     where = f"versions.yaml components.{name}"
     install = _str(raw, "install", where)
     if install not in _INSTALL_KINDS:
@@ -158,7 +160,9 @@ def _build_component(name: str, raw: Mapping[str, Any], version: str | None, *, 
     if version is not None:
         apt_version = _subst(_str(raw, "apt_version", where, default="{version}-*"), version, where=where)
     files = tuple(
-        DownloadFile(url=_subst(_str(f, "url", f"{where}.files"), version, where=where), sha256=f.get("sha256"))
+        DownloadFile(
+            url=_subst(_str(f, "url", f"{where}.files"), version, where=where), sha256=f.get("sha256")
+        )
         for f in raw.get("files", [])
     )
     repo = raw.get("repo")
@@ -232,9 +236,7 @@ def load_software(path: Path | None = None) -> SoftwareSet:
     return _build(load_yaml_mapping(path or VERSIONS_FILE), {})
 
 
-def apply_software_overrides(
-    overrides: Mapping[str, object] | None, path: Path | None = None
-) -> SoftwareSet:
+def apply_software_overrides(overrides: Mapping[str, object] | None, path: Path | None = None) -> SoftwareSet:
     """Merge `gb300:software` (component -> version) over versions.yaml and return the result.
 
     Raises SoftwareOverrideError naming `gb300:software.<name>` for an unknown component or a value
@@ -253,7 +255,7 @@ def apply_software_overrides(
             raise SoftwareOverrideError(msg)
         if not isinstance(value, str) or not _VERSION_RE.match(value):
             msg = (
-                f"gb300:software.{name}: must be a version string such as \"2.29.7\" (got {value!r}). "
+                f'gb300:software.{name}: must be a version string such as "2.29.7" (got {value!r}). '
                 "Quote it in the stack file so YAML keeps it a string."
             )
             raise SoftwareOverrideError(msg)
@@ -264,4 +266,3 @@ def apply_software_overrides(
         names = ", ".join(f"gb300:software.{n}" for n in clean)
         msg = f"{names}: the overridden version cannot be used ({exc})"
         raise SoftwareOverrideError(msg) from exc
-

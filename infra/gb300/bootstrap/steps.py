@@ -116,14 +116,19 @@ def _load_fragment(path: Path, name: str) -> RoleFragment:
         raise BootstrapDataError(msg)
     for reserved in ("write_files", "runcmd"):
         if reserved in cloud_config:
-            msg = f"{path}: cloud_config.{reserved} is generated; list files under `files` and steps in steps.yaml"
+            msg = (
+                f"{path}: cloud_config.{reserved} is generated; "
+                "list files under `files` and steps in steps.yaml"
+            )
             raise BootstrapDataError(msg)
     files: list[FileSpec] = []
     for index, entry in enumerate(raw.get("files") or []):
         where = f"{path}: files[{index}]"
-        spec = FileSpec(str(entry.get("path", "")), str(entry.get("template", "")), str(entry.get("permissions", "")))
+        spec = FileSpec(
+            str(entry.get("path", "")), str(entry.get("template", "")), str(entry.get("permissions", ""))
+        )
         if not spec.path.startswith("/") or not _MODE_RE.match(spec.permissions):
-            msg = f"{where}: needs an absolute path and permissions like \"0644\" (got {entry!r})"
+            msg = f'{where}: needs an absolute path and permissions like "0644" (got {entry!r})'
             raise BootstrapDataError(msg)
         if not (TEMPLATES_DIR / spec.template).is_file():
             msg = f"{where}.template: no template {spec.template!r} in {TEMPLATES_DIR}"
