@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,11 @@ __all__ = [
 
 
 def _repo_root() -> Path:
+    # gb300.paths (the foundation's) names the repository root; fall back to this file's position:
+    # infra/gb300/bootstrap/resources.py -> parents[3] is the repository root.
     try:
-        from gb300 import paths  # noqa: PLC0415 - optional until the foundation lands
+        paths = importlib.import_module("gb300.paths")
     except ImportError:
-        # infra/gb300/bootstrap/resources.py -> parents[3] is the repository root
         return Path(__file__).resolve().parents[3]
     return Path(paths.REPO_ROOT)
 
