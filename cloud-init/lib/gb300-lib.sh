@@ -123,9 +123,11 @@ ensure_repo() {
   list="${GB300_ROOT:-}/etc/apt/sources.list.d/gb300-$1.list"
   fetch_verified "${!key_url:-}" "${!key_sha:-}" "${GB300_ROOT:-}/etc/apt/keyrings/gb300-$1.asc"
   write_if_changed "$list" < <(printf '%s\n' "${!line:-}")
-  if [ "$GB300_CHANGED" = 1 ] || [ "${GB300_APT_UPDATED:-0}" != 1 ]; then
+  # One apt-get update per boot unless a repository was just added (the marker lives in /run).
+  if [ "$GB300_CHANGED" = 1 ] || [ ! -e "${GB300_RUN_DIR}/apt-updated" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get update -q || fail "apt-get update failed after adding repository $1"
-    GB300_APT_UPDATED=1
+    mkdir -p "${GB300_RUN_DIR}"
+    : >"${GB300_RUN_DIR}/apt-updated"
   fi
 }
 

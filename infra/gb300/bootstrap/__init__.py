@@ -17,6 +17,7 @@ from gb300.bootstrap.errors import (
 )
 from gb300.bootstrap.render import (
     AZURE_CUSTOM_DATA_LIMIT,
+    CUSTOM_DATA_HASH_TAG,
     RenderedCustomData,
     build_cloud_config,
     render_custom_data,
@@ -35,6 +36,7 @@ from gb300.bootstrap.steps import Step, known_roles, load_steps, steps_for_role
 
 __all__ = [
     "AZURE_CUSTOM_DATA_LIMIT",
+    "CUSTOM_DATA_HASH_TAG",
     "AptRepo",
     "BootstrapContext",
     "BootstrapDataError",

@@ -26,6 +26,7 @@ from gb300.bootstrap.steps import Step, load_role, steps_for_role
 
 __all__ = [
     "AZURE_CUSTOM_DATA_LIMIT",
+    "CUSTOM_DATA_HASH_TAG",
     "LIB_DIR",
     "RUN_STEP",
     "RenderedCustomData",
@@ -35,6 +36,8 @@ __all__ = [
 
 AZURE_CUSTOM_DATA_LIMIT = 65_536
 """Azure's limit on base64 custom data, in bytes (DOMAIN.md section 9)."""
+CUSTOM_DATA_HASH_TAG = "gb300-custom-data-sha256"
+"""The scale set tag that carries `RenderedCustomData.sha256`; a differing value means reimage."""
 LIB_DIR = "/usr/local/lib/gb300"
 RUN_STEP = f"{LIB_DIR}/run-step"
 _HEADER = "#cloud-config\n"
