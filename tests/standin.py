@@ -55,9 +55,7 @@ def nvidia_smi(args: list[str], state: dict) -> int:
         if not version and installed:
             version = installed.split("-", 1)[0]
         if not version:
-            sys.stdout.write(
-                "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
-            )
+            sys.stdout.write("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n")
             return 9
         sys.stdout.write((version + "\n") * 4)
         return 0

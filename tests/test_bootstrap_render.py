@@ -72,9 +72,7 @@ def test_custom_data_is_gzip_base64_well_under_the_azure_limit(role: str) -> Non
     rendered = render_role(role)
     assert gzip.decompress(base64.b64decode(rendered.custom_data)).decode() == rendered.cloud_config
     assert rendered.size_bytes == len(rendered.custom_data)
-    print(
-        f"{role}: custom data {rendered.size_bytes} bytes base64 ({len(rendered.cloud_config)} bytes plain)"
-    )
+    print(f"{role}: custom data {rendered.size_bytes} bytes base64 ({len(rendered.cloud_config)} bytes plain)")
     assert rendered.size_bytes < AZURE_CUSTOM_DATA_LIMIT // 2
 
 
@@ -94,9 +92,7 @@ def test_secret_looking_feature_input_is_refused() -> None:
         role="gpu-node",
         cluster_name=REFERENCE_CLUSTER,
         pool_name="gpu-a",
-        extra_env={
-            "GB300_BLOB_URL": "https://acct.blob.core.windows.net/c?sv=2024&sig=AbCdEfGhIjKlMnOpQrStUvWx%3D"
-        },
+        extra_env={"GB300_BLOB_URL": "https://acct.blob.core.windows.net/c?sv=2024&sig=AbCdEfGhIjKlMnOpQrStUvWx%3D"},
     )
     with pytest.raises(BootstrapError, match="must not carry secrets"):
         render_custom_data(ctx)

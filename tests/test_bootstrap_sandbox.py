@@ -181,9 +181,7 @@ def test_plain_ubuntu_installs_pinned_versions_from_vendor_repositories(tmp_path
         "libnccl2=2.29.7-*",
     ):
         assert pinned in installs
-    assert "signed-by=/etc/apt/keyrings/gb300-cuda-sbsa.asc" in box.read(
-        "/etc/apt/sources.list.d/gb300-cuda-sbsa.list"
-    )
+    assert "signed-by=/etc/apt/keyrings/gb300-cuda-sbsa.asc" in box.read("/etc/apt/sources.list.d/gb300-cuda-sbsa.list")
     # The sharp plugin and nccl-tests are built by the image, not at boot: the reason says what to do.
     status = _status(box)
     assert status["step"] == "40-nccl"

@@ -83,9 +83,7 @@ def load_node(path: Path = NODE_FILE) -> NodeSettings:
             fabric_healthy_status=str(fabric["healthy_status"]),
             modprobe_options=_pairs(_section(raw, "modprobe", path)["options"]),
             sysctl=_pairs(_section(raw, "sysctl", path)["settings"]),
-            limits=tuple(
-                (str(a), str(b), str(c), str(d)) for a, b, c, d in _section(raw, "limits", path)["entries"]
-            ),
+            limits=tuple((str(a), str(b), str(c), str(d)) for a, b, c, d in _section(raw, "limits", path)["entries"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
         msg = f"{path}: missing or malformed setting ({exc!r})"

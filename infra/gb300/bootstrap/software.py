@@ -140,9 +140,7 @@ def _str(raw: Mapping[str, Any], key: str, where: str, *, default: str | None = 
     return value
 
 
-def _build_component(
-    name: str, raw: Mapping[str, Any], version: str | None, *, overridden: bool
-) -> Component:
+def _build_component(name: str, raw: Mapping[str, Any], version: str | None, *, overridden: bool) -> Component:
     where = f"versions.yaml components.{name}"
     install = _str(raw, "install", where)
     if install not in _INSTALL_KINDS:
@@ -160,9 +158,7 @@ def _build_component(
     if version is not None:
         apt_version = _subst(_str(raw, "apt_version", where, default="{version}-*"), version, where=where)
     files = tuple(
-        DownloadFile(
-            url=_subst(_str(f, "url", f"{where}.files"), version, where=where), sha256=f.get("sha256")
-        )
+        DownloadFile(url=_subst(_str(f, "url", f"{where}.files"), version, where=where), sha256=f.get("sha256"))
         for f in raw.get("files", [])
     )
     repo = raw.get("repo")
@@ -248,10 +244,7 @@ def apply_software_overrides(overrides: Mapping[str, object] | None, path: Path 
     clean: dict[str, str] = {}
     for name, value in (overrides or {}).items():
         if name not in known:
-            msg = (
-                f"gb300:software.{name}: unknown component (got {name!r}). "
-                f"Known components: {', '.join(known)}."
-            )
+            msg = f"gb300:software.{name}: unknown component (got {name!r}). Known components: {', '.join(known)}."
             raise SoftwareOverrideError(msg)
         if not isinstance(value, str) or not _VERSION_RE.match(value):
             msg = (

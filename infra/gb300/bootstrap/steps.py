@@ -65,9 +65,7 @@ class RoleFragment:
 
 def known_roles(cloud_init_dir: Path = CLOUD_INIT_DIR) -> tuple[str, ...]:
     """Roles that have a fragment, sorted (the common fragment is not a role)."""
-    return tuple(
-        sorted(p.stem for p in (cloud_init_dir / "roles").glob("*.yaml") if p.stem != COMMON_FRAGMENT)
-    )
+    return tuple(sorted(p.stem for p in (cloud_init_dir / "roles").glob("*.yaml") if p.stem != COMMON_FRAGMENT))
 
 
 def load_steps(cloud_init_dir: Path = CLOUD_INIT_DIR) -> tuple[Step, ...]:
@@ -116,17 +114,12 @@ def _load_fragment(path: Path, name: str) -> RoleFragment:
         raise BootstrapDataError(msg)
     for reserved in ("write_files", "runcmd"):
         if reserved in cloud_config:
-            msg = (
-                f"{path}: cloud_config.{reserved} is generated; "
-                "list files under `files` and steps in steps.yaml"
-            )
+            msg = f"{path}: cloud_config.{reserved} is generated; list files under `files` and steps in steps.yaml"
             raise BootstrapDataError(msg)
     files: list[FileSpec] = []
     for index, entry in enumerate(raw.get("files") or []):
         where = f"{path}: files[{index}]"
-        spec = FileSpec(
-            str(entry.get("path", "")), str(entry.get("template", "")), str(entry.get("permissions", ""))
-        )
+        spec = FileSpec(str(entry.get("path", "")), str(entry.get("template", "")), str(entry.get("permissions", "")))
         if not spec.path.startswith("/") or not _MODE_RE.match(spec.permissions):
             msg = f'{where}: needs an absolute path and permissions like "0644" (got {entry!r})'
             raise BootstrapDataError(msg)
