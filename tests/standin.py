@@ -119,7 +119,7 @@ def mdadm(args: list[str], state: dict) -> int:
         }
         save(state)
         return 0
-    if args[:2] == ["--detail", "--scan"]:
+    if args[:2] == ["--detail", "--brief"]:
         for md, arr in state["arrays"].items():
             sys.stdout.write(
                 f"ARRAY {md} metadata=1.2 name={state['hostname']}:{arr['name']} "

@@ -23,6 +23,7 @@ from gb300.bootstrap import (
     render_custom_data,
     steps_for_role,
 )
+from gb300.bootstrap.resources import CLOUD_INIT_DIR
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 UPDATE_GOLDEN = os.environ.get("GB300_UPDATE_GOLDEN") == "1"
@@ -179,3 +180,20 @@ def test_unknown_role_names_the_known_ones() -> None:
     """Asking for a role with no fragment says which roles exist."""
     with pytest.raises(UnknownRoleError, match="role must be one of gpu-node, head"):
         render_custom_data(reference_context("login"))
+
+
+def test_a_new_step_is_data_only(tmp_path: Path) -> None:
+    """Adding a script and a steps.yaml entry puts the step in the role's custom data, in order."""
+    tree = tmp_path / "cloud-init"
+    shutil.copytree(CLOUD_INIT_DIR, tree)
+    (tree / "scripts" / "75-lustre-mount.sh").write_text("#!/usr/bin/env bash\nset -euo pipefail\n")
+    steps = yaml.safe_load((tree / "steps.yaml").read_text())
+    at = next(i for i, s in enumerate(steps["steps"]) if s["name"] == "80-fabric")
+    steps["steps"].insert(
+        at, {"name": "75-lustre-mount", "script": "75-lustre-mount.sh", "roles": ["gpu-node"], "description": "x"}
+    )
+    (tree / "steps.yaml").write_text(yaml.safe_dump(steps, sort_keys=False))
+    config = yaml.safe_load(render_custom_data(reference_context("gpu-node"), tree).cloud_config)
+    names = [entry[1] for entry in config["runcmd"]]
+    assert names[names.index("70-nvme-raid") + 1] == "75-lustre-mount"
+    assert "/usr/local/lib/gb300/steps/75-lustre-mount.sh" in {f["path"] for f in config["write_files"]}

@@ -42,8 +42,8 @@ fi
 
 # Survive reboot: the array in mdadm.conf (and the initramfs), the filesystem in fstab (nofail).
 mdconf="${GB300_ROOT:-}/etc/mdadm/mdadm.conf"
-array=$(mdadm --detail --scan "$md")
-[ -n "$array" ] || fail "mdadm --detail --scan printed nothing for ${md}"
+array=$(mdadm --detail --brief "$md")
+[ -n "$array" ] || fail "mdadm --detail --brief printed nothing for ${md}"
 write_if_changed "$mdconf" < <(
   grep -v "^ARRAY /dev/md/${GB300_NVME_ARRAY_NAME} " "$mdconf" 2>/dev/null || true
   printf '%s\n' "$array"

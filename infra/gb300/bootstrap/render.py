@@ -13,6 +13,7 @@ import gzip
 import hashlib
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -91,14 +92,10 @@ def _file_entry(path: str, content: str, permissions: str) -> dict[str, Any]:
     return {"path": path, "owner": "root:root", "permissions": permissions, "content": content}
 
 
-def _script(name: str) -> str:
-    return (CLOUD_INIT_DIR / name).read_text(encoding="utf-8")
-
-
-def build_cloud_config(ctx: BootstrapContext) -> dict[str, Any]:
+def build_cloud_config(ctx: BootstrapContext, cloud_init_dir: Path = CLOUD_INIT_DIR) -> dict[str, Any]:
     """The role's cloud-config as a dict (what `render_custom_data` serializes)."""
-    common, fragment = load_role(ctx.role)
-    steps: tuple[Step, ...] = steps_for_role(ctx.role)
+    common, fragment = load_role(ctx.role, cloud_init_dir)
+    steps: tuple[Step, ...] = steps_for_role(ctx.role, cloud_init_dir)
     env = _jinja_env()
     variables = {"ctx": ctx, "software": ctx.software, "node": ctx.node, "nccl": ctx.nccl, "steps": steps}
 
@@ -106,14 +103,18 @@ def build_cloud_config(ctx: BootstrapContext) -> dict[str, Any]:
     config.update(common.cloud_config)
     config.update(fragment.cloud_config)
     write_files = [
-        _file_entry(f"{LIB_DIR}/lib.sh", _script("lib/gb300-lib.sh"), "0644"),
-        _file_entry(RUN_STEP, _script("lib/run-step"), "0755"),
+        _file_entry(f"{LIB_DIR}/lib.sh", (cloud_init_dir / "lib/gb300-lib.sh").read_text(encoding="utf-8"), "0644"),
+        _file_entry(RUN_STEP, (cloud_init_dir / "lib/run-step").read_text(encoding="utf-8"), "0755"),
     ]
     for spec in (*common.files, *fragment.files):
         content = env.get_template(spec.template).render(variables)
         write_files.append(_file_entry(spec.path, content, spec.permissions))
     write_files.extend(
-        _file_entry(f"{LIB_DIR}/steps/{step.name}.sh", step.script_path.read_text(encoding="utf-8"), "0755")
+        _file_entry(
+            f"{LIB_DIR}/steps/{step.name}.sh",
+            (cloud_init_dir / "scripts" / step.script).read_text(encoding="utf-8"),
+            "0755",
+        )
         for step in steps
     )
     config["write_files"] = write_files
@@ -121,12 +122,13 @@ def build_cloud_config(ctx: BootstrapContext) -> dict[str, Any]:
     return config
 
 
-def render_custom_data(ctx: BootstrapContext) -> RenderedCustomData:
+def render_custom_data(ctx: BootstrapContext, cloud_init_dir: Path = CLOUD_INIT_DIR) -> RenderedCustomData:
     """Render `ctx.role`'s cloud-config for one pool and pack it as Azure custom data.
 
+    `cloud_init_dir` defaults to the repository's cloud-init/ (tests point it at a modified copy).
     Raises BootstrapError when the result carries secret-looking material or exceeds 64 KB.
     """
-    config = build_cloud_config(ctx)
+    config = build_cloud_config(ctx, cloud_init_dir)
     body = yaml.dump(config, Dumper=_LiteralDumper, sort_keys=False, width=120, allow_unicode=False)
     text = (
         _HEADER
