@@ -55,7 +55,9 @@ while read -r ca port state phys rate; do
   pkey=""
   for f in "${GB300_ROOT:-}/sys/class/infiniband/${ca}/ports/${port}/pkeys/"*; do
     [ -r "$f" ] || continue
-    read -r v <"$f"
+    v=""
+    read -r v <"$f" || true # a file without a final newline still sets v
+    [ -n "$v" ] || continue
     if [ $((v & 0x8000)) -ne 0 ] && [ $((v & 0x7fff)) -ne 0 ]; then pkey=$v; fi
   done
   [ -n "$pkey" ] || fail "InfiniBand port ${ca} port ${port} has no full-member partition key (only limited or none): the VM is not joined to its scale set's IB partition"
