@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from gb300.bootstrap import SoftwareOverrideError, apply_software_overrides, load_nccl, load_software
+from gb300.bootstrap import (
+    SoftwareOverrideError,
+    apply_software_overrides,
+    check_software_overrides,
+    load_nccl,
+    load_software,
+)
 
 DOMAIN_SECTION_4 = {
     "nvidia-driver": "580.126.20",
@@ -87,3 +93,10 @@ def test_nccl_environment_is_azures_gb_settings_with_mnnvl_on() -> None:
     assert env["NCCL_SOCKET_IFNAME"] == "eth0"
     assert dict(nccl.nccl_conf).keys() == {k for k in env if k.startswith("NCCL_")}
     assert "/usr/local/nccl-rdma-sharp-plugins/lib" in nccl.ld_library_path
+
+
+def test_config_validation_gets_every_problem_with_its_key_path() -> None:
+    """Config validation sees all bad `gb300:software` entries at once, each with its key path."""
+    problems = check_software_overrides({"nccl": "2.30.1", "ncl": "1", "cuda": 13.0})
+    assert [path for path, _ in problems] == ["software.ncl", "software.cuda"]
+    assert check_software_overrides({"nccl": "2.30.1"}) == ()

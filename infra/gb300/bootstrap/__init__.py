@@ -30,6 +30,7 @@ from gb300.bootstrap.software import (
     DownloadFile,
     SoftwareSet,
     apply_software_overrides,
+    check_software_overrides,
     load_software,
 )
 from gb300.bootstrap.steps import Step, known_roles, load_steps, steps_for_role
@@ -52,6 +53,7 @@ __all__ = [
     "UnknownRoleError",
     "apply_software_overrides",
     "build_cloud_config",
+    "check_software_overrides",
     "find_secret_material",
     "known_roles",
     "load_nccl",

@@ -23,6 +23,7 @@ __all__ = [
     "DownloadFile",
     "SoftwareSet",
     "apply_software_overrides",
+    "check_software_overrides",
     "load_software",
 ]
 
@@ -232,30 +233,52 @@ def load_software(path: Path | None = None) -> SoftwareSet:
     return _build(load_yaml_mapping(path or VERSIONS_FILE), {})
 
 
+def check_software_overrides(
+    overrides: Mapping[str, object] | None, path: Path | None = None
+) -> tuple[tuple[str, str], ...]:
+    """Every problem with `gb300:software`, as (config path, message) pairs; empty when usable.
+
+    For config validation: the path is `software.<name>` (relative to the gb300 namespace) and the
+    message starts with the full key, `gb300:software.<name>: ...`.
+    """
+    raw = load_yaml_mapping(path or VERSIONS_FILE)
+    known = list((raw.get("components") or {}).keys())
+    problems: list[tuple[str, str]] = []
+    usable: dict[str, str] = {}
+    for name, value in (overrides or {}).items():
+        key = f"gb300:software.{name}"
+        if name not in known:
+            problems.append(
+                (f"software.{name}", f"{key}: unknown component (got {name!r}). Known components: {', '.join(known)}.")
+            )
+        elif not isinstance(value, str) or not _VERSION_RE.match(value):
+            problems.append(
+                (
+                    f"software.{name}",
+                    f'{key}: must be a version string such as "2.29.7" (got {value!r}). '
+                    "Quote it in the stack file so YAML keeps it a string.",
+                )
+            )
+        else:
+            usable[name] = value
+    for name, value in usable.items():
+        try:
+            _build(raw, {name: value})
+        except BootstrapDataError as exc:
+            problems.append(
+                (f"software.{name}", f"gb300:software.{name}: the overridden version cannot be used ({exc})")
+            )
+    return tuple(problems)
+
+
 def apply_software_overrides(overrides: Mapping[str, object] | None, path: Path | None = None) -> SoftwareSet:
     """Merge `gb300:software` (component -> version) over versions.yaml and return the result.
 
-    Raises SoftwareOverrideError naming `gb300:software.<name>` for an unknown component or a value
-    that is not a version string.
+    Raises SoftwareOverrideError naming `gb300:software.<name>` (one line per problem) for an unknown
+    component or a value that is not a usable version string.
     """
-    source = path or VERSIONS_FILE
-    raw = load_yaml_mapping(source)
-    known = list((raw.get("components") or {}).keys())
-    clean: dict[str, str] = {}
-    for name, value in (overrides or {}).items():
-        if name not in known:
-            msg = f"gb300:software.{name}: unknown component (got {name!r}). Known components: {', '.join(known)}."
-            raise SoftwareOverrideError(msg)
-        if not isinstance(value, str) or not _VERSION_RE.match(value):
-            msg = (
-                f'gb300:software.{name}: must be a version string such as "2.29.7" (got {value!r}). '
-                "Quote it in the stack file so YAML keeps it a string."
-            )
-            raise SoftwareOverrideError(msg)
-        clean[name] = value
-    try:
-        return _build(raw, clean)
-    except BootstrapDataError as exc:
-        names = ", ".join(f"gb300:software.{n}" for n in clean)
-        msg = f"{names}: the overridden version cannot be used ({exc})"
-        raise SoftwareOverrideError(msg) from exc
+    problems = check_software_overrides(overrides, path)
+    if problems:
+        raise SoftwareOverrideError("\n".join(message for _, message in problems))
+    clean = {name: str(value) for name, value in (overrides or {}).items()}
+    return _build(load_yaml_mapping(path or VERSIONS_FILE), clean)
