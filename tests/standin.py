@@ -128,6 +128,14 @@ def mdadm(args: list[str], state: dict) -> int:
         return 0
     if args[0] == "--detail":
         return 0 if node_path(args[1]) in state["arrays"] else 1
+    if args[0] == "--assemble":
+        # Only arrays whose superblocks survive (listed in state["superblocks"]) assemble.
+        md = node_path(args[1])
+        if md in state.get("superblocks", {}):
+            state["arrays"][md] = state["superblocks"][md]
+            save(state)
+            return 0
+        return 1
     return unsupported(["mdadm", *args])
 
 
@@ -284,7 +292,7 @@ MIXED = {
     "systemctl": (systemctl, lambda a: a[0] not in ("is-enabled", "is-active")),
     "sysctl": (sysctl, lambda a: a[0] != "-n"),
     "apt-mark": (apt_mark, lambda a: a[0] != "showhold"),
-    "mdadm": (mdadm, lambda a: a[0] == "--create"),
+    "mdadm": (mdadm, lambda a: a[0] in ("--create", "--assemble")),
 }
 COMMANDS = sorted({*READ_ONLY, *MUTATING, *MIXED})
 

@@ -202,3 +202,18 @@ def test_plain_ubuntu_installs_pinned_versions_from_vendor_repositories(tmp_path
     assert status["step"] == "40-nccl"
     assert "nccl-rdma-sharp-plugins: not found on this image" in status["reason"]
     assert "Ubuntu-HPC GB image" in status["reason"]
+
+
+def test_an_existing_nvme_array_is_assembled_not_recreated(tmp_path: Path) -> None:
+    """When the data NVMe already hold the scratch array, the step assembles it and never re-creates it."""
+    box = _sandbox(tmp_path)
+    state = box.state()
+    array = {"name": "gb300_nvme", "members": ["/dev/nvme1n1", "/dev/nvme2n1", "/dev/nvme3n1", "/dev/nvme4n1"]}
+    state["superblocks"] = {"/dev/md/gb300_nvme": array}
+    state["filesystems"] = {"/dev/md/gb300_nvme": {"type": "xfs", "uuid": "0d1c2b3a-4f5e-4d6c-8b7a-9f8e7d6c5b4a"}}
+    (box.base / "state.json").write_text(json.dumps(state))
+    assert box.run().ok
+    calls = box.calls()
+    assert any(c.startswith("MUTATE mdadm --assemble") for c in calls)
+    assert not [c for c in calls if c.startswith(("MUTATE mdadm --create", "MUTATE mkfs"))]
+    assert "UUID=0d1c2b3a-4f5e-4d6c-8b7a-9f8e7d6c5b4a /mnt/resource_nvme xfs" in box.read("/etc/fstab")

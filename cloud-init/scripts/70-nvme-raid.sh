@@ -31,9 +31,14 @@ fi
 if ! mdadm --detail "$md" >/dev/null 2>&1; then
   members=()
   for d in "${devs[@]}"; do members+=("${GB300_ROOT:-}/dev/${d}"); done
-  log "creating RAID0 ${md} from ${members[*]}"
-  mdadm --create "$md" --level=0 --raid-devices="${#members[@]}" --name="$GB300_NVME_ARRAY_NAME" --run "${members[@]}" ||
-    fail "mdadm could not create ${md} from ${members[*]}"
+  # Assemble first: creating over members that already hold this array would destroy its data.
+  if mdadm --assemble "$md" "${members[@]}" >/dev/null 2>&1; then
+    log "assembled the existing array ${md} from ${members[*]}"
+  else
+    log "creating RAID0 ${md} from ${members[*]}"
+    mdadm --create "$md" --level=0 --raid-devices="${#members[@]}" --name="$GB300_NVME_ARRAY_NAME" --run "${members[@]}" ||
+      fail "mdadm could not create ${md} from ${members[*]}"
+  fi
 fi
 if [ "$(blkid -s TYPE -o value "$md" || true)" != "$fs" ]; then
   log "making ${fs} on ${md}"
