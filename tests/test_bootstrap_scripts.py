@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from bootstrap_helpers import render_role
 from gb300.bootstrap.resources import CLOUD_INIT_DIR, TEMPLATES_DIR
 
 SCRIPTS = sorted((CLOUD_INIT_DIR / "scripts").glob("*.sh"))
@@ -72,3 +74,17 @@ def test_nothing_is_written_to_tmp(path: Path) -> None:
     """No script or placed file refers to /tmp outside its comments."""
     code = [line for line in path.read_text().splitlines() if not line.lstrip().startswith("#")]
     assert not [line for line in code if re.search(r"(?<![\w}/.-])/tmp\b", line)]
+
+
+def test_rendered_shell_files_pass_shellcheck(tmp_path: Path) -> None:
+    """The profile script and env files a GPU node gets from templates are valid shell too."""
+    config = yaml.safe_load(render_role("gpu-node").cloud_config)
+    placed = [e for e in config["write_files"] if e["path"].endswith((".env", "profile.d/gb300-nccl.sh"))]
+    assert len(placed) == 4
+    for entry in placed:
+        target = tmp_path / Path(entry["path"]).name
+        target.write_text(entry["content"])
+        result = subprocess.run(
+            [_shellcheck(), "-s", "bash", "-e", "SC2034", str(target)], capture_output=True, text=True, check=False
+        )
+        assert result.returncode == 0, entry["path"] + "\n" + result.stdout
