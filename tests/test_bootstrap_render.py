@@ -17,6 +17,7 @@ from gb300.bootstrap import (
     AZURE_CUSTOM_DATA_LIMIT,
     BootstrapContext,
     BootstrapError,
+    ExtraStep,
     UnknownRoleError,
     find_secret_material,
     load_steps,
@@ -24,6 +25,7 @@ from gb300.bootstrap import (
     steps_for_role,
 )
 from gb300.bootstrap.resources import CLOUD_INIT_DIR
+from gb300.slurm.files import NodeFile
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 UPDATE_GOLDEN = os.environ.get("GB300_UPDATE_GOLDEN") == "1"
@@ -197,3 +199,36 @@ def test_a_new_step_is_data_only(tmp_path: Path) -> None:
     names = [entry[1] for entry in config["runcmd"]]
     assert names[names.index("70-nvme-raid") + 1] == "75-lustre-mount"
     assert "/usr/local/lib/gb300/steps/75-lustre-mount.sh" in {f["path"] for f in config["write_files"]}
+
+
+def test_feature_files_and_steps_run_before_ready() -> None:
+    """Files and steps a feature passes in (the Slurm NodeFiles) are placed, and run before 99-ready."""
+    slurm_like = NodeFile("/usr/local/sbin/gb300-hello", "#!/usr/bin/env bash\necho hello\n", "0755")
+    ctx = BootstrapContext.for_pool(
+        role="gpu-node",
+        cluster_name=REFERENCE_CLUSTER,
+        pool_name="gpu-a",
+        extra_files=[slurm_like],
+        extra_steps=[ExtraStep("gb300-hello", "/usr/local/sbin/gb300-hello")],
+    )
+    rendered = render_custom_data(ctx)
+    config = yaml.safe_load(rendered.cloud_config)
+    names = [entry[1] for entry in config["runcmd"]]
+    assert names[-2:] == ["gb300-hello", "99-ready"]
+    assert {"/usr/local/sbin/gb300-hello", "/usr/local/lib/gb300/steps/gb300-hello.sh"} <= {
+        f["path"] for f in config["write_files"]
+    }
+    assert "GB300_STEPS=" in rendered.cloud_config
+    assert "gb300-hello 99-ready'" in rendered.cloud_config
+
+
+def test_a_feature_step_may_not_shadow_a_bootstrap_step() -> None:
+    """A feature step named like a steps.yaml step is refused with a message naming it."""
+    ctx = BootstrapContext.for_pool(
+        role="gpu-node",
+        cluster_name=REFERENCE_CLUSTER,
+        pool_name="gpu-a",
+        extra_steps=[ExtraStep("80-fabric", "/usr/local/sbin/x")],
+    )
+    with pytest.raises(BootstrapError, match=r"extra step '80-fabric' has the name of a step in steps\.yaml"):
+        render_custom_data(ctx)

@@ -74,7 +74,6 @@ def test_override_of_doca_moves_its_repository() -> None:
         ),
         ({"cuda": 13.0}, r"gb300:software\.cuda: must be a version string .*got 13\.0.*Quote it"),
         ({"nccl": "2.29 .7"}, r"gb300:software\.nccl: must be a version string"),
-        ({"pyxis": "0.20.0"}, r"gb300:software\.pyxis: the overridden version cannot be used"),
     ],
 )
 def test_bad_overrides_name_the_config_key(overrides: dict[str, object], message: str) -> None:

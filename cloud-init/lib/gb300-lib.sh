@@ -184,7 +184,10 @@ verify_or_install() {
     got=$(installed_version "$name")
     [ -n "$got" ] || fail "$name: not found after installing it"
   fi
-  if [ -z "$want" ]; then
+  if [ "$got" = present ]; then
+    log "$name: present; its version${want:+ (pinned ${want})} cannot be read on the node, so it is not compared"
+    GB300_FOUND="$name present${want:+, pin ${want} not readable}"
+  elif [ -z "$want" ]; then
     log "$name: found (${got}); versions.yaml pins no version for it, so it is recorded, not compared"
     GB300_FOUND="$name ${got} unpinned"
   elif version_matches "$want" "$got"; then

@@ -8,7 +8,7 @@ and `sha256` in a tag so the plan can tell which pools need a reimage. Errors de
 
 from __future__ import annotations
 
-from gb300.bootstrap.context import BootstrapContext
+from gb300.bootstrap.context import BootstrapContext, ExtraFile, ExtraStep, NodeFileLike
 from gb300.bootstrap.errors import (
     BootstrapDataError,
     BootstrapError,
@@ -44,7 +44,10 @@ __all__ = [
     "BootstrapError",
     "Component",
     "DownloadFile",
+    "ExtraFile",
+    "ExtraStep",
     "NcclSettings",
+    "NodeFileLike",
     "NodeSettings",
     "RenderedCustomData",
     "SoftwareOverrideError",

@@ -92,11 +92,32 @@ def _file_entry(path: str, content: str, permissions: str) -> dict[str, Any]:
     return {"path": path, "owner": "root:root", "permissions": permissions, "content": content}
 
 
+@dataclass(frozen=True)
+class _PlacedStep:
+    name: str
+    content: str
+
+
+def _ordered_steps(ctx: BootstrapContext, cloud_init_dir: Path, env: jinja2.Environment) -> list[_PlacedStep]:
+    """steps.yaml's steps for the role, with the context's extra steps before the final 99-* step(s)."""
+    own: tuple[Step, ...] = steps_for_role(ctx.role, cloud_init_dir)
+    placed = [_PlacedStep(s.name, (cloud_init_dir / "scripts" / s.script).read_text(encoding="utf-8")) for s in own]
+    names = {s.name for s in own}
+    extra = []
+    for step in ctx.extra_steps:
+        if step.name in names:
+            msg = f"extra step {step.name!r} has the name of a step in steps.yaml; pick another name"
+            raise BootstrapError(msg)
+        extra.append(_PlacedStep(step.name, env.get_template("extra-step.sh.j2").render(step=step)))
+    cut = next((i for i, s in enumerate(placed) if s.name.startswith("99-")), len(placed))
+    return [*placed[:cut], *extra, *placed[cut:]]
+
+
 def build_cloud_config(ctx: BootstrapContext, cloud_init_dir: Path = CLOUD_INIT_DIR) -> dict[str, Any]:
     """The role's cloud-config as a dict (what `render_custom_data` serializes)."""
     common, fragment = load_role(ctx.role, cloud_init_dir)
-    steps: tuple[Step, ...] = steps_for_role(ctx.role, cloud_init_dir)
     env = _jinja_env()
+    steps = _ordered_steps(ctx, cloud_init_dir, env)
     variables = {"ctx": ctx, "software": ctx.software, "node": ctx.node, "nccl": ctx.nccl, "steps": steps}
 
     config: dict[str, Any] = {}
@@ -109,14 +130,13 @@ def build_cloud_config(ctx: BootstrapContext, cloud_init_dir: Path = CLOUD_INIT_
     for spec in (*common.files, *fragment.files):
         content = env.get_template(spec.template).render(variables)
         write_files.append(_file_entry(spec.path, content, spec.permissions))
-    write_files.extend(
-        _file_entry(
-            f"{LIB_DIR}/steps/{step.name}.sh",
-            (cloud_init_dir / "scripts" / step.script).read_text(encoding="utf-8"),
-            "0755",
-        )
-        for step in steps
-    )
+    write_files.extend(_file_entry(f.path, f.content, f.permissions) for f in ctx.extra_files)
+    write_files.extend(_file_entry(f"{LIB_DIR}/steps/{step.name}.sh", step.content, "0755") for step in steps)
+    paths = [entry["path"] for entry in write_files]
+    duplicates = sorted({p for p in paths if paths.count(p) > 1})
+    if duplicates:
+        msg = f"custom data for role {ctx.role!r} places these paths twice: {', '.join(duplicates)}"
+        raise BootstrapError(msg)
     config["write_files"] = write_files
     config["runcmd"] = [[RUN_STEP, step.name] for step in steps]
     return config

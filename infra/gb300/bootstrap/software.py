@@ -151,9 +151,6 @@ def _build_component(name: str, raw: Mapping[str, Any], version: str | None, *, 
     if not _DETECT_RE.match(detect):
         msg = f"{where}.detect: must be nvidia-smi, dpkg:<package> or file:<path> (got {detect!r})"
         raise BootstrapDataError(msg)
-    if detect.startswith("file:") and version is not None:
-        msg = f"{where}.version: a component detected by file presence cannot be pinned (got {version!r})"
-        raise BootstrapDataError(msg)
     packages = tuple(_subst(str(p), version, where=f"{where}.packages") for p in raw.get("packages", []))
     apt_version: str | None = None
     if version is not None:
