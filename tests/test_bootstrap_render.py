@@ -41,6 +41,7 @@ def _cloud_init() -> str:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("role", ROLES)
 def test_every_role_passes_cloud_init_schema(role: str, tmp_path: Path) -> None:
     """Each role's cloud-config is accepted by the real `cloud-init schema`."""

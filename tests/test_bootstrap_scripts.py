@@ -33,6 +33,7 @@ def _shellcheck() -> str:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", ALL_SHELL, ids=lambda p: p.name)
 def test_script_passes_shellcheck(script: Path) -> None:
     """Every node script and the step library pass shellcheck."""
@@ -77,6 +78,7 @@ def test_nothing_is_written_to_tmp(path: Path) -> None:
     assert not [line for line in code if re.search(r"(?<![\w}/.-])/tmp\b", line)]
 
 
+@pytest.mark.slow
 def test_rendered_shell_files_pass_shellcheck(tmp_path: Path) -> None:
     """The profile script and env files a GPU node gets from templates are valid shell too."""
     config = yaml.safe_load(render_role("gpu-node").cloud_config)
@@ -91,6 +93,7 @@ def test_rendered_shell_files_pass_shellcheck(tmp_path: Path) -> None:
         assert result.returncode == 0, entry["path"] + "\n" + result.stdout
 
 
+@pytest.mark.slow
 def test_feature_step_wrapper_passes_shellcheck(tmp_path: Path) -> None:
     """The wrapper generated for a feature's step is shellcheck-clean."""
     ctx = BootstrapContext.for_pool(
