@@ -1,0 +1,222 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # GB300_FOUND, GB300_SENTINEL, ... are read by the step scripts
+# gb300 node bootstrap library, sourced by run-step and every step script.
+#
+# Every filesystem path is prefixed with ${GB300_ROOT:-} so the test sandbox can run the steps against
+# a scratch directory. State lives under /var/lib/gb300 (status, step records, fabric.json,
+# bootstrap.done); the step in progress is in /run/gb300/current-step. Nothing is written to /tmp.
+# A step's stdout/stderr go to the journal under gb300-<step> (run-step pipes them to logger).
+
+GB300_STATE_DIR="${GB300_ROOT:-}/var/lib/gb300"
+GB300_RUN_DIR="${GB300_ROOT:-}/run/gb300"
+GB300_STATUS_FILE="${GB300_ROOT:-}/var/lib/gb300/status"
+GB300_SENTINEL="${GB300_ROOT:-}/var/lib/gb300/bootstrap.done"
+GB300_STEP="${GB300_STEP:-unknown}"
+GB300_CHANGED=0
+# Here-documents and tools that honour TMPDIR write under /run/gb300/tmp, never /tmp.
+export TMPDIR="${GB300_ROOT:-}/run/gb300/tmp"
+mkdir -p "${TMPDIR}"
+
+for _gb300_env in cluster.env node.env versions.env; do
+  if [ -r "${GB300_ROOT:-}/etc/gb300/${_gb300_env}" ]; then
+    # shellcheck disable=SC1090  # rendered per pool, placed by write_files
+    . "${GB300_ROOT:-}/etc/gb300/${_gb300_env}"
+  fi
+done
+unset _gb300_env
+
+log() { printf '%s\n' "$*"; }
+warn() { printf 'WARNING: %s\n' "$*"; }
+
+# fail REASON: stop this step; run-step copies REASON into the status file and stops the bootstrap.
+fail() {
+  mkdir -p "${GB300_RUN_DIR}"
+  printf '%s\n' "$*" >"${GB300_RUN_DIR}/reason"
+  printf 'FAILED: %s\n' "$*" >&2
+  exit 1
+}
+
+# write_if_changed PATH [MODE] < CONTENT: replace PATH only when CONTENT differs, so a re-run leaves
+# files (and their mtimes) untouched. Sets GB300_CHANGED to 1 when it wrote, 0 otherwise; to read
+# it, feed CONTENT with `< <(...)`, not a pipe (a pipe runs this in a subshell).
+write_if_changed() {
+  local path=$1 mode=${2:-0644}
+  mkdir -p "$(dirname "$path")"
+  cat >"${path}.gb300-new"
+  if [ -f "$path" ] && cmp -s "${path}.gb300-new" "$path"; then
+    rm -f "${path}.gb300-new"
+    GB300_CHANGED=0
+  else
+    chmod "$mode" "${path}.gb300-new"
+    mv -f "${path}.gb300-new" "$path"
+    GB300_CHANGED=1
+  fi
+}
+
+# record LINE...: the step's completion record, /var/lib/gb300/steps/<step>.done.
+record() {
+  printf '%s\n' "$@" | write_if_changed "${GB300_STATE_DIR}/steps/${GB300_STEP}.done"
+}
+
+# sw COMPONENT FIELD: a pinned-software value from /etc/gb300/versions.env.
+sw() {
+  local var
+  var="GB300_SW_$(printf '%s' "$1" | tr 'a-z.-' 'A-Z__')_$2"
+  printf '%s' "${!var:-}"
+}
+
+# installed_version COMPONENT: the version found on this node ("present" for file checks), or nothing.
+installed_version() {
+  local detect
+  detect=$(sw "$1" DETECT)
+  case "$detect" in
+    nvidia-smi)
+      # nvidia-smi prints its failures on stdout ("NVIDIA-SMI has failed ..."): keep a version only.
+      if command -v nvidia-smi >/dev/null 2>&1; then
+        { nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null || true; } |
+          awk 'NR == 1 && /^[0-9]+(\.[0-9]+)+$/ { print }'
+      fi
+      ;;
+    dpkg:*)
+      dpkg-query -W -f='${Status} ${Version}\n' "${detect#dpkg:}" 2>/dev/null |
+        awk '$3 == "installed" { print $4 }' || true
+      ;;
+    file:*)
+      if [ -e "${GB300_ROOT:-}${detect#file:}" ]; then printf 'present\n'; fi
+      ;;
+    *) fail "$1: unknown detect method '${detect}' in versions.env" ;;
+  esac
+}
+
+# version_matches WANT GOT: GOT (epoch stripped) is WANT or WANT followed by - . + or ~.
+version_matches() {
+  local want=$1 got=${2#*:}
+  case "$got" in
+    "$want" | "$want"-* | "$want".* | "$want"+* | "$want"~*) return 0 ;;
+    *) return 1 ;;
+  esac
+}
+
+# fetch_verified URL SHA256 DEST: download once, checked against its pinned sha256.
+fetch_verified() {
+  local url=$1 sha=$2 dest=$3
+  if [ -z "$sha" ] || [ "$sha" = "-" ]; then
+    fail "refusing to download ${url}: infra/gb300/data/versions.yaml pins no sha256 for it. Add its sha256, or use the Ubuntu-HPC GB image, which carries the component."
+  fi
+  if [ -s "$dest" ] && printf '%s  %s\n' "$sha" "$dest" | sha256sum -c --status; then
+    return 0
+  fi
+  mkdir -p "$(dirname "$dest")"
+  curl -fsSL --retry 5 --retry-delay 5 -o "${dest}.part" "$url" || fail "download failed: ${url}"
+  if ! printf '%s  %s\n' "$sha" "${dest}.part" | sha256sum -c --status; then
+    rm -f "${dest}.part"
+    fail "checksum mismatch for ${url}: expected sha256 ${sha}"
+  fi
+  mv -f "${dest}.part" "$dest"
+}
+
+# ensure_repo NAME: the vendor apt repository NAME is configured, and apt's lists are current.
+ensure_repo() {
+  local prefix line key_url key_sha list
+  prefix="GB300_REPO_$(printf '%s' "$1" | tr 'a-z.-' 'A-Z__')"
+  line="${prefix}_LINE" key_url="${prefix}_KEY_URL" key_sha="${prefix}_KEY_SHA256"
+  list="${GB300_ROOT:-}/etc/apt/sources.list.d/gb300-$1.list"
+  fetch_verified "${!key_url:-}" "${!key_sha:-}" "${GB300_ROOT:-}/etc/apt/keyrings/gb300-$1.asc"
+  write_if_changed "$list" < <(printf '%s\n' "${!line:-}")
+  # One apt-get update per boot unless a repository was just added (the marker lives in /run).
+  if [ "$GB300_CHANGED" = 1 ] || [ ! -e "${GB300_RUN_DIR}/apt-updated" ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -q || fail "apt-get update failed after adding repository $1"
+    mkdir -p "${GB300_RUN_DIR}"
+    : >"${GB300_RUN_DIR}/apt-updated"
+  fi
+}
+
+# install_component COMPONENT: install from the vendor's arm64/sbsa repository or pinned files.
+install_component() {
+  local name=$1 kind pattern pkg url
+  local -a pkgs=() args=() urls=() shas=()
+  kind=$(sw "$name" INSTALL)
+  read -r -a pkgs <<<"$(sw "$name" PACKAGES)"
+  case "$kind" in
+    apt)
+      ensure_repo "$(sw "$name" REPO)"
+      pattern=$(sw "$name" APT_VERSION)
+      for pkg in "${pkgs[@]}"; do
+        if [ -n "$pattern" ]; then args+=("${pkg}=${pattern}"); else args+=("$pkg"); fi
+      done
+      log "$name: installing ${args[*]}"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${args[@]}" ||
+        fail "$name: apt-get install ${args[*]} failed (see journalctl -t gb300-${GB300_STEP})"
+      ;;
+    deb)
+      read -r -a urls <<<"$(sw "$name" FILES)"
+      read -r -a shas <<<"$(sw "$name" SHA256S)"
+      args=()
+      for i in "${!urls[@]}"; do
+        url=${urls[$i]}
+        fetch_verified "$url" "${shas[$i]:-}" "${GB300_STATE_DIR}/downloads/$(basename "$url")"
+        args+=("${GB300_STATE_DIR}/downloads/$(basename "$url")")
+      done
+      log "$name: installing ${args[*]}"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${args[@]}" ||
+        fail "$name: installing the downloaded packages failed"
+      ;;
+    none)
+      fail "$name: not found on this image, and it cannot be installed at boot: $(sw "$name" REASON)"
+      ;;
+    *) fail "$name: unknown install kind '${kind}' in versions.env" ;;
+  esac
+}
+
+# verify_or_install COMPONENT: skip when the pinned version is found; install when absent; fail on a
+# mismatch (a drifted driver, IMEX or OFED breaks NCCL after a "successful" deploy).
+verify_or_install() {
+  local name=$1 want got
+  want=$(sw "$name" VERSION)
+  got=$(installed_version "$name")
+  if [ -z "$got" ]; then
+    if [ "$(sw "$name" DEFERRED)" = 1 ]; then
+      log "$name: not present yet; deferred: $(sw "$name" REASON)"
+      GB300_FOUND="$name deferred"
+      return 0
+    fi
+    install_component "$name"
+    got=$(installed_version "$name")
+    [ -n "$got" ] || fail "$name: not found after installing it"
+  fi
+  if [ "$got" = present ]; then
+    log "$name: present; its version${want:+ (pinned ${want})} cannot be read on the node, so it is not compared"
+    GB300_FOUND="$name present${want:+, pin ${want} not readable}"
+  elif [ -z "$want" ]; then
+    log "$name: found (${got}); versions.yaml pins no version for it, so it is recorded, not compared"
+    GB300_FOUND="$name ${got} unpinned"
+  elif version_matches "$want" "$got"; then
+    log "$name: ${got} matches the pinned ${want}"
+    GB300_FOUND="$name ${got} pinned ${want}"
+  else
+    fail "$name: found version ${got} but ${want} is pinned. Use an image that carries ${want}, or accept this one with gb300:software.${name}: \"${got}\" in the stack and reimage the pool."
+  fi
+}
+
+# ensure_service UNIT: enabled and running.
+ensure_service() {
+  local unit=$1
+  if ! systemctl is-enabled --quiet "$unit"; then
+    systemctl enable "$unit" || fail "cannot enable ${unit}"
+  fi
+  if ! systemctl is-active --quiet "$unit"; then
+    systemctl start "$unit" || fail "${unit} does not start (see journalctl -u ${unit})"
+  fi
+  systemctl is-active --quiet "$unit" || fail "${unit} is not running (see journalctl -u ${unit})"
+}
+
+# ensure_module MODULE: loaded now and at every boot.
+ensure_module() {
+  local mod=$1
+  if [ ! -d "${GB300_ROOT:-}/sys/module/${mod}" ]; then
+    modprobe "$mod" || fail "cannot load kernel module ${mod}"
+  fi
+  mkdir -p "${GB300_ROOT:-}/etc/modules-load.d"
+  grep -qx "$mod" "${GB300_ROOT:-}/etc/modules-load.d/gb300.conf" 2>/dev/null ||
+    printf '%s\n' "$mod" >>"${GB300_ROOT:-}/etc/modules-load.d/gb300.conf"
+}

@@ -1,0 +1,99 @@
+"""Node settings from data files: node.yaml (IB, NVMe, fabric, tuning) and nccl.yaml (NCCL/UCX env)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gb300.bootstrap.errors import BootstrapDataError
+from gb300.bootstrap.resources import DATA_DIR, load_yaml_mapping
+
+__all__ = ["NCCL_FILE", "NODE_FILE", "NcclSettings", "NodeSettings", "load_nccl", "load_node"]
+
+NODE_FILE: Path = DATA_DIR / "node.yaml"
+NCCL_FILE: Path = DATA_DIR / "nccl.yaml"
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """What the node steps check and apply; every value comes from node.yaml."""
+
+    ib_device_prefix: str
+    ib_expected_ports: int
+    waagent: tuple[tuple[str, str], ...]
+    nvme_mount_point: str
+    nvme_array_name: str
+    nvme_filesystem: str
+    nvme_mount_options: str
+    nvme_expected_count: int
+    nvme_data_model_regex: str
+    fabric_expected_gpus: int
+    fabric_healthy_state: str
+    fabric_healthy_status: str
+    modprobe_options: tuple[tuple[str, str], ...]
+    sysctl: tuple[tuple[str, str], ...]
+    limits: tuple[tuple[str, str, str, str], ...]
+
+
+@dataclass(frozen=True)
+class NcclSettings:
+    """NCCL/UCX environment for GB racks and the library directories the profile script prepends."""
+
+    env: tuple[tuple[str, str], ...]
+    ld_library_path: tuple[str, ...]
+
+    @property
+    def nccl_conf(self) -> tuple[tuple[str, str], ...]:
+        """The subset /etc/nccl.conf can carry (NCCL reads only NCCL_* keys from it)."""
+        return tuple((k, v) for k, v in self.env if k.startswith("NCCL_"))
+
+
+def _section(raw: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
+    value = raw.get(key)
+    if not isinstance(value, dict):
+        msg = f"{path}: `{key}` must be a mapping (got {value!r})"
+        raise BootstrapDataError(msg)
+    return value
+
+
+def _pairs(mapping: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple((str(k), str(v)) for k, v in mapping.items())
+
+
+def load_node(path: Path = NODE_FILE) -> NodeSettings:
+    """Read node.yaml into NodeSettings."""
+    raw = load_yaml_mapping(path)
+    ib = _section(raw, "infiniband", path)
+    nvme = _section(raw, "nvme", path)
+    fabric = _section(raw, "fabric", path)
+    try:
+        return NodeSettings(
+            ib_device_prefix=str(ib["device_prefix"]),
+            ib_expected_ports=int(ib["expected_ports"]),
+            waagent=_pairs(_section(raw, "waagent", path)["settings"]),
+            nvme_mount_point=str(nvme["mount_point"]),
+            nvme_array_name=str(nvme["array_name"]),
+            nvme_filesystem=str(nvme["filesystem"]),
+            nvme_mount_options=str(nvme["mount_options"]),
+            nvme_expected_count=int(nvme["expected_count"]),
+            nvme_data_model_regex=str(nvme["data_model_regex"]),
+            fabric_expected_gpus=int(fabric["expected_gpus"]),
+            fabric_healthy_state=str(fabric["healthy_state"]),
+            fabric_healthy_status=str(fabric["healthy_status"]),
+            modprobe_options=_pairs(_section(raw, "modprobe", path)["options"]),
+            sysctl=_pairs(_section(raw, "sysctl", path)["settings"]),
+            limits=tuple((str(a), str(b), str(c), str(d)) for a, b, c, d in _section(raw, "limits", path)["entries"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        msg = f"{path}: missing or malformed setting ({exc!r})"
+        raise BootstrapDataError(msg) from exc
+
+
+def load_nccl(path: Path = NCCL_FILE) -> NcclSettings:
+    """Read nccl.yaml into NcclSettings."""
+    raw = load_yaml_mapping(path)
+    return NcclSettings(
+        env=_pairs(_section(raw, "env", path)),
+        ld_library_path=tuple(str(p) for p in raw.get("ld_library_path") or []),
+    )

@@ -1,0 +1,281 @@
+"""Pinned node software: versions.yaml as typed data, and the `gb300:software` overrides over it.
+
+A component's package names, apt version pattern and download URLs may use `{version}`, `{major}`
+and `{version_dashed}` (13.0 -> 13-0), so overriding only the version keeps them consistent. A
+repository URL may use `{<component>}` for that component's version.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from gb300.bootstrap.errors import BootstrapDataError, SoftwareOverrideError
+from gb300.bootstrap.resources import DATA_DIR, load_yaml_mapping
+
+__all__ = [
+    "VERSIONS_FILE",
+    "AptRepo",
+    "Component",
+    "DownloadFile",
+    "SoftwareSet",
+    "apply_software_overrides",
+    "check_software_overrides",
+    "load_software",
+]
+
+VERSIONS_FILE: Path = DATA_DIR / "versions.yaml"
+InstallKind = Literal["apt", "deb", "none"]
+_INSTALL_KINDS: tuple[str, ...] = ("apt", "deb", "none")
+_VERSION_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+~:_-]{0,63}$")
+_DETECT_RE = re.compile(r"^(nvidia-smi|dpkg:[a-z0-9][a-z0-9.+{}_-]*|file:/[A-Za-z0-9._/+-]+)$")
+
+
+@dataclass(frozen=True)
+class DownloadFile:
+    """A file a node downloads, checked against its sha256 before use (None: not pinned yet)."""
+
+    url: str
+    sha256: str | None
+
+
+@dataclass(frozen=True)
+class AptRepo:
+    """A vendor apt repository for arm64/sbsa, with the signing key's URL and checksum."""
+
+    name: str
+    url: str
+    suite: str
+    components: str
+    key_url: str
+    key_sha256: str | None
+    status: str
+    source: str
+
+    @property
+    def env_prefix(self) -> str:
+        """The shell variable prefix the node scripts read this repository from."""
+        return "GB300_REPO_" + re.sub(r"[^A-Z0-9]", "_", self.name.upper())
+
+    @property
+    def keyring_path(self) -> str:
+        """Where a node keeps this repository's signing key."""
+        return f"/etc/apt/keyrings/gb300-{self.name}.asc"
+
+    @property
+    def apt_line(self) -> str:
+        """The sources.list line for arm64, signed by this repository's own key only."""
+        line = f"deb [arch=arm64 signed-by={self.keyring_path}] {self.url} {self.suite}"
+        return f"{line} {self.components}".rstrip()
+
+
+@dataclass(frozen=True)
+class Component:
+    """One pinned software component, with its templates resolved against `version`."""
+
+    name: str
+    version: str | None
+    detect: str
+    install: InstallKind
+    repo: str | None
+    packages: tuple[str, ...]
+    apt_version: str | None
+    files: tuple[DownloadFile, ...]
+    reason: str
+    deferred: bool
+    status: str
+    source: str
+    overridden: bool = False
+
+    @property
+    def env_prefix(self) -> str:
+        """The shell variable prefix the node scripts read this component from."""
+        return "GB300_SW_" + re.sub(r"[^A-Z0-9]", "_", self.name.upper())
+
+
+@dataclass(frozen=True)
+class SoftwareSet:
+    """Every component and repository a node's bootstrap checks or installs."""
+
+    components: tuple[Component, ...]
+    repos: tuple[AptRepo, ...]
+
+    def component(self, name: str) -> Component:
+        """Return the component called `name` (KeyError when there is none)."""
+        for comp in self.components:
+            if comp.name == name:
+                return comp
+        raise KeyError(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Component names, in versions.yaml order."""
+        return tuple(c.name for c in self.components)
+
+    def as_versions(self) -> dict[str, str | None]:
+        """Component name -> pinned version (None: presence only)."""
+        return {c.name: c.version for c in self.components}
+
+
+def _subst(template: str, version: str | None, *, where: str) -> str:
+    if "{" not in template:
+        return template
+    if version is None:
+        msg = f"{where}: uses {{version}} but the component has no pinned version"
+        raise BootstrapDataError(msg)
+    return template.format(
+        version=version,
+        major=version.split(".", 1)[0],
+        version_dashed=version.replace(".", "-"),
+    )
+
+
+def _str(raw: Mapping[str, Any], key: str, where: str, *, default: str | None = None) -> str:
+    value = raw.get(key, default)
+    if not isinstance(value, str):
+        msg = f"{where}.{key}: must be a string (got {value!r})"
+        raise BootstrapDataError(msg)
+    return value
+
+
+def _build_component(name: str, raw: Mapping[str, Any], version: str | None, *, overridden: bool) -> Component:
+    where = f"versions.yaml components.{name}"
+    install = _str(raw, "install", where)
+    if install not in _INSTALL_KINDS:
+        msg = f"{where}.install: must be one of {', '.join(_INSTALL_KINDS)} (got {install!r})"
+        raise BootstrapDataError(msg)
+    detect = _subst(_str(raw, "detect", where), version, where=f"{where}.detect")
+    if not _DETECT_RE.match(detect):
+        msg = f"{where}.detect: must be nvidia-smi, dpkg:<package> or file:<path> (got {detect!r})"
+        raise BootstrapDataError(msg)
+    packages = tuple(_subst(str(p), version, where=f"{where}.packages") for p in raw.get("packages", []))
+    apt_version: str | None = None
+    if version is not None:
+        apt_version = _subst(_str(raw, "apt_version", where, default="{version}-*"), version, where=where)
+    files = tuple(
+        DownloadFile(url=_subst(_str(f, "url", f"{where}.files"), version, where=where), sha256=f.get("sha256"))
+        for f in raw.get("files", [])
+    )
+    repo = raw.get("repo")
+    if install == "apt" and not isinstance(repo, str):
+        msg = f"{where}.repo: an apt component must name a repository (got {repo!r})"
+        raise BootstrapDataError(msg)
+    return Component(
+        name=name,
+        version=version,
+        detect=detect,
+        install=cast("InstallKind", install),
+        repo=repo if isinstance(repo, str) else None,
+        packages=packages,
+        apt_version=apt_version,
+        files=files,
+        reason=str(raw.get("reason", "")),
+        deferred=bool(raw.get("deferred", False)),
+        status=_str(raw, "status", where),
+        source=_str(raw, "source", where),
+        overridden=overridden,
+    )
+
+
+def _build_repo(name: str, raw: Mapping[str, Any], versions: Mapping[str, str | None]) -> AptRepo:
+    where = f"versions.yaml repos.{name}"
+    url = _str(raw, "url", where)
+    for comp, version in versions.items():
+        token = "{" + comp + "}"
+        if token in url:
+            if version is None:
+                msg = f"{where}.url: uses {token} but {comp} has no pinned version"
+                raise BootstrapDataError(msg)
+            url = url.replace(token, version)
+    key_sha = raw.get("key_sha256")
+    return AptRepo(
+        name=name,
+        url=url,
+        suite=_str(raw, "suite", where),
+        components=_str(raw, "components", where, default=""),
+        key_url=_str(raw, "key_url", where),
+        key_sha256=key_sha if isinstance(key_sha, str) else None,
+        status=_str(raw, "status", where),
+        source=_str(raw, "source", where),
+    )
+
+
+def _build(raw: Mapping[str, Any], overrides: Mapping[str, str]) -> SoftwareSet:
+    comps_raw = raw.get("components")
+    repos_raw = raw.get("repos")
+    if not isinstance(comps_raw, dict) or not isinstance(repos_raw, dict):
+        msg = "versions.yaml: must have `components` and `repos` mappings"
+        raise BootstrapDataError(msg)
+    versions: dict[str, str | None] = {}
+    components = []
+    for name, body in comps_raw.items():
+        pinned = body.get("version")
+        version = overrides.get(name, pinned if isinstance(pinned, str) else None)
+        versions[name] = version
+        components.append(_build_component(name, body, version, overridden=name in overrides))
+    repos = tuple(_build_repo(name, body, versions) for name, body in repos_raw.items())
+    repo_names = {r.name for r in repos}
+    for comp in components:
+        if comp.repo is not None and comp.repo not in repo_names:
+            msg = f"versions.yaml components.{comp.name}.repo: no repository {comp.repo!r} under repos"
+            raise BootstrapDataError(msg)
+    return SoftwareSet(components=tuple(components), repos=repos)
+
+
+def load_software(path: Path | None = None) -> SoftwareSet:
+    """Load versions.yaml (or `path`) with no overrides applied."""
+    return _build(load_yaml_mapping(path or VERSIONS_FILE), {})
+
+
+def check_software_overrides(
+    overrides: Mapping[str, object] | None, path: Path | None = None
+) -> tuple[tuple[str, str], ...]:
+    """Every problem with `gb300:software`, as (config path, message) pairs; empty when usable.
+
+    For config validation: the path is `software.<name>` (relative to the gb300 namespace) and the
+    message starts with the full key, `gb300:software.<name>: ...`.
+    """
+    raw = load_yaml_mapping(path or VERSIONS_FILE)
+    known = list((raw.get("components") or {}).keys())
+    problems: list[tuple[str, str]] = []
+    usable: dict[str, str] = {}
+    for name, value in (overrides or {}).items():
+        key = f"gb300:software.{name}"
+        if name not in known:
+            problems.append(
+                (f"software.{name}", f"{key}: unknown component (got {name!r}). Known components: {', '.join(known)}.")
+            )
+        elif not isinstance(value, str) or not _VERSION_RE.match(value):
+            problems.append(
+                (
+                    f"software.{name}",
+                    f'{key}: must be a version string such as "2.29.7" (got {value!r}). '
+                    "Quote it in the stack file so YAML keeps it a string.",
+                )
+            )
+        else:
+            usable[name] = value
+    for name, value in usable.items():
+        try:
+            _build(raw, {name: value})
+        except BootstrapDataError as exc:
+            problems.append(
+                (f"software.{name}", f"gb300:software.{name}: the overridden version cannot be used ({exc})")
+            )
+    return tuple(problems)
+
+
+def apply_software_overrides(overrides: Mapping[str, object] | None, path: Path | None = None) -> SoftwareSet:
+    """Merge `gb300:software` (component -> version) over versions.yaml and return the result.
+
+    Raises SoftwareOverrideError naming `gb300:software.<name>` (one line per problem) for an unknown
+    component or a value that is not a usable version string.
+    """
+    problems = check_software_overrides(overrides, path)
+    if problems:
+        raise SoftwareOverrideError("\n".join(message for _, message in problems))
+    clean = {name: str(value) for name, value in (overrides or {}).items()}
+    return _build(load_yaml_mapping(path or VERSIONS_FILE), clean)

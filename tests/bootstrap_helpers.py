@@ -1,0 +1,26 @@
+"""Shared builders for the bootstrap tests: the reference contexts each role is rendered from."""
+
+from __future__ import annotations
+
+from gb300.bootstrap import BootstrapContext, RenderedCustomData, known_roles, render_custom_data
+
+REFERENCE_CLUSTER = "gb300-ref"
+POOL_FOR_ROLE = {"gpu-node": "gpu-a", "head": "head"}
+
+
+def reference_context(role: str, **overrides: object) -> BootstrapContext:
+    """The context the goldens are rendered from (reference cluster, one pool per role)."""
+    return BootstrapContext.for_pool(
+        role=role,
+        cluster_name=REFERENCE_CLUSTER,
+        pool_name=POOL_FOR_ROLE.get(role, role),
+        software_overrides=overrides or None,
+    )
+
+
+def render_role(role: str, **overrides: object) -> RenderedCustomData:
+    """Render `role` for the reference cluster."""
+    return render_custom_data(reference_context(role, **overrides))
+
+
+ROLES = known_roles()

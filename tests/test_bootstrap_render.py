@@ -1,0 +1,235 @@
+"""Rendered custom data: valid cloud-config, reviewable goldens, small, secret-free, hash-tracked."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bootstrap_helpers import REFERENCE_CLUSTER, ROLES, reference_context, render_role
+from gb300.bootstrap import (
+    AZURE_CUSTOM_DATA_LIMIT,
+    BootstrapContext,
+    BootstrapError,
+    ExtraStep,
+    UnknownRoleError,
+    find_secret_material,
+    load_steps,
+    render_custom_data,
+    steps_for_role,
+)
+from gb300.bootstrap.resources import CLOUD_INIT_DIR
+from gb300.slurm.files import NodeFile
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+UPDATE_GOLDEN = os.environ.get("GB300_UPDATE_GOLDEN") == "1"
+
+
+def _cloud_init() -> str:
+    found = shutil.which("cloud-init")
+    if found is None:
+        message = "Debian's cloud-init is not installed (scripts/ensure-test-tools installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("role", ROLES)
+def test_every_role_passes_cloud_init_schema(role: str, tmp_path: Path) -> None:
+    """Each role's cloud-config is accepted by the real `cloud-init schema`."""
+    cloud_init = _cloud_init()
+    config = tmp_path / f"{role}.yaml"
+    config.write_text(render_role(role).cloud_config)
+    result = subprocess.run(
+        [cloud_init, "schema", "--config-file", str(config)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Valid cloud-config" in result.stdout
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_rendered_cloud_config_matches_golden(role: str) -> None:
+    """A change to any role's cloud-config shows up as a golden-file diff in review."""
+    golden = GOLDEN_DIR / f"{role}.cloud-config.yaml"
+    rendered = render_role(role).cloud_config
+    if UPDATE_GOLDEN or not golden.exists():
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(rendered)
+        if not UPDATE_GOLDEN:
+            pytest.fail(f"{golden} did not exist and was written; review and commit it")
+    assert rendered == golden.read_text(), (
+        f"{golden.name} is out of date; rerun with GB300_UPDATE_GOLDEN=1 and review the diff"
+    )
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_custom_data_is_gzip_base64_well_under_the_azure_limit(role: str) -> None:
+    """Each role's custom data decodes to its cloud-config and uses under half of Azure's 64 KB."""
+    rendered = render_role(role)
+    assert gzip.decompress(base64.b64decode(rendered.custom_data)).decode() == rendered.cloud_config
+    assert rendered.size_bytes == len(rendered.custom_data)
+    print(f"{role}: custom data {rendered.size_bytes} bytes base64 ({len(rendered.cloud_config)} bytes plain)")
+    assert rendered.size_bytes < AZURE_CUSTOM_DATA_LIMIT // 2
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_custom_data_carries_no_secrets(role: str) -> None:
+    """No role's custom data contains keys, passwords or tokens."""
+    text = render_role(role).cloud_config
+    assert find_secret_material(text) == []
+    lowered = text.lower()
+    for marker in ("private key", "accountkey=", "sig=", "client_secret", "password:", "ssh_authorized_keys"):
+        assert marker not in lowered
+
+
+def test_secret_looking_feature_input_is_refused() -> None:
+    """A later feature that tries to pass a secret through custom data fails to render."""
+    ctx = BootstrapContext.for_pool(
+        role="gpu-node",
+        cluster_name=REFERENCE_CLUSTER,
+        pool_name="gpu-a",
+        extra_env={"GB300_BLOB_URL": "https://acct.blob.core.windows.net/c?sv=2024&sig=AbCdEfGhIjKlMnOpQrStUvWx%3D"},
+    )
+    with pytest.raises(BootstrapError, match="must not carry secrets"):
+        render_custom_data(ctx)
+
+
+def test_runcmd_runs_each_step_in_order_in_list_form() -> None:
+    """runcmd is one list-form entry per step, in steps.yaml order, ending with the ready step."""
+    config = yaml.safe_load(render_role("gpu-node").cloud_config)
+    names = [step.name for step in steps_for_role("gpu-node")]
+    assert config["runcmd"] == [["/usr/local/lib/gb300/run-step", name] for name in names]
+    assert names[-1] == "99-ready"
+    placed = {entry["path"] for entry in config["write_files"]}
+    assert {f"/usr/local/lib/gb300/steps/{name}.sh" for name in names} <= placed
+
+
+def test_every_step_runs_on_some_role_and_head_is_marked_ready() -> None:
+    """Every step in steps.yaml belongs to a role, and the head role also ends by marking ready."""
+    assert all(step.roles for step in load_steps())
+    assert [s.name for s in steps_for_role("head")][-1] == "99-ready"
+
+
+def test_gpu_node_custom_data_covers_every_component_of_the_issue() -> None:
+    """The GPU node's custom data names every component the bootstrap must verify or install."""
+    text = render_role("gpu-node").cloud_config
+    for needle in (
+        "nvidia-driver",
+        "NVreg_CoherentGPUMemoryMode=driver",
+        "nvidia_peermem",
+        "nvidia-persistenced",
+        "doca-ofed",
+        "nvidia-imex",
+        "channel0",
+        "cuda",
+        "libnccl2",
+        "nccl-rdma-sharp-plugins",
+        "nccl-tests",
+        "dcgm",
+        "moby",
+        "nvidia-container-toolkit",
+        "cdi",
+        "enroot",
+        "pyxis",
+        "apt-mark hold",
+        "OS.EnableRDMA",
+        "ibstat",
+        "pkeys",
+        "NCCL_MNNVL_ENABLE=1",
+        "/etc/nccl.conf",
+        "/etc/profile.d/gb300-nccl.sh",
+        "mdadm",
+        "/mnt/resource_nvme",
+        "fstab",
+        "sysctl",
+        "limits.d",
+        "ClusterUUID",
+        "CliqueId",
+        "fabric.json",
+        "bootstrap.done",
+    ):
+        assert needle in text, needle
+
+
+def test_content_hash_is_stable_and_changes_with_a_software_pin() -> None:
+    """The same inputs give the same hash; a new NCCL pin gives a new hash (pool needs reimage)."""
+    first, again = render_role("gpu-node"), render_role("gpu-node")
+    assert first.sha256 == again.sha256
+    assert first.custom_data == again.custom_data
+    bumped = render_role("gpu-node", nccl="2.30.1")
+    assert bumped.sha256 != first.sha256
+    assert "GB300_SW_NCCL_VERSION=2.30.1" in bumped.cloud_config
+
+
+def test_pools_differ_only_in_their_identity() -> None:
+    """Two GPU pools of one cluster get different custom data (their pool name) from the same steps."""
+    a = render_custom_data(reference_context("gpu-node"))
+    b = render_custom_data(
+        BootstrapContext.for_pool(role="gpu-node", cluster_name=REFERENCE_CLUSTER, pool_name="gpu-b")
+    )
+    assert a.sha256 != b.sha256
+    assert "GB300_POOL=gpu-b" in b.cloud_config
+
+
+def test_unknown_role_names_the_known_ones() -> None:
+    """Asking for a role with no fragment says which roles exist."""
+    with pytest.raises(UnknownRoleError, match="role must be one of gpu-node, head"):
+        render_custom_data(reference_context("login"))
+
+
+def test_a_new_step_is_data_only(tmp_path: Path) -> None:
+    """Adding a script and a steps.yaml entry puts the step in the role's custom data, in order."""
+    tree = tmp_path / "cloud-init"
+    shutil.copytree(CLOUD_INIT_DIR, tree)
+    (tree / "scripts" / "75-lustre-mount.sh").write_text("#!/usr/bin/env bash\nset -euo pipefail\n")
+    steps = yaml.safe_load((tree / "steps.yaml").read_text())
+    at = next(i for i, s in enumerate(steps["steps"]) if s["name"] == "80-fabric")
+    steps["steps"].insert(
+        at, {"name": "75-lustre-mount", "script": "75-lustre-mount.sh", "roles": ["gpu-node"], "description": "x"}
+    )
+    (tree / "steps.yaml").write_text(yaml.safe_dump(steps, sort_keys=False))
+    config = yaml.safe_load(render_custom_data(reference_context("gpu-node"), tree).cloud_config)
+    names = [entry[1] for entry in config["runcmd"]]
+    assert names[names.index("70-nvme-raid") + 1] == "75-lustre-mount"
+    assert "/usr/local/lib/gb300/steps/75-lustre-mount.sh" in {f["path"] for f in config["write_files"]}
+
+
+def test_feature_files_and_steps_run_before_ready() -> None:
+    """Files and steps a feature passes in (the Slurm NodeFiles) are placed, and run before 99-ready."""
+    slurm_like = NodeFile("/usr/local/sbin/gb300-hello", "#!/usr/bin/env bash\necho hello\n", "0755")
+    ctx = BootstrapContext.for_pool(
+        role="gpu-node",
+        cluster_name=REFERENCE_CLUSTER,
+        pool_name="gpu-a",
+        extra_files=[slurm_like],
+        extra_steps=[ExtraStep("gb300-hello", "/usr/local/sbin/gb300-hello")],
+    )
+    rendered = render_custom_data(ctx)
+    config = yaml.safe_load(rendered.cloud_config)
+    names = [entry[1] for entry in config["runcmd"]]
+    assert names[-2:] == ["gb300-hello", "99-ready"]
+    assert {"/usr/local/sbin/gb300-hello", "/usr/local/lib/gb300/steps/gb300-hello.sh"} <= {
+        f["path"] for f in config["write_files"]
+    }
+    assert "GB300_STEPS=" in rendered.cloud_config
+    assert "gb300-hello 99-ready'" in rendered.cloud_config
+
+
+def test_a_feature_step_may_not_shadow_a_bootstrap_step() -> None:
+    """A feature step named like a steps.yaml step is refused with a message naming it."""
+    ctx = BootstrapContext.for_pool(
+        role="gpu-node",
+        cluster_name=REFERENCE_CLUSTER,
+        pool_name="gpu-a",
+        extra_steps=[ExtraStep("80-fabric", "/usr/local/sbin/x")],
+    )
+    with pytest.raises(BootstrapError, match=r"extra step '80-fabric' has the name of a step in steps\.yaml"):
+        render_custom_data(ctx)

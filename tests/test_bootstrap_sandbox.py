@@ -1,0 +1,255 @@
+"""The rendered GPU node bootstrap, run twice in a sandbox with recorded hardware output."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from bootstrap_helpers import REFERENCE_CLUSTER, render_role
+from gb300.bootstrap import BootstrapContext, ExtraFile, ExtraStep, load_software, render_custom_data
+from gb300.bootstrap.software import VERSIONS_FILE
+from sandbox import Machine, RunResult, Sandbox, hpc_image_machine
+
+pytestmark = pytest.mark.slow
+
+SENTINEL = "/var/lib/gb300/bootstrap.done"
+STATUS = "/var/lib/gb300/status"
+
+
+def _sandbox(tmp_path: Path, machine: Machine | None = None, cloud_config: str | None = None) -> Sandbox:
+    return Sandbox(
+        tmp_path / "node",
+        cloud_config or render_role("gpu-node").cloud_config,
+        machine or hpc_image_machine(),
+    )
+
+
+def _status(box: Sandbox) -> dict[str, str]:
+    lines = box.read(STATUS).splitlines()
+    return dict(line.split(": ", 1) for line in lines)
+
+
+@dataclass
+class TwoRuns:
+    """The HPC-image GPU node run twice, with what the second run saw."""
+
+    box: Sandbox
+    first: RunResult
+    second: RunResult
+    snapshot_after_first: dict[str, tuple[str, ...]]
+    calls_in_second: list[str]
+
+
+@pytest.fixture(scope="module")
+def hpc_node_run_twice(tmp_path_factory: pytest.TempPathFactory) -> TwoRuns:
+    """One sandboxed GPU node on the Ubuntu-HPC GB image, bootstrapped twice (shared: ~10 s a run)."""
+    box = _sandbox(tmp_path_factory.mktemp("hpc"))
+    first = box.run()
+    snapshot, calls_before = box.snapshot(), len(box.calls())
+    second = box.run()
+    print(f"\nfast path (HPC image, first run): {first.seconds:.2f} s; idempotent re-run: {second.seconds:.2f} s")
+    return TwoRuns(box, first, second, snapshot, box.calls()[calls_before:])
+
+
+def test_first_run_on_the_hpc_image_marks_the_node_ready(hpc_node_run_twice: TwoRuns) -> None:
+    """On the Ubuntu-HPC GB image every step passes, fabric.json is written and the sentinel is last."""
+    box, first = hpc_node_run_twice.box, hpc_node_run_twice.first
+    assert first.ok, first.output
+    assert _status(box) == {"state": "ready"}
+    assert box.path(SENTINEL).exists()
+    sentinel_mtime = box.path(SENTINEL).stat().st_mtime_ns
+    records = sorted(box.path("/var/lib/gb300/steps").iterdir())
+    assert all(r.stat().st_mtime_ns <= sentinel_mtime for r in records)
+    fabric = json.loads(box.read("/var/lib/gb300/fabric.json"))
+    assert fabric == {
+        "ClusterUUID": "7c3f9a12-4b8e-4d21-a6f0-93e5b1c2d478",
+        "CliqueId": 32766,
+        "State": "Completed",
+        "Status": "Success",
+        "gpus": 4,
+    }
+    assert "OS.EnableRDMA=y" in box.read("/etc/waagent.conf").splitlines()
+    assert len(json.loads(box.read("/var/lib/gb300/ib.json"))) == 4
+
+
+def test_first_run_raids_only_the_data_nvme_and_persists_it(hpc_node_run_twice: TwoRuns) -> None:
+    """The RAID0 takes the 4 data namespaces, never the NVMe OS disk, and is in mdadm.conf and fstab."""
+    box = hpc_node_run_twice.box
+    state = box.state()
+    members = state["arrays"]["/dev/md/gb300_nvme"]["members"]
+    assert members == ["/dev/nvme1n1", "/dev/nvme2n1", "/dev/nvme3n1", "/dev/nvme4n1"]
+    assert "/mnt/resource_nvme" in state["mounts"]
+    assert "/mnt/resource_nvme xfs defaults,nofail,noatime 0 2" in box.read("/etc/fstab")
+    assert box.read("/etc/mdadm/mdadm.conf").startswith("ARRAY /dev/md/gb300_nvme ")
+
+
+def test_first_run_skips_installs_and_holds_pinned_packages(hpc_node_run_twice: TwoRuns) -> None:
+    """On the HPC image nothing is installed (all found at their pins) and pinned packages end up held."""
+    box = hpc_node_run_twice.box
+    assert not [c for c in box.calls() if c.startswith("MUTATE apt-get")]
+    assert {"libnccl2", "nvidia-imex", "doca-ofed", "enroot"} <= set(box.state()["holds"])
+
+
+def test_second_run_changes_nothing(hpc_node_run_twice: TwoRuns) -> None:
+    """Run again, the bootstrap rewrites no file and issues no changing command."""
+    run = hpc_node_run_twice
+    assert run.second.ok, run.second.output
+    assert run.box.snapshot() == run.snapshot_after_first
+    assert [c for c in run.calls_in_second if c.startswith("MUTATE")] == []
+
+
+def test_broken_nvlink_fabric_fails_with_a_clear_reason(tmp_path: Path) -> None:
+    """A GPU reporting ClusterUUID all zeros stops the bootstrap; the status says why; no sentinel."""
+    machine = hpc_image_machine()
+    machine.nvidia_smi_q = "nvidia-smi-q-fabric-zero-uuid.txt"
+    box = _sandbox(tmp_path, machine)
+    result = box.run()
+    assert not result.ok
+    status = _status(box)
+    assert status["state"] == "failed"
+    assert status["step"] == "80-fabric"
+    assert "ClusterUUID 00000000-0000-0000-0000-000000000000 (all zeros)" in status["reason"]
+    assert not box.path(SENTINEL).exists()
+    assert ("99-ready", 1) in result.returncodes
+
+
+def test_down_infiniband_port_fails_with_a_clear_reason(tmp_path: Path) -> None:
+    """An IB port that is Down stops the bootstrap before later steps; the status names the port."""
+    machine = hpc_image_machine()
+    machine.ibstat = "ibstat-port-down.txt"
+    box = _sandbox(tmp_path, machine)
+    result = box.run()
+    status = _status(box)
+    assert status["step"] == "60-infiniband"
+    assert "mlx5_ib2 port 1 is Down (Polling), expected Active" in status["reason"]
+    assert not box.path(SENTINEL).exists()
+    assert not box.state()["arrays"], "later steps must not run after a failure"
+    assert not result.ok
+
+
+def test_version_drift_is_reported_not_accepted(tmp_path: Path) -> None:
+    """An image with a different NCCL than the pin fails and says how to accept it deliberately."""
+    machine = hpc_image_machine()
+    machine.packages["libnccl2"] = "2.28.3-1+cuda13.0"
+    box = _sandbox(tmp_path, machine)
+    assert not box.run().ok
+    status = _status(box)
+    assert status["step"] == "40-nccl"
+    assert "found version 2.28.3-1+cuda13.0 but 2.29.7 is pinned" in status["reason"]
+    assert 'gb300:software.nccl: "2.28.3-1+cuda13.0"' in status["reason"]
+
+
+def _plain_ubuntu() -> Machine:
+    machine = hpc_image_machine()
+    machine.packages = {"mdadm": "4.3-1ubuntu2.1", "xfsprogs": "6.6.0-1ubuntu2.1"}
+    machine.holds = []
+    machine.driver_version = ""
+    machine.services = {"walinuxagent": {"enabled": True, "active": True}}
+    machine.modules = ["mlx5_ib"]
+    for path in (
+        "/proc/driver/nvidia/version",
+        "/dev/nvidia-caps-imex-channels/channel0",
+        "/usr/local/nccl-rdma-sharp-plugins/lib/libnccl-net.so",
+        "/opt/nccl-tests/build/all_reduce_perf",
+        "/etc/docker/daemon.json",
+    ):
+        del machine.files[path]
+    return machine
+
+
+def test_plain_ubuntu_refuses_unchecked_downloads(tmp_path: Path) -> None:
+    """On plain Ubuntu, a repository key with no pinned sha256 is not downloaded; the reason says so."""
+    box = _sandbox(tmp_path, _plain_ubuntu())
+    assert not box.run().ok
+    status = _status(box)
+    assert status["step"] == "20-nvidia-driver"
+    assert "pins no sha256" in status["reason"]
+    assert not [c for c in box.calls() if c.startswith("MUTATE curl")]
+
+
+def test_plain_ubuntu_installs_pinned_versions_from_vendor_repositories(tmp_path: Path) -> None:
+    """With key checksums pinned, plain Ubuntu installs each pinned package from its arm64/sbsa repo."""
+    text = VERSIONS_FILE.read_text()
+    for repo in load_software().repos:
+        digest = hashlib.sha256(f"stand-in download of {repo.key_url}\n".encode()).hexdigest()
+        text = text.replace(
+            f'key_url: "{repo.key_url}"\n    key_sha256: null',
+            f'key_url: "{repo.key_url}"\n    key_sha256: "{digest}"',
+        )
+    versions = tmp_path / "versions.yaml"
+    versions.write_text(text)
+    ctx = BootstrapContext(
+        role="gpu-node", cluster_name=REFERENCE_CLUSTER, pool_name="gpu-a", software=load_software(versions)
+    )
+    box = _sandbox(tmp_path, _plain_ubuntu(), render_custom_data(ctx).cloud_config)
+    box.run()
+    installs = " ".join(c for c in box.calls() if c.startswith("MUTATE apt-get") and " install " in c)
+    for pinned in (
+        "nvidia-driver-580-open=580.126.20-*",
+        "doca-ofed=3.2.2-*",
+        "cuda-toolkit-13-0=13.0.*",
+        "nvidia-imex=580.126.20-*",
+        "libnccl2=2.29.7-*",
+    ):
+        assert pinned in installs
+    assert "signed-by=/etc/apt/keyrings/gb300-cuda-sbsa.asc" in box.read("/etc/apt/sources.list.d/gb300-cuda-sbsa.list")
+    # The sharp plugin and nccl-tests are built by the image, not at boot: the reason says what to do.
+    status = _status(box)
+    assert status["step"] == "40-nccl"
+    assert "nccl-rdma-sharp-plugins: not found on this image" in status["reason"]
+    assert "Ubuntu-HPC GB image" in status["reason"]
+
+
+def test_an_existing_nvme_array_is_assembled_not_recreated(tmp_path: Path) -> None:
+    """When the data NVMe already hold the scratch array, the step assembles it and never re-creates it."""
+    box = _sandbox(tmp_path)
+    state = box.state()
+    array = {"name": "gb300_nvme", "members": ["/dev/nvme1n1", "/dev/nvme2n1", "/dev/nvme3n1", "/dev/nvme4n1"]}
+    state["superblocks"] = {"/dev/md/gb300_nvme": array}
+    state["filesystems"] = {"/dev/md/gb300_nvme": {"type": "xfs", "uuid": "0d1c2b3a-4f5e-4d6c-8b7a-9f8e7d6c5b4a"}}
+    (box.base / "state.json").write_text(json.dumps(state))
+    assert box.run().ok
+    calls = box.calls()
+    assert any(c.startswith("MUTATE mdadm --assemble") for c in calls)
+    assert not [c for c in calls if c.startswith(("MUTATE mdadm --create", "MUTATE mkfs"))]
+    assert "UUID=0d1c2b3a-4f5e-4d6c-8b7a-9f8e7d6c5b4a /mnt/resource_nvme xfs" in box.read("/etc/fstab")
+
+
+def _with_feature_step(command_body: str | None) -> str:
+    files = []
+    if command_body is not None:
+        files.append(ExtraFile("/usr/local/sbin/gb300-hello", command_body, "0755"))
+    ctx = BootstrapContext.for_pool(
+        role="gpu-node",
+        cluster_name=REFERENCE_CLUSTER,
+        pool_name="gpu-a",
+        extra_files=files,
+        extra_steps=[ExtraStep("gb300-hello", "/usr/local/sbin/gb300-hello")],
+    )
+    return render_custom_data(ctx).cloud_config
+
+
+def test_a_feature_step_runs_before_ready_and_is_recorded(tmp_path: Path) -> None:
+    """A feature's step runs after the bootstrap's own steps, gets a completion record, then ready."""
+    body = '#!/usr/bin/env bash\nset -euo pipefail\necho hi >"${GB300_ROOT:-}/var/lib/gb300/hello"\n'
+    box = _sandbox(tmp_path, cloud_config=_with_feature_step(body))
+    result = box.run()
+    assert result.ok, result.output
+    assert [name for name, _ in result.returncodes][-2:] == ["gb300-hello", "99-ready"]
+    assert box.read("/var/lib/gb300/steps/gb300-hello.done") == "completed\n"
+    assert box.read("/var/lib/gb300/hello") == "hi\n"
+    assert box.path(SENTINEL).exists()
+
+
+def test_a_missing_feature_command_fails_the_bootstrap(tmp_path: Path) -> None:
+    """A feature step whose command was never placed fails with a reason naming the command."""
+    box = _sandbox(tmp_path, cloud_config=_with_feature_step(None))
+    assert not box.run().ok
+    status = _status(box)
+    assert status["step"] == "gb300-hello"
+    assert "/usr/local/sbin/gb300-hello is missing or not executable" in status["reason"]
+    assert not box.path(SENTINEL).exists()
