@@ -90,6 +90,24 @@ def test_custom_data_carries_no_secrets(role: str) -> None:
         assert marker not in lowered
 
 
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("password: hunter2", ["password assignment"]),
+        ("DB_PASSWORD='s3cr3t!'", ["password assignment"]),
+        ("API_KEY=abcdef123456", ["password assignment"]),
+        ("GB300_MUNGE_SECRET_NAME=munge-key", []),
+        ('SECRET="${GB300_MUNGE_SECRET_NAME:-munge-key}"', []),
+        ("token_json=$(curl -sS http://169.254.169.254/)", []),
+        ("-----BEGIN OPENSSH PRIVATE KEY-----", ["private key block"]),
+    ],
+    ids=["yaml-password", "env-password", "api-key", "secret-name", "expansion", "command-substitution", "pem"],
+)
+def test_secret_detector_table(text: str, found: list[str]) -> None:
+    """Literal secrets are caught; the name of a secret and shell expansions that fetch one at boot are not."""
+    assert find_secret_material(text) == found
+
+
 def test_secret_looking_feature_input_is_refused() -> None:
     """A later feature that tries to pass a secret through custom data fails to render."""
     ctx = BootstrapContext.for_pool(

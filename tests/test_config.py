@@ -64,6 +64,7 @@ GOOD = [
         id="gallery-image",
     ),
     pytest.param(with_("policy", {"failOn": "warning", "suppress": ["required-tags"]}), id="policy"),
+    pytest.param({**base(), "software": {"nccl": "2.29.7"}}, id="software-pin"),
 ]
 
 BAD = [
@@ -100,6 +101,9 @@ BAD = [
     ),
     (with_("policy", {"failOn": "fatal"}), "gb300:policy.failOn: must be one of 'error', 'warning' or 'info'"),
     ({**base(), "clustr": {}}, "gb300:clustr: is not a known key; did you mean 'cluster'?"),
+    ({**base(), "software": {"ncl": "2.29.7"}}, "gb300:software.ncl: unknown component (got 'ncl')"),
+    ({**base(), "software": {"nccl": 2.29}}, "gb300:software.nccl: must be a string (got 2.29); quote numbers in YAML"),
+    ({**base(), "software": {"nccl": "latest!"}}, "gb300:software.nccl: must be a version string"),
 ]
 
 

@@ -398,12 +398,32 @@ def _model_of(annotation: Any) -> Any:
     return None
 
 
+def _software_problems(raw: Mapping[str, Any]) -> list[Problem]:
+    """``gb300:software`` names components of the pinned versions file, with version strings."""
+    from gb300.bootstrap import check_software_overrides  # noqa: PLC0415 - the bootstrap reads its data lazily
+
+    software = raw.get("software")
+    if not isinstance(software, Mapping):
+        return []
+    problems = []
+    for path, message in check_software_overrides(software):
+        full = format_path(tuple(path.split(".", 1)))
+        problems.append(Problem(full, message.removeprefix(f"{full}: ")))
+    return problems
+
+
 def parse(raw: Mapping[str, Any]) -> StackConfig:
     """Validate the ``gb300`` namespace (keys without the ``gb300:`` prefix) into a :class:`StackConfig`."""
+    problems = _software_problems(raw)
     try:
-        return StackConfig.model_validate(dict(raw))
+        cfg = StackConfig.model_validate(dict(raw))
     except ValidationError as exc:
-        raise ConfigError(_problems(exc)) from None
+        found = _problems(exc)
+        seen = {f.path for f in found}
+        raise ConfigError(found + [p for p in problems if p.path not in seen]) from None
+    if problems:
+        raise ConfigError(problems)
+    return cfg
 
 
 # ---------------------------------------------------------------------------------------------------------

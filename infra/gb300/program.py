@@ -6,41 +6,15 @@ mock monitor. Both read the same config and declare the same resources.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-from dataclasses import dataclass
-
 import pulumi
 from pulumi_azure_native import authorization, resources
 
-from gb300 import catalog, config, netplan
+from gb300 import catalog, config, netplan, nodes
 from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs
 from gb300.components.head import HeadNode, HeadNodeArgs
 from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from gb300.config import StackConfig
 from gb300.errors import ConfigError
-
-PLACEHOLDER_CLOUD_CONFIG = "#cloud-config\n# gb300: node bootstrap placeholder\n"
-
-
-@dataclass(frozen=True)
-class CustomData:
-    """One role's rendered custom data, base64 as Azure takes it, with its content hash."""
-
-    role: str
-    base64: str
-    sha256: str
-
-    @property
-    def size(self) -> int:
-        return len(self.base64)
-
-
-def render_custom_data(role: str, cfg: StackConfig, pool: config.GpuPool | None = None) -> CustomData:
-    """The custom data of ``role`` (a placeholder until the node bootstrap lands)."""
-    del cfg, pool
-    body = PLACEHOLDER_CLOUD_CONFIG.encode()
-    return CustomData(role, base64.b64encode(body).decode(), hashlib.sha256(body).hexdigest())
 
 
 def subnet_plan(cfg: StackConfig) -> list[netplan.SubnetPlan]:
@@ -97,9 +71,9 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     # Nodes learn where their secrets are from their own tags (IMDS), so custom data holds no secret
     # and does not change when the vault's generated name does.
     node_tags: dict[str, pulumi.Input[str]] = {**tags, "gb300-keyvault": secrets.vault_name}
-    head_data = render_custom_data("head", cfg)
+    head_data = nodes.render(nodes.HEAD, cfg)
     head = HeadNode(
-        f"{name}-head",
+        nodes.head_hostname(cfg),
         HeadNodeArgs(
             cluster_name=name,
             vm_size=cfg.head.vm_size,
@@ -120,7 +94,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     )
     for pool in cfg.gpu_pools:
         sku = pool.sku
-        custom = render_custom_data("gpu-node", cfg, pool)
+        custom = nodes.render(nodes.GPU_NODE, cfg, pool)
         GpuPool(
             f"{name}-{pool.name}",
             GpuPoolArgs(

@@ -17,15 +17,17 @@ KEY = bytes(range(256)) * 4
 VAULT_ENV = {"GB300_KEYVAULT_NAME": "kv-gb300-ref", "GB300_MUNGE_SECRET_NAME": "munge-key"}
 
 
-def key_vault(sandbox: Sandbox, secret: str, *, imds_ok: bool = True) -> None:
-    """curl stand-in: IMDS returns a token, Key Vault returns ``secret`` when the bearer token is sent."""
+def key_vault(sandbox: Sandbox, secret: str, *, imds_ok: bool = True, tags: list[dict[str, str]] | None = None) -> None:
+    """curl stand-in: IMDS returns a token (and ``tags``), Key Vault returns ``secret`` for the bearer token."""
     token = json.dumps({"access_token": "tok-123", "token_type": "Bearer"})
+    tag_list = json.dumps(tags or [])
     body = json.dumps({"value": secret, "id": "https://kv-gb300-ref.vault.azure.net/secrets/munge-key/1"})
     sandbox.replace(
         "curl",
         f"""url="${{*: -1}}"
 printf 'curl %s\\n' "$*" >>"$SANDBOX/calls.log"
 case "$url" in
+  http://169.254.169.254/metadata/instance/compute/tagsList*) echo '{tag_list}';;
   http://169.254.169.254/*) {"echo '" + token + "'" if imds_ok else "exit 22"};;
   https://kv-gb300-ref.vault.azure.net/secrets/munge-key\\?api-version=7.4)
     grep -qx 'Authorization: Bearer tok-123' || exit 22
@@ -55,6 +57,15 @@ def test_munge_key_is_fetched_and_installed_once(sandbox: Sandbox) -> None:
     assert sandbox.calls("systemctl") == []
 
 
+def test_vault_name_comes_from_the_vm_tag_when_unset(sandbox: Sandbox) -> None:
+    """Without GB300_KEYVAULT_NAME the step reads the VM's gb300-keyvault tag from IMDS and uses that vault."""
+    key_vault(sandbox, base64.b64encode(KEY).decode(), tags=[{"name": "gb300-keyvault", "value": "kv-gb300-ref"}])
+    result = sandbox.run("gb300-munge-key", env={"GB300_MUNGE_SECRET_NAME": "munge-key"})
+    assert result.returncode == 0, result.stderr
+    assert (sandbox.root / "etc/munge/munge.key").read_bytes() == KEY
+    assert any("tagsList" in call for call in sandbox.calls("curl"))
+
+
 def test_user_assigned_identity_is_named_in_the_token_request(sandbox: Sandbox) -> None:
     """With GB300_IDENTITY_CLIENT_ID the IMDS request asks for that identity's token."""
     key_vault(sandbox, base64.b64encode(KEY).decode())
@@ -69,9 +80,10 @@ def test_user_assigned_identity_is_named_in_the_token_request(sandbox: Sandbox) 
         ("x", False, VAULT_ENV, "no managed identity token from IMDS"),
         ("not base64!", True, VAULT_ENV, "is not a base64 munge key"),
         (base64.b64encode(b"short").decode(), True, VAULT_ENV, "is 5 bytes; munge needs at least 32"),
-        ("x", True, {"GB300_MUNGE_SECRET_NAME": "munge-key"}, "GB300_KEYVAULT_NAME must be a Key Vault name"),
+        ("x", True, {"GB300_MUNGE_SECRET_NAME": "munge-key"}, "no Key Vault name: GB300_KEYVAULT_NAME is unset"),
+        ("x", True, {**VAULT_ENV, "GB300_KEYVAULT_NAME": "x"}, "GB300_KEYVAULT_NAME must be a Key Vault name"),
     ],
-    ids=["imds-down", "not-base64", "too-short", "no-vault-name"],
+    ids=["imds-down", "not-base64", "too-short", "no-vault-name", "bad-vault-name"],
 )
 def test_munge_key_failures_are_one_clear_line(
     sandbox: Sandbox, secret: str, imds_ok: bool, env: dict[str, str], message: str

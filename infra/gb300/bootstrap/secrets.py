@@ -17,7 +17,10 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}")),
     (
         "password assignment",
-        re.compile(r"(?im)^\s*[\w.-]*(password|passwd|secret|token|api_?key)[\w.-]*\s*[:=]\s*\S+"),
+        # A literal value only: not a *_NAME key (the name of a secret), not a shell expansion ($VAR, $(cmd)).
+        re.compile(
+            r"(?im)^\s*(?![\w.-]*_name\b)[\w.-]*(password|passwd|secret|token|api_?key)[\w.-]*\s*[:=]\s*(?![\"']?\$)\S+"
+        ),
     ),
     (
         "cloud-config user password",

@@ -62,7 +62,7 @@ class SlurmBootInputs:
     """
 
     head_hostname: str
-    keyvault_name: str
+    keyvault_name: str | None = None  # None: the node reads its tag gb300-keyvault (the name is made at deploy)
     munge_secret_name: str = "munge-key"  # noqa: S105 - the secret's name, not its value
     identity_client_id: str | None = None
     shared_mount: str = "/shared"
@@ -77,7 +77,7 @@ class SlurmBootInputs:
 
 def render_slurm_env(inputs: SlurmBootInputs) -> str:
     """``/etc/gb300/slurm.env``: KEY='value' lines the Slurm steps source; raises ValueError when invalid."""
-    if not _VAULT.match(inputs.keyvault_name):
+    if inputs.keyvault_name is not None and not _VAULT.match(inputs.keyvault_name):
         raise ValueError(f"'keyvault_name' must be a Key Vault name, 3-24 characters (got {inputs.keyvault_name!r})")
     if inputs.block_size < 1:
         raise ValueError(f"'block_size' must be at least 1 (got {inputs.block_size!r})")
