@@ -1,0 +1,121 @@
+"""What the reference plan's nodes boot with: the custom data on the scale sets and the head VM."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gb300 import inventory
+from gb300.plan import PlanResult
+
+GOLDEN = Path(__file__).parent / "golden" / "reference"
+UPDATE = os.environ.get("GB300_UPDATE_GOLDEN") == "1"
+
+GPU_STEPS = [
+    "00-preflight",
+    "10-tuning",
+    "20-nvidia-driver",
+    "25-doca-ofed",
+    "30-cuda",
+    "35-nvidia-imex",
+    "40-nccl",
+    "45-dcgm",
+    "50-containers",
+    "55-hold-packages",
+    "60-infiniband",
+    "70-nvme-raid",
+    "80-fabric",
+    "gb300-munge-key",
+    "gb300-pyxis-setup",
+    "gb300-slurmd-setup",
+    "99-ready",
+]
+
+
+def _decode(custom_data: str) -> str:
+    return gzip.decompress(base64.b64decode(custom_data)).decode()
+
+
+def _roles(plan: PlanResult) -> dict[str, tuple[str, dict[str, Any]]]:
+    """role -> (cloud-config text, tags) for one GPU rack and the head node."""
+    rack = next(ss for ss in inventory.scale_sets(plan.resources) if ss.name == "ref-train-r0001")
+    head = next(r for r in plan.resources if r.type == "azure-native:compute:VirtualMachine")
+    return {
+        "gpu-node": (_decode(rack.properties["virtualMachineProfile"]["osProfile"]["customData"]), dict(rack.tags)),
+        "head": (_decode(head.inputs["osProfile"]["customData"]), head.inputs["tags"]),
+    }
+
+
+def _runcmd_steps(cloud_config: str) -> list[str]:
+    doc = yaml.safe_load(cloud_config)
+    names = []
+    for cmd in doc["runcmd"]:
+        assert isinstance(cmd, list), "runcmd entries are in list form"
+        names.append(next(arg for arg in cmd if arg[:2].isdigit() or arg.startswith("gb300-")))
+    return names
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("role", ["gpu-node", "head"])
+def test_reference_custom_data_passes_cloud_init_schema(reference_plan: PlanResult, role: str, tmp_path: Path) -> None:
+    """The reference plan's custom data decodes (gzip, base64) to a cloud-config the real cloud-init accepts."""
+    exe = shutil.which("cloud-init")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("Debian's cloud-init is not installed (scripts/ensure-test-tools installs it)")
+        pytest.skip("cloud-init is not installed")
+    text, _ = _roles(reference_plan)[role]
+    path = tmp_path / f"{role}.yaml"
+    path.write_text(text, encoding="utf-8")
+    proc = subprocess.run([exe, "schema", "--config-file", str(path)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_gpu_nodes_run_every_component_step_in_order(reference_plan: PlanResult) -> None:
+    """A GPU node verifies or installs the whole stack, joins Slurm, and marks itself ready last."""
+    text, _ = _roles(reference_plan)["gpu-node"]
+    assert _runcmd_steps(text) == GPU_STEPS
+
+
+def test_head_runs_the_controller_steps(reference_plan: PlanResult) -> None:
+    """The head node fetches the munge key and sets up pyxis and slurmctld before it is ready."""
+    steps = _runcmd_steps(_roles(reference_plan)["head"][0])
+    assert steps[-4:] == ["gb300-munge-key", "gb300-pyxis-setup", "gb300-slurmctld-setup", "99-ready"]
+
+
+@pytest.mark.parametrize("role", ["gpu-node", "head"])
+def test_custom_data_hash_tag_matches_content(reference_plan: PlanResult, role: str) -> None:
+    """The gb300-custom-data-sha256 tag is the hash of the cloud-config, so a changed bootstrap shows in the plan."""
+    text, tags = _roles(reference_plan)[role]
+    assert tags["gb300-custom-data-sha256"] == hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("role", ["gpu-node", "head"])
+def test_custom_data_holds_no_vault_name_or_key(reference_plan: PlanResult, role: str) -> None:
+    """The munge key and the vault's generated name never travel in custom data; the vault comes from a tag."""
+    text, tags = _roles(reference_plan)[role]
+    assert tags["gb300-keyvault"] not in text
+    assert "GB300_KEYVAULT_NAME=" not in text  # slurm.env leaves it to the tag
+    assert "munge.key" in text  # the script that fetches it is there, the key is not
+    assert "BEGIN" not in text
+
+
+@pytest.mark.parametrize("role", ["gpu-node", "head"])
+def test_reference_cloud_config_matches_golden(reference_plan: PlanResult, role: str) -> None:
+    """The reference stack's cloud-config per role is a golden file, so every change shows in review."""
+    text, _ = _roles(reference_plan)[role]
+    golden = GOLDEN / f"{role}.cloud-config.yaml"
+    if UPDATE:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text, encoding="utf-8")
+    assert golden.exists(), f"{golden} is missing; run with GB300_UPDATE_GOLDEN=1"
+    assert text == golden.read_text(encoding="utf-8")
