@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 
 from gb300 import cli
@@ -82,3 +83,12 @@ def test_shipped_stacks_plan_clean(stack: str, request: pytest.FixtureRequest) -
     """The stacks we ship plan with no error finding."""
     plan: PlanResult = request.getfixturevalue(f"{stack}_plan")
     assert not [f for f in plan.findings if f.level.label == "error"]
+
+
+def test_program_reads_config_the_engine_passes(dev_raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``pulumi up`` the engine hands config as PULUMI_CONFIG; the program reads the same typed config."""
+    from gb300 import config, program  # noqa: PLC0415 - mocks are set in conftest before this import
+
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps(config.to_pulumi_config(dev_raw)))
+    pulumi.runtime.set_all_config({})
+    assert program.read_config() == config.parse(dev_raw)
