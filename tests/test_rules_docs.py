@@ -1,4 +1,4 @@
-"""docs/rules.md documents every rule: its id, level, what it checks, and the az command to check by hand."""
+"""The README's Rules section documents every rule: its id, level, what it checks, and the az command to check by hand."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pytest
 from gb300 import paths, policy_pack, rules
 from gb300.config import PolicySettings
 
-DOC = (paths.REPO_ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
+DOC = (paths.REPO_ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def _section(rule_id: str) -> str:
-    match = re.search(rf"^### `{re.escape(rule_id)}`\n(.*?)(?=^### |\Z)", DOC, re.DOTALL | re.MULTILINE)
-    assert match, f"docs/rules.md has no section '### `{rule_id}`'"
+    match = re.search(rf"^#### `{re.escape(rule_id)}`\n(.*?)(?=^#{{2,4}} |\Z)", DOC, re.DOTALL | re.MULTILINE)
+    assert match, f"README.md has no section '#### `{rule_id}`'"
     return match.group(1)
 
 
@@ -36,6 +36,6 @@ def test_every_rule_is_registered_in_both_front_ends(rule_id: str) -> None:
 
 
 def test_no_documented_rule_is_missing_from_the_code() -> None:
-    """Every rule section in docs/rules.md names a rule that exists."""
-    documented = set(re.findall(r"^### `([a-z0-9-]+)`", DOC, re.MULTILINE))
+    """Every rule section in the README names a rule that exists."""
+    documented = set(re.findall(r"^#### `([a-z0-9-]+)`", DOC, re.MULTILINE))
     assert documented == set(rules.RULES)
