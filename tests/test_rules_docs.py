@@ -1,4 +1,4 @@
-"""The README's Rules section documents every rule: its id, level, what it checks, and the az command to check by hand."""
+"""The README's Rules section documents every rule: id, level, what it checks, and the az command."""
 
 from __future__ import annotations
 
