@@ -380,7 +380,7 @@ def test_command_extraction(script: str, expected: list[list[str]]) -> None:
 
 
 def test_deploy_identity_condition_covers_every_role_the_stack_assigns() -> None:
-    """The role-assignment condition in the README's GitOps section allows each role id in infra/gb300/data/roles.yaml."""
+    """The README's role-assignment condition (GitOps) allows each role id in data/roles.yaml."""
     roles_file = ROOT / "infra" / "gb300" / "data" / "roles.yaml"
     wanted = set(yaml.safe_load(roles_file.read_text(encoding="utf-8"))["roles"].values())
     line = re.search(r'^roles="([^"]*)"$', (ROOT / "README.md").read_text(), re.MULTILINE)
