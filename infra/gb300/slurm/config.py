@@ -125,12 +125,6 @@ def _problems(cluster: SlurmCluster) -> list[str]:
             value = getattr(pool, name)
             if value < 1:
                 problems.append(f"'{where}.{name}' must be at least 1 (got {value!r})")
-        first = cluster.pools[0].gpus_per_node
-        if index and pool.gpus_per_node != first:
-            problems.append(
-                f"'{where}.gpus_per_node' must equal pools[0]'s {first} (got {pool.gpus_per_node}): gres.conf "
-                "serves one GPU layout to all dynamic nodes"
-            )
     if cluster.spare_nodes is not None and cluster.spare_nodes < 0:
         problems.append(f"'spare_nodes' must be at least 0 (got {cluster.spare_nodes!r})")
     return problems
@@ -153,5 +147,9 @@ def render(cluster: SlurmCluster, template_dir: Path = TEMPLATE_DIR) -> dict[str
     if problems:
         raise SlurmConfigError("\n".join(problems))
     environment = _environment(template_dir)
-    context = {"cluster": cluster, "max_node_count": max_node_count(cluster)}
+    context = {
+        "cluster": cluster,
+        "max_node_count": max_node_count(cluster),
+        "gpu_counts": sorted({pool.gpus_per_node for pool in cluster.pools}),
+    }
     return {name: environment.get_template(f"{name}.j2").render(**context) for name in FILES}
