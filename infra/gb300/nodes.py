@@ -51,7 +51,6 @@ def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
                 gpus_per_node=sku.gpus,
                 cpus=sku.vcpus,
                 memory_mib=slurm_config.real_memory_mib(float(sku.memory_gib.value)),
-                index_width=max(3, len(str(pool.vms))),
             )
         )
     return slurm_config.SlurmCluster(
@@ -83,7 +82,9 @@ def render(role: str, cfg: StackConfig, pool: GpuPool | None = None) -> CustomDa
     if role == GPU_NODE:
         if pool is None:
             raise ValueError("a gpu-node's custom data needs its pool")
-        files = slurm_files.gpu_files(inputs, health_env_for(pool.vm_size))
+        [slurm_pool] = [p for p in slurm_cluster(cfg).pools if p.name == pool.name]
+        # slurmd registers as a dynamic node with the pool's name as its feature and the pool's node shape
+        files = slurm_files.gpu_files(inputs.for_pool(slurm_pool), health_env_for(pool.vm_size))
         steps = slurm_files.GPU_STEPS
         pool_name = pool.name
     else:

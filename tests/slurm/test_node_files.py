@@ -13,13 +13,15 @@ from gb300.slurm.files import GPU_STEPS, HEAD_STEPS, SlurmBootInputs, gpu_files,
 from gb300.slurm.health import health_spec, render_health_env
 
 INPUTS = SlurmBootInputs(head_hostname="head", keyvault_name="kv-gb300-ref")
-CLUSTER = SlurmCluster("ref", "head", (SlurmPool("train", "gpu-", 36, "Standard_ND128isr_GB300_v6", 4, 128, 1),))
+TRAIN = SlurmPool("train", "ref-train-r0001-", 36, "Standard_ND128isr_GB300_v6", 4, 128, 840499)
+CLUSTER = SlurmCluster("ref", "head", (TRAIN,))
+NODE_INPUTS = INPUTS.for_pool(TRAIN)
 HEALTH = render_health_env(health_spec("Standard_ND128isr_GB300_v6", gpus=4, ib_ports=4, ib_rate_gbps=800))
 
 
 def test_every_step_is_shipped_executable() -> None:
     """Each role's steps are placed in /usr/local/sbin with mode 0755."""
-    for files, steps in ((head_files(CLUSTER, INPUTS), HEAD_STEPS), (gpu_files(INPUTS, HEALTH), GPU_STEPS)):
+    for files, steps in ((head_files(CLUSTER, INPUTS), HEAD_STEPS), (gpu_files(NODE_INPUTS, HEALTH), GPU_STEPS)):
         shipped = {f.path: f.permissions for f in files}
         for step in steps:
             assert shipped[f"/usr/local/sbin/{step}"] == "0755"
@@ -27,7 +29,7 @@ def test_every_step_is_shipped_executable() -> None:
 
 def test_gpu_nodes_get_health_gate_and_imex_hooks_named_in_slurm_conf() -> None:
     """The programs slurm.conf names (health check, prolog, epilog) are placed on GPU nodes."""
-    paths = {f.path for f in gpu_files(INPUTS, HEALTH)}
+    paths = {f.path for f in gpu_files(NODE_INPUTS, HEALTH)}
     assert {
         "/usr/local/sbin/gb300-health-check",
         "/usr/local/sbin/gb300-imex-prolog",
@@ -39,7 +41,7 @@ def test_gpu_nodes_get_health_gate_and_imex_hooks_named_in_slurm_conf() -> None:
 @pytest.mark.parametrize("role", ["head", "gpu"])
 def test_files_fit_custom_data_with_room_to_spare(role: str) -> None:
     """Gzipped, a role's Slurm files use under a third of Azure's 64 KB custom data."""
-    files = head_files(CLUSTER, INPUTS) if role == "head" else gpu_files(INPUTS, HEALTH)
+    files = head_files(CLUSTER, INPUTS) if role == "head" else gpu_files(NODE_INPUTS, HEALTH)
     size = len(gzip.compress("".join(f.path + f.content for f in files).encode()))
     assert size < 64 * 1024 // 3
 
@@ -62,10 +64,33 @@ def test_slurm_env_is_sourceable_and_holds_no_key() -> None:
             "'keyvault_name' must be a Key Vault name, 3-24 characters (got 'kv')",
         ),
         (SlurmBootInputs("head", "kv-gb300", block_size=0), "'block_size' must be at least 1 (got 0)"),
+        (SlurmBootInputs("head", "kv-gb300", pool="Train"), "'pool' must be lowercase letters, digits or '_'"),
+        (SlurmBootInputs("head", "kv-gb300", cpus=0), "'cpus' must be at least 1 (got 0)"),
     ],
-    ids=["short-vault", "zero-block"],
+    ids=["short-vault", "zero-block", "pool-case", "zero-cpus"],
 )
 def test_slurm_env_rejects_invalid_inputs(inputs: SlurmBootInputs, message: str) -> None:
     """Invalid boot inputs raise ValueError naming the field."""
     with pytest.raises(ValueError, match=re.escape(message)):
         render_slurm_env(inputs)
+
+
+def env_pairs(text: str) -> dict[str, str]:
+    return dict(shlex.split(line)[0].split("=", 1) for line in text.splitlines() if not line.startswith("#"))
+
+
+def test_gpu_node_env_carries_its_pool_and_shape() -> None:
+    """A GPU node's slurm.env names its pool and the CPUs, memory and GPUs it registers with."""
+    [env] = [f.content for f in gpu_files(NODE_INPUTS, HEALTH) if f.path == "/etc/gb300/slurm.env"]
+    pairs = env_pairs(env)
+    assert (pairs["GB300_SLURM_POOL"], pairs["GB300_SLURM_CPUS"]) == ("train", "128")
+    assert (pairs["GB300_SLURM_REAL_MEMORY_MIB"], pairs["GB300_SLURM_GPUS"]) == ("840499", "4")
+    assert "GB300_SLURM_POOL" not in env_pairs(render_slurm_env(INPUTS))  # the head registers no node
+
+
+def test_gpu_files_need_the_node_shape() -> None:
+    """GPU files without the node's pool are refused, naming the field and how to set it."""
+    with pytest.raises(
+        ValueError, match=re.escape("'pool' must be set for a GPU node (got None). Pass inputs.for_pool(")
+    ):
+        gpu_files(INPUTS, HEALTH)

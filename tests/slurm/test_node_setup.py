@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
+import shlex
 import shutil
 import stat
 
 import pytest
+
+from gb300.slurm.config import SlurmPool
+from gb300.slurm.files import SlurmBootInputs, render_slurm_env
 
 from .conftest import REPO, Sandbox
 
@@ -120,15 +124,90 @@ def test_pyxis_setup_needs_pinned_versions_to_install(sandbox: Sandbox) -> None:
     assert "GB300_ENROOT_VERSION is not set" in result.stderr
 
 
-def test_slurmd_setup_points_slurmd_at_the_controller(sandbox: Sandbox) -> None:
-    """slurmd is configured configless from the head node and started after the boot health check."""
+NODE_ENV = {
+    "GB300_HEAD_HOSTNAME": "head",
+    "GB300_SLURM_POOL": "train",
+    "GB300_SLURM_CPUS": "128",
+    "GB300_SLURM_REAL_MEMORY_MIB": "840499",
+    "GB300_SLURM_GPUS": "4",
+}
+DROPIN = "etc/systemd/system/slurmd.service.d/gb300-dynamic.conf"
+
+
+def slurmd_node(sandbox: Sandbox) -> dict[str, str]:
+    """A GPU node with slurmd installed and the gb300 units shipped; returns the step's environment."""
     sandbox.replace("slurmd", "exit 0\n")
     for unit in ("gb300-health-boot.service", "gb300-fabric-publish.service"):
         sandbox.write(f"units-src/{unit}", (REPO / "cloud-init/slurm/systemd" / unit).read_text())
-    env = {"GB300_HEAD_HOSTNAME": "head", "GB300_UNIT_DIR": str(sandbox.root / "units-src")}
-    result = sandbox.run("gb300-slurmd-setup", env=env)
+    return {**NODE_ENV, "GB300_UNIT_DIR": str(sandbox.root / "units-src")}
+
+
+def slurmd_argv(sandbox: Sandbox) -> list[str]:
+    """The words systemd makes of $SLURMD_OPTIONS from the drop-in (it splits at whitespace, honouring quotes)."""
+    lines = (sandbox.root / DROPIN).read_text().splitlines()
+    assert "[Service]" in lines
+    [environment] = [line for line in lines if line.startswith("Environment=")]
+    [assignment] = shlex.split(environment.removeprefix("Environment="))
+    name, _, value = assignment.partition("=")
+    assert name == "SLURMD_OPTIONS"
+    return shlex.split(value)
+
+
+def test_slurmd_setup_starts_a_dynamic_node_of_its_pool(sandbox: Sandbox) -> None:
+    """slurmd registers as a dynamic node (-Z) of its pool with its shape and GPUs, configless from the head."""
+    result = sandbox.run("gb300-slurmd-setup", env=slurmd_node(sandbox))
     assert result.returncode == 0, result.stderr
-    assert (sandbox.root / "etc/default/slurmd").read_text() == 'SLURMD_OPTIONS="--conf-server head"\n'
+    assert slurmd_argv(sandbox) == [
+        "-Z",
+        "--conf-server",
+        "head",
+        "--conf",
+        "CPUs=128 RealMemory=840499 Gres=gpu:4 Feature=train",
+    ]
+    assert "SLURMD_OPTIONS=" not in (sandbox.root / "etc/default/slurmd").read_text()  # it would override the drop-in
     calls = sandbox.calls("systemctl")
+    assert calls.index("daemon-reload") < calls.index("restart slurmd")
     assert calls.index("start gb300-health-boot.service") < calls.index("restart slurmd")
     assert (sandbox.root / "etc/systemd/system/gb300-health-boot.service").exists()
+    assert (sandbox.root / "var/lib/gb300/slurm/slurmd-setup.done").exists()
+
+
+def test_slurmd_setup_reads_its_inputs_from_slurm_env(sandbox: Sandbox) -> None:
+    """The pool and node shape come from /etc/gb300/slurm.env as gpu_files renders it."""
+    env = slurmd_node(sandbox)
+    inputs = SlurmBootInputs("head", "kv-gb300-ref").for_pool(
+        SlurmPool("dev", "ref-dev-r0001-", 18, "Standard_ND128isr_GB300_v6", 4, 96, 500000)
+    )
+    sandbox.write("etc/gb300/slurm.env", render_slurm_env(inputs))
+    result = sandbox.run("gb300-slurmd-setup", env={"GB300_UNIT_DIR": env["GB300_UNIT_DIR"]})
+    assert result.returncode == 0, result.stderr
+    assert slurmd_argv(sandbox)[-1] == "CPUs=96 RealMemory=500000 Gres=gpu:4 Feature=dev"
+
+
+def test_slurmd_setup_rerun_does_not_restart_slurmd(sandbox: Sandbox) -> None:
+    """A second run with the same inputs rewrites nothing and only makes sure slurmd is started."""
+    env = slurmd_node(sandbox)
+    assert sandbox.run("gb300-slurmd-setup", env=env).returncode == 0
+    before = (sandbox.root / DROPIN).stat().st_mtime_ns
+    (sandbox.path / "calls.log").unlink()
+    assert sandbox.run("gb300-slurmd-setup", env=env).returncode == 0
+    assert (sandbox.root / DROPIN).stat().st_mtime_ns == before
+    assert "restart slurmd" not in sandbox.calls("systemctl")
+    assert "start slurmd" in sandbox.calls("systemctl")
+
+
+@pytest.mark.parametrize(
+    ("unset", "message"),
+    [
+        ("GB300_SLURM_POOL", "GB300_SLURM_POOL must be the node's GPU pool name (got '')"),
+        ("GB300_SLURM_GPUS", "GB300_SLURM_GPUS must be a positive integer (got '')"),
+    ],
+)
+def test_slurmd_setup_without_node_shape_fails_clearly(sandbox: Sandbox, unset: str, message: str) -> None:
+    """Without its pool or shape the step exits 1 with one line naming the input, and writes no drop-in."""
+    env = slurmd_node(sandbox)
+    env.pop(unset)
+    result = sandbox.run("gb300-slurmd-setup", env=env)
+    assert result.returncode == 1
+    assert message in result.stderr
+    assert not (sandbox.root / DROPIN).exists()

@@ -13,11 +13,10 @@ from gb300.slurm.config import (
     SlurmCluster,
     SlurmConfigError,
     SlurmPool,
+    default_spare_nodes,
     real_memory_mib,
     render,
-    uniform_scale_set_names,
 )
-from gb300.slurm.hostlist import expand
 
 from .conftest import FIXTURES
 
@@ -54,36 +53,64 @@ def by_first_key(records: list[Record], key: str) -> list[Record]:
     return [r for r in records if next(iter(r)) == key]
 
 
-def test_node_lines_cover_every_pool_node_with_four_gpus() -> None:
-    """slurm.conf lists each pool's nodes once, with Gres=gpu:4, 128 CPUs and RealMemory below 864 GiB."""
-    nodes = by_first_key(parse(render(CLUSTER)["slurm.conf"]), "NodeName")
-    hosts = [host for node in nodes for host in expand(node["NodeName"])]
-    assert len(hosts) == len(set(hosts)) == 90
-    assert hosts[:2] == ["gpu-001", "gpu-002"]
-    assert hosts[-1] == "dev-17"
-    for node in nodes:
-        assert node["Gres"] == "gpu:4"
-        assert node["CPUs"] == "128"
-        assert int(node["RealMemory"]) < 864 * 1024
+def test_no_gpu_node_is_listed_statically() -> None:
+    """slurm.conf and gres.conf name no GPU node: GPU nodes register themselves as dynamic nodes."""
+    files = render(CLUSTER)
+    assert by_first_key(parse(files["slurm.conf"]), "NodeName") == []
+    assert by_first_key(parse(files["gres.conf"]), "NodeName") == []
+    assert "gpu-001" not in files["slurm.conf"]
 
 
-def test_one_exclusive_partition_per_pool() -> None:
-    """Each pool is one partition over exactly its nodes; the first is the default; nodes are not shared."""
-    partitions = by_first_key(parse(render(CLUSTER)["slurm.conf"]), "PartitionName")
+def test_max_node_count_covers_every_gpu_node_plus_spare_racks() -> None:
+    """MaxNodeCount is the 90 GPU nodes plus one spare rack of 18; dynamic nodes need no fanout."""
+    cfg = settings(parse(render(CLUSTER)["slurm.conf"]))
+    assert cfg["MaxNodeCount"] == "108"
+    assert cfg["TreeWidth"] == "65533"
+    assert cfg["SelectType"] == "select/cons_tres"
+
+
+@pytest.mark.parametrize(
+    ("gpu_nodes", "spare"),
+    [(18, 18), (180, 18), (198, 36), (1152, 126), (1389 * 18, 2502)],
+    ids=["one-rack", "ten-racks", "eleven-racks", "64-racks", "1389-racks"],
+)
+def test_default_spare_is_a_tenth_in_whole_racks(gpu_nodes: int, spare: int) -> None:
+    """The default headroom is 10% of the GPU nodes rounded up to whole racks, never less than one rack."""
+    assert default_spare_nodes(gpu_nodes) == spare
+
+
+def test_explicit_spare_nodes_set_the_headroom() -> None:
+    """A cluster's spare_nodes replaces the default headroom, zero included."""
+    cluster = SlurmCluster("gb300ref", "head", (TRAIN, DEV), spare_nodes=0)
+    assert settings(parse(render(cluster)["slurm.conf"]))["MaxNodeCount"] == "90"
+
+
+def test_one_nodeset_and_exclusive_partition_per_pool() -> None:
+    """Each pool is a Nodeset of its feature under one exclusive partition; the first pool is the default."""
+    records = parse(render(CLUSTER)["slurm.conf"])
+    assert [(n["Nodeset"], n["Feature"]) for n in by_first_key(records, "Nodeset")] == [
+        ("train", "train"),
+        ("dev", "dev"),
+    ]
+    partitions = by_first_key(records, "PartitionName")
     assert [(p["PartitionName"], p["Nodes"], p["Default"]) for p in partitions] == [
-        ("train", "gpu-[001-072]", "YES"),
-        ("dev", "dev-[00-17]", "NO"),
+        ("train", "train", "YES"),
+        ("dev", "dev", "NO"),
     ]
     assert {p["OverSubscribe"] for p in partitions} == {"EXCLUSIVE"}
 
 
-def test_gres_conf_matches_node_lines() -> None:
-    """gres.conf names four GPU device files for exactly the nodes slurm.conf gives Gres=gpu:4."""
-    files = render(CLUSTER)
-    gres = by_first_key(parse(files["gres.conf"]), "NodeName")
-    nodes = by_first_key(parse(files["slurm.conf"]), "NodeName")
-    assert [g["NodeName"] for g in gres] == [n["NodeName"] for n in nodes]
-    assert {(g["Name"], g["File"]) for g in gres} == {("gpu", "/dev/nvidia[0-3]")}
+def test_gres_conf_gives_every_node_its_gpu_device_files() -> None:
+    """gres.conf names the four GPU device files once, for whichever node registers."""
+    gres = parse(render(CLUSTER)["gres.conf"])
+    assert gres == [{"Name": "gpu", "File": "/dev/nvidia[0-3]"}]
+
+
+def test_pools_with_different_gpu_counts_detect_gpus_with_nvml() -> None:
+    """When pools differ in GPUs per node, gres.conf has slurmd detect its GPUs instead of listing files."""
+    h100 = SlurmPool("h100", "h100-", 18, "Standard_ND96isr_H100_v5", 8, 96, 1)
+    gres = parse(render(SlurmCluster("ref", "head", (TRAIN, h100)))["gres.conf"])
+    assert gres == [{"AutoDetect": "nvml"}]
 
 
 @pytest.mark.parametrize(("populated", "plugin"), [(False, None), (True, "topology/block")])
@@ -147,9 +174,13 @@ BAD = {
         "'pools[0].count' must be at least 1 (got 0)",
     ),
     "duplicate-pool": (SlurmCluster("ref", "head", (TRAIN, TRAIN)), "'pools[1].name' must be unique"),
-    "index-too-wide": (
-        SlurmCluster("ref", "head", (SlurmPool("train", "gpu-", 1152, GB300, 4, 128, 1),)),
-        "'pools[0].index_width' must fit the last index 1152 (got 3)",
+    "pool-named-all": (
+        SlurmCluster("ref", "head", (SlurmPool("all", "gpu-", 18, GB300, 4, 128, 1),)),
+        "'pools[0].name' must not be 'all'",
+    ),
+    "negative-spare": (
+        SlurmCluster("ref", "head", (TRAIN,), spare_nodes=-1),
+        "'spare_nodes' must be at least 0 (got -1)",
     ),
 }
 
@@ -171,17 +202,16 @@ def test_slurm_conf_golden() -> None:
     assert text == golden.read_text()
 
 
-def test_pool_with_explicit_scale_set_names() -> None:
-    """A pool can list its host names, such as a Uniform scale set's base-36 instance names."""
-    names = uniform_scale_set_names("ref-train-r0001-", 18)
-    assert names[9:11] == ("ref-train-r0001-000009", "ref-train-r0001-00000a")
-    pool = SlurmPool("train", "unused-", 18, GB300, 4, 128, 1, names=names)
-    nodes = by_first_key(parse(render(SlurmCluster("ref", "head", (pool,)))["slurm.conf"]), "NodeName")
-    assert [host for node in nodes for host in expand(node["NodeName"])] == list(names)
+def test_large_cluster_config_stays_small() -> None:
+    """1,389 racks render the same few lines as one: slurm.conf does not grow with the node count."""
+    big = SlurmPool("train", "ref-train-r0001-", 1389 * 18, GB300, 4, 128, 1)
+    small = SlurmPool("train", "ref-train-r0001-", 18, GB300, 4, 128, 1)
+    sizes = [len(render(SlurmCluster("ref", "head", (pool,)))["slurm.conf"]) for pool in (small, big)]
+    assert sizes[1] - sizes[0] < 16
 
 
-def test_explicit_names_must_match_count() -> None:
-    """Listing fewer names than the pool's count is refused, naming the field."""
-    pool = SlurmPool("train", "gpu-", 18, GB300, 4, 128, 1, names=("gpu-a", "gpu-b"))
-    with pytest.raises(SlurmConfigError, match=re.escape("'pools[0].names' must hold 'count' = 18 host names (got 2)")):
-        render(SlurmCluster("ref", "head", (pool,)))
+def test_deprecated_index_fields_are_accepted_and_ignored() -> None:
+    """A pool built with the old index_width still renders, identically to one without it."""
+    plain = SlurmCluster("ref", "head", (SlurmPool("train", "gpu-", 18, GB300, 4, 128, 1),))
+    old = SlurmCluster("ref", "head", (SlurmPool("train", "gpu-", 18, GB300, 4, 128, 1, index_width=5),))
+    assert render(old) == render(plain)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from gb300.slurm.config import SlurmCluster, SlurmPool, render
+from gb300.slurm.hostlist import expand
 
 from .conftest import REPO, Sandbox
 
@@ -18,9 +19,12 @@ ENV = {"GB300_LIB": str(REPO / "infra")}
 
 
 def controller(sandbox: Sandbox, nodes: int = 36) -> None:
-    """A head node with gb300's rendered slurm.conf (topology off) and slurm listing gpu-[001-036]."""
-    pool = SlurmPool("gpu", "gpu-", nodes, "Standard_ND128isr_GB300_v6", 4, 128, 840000)
-    sandbox.write("etc/slurm/slurm.conf", render(SlurmCluster("ref", "head", (pool,)))["slurm.conf"])
+    """A head node with gb300's rendered slurm.conf (topology off, no GPU node listed) and slurmctld having
+    registered the dynamic nodes gpu-001 .. gpu-<nodes>."""
+    pool = SlurmPool("gpu", "gpu-", 36, "Standard_ND128isr_GB300_v6", 4, 128, 840000)
+    conf = render(SlurmCluster("ref", "head", (pool,)))["slurm.conf"]
+    assert "\nNodeName=" not in conf
+    sandbox.write("etc/slurm/slurm.conf", conf)
     sandbox.answer("sinfo", "".join(f"gpu-{i:03d}\n" for i in range(1, nodes + 1)))
 
 
@@ -84,8 +88,8 @@ def test_new_rack_reconfigures_without_restart(sandbox: Sandbox) -> None:
     assert sandbox.calls("scontrol") == ["reconfigure"]
 
 
-def test_removed_nodes_are_ignored(sandbox: Sandbox) -> None:
-    """Fabric files of hosts slurm no longer lists do not make it into the topology."""
+def test_unregistered_nodes_are_left_out(sandbox: Sandbox) -> None:
+    """Fabric files of hosts slurmctld has not registered (not yet, or deleted) stay out of the topology."""
     controller(sandbox, nodes=18)
     publish(sandbox, 1, 36, rack=0)
     result = sandbox.run("gb300-topology-refresh", env=ENV)
@@ -93,6 +97,23 @@ def test_removed_nodes_are_ignored(sandbox: Sandbox) -> None:
     topology = (sandbox.root / "etc/slurm/topology.conf").read_text()
     assert "BlockName=block001 Nodes=gpu-[001-018]\n" in topology
     assert any("gpu-019" in call for call in sandbox.calls("logger"))
+
+
+def test_scale_set_names_registered_later_join_their_block(sandbox: Sandbox) -> None:
+    """A rack of scale-set host names forms its block on the first run after all 18 have registered."""
+    controller(sandbox, nodes=0)
+    names = [f"ref-gpu-r0001-{i:06x}" for i in range(18)]
+    for name in names:
+        sandbox.write(f"shared/gb300/fabric/{name}.json", json.dumps({"ClusterUUID": UUIDS[0], "CliqueId": 32766}))
+    sandbox.answer("sinfo", "".join(f"{name}\n" for name in names[:17]))
+    assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 0
+    assert f"\n#{PLUGIN}\n" in slurm_conf(sandbox)
+    sandbox.answer("sinfo", "".join(f"{name}\n" for name in names))
+    assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 0
+    topology = (sandbox.root / "etc/slurm/topology.conf").read_text()
+    [block] = [line for line in topology.splitlines() if line.startswith("BlockName=block001 ")]
+    assert sorted(expand(block.split("Nodes=", 1)[1])) == names
+    assert f"\n{PLUGIN}\n" in slurm_conf(sandbox)
 
 
 def test_fabric_publish_copies_identity_once(sandbox: Sandbox) -> None:

@@ -4,13 +4,17 @@
 "plugstack.conf": ...}``, the contents the head node places in ``/etc/slurm/`` (configless Slurm serves
 them to the GPU nodes). Templates live in ``templates/slurm/`` and render with ``StrictUndefined``.
 
-GPU node host names are ``<node_prefix><index>`` with the index zero-padded to ``index_width`` digits,
-starting at ``first_index``, or the explicit ``names`` of a pool: slurm.conf lists them statically, so the
-nodes must boot with exactly those host names (see :func:`uniform_scale_set_names` for scale-set names).
+GPU nodes are Slurm dynamic nodes (Slurm 22.05+): slurm.conf lists none of them. Each GPU node starts
+``slurmd -Z --conf "CPUs=.. RealMemory=.. Gres=gpu:N Feature=<pool>"`` (``gb300-slurmd-setup``) and
+registers under its own host name, so a Uniform scale set's instance names (``<prefix><6 base-36 chars>``,
+new ones after an instance is replaced) need no change here. slurm.conf holds ``MaxNodeCount`` (the GPU
+nodes plus :func:`default_spare_nodes`), one ``Nodeset=<pool> Feature=<pool>`` and one ``PartitionName=<pool>
+Nodes=<pool>`` per pool.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +22,15 @@ from pathlib import Path
 import jinja2
 
 from gb300.paths import TEMPLATES_DIR
-from gb300.slurm.hostlist import compress
 
 TEMPLATE_DIR = TEMPLATES_DIR / "slurm"
 FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "plugstack.conf")
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 _HOST = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+RACK_NODES = 18
+"""VMs per NVLink domain (NVL72 rack) of ND GB300 v6; the unit :func:`default_spare_nodes` rounds up to."""
+SPARE_FRACTION = 0.10
+"""Share of the GPU nodes added to MaxNodeCount for node records that outlive their VM (see default_spare_nodes)."""
 
 
 class SlurmConfigError(ValueError):
@@ -32,10 +39,12 @@ class SlurmConfigError(ValueError):
 
 @dataclass(frozen=True)
 class SlurmPool:
-    """One GPU pool: one Slurm partition of identical nodes.
+    """One GPU pool: one Slurm partition (and node set) of identical dynamic nodes.
 
     ``memory_mib`` is RealMemory, the memory Slurm may schedule: slurmd drains a node that reports less,
-    so pass the VM's memory less an OS reserve (see :func:`real_memory_mib`).
+    so pass the VM's memory less an OS reserve (see :func:`real_memory_mib`). ``node_prefix`` is the pool's
+    host-name prefix, only written as a comment (nodes register under whatever host name they have).
+    ``first_index`` and ``index_width`` are deprecated and ignored: they numbered static node names.
     """
 
     name: str
@@ -47,28 +56,21 @@ class SlurmPool:
     memory_mib: int
     first_index: int = 1
     index_width: int = 3
-    names: tuple[str, ...] = ()
-
-    def hostnames(self) -> tuple[str, ...]:
-        """The pool's node host names in order: ``names`` when given, else prefix + zero-padded index."""
-        if self.names:
-            return self.names
-        last = self.first_index + self.count
-        return tuple(f"{self.node_prefix}{i:0{self.index_width}d}" for i in range(self.first_index, last))
-
-    @property
-    def hostlist(self) -> str:
-        return compress(self.hostnames())
 
 
 @dataclass(frozen=True)
 class SlurmCluster:
-    """What slurm.conf needs to know about the cluster; ``topology_populated`` turns on topology/block."""
+    """What slurm.conf needs to know about the cluster; ``topology_populated`` turns on topology/block.
+
+    ``spare_nodes`` is added to the pools' node count for ``MaxNodeCount``; None picks
+    :func:`default_spare_nodes` of the GPU node count.
+    """
 
     cluster_name: str
     head_hostname: str
     pools: tuple[SlurmPool, ...]
     topology_populated: bool = False
+    spare_nodes: int | None = None
     accounting_host: str | None = None
     health_check_interval: int = 300
     prolog_timeout: int = 180
@@ -76,23 +78,22 @@ class SlurmCluster:
     pyxis_plugin: str = "/usr/local/lib/slurm/spank_pyxis.so"
 
 
-def uniform_scale_set_names(computer_name_prefix: str, count: int) -> tuple[str, ...]:
-    """Host names a Uniform scale set gives its first ``count`` instances: prefix + instance id in base 36.
+def default_spare_nodes(gpu_nodes: int) -> int:
+    """Default MaxNodeCount headroom: 10% of ``gpu_nodes``, at least one rack, rounded up to whole racks.
 
-    Azure appends six base-36 characters (``000000``, ..., ``00000h``). Status unverified: the letter case
-    Azure uses and whether names survive instance replacement (a new instance id) are not confirmed.
+    A replaced scale-set instance registers under a new host name while the old name stays a (DOWN) node
+    record until ``scontrol delete nodename=<old>``; a pool scaled out before slurm.conf is re-rendered
+    needs room too. Slurm refuses a dynamic registration beyond MaxNodeCount.
     """
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    racks = max(1, math.ceil(gpu_nodes * SPARE_FRACTION / RACK_NODES))
+    return racks * RACK_NODES
 
-    def base36(value: int) -> str:
-        text = ""
-        while True:
-            value, rest = divmod(value, 36)
-            text = digits[rest] + text
-            if value == 0:
-                return text.rjust(6, "0")
 
-    return tuple(f"{computer_name_prefix}{base36(i)}" for i in range(count))
+def max_node_count(cluster: SlurmCluster) -> int:
+    """slurm.conf's ``MaxNodeCount``: every GPU node of every pool plus the spare node records."""
+    nodes = sum(pool.count for pool in cluster.pools)
+    spare = default_spare_nodes(nodes) if cluster.spare_nodes is None else cluster.spare_nodes
+    return nodes + spare
 
 
 def real_memory_mib(memory_gib: float, reserve_fraction: float = 0.05) -> int:
@@ -113,25 +114,19 @@ def _problems(cluster: SlurmCluster) -> list[str]:
         where = f"pools[{index}]"
         if not _NAME.match(pool.name):
             problems.append(f"'{where}.name' must be lowercase letters, digits or '_' (got {pool.name!r})")
+        if pool.name == "all":
+            problems.append(f"'{where}.name' must not be 'all', Slurm's keyword for every node (got {pool.name!r})")
         if pool.name in seen:
             problems.append(f"'{where}.name' must be unique (got {pool.name!r} twice)")
         seen.add(pool.name)
         if not _HOST.match(pool.node_prefix + "0"):
             problems.append(f"'{where}.node_prefix' must start a lowercase host name (got {pool.node_prefix!r})")
-        for name in ("count", "gpus_per_node", "cpus", "memory_mib", "index_width"):
+        for name in ("count", "gpus_per_node", "cpus", "memory_mib"):
             value = getattr(pool, name)
             if value < 1:
                 problems.append(f"'{where}.{name}' must be at least 1 (got {value!r})")
-        if pool.names and len(pool.names) != pool.count:
-            problems.append(f"'{where}.names' must hold 'count' = {pool.count} host names (got {len(pool.names)})")
-        bad = [name for name in pool.names if not _HOST.match(name)]
-        if bad:
-            problems.append(f"'{where}.names' must be lowercase host names (got {bad[0]!r})")
-        if not pool.names and pool.count >= 1 and len(str(pool.first_index + pool.count - 1)) > pool.index_width:
-            problems.append(
-                f"'{where}.index_width' must fit the last index {pool.first_index + pool.count - 1} "
-                f"(got {pool.index_width})"
-            )
+    if cluster.spare_nodes is not None and cluster.spare_nodes < 0:
+        problems.append(f"'spare_nodes' must be at least 0 (got {cluster.spare_nodes!r})")
     return problems
 
 
@@ -152,4 +147,9 @@ def render(cluster: SlurmCluster, template_dir: Path = TEMPLATE_DIR) -> dict[str
     if problems:
         raise SlurmConfigError("\n".join(problems))
     environment = _environment(template_dir)
-    return {name: environment.get_template(f"{name}.j2").render(cluster=cluster) for name in FILES}
+    context = {
+        "cluster": cluster,
+        "max_node_count": max_node_count(cluster),
+        "gpu_counts": sorted({pool.gpus_per_node for pool in cluster.pools}),
+    }
+    return {name: environment.get_template(f"{name}.j2").render(**context) for name in FILES}

@@ -10,12 +10,13 @@ key is fetched from Key Vault by ``gb300-munge-key`` with the VM's managed ident
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from dataclasses import dataclass
 
 from gb300.paths import CLOUD_INIT_DIR, PACKAGE_DIR
-from gb300.slurm.config import SlurmCluster, render
+from gb300.slurm.config import SlurmCluster, SlurmPool, render
 
 SCRIPT_DIR = CLOUD_INIT_DIR / "slurm"
 SBIN = "/usr/local/sbin"
@@ -41,6 +42,8 @@ _HEAD_UNITS = ("gb300-topology-refresh.service", "gb300-topology-refresh.timer")
 _GPU_UNITS = ("gb300-health-boot.service", "gb300-fabric-publish.service")
 _GENERATOR = ("__init__.py", "hostlist.py", "topology.py")
 _VAULT = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$")
+_POOL = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+_NODE_SHAPE = ("pool", "cpus", "real_memory_mib", "gpus")
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,10 @@ class SlurmBootInputs:
     ``identity_client_id`` is the client id of the user-assigned identity that may read the munge secret
     (role "Key Vault Secrets User"); leave it None to use the VM's system-assigned identity.
     Versions are pins from the versions data file; None keeps the image's or the archive's version.
+    ``pool``, ``cpus``, ``real_memory_mib`` and ``gpus`` are a GPU node's dynamic-node registration
+    (``slurmd -Z --conf "CPUs=.. RealMemory=.. Gres=gpu:N Feature=<pool>"``): :func:`gpu_files` needs them
+    and :meth:`for_pool` copies them from the pool's :class:`~gb300.slurm.config.SlurmPool`; the head leaves
+    them None.
     """
 
     head_hostname: str
@@ -73,6 +80,16 @@ class SlurmBootInputs:
     enroot_caps_sha256: str | None = None
     pyxis_version: str | None = None
     pyxis_sha256: str | None = None
+    pool: str | None = None
+    cpus: int | None = None
+    real_memory_mib: int | None = None
+    gpus: int | None = None
+
+    def for_pool(self, pool: SlurmPool) -> SlurmBootInputs:
+        """These inputs for a GPU node of ``pool``: its name as the node feature, and its node shape."""
+        return dataclasses.replace(
+            self, pool=pool.name, cpus=pool.cpus, real_memory_mib=pool.memory_mib, gpus=pool.gpus_per_node
+        )
 
 
 def render_slurm_env(inputs: SlurmBootInputs) -> str:
@@ -81,6 +98,12 @@ def render_slurm_env(inputs: SlurmBootInputs) -> str:
         raise ValueError(f"'keyvault_name' must be a Key Vault name, 3-24 characters (got {inputs.keyvault_name!r})")
     if inputs.block_size < 1:
         raise ValueError(f"'block_size' must be at least 1 (got {inputs.block_size!r})")
+    if inputs.pool is not None and not _POOL.match(inputs.pool):
+        raise ValueError(f"'pool' must be lowercase letters, digits or '_' (got {inputs.pool!r})")
+    for name in _NODE_SHAPE[1:]:
+        value = getattr(inputs, name)
+        if value is not None and value < 1:
+            raise ValueError(f"'{name}' must be at least 1 (got {value!r})")
     values = {
         "GB300_HEAD_HOSTNAME": inputs.head_hostname,
         "GB300_KEYVAULT_NAME": inputs.keyvault_name,
@@ -94,9 +117,17 @@ def render_slurm_env(inputs: SlurmBootInputs) -> str:
         "GB300_ENROOT_CAPS_SHA256": inputs.enroot_caps_sha256,
         "GB300_PYXIS_VERSION": inputs.pyxis_version,
         "GB300_PYXIS_SHA256": inputs.pyxis_sha256,
+        "GB300_SLURM_POOL": inputs.pool,
+        "GB300_SLURM_CPUS": _text(inputs.cpus),
+        "GB300_SLURM_REAL_MEMORY_MIB": _text(inputs.real_memory_mib),
+        "GB300_SLURM_GPUS": _text(inputs.gpus),
     }
     lines = [f"{key}={shlex.quote(value)}\n" for key, value in values.items() if value is not None]
     return "# gb300 Slurm boot inputs (no secrets)\n" + "".join(lines)
+
+
+def _text(value: int | None) -> str | None:
+    return None if value is None else str(value)
 
 
 def _scripts(names: tuple[str, ...]) -> list[NodeFile]:
@@ -121,7 +152,16 @@ def head_files(cluster: SlurmCluster, inputs: SlurmBootInputs) -> tuple[NodeFile
 
 
 def gpu_files(inputs: SlurmBootInputs, health_env: str) -> tuple[NodeFile, ...]:
-    """Files for a GPU node: boot inputs, health expectations, the steps, the health gate and IMEX hooks."""
+    """Files for a GPU node: boot inputs, health expectations, the steps, the health gate and IMEX hooks.
+
+    ``inputs`` must carry the node's pool and shape (``inputs.for_pool(pool)``): slurmd registers as a
+    dynamic node with them. Raises ValueError naming the first missing field.
+    """
+    missing = [name for name in _NODE_SHAPE if getattr(inputs, name) is None]
+    if missing:
+        raise ValueError(
+            f"'{missing[0]}' must be set for a GPU node (got None). Pass inputs.for_pool(<the node's SlurmPool>)."
+        )
     envs = [
         NodeFile("/etc/gb300/slurm.env", render_slurm_env(inputs)),
         NodeFile("/etc/gb300/health.env", health_env),
