@@ -1,0 +1,222 @@
+"""Node side of storage and monitoring: rendered files, the step list, and the step scripts' behaviour."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pytest
+import yaml
+
+from gb300 import config, node_files
+from gb300.node_files import NodeOutputs
+from gb300.paths import CLOUD_INIT_DIR, REPO_ROOT
+
+SCRIPTS = CLOUD_INIT_DIR / "scripts"
+OUR_SCRIPTS = [SCRIPTS / s.script for s in node_files.STEPS] + [SCRIPTS / "gb300-node-metrics"]
+OUTPUTS = NodeOutputs(
+    lustre_mgs_address="10.40.8.100",
+    storage_account="refstbb528dd2",
+    identity_client_id="22222222-2222-2222-2222-222222222222",
+    remote_write_url="https://ref-mon-dce.eastus2-1.metrics.ingest.monitor.azure.com/dataCollectionRules/dcr-1/streams/Microsoft-PrometheusMetrics/api/v1/write?api-version=2023-04-24",
+)
+
+
+@pytest.fixture(scope="module")
+def files(reference_raw: dict[str, Any]) -> dict[str, node_files.NodeFile]:
+    """The reference stack's storage and monitoring node files for pool 'train'."""
+    cfg = config.parse(copy.deepcopy(reference_raw))
+    return {f.path: f for f in node_files.node_files(cfg, "train", OUTPUTS)}
+
+
+def _env(text: str) -> dict[str, str]:
+    """Source an env file in bash and return the GB300_ variables it sets."""
+    out = subprocess.run(
+        ["bash", "-c", 'set -a; eval "$1"; env -0', "_", text], check=True, capture_output=True, text=True
+    ).stdout
+    pairs = (item.split("=", 1) for item in out.split("\0") if item.startswith("GB300_"))
+    return dict(pairs)  # type: ignore[arg-type]
+
+
+def test_storage_env(files: dict[str, node_files.NodeFile]) -> None:
+    """storage.env gives the Lustre mount (MGS, fsname, path, options) and the BlobFuse2 mounts, shell-quoted."""
+    env = _env(files["/etc/gb300/storage.env"].content)
+    assert env["GB300_LUSTRE_MGS"] == "10.40.8.100"
+    assert env["GB300_LUSTRE_FSNAME"] == "lustrefs"
+    assert env["GB300_LUSTRE_MOUNT"] == "/lustre"
+    assert env["GB300_LUSTRE_OPTIONS"] == "noatime,flock"
+    assert env["GB300_BLOB_ACCOUNT"] == "refstbb528dd2"
+    assert env["GB300_BLOB_MOUNTS"] == "datasets:/mnt/blob/datasets:ro checkpoints:/mnt/blob/checkpoints:rw"
+
+
+def test_blobfuse2_config_uses_the_identity_and_block_cache(files: dict[str, node_files.NodeFile]) -> None:
+    """Each mounted container gets a BlobFuse2 config in block-cache mode, authenticating with the managed identity."""
+    doc = yaml.safe_load(files["/etc/gb300/blobfuse2/datasets.yaml"].content)
+    assert "block_cache" in doc["components"]
+    assert doc["read-only"] is True
+    assert doc["azstorage"]["mode"] == "msi"
+    assert doc["azstorage"]["appid"] == OUTPUTS.identity_client_id
+    assert doc["azstorage"]["endpoint"] == "https://refstbb528dd2.dfs.core.windows.net"
+    assert doc["block_cache"]["path"].startswith("/mnt/resource_nvme/")
+    assert not {"account-key", "sas", "spn-client-secret"} & set(doc["azstorage"])
+    assert yaml.safe_load(files["/etc/gb300/blobfuse2/checkpoints.yaml"].content)["read-only"] is False
+
+
+def test_prometheus_agent_config(files: dict[str, node_files.NodeFile]) -> None:
+    """The agent scrapes the local exporters and remote-writes with the node's user-assigned identity."""
+    doc = yaml.safe_load(files["/etc/gb300/prometheus-agent.yml"].content)
+    assert doc["global"]["external_labels"] == {"cluster": "ref", "pool": "train"}
+    assert {job["job_name"] for job in doc["scrape_configs"]} == {"dcgm", "node"}
+    (rw,) = doc["remote_write"]
+    assert rw["url"] == OUTPUTS.remote_write_url
+    assert rw["azuread"]["managed_identity"]["client_id"] == OUTPUTS.identity_client_id
+    env = _env(files["/etc/gb300/monitoring.env"].content)
+    assert env["GB300_DCGM_EXPORTER_LISTEN"].endswith(":9400")
+    assert env["GB300_PROMETHEUS_REMOTE_WRITE"] == "1"
+
+
+def test_dcgm_exporter_unit_attaches_to_the_host_engine() -> None:
+    """The 85-dcgm-exporter step passes --remote-hostengine-info when nvidia-dcgm runs, else runs it embedded."""
+    text = (SCRIPTS / "85-dcgm-exporter.sh").read_text()
+    assert "systemctl is-active --quiet nvidia-dcgm" in text
+    assert "--remote-hostengine-info localhost:5555" in text
+
+
+def test_templates_are_strict() -> None:
+    """Templates render with StrictUndefined: a missing value is an error, never an empty string."""
+    with pytest.raises(jinja2.UndefinedError):
+        node_files._render("storage.env.j2", lustre={})
+
+
+def test_no_files_when_pieces_are_off(reference_raw: dict[str, Any]) -> None:
+    """Without Prometheus there are no monitoring files and no exporter steps; without Lustre no Lustre step."""
+    raw = copy.deepcopy(reference_raw)
+    off = {"enabled": False}
+    raw["monitoring"] = {"prometheus": off, "grafana": off, "alerts": off}
+    raw["storage"] = {}
+    cfg = config.parse(raw)
+    assert [f.path for f in node_files.node_files(cfg, "train", NodeOutputs())] == ["/etc/gb300/storage.env"]
+    assert node_files.steps_for(cfg) == []
+
+
+def test_step_list_order() -> None:
+    """Each added step names an existing script and runs after the step it depends on; none runs after 99-ready."""
+    names = [s.name for s in node_files.STEPS]
+    for i, step in enumerate(node_files.STEPS):
+        assert (SCRIPTS / step.script).is_file()
+        assert step.name == step.script.removesuffix(".sh")
+        assert step.after not in names[i:]
+        assert step.name < "99-ready"
+        assert set(step.roles) <= {"gpu-node", "head"}
+
+
+@pytest.mark.parametrize("script", OUR_SCRIPTS, ids=lambda p: p.name)
+def test_script_conventions(script: Path) -> None:
+    """Each script is strict bash, never touches /tmp, prefixes paths with GB300_ROOT, and logs no secrets."""
+    text = script.read_text()
+    assert text.startswith("#!/usr/bin/env bash\n")
+    assert "set -euo pipefail" in text
+    assert "/tmp" not in text
+    for match in re.finditer(r'"(/(?:etc|var|usr|sys|mnt)/[^"]*)"', text):
+        line = text[: match.start()].rsplit("\n", 1)[-1]
+        assert "${GB300_ROOT:-}" in line or "http" in line, (script.name, line)
+    if script.suffix == ".sh":
+        assert "record " in text
+        assert os.access(script, os.X_OK)
+
+
+def test_scripts_pass_shellcheck() -> None:
+    """shellcheck finds nothing in the storage and monitoring scripts (the bootstrap library is not followed)."""
+    shellcheck = shutil.which("shellcheck") or str(REPO_ROOT / ".venv" / "bin" / "shellcheck")
+    result = subprocess.run(
+        [shellcheck, "-x", "-e", "SC1091", *map(str, OUR_SCRIPTS)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout
+
+
+# --- the Lustre step in a sandbox ------------------------------------------------------------------------------
+
+STUBS = {
+    "modinfo": "exit 0",
+    "mount.lustre": "exit 0",
+    "modprobe": 'echo "modprobe $*" >>"$SANDBOX/calls.log"; mkdir -p "$GB300_ROOT/sys/module/$1"',
+    "lfs": "exit 0",
+    "mount": 'echo "mount $*" >>"$SANDBOX/calls.log"; echo "${@: -2:1} ${@: -1} lustre" >>"$SANDBOX/mounts"',
+    "findmnt": (
+        'mp=""; want_src=0; while [ $# -gt 0 ]; do case $1 in -M) mp=$2; shift;; -o) want_src=1; shift;; esac; '
+        'shift; done; line=$(awk -v mp="$mp" \'$2 == mp\' "$SANDBOX/mounts" 2>/dev/null | head -n 1); '
+        '[ -n "$line" ] || exit 1; [ "$want_src" = 1 ] && echo "${line%% *}"; exit 0'
+    ),
+}
+
+
+def _sandbox(tmp_path: Path, storage_env: str) -> tuple[dict[str, str], Path]:
+    root = tmp_path / "root"
+    (root / "usr/local/lib/gb300").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "tests/fixtures/gb300-lib-stub.sh", root / "usr/local/lib/gb300/lib.sh")
+    (root / "etc/gb300").mkdir(parents=True)
+    (root / "etc/gb300/storage.env").write_text(storage_env)
+    (root / "etc/fstab").write_text("UUID=abc / ext4 defaults 0 1\n")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name, body in STUBS.items():
+        stub = bindir / name
+        stub.write_text(f"#!/usr/bin/env bash\n{body}\n")
+        stub.chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{bindir}:{os.environ['PATH']}",
+        "GB300_ROOT": str(root),
+        "SANDBOX": str(tmp_path),
+        "GB300_STEP": "72-lustre",
+    }
+    return env, root
+
+
+def _run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(SCRIPTS / "72-lustre.sh")], env=env, capture_output=True, text=True, check=False)
+
+
+def test_lustre_step_mounts_once(tmp_path: Path, files: dict[str, node_files.NodeFile]) -> None:
+    """72-lustre mounts <mgs>@tcp:/lustrefs with noatime,flock, adds one fstab line, and a rerun changes nothing."""
+    env, root = _sandbox(tmp_path, files["/etc/gb300/storage.env"].content)
+    first = _run(env)
+    assert first.returncode == 0, first.stderr
+    calls = (tmp_path / "calls.log").read_text()
+    assert f"mount -t lustre -o noatime,flock 10.40.8.100@tcp:/lustrefs {root}/lustre" in calls
+    fstab = (root / "etc/fstab").read_text()
+    assert fstab.count(" /lustre lustre ") == 1
+    assert "10.40.8.100@tcp:/lustrefs /lustre lustre noatime,flock,_netdev" in fstab
+    done = root / "var/lib/gb300/steps/72-lustre.done"
+    before = (fstab, done.read_text(), done.stat().st_mtime_ns, (root / "etc/fstab").stat().st_mtime_ns)
+    second = _run(env)
+    assert second.returncode == 0, second.stderr
+    assert (tmp_path / "calls.log").read_text() == calls  # no second mount, no modprobe
+    after = ((root / "etc/fstab").read_text(), done.read_text(), done.stat().st_mtime_ns, (root / "etc/fstab").stat().st_mtime_ns)
+    assert after == before
+
+
+def test_lustre_step_refuses_a_foreign_mount(tmp_path: Path, files: dict[str, node_files.NodeFile]) -> None:
+    """When something else is mounted at the path, 72-lustre fails and says what to do."""
+    env, root = _sandbox(tmp_path, files["/etc/gb300/storage.env"].content)
+    (tmp_path / "mounts").write_text(f"10.9.9.9@tcp:/other {root}/lustre lustre\n")
+    result = _run(env)
+    assert result.returncode == 1
+    assert "expected 10.40.8.100@tcp:/lustrefs" in (root / "run/gb300/reason").read_text()
+
+
+def test_lustre_step_without_lustre(tmp_path: Path, reference_raw: dict[str, Any]) -> None:
+    """With no Lustre configured the step records that and touches nothing."""
+    raw = copy.deepcopy(reference_raw)
+    raw["storage"] = {}
+    (env_file,) = node_files.storage_files(config.parse(raw), NodeOutputs())
+    env, root = _sandbox(tmp_path, env_file.content)
+    assert _run(env).returncode == 0
+    assert not (tmp_path / "calls.log").exists()
+    assert (root / "var/lib/gb300/steps/72-lustre.done").read_text() == "no Lustre filesystem configured\n"
