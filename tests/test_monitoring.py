@@ -80,7 +80,7 @@ def test_metric_name_extraction() -> None:
 def test_dcgm_counters_file_matches_the_metric_list() -> None:
     """The dcgm-exporter counters file we ship enables exactly the DCGM metrics listed in data/metrics.yaml."""
     lines = (TEMPLATES_DIR / "dcgm-exporter" / "counters.csv").read_text().splitlines()
-    rows = [row for row in csv.reader(line for line in lines if line.strip() and not line.startswith("#"))]
+    rows = list(csv.reader(line for line in lines if line.strip() and not line.startswith("#")))
     fields = {row[0].strip(): row[1].strip() for row in rows}
     doc = yaml.safe_load((DATA_DIR / "metrics.yaml").read_text())
     assert fields == doc["exporters"]["dcgm"]["metrics"]
@@ -111,7 +111,7 @@ def test_dashboard_queries_name_exported_metrics(path: Path) -> None:
 
 
 def test_rack_dashboard_covers_the_issue() -> None:
-    """The rack dashboard is per rack and covers GPU use and memory, power, thermals, XID, NVLink, IB and node health."""
+    """The rack dashboard has a rack variable and covers GPUs, power, thermals, XID, NVLink, IB and node health."""
     doc = json.loads((TEMPLATES_DIR / "dashboards" / "gb300-rack.json").read_text())
     assert "rack" in {v["name"] for v in doc["templating"]["list"]}
     used = set().union(*(metric_names(e) for p in _panels(doc) for e in _targets(p)))
@@ -227,7 +227,9 @@ def test_every_piece_can_be_turned_off(dev_raw: dict[str, Any]) -> None:
     """With every monitoring piece disabled the stack declares no monitoring resource and no agent extension."""
     off = {"enabled": False}
     types = _dev(dev_raw, {"logs": off, "prometheus": off, "grafana": off, "alerts": off})
-    assert not {t for t in types if t.split(":")[1] in {"monitor", "dashboard", "alertsmanagement", "operationalinsights"}}
+    assert not {
+        t for t in types if t.split(":")[1] in {"monitor", "dashboard", "alertsmanagement", "operationalinsights"}
+    }
 
 
 def test_logs_only(dev_raw: dict[str, Any]) -> None:
@@ -248,9 +250,12 @@ def test_logs_only(dev_raw: dict[str, Any]) -> None:
             "gb300:monitoring.grafana.enabled: needs gb300:monitoring.prometheus.enabled: true",
         ),
         ({"alerts": {"emails": ["oncall"]}}, "gb300:monitoring.alerts.emails[0]: must be an email address"),
-        ({"alerts": {"webhooks": ["http://hooks.example.com/x"]}}, "gb300:monitoring.alerts.webhooks[0]: must be an https:// URL"),
+        ({"alerts": {"webhooks": ["http://hooks.example.com/x"]}}, "gb300:monitoring.alerts.webhooks[0]: must be an https://"),
         ({"logs": {"retentionDays": 7}}, "gb300:monitoring.logs.retentionDays: must be at least 30 (got 7)"),
-        ({"prometheus": {"scrapeInterval": 30}}, "gb300:monitoring.prometheus.scrapeInterval: is not a known key; did you mean 'scrapeIntervalSeconds'?"),
+        (
+            {"prometheus": {"scrapeInterval": 30}},
+            "gb300:monitoring.prometheus.scrapeInterval: is not a known key; did you mean 'scrapeIntervalSeconds'?",
+        ),
         ({"grafana": {"adminPrincipalIds": ["me"]}}, "gb300:monitoring.grafana.adminPrincipalIds[0]: must match"),
     ],
 )  # fmt: skip

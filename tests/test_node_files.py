@@ -198,7 +198,12 @@ def test_lustre_step_mounts_once(tmp_path: Path, files: dict[str, node_files.Nod
     second = _run(env)
     assert second.returncode == 0, second.stderr
     assert (tmp_path / "calls.log").read_text() == calls  # no second mount, no modprobe
-    after = ((root / "etc/fstab").read_text(), done.read_text(), done.stat().st_mtime_ns, (root / "etc/fstab").stat().st_mtime_ns)
+    after = (
+        (root / "etc/fstab").read_text(),
+        done.read_text(),
+        done.stat().st_mtime_ns,
+        (root / "etc/fstab").stat().st_mtime_ns,
+    )
     assert after == before
 
 

@@ -53,7 +53,11 @@ def test_node_identity_gets_exactly_what_nodes_need(reference_plan: PlanResult) 
     ids = _by_id(reference_plan)
     node = _node_principal(reference_plan)
     granted = sorted(
-        (rbac.name_of(ra.inputs["roleDefinitionId"]), ids[ra.inputs["scope"]].type.split(":")[-1], ids[ra.inputs["scope"]].name)
+        (
+            rbac.name_of(ra.inputs["roleDefinitionId"]),
+            ids[ra.inputs["scope"]].type.split(":")[-1],
+            ids[ra.inputs["scope"]].name,
+        )
         for ra in _assignments(reference_plan)
         if ra.inputs["principalId"] == node
     )

@@ -12,8 +12,8 @@ from gb300 import cli, sizing
 from gb300.config import PolicySettings
 from gb300.findings import Level
 from gb300.plan.runner import register
-from gb300.rules import RULES, evaluate
 from gb300.policy_pack import PolicyResourceView
+from gb300.rules import RULES, evaluate
 from gb300.rules.checkpoint import RULE_ID, lustre_checkpoint_throughput
 
 

@@ -32,7 +32,7 @@ def _subnet(plan: PlanResult, name: str) -> ResourceRecord:
 
 
 def test_lustre_filesystem_inputs(reference_plan: PlanResult) -> None:
-    """The reference Lustre is 128 TiB of the 500 MB/s tier in zone 1, in the storage subnet, with a maintenance window."""
+    """The reference Lustre is 128 TiB of the 500 MB/s tier in zone 1, in the storage subnet, with a window."""
     fs = _one(reference_plan, AMLFS)
     assert fs.inputs["sku"] == {"name": "AMLFS-Durable-Premium-500"}
     assert fs.inputs["storageCapacityTiB"] == 128
@@ -121,7 +121,9 @@ def test_storage_subnet_sized_by_azures_answer(dev_raw: dict[str, Any]) -> None:
     raw = copy.deepcopy(dev_raw)
     raw["storage"] = {"lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4}}
     storage = next(
-        r for r in register("dev", raw) if r.type == "azure-native:network:Subnet" and r.inputs["subnetName"] == "storage"
+        r
+        for r in register("dev", raw)
+        if r.type == "azure-native:network:Subnet" and r.inputs["subnetName"] == "storage"
     )
     # The mocks answer 24 addresses (plan/mocks.py); 24 + 5 reserved fit a /27.
     assert ipaddress.IPv4Network(storage.inputs["addressPrefix"]).prefixlen == 27
@@ -158,7 +160,10 @@ def test_unchanged_storage_is_not_data_loss(reference_plan: PlanResult) -> None:
     ("deployed_inputs", "shown"),
     [
         ({"storageCapacityTiB": 64}, "storageCapacityTiB: 64 -> 128"),
-        ({"sku": {"name": "AMLFS-Durable-Premium-250"}}, "sku: 'AMLFS-Durable-Premium-250' -> 'AMLFS-Durable-Premium-500'"),
+        (
+            {"sku": {"name": "AMLFS-Durable-Premium-250"}},
+            "sku: 'AMLFS-Durable-Premium-250' -> 'AMLFS-Durable-Premium-500'",
+        ),
         ({"zones": ["2"]}, "zones: ['2'] -> ['1']"),
     ],
 )
@@ -190,7 +195,7 @@ def test_removing_deployed_storage_is_a_data_loss_error(reference_plan: PlanResu
 
 
 def test_state_file_drives_the_plan_verdict(tmp_path: Path, reference_plan: PlanResult) -> None:
-    """gb300 plan --state with a smaller deployed Lustre fails with storage-data-loss; the same state otherwise passes."""
+    """gb300 plan --state with a smaller deployed Lustre exits 1 with exactly one error: storage-data-loss."""
     resources = []
     for r in reference_plan.resources:
         inputs = dict(r.inputs)

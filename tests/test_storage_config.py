@@ -14,7 +14,7 @@ LUSTRE = {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 8}
 
 
 def test_defaults(reference_raw: dict[str, Any]) -> None:
-    """Lustre mounts at /lustre with a Sunday 02:00 window; blob defaults to read-only datasets and writable checkpoints."""
+    """Lustre mounts at /lustre with a Sunday 02:00 window; blob has read-only datasets and writable checkpoints."""
     raw = copy.deepcopy(reference_raw)
     raw["storage"] = {"lustre": LUSTRE, "blob": {}}
     storage = config.parse(raw).storage
@@ -45,13 +45,13 @@ def test_checkpoint_budget(reference_raw: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("storage", "expected"),
     [
-        ({"checkpoint": {"parameters": 1e12, "writeMinutes": 5}}, "gb300:storage.checkpoint: needs gb300:storage.lustre"),
+        ({"checkpoint": {"parameters": 1e12, "writeMinutes": 5}}, "gb300:storage.checkpoint: needs gb300:storage"),
         ({"lustre": LUSTRE, "checkpoint": {"parameters": 1e12}}, "gb300:storage.checkpoint.writeMinutes: is required"),
         (
             {"lustre": LUSTRE, "checkpoint": {"parameters": 1e12, "writeMinutes": 40, "intervalMinutes": 30}},
             "gb300:storage.checkpoint.writeMinutes: must be at most intervalMinutes (30) (got 40)",
         ),
-        ({"lustre": LUSTRE, "checkpoint": {"parameters": 0, "writeMinutes": 5}}, "gb300:storage.checkpoint.parameters:"),
+        ({"lustre": LUSTRE, "checkpoint": {"parameters": 0, "writeMinutes": 5}}, "gb300:storage.checkpoint.parameters"),
         ({"lustre": {**LUSTRE, "mountPath": "/tmp"}}, "gb300:storage.lustre.mountPath: must be a dedicated directory"),
         ({"lustre": {**LUSTRE, "mountPath": "lustre"}}, "gb300:storage.lustre.mountPath: must match"),
         (

@@ -34,7 +34,7 @@ fi
 # Kept across reboot: one fstab line for this mount point, replacing any earlier one.
 mkdir -p "$mp"
 fstab="${GB300_ROOT:-}/etc/fstab"
-touch "$fstab"
+[ -e "$fstab" ] || : >"$fstab"
 line="${spec} ${mount_node} lustre ${GB300_LUSTRE_OPTIONS},_netdev,x-systemd.requires=network-online.target 0 0"
 {
   awk -v mp="$mount_node" '!($2 == mp && $3 == "lustre")' "$fstab"

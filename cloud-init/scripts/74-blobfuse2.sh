@@ -17,7 +17,7 @@ if ! command -v blobfuse2 >/dev/null 2>&1; then
 fi
 # allow-other in the mount configuration needs user_allow_other in fuse.conf.
 fuse_conf="${GB300_ROOT:-}/etc/fuse.conf"
-touch "$fuse_conf"
+[ -e "$fuse_conf" ] || : >"$fuse_conf"
 if ! grep -qx 'user_allow_other' "$fuse_conf"; then
   { cat "$fuse_conf"; printf 'user_allow_other\n'; } | write_if_changed "$fuse_conf"
 fi

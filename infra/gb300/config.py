@@ -246,8 +246,12 @@ _MOUNT_PATH = r"^/[A-Za-z0-9._/-]+$"
 _DAYS = Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 
+# System directories a shared filesystem must not be mounted over (refused, never used).
+_RESERVED_MOUNTS = frozenset({"", "/tmp", "/var", "/etc", "/usr", "/home", "/mnt"})  # noqa: S108
+
+
 def _check_mount_path(value: str) -> str:
-    if value.rstrip("/") in ("", "/tmp", "/var", "/etc", "/usr", "/home", "/mnt") or ".." in value.split("/"):
+    if value.rstrip("/") in _RESERVED_MOUNTS or ".." in value.split("/"):
         raise ValueError(f"must be a dedicated directory such as '/lustre' (got {value!r})")
     return value.rstrip("/")
 

@@ -103,9 +103,7 @@ def _mounts(cfg: StackConfig) -> list[tuple[str, str, str]]:
     blob = cfg.storage.blob
     if blob is None:
         return []
-    return [
-        (c.name, c.mount_path, "ro" if c.access == "read" else "rw") for c in blob.containers if c.mount_path
-    ]
+    return [(c.name, c.mount_path, "ro" if c.access == "read" else "rw") for c in blob.containers if c.mount_path]
 
 
 def storage_files(cfg: StackConfig, outputs: NodeOutputs) -> list[NodeFile]:
@@ -173,7 +171,7 @@ def monitoring_files(cfg: StackConfig, pool: str, outputs: NodeOutputs) -> list[
         return []
     exporters = monitoring_component.facts()["exporters"]
     metrics = {"dcgm_listen": "127.0.0.1:9400", "node_listen": "127.0.0.1:9100"}
-    files = [
+    return [
         NodeFile(
             "/etc/gb300/monitoring.env",
             _render(
@@ -219,7 +217,6 @@ def monitoring_files(cfg: StackConfig, pool: str, outputs: NodeOutputs) -> list[
             "0755",
         ),
     ]
-    return files
 
 
 def node_files(cfg: StackConfig, pool: str, outputs: NodeOutputs) -> list[NodeFile]:

@@ -45,7 +45,7 @@ def lustre_subnet_addresses(cfg: StackConfig) -> int | None:
     if lustre is None:
         return None
     result = storagecache.get_required_aml_fs_subnets_size(
-        sku=storagecache.SkuNameArgs(name=lustre.sku), storage_capacity_ti_b=float(lustre.capacity_ti_b)
+        sku={"name": lustre.sku}, storage_capacity_ti_b=float(lustre.capacity_ti_b)
     )
     return int(result.filesystem_subnet_size or 0) or None
 

@@ -90,7 +90,10 @@ def run(args: argparse.Namespace) -> int:
     for row in table:
         note = ""
         if row["overMax"]:
-            note = f"over the documented maximum of {row['maxTiB']} TiB ({row['maxStatus']}): ask Azure, or use a faster tier"
+            note = (
+                f"over the documented maximum of {row['maxTiB']} TiB ({row['maxStatus']}): "
+                "ask Azure, or use a faster tier"
+            )
         print(
             f"{row['sku']:<28} {row['mbpsPerTiB']:>8} {row['exactTiB']:>10,.2f} {row['capacityTiB']:>13,} "
             f"{row['throughputMBps'] / 1000:>7,.1f} {row['writeMinutes']:>10.2f}  {note}"

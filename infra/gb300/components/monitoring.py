@@ -236,7 +236,7 @@ class Monitoring(pulumi.ComponentResource):
             tables.append(table)
             stream = f"Custom-{table_name}"
             declarations[stream] = monitor.StreamDeclarationArgs(
-                columns=[monitor.ColumnDefinitionArgs(name=c.name, type=c.type) for c in columns]  # type: ignore[attr-defined]
+                columns=[monitor.ColumnDefinitionArgs(name=c.name, type=c.type) for c in columns]
             )
             log_files.append(
                 monitor.LogFilesDataSourceArgs(

@@ -69,7 +69,8 @@ class Lustre(pulumi.ComponentResource):
             zones=[args.zone] if args.zone else None,
             filesystem_subnet=args.subnet_id,
             maintenance_window=storagecache.AmlFilesystemMaintenanceWindowArgs(
-                day_of_week=args.maintenance_day, time_of_day_utc=args.maintenance_time_utc
+                day_of_week=storagecache.MaintenanceDayOfWeekType(args.maintenance_day),
+                time_of_day_utc=args.maintenance_time_utc,
             ),
             tags=args.tags,
             opts=stateful_options("azure-native:storagecache:AmlFilesystem", self, allow_replace=args.allow_replace),
@@ -119,7 +120,7 @@ class BlobStore(pulumi.ComponentResource):
             location=args.location,
             kind="StorageV2",
             sku=storage.SkuArgs(name="Standard_LRS"),
-            access_tier="Hot",
+            access_tier=storage.AccessTier.HOT,
             is_hns_enabled=True,
             allow_blob_public_access=False,
             allow_shared_key_access=False,
@@ -127,7 +128,7 @@ class BlobStore(pulumi.ComponentResource):
             minimum_tls_version="TLS1_2",
             enable_https_traffic_only=True,
             public_network_access="Disabled",
-            network_rule_set=storage.NetworkRuleSetArgs(default_action="Deny", bypass="None"),
+            network_rule_set=storage.NetworkRuleSetArgs(default_action=storage.DefaultAction.DENY, bypass="None"),
             allow_cross_tenant_replication=False,
             tags=args.tags,
             opts=stateful_options("azure-native:storage:StorageAccount", self, allow_replace=args.allow_replace),
@@ -139,7 +140,7 @@ class BlobStore(pulumi.ComponentResource):
                 container_name=container.name,
                 account_name=account.name,
                 resource_group_name=args.resource_group_name,
-                public_access="None",
+                public_access=storage.PublicAccess.NONE,
                 opts=child,
             )
             self.container_ids[container.name] = blob_container.id

@@ -98,7 +98,7 @@ def azure_name(typ: str, name: str, inputs: dict[str, Any]) -> str:
     return name
 
 
-def arm_id(typ: str, name: str, inputs: dict[str, Any]) -> str:
+def arm_id(typ: str, name: str, inputs: dict[str, Any]) -> str:  # noqa: PLR0911 - one return per id shape
     """An id shaped like the real Azure resource id of a registration."""
     pkg, module, resource = typ.split(":")
     if pkg != "azure-native":

@@ -50,12 +50,13 @@ def lustre_checkpoint_throughput(resources: Sequence[Resource], ctx: RuleContext
         if sku.throughput_mbps(int(capacity)) >= need.needed_mbps:
             continue
         took = sizing.write_minutes(sku, int(capacity), params, per_param)
+        gbps = sku.throughput_mbps(int(capacity)) / 1000
         size_gb = sizing.checkpoint_bytes(params, per_param) / 1e9
         yield Finding(
             RULE_ID,
             Level.WARNING,
             res.urn,
-            f"gb300:storage.lustre: {int(capacity)} TiB of {sku.name} writes {sku.throughput_mbps(int(capacity)) / 1000:,.1f} GB/s, "
+            f"gb300:storage.lustre: {int(capacity)} TiB of {sku.name} writes {gbps:,.1f} GB/s, "
             f"so one checkpoint of {sizing.fmt_count(params)} parameters ({size_gb:,.0f} GB) takes {took:.1f} minutes; "
             f"gb300:storage.checkpoint allows {minutes:g} (needs {need.needed_mbps / 1000:,.1f} GB/s). "
             f"Set capacityTiB to at least {need.capacity_tib} "
