@@ -150,7 +150,7 @@ def _of(plan: PlanResult, typ: str) -> list[ResourceRecord]:
 
 
 def test_log_analytics_and_agent_on_every_node(reference_plan: PlanResult) -> None:
-    """A PerGB2018 workspace, and the Azure Monitor Agent on every scale set, authenticating as the node identity."""
+    """A PerGB2018 workspace, and the Azure Monitor Agent on every scale set and the head node, as the node identity."""
     (workspace,) = _of(reference_plan, "operationalinsights:Workspace")
     assert workspace.inputs["sku"] == {"name": "PerGB2018"}
     identity = _of(reference_plan, "managedidentity:UserAssignedIdentity")[0]
@@ -162,6 +162,9 @@ def test_log_analytics_and_agent_on_every_node(reference_plan: PlanResult) -> No
         assert ext["properties"]["type"] == "AzureMonitorLinuxAgent"
         auth = ext["properties"]["settings"]["authentication"]["managedIdentity"]
         assert auth == {"identifier-name": "mi_res_id", "identifier-value": identity.id}
+    (head_agent,) = _of(reference_plan, "compute:VirtualMachineExtension")
+    assert head_agent.inputs["type"] == "AzureMonitorLinuxAgent"
+    assert head_agent.inputs["settings"]["authentication"]["managedIdentity"]["identifier-value"] == identity.id
 
 
 def test_log_collection_rule_and_associations(reference_plan: PlanResult) -> None:
@@ -179,11 +182,10 @@ def test_log_collection_rule_and_associations(reference_plan: PlanResult) -> Non
     tables = {t.inputs["tableName"] for t in _of(reference_plan, "operationalinsights:Table")}
     assert {s[len("Custom-") :] for src in sources["logFiles"] for s in src["streams"]} == tables
     associations = _of(reference_plan, "monitor:DataCollectionRuleAssociation")
-    scale_set_ids = {r.id for r in reference_plan.resources if inventory.is_scale_set(r)}
-    assert {a.inputs["resourceUri"] for a in associations if a.inputs.get("dataCollectionRuleId") == rule.id} == (
-        scale_set_ids
-    )
-    assert {a.inputs["resourceUri"] for a in associations if a.inputs.get("dataCollectionEndpointId")} == scale_set_ids
+    (head,) = _of(reference_plan, "compute:VirtualMachine")
+    nodes = {r.id for r in reference_plan.resources if inventory.is_scale_set(r)} | {head.id}
+    assert {a.inputs["resourceUri"] for a in associations if a.inputs.get("dataCollectionRuleId") == rule.id} == nodes
+    assert {a.inputs["resourceUri"] for a in associations if a.inputs.get("dataCollectionEndpointId")} == nodes
 
 
 def test_managed_prometheus_and_remote_write(reference_plan: PlanResult) -> None:

@@ -96,11 +96,12 @@ def test_private_endpoints_and_dns(reference_plan: PlanResult) -> None:
     """Blob and dfs each get a private endpoint in the endpoints subnet and a private DNS zone linked to the VNet."""
     account = _one(reference_plan, ACCOUNT)
     vnet = _one(reference_plan, "azure-native:network:VirtualNetwork")
-    endpoints = [r for r in reference_plan.resources if r.type == "azure-native:network:PrivateEndpoint"]
-    zones = {r.id: r for r in reference_plan.resources if r.type == "azure-native:privatedns:PrivateZone"}
-    links = [r for r in reference_plan.resources if r.type == "azure-native:privatedns:VirtualNetworkLink"]
-    groups = [r for r in reference_plan.resources if r.type == "azure-native:network:PrivateDnsZoneGroup"]
     expected = storage_facts.private_link_zones()
+    ours = [r for r in reference_plan.resources if r.parent and "gb300:storage:BlobStore" in r.parent]
+    endpoints = [r for r in ours if r.type == "azure-native:network:PrivateEndpoint"]
+    zones = {r.id: r for r in ours if r.type == "azure-native:privatedns:PrivateZone"}
+    links = [r for r in ours if r.type == "azure-native:privatedns:VirtualNetworkLink"]
+    groups = [r for r in ours if r.type == "azure-native:network:PrivateDnsZoneGroup"]
     assert sorted(g for e in endpoints for c in e.inputs["privateLinkServiceConnections"] for g in c["groupIds"]) == [
         "blob",
         "dfs",
@@ -130,11 +131,11 @@ def test_storage_subnet_sized_by_azures_answer(dev_raw: dict[str, Any]) -> None:
 
 
 def test_no_storage_when_not_configured(dev_raw: dict[str, Any]) -> None:
-    """A stack without gb300:storage declares no Lustre, account, endpoint or storage role."""
+    """A stack without gb300:storage declares no Lustre, account, container or storage component."""
     raw = copy.deepcopy(dev_raw)
     raw.pop("storage", None)
     types = {r.type for r in register("dev", raw)}
-    assert not types & {AMLFS, ACCOUNT, "azure-native:network:PrivateEndpoint", "azure-native:storage:BlobContainer"}
+    assert not types & {AMLFS, ACCOUNT, "azure-native:storage:BlobContainer", "gb300:storage:BlobStore"}
 
 
 # --- data-loss protection ------------------------------------------------------------------------------------

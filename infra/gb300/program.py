@@ -11,10 +11,10 @@ from pulumi_azure_native import authorization, resources, storagecache
 
 from gb300 import catalog, config, netplan, nodes, sizing
 from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs
-from gb300.components.head import HeadNode, HeadNodeArgs
-from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from gb300.components import monitoring as monitoring_component
 from gb300.components import storage as storage_component
+from gb300.components.head import HeadNode, HeadNodeArgs
+from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from gb300.config import StackConfig
 from gb300.errors import ConfigError
 
@@ -175,7 +175,6 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         monitoring_component.MonitoringArgs(
             resource_group_name=rg.name,
             location=location,
-            subscription_id=subscription_id,
             node_principal_id=identity.principal_id,
             logs=mon.logs.enabled,
             retention_days=mon.logs.retention_days,

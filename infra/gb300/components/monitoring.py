@@ -459,7 +459,8 @@ class Monitoring(pulumi.ComponentResource):
             auto_upgrade_minor_version=True,
             enable_automatic_upgrade=True,
             settings=ext["settings"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[]),
+            tags=self._args.tags,
+            opts=pulumi.ResourceOptions(parent=self),
         )
         self.attach([vm_id], prefix=vm_name)
 
