@@ -126,8 +126,13 @@ def test_storage_subnet_sized_by_azures_answer(dev_raw: dict[str, Any]) -> None:
         for r in register("dev", raw)
         if r.type == "azure-native:network:Subnet" and r.inputs["subnetName"] == "storage"
     )
-    # The mocks answer 24 addresses (plan/mocks.py); 24 + 5 reserved fit a /27.
+    # Azure recommends /27 for 4-16 TiB; the mocks answer its 27 usable addresses (plan/mocks.py).
     assert ipaddress.IPv4Network(storage.inputs["addressPrefix"]).prefixlen == 27
+
+
+def test_reference_storage_subnet_fits_128_tib(reference_plan: PlanResult) -> None:
+    """The reference stack's 128 TiB filesystem gets the /24 Azure recommends for 96-196 TiB."""
+    assert ipaddress.IPv4Network(_subnet(reference_plan, "storage").inputs["addressPrefix"]).prefixlen == 24
 
 
 def test_no_storage_when_not_configured(dev_raw: dict[str, Any]) -> None:

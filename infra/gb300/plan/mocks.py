@@ -203,6 +203,18 @@ def computed_outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, A
     return out
 
 
+# Azure Managed Lustre's recommended subnet per capacity (learn.microsoft.com azure-managed-lustre/
+# amlfs-prerequisites, "Network size requirements"): up to N TiB -> prefix. The mock answers
+# getRequiredAmlFSSubnetsSize with the usable addresses of that prefix (Azure reserves five per subnet).
+_AMLFS_SUBNET_PREFIX = ((16, 27), (40, 26), (92, 25), (196, 24), (400, 23))
+
+
+def amlfs_subnet_addresses(capacity_tib: float) -> int:
+    """Addresses a Lustre filesystem of ``capacity_tib`` needs, as the mocks answer Azure's invoke."""
+    prefix = next((p for limit, p in _AMLFS_SUBNET_PREFIX if capacity_tib <= limit), 22)
+    return int(2 ** (32 - prefix)) - 5
+
+
 class AzureMocks(Mocks):
     """Answers the program's registrations and invokes as Azure would, without calling Azure."""
 
@@ -226,7 +238,7 @@ class AzureMocks(Mocks):
                 "tenantId": TENANT_ID,
             }, []
         if args.token == "azure-native:storagecache:getRequiredAmlFSSubnetsSize":  # noqa: S105
-            return {"filesystemSubnetSize": 24}, []
+            return {"filesystemSubnetSize": amlfs_subnet_addresses(float(args.args.get("storageCapacityTiB", 0)))}, []
         return {}, []
 
 
