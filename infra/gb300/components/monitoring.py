@@ -243,10 +243,7 @@ class Monitoring(pulumi.ComponentResource):
                     name=table_name.lower().replace("_", "-"),
                     file_patterns=list(spec["filePatterns"]),
                     format="text",
-                    streams=[stream],
-                    settings=monitor.LogFilesDataSourceSettingsArgs(
-                        text=monitor.LogFileSettingsTextArgs(record_start_timestamp_format="ISO 8601")
-                    ),
+                    streams=[stream],  # no record-start format: every line is a record (output logs have no stamps)
                 )
             )
             flows.append(
