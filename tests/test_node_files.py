@@ -225,3 +225,83 @@ def test_lustre_step_without_lustre(tmp_path: Path, reference_raw: dict[str, Any
     assert _run(env).returncode == 0
     assert not (tmp_path / "calls.log").exists()
     assert (root / "var/lib/gb300/steps/72-lustre.done").read_text() == "no Lustre filesystem configured\n"
+
+
+# --- the monitoring helpers in a sandbox -----------------------------------------------------------------------
+
+
+def _stub_bin(tmp_path: Path, stubs: dict[str, str]) -> Path:
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    for name, body in stubs.items():
+        stub = bindir / name
+        stub.write_text(f"#!/usr/bin/env bash\n{body}\n")
+        stub.chmod(0o755)
+    return bindir
+
+
+def test_node_metrics_emit_listed_metrics(tmp_path: Path, files: dict[str, node_files.NodeFile]) -> None:
+    """gb300-node-metrics writes bootstrap, GPU and Lustre health as Prometheus text, only with listed metric names."""
+    root = tmp_path / "root"
+    (root / "etc/gb300").mkdir(parents=True)
+    (root / "etc/gb300/storage.env").write_text(files["/etc/gb300/storage.env"].content)
+    (root / "var/lib/gb300").mkdir(parents=True)
+    (root / "var/lib/gb300/bootstrap.done").write_text("")
+    gpus = "\n".join(f"GPU {i}: NVIDIA GB300 (UUID: GPU-{i})" for i in range(3))
+    bindir = _stub_bin(tmp_path, {"nvidia-smi": f"printf '%s\\n' '{gpus}'", "findmnt": "exit 1"})
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "GB300_ROOT": str(root)}
+    subprocess.run(["bash", str(SCRIPTS / "gb300-node-metrics")], env=env, check=True)
+    text = (root / "var/lib/gb300/textfile/gb300.prom").read_text()
+    samples = dict(line.split() for line in text.splitlines() if not line.startswith("#"))
+    assert samples == {"gb300_bootstrap_done": "1", "gb300_gpus_visible": "3", "gb300_lustre_mounted": "0"}
+    listed = yaml.safe_load((REPO_ROOT / "infra/gb300/data/metrics.yaml").read_text())["exporters"]["gb300"]["metrics"]
+    assert set(samples) == set(listed)
+    assert not list((root / "var/lib/gb300/textfile").glob(".*"))  # the temporary file was renamed away
+
+
+def test_prometheus_agent_step_labels_targets(tmp_path: Path) -> None:
+    """87-prometheus-agent labels its scrape targets with host, rack (scale set) and NVLink domain, idempotently."""
+    root = tmp_path / "root"
+    (root / "usr/local/lib/gb300").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "tests/fixtures/gb300-lib-stub.sh", root / "usr/local/lib/gb300/lib.sh")
+    (root / "etc/gb300").mkdir(parents=True)
+    (root / "etc/gb300/monitoring.env").write_text(
+        "GB300_DCGM_EXPORTER_LISTEN=127.0.0.1:9400\nGB300_NODE_EXPORTER_LISTEN=127.0.0.1:9100\n"
+        "GB300_PROMETHEUS_PACKAGE=prometheus\nGB300_PROMETHEUS_REMOTE_WRITE=1\n"
+    )
+    (root / "var/lib/gb300").mkdir(parents=True)
+    (root / "var/lib/gb300/fabric.json").write_text('{"ClusterUUID": "abcd-01", "CliqueId": 7, "gpus": 4}\n')
+    bindir = _stub_bin(
+        tmp_path,
+        {
+            "prometheus": "exit 0",
+            "hostname": "echo ref-train-r0003-000004",
+            "chown": "exit 0",
+            "curl": 'case "$*" in *169.254.169.254*) echo \'{"vmScaleSetName": "ref-train-r0003"}\';; esac; exit 0',
+            "systemctl": 'echo "systemctl $*" >>"$SANDBOX/calls.log"; case "$1" in is-enabled) '
+            '[ "$3" = gb300-dcgm-exporter ];; *) exit 0;; esac',
+        },
+    )
+    env = {
+        **os.environ,
+        "PATH": f"{bindir}:{os.environ['PATH']}",
+        "GB300_ROOT": str(root),
+        "SANDBOX": str(tmp_path),
+        "GB300_STEP": "87-prometheus-agent",
+    }
+    for _ in range(2):
+        result = subprocess.run(
+            ["bash", str(SCRIPTS / "87-prometheus-agent.sh")], env=env, capture_output=True, text=True, check=False
+        )
+        assert result.returncode == 0, result.stderr
+    targets = root / "etc/gb300/prometheus/targets"
+    node = yaml.safe_load((targets / "node.json").read_text())
+    assert node == [
+        {
+            "targets": ["127.0.0.1:9100"],
+            "labels": {"instance": "ref-train-r0003-000004", "rack": "ref-train-r0003", "nvlink_domain": "abcd-01/7"},
+        }
+    ]
+    assert yaml.safe_load((targets / "dcgm.json").read_text())[0]["targets"] == ["127.0.0.1:9400"]
+    done = (root / "var/lib/gb300/steps/87-prometheus-agent.done").read_text()
+    assert "rack ref-train-r0003, nvlink domain abcd-01/7" in done

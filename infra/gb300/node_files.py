@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jinja2
+import pulumi
 
 from gb300 import storage_facts
 from gb300.components import monitoring as monitoring_component
@@ -27,6 +28,23 @@ class NodeOutputs:
     storage_account: str = ""
     identity_client_id: str = ""
     remote_write_url: str = ""
+
+
+def resolve_outputs(
+    *,
+    identity_client_id: pulumi.Input[str],
+    lustre_mgs_address: pulumi.Input[str] | None = None,
+    storage_account: pulumi.Input[str] | None = None,
+    remote_write_url: pulumi.Input[str] | None = None,
+) -> pulumi.Output[NodeOutputs]:
+    """The components' outputs as one :class:`NodeOutputs`, for rendering custom data inside an ``apply``."""
+    return pulumi.Output.all(
+        identity_client_id, lustre_mgs_address or "", storage_account or "", remote_write_url or ""
+    ).apply(
+        lambda v: NodeOutputs(
+            lustre_mgs_address=v[1], storage_account=v[2], identity_client_id=v[0], remote_write_url=v[3]
+        )
+    )
 
 
 @dataclass(frozen=True)
