@@ -44,6 +44,7 @@ def _env(text: str) -> dict[str, str]:
     return dict(pairs)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_storage_env(files: dict[str, node_files.NodeFile]) -> None:
     """storage.env gives the Lustre mount (MGS, fsname, path, options) and the BlobFuse2 mounts, shell-quoted."""
     env = _env(files["/etc/gb300/storage.env"].content)
@@ -68,6 +69,7 @@ def test_blobfuse2_config_uses_the_identity_and_block_cache(files: dict[str, nod
     assert yaml.safe_load(files["/etc/gb300/blobfuse2/checkpoints.yaml"].content)["read-only"] is False
 
 
+@pytest.mark.slow
 def test_prometheus_agent_config(files: dict[str, node_files.NodeFile]) -> None:
     """The agent scrapes the local exporters and remote-writes with the node's user-assigned identity."""
     doc = yaml.safe_load(files["/etc/gb300/prometheus-agent.yml"].content)
@@ -131,6 +133,7 @@ def test_script_conventions(script: Path) -> None:
         assert os.access(script, os.X_OK)
 
 
+@pytest.mark.slow
 def test_scripts_pass_shellcheck() -> None:
     """shellcheck finds nothing in the storage and monitoring scripts (the bootstrap library is not followed)."""
     shellcheck = shutil.which("shellcheck") or str(REPO_ROOT / ".venv" / "bin" / "shellcheck")
@@ -183,6 +186,7 @@ def _run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", str(SCRIPTS / "72-lustre.sh")], env=env, capture_output=True, text=True, check=False)
 
 
+@pytest.mark.slow
 def test_lustre_step_mounts_once(tmp_path: Path, files: dict[str, node_files.NodeFile]) -> None:
     """72-lustre mounts <mgs>@tcp:/lustrefs with noatime,flock, adds one fstab line, and a rerun changes nothing."""
     env, root = _sandbox(tmp_path, files["/etc/gb300/storage.env"].content)
@@ -207,6 +211,7 @@ def test_lustre_step_mounts_once(tmp_path: Path, files: dict[str, node_files.Nod
     assert after == before
 
 
+@pytest.mark.slow
 def test_lustre_step_refuses_a_foreign_mount(tmp_path: Path, files: dict[str, node_files.NodeFile]) -> None:
     """When something else is mounted at the path, 72-lustre fails and says what to do."""
     env, root = _sandbox(tmp_path, files["/etc/gb300/storage.env"].content)
@@ -216,6 +221,7 @@ def test_lustre_step_refuses_a_foreign_mount(tmp_path: Path, files: dict[str, no
     assert "expected 10.40.8.100@tcp:/lustrefs" in (root / "run/gb300/reason").read_text()
 
 
+@pytest.mark.slow
 def test_lustre_step_without_lustre(tmp_path: Path, reference_raw: dict[str, Any]) -> None:
     """With no Lustre configured the step records that and touches nothing."""
     raw = copy.deepcopy(reference_raw)
@@ -240,6 +246,7 @@ def _stub_bin(tmp_path: Path, stubs: dict[str, str]) -> Path:
     return bindir
 
 
+@pytest.mark.slow
 def test_node_metrics_emit_listed_metrics(tmp_path: Path, files: dict[str, node_files.NodeFile]) -> None:
     """gb300-node-metrics writes bootstrap, GPU and Lustre health as Prometheus text, only with listed metric names."""
     root = tmp_path / "root"
@@ -259,6 +266,7 @@ def test_node_metrics_emit_listed_metrics(tmp_path: Path, files: dict[str, node_
     assert not list((root / "var/lib/gb300/textfile").glob(".*"))  # the temporary file was renamed away
 
 
+@pytest.mark.slow
 def test_prometheus_agent_step_labels_targets(tmp_path: Path) -> None:
     """87-prometheus-agent labels its scrape targets with host, rack (scale set) and NVLink domain, idempotently."""
     root = tmp_path / "root"

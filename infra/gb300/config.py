@@ -401,7 +401,6 @@ class GrafanaSettings(_Model):
     """``gb300:monitoring.grafana``: Azure Managed Grafana over the Azure Monitor workspace."""
 
     enabled: bool = True
-    admin_principal_ids: list[Annotated[str, Field(pattern=r"^[0-9a-fA-F-]{36}$")]] = Field(default_factory=list)
 
 
 def _check_email(value: str) -> str:

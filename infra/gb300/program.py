@@ -180,7 +180,6 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             retention_days=mon.logs.retention_days,
             prometheus=mon.prometheus.enabled,
             grafana=mon.grafana.enabled,
-            grafana_admin_principal_ids=tuple(mon.grafana.admin_principal_ids),
             alerts=mon.alerts.enabled,
             alert_emails=tuple(mon.alerts.emails),
             alert_webhooks=tuple(mon.alerts.webhooks),

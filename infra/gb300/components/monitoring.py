@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import functools
 import re
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import yaml
-from pulumi_azure_native import alertsmanagement, authorization, compute, dashboard, monitor, operationalinsights
+from pulumi_azure_native import alertsmanagement, compute, dashboard, monitor, operationalinsights
 
 from gb300 import roles
 from gb300.catalog import _load_yaml
@@ -125,7 +124,6 @@ class MonitoringArgs:
     retention_days: int = 30
     prometheus: bool = True
     grafana: bool = True
-    grafana_admin_principal_ids: Sequence[str] = ()
     alerts: bool = True
     alert_emails: Sequence[str] = ()
     alert_webhooks: Sequence[str] = ()
@@ -345,16 +343,6 @@ class Monitoring(pulumi.ComponentResource):
         self._assign(f"{name}-grafana-data-reader", "Monitoring Data Reader", principal, amw.id)
         if workspace is not None:
             self._assign(f"{name}-grafana-logs-reader", "Log Analytics Reader", principal, workspace.id)
-        for i, admin in enumerate(args.grafana_admin_principal_ids):
-            # People or groups, not service principals: the helper's principalType does not fit them.
-            authorization.RoleAssignment(
-                f"{name}-grafana-admin-{i}",
-                role_assignment_name=str(uuid.uuid5(uuid.NAMESPACE_URL, f"gb300/{name}-grafana-admin-{admin}")),
-                role_definition_id=roles.definition_id("Grafana Admin"),
-                principal_id=admin,
-                scope=grafana.id,
-                opts=pulumi.ResourceOptions(parent=self),
-            )
 
     def _alerts(self, name: str, args: MonitoringArgs, amw: monitor.AzureMonitorWorkspace) -> None:
         child = pulumi.ResourceOptions(parent=self)
