@@ -13,7 +13,7 @@ from gb300.config import PolicySettings
 from gb300.findings import Level
 from gb300.plan.runner import register
 from gb300.policy_pack import PolicyResourceView
-from gb300.rules import RULES, evaluate
+from gb300.rules import RULES, RuleContext, evaluate
 from gb300.rules.checkpoint import RULE_ID, lustre_checkpoint_throughput
 
 
@@ -120,7 +120,7 @@ def _amlfs(capacity: int, tags: dict[str, str], sku: str = "AMLFS-Durable-Premiu
 )
 def test_checkpoint_rule_table(capacity: int, tags: dict[str, str], warned: bool) -> None:
     """The rule warns exactly when the filesystem's throughput cannot write the tagged checkpoint in time."""
-    findings = list(lustre_checkpoint_throughput([_amlfs(capacity, tags)]))
+    findings = list(lustre_checkpoint_throughput([_amlfs(capacity, tags)], RuleContext()))
     assert bool(findings) is warned
     if warned:
         assert findings[0].level == Level.WARNING

@@ -96,4 +96,3 @@ def failing(findings: Iterable[Finding], policy: PolicySettings) -> list[Finding
     """Findings at or above ``gb300:policy.failOn``."""
     threshold = Level.parse(policy.fail_on)
     return [f for f in findings if f.level >= threshold]
-
