@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gb300 import config, inventory
-from gb300.components import monitoring
+from gb300 import alerts, config, inventory
 from gb300.errors import ConfigError
 from gb300.paths import DATA_DIR, TEMPLATES_DIR
 from gb300.plan import PlanResult, ResourceRecord
@@ -128,7 +127,7 @@ def test_rack_dashboard_covers_the_issue() -> None:
 
 def test_alert_expressions_name_exported_metrics() -> None:
     """Every alert rule expression references only metrics the exporters emit, and every rule has a severity."""
-    groups = monitoring.alert_groups()
+    groups = alerts.alert_groups()
     assert groups
     for group in groups:
         for rule in group.rules:
@@ -141,8 +140,8 @@ def test_alert_expressions_name_exported_metrics() -> None:
 
 def test_alerts_cover_the_issue() -> None:
     """There are alerts for XID errors, ECC errors, an IB port down, a GPU off the bus, and a node not ready."""
-    alerts = {rule.alert for group in monitoring.alert_groups() for rule in group.rules}
-    assert {"GpuXidError", "GpuEccDoubleBitError", "InfinibandPortDown", "GpuFallenOffTheBus", "NodeNotReady"} <= alerts
+    names = {rule.alert for group in alerts.alert_groups() for rule in group.rules}
+    assert {"GpuXidError", "GpuEccDoubleBitError", "InfinibandPortDown", "GpuFallenOffTheBus", "NodeNotReady"} <= names
 
 
 def _of(plan: PlanResult, typ: str) -> list[ResourceRecord]:
@@ -211,7 +210,7 @@ def test_grafana_and_alerts(reference_plan: PlanResult) -> None:
     (group,) = _of(reference_plan, "monitor:ActionGroup")
     assert [e["emailAddress"] for e in group.inputs["emailReceivers"]] == ["oncall@example.com"]
     rule_groups = _of(reference_plan, "alertsmanagement:PrometheusRuleGroup")
-    assert len(rule_groups) == len(monitoring.alert_groups())
+    assert len(rule_groups) == len(alerts.alert_groups())
     for rg in rule_groups:
         assert rg.inputs["scopes"] == [amw.id]
         for rule in rg.inputs["rules"]:

@@ -18,20 +18,18 @@ Every piece is optional; the component takes plain flags, never stack config.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi_azure_native import alertsmanagement, compute, dashboard, monitor, operationalinsights
 
 from gb300 import roles
+from gb300.alerts import alert_groups, iso_duration
 from gb300.catalog import _load_yaml
 from gb300.paths import TEMPLATES_DIR
 
-ALERTS_DIR = TEMPLATES_DIR / "alerts"
 DASHBOARDS_DIR = TEMPLATES_DIR / "dashboards"
 
 
@@ -61,56 +59,6 @@ def agent_extension(identity_id: pulumi.Input[str]) -> dict[str, Any]:
             },
         },
     }
-
-
-def _duration(text: str) -> str:
-    """Prometheus ``5m`` / ``1h`` / ``30s`` as the ISO 8601 duration Azure's rule groups take (``PT5M``)."""
-    match = re.fullmatch(r"(\d+)([smh])", text.strip())
-    if not match:
-        raise ValueError(f"'for'/'interval' must be like 5m, 1h or 30s (got {text!r})")
-    return f"PT{match.group(1)}{match.group(2).upper()}"
-
-
-@dataclass(frozen=True)
-class AlertRule:
-    """One alerting rule of a rule group file."""
-
-    alert: str
-    expr: str
-    for_: str
-    severity: int
-    labels: dict[str, str]
-    annotations: dict[str, str]
-
-
-@dataclass(frozen=True)
-class AlertGroup:
-    """One Prometheus rule group, as ``templates/alerts/*.yaml`` declares it."""
-
-    name: str
-    interval: str
-    rules: tuple[AlertRule, ...]
-
-
-def alert_groups() -> list[AlertGroup]:
-    """Every rule group of every file in ``templates/alerts/`` (Prometheus rule-file format)."""
-    groups: list[AlertGroup] = []
-    for path in sorted(ALERTS_DIR.glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        for group in doc.get("groups", []):
-            rules = tuple(
-                AlertRule(
-                    alert=str(rule["alert"]),
-                    expr=" ".join(str(rule["expr"]).split()),
-                    for_=str(rule.get("for", "0m")),
-                    severity=int(rule.get("labels", {}).get("severity", 3)),
-                    labels={k: str(v) for k, v in rule.get("labels", {}).items() if k != "severity"},
-                    annotations={k: str(v) for k, v in rule.get("annotations", {}).items()},
-                )
-                for rule in group["rules"]
-            )
-            groups.append(AlertGroup(str(group["name"]), str(group.get("interval", "1m")), rules))
-    return groups
 
 
 @dataclass(frozen=True)
@@ -377,13 +325,13 @@ class Monitoring(pulumi.ComponentResource):
                 location=args.location,
                 scopes=[amw.id],
                 enabled=True,
-                interval=_duration(spec.interval),
+                interval=iso_duration(spec.interval),
                 description=f"gb300 alert rules: {spec.name}",
                 rules=[
                     alertsmanagement.PrometheusRuleArgs(
                         alert=rule.alert,
                         expression=rule.expr,
-                        for_=_duration(rule.for_),
+                        for_=iso_duration(rule.for_),
                         severity=rule.severity,
                         labels=rule.labels or None,
                         annotations=rule.annotations or None,
