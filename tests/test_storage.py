@@ -222,3 +222,9 @@ def test_state_file_must_be_a_stack_export(tmp_path: Path) -> None:
     bad.write_text("[]")
     assert cli.main(["plan", "--stack", "dev", "--state", str(bad), "--quiet"]) == 2
     assert parse_state({"deployment": {"resources": [{"urn": "u", "type": "t", "delete": True}]}}) == []
+
+
+def test_never_deployed_stack_has_nothing_to_lose() -> None:
+    """The export of a stack never deployed (no deployment, or no resources) compares as empty, not as an error."""
+    assert parse_state({"version": 3}) == []
+    assert parse_state({"version": 3, "deployment": {"manifest": {}}}) == []

@@ -19,6 +19,8 @@ from gb300.rules.data_loss import DeployedResource
 def parse_state(doc: Any, *, where: str = "state") -> list[DeployedResource]:
     """Deployed resources of a ``pulumi stack export`` document (checkpoint version 3)."""
     deployment = doc.get("deployment") if isinstance(doc, dict) else None
+    if isinstance(doc, dict) and "version" in doc and deployment is None:
+        return []  # a stack that was never deployed exports no deployment: nothing to lose yet
     if not isinstance(deployment, dict):
         raise UsageError(f"{where} is not a 'pulumi stack export' document: it has no 'deployment' object")
     out: list[DeployedResource] = []
