@@ -383,7 +383,8 @@ class Monitoring(pulumi.ComponentResource):
         compute.VirtualMachineExtension(
             f"{vm_name}-ama",
             vm_extension_name="AzureMonitorLinuxAgent",
-            vm_name=vm_name,
+            # Derived from the VM's id so the extension waits for the VM (a plain name carries no dependency).
+            vm_name=pulumi.Output.from_input(vm_id).apply(lambda _: vm_name),
             resource_group_name=resource_group_name,
             location=location,
             publisher=ext["publisher"],
