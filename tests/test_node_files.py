@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,25 +15,26 @@ import jinja2
 import pytest
 import yaml
 
-from gb300 import config, node_files
-from gb300.node_files import NodeOutputs
+from gb300 import config, inventory, node_files, nodes
 from gb300.paths import CLOUD_INIT_DIR, REPO_ROOT
+from gb300.plan import PlanResult
 
 SCRIPTS = CLOUD_INIT_DIR / "scripts"
 OUR_SCRIPTS = [SCRIPTS / s.script for s in node_files.STEPS] + [SCRIPTS / "gb300-node-metrics"]
-OUTPUTS = NodeOutputs(
-    lustre_mgs_address="10.40.8.100",
-    storage_account="refstbb528dd2",
-    identity_client_id="22222222-2222-2222-2222-222222222222",
-    remote_write_url="https://ref-mon-dce.eastus2-1.metrics.ingest.monitor.azure.com/dataCollectionRules/dcr-1/streams/Microsoft-PrometheusMetrics/api/v1/write?api-version=2023-04-24",
-)
+TAGS = {
+    "gb300-lustre-mgs": "10.40.8.100",
+    "gb300-blob-account": "refstbb528dd2",
+    "gb300-node-client-id": "22222222-2222-2222-2222-222222222222",
+    "gb300-prom-write": "https://ref-mon-dce.eastus2-1.metrics.ingest.monitor.azure.com/dataCollectionRules/dcr-1"
+    "/streams/Microsoft-PrometheusMetrics/api/v1/write?api-version=2023-04-24",
+}
 
 
 @pytest.fixture(scope="module")
 def files(reference_raw: dict[str, Any]) -> dict[str, node_files.NodeFile]:
-    """The reference stack's storage and monitoring node files for pool 'train'."""
+    """The reference stack's storage and monitoring node files for a GPU node of pool 'train'."""
     cfg = config.parse(copy.deepcopy(reference_raw))
-    return {f.path: f for f in node_files.node_files(cfg, "train", OUTPUTS)}
+    return {f.path: f for f in node_files.node_files(cfg, "train", "gpu-node")}
 
 
 def _env(text: str) -> dict[str, str]:
@@ -46,41 +48,41 @@ def _env(text: str) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_storage_env(files: dict[str, node_files.NodeFile]) -> None:
-    """storage.env gives the Lustre mount (MGS, fsname, path, options) and the BlobFuse2 mounts, shell-quoted."""
+    """storage.env holds the Lustre mount (fsname, path, options) and the BlobFuse2 mounts, from config only."""
     env = _env(files["/etc/gb300/storage.env"].content)
-    assert env["GB300_LUSTRE_MGS"] == "10.40.8.100"
+    assert "GB300_LUSTRE_MGS" not in env  # a deploy-time value: the node reads its gb300-lustre-mgs tag
     assert env["GB300_LUSTRE_FSNAME"] == "lustrefs"
     assert env["GB300_LUSTRE_MOUNT"] == "/lustre"
     assert env["GB300_LUSTRE_OPTIONS"] == "noatime,flock"
-    assert env["GB300_BLOB_ACCOUNT"] == "refstbb528dd2"
     assert env["GB300_BLOB_MOUNTS"] == "datasets:/mnt/blob/datasets:ro checkpoints:/mnt/blob/checkpoints:rw"
 
 
 def test_blobfuse2_config_uses_the_identity_and_block_cache(files: dict[str, node_files.NodeFile]) -> None:
     """Each mounted container gets a BlobFuse2 config in block-cache mode, authenticating with the managed identity."""
-    doc = yaml.safe_load(files["/etc/gb300/blobfuse2/datasets.yaml"].content)
+    doc = yaml.safe_load(files["/etc/gb300/blobfuse2/datasets.yaml.in"].content)
     assert "block_cache" in doc["components"]
     assert doc["read-only"] is True
     assert doc["azstorage"]["mode"] == "msi"
-    assert doc["azstorage"]["appid"] == OUTPUTS.identity_client_id
-    assert doc["azstorage"]["endpoint"] == "https://refstbb528dd2.dfs.core.windows.net"
+    assert doc["azstorage"]["appid"] == "@GB300_NODE_CLIENT_ID@"
+    assert doc["azstorage"]["endpoint"] == "https://@GB300_BLOB_ACCOUNT@.dfs.core.windows.net"
     assert doc["block_cache"]["path"].startswith("/mnt/resource_nvme/")
     assert not {"account-key", "sas", "spn-client-secret"} & set(doc["azstorage"])
-    assert yaml.safe_load(files["/etc/gb300/blobfuse2/checkpoints.yaml"].content)["read-only"] is False
+    assert yaml.safe_load(files["/etc/gb300/blobfuse2/checkpoints.yaml.in"].content)["read-only"] is False
+    unit = files["/etc/systemd/system/gb300-blobfuse2-datasets.service"].content
+    assert "--config-file=/etc/gb300/blobfuse2/datasets.yaml" in unit
 
 
 @pytest.mark.slow
 def test_prometheus_agent_config(files: dict[str, node_files.NodeFile]) -> None:
     """The agent scrapes the local exporters and remote-writes with the node's user-assigned identity."""
-    doc = yaml.safe_load(files["/etc/gb300/prometheus-agent.yml"].content)
+    doc = yaml.safe_load(files["/etc/gb300/prometheus-agent.yml.in"].content)
     assert doc["global"]["external_labels"] == {"cluster": "ref", "pool": "train"}
     assert {job["job_name"] for job in doc["scrape_configs"]} == {"dcgm", "node"}
     (rw,) = doc["remote_write"]
-    assert rw["url"] == OUTPUTS.remote_write_url
-    assert rw["azuread"]["managed_identity"]["client_id"] == OUTPUTS.identity_client_id
+    assert rw["url"] == "@GB300_PROM_WRITE_URL@"
+    assert rw["azuread"]["managed_identity"]["client_id"] == "@GB300_NODE_CLIENT_ID@"
     env = _env(files["/etc/gb300/monitoring.env"].content)
     assert env["GB300_DCGM_EXPORTER_LISTEN"].endswith(":9400")
-    assert env["GB300_PROMETHEUS_REMOTE_WRITE"] == "1"
 
 
 def test_dcgm_exporter_unit_attaches_to_the_host_engine() -> None:
@@ -103,8 +105,18 @@ def test_no_files_when_pieces_are_off(reference_raw: dict[str, Any]) -> None:
     raw["monitoring"] = {"prometheus": off, "grafana": off, "alerts": off}
     raw["storage"] = {}
     cfg = config.parse(raw)
-    assert [f.path for f in node_files.node_files(cfg, "train", NodeOutputs())] == ["/etc/gb300/storage.env"]
+    assert node_files.node_files(cfg, "train", "gpu-node") == []
     assert node_files.steps_for(cfg) == []
+
+
+def test_head_node_gets_no_gpu_exporter(reference_raw: dict[str, Any]) -> None:
+    """The head node mounts storage and runs the node exporter and agent, but not the DCGM exporter."""
+    cfg = config.parse(copy.deepcopy(reference_raw))
+    names = [s.name for s in node_files.steps_for(cfg, "head")]
+    assert names == ["72-lustre", "74-blobfuse2", "86-node-exporter", "87-prometheus-agent"]
+    paths = {f.path for f in node_files.node_files(cfg, "head", "head")}
+    assert f"{node_files.STEP_DIR}/85-dcgm-exporter.sh" not in paths
+    assert node_files.IMDS_TAG in paths
 
 
 def test_step_list_order() -> None:
@@ -112,6 +124,7 @@ def test_step_list_order() -> None:
     names = [s.name for s in node_files.STEPS]
     for i, step in enumerate(node_files.STEPS):
         assert (SCRIPTS / step.script).is_file()
+        assert step.command.startswith(node_files.STEP_DIR + "/")
         assert step.name == step.script.removesuffix(".sh")
         assert step.after not in names[i:]
         assert step.name < "99-ready"
@@ -135,15 +148,29 @@ def test_script_conventions(script: Path) -> None:
 
 @pytest.mark.slow
 def test_scripts_pass_shellcheck() -> None:
-    """shellcheck finds nothing in the storage and monitoring scripts (the bootstrap library is not followed)."""
+    """shellcheck, following the bootstrap library, finds nothing in the storage and monitoring scripts."""
     shellcheck = shutil.which("shellcheck") or str(REPO_ROOT / ".venv" / "bin" / "shellcheck")
     result = subprocess.run(
-        [shellcheck, "-x", "-e", "SC1091", *map(str, OUR_SCRIPTS)], capture_output=True, text=True, check=False
+        [shellcheck, "-x", "-P", str(CLOUD_INIT_DIR / "lib"), *(s.name for s in OUR_SCRIPTS)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=SCRIPTS,
     )
     assert result.returncode == 0, result.stdout
 
 
 # --- the Lustre step in a sandbox ------------------------------------------------------------------------------
+
+
+def _imds_tag_stub(root: Path, tags: dict[str, str] = TAGS) -> None:
+    """A stand-in for imds-tag that answers from ``tags``."""
+    stub = root / "usr/local/lib/gb300/imds-tag"
+    stub.parent.mkdir(parents=True, exist_ok=True)
+    cases = "".join(f"  {name}) echo {shlex.quote(value)} ;;\n" for name, value in tags.items())
+    stub.write_text(f"#!/usr/bin/env bash\ncase $1 in\n{cases}  *) echo ;;\nesac\n")
+    stub.chmod(0o755)
+
 
 STUBS = {
     "modinfo": "exit 0",
@@ -166,6 +193,7 @@ def _sandbox(tmp_path: Path, storage_env: str) -> tuple[dict[str, str], Path]:
     (root / "etc/gb300").mkdir(parents=True)
     (root / "etc/gb300/storage.env").write_text(storage_env)
     (root / "etc/fstab").write_text("UUID=abc / ext4 defaults 0 1\n")
+    _imds_tag_stub(root)
     bindir = tmp_path / "bin"
     bindir.mkdir()
     for name, body in STUBS.items():
@@ -226,7 +254,7 @@ def test_lustre_step_without_lustre(tmp_path: Path, reference_raw: dict[str, Any
     """With no Lustre configured the step records that and touches nothing."""
     raw = copy.deepcopy(reference_raw)
     raw["storage"] = {}
-    (env_file,) = node_files.storage_files(config.parse(raw), NodeOutputs())
+    (env_file,) = node_files.storage_files(config.parse(raw))
     env, root = _sandbox(tmp_path, env_file.content)
     assert _run(env).returncode == 0
     assert not (tmp_path / "calls.log").exists()
@@ -267,16 +295,15 @@ def test_node_metrics_emit_listed_metrics(tmp_path: Path, files: dict[str, node_
 
 
 @pytest.mark.slow
-def test_prometheus_agent_step_labels_targets(tmp_path: Path) -> None:
-    """87-prometheus-agent labels its scrape targets with host, rack (scale set) and NVLink domain, idempotently."""
+def test_prometheus_agent_step_labels_targets(tmp_path: Path, files: dict[str, node_files.NodeFile]) -> None:
+    """87-prometheus-agent fills the remote-write target from the VM's tags and labels its scrape targets."""
     root = tmp_path / "root"
     (root / "usr/local/lib/gb300").mkdir(parents=True)
     shutil.copy(REPO_ROOT / "tests/fixtures/gb300-lib-stub.sh", root / "usr/local/lib/gb300/lib.sh")
     (root / "etc/gb300").mkdir(parents=True)
-    (root / "etc/gb300/monitoring.env").write_text(
-        "GB300_DCGM_EXPORTER_LISTEN=127.0.0.1:9400\nGB300_NODE_EXPORTER_LISTEN=127.0.0.1:9100\n"
-        "GB300_PROMETHEUS_PACKAGE=prometheus\nGB300_PROMETHEUS_REMOTE_WRITE=1\n"
-    )
+    (root / "etc/gb300/monitoring.env").write_text(files["/etc/gb300/monitoring.env"].content)
+    (root / "etc/gb300/prometheus-agent.yml.in").write_text(files["/etc/gb300/prometheus-agent.yml.in"].content)
+    _imds_tag_stub(root)
     (root / "var/lib/gb300").mkdir(parents=True)
     (root / "var/lib/gb300/fabric.json").write_text('{"ClusterUUID": "abcd-01", "CliqueId": 7, "gpus": 4}\n')
     bindir = _stub_bin(
@@ -311,5 +338,38 @@ def test_prometheus_agent_step_labels_targets(tmp_path: Path) -> None:
         }
     ]
     assert yaml.safe_load((targets / "dcgm.json").read_text())[0]["targets"] == ["127.0.0.1:9400"]
+    config_doc = yaml.safe_load((root / "etc/gb300/prometheus-agent.yml").read_text())
+    assert config_doc["remote_write"][0]["url"] == TAGS["gb300-prom-write"]
+    assert config_doc["remote_write"][0]["azuread"]["managed_identity"]["client_id"] == TAGS["gb300-node-client-id"]
+    calls = (tmp_path / "calls.log").read_text()
+    assert calls.count("reload-or-restart") == 1  # the second run found the same configuration
     done = (root / "var/lib/gb300/steps/87-prometheus-agent.done").read_text()
     assert "rack ref-train-r0003, nvlink domain abcd-01/7" in done
+
+
+def test_nodes_carry_deploy_time_values_as_tags(reference_plan: PlanResult) -> None:
+    """Every scale set and the head node carry the tags the steps read: MGS, account, client id, remote-write URL."""
+    nodes_ = [r for r in reference_plan.resources if inventory.is_scale_set(r)]
+    nodes_ += [r for r in reference_plan.resources if r.type == "azure-native:compute:VirtualMachine"]
+    for node in nodes_:
+        tags = node.inputs["tags"]
+        assert set(node_files.DEPLOY_TAGS) <= set(tags), node.name
+        assert tags["gb300-prom-write"].startswith("https://")
+        assert "/dataCollectionRules/dcr-" in tags["gb300-prom-write"]
+        assert len(tags["gb300-prom-write"]) <= 256  # Azure's tag value limit
+        assert re.fullmatch(r"\d+\.\d+\.\d+\.\d+", tags["gb300-lustre-mgs"])
+
+
+def test_gpu_custom_data_runs_the_feature_steps(reference_raw: dict[str, Any]) -> None:
+    """The GPU nodes' cloud-init places the feature scripts and runs them before Slurm's steps and 99-ready."""
+    cfg = config.parse(copy.deepcopy(reference_raw))
+    custom = nodes.render(nodes.GPU_NODE, cfg, cfg.gpu_pools[0])
+    doc = yaml.safe_load(custom.cloud_config)
+    paths = {f["path"] for f in doc["write_files"]}
+    assert {s.command for s in node_files.STEPS} <= paths
+    assert "/etc/gb300/prometheus-agent.yml.in" in paths
+    runcmd = [" ".join(c) if isinstance(c, list) else c for c in doc["runcmd"]]
+    order = [next(i for i, c in enumerate(runcmd) if name in c) for name in (
+        "80-fabric", "72-lustre", "85-dcgm-exporter", "87-prometheus-agent", "gb300-munge-key", "99-ready"
+    )]  # fmt: skip
+    assert order == sorted(order)

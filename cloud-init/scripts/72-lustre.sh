@@ -6,12 +6,15 @@ set -euo pipefail
 # shellcheck source=/dev/null  # rendered by gb300 from templates/storage.env.j2
 . "${GB300_ROOT:-}/etc/gb300/storage.env"
 
-if [ -z "${GB300_LUSTRE_MGS:-}" ]; then
+if [ -z "${GB300_LUSTRE_MOUNT:-}" ]; then
   record "no Lustre filesystem configured"
   exit 0
 fi
+# The MGS address exists only after deployment: it reaches the node as the VM tag gb300-lustre-mgs.
+GB300_LUSTRE_MGS=$("${GB300_ROOT:-}/usr/local/lib/gb300/imds-tag" gb300-lustre-mgs) ||
+  fail "cannot read this VM's tags from the instance metadata service"
 [[ "$GB300_LUSTRE_MGS" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] ||
-  fail "GB300_LUSTRE_MGS must be the filesystem's MGS IP address (got '${GB300_LUSTRE_MGS}'); see the lustreMgsAddress stack output"
+  fail "the VM tag gb300-lustre-mgs must be the filesystem's MGS IP address (got '${GB300_LUSTRE_MGS}'); see the lustreMgsAddress stack output"
 mount_node=$GB300_LUSTRE_MOUNT
 mp="${GB300_ROOT:-}${mount_node}"
 spec="${GB300_LUSTRE_MGS}@tcp:/${GB300_LUSTRE_FSNAME}"

@@ -10,7 +10,12 @@ if [ -z "${GB300_BLOB_MOUNTS:-}" ]; then
   record "no Blob containers to mount"
   exit 0
 fi
-[ -n "${GB300_BLOB_ACCOUNT:-}" ] || fail "GB300_BLOB_MOUNTS is set but GB300_BLOB_ACCOUNT is empty in /etc/gb300/storage.env"
+# Deploy-time values from the VM's tags: the account's generated name and the node identity's client id.
+tag="${GB300_ROOT:-}/usr/local/lib/gb300/imds-tag"
+account=$("$tag" gb300-blob-account) || fail "cannot read this VM's tags from the instance metadata service"
+client_id=$("$tag" gb300-node-client-id) || fail "cannot read this VM's tags from the instance metadata service"
+[[ "$account" =~ ^[a-z0-9]{3,24}$ ]] || fail "the VM tag gb300-blob-account must be a storage account name (got '${account}')"
+[[ "$client_id" =~ ^[0-9a-fA-F-]{36}$ ]] || fail "the VM tag gb300-node-client-id must be a client id (got '${client_id}')"
 if ! command -v blobfuse2 >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends blobfuse2 fuse3 ||
     fail "blobfuse2 is not installed and apt cannot install it (packages.microsoft.com prod repository for this Ubuntu and architecture); remove mountPath from gb300:storage.blob.containers to skip the mounts"
@@ -26,16 +31,19 @@ systemctl daemon-reload
 mounted=()
 for entry in $GB300_BLOB_MOUNTS; do
   IFS=: read -r container path mode <<<"$entry"
-  [ -r "${GB300_ROOT:-}/etc/gb300/blobfuse2/${container}.yaml" ] ||
-    fail "missing /etc/gb300/blobfuse2/${container}.yaml (rendered by gb300 from templates/blobfuse2.yaml.j2)"
+  conf="${GB300_ROOT:-}/etc/gb300/blobfuse2/${container}"
+  [ -r "${conf}.yaml.in" ] ||
+    fail "missing /etc/gb300/blobfuse2/${container}.yaml.in (rendered by gb300 from templates/blobfuse2.yaml.j2)"
+  sed -e "s/@GB300_BLOB_ACCOUNT@/${account}/g" -e "s/@GB300_NODE_CLIENT_ID@/${client_id}/g" "${conf}.yaml.in" |
+    write_if_changed "${conf}.yaml"
   mkdir -p "${GB300_ROOT:-}${path}" "${GB300_ROOT:-}${GB300_BLOB_CACHE_PATH}/${container}"
-  ensure_service "gb300-blobfuse2@${container}"
+  ensure_service "gb300-blobfuse2-${container}"
   for _ in $(seq 1 30); do
     findmnt -n -M "${GB300_ROOT:-}${path}" >/dev/null 2>&1 && break
     sleep 2
   done
   findmnt -n -M "${GB300_ROOT:-}${path}" >/dev/null 2>&1 ||
-    fail "container ${container} is not mounted at ${path} after 60 s; see journalctl -u gb300-blobfuse2@${container} (the node identity needs its role on the container, and the private endpoint must resolve)"
+    fail "container ${container} is not mounted at ${path} after 60 s; see journalctl -u gb300-blobfuse2-${container} (the node identity needs its role on the container, and the private endpoint must resolve)"
   mounted+=("${container}:${path}:${mode}")
 done
-record "account ${GB300_BLOB_ACCOUNT}" "${mounted[@]}"
+record "account ${account}" "${mounted[@]}"

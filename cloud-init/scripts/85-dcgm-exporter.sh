@@ -10,15 +10,17 @@ command -v docker >/dev/null 2>&1 || fail "docker is not installed; the 50-conta
 # The image already runs DCGM's host engine (45-dcgm): attach to it instead of starting a second one.
 if systemctl is-active --quiet nvidia-dcgm; then
   mode="remote host engine"
-  args="--remote-hostengine-info localhost:5555"
+  exporter_args="--remote-hostengine-info localhost:5555"
   docker_args=""
 else
   mode="embedded host engine"
-  args=""
+  exporter_args=""
   docker_args="--gpus all --cap-add SYS_ADMIN"
 fi
-printf 'GB300_DCGM_EXPORTER_ARGS="%s"\nGB300_DCGM_EXPORTER_DOCKER_ARGS="%s"\n' "$args" "$docker_args" |
-  write_if_changed "${GB300_ROOT:-}/etc/gb300/dcgm-exporter.env"
+# Fed with < <(...), not a pipe, so GB300_CHANGED survives (see write_if_changed).
+write_if_changed "${GB300_ROOT:-}/etc/gb300/dcgm-exporter.env" < <(
+  printf 'GB300_DCGM_EXPORTER_ARGS="%s"\nGB300_DCGM_EXPORTER_DOCKER_ARGS="%s"\n' "$exporter_args" "$docker_args"
+)
 changed=$GB300_CHANGED
 
 if ! docker image inspect "$GB300_DCGM_EXPORTER_IMAGE" >/dev/null 2>&1; then

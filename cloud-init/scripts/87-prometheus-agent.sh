@@ -6,10 +6,18 @@ set -euo pipefail
 # shellcheck source=/dev/null  # rendered by gb300 from templates/monitoring.env.j2
 . "${GB300_ROOT:-}/etc/gb300/monitoring.env"
 
-if [ "${GB300_PROMETHEUS_REMOTE_WRITE:-0}" != 1 ]; then
-  record "no remote-write target configured"
-  exit 0
-fi
+# Deploy-time values from the VM's tags: where to write, and as which identity.
+tag="${GB300_ROOT:-}/usr/local/lib/gb300/imds-tag"
+write_url=$("$tag" gb300-prom-write) || fail "cannot read this VM's tags from the instance metadata service"
+client_id=$("$tag" gb300-node-client-id) || fail "cannot read this VM's tags from the instance metadata service"
+[[ "$write_url" =~ ^https://[A-Za-z0-9.-]+/[^[:space:]\|]+$ ]] ||
+  fail "the VM tag gb300-prom-write must be the remote-write URL (got '${write_url}'); see the prometheusRemoteWriteUrl stack output"
+[[ "$client_id" =~ ^[0-9a-fA-F-]{36}$ ]] || fail "the VM tag gb300-node-client-id must be a client id (got '${client_id}')"
+write_if_changed "${GB300_ROOT:-}/etc/gb300/prometheus-agent.yml" < <(
+  sed -e "s|@GB300_PROM_WRITE_URL@|${write_url}|g" -e "s|@GB300_NODE_CLIENT_ID@|${client_id}|g" \
+    "${GB300_ROOT:-}/etc/gb300/prometheus-agent.yml.in"
+)
+config_changed=$GB300_CHANGED
 if ! command -v prometheus >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$GB300_PROMETHEUS_PACKAGE" ||
     fail "apt-get install ${GB300_PROMETHEUS_PACKAGE} failed"
@@ -44,6 +52,9 @@ mkdir -p "$data"
 chown prometheus:prometheus "$data" || fail "no prometheus user: the ${GB300_PROMETHEUS_PACKAGE} package creates it"
 systemctl daemon-reload
 ensure_service gb300-prometheus-agent
+if [ "$config_changed" = 1 ]; then
+  systemctl reload-or-restart gb300-prometheus-agent || fail "gb300-prometheus-agent does not take its new configuration"
+fi
 for _ in $(seq 1 30); do
   if curl -sf http://127.0.0.1:9090/-/ready >/dev/null 2>&1; then
     record "agent ready; rack ${rack}, nvlink domain ${domain}"

@@ -1,8 +1,10 @@
-"""The files the storage and monitoring bootstrap steps read, rendered from ``templates/`` (StrictUndefined).
+"""The storage and monitoring parts of a node's custom data: files from ``templates/`` and ordered steps.
 
-The node bootstrap (``gb300.bootstrap``, ``cloud-init/steps.yaml``) places these with ``write_files`` and runs
-the steps of :data:`STEPS`. Values that exist only after deployment (the Lustre MGS address, the remote-write
-URL) come in as :class:`NodeOutputs`, resolved from the components' outputs.
+Everything here comes from the stack config alone, so custom data (and its hash) is known at plan time
+(:mod:`gb300.nodes`). Values that exist only after deployment reach nodes as VM tags that the steps read from
+IMDS with ``imds-tag``: ``gb300-lustre-mgs``, ``gb300-blob-account``, ``gb300-node-client-id`` and
+``gb300-prom-write`` (see :data:`DEPLOY_TAGS`). Templates render with StrictUndefined; files that need a
+deploy-time value are placed as ``*.in`` with ``@NAME@`` placeholders the step fills in.
 """
 
 from __future__ import annotations
@@ -12,39 +14,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import jinja2
-import pulumi
 
 from gb300 import storage_facts
 from gb300.components import monitoring as monitoring_component
 from gb300.config import StackConfig
 from gb300.paths import CLOUD_INIT_DIR, TEMPLATES_DIR
 
-
-@dataclass(frozen=True)
-class NodeOutputs:
-    """Deployment outputs the node files need; empty when the piece is off."""
-
-    lustre_mgs_address: str = ""
-    storage_account: str = ""
-    identity_client_id: str = ""
-    remote_write_url: str = ""
-
-
-def resolve_outputs(
-    *,
-    identity_client_id: pulumi.Input[str],
-    lustre_mgs_address: pulumi.Input[str] | None = None,
-    storage_account: pulumi.Input[str] | None = None,
-    remote_write_url: pulumi.Input[str] | None = None,
-) -> pulumi.Output[NodeOutputs]:
-    """The components' outputs as one :class:`NodeOutputs`, for rendering custom data inside an ``apply``."""
-    return pulumi.Output.all(
-        identity_client_id, lustre_mgs_address or "", storage_account or "", remote_write_url or ""
-    ).apply(
-        lambda v: NodeOutputs(
-            lustre_mgs_address=v[1], storage_account=v[2], identity_client_id=v[0], remote_write_url=v[3]
-        )
-    )
+# VM tags the program sets on every node and the steps read (tag -> what it holds).
+DEPLOY_TAGS: dict[str, str] = {
+    "gb300-lustre-mgs": "the Lustre filesystem's MGS address (72-lustre)",
+    "gb300-blob-account": "the storage account's name (74-blobfuse2)",
+    "gb300-node-client-id": "the node identity's client id (74-blobfuse2, 87-prometheus-agent)",
+    "gb300-prom-write": "the Prometheus remote-write URL of the collection rule (87-prometheus-agent)",
+}
+STEP_DIR = "/usr/local/lib/gb300/features"  # not steps/: the bootstrap puts each step's wrapper there
+IMDS_TAG = "/usr/local/lib/gb300/imds-tag"
 
 
 @dataclass(frozen=True)
@@ -66,8 +50,14 @@ class Step:
     after: str
     description: str
 
+    @property
+    def command(self) -> str:
+        """Where the step's script lands on the node (an ExtraStep's command)."""
+        return f"{STEP_DIR}/{self.script}"
 
-# Steps to add to cloud-init/steps.yaml (issue 3's list), in this order, before 99-ready.
+
+# The feature's steps, in order. They run as ExtraSteps after the bootstrap's own steps (so after 70-nvme-raid and
+# 80-fabric) and before the Slurm steps and 99-ready; ``after`` names what each one relies on.
 STEPS: tuple[Step, ...] = (
     Step("72-lustre", "72-lustre.sh", ("gpu-node", "head"), "70-nvme-raid",
          "verify the Lustre client and mount Azure Managed Lustre over TCP LNet at gb300:storage.lustre.mountPath"),
@@ -101,10 +91,12 @@ def _static(relative: str) -> str:
     return (TEMPLATES_DIR / relative).read_text(encoding="utf-8")
 
 
-def steps_for(cfg: StackConfig) -> list[Step]:
-    """The steps this stack needs (Lustre only with Lustre, exporters only with Prometheus)."""
+def steps_for(cfg: StackConfig, role: str | None = None) -> list[Step]:
+    """The steps this stack needs on ``role`` (all roles when None): Lustre only with Lustre, and so on."""
     wanted = []
     for step in STEPS:
+        if role is not None and role not in step.roles:
+            continue
         if step.name == "72-lustre" and cfg.storage.lustre is None:
             continue
         if step.name == "74-blobfuse2" and not _mounts(cfg):
@@ -124,8 +116,8 @@ def _mounts(cfg: StackConfig) -> list[tuple[str, str, str]]:
     return [(c.name, c.mount_path, "ro" if c.access == "read" else "rw") for c in blob.containers if c.mount_path]
 
 
-def storage_files(cfg: StackConfig, outputs: NodeOutputs) -> list[NodeFile]:
-    """``/etc/gb300/storage.env`` and one BlobFuse2 config and env file per mounted container."""
+def storage_files(cfg: StackConfig) -> list[NodeFile]:
+    """``/etc/gb300/storage.env`` and one BlobFuse2 config (``.yaml.in``) and env file per mounted container."""
     facts = storage_facts.load()
     client = facts["lustreClient"]
     lustre = cfg.storage.lustre
@@ -137,14 +129,12 @@ def storage_files(cfg: StackConfig, outputs: NodeOutputs) -> list[NodeFile]:
             _render(
                 "storage.env.j2",
                 lustre={
-                    "mgs_address": outputs.lustre_mgs_address if lustre else "",
                     "fsname": client["fsname"],
                     "mount_path": lustre.mount_path if lustre else "",
                     "options": client["options"],
                     "client_packages": list(client["packages"]["value"]),
                 },
                 blob={
-                    "account": outputs.storage_account if blob else "",
                     "cache_path": cache.disk_path if cache else "",
                     "mounts": _mounts(cfg),
                 },
@@ -168,21 +158,26 @@ def storage_files(cfg: StackConfig, outputs: NodeOutputs) -> list[NodeFile]:
                 "disk_path": cache.disk_path,
                 "disk_size_mib": cache.disk_size_gi_b * 1024,
             },
-            "account": outputs.storage_account,
-            "identity_client_id": outputs.identity_client_id,
         }
-        files.append(NodeFile(f"/etc/gb300/blobfuse2/{container.name}.yaml", _render("blobfuse2.yaml.j2", **context)))
+        files.append(
+            NodeFile(f"/etc/gb300/blobfuse2/{container.name}.yaml.in", _render("blobfuse2.yaml.j2", **context))
+        )
+        files.append(
+            NodeFile(
+                f"/etc/systemd/system/gb300-blobfuse2-{container.name}.service",
+                _render("systemd/gb300-blobfuse2.service.j2", container=container.name),
+            )
+        )
         files.append(
             NodeFile(
                 f"/etc/gb300/blobfuse2/{container.name}.env",
                 f"GB300_BLOB_MOUNT_PATH={shlex.quote(container.mount_path)}\n",
             )
         )
-    files.append(NodeFile("/etc/systemd/system/gb300-blobfuse2@.service", _static("systemd/gb300-blobfuse2@.service")))
     return files
 
 
-def monitoring_files(cfg: StackConfig, pool: str, outputs: NodeOutputs) -> list[NodeFile]:
+def monitoring_files(cfg: StackConfig, pool: str) -> list[NodeFile]:
     """The exporters' and the Prometheus agent's configuration and units (none when Prometheus is off)."""
     prom = cfg.monitoring.prometheus
     if not prom.enabled:
@@ -199,23 +194,16 @@ def monitoring_files(cfg: StackConfig, pool: str, outputs: NodeOutputs) -> list[
                     "node_package": exporters["nodeExporterPackage"]["value"],
                     **metrics,
                 },
-                prometheus={
-                    "package": exporters["prometheusPackage"]["value"],
-                    "remote_write_url": outputs.remote_write_url,
-                },
+                prometheus={"package": exporters["prometheusPackage"]["value"]},
             ),
         ),
         NodeFile(
-            "/etc/gb300/prometheus-agent.yml",
+            "/etc/gb300/prometheus-agent.yml.in",
             _render(
                 "prometheus-agent.yml.j2",
                 cluster=cfg.cluster.name,
                 pool=pool,
-                prometheus={
-                    "scrape_interval_seconds": prom.scrape_interval_seconds,
-                    "remote_write_url": outputs.remote_write_url,
-                },
-                identity_client_id=outputs.identity_client_id,
+                prometheus={"scrape_interval_seconds": prom.scrape_interval_seconds},
             ),
         ),
         NodeFile("/etc/gb300/dcgm-exporter/counters.csv", _static("dcgm-exporter/counters.csv")),
@@ -237,6 +225,16 @@ def monitoring_files(cfg: StackConfig, pool: str, outputs: NodeOutputs) -> list[
     ]
 
 
-def node_files(cfg: StackConfig, pool: str, outputs: NodeOutputs) -> list[NodeFile]:
-    """Every file the storage and monitoring steps of ``pool``'s nodes read."""
-    return storage_files(cfg, outputs) + monitoring_files(cfg, pool, outputs)
+def node_files(cfg: StackConfig, pool: str, role: str) -> list[NodeFile]:
+    """Every file the storage and monitoring steps of ``role`` (in ``pool``) need, their scripts included."""
+    steps = steps_for(cfg, role)
+    if not steps:
+        return []
+    files = storage_files(cfg) + monitoring_files(cfg, pool)
+    files.append(
+        NodeFile(IMDS_TAG, (CLOUD_INIT_DIR / "scripts" / "gb300-imds-tag").read_text(encoding="utf-8"), "0755")
+    )
+    for step in steps:
+        script = (CLOUD_INIT_DIR / "scripts" / step.script).read_text(encoding="utf-8")
+        files.append(NodeFile(step.command, script, "0755"))
+    return files

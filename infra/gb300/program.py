@@ -6,6 +6,8 @@ mock monitor. Both read the same config and declare the same resources.
 
 from __future__ import annotations
 
+import hashlib
+
 import pulumi
 from pulumi_azure_native import authorization, resources, storagecache
 
@@ -110,9 +112,69 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             tags=tags,
         ),
     )
-    # Nodes learn where their secrets are from their own tags (IMDS), so custom data holds no secret
-    # and does not change when the vault's generated name does.
-    node_tags: dict[str, pulumi.Input[str]] = {**tags, "gb300-keyvault": secrets.vault_name}
+    outputs: dict[str, pulumi.Output[str]] = {}
+    deploy_tags: dict[str, pulumi.Input[str]] = {}
+    storage = cfg.storage
+    if storage.lustre is not None:
+        lustre = storage_component.Lustre(
+            f"{name}-lustre",
+            storage_component.LustreArgs(
+                resource_group_name=rg.name,
+                location=location,
+                sku=storage.lustre.sku,
+                capacity_tib=storage.lustre.capacity_ti_b,
+                subnet_id=net.subnet_ids["storage"],
+                maintenance_day=storage.lustre.maintenance_window.day_of_week,
+                maintenance_time_utc=storage.lustre.maintenance_window.time_of_day_utc,
+                zone=cfg.cluster.zone,
+                allow_replace="lustre" in storage.allow_replace,
+                tags={**tags, **checkpoint_tags(cfg)},
+            ),
+        )
+        outputs["lustreMgsAddress"] = deploy_tags["gb300-lustre-mgs"] = lustre.mgs_address
+    if storage.blob is not None:
+        blob = storage_component.BlobStore(
+            f"{name}-blob",
+            storage_component.BlobStoreArgs(
+                resource_group_name=rg.name,
+                location=location,
+                account_name=storage_account_name(cfg),
+                containers=[storage_component.ContainerAccess(c.name, c.access) for c in storage.blob.containers],
+                endpoints_subnet_id=net.subnet_ids["endpoints"],
+                vnet_id=net.vnet_id,
+                node_principal_id=identity.principal_id,
+                allow_replace="account" in storage.allow_replace,
+                tags=tags,
+            ),
+        )
+        outputs["storageAccountName"] = deploy_tags["gb300-blob-account"] = blob.name
+    mon = cfg.monitoring
+    monitoring = monitoring_component.Monitoring(
+        f"{name}-mon",
+        monitoring_component.MonitoringArgs(
+            resource_group_name=rg.name,
+            location=location,
+            node_principal_id=identity.principal_id,
+            logs=mon.logs.enabled,
+            retention_days=mon.logs.retention_days,
+            prometheus=mon.prometheus.enabled,
+            grafana=mon.grafana.enabled,
+            alerts=mon.alerts.enabled,
+            alert_emails=tuple(mon.alerts.emails),
+            alert_webhooks=tuple(mon.alerts.webhooks),
+            tags=tags,
+        ),
+    )
+    if monitoring.remote_write_url is not None:
+        outputs["prometheusRemoteWriteUrl"] = deploy_tags["gb300-prom-write"] = monitoring.remote_write_url
+    # Nodes learn deploy-time values from their own tags (IMDS), so custom data holds no secret and does not
+    # change when a generated name does: the vault, and (node_files.DEPLOY_TAGS) Lustre, Blob and Prometheus.
+    node_tags: dict[str, pulumi.Input[str]] = {
+        **tags,
+        "gb300-keyvault": secrets.vault_name,
+        "gb300-node-client-id": identity.client_id,
+        **deploy_tags,
+    }
     head_data = nodes.render(nodes.HEAD, cfg)
     head = HeadNode(
         nodes.head_hostname(cfg),
@@ -134,60 +196,6 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             tags=node_tags,
         ),
     )
-    outputs: dict[str, pulumi.Output[str]] = {}
-    storage = cfg.storage
-    if storage.lustre is not None:
-        lustre = storage_component.Lustre(
-            f"{name}-lustre",
-            storage_component.LustreArgs(
-                resource_group_name=rg.name,
-                location=location,
-                sku=storage.lustre.sku,
-                capacity_tib=storage.lustre.capacity_ti_b,
-                subnet_id=net.subnet_ids["storage"],
-                maintenance_day=storage.lustre.maintenance_window.day_of_week,
-                maintenance_time_utc=storage.lustre.maintenance_window.time_of_day_utc,
-                zone=cfg.cluster.zone,
-                allow_replace="lustre" in storage.allow_replace,
-                tags={**tags, **checkpoint_tags(cfg)},
-            ),
-        )
-        outputs["lustreMgsAddress"] = lustre.mgs_address
-    if storage.blob is not None:
-        blob = storage_component.BlobStore(
-            f"{name}-blob",
-            storage_component.BlobStoreArgs(
-                resource_group_name=rg.name,
-                location=location,
-                account_name=storage_account_name(cfg),
-                containers=[storage_component.ContainerAccess(c.name, c.access) for c in storage.blob.containers],
-                endpoints_subnet_id=net.subnet_ids["endpoints"],
-                vnet_id=net.vnet_id,
-                node_principal_id=identity.principal_id,
-                allow_replace="account" in storage.allow_replace,
-                tags=tags,
-            ),
-        )
-        outputs["storageAccountName"] = blob.name
-    mon = cfg.monitoring
-    monitoring = monitoring_component.Monitoring(
-        f"{name}-mon",
-        monitoring_component.MonitoringArgs(
-            resource_group_name=rg.name,
-            location=location,
-            node_principal_id=identity.principal_id,
-            logs=mon.logs.enabled,
-            retention_days=mon.logs.retention_days,
-            prometheus=mon.prometheus.enabled,
-            grafana=mon.grafana.enabled,
-            alerts=mon.alerts.enabled,
-            alert_emails=tuple(mon.alerts.emails),
-            alert_webhooks=tuple(mon.alerts.webhooks),
-            tags=tags,
-        ),
-    )
-    if monitoring.remote_write_url is not None:
-        outputs["prometheusRemoteWriteUrl"] = monitoring.remote_write_url
     extensions = (monitoring_component.agent_extension(identity.id),) if mon.logs.enabled else ()
     monitoring.attach_vm(head.vm_name, head.vm_id, identity.id, location=location, resource_group_name=rg.name)
     for pool in cfg.gpu_pools:
