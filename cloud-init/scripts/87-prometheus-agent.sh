@@ -10,7 +10,7 @@ set -euo pipefail
 tag="${GB300_ROOT:-}/usr/local/lib/gb300/imds-tag"
 write_url=$("$tag" gb300-prom-write) || fail "cannot read this VM's tags from the instance metadata service"
 client_id=$("$tag" gb300-node-client-id) || fail "cannot read this VM's tags from the instance metadata service"
-', '# No spaces, '' or '\\': the URL|', '&' or '\\': the URL goes into a sed replacement below.
+# No spaces, pipes, ampersands or backslashes: the URL goes into a sed replacement below.
 url_re='^https://[A-Za-z0-9.-]+/[^[:space:]|&\\]+$'
 [[ "$write_url" =~ $url_re ]] ||
   fail "the VM tag gb300-prom-write must be the remote-write URL (got '${write_url}'); see the prometheusRemoteWriteUrl stack output"
