@@ -110,10 +110,10 @@ def test_no_files_when_pieces_are_off(reference_raw: dict[str, Any]) -> None:
 
 
 def test_head_node_gets_no_gpu_exporter(reference_raw: dict[str, Any]) -> None:
-    """The head node mounts storage and runs the node exporter and agent, but not the DCGM exporter."""
+    """The head node mounts Lustre and runs the node exporter and agent, but no DCGM exporter or BlobFuse2."""
     cfg = config.parse(copy.deepcopy(reference_raw))
     names = [s.name for s in node_files.steps_for(cfg, "head")]
-    assert names == ["72-lustre", "74-blobfuse2", "86-node-exporter", "87-prometheus-agent"]
+    assert names == ["72-lustre", "86-node-exporter", "87-prometheus-agent"]
     paths = {f.path for f in node_files.node_files(cfg, "head", "head")}
     assert f"{node_files.STEP_DIR}/85-dcgm-exporter.sh" not in paths
     assert node_files.IMDS_TAG in paths

@@ -61,7 +61,8 @@ class Step:
 STEPS: tuple[Step, ...] = (
     Step("72-lustre", "72-lustre.sh", ("gpu-node", "head"), "70-nvme-raid",
          "verify the Lustre client and mount Azure Managed Lustre over TCP LNet at gb300:storage.lustre.mountPath"),
-    Step("74-blobfuse2", "74-blobfuse2.sh", ("gpu-node", "head"), "72-lustre",
+    # GPU nodes only: the block cache lives on the NVMe RAID, which the head node does not have.
+    Step("74-blobfuse2", "74-blobfuse2.sh", ("gpu-node",), "70-nvme-raid",
          "mount the configured Blob containers with BlobFuse2 in block-cache mode (cache on the NVMe RAID)"),
     Step("85-dcgm-exporter", "85-dcgm-exporter.sh", ("gpu-node",), "80-fabric",
          "run the DCGM exporter on 127.0.0.1:9400, attached to nvidia-dcgm's host engine when it runs"),
