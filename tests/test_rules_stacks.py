@@ -13,7 +13,7 @@ from gb300.config import PolicySettings
 from gb300.findings import Level
 from gb300.plan import PlanResult, run_plan
 from gb300.plan.runner import ResourceRecord
-from policy_support import account, lustre, with_inputs
+from policy_support import TAGS, account, lustre, with_inputs
 
 # Mistakes a stack file can make, one plan for all of them (planning costs seconds).
 BAD_STACK: dict[str, Any] = {
@@ -63,7 +63,9 @@ def _broken(reference_plan: PlanResult) -> list[ResourceRecord]:
             nic["ipConfigurations"][0]["properties"]["publicIPAddressConfiguration"] = {"name": "pip"}
             rec = with_inputs(rec, **inputs)  # noqa: PLW2901 - the one rack broken on purpose
         out.append(rec)
-    return [*out, lustre("AMLFS-Durable-Premium-500", 130, zones=["3"]), account(minimumTlsVersion="TLS1_0")]
+    checkpoint = {"gb300-checkpoint-parameters": "1e12", "gb300-checkpoint-minutes": "5"}
+    slow = lustre("AMLFS-Durable-Premium-500", 8, tags={**TAGS, **checkpoint})
+    return [*out, lustre("AMLFS-Durable-Premium-500", 130, zones=["3"]), slow, account(minimumTlsVersion="TLS1_0")]
 
 
 FROM_RESOURCES = {
@@ -74,6 +76,7 @@ FROM_RESOURCES = {
     "lustre-capacity-valid": "multiple of 4",
     "zone-consistent": "zone",
     "storage-no-public-access": "TLS1_2",
+    "lustre-checkpoint-throughput": "capacityTiB to at least 108",
 }
 
 

@@ -242,21 +242,206 @@ LustreSku = Literal[
 ]
 
 
+_MOUNT_PATH = r"^/[A-Za-z0-9._/-]+$"
+_DAYS = Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+
+
+# System directories a shared filesystem must not be mounted over (refused, never used).
+_RESERVED_MOUNTS = frozenset({"", "/tmp", "/var", "/etc", "/usr", "/home", "/mnt"})  # noqa: S108
+
+
+def _check_mount_path(value: str) -> str:
+    if value.rstrip("/") in _RESERVED_MOUNTS or ".." in value.split("/"):
+        raise ValueError(f"must be a dedicated directory such as '/lustre' (got {value!r})")
+    return value.rstrip("/")
+
+
+MountPath = Annotated[str, Field(pattern=_MOUNT_PATH), AfterValidator(_check_mount_path)]
+
+
+class MaintenanceWindow(_Model):
+    """``gb300:storage.lustre.maintenanceWindow``: when Azure may update the filesystem (30 minutes)."""
+
+    day_of_week: _DAYS = "Sunday"
+    time_of_day_utc: Annotated[str, Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")] = Field(
+        "02:00", alias="timeOfDayUTC"
+    )
+
+
 class LustreSettings(_Model):
-    """``gb300:storage.lustre``: an Azure Managed Lustre filesystem."""
+    """``gb300:storage.lustre``: an Azure Managed Lustre filesystem, mounted on every node over TCP LNet."""
 
     sku: LustreSku
     capacity_ti_b: Annotated[int, Field(ge=1, strict=True)] = Field(alias="capacityTiB")
+    mount_path: MountPath = "/lustre"
+    maintenance_window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)
+
+
+def _check_container_name(value: str) -> str:
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]", value) or "--" in value:
+        raise ValueError(
+            f"must be 3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or "
+            f"digit (got {value!r})"
+        )
+    return value
+
+
+ContainerName = Annotated[str, AfterValidator(_check_container_name)]
+
+
+class BlobContainer(_Model):
+    """One entry of ``gb300:storage.blob.containers``: a container, the nodes' access to it, its mount."""
+
+    name: ContainerName
+    access: Literal["read", "readWrite"] = "readWrite"
+    mount_path: MountPath | None = None
+
+
+def _default_containers() -> list[BlobContainer]:
+    return [BlobContainer(name="datasets", access="read"), BlobContainer(name="checkpoints", access="readWrite")]
+
+
+class BlockCache(_Model):
+    """``gb300:storage.blob.blockCache``: BlobFuse2 block-cache settings for every mounted container."""
+
+    block_size_mi_b: Annotated[int, Field(ge=1, le=1024, strict=True)] = Field(16, alias="blockSizeMiB")
+    memory_mi_b: Annotated[int, Field(ge=256, le=262144, strict=True)] = Field(16384, alias="memoryMiB")
+    disk_path: MountPath = "/mnt/resource_nvme/blobfuse2"
+    disk_size_gi_b: Annotated[int, Field(ge=1, le=15000, strict=True)] = Field(1024, alias="diskSizeGiB")
+
+
+class BlobSettings(_Model):
+    """``gb300:storage.blob``: a private, HNS storage account for datasets and checkpoints."""
+
+    account_name: Annotated[str, Field(pattern=r"^[a-z0-9]{3,24}$")] | None = None
+    containers: Annotated[list[BlobContainer], Field(min_length=1)] = Field(default_factory=_default_containers)
+    block_cache: BlockCache = Field(default_factory=BlockCache)
+
+    @model_validator(mode="after")
+    def _unique_containers(self) -> BlobSettings:
+        seen: set[str] = set()
+        for i, container in enumerate(self.containers):
+            if container.name in seen:
+                raise _PathError(
+                    ("storage", "blob", "containers", i, "name"),
+                    f"duplicates another container (got {container.name!r}); container names must be unique",
+                )
+            seen.add(container.name)
+        return self
+
+
+class CheckpointSettings(_Model):
+    """``gb300:storage.checkpoint``: the model whose checkpoints Lustre must absorb, and how fast."""
+
+    parameters: Annotated[float, Field(gt=0, le=1e15, allow_inf_nan=False)]
+    write_minutes: Annotated[float, Field(gt=0, le=1440, allow_inf_nan=False)] | None = None
+    interval_minutes: Annotated[float, Field(gt=0, le=10080, allow_inf_nan=False)] | None = None
+    bytes_per_parameter: Annotated[float, Field(gt=0, le=64, allow_inf_nan=False)] | None = None
+
+    @model_validator(mode="after")
+    def _a_time_budget(self) -> CheckpointSettings:
+        if self.write_minutes is None and self.interval_minutes is None:
+            raise _PathError(
+                ("storage", "checkpoint", "writeMinutes"),
+                "is required when intervalMinutes is not given: set the minutes one checkpoint may take to write",
+            )
+        if (
+            self.write_minutes is not None
+            and self.interval_minutes is not None
+            and self.write_minutes > self.interval_minutes
+        ):
+            raise _PathError(
+                ("storage", "checkpoint", "writeMinutes"),
+                f"must be at most intervalMinutes ({self.interval_minutes:g}) (got {self.write_minutes:g})",
+            )
+        return self
+
+    @property
+    def budget_minutes(self) -> float:
+        """The minutes one checkpoint may take: writeMinutes, else the whole interval."""
+        return self.write_minutes if self.write_minutes is not None else float(self.interval_minutes or 0)
+
+
+StatefulStore = Literal["lustre", "account"]
 
 
 class StorageSettings(_Model):
     """``gb300:storage``: shared storage (Lustre, Blob) for datasets and checkpoints."""
 
     lustre: LustreSettings | None = None
+    blob: BlobSettings | None = None
+    checkpoint: CheckpointSettings | None = None
+    allow_replace: list[StatefulStore] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _checkpoint_needs_lustre(self) -> StorageSettings:
+        if self.checkpoint is not None and self.lustre is None:
+            raise _PathError(
+                ("storage", "checkpoint"),
+                "needs gb300:storage.lustre: checkpoints are sized against the Lustre filesystem's throughput",
+            )
+        return self
+
+
+class LogsSettings(_Model):
+    """``gb300:monitoring.logs``: Log Analytics, the Azure Monitor Agent and the log data collection rules."""
+
+    enabled: bool = True
+    retention_days: Annotated[int, Field(ge=30, le=730, strict=True)] = 30
+
+
+class PrometheusSettings(_Model):
+    """``gb300:monitoring.prometheus``: Azure Monitor workspace; exporters and a remote-writing agent on nodes."""
+
+    enabled: bool = True
+    scrape_interval_seconds: Annotated[int, Field(ge=5, le=300, strict=True)] = 30
+
+
+class GrafanaSettings(_Model):
+    """``gb300:monitoring.grafana``: Azure Managed Grafana over the Azure Monitor workspace."""
+
+    enabled: bool = True
+
+
+def _check_email(value: str) -> str:
+    if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", value):
+        raise ValueError(f"must be an email address such as 'oncall@example.com' (got {value!r})")
+    return value
+
+
+def _check_webhook(value: str) -> str:
+    if not re.fullmatch(r"https://[^\s/]+(/\S*)?", value):
+        raise ValueError(f"must be an https:// URL; alerts never go out in clear text (got {_short(value)!r})")
+    return value
+
+
+class AlertSettings(_Model):
+    """``gb300:monitoring.alerts``: Prometheus alert rule groups and who is told."""
+
+    enabled: bool = True
+    emails: list[Annotated[str, AfterValidator(_check_email)]] = Field(default_factory=list)
+    webhooks: list[Annotated[str, AfterValidator(_check_webhook)]] = Field(default_factory=list)
 
 
 class MonitoringSettings(_Model):
-    """``gb300:monitoring``: Azure Monitor, managed Prometheus and Grafana."""
+    """``gb300:monitoring``: Azure Monitor, managed Prometheus and Grafana. Every piece is on unless disabled."""
+
+    logs: LogsSettings = Field(default_factory=LogsSettings)
+    prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
+    grafana: GrafanaSettings = Field(default_factory=GrafanaSettings)
+    alerts: AlertSettings = Field(default_factory=AlertSettings)
+
+    @model_validator(mode="after")
+    def _needs_prometheus(self) -> MonitoringSettings:
+        if not self.prometheus.enabled:
+            for key, piece in (("grafana", self.grafana), ("alerts", self.alerts)):
+                if piece.enabled:
+                    raise _PathError(
+                        ("monitoring", key, "enabled"),
+                        "needs gb300:monitoring.prometheus.enabled: true (it reads the Azure Monitor workspace); "
+                        "set it to false too",
+                    )
+        return self
 
 
 class PolicySettings(_Model):

@@ -1,4 +1,5 @@
-"""What each node role boots with: the bootstrap's cloud-config plus the Slurm files and steps of its role.
+"""What each node role boots with: the bootstrap's cloud-config plus the storage, monitoring and Slurm files and
+steps of its role.
 
 Custom data is rendered from the typed config alone (no deploy-time values), so its hash is known at plan
 time and tells which pools need a reimage. Deploy-time values a node needs (the Key Vault's generated name)
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gb300 import bootstrap
+from gb300 import bootstrap, node_files
 from gb300.config import GpuPool, StackConfig
 from gb300.slurm import config as slurm_config
 from gb300.slurm import files as slurm_files
@@ -91,13 +92,16 @@ def render(role: str, cfg: StackConfig, pool: GpuPool | None = None) -> CustomDa
         files = slurm_files.head_files(slurm_cluster(cfg), inputs)
         steps = slurm_files.HEAD_STEPS
         pool_name = HEAD
+    # Storage and monitoring first (Slurm's steps expect the shared filesystem mounted), then Slurm.
+    feature_files = [bootstrap.ExtraFile.of(f) for f in node_files.node_files(cfg, pool_name, role)]
+    feature_steps = [bootstrap.ExtraStep(s.name, s.command) for s in node_files.steps_for(cfg, role)]
     ctx = bootstrap.BootstrapContext.for_pool(
         role=role,
         cluster_name=cfg.cluster.name,
         pool_name=pool_name,
         software_overrides=cfg.software,
-        extra_files=files,
-        extra_steps=[bootstrap.ExtraStep(name, f"{slurm_files.SBIN}/{name}") for name in steps],
+        extra_files=[*feature_files, *files],
+        extra_steps=[*feature_steps, *(bootstrap.ExtraStep(name, f"{slurm_files.SBIN}/{name}") for name in steps)],
     )
     rendered = bootstrap.render_custom_data(ctx)
     return CustomData(role, rendered.custom_data, rendered.sha256, rendered.cloud_config)

@@ -6,29 +6,73 @@ mock monitor. Both read the same config and declare the same resources.
 
 from __future__ import annotations
 
-import pulumi
-from pulumi_azure_native import authorization, resources
+import hashlib
 
-from gb300 import catalog, config, netplan, nodes
+import pulumi
+from pulumi_azure_native import authorization, resources, storagecache
+
+from gb300 import catalog, config, netplan, nodes, sizing
 from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs
+from gb300.components import monitoring as monitoring_component
+from gb300.components import storage as storage_component
 from gb300.components.head import HeadNode, HeadNodeArgs
 from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from gb300.config import StackConfig
 from gb300.errors import ConfigError
 
 
-def subnet_plan(cfg: StackConfig) -> list[netplan.SubnetPlan]:
-    """The subnets carved from ``gb300:network.addressSpace`` for this config."""
+def subnet_plan(cfg: StackConfig, *, lustre_addresses: int | None = None) -> list[netplan.SubnetPlan]:
+    """The subnets carved from ``gb300:network.addressSpace`` for this config.
+
+    ``lustre_addresses`` is the number of addresses Azure says the Lustre filesystem needs
+    (:func:`lustre_subnet_addresses`); without it the storage subnet keeps its fixed size.
+    """
     roles: tuple[netplan.Role, ...] = ("gpu", "head", "storage", "endpoints")
     if cfg.network.bastion:
         roles = (*roles, "bastion")
     reserved = catalog.load().limit("subnetReservedAddresses")
+    storage_prefix = netplan.prefix_for(lustre_addresses + reserved) if lustre_addresses else None
     return netplan.carve(
         cfg.network.address_space,
         gpu_vms=sum(p.vms for p in cfg.gpu_pools),
         reserved=reserved,
         roles=roles,
+        storage_prefix=storage_prefix,
     )
+
+
+def lustre_subnet_addresses(cfg: StackConfig) -> int | None:
+    """Addresses the configured Lustre filesystem needs in its subnet, as Azure answers (an invoke)."""
+    lustre = cfg.storage.lustre
+    if lustre is None:
+        return None
+    result = storagecache.get_required_aml_fs_subnets_size(
+        sku={"name": lustre.sku}, storage_capacity_ti_b=float(lustre.capacity_ti_b)
+    )
+    return int(result.filesystem_subnet_size or 0) or None
+
+
+def storage_account_name(cfg: StackConfig) -> str:
+    """``gb300:storage.blob.accountName``, else a stable name from the cluster's name and region (<= 24 chars)."""
+    blob = cfg.storage.blob
+    if blob is not None and blob.account_name:
+        return blob.account_name
+    digest = hashlib.sha256(f"gb300/{cfg.cluster.name}/{cfg.cluster.location}".encode()).hexdigest()[:8]
+    return f"{cfg.cluster.name.replace('-', '')}st{digest}"
+
+
+def checkpoint_tags(cfg: StackConfig) -> dict[str, str]:
+    """Tags that carry ``gb300:storage.checkpoint`` onto the Lustre filesystem, where the rule reads them."""
+    ckpt = cfg.storage.checkpoint
+    if ckpt is None:
+        return {}
+    tags = {
+        "gb300-checkpoint-parameters": sizing.fmt_count(ckpt.parameters),
+        "gb300-checkpoint-minutes": f"{ckpt.budget_minutes:g}",
+    }
+    if ckpt.bytes_per_parameter is not None:
+        tags["gb300-checkpoint-bytes-per-parameter"] = f"{ckpt.bytes_per_parameter:g}"
+    return tags
 
 
 def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
@@ -45,7 +89,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             resource_group_name=rg.name,
             location=location,
             address_space=cfg.network.address_space,
-            subnets=subnet_plan(cfg),
+            subnets=subnet_plan(cfg, lustre_addresses=lustre_subnet_addresses(cfg)),
             ssh_source_ranges=list(cfg.access.ssh_source_ranges),
             nat_gateway=cfg.network.nat_gateway,
             bastion=cfg.network.bastion,
@@ -68,9 +112,69 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             tags=tags,
         ),
     )
-    # Nodes learn where their secrets are from their own tags (IMDS), so custom data holds no secret
-    # and does not change when the vault's generated name does.
-    node_tags: dict[str, pulumi.Input[str]] = {**tags, "gb300-keyvault": secrets.vault_name}
+    outputs: dict[str, pulumi.Output[str]] = {}
+    deploy_tags: dict[str, pulumi.Input[str]] = {}
+    storage = cfg.storage
+    if storage.lustre is not None:
+        lustre = storage_component.Lustre(
+            f"{name}-lustre",
+            storage_component.LustreArgs(
+                resource_group_name=rg.name,
+                location=location,
+                sku=storage.lustre.sku,
+                capacity_tib=storage.lustre.capacity_ti_b,
+                subnet_id=net.subnet_ids["storage"],
+                maintenance_day=storage.lustre.maintenance_window.day_of_week,
+                maintenance_time_utc=storage.lustre.maintenance_window.time_of_day_utc,
+                zone=cfg.cluster.zone,
+                allow_replace="lustre" in storage.allow_replace,
+                tags={**tags, **checkpoint_tags(cfg)},
+            ),
+        )
+        outputs["lustreMgsAddress"] = deploy_tags["gb300-lustre-mgs"] = lustre.mgs_address
+    if storage.blob is not None:
+        blob = storage_component.BlobStore(
+            f"{name}-blob",
+            storage_component.BlobStoreArgs(
+                resource_group_name=rg.name,
+                location=location,
+                account_name=storage_account_name(cfg),
+                containers=[storage_component.ContainerAccess(c.name, c.access) for c in storage.blob.containers],
+                endpoints_subnet_id=net.subnet_ids["endpoints"],
+                vnet_id=net.vnet_id,
+                node_principal_id=identity.principal_id,
+                allow_replace="account" in storage.allow_replace,
+                tags=tags,
+            ),
+        )
+        outputs["storageAccountName"] = deploy_tags["gb300-blob-account"] = blob.name
+    mon = cfg.monitoring
+    monitoring = monitoring_component.Monitoring(
+        f"{name}-mon",
+        monitoring_component.MonitoringArgs(
+            resource_group_name=rg.name,
+            location=location,
+            node_principal_id=identity.principal_id,
+            logs=mon.logs.enabled,
+            retention_days=mon.logs.retention_days,
+            prometheus=mon.prometheus.enabled,
+            grafana=mon.grafana.enabled,
+            alerts=mon.alerts.enabled,
+            alert_emails=tuple(mon.alerts.emails),
+            alert_webhooks=tuple(mon.alerts.webhooks),
+            tags=tags,
+        ),
+    )
+    if monitoring.remote_write_url is not None:
+        outputs["prometheusRemoteWriteUrl"] = deploy_tags["gb300-prom-write"] = monitoring.remote_write_url
+    # Nodes learn deploy-time values from their own tags (IMDS), so custom data holds no secret and does not
+    # change when a generated name does: the vault, and (node_files.DEPLOY_TAGS) Lustre, Blob and Prometheus.
+    node_tags: dict[str, pulumi.Input[str]] = {
+        **tags,
+        "gb300-keyvault": secrets.vault_name,
+        "gb300-node-client-id": identity.client_id,
+        **deploy_tags,
+    }
     head_data = nodes.render(nodes.HEAD, cfg)
     head = HeadNode(
         nodes.head_hostname(cfg),
@@ -92,10 +196,12 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             tags=node_tags,
         ),
     )
+    extensions = (monitoring_component.agent_extension(identity.id),) if mon.logs.enabled else ()
+    monitoring.attach_vm(head.vm_name, head.vm_id, identity.id, location=location, resource_group_name=rg.name)
     for pool in cfg.gpu_pools:
         sku = pool.sku
         custom = nodes.render(nodes.GPU_NODE, cfg, pool)
-        GpuPool(
+        gpu_pool = GpuPool(
             f"{name}-{pool.name}",
             GpuPoolArgs(
                 cluster_name=name,
@@ -116,14 +222,18 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 zone=cfg.cluster.zone,
                 capacity_reservation_group_id=pool.capacity_reservation_group_id,
                 tags=node_tags,
+                extensions=extensions,
             ),
         )
+        monitoring.attach(gpu_pool.scale_set_ids, prefix=f"{name}-{pool.name}")
     return {
         "resourceGroupName": rg.name,
         "vnetId": net.vnet_id,
         "nodeIdentityId": identity.id,
         "keyVaultName": secrets.vault_name,
         "headPrivateIp": head.private_ip,
+        "nodeIdentityClientId": identity.client_id,
+        **outputs,
     }
 
 

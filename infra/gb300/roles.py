@@ -24,6 +24,12 @@ def definition_id(role: str) -> str:
     return f"/providers/Microsoft.Authorization/roleDefinitions/{_roles()[role]}"
 
 
+def name_of(role_definition_id: str) -> str | None:
+    """The built-in role name of a role definition id (with or without a subscription prefix), or None."""
+    guid = role_definition_id.rstrip("/").rsplit("/", 1)[-1].lower()
+    return next((name for name, known in _roles().items() if known.lower() == guid), None)
+
+
 def assign(
     name: str,
     *,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from gb300.commands import plan, schema, topology
+from gb300.commands import plan, schema, size_storage, topology
 
-COMMANDS: tuple[ModuleType, ...] = (plan, schema, topology)
+COMMANDS: tuple[ModuleType, ...] = (plan, schema, topology, size_storage)
 
 __all__ = ["COMMANDS"]

@@ -13,6 +13,7 @@ from gb300 import config, paths, quota, rules
 from gb300.errors import UsageError
 from gb300.plan import run_plan
 from gb300.plan.render import text
+from gb300.plan.state import load_state
 
 NAME = "plan"
 
@@ -37,6 +38,15 @@ def add_parser(subparsers: Any) -> None:
         metavar="FILE|live",
         help="check vCPU quota: 'live' asks Azure (DefaultAzureCredential, AZURE_SUBSCRIPTION_ID), FILE is the JSON "
         "of `az vm list-usage --location REGION -o json` (default: gb300:policy.quota; unset: not checked)",
+    )
+    p.add_argument(
+        "--state",
+        metavar="FILE",
+        type=Path,
+        help=(
+            "the deployed stack's state ('pulumi stack export > FILE'): also report changes that would replace "
+            "or delete Lustre or the storage account (storage-data-loss)"
+        ),
     )
 
 
@@ -63,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"gb300 plan: validating and registering resources of stack {name}...", file=sys.stderr)
     if args.quota and args.quota.strip().lower() != quota.LIVE:
         quota.read_usage_file(Path(args.quota))  # a wrong path or shape is a usage error (exit 2), before planning
-    result = run_plan(name, raw, quota=args.quota)
+    deployed = load_state(args.state) if args.state is not None else None
+    result = run_plan(name, raw, quota=args.quota, deployed=deployed)
     elapsed = time.perf_counter() - started
     print(
         f"gb300 plan: {len(result.resources):,} resources registered and checked in {elapsed:.1f}s",

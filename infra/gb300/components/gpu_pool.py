@@ -13,6 +13,7 @@ nowhere else:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 from pulumi_azure_native import network, resources
@@ -45,6 +46,7 @@ class GpuPoolArgs:
     zone: str | None = None
     capacity_reservation_group_id: str | None = None
     tags: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    extensions: tuple[dict[str, Any], ...] = ()  # VM extensions every node runs (scale set extensionProfile)
 
     @property
     def vms(self) -> int:
@@ -134,6 +136,7 @@ class GpuPool(pulumi.ComponentResource):
             custom_data=args.custom_data,
             interconnect_group_id=interconnect_group_id,
             capacity_reservation_group_id=args.capacity_reservation_group_id,
+            extensions=args.extensions,
         )
         vmss = resources.Resource(
             name,

@@ -40,6 +40,8 @@ class HeadNode(pulumi.ComponentResource):
 
     private_ip: pulumi.Output[str]
     hostname: str
+    vm_name: str
+    vm_id: pulumi.Output[str]
 
     def __init__(self, name: str, args: HeadNodeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gb300:scheduler:HeadNode", name, None, opts)
@@ -79,7 +81,8 @@ class HeadNode(pulumi.ComponentResource):
             opts=child,
         )
         self.hostname = name
-        compute.VirtualMachine(
+        self.vm_name = name
+        vm = compute.VirtualMachine(
             name,
             vm_name=name,
             resource_group_name=args.resource_group_name,
@@ -123,5 +126,6 @@ class HeadNode(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
+        self.vm_id = vm.id
         self.private_ip = nic.ip_configurations.apply(lambda cfgs: (cfgs[0].private_ip_address or "") if cfgs else "")
         self.register_outputs({"hostname": name, "privateIp": self.private_ip})

@@ -31,6 +31,7 @@ class ScaleSetSpec:
     custom_data: pulumi.Input[str]
     interconnect_group_id: pulumi.Input[str] | None = None
     capacity_reservation_group_id: str | None = None
+    extensions: tuple[dict[str, Any], ...] = ()  # ARM extensionProfile entries (e.g. the Azure Monitor Agent)
 
 
 def image_reference(image: str) -> dict[str, str]:
@@ -93,6 +94,8 @@ def properties(spec: ScaleSetSpec) -> dict[str, Any]:
         # Standard, not Trusted Launch: the Lustre client's kernel module must load (DOMAIN.md s7).
         "securityProfile": {"securityType": "Standard"},
     }
+    if spec.extensions:
+        vm_profile["extensionProfile"] = {"extensions": list(spec.extensions)}
     if spec.capacity_reservation_group_id:
         vm_profile["capacityReservation"] = {"capacityReservationGroup": {"id": spec.capacity_reservation_group_id}}
     return {

@@ -3,7 +3,8 @@
 :class:`AzureMocks` answers resource registrations with ids shaped like real Azure resource ids and echoes
 the inputs as outputs, adding the few outputs Azure computes (principal ids, endpoints).
 :class:`RecordingMonitor` is the SDK's ``MockMonitor`` that also keeps, for each registration, the URN,
-parent and ``protect`` flag, which the mocks interface does not pass on.
+parent and the data-safety options (``protect``, ``retainOnDelete``, ``replaceOnChanges``,
+``deleteBeforeReplace``), which the mocks interface does not pass on.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ NAMESPACES = {
     "monitor": "Microsoft.Insights",
     "network": "Microsoft.Network",
     "operationalinsights": "Microsoft.OperationalInsights",
+    "privatedns": "Microsoft.Network",
     "storage": "Microsoft.Storage",
     "storagecache": "Microsoft.StorageCache",
 }
@@ -45,12 +47,35 @@ _IRREGULAR: dict[str, tuple[str, str]] = {
     "keyvault:Secret": ("secrets", "secretName"),
     "authorization:RoleAssignment": ("roleAssignments", "roleAssignmentName"),
     "operationalinsights:Workspace": ("workspaces", "workspaceName"),
+    "operationalinsights:Table": ("tables", "tableName"),
+    "monitor:AzureMonitorWorkspace": ("accounts", "azureMonitorWorkspaceName"),
+    "dashboard:Grafana": ("grafana", "workspaceName"),
+    "privatedns:PrivateZone": ("privateDnsZones", "privateZoneName"),
+    "privatedns:VirtualNetworkLink": ("virtualNetworkLinks", "virtualNetworkLinkName"),
+    "network:PrivateDnsZoneGroup": ("privateDnsZoneGroups", "privateDnsZoneGroupName"),
+    "storage:BlobContainer": ("containers", "containerName"),
+}
+# Resource types whose ARM namespace differs from their Pulumi module's.
+_NAMESPACE_OF: dict[str, str] = {"monitor:AzureMonitorWorkspace": "Microsoft.Monitor"}
+# Extension resources: their id hangs under the resource named by this input.
+_EXTENSIONS: dict[str, tuple[str, str]] = {
+    "monitor:DataCollectionRuleAssociation": ("resourceUri", "Microsoft.Insights/dataCollectionRuleAssociations"),
 }
 _CHILDREN: dict[str, tuple[str, str]] = {
     "network:Subnet": ("virtualNetworks", "virtualNetworkName"),
     "keyvault:Secret": ("vaults", "vaultName"),
     "storage:BlobContainer": ("storageAccounts/{accountName}/blobServices", "default"),
+    "operationalinsights:Table": ("workspaces", "workspaceName"),
+    "privatedns:VirtualNetworkLink": ("privateDnsZones", "privateZoneName"),
+    "network:PrivateDnsZoneGroup": ("privateEndpoints", "privateEndpointName"),
 }
+
+
+class _KeepMissing(dict[str, Any]):
+    """Formatting values that leave an unknown ``{key}`` as it is."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
 
 
 def _lower_first(text: str) -> str:
@@ -73,7 +98,7 @@ def azure_name(typ: str, name: str, inputs: dict[str, Any]) -> str:
     return name
 
 
-def arm_id(typ: str, name: str, inputs: dict[str, Any]) -> str:
+def arm_id(typ: str, name: str, inputs: dict[str, Any]) -> str:  # noqa: PLR0911 - one return per id shape
     """An id shaped like the real Azure resource id of a registration."""
     pkg, module, resource = typ.split(":")
     if pkg != "azure-native":
@@ -93,10 +118,14 @@ def arm_id(typ: str, name: str, inputs: dict[str, Any]) -> str:
     if f"{module}:{resource}" == "authorization:RoleAssignment":
         scope = inputs.get("scope", sub)
         return f"{scope}/providers/Microsoft.Authorization/roleAssignments/{_guid(scope, name)}"
-    namespace = NAMESPACES.get(module, f"Microsoft.{module.capitalize()}")
+    if f"{module}:{resource}" in _EXTENSIONS:
+        target_key, collection_path = _EXTENSIONS[f"{module}:{resource}"]
+        return f"{inputs.get(target_key, sub)}/providers/{collection_path}/{own}"
+    namespace = _NAMESPACE_OF.get(f"{module}:{resource}", NAMESPACES.get(module, f"Microsoft.{module.capitalize()}"))
     collection = _IRREGULAR.get(f"{module}:{resource}", (f"{_lower_first(resource)}s", ""))[0]
     if f"{module}:{resource}" in _CHILDREN:
         parent_collection, parent_key = _CHILDREN[f"{module}:{resource}"]
+        parent_collection = parent_collection.format_map(_KeepMissing(inputs))
         parent_name = inputs.get(parent_key, parent_key)
         return f"{sub}/resourceGroups/{rg}/providers/{namespace}/{parent_collection}/{parent_name}/{collection}/{own}"
     return f"{sub}/resourceGroups/{rg}/providers/{namespace}/{collection}/{own}"
@@ -131,6 +160,33 @@ def computed_outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, A
     elif typ == "random:index/randomBytes:RandomBytes":
         # Deterministic stand-in bytes; the plan records this as a secret and never prints it.
         out = {"base64": base64.b64encode(b"\0" * int(inputs.get("length", 32))).decode(), "hex": "00"}
+    elif typ == "azure-native:monitor:DataCollectionEndpoint":
+        dce = f"{azure_name(typ, name, inputs)}-{_guid('dce', name)[:4]}.{inputs.get('location', 'eastus2')}"
+        out = {
+            "immutableId": f"dce-{_guid('dce-immutable', name).replace('-', '')}",
+            "metricsIngestion": {"endpoint": f"https://{dce}-1.metrics.ingest.monitor.azure.com"},
+            "logsIngestion": {"endpoint": f"https://{dce}-1.ingest.monitor.azure.com"},
+            "configurationAccess": {"endpoint": f"https://{dce}-1.handler.control.monitor.azure.com"},
+        }
+    elif typ == "azure-native:monitor:DataCollectionRule":
+        out = {"immutableId": f"dcr-{_guid('dcr-immutable', name).replace('-', '')}"}
+    elif typ == "azure-native:monitor:AzureMonitorWorkspace":
+        account = azure_name(typ, name, inputs)
+        out = {"metrics": {"prometheusQueryEndpoint": f"https://{account}.eastus2.prometheus.monitor.azure.com"}}
+    elif typ == "azure-native:dashboard:Grafana":
+        out = {
+            "identity": {
+                **(inputs.get("identity") or {}),
+                "principalId": _guid("principal", name),
+                "tenantId": TENANT_ID,
+            },
+            "properties": {
+                **(inputs.get("properties") or {}),
+                "endpoint": f"https://{azure_name(typ, name, inputs)}.eus2.grafana.azure.com",
+            },
+        }
+    elif typ == "azure-native:operationalinsights:Workspace":
+        out = {"customerId": _guid("workspace", name)}
     elif typ == "azure-native:storagecache:AmlFilesystem":
         out = {
             "clientInfo": {
@@ -145,6 +201,18 @@ def computed_outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, A
     ):  # the input is a list of ids; Azure answers with a map keyed by id
         out["identity"] = {**identity, "userAssignedIdentities": {i: {} for i in ids}}
     return out
+
+
+# Azure Managed Lustre's recommended subnet per capacity (learn.microsoft.com azure-managed-lustre/
+# amlfs-prerequisites, "Network size requirements"): up to N TiB -> prefix. The mock answers
+# getRequiredAmlFSSubnetsSize with the usable addresses of that prefix (Azure reserves five per subnet).
+_AMLFS_SUBNET_PREFIX = ((16, 27), (40, 26), (92, 25), (196, 24), (400, 23))
+
+
+def amlfs_subnet_addresses(capacity_tib: float) -> int:
+    """Addresses a Lustre filesystem of ``capacity_tib`` needs, as the mocks answer Azure's invoke."""
+    prefix = next((p for limit, p in _AMLFS_SUBNET_PREFIX if capacity_tib <= limit), 22)
+    return int(2 ** (32 - prefix)) - 5
 
 
 class AzureMocks(Mocks):
@@ -170,7 +238,7 @@ class AzureMocks(Mocks):
                 "tenantId": TENANT_ID,
             }, []
         if args.token == "azure-native:storagecache:getRequiredAmlFSSubnetsSize":  # noqa: S105
-            return {"filesystemSubnetSize": 24}, []
+            return {"filesystemSubnetSize": amlfs_subnet_addresses(float(args.args.get("storageCapacityTiB", 0)))}, []
         return {}, []
 
 
@@ -186,6 +254,9 @@ class Registration:
     custom: bool
     id: str | None
     inputs: dict[str, Any]
+    retain_on_delete: bool = False
+    replace_on_changes: tuple[str, ...] = ()
+    delete_before_replace: bool = False
 
 
 class RecordingMonitor(MockMonitor):
@@ -217,6 +288,9 @@ class RecordingMonitor(MockMonitor):
             custom=bool(args.custom),
             id=id_,
             inputs=args.inputs,
+            retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
+            replace_on_changes=tuple(getattr(request, "replaceOnChanges", ()) or ()),
+            delete_before_replace=bool(getattr(request, "deleteBeforeReplace", False)),
         )
         with self._lock:
             self.registrations.append(registration)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi.runtime import settings
@@ -18,6 +18,9 @@ from gb300.config import StackConfig
 from gb300.errors import ConfigError
 from gb300.findings import Finding
 from gb300.plan.mocks import AzureMocks, RecordingMonitor, Registration
+
+if TYPE_CHECKING:
+    from gb300.rules.data_loss import DeployedResource
 
 PROJECT = "gb300"
 SECRET = "[secret]"  # noqa: S105 - how the plan shows a secret input; its value never reaches the plan or its JSON
@@ -34,6 +37,9 @@ class ResourceRecord:
     protect: bool
     id: str | None
     inputs: dict[str, Any]
+    retain_on_delete: bool = False
+    replace_on_changes: tuple[str, ...] = ()
+    delete_before_replace: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -42,6 +48,9 @@ class ResourceRecord:
             "name": self.name,
             "parent": self.parent,
             "protect": self.protect,
+            "retainOnDelete": self.retain_on_delete,
+            "replaceOnChanges": list(self.replace_on_changes),
+            "deleteBeforeReplace": self.delete_before_replace,
             "id": self.id,
             "inputs": self.inputs,
         }
@@ -80,7 +89,18 @@ def _plain(value: Any) -> Any:
 
 
 def _record(reg: Registration) -> ResourceRecord:
-    return ResourceRecord(reg.urn, reg.type, reg.name, reg.parent, reg.protect, reg.id, _plain(reg.inputs))
+    return ResourceRecord(
+        reg.urn,
+        reg.type,
+        reg.name,
+        reg.parent,
+        reg.protect,
+        reg.id,
+        _plain(reg.inputs),
+        retain_on_delete=reg.retain_on_delete,
+        replace_on_changes=reg.replace_on_changes,
+        delete_before_replace=reg.delete_before_replace,
+    )
 
 
 def register(stack: str, raw: Mapping[str, Any], program: Callable[[], None] | None = None) -> list[ResourceRecord]:
@@ -101,15 +121,24 @@ def register(stack: str, raw: Mapping[str, Any], program: Callable[[], None] | N
     return records
 
 
-def run_plan(stack: str, raw: Mapping[str, Any], *, quota: str | None = None) -> PlanResult:
+def run_plan(
+    stack: str,
+    raw: Mapping[str, Any],
+    *,
+    quota: str | None = None,
+    deployed: Sequence[DeployedResource] | None = None,
+) -> PlanResult:
     """Validate ``raw`` (raises ConfigError), register the program's resources, then evaluate and summarise.
 
     ``quota`` (``live`` or a usage file; default ``gb300:policy.quota``) is where ``quota-sufficient`` reads
-    Azure's usage; with neither, quota is not checked and an info finding says so.
+    Azure's usage; with neither, quota is not checked and an info finding says so. ``deployed`` is the stack's
+    current state (:mod:`gb300.plan.state`); with it the plan also reports changes that would replace or delete
+    stateful storage (``storage-data-loss``).
     """
     from gb300 import paths, rules  # noqa: PLC0415 - rules import the plan's record type
     from gb300 import quota as quotas  # noqa: PLC0415
     from gb300.plan import summary  # noqa: PLC0415
+    from gb300.rules import data_loss  # noqa: PLC0415
 
     cfg = config.parse(raw)
     unknown = rules.unknown_suppressions(cfg.policy)
@@ -119,6 +148,9 @@ def run_plan(stack: str, raw: Mapping[str, Any], *, quota: str | None = None) ->
     result = PlanResult(stack=stack, config=cfg, resources=resources)
     source = quota or cfg.policy.quota
     snapshot = quotas.fetch(source, resources, base=paths.REPO_ROOT) if source else None
-    result.findings = rules.evaluate(resources, cfg.policy, quota=snapshot)
+    findings = rules.evaluate(resources, cfg.policy, quota=snapshot)
+    if deployed is not None:  # not suppressible: gb300:storage.allowReplace is the explicit consent
+        findings += data_loss.data_loss(resources, deployed, cfg.storage.allow_replace)
+    result.findings = sorted(findings, key=lambda f: (-f.level, f.rule, f.resource))
     result.summary = summary.summarise(cfg, resources)
     return result

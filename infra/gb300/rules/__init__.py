@@ -9,6 +9,10 @@ suppression list (``gb300:policy.suppress``) and the README's Rules section. One
   ``image-arch-matches-sku``, ``custom-data-size``
 * :mod:`~gb300.rules.security`: ``no-ssh-from-internet``, ``no-public-ip-on-nodes``
 * :mod:`~gb300.rules.storage`: ``lustre-capacity-valid``, ``zone-consistent``, ``storage-no-public-access``
+* :mod:`~gb300.rules.checkpoint`: ``lustre-checkpoint-throughput``
+
+``storage-data-loss`` (:mod:`~gb300.rules.data_loss`) is not in :data:`RULES`: it compares against the deployed
+state, which only ``gb300 plan --state`` has, and only ``gb300:storage.allowReplace`` silences it.
 * :mod:`~gb300.rules.tags`: ``required-tags``
 * :mod:`~gb300.rules.quota`: ``quota-sufficient``
 """
@@ -23,7 +27,7 @@ from gb300.errors import Problem
 from gb300.findings import Finding, Level
 from gb300.inventory import Resource
 from gb300.quota import QuotaSnapshot
-from gb300.rules import compute, network, quota, security, storage, tags
+from gb300.rules import checkpoint, compute, network, quota, security, storage, tags
 from gb300.rules.base import Rule, RuleContext
 
 RULES: dict[str, Rule] = {
@@ -38,6 +42,7 @@ RULES: dict[str, Rule] = {
     "lustre-capacity-valid": storage.lustre_capacity_valid,
     "zone-consistent": storage.zone_consistent,
     "storage-no-public-access": storage.storage_no_public_access,
+    checkpoint.RULE_ID: checkpoint.lustre_checkpoint_throughput,
     "required-tags": tags.required_tags,
     "quota-sufficient": quota.quota_sufficient,
 }

@@ -1,0 +1,407 @@
+"""Monitoring: Log Analytics with the Azure Monitor Agent, managed Prometheus, Grafana, alerts.
+
+* **Logs**: a Log Analytics workspace (PerGB2018), custom tables for text logs, and a data collection rule that
+  sends syslog (the bootstrap steps log as ``gb300-<step>``), cloud-init's logs and health-check logs there. The
+  Azure Monitor Agent runs on every node as a scale set extension (:func:`agent_extension`, placed in the scale
+  set's ``extensionProfile``) and authenticates with the node identity.
+* **Prometheus**: an Azure Monitor workspace and a data collection rule for the ``Microsoft-PrometheusMetrics``
+  stream. Each node's Prometheus agent remote-writes to :attr:`Monitoring.remote_write_url` with the node
+  identity, which holds ``Monitoring Metrics Publisher`` on that one rule and nothing else.
+* **Grafana**: Azure Managed Grafana linked to the workspace; its system identity reads the workspace
+  (``Monitoring Reader`` + ``Monitoring Data Reader``) and, with logs on, the Log Analytics workspace.
+* **Alerts**: Prometheus rule groups from ``templates/alerts/*.yaml`` evaluated against the workspace, notifying
+  an action group of the configured emails and webhooks.
+
+Every piece is optional; the component takes plain flags, never stack config.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from pulumi_azure_native import alertsmanagement, compute, dashboard, monitor, operationalinsights
+
+from gb300 import roles
+from gb300.alerts import alert_groups, iso_duration
+from gb300.catalog import _load_yaml
+from gb300.paths import TEMPLATES_DIR
+
+DASHBOARDS_DIR = TEMPLATES_DIR / "dashboards"
+
+
+@functools.cache
+def facts() -> dict[str, Any]:
+    """``data/monitoring.yaml``."""
+    return _load_yaml("monitoring.yaml")
+
+
+def _value(raw: Any) -> Any:
+    return raw["value"] if isinstance(raw, dict) and "value" in raw else raw
+
+
+def agent_extension(identity_id: pulumi.Input[str]) -> dict[str, Any]:
+    """The Azure Monitor Agent as one entry of a scale set's ``extensionProfile.extensions`` (ARM camelCase)."""
+    ama = facts()["azureMonitorAgent"]
+    return {
+        "name": "AzureMonitorLinuxAgent",
+        "properties": {
+            "publisher": ama["publisher"],
+            "type": ama["type"],
+            "typeHandlerVersion": _value(ama["typeHandlerVersion"]),
+            "autoUpgradeMinorVersion": True,
+            "enableAutomaticUpgrade": True,
+            "settings": {
+                "authentication": {"managedIdentity": {"identifier-name": "mi_res_id", "identifier-value": identity_id}}
+            },
+        },
+    }
+
+
+@dataclass(frozen=True)
+class MonitoringArgs:
+    """Inputs of :class:`Monitoring`: which pieces, who is told, and the node identity that sends data."""
+
+    resource_group_name: pulumi.Input[str]
+    location: str
+    node_principal_id: pulumi.Input[str]
+    logs: bool = True
+    retention_days: int = 30
+    prometheus: bool = True
+    grafana: bool = True
+    alerts: bool = True
+    alert_emails: Sequence[str] = ()
+    alert_webhooks: Sequence[str] = ()
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class Monitoring(pulumi.ComponentResource):
+    """Workspaces, collection rules, Grafana and alerts. Call :meth:`attach` with the scale sets to watch."""
+
+    workspace_id: pulumi.Output[str] | None
+    monitor_workspace_id: pulumi.Output[str] | None
+    remote_write_url: pulumi.Output[str] | None
+    logs_rule_id: pulumi.Output[str] | None
+    endpoint_id: pulumi.Output[str] | None
+
+    def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gb300:monitoring:Monitoring", name, None, opts)
+        self._name = name
+        self._args = args
+        child = pulumi.ResourceOptions(parent=self)
+        rg = args.resource_group_name
+        self.workspace_id = self.monitor_workspace_id = self.remote_write_url = None
+        self.logs_rule_id = self.endpoint_id = None
+
+        endpoint: monitor.DataCollectionEndpoint | None = None
+        if args.logs or args.prometheus:
+            endpoint = monitor.DataCollectionEndpoint(
+                f"{name}-dce",
+                data_collection_endpoint_name=f"{name}-dce",
+                resource_group_name=rg,
+                location=args.location,
+                kind="Linux",
+                tags=args.tags,
+                opts=child,
+            )
+            self.endpoint_id = endpoint.id
+
+        workspace: operationalinsights.Workspace | None = None
+        if args.logs and endpoint is not None:
+            workspace = self._logs(name, args, endpoint)
+            self.workspace_id = workspace.id
+
+        amw: monitor.AzureMonitorWorkspace | None = None
+        if args.prometheus and endpoint is not None:
+            amw = monitor.AzureMonitorWorkspace(
+                f"{name}-amw",
+                azure_monitor_workspace_name=f"{name}-amw",
+                resource_group_name=rg,
+                location=args.location,
+                tags=args.tags,
+                opts=child,
+            )
+            self.monitor_workspace_id = amw.id
+            self._metrics_rule(name, args, endpoint, amw)
+
+        if args.grafana and amw is not None:
+            self._grafana(name, args, amw, workspace)
+        if args.alerts and amw is not None:
+            self._alerts(name, args, amw)
+
+        self.register_outputs(
+            {
+                "workspaceId": self.workspace_id,
+                "monitorWorkspaceId": self.monitor_workspace_id,
+                "remoteWriteUrl": self.remote_write_url,
+            }
+        )
+
+    def _assign(self, name: str, role: str, principal_id: pulumi.Input[str], scope: pulumi.Input[str]) -> None:
+        roles.assign(name, role=role, scope=scope, principal_id=principal_id, parent=self)
+
+    def _logs(
+        self, name: str, args: MonitoringArgs, endpoint: monitor.DataCollectionEndpoint
+    ) -> operationalinsights.Workspace:
+        child = pulumi.ResourceOptions(parent=self)
+        workspace = operationalinsights.Workspace(
+            f"{name}-logs",
+            workspace_name=f"{name}-logs",
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            sku=operationalinsights.WorkspaceSkuArgs(name="PerGB2018"),
+            retention_in_days=args.retention_days,
+            tags=args.tags,
+            opts=child,
+        )
+        columns = [
+            operationalinsights.ColumnArgs(name="TimeGenerated", type="datetime"),
+            operationalinsights.ColumnArgs(name="RawData", type="string"),
+            operationalinsights.ColumnArgs(name="FilePath", type="string"),
+            operationalinsights.ColumnArgs(name="Computer", type="string"),
+        ]
+        tables = []
+        log_files = []
+        flows = [monitor.DataFlowArgs(streams=["Microsoft-Syslog"], destinations=["logs"])]
+        declarations: dict[str, Any] = {}
+        for table_name, spec in facts()["logTables"].items():
+            table = operationalinsights.Table(
+                f"{name}-{table_name.lower().replace('_', '-')}",
+                table_name=table_name,
+                workspace_name=workspace.name,
+                resource_group_name=args.resource_group_name,
+                retention_in_days=args.retention_days,
+                schema=operationalinsights.SchemaArgs(
+                    name=table_name, columns=columns, description=spec["description"]
+                ),
+                opts=child,
+            )
+            tables.append(table)
+            stream = f"Custom-{table_name}"
+            declarations[stream] = monitor.StreamDeclarationArgs(
+                columns=[monitor.ColumnDefinitionArgs(name=c.name, type=c.type) for c in columns]
+            )
+            log_files.append(
+                monitor.LogFilesDataSourceArgs(
+                    name=table_name.lower().replace("_", "-"),
+                    file_patterns=list(spec["filePatterns"]),
+                    format="text",
+                    streams=[stream],  # no record-start format: every line is a record (output logs have no stamps)
+                )
+            )
+            flows.append(
+                monitor.DataFlowArgs(
+                    streams=[stream], destinations=["logs"], output_stream=stream, transform_kql="source"
+                )
+            )
+        syslog = facts()["syslog"]
+        rule = monitor.DataCollectionRule(
+            f"{name}-logs-dcr",
+            data_collection_rule_name=f"{name}-logs-dcr",
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            kind="Linux",
+            description="gb300: syslog (gb300-<step> bootstrap journal), cloud-init and health-check logs",
+            data_collection_endpoint_id=endpoint.id,
+            stream_declarations=declarations,
+            data_sources=monitor.DataCollectionRuleDataSourcesArgs(
+                syslog=[
+                    monitor.SyslogDataSourceArgs(
+                        name="syslog",
+                        streams=["Microsoft-Syslog"],
+                        facility_names=list(syslog["facilities"]),
+                        log_levels=list(syslog["levels"]),
+                    )
+                ],
+                log_files=log_files,
+            ),
+            destinations=monitor.DataCollectionRuleDestinationsArgs(
+                log_analytics=[monitor.LogAnalyticsDestinationArgs(name="logs", workspace_resource_id=workspace.id)]
+            ),
+            data_flows=flows,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=tables),
+        )
+        self.logs_rule_id = rule.id
+        return workspace
+
+    def _metrics_rule(
+        self,
+        name: str,
+        args: MonitoringArgs,
+        endpoint: monitor.DataCollectionEndpoint,
+        amw: monitor.AzureMonitorWorkspace,
+    ) -> None:
+        prom = facts()["prometheus"]
+        rule = monitor.DataCollectionRule(
+            f"{name}-prom-dcr",
+            data_collection_rule_name=f"{name}-prom-dcr",
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            description="gb300: Prometheus remote-write from the nodes into the Azure Monitor workspace",
+            data_collection_endpoint_id=endpoint.id,
+            destinations=monitor.DataCollectionRuleDestinationsArgs(
+                monitoring_accounts=[monitor.MonitoringAccountDestinationArgs(name="amw", account_resource_id=amw.id)]
+            ),
+            data_flows=[monitor.DataFlowArgs(streams=[prom["stream"]], destinations=["amw"])],
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self._assign(f"{name}-prom-publisher", "Monitoring Metrics Publisher", args.node_principal_id, rule.id)
+        api = _value(prom["remoteWriteApiVersion"])
+        self.remote_write_url = pulumi.Output.all(endpoint.metrics_ingestion, rule.immutable_id).apply(
+            lambda parts: (
+                f"{_endpoint(parts[0])}/dataCollectionRules/{parts[1]}/streams/{prom['stream']}"
+                f"/api/v1/write?api-version={api}"
+            )
+        )
+
+    def _grafana(
+        self,
+        name: str,
+        args: MonitoringArgs,
+        amw: monitor.AzureMonitorWorkspace,
+        workspace: operationalinsights.Workspace | None,
+    ) -> None:
+        g = facts()["grafana"]
+        grafana = dashboard.Grafana(
+            f"{name}-grafana",
+            workspace_name=f"{name}-grafana",
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            sku=dashboard.ResourceSkuArgs(name=g["sku"]),
+            identity=dashboard.ManagedServiceIdentityArgs(type="SystemAssigned"),
+            properties=dashboard.ManagedGrafanaPropertiesArgs(
+                api_key="Disabled",
+                grafana_major_version=g["majorVersion"],
+                grafana_integrations=dashboard.GrafanaIntegrationsArgs(
+                    azure_monitor_workspace_integrations=[
+                        dashboard.AzureMonitorWorkspaceIntegrationArgs(azure_monitor_workspace_resource_id=amw.id)
+                    ]
+                ),
+            ),
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        principal = grafana.identity.apply(lambda i: str((i.principal_id if i else None) or ""))
+        self._assign(f"{name}-grafana-reader", "Monitoring Reader", principal, amw.id)
+        self._assign(f"{name}-grafana-data-reader", "Monitoring Data Reader", principal, amw.id)
+        if workspace is not None:
+            self._assign(f"{name}-grafana-logs-reader", "Log Analytics Reader", principal, workspace.id)
+
+    def _alerts(self, name: str, args: MonitoringArgs, amw: monitor.AzureMonitorWorkspace) -> None:
+        child = pulumi.ResourceOptions(parent=self)
+        actions: list[alertsmanagement.PrometheusRuleGroupActionArgs] = []
+        if args.alert_emails or args.alert_webhooks:
+            group = monitor.ActionGroup(
+                f"{name}-oncall",
+                action_group_name=f"{name}-oncall",
+                group_short_name=name[:12],
+                resource_group_name=args.resource_group_name,
+                location="Global",
+                enabled=True,
+                email_receivers=[
+                    monitor.MicrosoftCommonEmailReceiverArgs(
+                        name=f"email-{i}", email_address=email, use_common_alert_schema=True
+                    )
+                    for i, email in enumerate(args.alert_emails)
+                ],
+                webhook_receivers=[
+                    monitor.WebhookReceiverArgs(name=f"webhook-{i}", service_uri=url, use_common_alert_schema=True)
+                    for i, url in enumerate(args.alert_webhooks)
+                ],
+                tags=args.tags,
+                opts=child,
+            )
+            actions.append(alertsmanagement.PrometheusRuleGroupActionArgs(action_group_id=group.id))
+        for spec in alert_groups():
+            alertsmanagement.PrometheusRuleGroup(
+                f"{name}-{spec.name}",
+                rule_group_name=f"{name}-{spec.name}",
+                resource_group_name=args.resource_group_name,
+                location=args.location,
+                scopes=[amw.id],
+                enabled=True,
+                interval=iso_duration(spec.interval),
+                description=f"gb300 alert rules: {spec.name}",
+                rules=[
+                    alertsmanagement.PrometheusRuleArgs(
+                        alert=rule.alert,
+                        expression=rule.expr,
+                        for_=iso_duration(rule.for_),
+                        severity=rule.severity,
+                        labels=rule.labels or None,
+                        annotations=rule.annotations or None,
+                        enabled=True,
+                        actions=actions or None,
+                        resolve_configuration=alertsmanagement.PrometheusRuleResolveConfigurationArgs(
+                            auto_resolved=True, time_to_resolve="PT10M"
+                        ),
+                    )
+                    for rule in spec.rules
+                ],
+                tags=args.tags,
+                opts=child,
+            )
+
+    def attach(self, scale_set_ids: Sequence[pulumi.Input[str]], prefix: str) -> None:
+        """Associate the logs collection rule and endpoint with each scale set (the agent reads them from there)."""
+        if self.logs_rule_id is None or self.endpoint_id is None:
+            return
+        for i, scale_set_id in enumerate(scale_set_ids, start=1):
+            monitor.DataCollectionRuleAssociation(
+                f"{prefix}-{i:04d}-logs",
+                association_name=f"{self._name}-logs",
+                resource_uri=scale_set_id,
+                data_collection_rule_id=self.logs_rule_id,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            monitor.DataCollectionRuleAssociation(
+                f"{prefix}-{i:04d}-dce",
+                association_name="configurationAccessEndpoint",
+                resource_uri=scale_set_id,
+                data_collection_endpoint_id=self.endpoint_id,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+
+    def attach_vm(
+        self,
+        vm_name: str,
+        vm_id: pulumi.Input[str],
+        identity_id: pulumi.Input[str],
+        *,
+        location: str,
+        resource_group_name: pulumi.Input[str],
+    ) -> None:
+        """Run the Azure Monitor Agent on a single VM (the head node) and attach the logs rule to it."""
+        if self.logs_rule_id is None:
+            return
+        ext = agent_extension(identity_id)["properties"]
+        compute.VirtualMachineExtension(
+            f"{vm_name}-ama",
+            vm_extension_name="AzureMonitorLinuxAgent",
+            # Derived from the VM's id so the extension waits for the VM (a plain name carries no dependency).
+            vm_name=pulumi.Output.from_input(vm_id).apply(lambda _: vm_name),
+            resource_group_name=resource_group_name,
+            location=location,
+            publisher=ext["publisher"],
+            type=ext["type"],
+            type_handler_version=ext["typeHandlerVersion"],
+            auto_upgrade_minor_version=True,
+            enable_automatic_upgrade=True,
+            settings=ext["settings"],
+            tags=self._args.tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.attach([vm_id], prefix=vm_name)
+
+
+def _endpoint(ingestion: Any) -> str:
+    """The metrics ingestion endpoint of a data collection endpoint's output (typed or plain)."""
+    if ingestion is None:
+        return ""
+    value = ingestion.get("endpoint") if isinstance(ingestion, dict) else getattr(ingestion, "endpoint", "")
+    return str(value or "").rstrip("/")

@@ -1,0 +1,205 @@
+"""Shared storage: an Azure Managed Lustre filesystem, and a private storage account for datasets and checkpoints.
+
+Both hold data that outlives the cluster, so both are protected (``protect`` and ``retain_on_delete``) and mark
+the inputs whose change means replacement (``replace_on_changes``, from ``data/storage.yaml``): a new Lustre size
+or SKU then fails ``pulumi up`` on the protection instead of silently making an empty filesystem. A stack lifts
+both guards for one store only through ``gb300:storage.allowReplace``.
+
+The account is reachable only through private endpoints (blob, dfs) resolved by private DNS zones linked to the
+VNet: no public network access, no anonymous blob access, no shared keys, TLS 1.2. Nodes reach containers with
+the node identity's role assignments, each scoped to one container.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pulumi
+from pulumi_azure_native import network, privatedns, storage, storagecache
+
+from gb300 import roles, storage_facts
+
+ROLE_FOR_ACCESS = {"read": "Storage Blob Data Reader", "readWrite": "Storage Blob Data Contributor"}
+
+
+def stateful_options(typ: str, parent: pulumi.Resource, *, allow_replace: bool) -> pulumi.ResourceOptions:
+    """Options of a stateful resource: protected and retained unless the stack allows replacing it."""
+    replace_on = list(storage_facts.stateful()[typ]["replaceOn"])
+    if allow_replace:
+        # Explicitly allowed: Pulumi deletes the old one first (the name is fixed), and its data with it.
+        return pulumi.ResourceOptions(
+            parent=parent, protect=False, retain_on_delete=False, delete_before_replace=True,
+            replace_on_changes=replace_on,
+        )  # fmt: skip
+    return pulumi.ResourceOptions(parent=parent, protect=True, retain_on_delete=True, replace_on_changes=replace_on)
+
+
+@dataclass(frozen=True)
+class LustreArgs:
+    """Inputs of :class:`Lustre`."""
+
+    resource_group_name: pulumi.Input[str]
+    location: str
+    sku: str
+    capacity_tib: int
+    subnet_id: pulumi.Input[str]
+    maintenance_day: str
+    maintenance_time_utc: str
+    zone: str | None = None
+    allow_replace: bool = False
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class Lustre(pulumi.ComponentResource):
+    """An Azure Managed Lustre filesystem in its own subnet; clients mount ``<mgs_address>@tcp:/lustrefs``."""
+
+    id: pulumi.Output[str]
+    mgs_address: pulumi.Output[str]
+
+    def __init__(self, name: str, args: LustreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gb300:storage:Lustre", name, None, opts)
+        fs = storagecache.AmlFilesystem(
+            f"{name}-amlfs",
+            aml_filesystem_name=f"{name}-amlfs",
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            sku=storagecache.SkuNameArgs(name=args.sku),
+            storage_capacity_ti_b=args.capacity_tib,
+            zones=[args.zone] if args.zone else None,
+            filesystem_subnet=args.subnet_id,
+            maintenance_window=storagecache.AmlFilesystemMaintenanceWindowArgs(
+                day_of_week=storagecache.MaintenanceDayOfWeekType(args.maintenance_day),
+                time_of_day_utc=args.maintenance_time_utc,
+            ),
+            tags=args.tags,
+            opts=stateful_options("azure-native:storagecache:AmlFilesystem", self, allow_replace=args.allow_replace),
+        )
+        self.id = fs.id
+        self.mgs_address = fs.client_info.apply(lambda info: str((info.mgs_address if info else None) or ""))
+        self.register_outputs({"id": fs.id, "mgsAddress": self.mgs_address})
+
+
+@dataclass(frozen=True)
+class ContainerAccess:
+    """One container and what the nodes may do in it."""
+
+    name: str
+    access: Literal["read", "readWrite"]
+
+
+@dataclass(frozen=True)
+class BlobStoreArgs:
+    """Inputs of :class:`BlobStore`."""
+
+    resource_group_name: pulumi.Input[str]
+    location: str
+    account_name: str
+    containers: list[ContainerAccess]
+    endpoints_subnet_id: pulumi.Input[str]
+    vnet_id: pulumi.Input[str]
+    node_principal_id: pulumi.Input[str]
+    allow_replace: bool = False
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class BlobStore(pulumi.ComponentResource):
+    """A private HNS storage account with containers, private endpoints and the nodes' per-container roles."""
+
+    id: pulumi.Output[str]
+    name: pulumi.Output[str]
+    container_ids: dict[str, pulumi.Output[str]]
+
+    def __init__(self, name: str, args: BlobStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gb300:storage:BlobStore", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        account = storage.StorageAccount(
+            f"{name}-account",
+            account_name=args.account_name,
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            kind="StorageV2",
+            sku=storage.SkuArgs(name="Standard_LRS"),
+            access_tier=storage.AccessTier.HOT,
+            is_hns_enabled=True,
+            allow_blob_public_access=False,
+            allow_shared_key_access=False,
+            default_to_o_auth_authentication=True,
+            minimum_tls_version="TLS1_2",
+            enable_https_traffic_only=True,
+            public_network_access="Disabled",
+            network_rule_set=storage.NetworkRuleSetArgs(default_action=storage.DefaultAction.DENY, bypass="None"),
+            allow_cross_tenant_replication=False,
+            tags=args.tags,
+            opts=stateful_options("azure-native:storage:StorageAccount", self, allow_replace=args.allow_replace),
+        )
+        self.container_ids = {}
+        for container in args.containers:
+            blob_container = storage.BlobContainer(
+                f"{name}-{container.name}",
+                container_name=container.name,
+                account_name=account.name,
+                resource_group_name=args.resource_group_name,
+                public_access=storage.PublicAccess.NONE,
+                opts=child,
+            )
+            self.container_ids[container.name] = blob_container.id
+            role = ROLE_FOR_ACCESS[container.access]
+            roles.assign(
+                f"{name}-{container.name}-nodes",
+                role=role,
+                scope=blob_container.id,
+                principal_id=args.node_principal_id,
+                parent=self,
+            )
+        for group, zone_name in storage_facts.private_link_zones().items():
+            self._private_endpoint(name, group, zone_name, account.id, args)
+        self.id = account.id
+        self.name = account.name
+        self.register_outputs({"id": account.id, "name": account.name, "containerIds": self.container_ids})
+
+    def _private_endpoint(
+        self, name: str, group: str, zone_name: str, account_id: pulumi.Output[str], args: BlobStoreArgs
+    ) -> None:
+        child = pulumi.ResourceOptions(parent=self)
+        zone = privatedns.PrivateZone(
+            f"{name}-{group}-zone",
+            private_zone_name=zone_name,
+            resource_group_name=args.resource_group_name,
+            location="global",
+            tags=args.tags,
+            opts=child,
+        )
+        privatedns.VirtualNetworkLink(
+            f"{name}-{group}-link",
+            virtual_network_link_name=f"{name}-{group}-link",
+            private_zone_name=zone.name,
+            resource_group_name=args.resource_group_name,
+            location="global",
+            registration_enabled=False,
+            virtual_network=privatedns.SubResourceArgs(id=args.vnet_id),
+            tags=args.tags,
+            opts=child,
+        )
+        endpoint = network.PrivateEndpoint(
+            f"{name}-{group}-pe",
+            private_endpoint_name=f"{name}-{group}-pe",
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            subnet=network.SubnetArgs(id=args.endpoints_subnet_id),
+            private_link_service_connections=[
+                network.PrivateLinkServiceConnectionArgs(
+                    name=f"{name}-{group}", private_link_service_id=account_id, group_ids=[group]
+                )
+            ],
+            tags=args.tags,
+            opts=child,
+        )
+        network.PrivateDnsZoneGroup(
+            f"{name}-{group}-dns",
+            private_dns_zone_group_name="default",
+            private_endpoint_name=endpoint.name,
+            resource_group_name=args.resource_group_name,
+            private_dns_zone_configs=[network.PrivateDnsZoneConfigArgs(name=group, private_dns_zone_id=zone.id)],
+            opts=child,
+        )

@@ -1,0 +1,241 @@
+"""The storage and monitoring parts of a node's custom data: files from ``templates/`` and ordered steps.
+
+Everything here comes from the stack config alone, so custom data (and its hash) is known at plan time
+(:mod:`gb300.nodes`). Values that exist only after deployment reach nodes as VM tags that the steps read from
+IMDS with ``imds-tag``: ``gb300-lustre-mgs``, ``gb300-blob-account``, ``gb300-node-client-id`` and
+``gb300-prom-write`` (see :data:`DEPLOY_TAGS`). Templates render with StrictUndefined; files that need a
+deploy-time value are placed as ``*.in`` with ``@NAME@`` placeholders the step fills in.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+
+from gb300 import storage_facts
+from gb300.components import monitoring as monitoring_component
+from gb300.config import StackConfig
+from gb300.paths import CLOUD_INIT_DIR, TEMPLATES_DIR
+
+# VM tags the program sets on every node and the steps read (tag -> what it holds).
+DEPLOY_TAGS: dict[str, str] = {
+    "gb300-lustre-mgs": "the Lustre filesystem's MGS address (72-lustre)",
+    "gb300-blob-account": "the storage account's name (74-blobfuse2)",
+    "gb300-node-client-id": "the node identity's client id (74-blobfuse2, 87-prometheus-agent)",
+    "gb300-prom-write": "the Prometheus remote-write URL of the collection rule (87-prometheus-agent)",
+}
+STEP_DIR = "/usr/local/lib/gb300/features"  # not steps/: the bootstrap puts each step's wrapper there
+IMDS_TAG = "/usr/local/lib/gb300/imds-tag"
+
+
+@dataclass(frozen=True)
+class NodeFile:
+    """One file a node gets: where, what, and its mode."""
+
+    path: str
+    content: str
+    permissions: str = "0644"
+
+
+@dataclass(frozen=True)
+class Step:
+    """A bootstrap step this feature adds: its script, roles, and the step it must run after."""
+
+    name: str
+    script: str
+    roles: tuple[str, ...]
+    after: str
+    description: str
+
+    @property
+    def command(self) -> str:
+        """Where the step's script lands on the node (an ExtraStep's command)."""
+        return f"{STEP_DIR}/{self.script}"
+
+
+# The feature's steps, in order. They run as ExtraSteps after the bootstrap's own steps (so after 70-nvme-raid and
+# 80-fabric) and before the Slurm steps and 99-ready; ``after`` names what each one relies on.
+STEPS: tuple[Step, ...] = (
+    Step("72-lustre", "72-lustre.sh", ("gpu-node", "head"), "70-nvme-raid",
+         "verify the Lustre client and mount Azure Managed Lustre over TCP LNet at gb300:storage.lustre.mountPath"),
+    # GPU nodes only: the block cache lives on the NVMe RAID, which the head node does not have.
+    Step("74-blobfuse2", "74-blobfuse2.sh", ("gpu-node",), "70-nvme-raid",
+         "mount the configured Blob containers with BlobFuse2 in block-cache mode (cache on the NVMe RAID)"),
+    Step("85-dcgm-exporter", "85-dcgm-exporter.sh", ("gpu-node",), "80-fabric",
+         "run the DCGM exporter on 127.0.0.1:9400, attached to nvidia-dcgm's host engine when it runs"),
+    Step("86-node-exporter", "86-node-exporter.sh", ("gpu-node", "head"), "85-dcgm-exporter",
+         "run the node exporter (InfiniBand, textfile collectors) and the gb300 node-metrics timer"),
+    Step("87-prometheus-agent", "87-prometheus-agent.sh", ("gpu-node", "head"), "86-node-exporter",
+         "run Prometheus in agent mode, remote-writing to the Azure Monitor workspace with the node identity"),
+)  # fmt: skip
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,  # noqa: S701 - renders shell env files and YAML, never HTML
+    )
+    env.filters["shquote"] = lambda value: shlex.quote(str(value))
+    return env
+
+
+def _render(name: str, **context: Any) -> str:
+    return _env().get_template(name).render(**context)
+
+
+def _static(relative: str) -> str:
+    return (TEMPLATES_DIR / relative).read_text(encoding="utf-8")
+
+
+def steps_for(cfg: StackConfig, role: str | None = None) -> list[Step]:
+    """The steps this stack needs on ``role`` (all roles when None): Lustre only with Lustre, and so on."""
+    wanted = []
+    for step in STEPS:
+        if role is not None and role not in step.roles:
+            continue
+        if step.name == "72-lustre" and cfg.storage.lustre is None:
+            continue
+        if step.name == "74-blobfuse2" and not _mounts(cfg):
+            continue
+        if step.name in ("85-dcgm-exporter", "86-node-exporter", "87-prometheus-agent") and not (
+            cfg.monitoring.prometheus.enabled
+        ):
+            continue
+        wanted.append(step)
+    return wanted
+
+
+def _mounts(cfg: StackConfig) -> list[tuple[str, str, str]]:
+    blob = cfg.storage.blob
+    if blob is None:
+        return []
+    return [(c.name, c.mount_path, "ro" if c.access == "read" else "rw") for c in blob.containers if c.mount_path]
+
+
+def storage_files(cfg: StackConfig) -> list[NodeFile]:
+    """``/etc/gb300/storage.env`` and one BlobFuse2 config (``.yaml.in``) and env file per mounted container."""
+    facts = storage_facts.load()
+    client = facts["lustreClient"]
+    lustre = cfg.storage.lustre
+    blob = cfg.storage.blob
+    cache = blob.block_cache if blob is not None else None
+    files = [
+        NodeFile(
+            "/etc/gb300/storage.env",
+            _render(
+                "storage.env.j2",
+                lustre={
+                    "fsname": client["fsname"],
+                    "mount_path": lustre.mount_path if lustre else "",
+                    "options": client["options"],
+                    "client_packages": list(client["packages"]["value"]),
+                },
+                blob={
+                    "cache_path": cache.disk_path if cache else "",
+                    "mounts": _mounts(cfg),
+                },
+            ),
+        )
+    ]
+    if blob is None or cache is None:
+        return files
+    for container in blob.containers:
+        if not container.mount_path:
+            continue
+        context = {
+            "container": {
+                "name": container.name,
+                "mount_path": container.mount_path,
+                "read_only": container.access == "read",
+            },
+            "cache": {
+                "block_size_mib": cache.block_size_mi_b,
+                "memory_mib": cache.memory_mi_b,
+                "disk_path": cache.disk_path,
+                "disk_size_mib": cache.disk_size_gi_b * 1024,
+            },
+        }
+        files.append(
+            NodeFile(f"/etc/gb300/blobfuse2/{container.name}.yaml.in", _render("blobfuse2.yaml.j2", **context))
+        )
+        files.append(
+            NodeFile(
+                f"/etc/systemd/system/gb300-blobfuse2-{container.name}.service",
+                _render("systemd/gb300-blobfuse2.service.j2", container=container.name),
+            )
+        )
+        files.append(
+            NodeFile(
+                f"/etc/gb300/blobfuse2/{container.name}.env",
+                f"GB300_BLOB_MOUNT_PATH={shlex.quote(container.mount_path)}\n",
+            )
+        )
+    return files
+
+
+def monitoring_files(cfg: StackConfig, pool: str) -> list[NodeFile]:
+    """The exporters' and the Prometheus agent's configuration and units (none when Prometheus is off)."""
+    prom = cfg.monitoring.prometheus
+    if not prom.enabled:
+        return []
+    exporters = monitoring_component.facts()["exporters"]
+    metrics = {"dcgm_listen": "127.0.0.1:9400", "node_listen": "127.0.0.1:9100"}
+    return [
+        NodeFile(
+            "/etc/gb300/monitoring.env",
+            _render(
+                "monitoring.env.j2",
+                exporters={
+                    "dcgm_image": exporters["dcgmExporterImage"]["value"],
+                    "node_package": exporters["nodeExporterPackage"]["value"],
+                    **metrics,
+                },
+                prometheus={"package": exporters["prometheusPackage"]["value"]},
+            ),
+        ),
+        NodeFile(
+            "/etc/gb300/prometheus-agent.yml.in",
+            _render(
+                "prometheus-agent.yml.j2",
+                cluster=cfg.cluster.name,
+                pool=pool,
+                prometheus={"scrape_interval_seconds": prom.scrape_interval_seconds},
+            ),
+        ),
+        NodeFile("/etc/gb300/dcgm-exporter/counters.csv", _static("dcgm-exporter/counters.csv")),
+        NodeFile("/etc/systemd/system/gb300-dcgm-exporter.service", _static("systemd/gb300-dcgm-exporter.service")),
+        NodeFile(
+            "/etc/systemd/system/prometheus-node-exporter.service.d/gb300.conf",
+            _static("systemd/gb300-node-exporter.conf"),
+        ),
+        NodeFile(
+            "/etc/systemd/system/gb300-prometheus-agent.service", _static("systemd/gb300-prometheus-agent.service")
+        ),
+        NodeFile("/etc/systemd/system/gb300-node-metrics.service", _static("systemd/gb300-node-metrics.service")),
+        NodeFile("/etc/systemd/system/gb300-node-metrics.timer", _static("systemd/gb300-node-metrics.timer")),
+        NodeFile(
+            "/usr/local/lib/gb300/gb300-node-metrics",
+            (CLOUD_INIT_DIR / "scripts" / "gb300-node-metrics").read_text(encoding="utf-8"),
+            "0755",
+        ),
+    ]
+
+
+def node_files(cfg: StackConfig, pool: str, role: str) -> list[NodeFile]:
+    """Every file the storage and monitoring steps of ``role`` (in ``pool``) need, their scripts included."""
+    steps = steps_for(cfg, role)
+    if not steps:
+        return []
+    files = storage_files(cfg) + monitoring_files(cfg, pool)
+    files.append(
+        NodeFile(IMDS_TAG, (CLOUD_INIT_DIR / "scripts" / "gb300-imds-tag").read_text(encoding="utf-8"), "0755")
+    )
+    for step in steps:
+        script = (CLOUD_INIT_DIR / "scripts" / step.script).read_text(encoding="utf-8")
+        files.append(NodeFile(step.command, script, "0755"))
+    return files

@@ -1,0 +1,64 @@
+"""``lustre-checkpoint-throughput``: the Lustre filesystem writes one checkpoint within the stack's time budget.
+
+The program carries ``gb300:storage.checkpoint`` onto the filesystem as tags (``gb300-checkpoint-parameters``,
+``gb300-checkpoint-minutes``, optionally ``gb300-checkpoint-bytes-per-parameter``), so this rule reads only the
+resources, like every rule, and gives the same verdict in ``gb300 plan`` and in the policy pack.
+
+Manual check: ``gb300 size-storage --params <parameters> --checkpoint-minutes <minutes>`` and compare the row of
+the filesystem's SKU with its ``storageCapacityTiB``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from gb300 import sizing
+from gb300.findings import Finding, Level
+from gb300.inventory import Resource, dig
+from gb300.rules.base import RuleContext
+
+RULE_ID = "lustre-checkpoint-throughput"
+AMLFS = "azure-native:storagecache:AmlFilesystem"
+
+
+def _number(text: object) -> float | None:
+    try:
+        value = float(str(text))
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def lustre_checkpoint_throughput(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+    """Warn when a Lustre filesystem is too slow to write the configured checkpoint in time."""
+    del ctx  # reads only the resources
+    for res in resources:
+        if res.type != AMLFS:
+            continue
+        tags = res.inputs.get("tags")
+        if not isinstance(tags, dict) or "gb300-checkpoint-parameters" not in tags:
+            continue
+        params = _number(tags.get("gb300-checkpoint-parameters"))
+        minutes = _number(tags.get("gb300-checkpoint-minutes"))
+        per_param_tag = tags.get("gb300-checkpoint-bytes-per-parameter")
+        per_param = _number(per_param_tag) if per_param_tag is not None else None
+        sku = sizing.lustre_skus().get(str(dig(res.inputs, "sku", "name")))
+        capacity = res.inputs.get("storageCapacityTiB")
+        if params is None or minutes is None or sku is None or not isinstance(capacity, int | float):
+            continue  # a malformed tag or an unknown SKU: lustre-capacity-valid and the config schema report those
+        need = sizing.size(sku, params, minutes, per_param)
+        if sku.throughput_mbps(int(capacity)) >= need.needed_mbps:
+            continue
+        took = sizing.write_minutes(sku, int(capacity), params, per_param)
+        gbps = sku.throughput_mbps(int(capacity)) / 1000
+        size_gb = sizing.checkpoint_bytes(params, per_param) / 1e9
+        yield Finding(
+            RULE_ID,
+            Level.WARNING,
+            res.urn,
+            f"gb300:storage.lustre: {int(capacity)} TiB of {sku.name} writes {gbps:,.1f} GB/s, "
+            f"so one checkpoint of {sizing.fmt_count(params)} parameters ({size_gb:,.0f} GB) takes {took:.1f} minutes; "
+            f"gb300:storage.checkpoint allows {minutes:g} (needs {need.needed_mbps / 1000:,.1f} GB/s). "
+            f"Set capacityTiB to at least {need.capacity_tib} "
+            f"(gb300 size-storage --params {sizing.fmt_count(params)} --checkpoint-minutes {minutes:g}).",
+        )

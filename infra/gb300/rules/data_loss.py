@@ -1,0 +1,102 @@
+"""``storage-data-loss``: a plan that would replace or delete stateful storage is an error unless allowed.
+
+Azure Managed Lustre cannot change size or SKU, and a storage account cannot change name, region or kind: a
+new value means Pulumi replaces the resource, and the files go with the old one. Rules see only what the
+program declares, so this check also needs what is deployed: the stack's state as ``pulumi stack export``
+writes it (``gb300 plan --state FILE``; see :mod:`gb300.plan.state`). It compares, for each stateful type of
+``data/storage.yaml``, the inputs that force replacement, and reports:
+
+* a changed replace-triggering input (``storageCapacityTiB: 128 -> 256``): ERROR;
+* a deployed stateful resource the plan no longer declares, or declares under a new URN: ERROR;
+* the same, when ``gb300:storage.allowReplace`` names the store: WARNING (the plan still says what is lost).
+
+Under ``pulumi up`` the same resources are ``protect``-ed with ``replace_on_changes`` set, so the engine stops
+before deleting them even when this check was skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gb300 import storage_facts
+from gb300.findings import Finding, Level
+from gb300.inventory import Resource
+
+RULE_ID = "storage-data-loss"
+
+
+@dataclass(frozen=True)
+class DeployedResource:
+    """One resource of the deployed stack's state: its URN, type, id and the inputs it was created with."""
+
+    urn: str
+    type: str
+    name: str
+    id: str | None
+    inputs: Mapping[str, Any]
+
+
+def _norm(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.strip().lower()
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {k: _norm(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_norm(v) for v in value]
+    return value
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, Mapping) and set(value) == {"name"}:
+        return repr(value["name"])
+    if isinstance(value, str) and value.startswith("/subscriptions/"):
+        return value.rsplit("/", 1)[-1]
+    return repr(value)
+
+
+def data_loss(
+    planned: Sequence[Resource], deployed: Sequence[DeployedResource], allow_replace: Sequence[str]
+) -> Iterator[Finding]:
+    """Findings for every deployed stateful resource the plan would replace or delete."""
+    stateful = storage_facts.stateful()
+    by_urn = {r.urn: r for r in planned}
+    for old in deployed:
+        spec = stateful.get(old.type)
+        if spec is None:
+            continue
+        key = str(spec["key"])
+        allowed = key in allow_replace
+        level = Level.WARNING if allowed else Level.ERROR
+        advice = (
+            f"allowed by gb300:storage.allowReplace ({key}): copy what you need off it first."
+            if allowed
+            else f"Revert the change, or copy the data off and add '{key}' to gb300:storage.allowReplace."
+        )
+        new = by_urn.get(old.urn)
+        if new is None:
+            same_type = [r for r in planned if r.type == old.type]
+            moved = " (the plan declares one under another URN: add an alias instead)" if same_type else ""
+            yield Finding(
+                RULE_ID,
+                level,
+                old.urn,
+                f"the plan would delete {spec['what']} ({old.name}){moved}; its data would be lost. {advice}",
+            )
+            continue
+        changes = [
+            f"{prop}: {_show(old.inputs.get(prop))} -> {_show(new.inputs.get(prop))}"
+            for prop in spec["replaceOn"]
+            if _norm(old.inputs.get(prop)) != _norm(new.inputs.get(prop))
+        ]
+        if changes:
+            yield Finding(
+                RULE_ID,
+                level,
+                old.urn,
+                f"{'; '.join(changes)} replaces {spec['what']} ({old.name}): Azure cannot change these in place, "
+                f"so the data would be lost. {advice}",
+            )

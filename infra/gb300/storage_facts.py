@@ -1,0 +1,25 @@
+"""``data/storage.yaml``: which stored data dies with which resource change, and the private link zones."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from gb300.catalog import _load_yaml
+
+
+@functools.cache
+def load() -> dict[str, Any]:
+    """The storage facts, read once per process."""
+    return _load_yaml("storage.yaml")
+
+
+def stateful() -> dict[str, Any]:
+    """Stateful resource types -> ``{key, what, replaceOn, source, status}``."""
+    result: dict[str, Any] = load()["stateful"]
+    return result
+
+
+def private_link_zones() -> dict[str, str]:
+    """Private endpoint sub-resource (``blob``, ``dfs``) -> private DNS zone name."""
+    return {k: str(v) for k, v in load()["privateLink"].items() if k != "source"}

@@ -1,0 +1,230 @@
+"""Shared storage: the Lustre filesystem, the private storage account, and how the plan protects their data."""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gb300 import cli, storage_facts
+from gb300.findings import Level
+from gb300.plan import PlanResult, ResourceRecord
+from gb300.plan.runner import register
+from gb300.plan.state import parse_state
+from gb300.rules.data_loss import DeployedResource, data_loss
+
+AMLFS = "azure-native:storagecache:AmlFilesystem"
+ACCOUNT = "azure-native:storage:StorageAccount"
+
+
+def _one(plan: PlanResult, typ: str) -> ResourceRecord:
+    found = [r for r in plan.resources if r.type == typ]
+    assert len(found) == 1, typ
+    return found[0]
+
+
+def _subnet(plan: PlanResult, name: str) -> ResourceRecord:
+    return next(r for r in plan.resources if r.type == "azure-native:network:Subnet" and r.inputs["subnetName"] == name)
+
+
+def test_lustre_filesystem_inputs(reference_plan: PlanResult) -> None:
+    """The reference Lustre is 128 TiB of the 500 MB/s tier in zone 1, in the storage subnet, with a window."""
+    fs = _one(reference_plan, AMLFS)
+    assert fs.inputs["sku"] == {"name": "AMLFS-Durable-Premium-500"}
+    assert fs.inputs["storageCapacityTiB"] == 128
+    assert fs.inputs["zones"] == ["1"]
+    assert fs.inputs["filesystemSubnet"] == _subnet(reference_plan, "storage").id
+    assert fs.inputs["maintenanceWindow"] == {"dayOfWeek": "Sunday", "timeOfDayUTC": "02:00"}
+
+
+@pytest.mark.parametrize("typ", [AMLFS, ACCOUNT])
+def test_stateful_storage_is_protected(reference_plan: PlanResult, typ: str) -> None:
+    """Lustre and the account are protected, retained on delete, and replaced only on the inputs Azure cannot change."""
+    res = _one(reference_plan, typ)
+    assert res.protect is True
+    assert res.retain_on_delete is True
+    assert res.delete_before_replace is False
+    assert set(res.replace_on_changes) == set(storage_facts.stateful()[typ]["replaceOn"])
+
+
+def test_allow_replace_lifts_the_guards_of_one_store_only(dev_raw: dict[str, Any]) -> None:
+    """gb300:storage.allowReplace: [account] unprotects the account and leaves Lustre protected."""
+    raw = copy.deepcopy(dev_raw)
+    raw["storage"] = {
+        "lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4},
+        "blob": {},
+        "allowReplace": ["account"],
+    }
+    records = {r.type: r for r in register("dev", raw)}
+    assert (records[ACCOUNT].protect, records[ACCOUNT].retain_on_delete) == (False, False)
+    assert records[ACCOUNT].delete_before_replace is True
+    assert (records[AMLFS].protect, records[AMLFS].retain_on_delete) == (True, True)
+
+
+def test_storage_account_is_private_and_keyless(reference_plan: PlanResult) -> None:
+    """The account has HNS, no public or anonymous access, no shared keys, TLS 1.2 and HTTPS only."""
+    inputs = _one(reference_plan, ACCOUNT).inputs
+    assert inputs["isHnsEnabled"] is True
+    assert inputs["allowBlobPublicAccess"] is False
+    assert inputs["allowSharedKeyAccess"] is False
+    assert inputs["minimumTlsVersion"] == "TLS1_2"
+    assert inputs["publicNetworkAccess"] == "Disabled"
+    assert inputs["enableHttpsTrafficOnly"] is True
+    assert inputs["networkRuleSet"] == {"defaultAction": "Deny", "bypass": "None"}
+    assert inputs["kind"] == "StorageV2"
+    assert 3 <= len(inputs["accountName"]) <= 24
+    assert inputs["accountName"].isalnum()
+
+
+def test_containers_are_private(reference_plan: PlanResult) -> None:
+    """The datasets and checkpoints containers exist in the account with no public access."""
+    account = _one(reference_plan, ACCOUNT)
+    containers = [r for r in reference_plan.resources if r.type == "azure-native:storage:BlobContainer"]
+    assert sorted(c.inputs["containerName"] for c in containers) == ["checkpoints", "datasets"]
+    for c in containers:
+        assert c.inputs["publicAccess"] == "None"
+        assert c.inputs["accountName"] == account.inputs["accountName"]
+        assert c.id is not None
+        assert c.id.startswith(f"{account.id}/blobServices/default/containers/")
+
+
+def test_private_endpoints_and_dns(reference_plan: PlanResult) -> None:
+    """Blob and dfs each get a private endpoint in the endpoints subnet and a private DNS zone linked to the VNet."""
+    account = _one(reference_plan, ACCOUNT)
+    vnet = _one(reference_plan, "azure-native:network:VirtualNetwork")
+    expected = storage_facts.private_link_zones()
+    ours = [r for r in reference_plan.resources if r.parent and "gb300:storage:BlobStore" in r.parent]
+    endpoints = [r for r in ours if r.type == "azure-native:network:PrivateEndpoint"]
+    zones = {r.id: r for r in ours if r.type == "azure-native:privatedns:PrivateZone"}
+    links = [r for r in ours if r.type == "azure-native:privatedns:VirtualNetworkLink"]
+    groups = [r for r in ours if r.type == "azure-native:network:PrivateDnsZoneGroup"]
+    assert sorted(g for e in endpoints for c in e.inputs["privateLinkServiceConnections"] for g in c["groupIds"]) == [
+        "blob",
+        "dfs",
+    ]
+    for e in endpoints:
+        assert e.inputs["subnet"]["id"] == _subnet(reference_plan, "endpoints").id
+        assert e.inputs["privateLinkServiceConnections"][0]["privateLinkServiceId"] == account.id
+    assert sorted(z.inputs["privateZoneName"] for z in zones.values()) == sorted(expected.values())
+    assert all(link.inputs["virtualNetwork"]["id"] == vnet.id for link in links)
+    assert all(link.inputs["registrationEnabled"] is False for link in links)
+    for g in groups:
+        (config,) = g.inputs["privateDnsZoneConfigs"]
+        assert zones[config["privateDnsZoneId"]].inputs["privateZoneName"] == expected[config["name"]]
+
+
+def test_storage_subnet_sized_by_azures_answer(dev_raw: dict[str, Any]) -> None:
+    """The storage subnet holds the addresses getRequiredAmlFSSubnetsSize asks for plus Azure's reserved five."""
+    raw = copy.deepcopy(dev_raw)
+    raw["storage"] = {"lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4}}
+    storage = next(
+        r
+        for r in register("dev", raw)
+        if r.type == "azure-native:network:Subnet" and r.inputs["subnetName"] == "storage"
+    )
+    # Azure recommends /27 for 4-16 TiB; the mocks answer its 27 usable addresses (plan/mocks.py).
+    assert ipaddress.IPv4Network(storage.inputs["addressPrefix"]).prefixlen == 27
+
+
+def test_reference_storage_subnet_fits_128_tib(reference_plan: PlanResult) -> None:
+    """The reference stack's 128 TiB filesystem gets the /24 Azure recommends for 96-196 TiB."""
+    assert ipaddress.IPv4Network(_subnet(reference_plan, "storage").inputs["addressPrefix"]).prefixlen == 24
+
+
+def test_no_storage_when_not_configured(dev_raw: dict[str, Any]) -> None:
+    """A stack without gb300:storage declares no Lustre, account, container or storage component."""
+    raw = copy.deepcopy(dev_raw)
+    raw.pop("storage", None)
+    types = {r.type for r in register("dev", raw)}
+    assert not types & {AMLFS, ACCOUNT, "azure-native:storage:BlobContainer", "gb300:storage:BlobStore"}
+
+
+# --- data-loss protection ------------------------------------------------------------------------------------
+
+
+def _deployed(plan: PlanResult, **changes: Any) -> list[DeployedResource]:
+    """The reference plan as if deployed, with some inputs of the Lustre filesystem as they were at creation."""
+    out = []
+    for r in plan.resources:
+        inputs = dict(r.inputs)
+        if r.type == AMLFS:
+            inputs.update(changes)
+        out.append(DeployedResource(r.urn, r.type, r.name, r.id, inputs))
+    return out
+
+
+def test_unchanged_storage_is_not_data_loss(reference_plan: PlanResult) -> None:
+    """A plan identical to the deployed state reports no data loss."""
+    assert list(data_loss(reference_plan.resources, _deployed(reference_plan), [])) == []
+
+
+@pytest.mark.parametrize(
+    ("deployed_inputs", "shown"),
+    [
+        ({"storageCapacityTiB": 64}, "storageCapacityTiB: 64 -> 128"),
+        (
+            {"sku": {"name": "AMLFS-Durable-Premium-250"}},
+            "sku: 'AMLFS-Durable-Premium-250' -> 'AMLFS-Durable-Premium-500'",
+        ),
+        ({"zones": ["2"]}, "zones: ['2'] -> ['1']"),
+    ],
+)
+def test_lustre_replacement_is_a_data_loss_error(
+    reference_plan: PlanResult, deployed_inputs: dict[str, Any], shown: str
+) -> None:
+    """Changing what Azure cannot change on a deployed Lustre filesystem is an error naming the change."""
+    (finding,) = data_loss(reference_plan.resources, _deployed(reference_plan, **deployed_inputs), [])
+    assert finding.level == Level.ERROR
+    assert finding.rule == "storage-data-loss"
+    assert shown in finding.message
+    assert "gb300:storage.allowReplace" in finding.message
+
+
+def test_allowed_replacement_is_a_warning(reference_plan: PlanResult) -> None:
+    """With gb300:storage.allowReplace: [lustre] the same change is a warning that still says what is lost."""
+    (finding,) = data_loss(reference_plan.resources, _deployed(reference_plan, storageCapacityTiB=64), ["lustre"])
+    assert finding.level == Level.WARNING
+    assert "data would be lost" in finding.message
+
+
+def test_removing_deployed_storage_is_a_data_loss_error(reference_plan: PlanResult) -> None:
+    """A deployed storage account that the plan no longer declares would be deleted: an error."""
+    deployed = _deployed(reference_plan)
+    planned = [r for r in reference_plan.resources if r.type != ACCOUNT]
+    (finding,) = data_loss(planned, deployed, [])
+    assert finding.level == Level.ERROR
+    assert "would delete the storage account" in finding.message
+
+
+def test_state_file_drives_the_plan_verdict(tmp_path: Path, reference_plan: PlanResult) -> None:
+    """gb300 plan --state with a smaller deployed Lustre exits 1 with exactly one error: storage-data-loss."""
+    resources = []
+    for r in reference_plan.resources:
+        inputs = dict(r.inputs)
+        if r.type == AMLFS:
+            inputs["storageCapacityTiB"] = 64
+        resources.append({"urn": r.urn, "type": r.type, "id": r.id, "inputs": inputs, "outputs": {}})
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"version": 3, "deployment": {"manifest": {}, "resources": resources}}))
+    out = tmp_path / "plan.json"
+    assert cli.main(["plan", "--stack", "reference", "--state", str(state), "--json", str(out), "--quiet"]) == 1
+    findings = json.loads(out.read_text())["findings"]
+    assert [f["rule"] for f in findings if f["level"] == "error"] == ["storage-data-loss"]
+
+
+def test_state_file_must_be_a_stack_export(tmp_path: Path) -> None:
+    """A state file that is not a 'pulumi stack export' document is a usage error (exit 2), not a traceback."""
+    bad = tmp_path / "state.json"
+    bad.write_text("[]")
+    assert cli.main(["plan", "--stack", "dev", "--state", str(bad), "--quiet"]) == 2
+    assert parse_state({"deployment": {"resources": [{"urn": "u", "type": "t", "delete": True}]}}) == []
+
+
+def test_never_deployed_stack_has_nothing_to_lose() -> None:
+    """The export of a stack never deployed (no deployment, or no resources) compares as empty, not as an error."""
+    assert parse_state({"version": 3}) == []
+    assert parse_state({"version": 3, "deployment": {"manifest": {}}}) == []

@@ -1,0 +1,93 @@
+"""gb300:storage keys: defaults, and every mistake reported at its exact key path."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from gb300 import config
+from gb300.errors import ConfigError
+
+LUSTRE = {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 8}
+
+
+def test_defaults(reference_raw: dict[str, Any]) -> None:
+    """Lustre mounts at /lustre with a Sunday 02:00 window; blob has read-only datasets and writable checkpoints."""
+    raw = copy.deepcopy(reference_raw)
+    raw["storage"] = {"lustre": LUSTRE, "blob": {}}
+    storage = config.parse(raw).storage
+    assert storage.lustre is not None
+    assert storage.lustre.mount_path == "/lustre"
+    assert (storage.lustre.maintenance_window.day_of_week, storage.lustre.maintenance_window.time_of_day_utc) == (
+        "Sunday",
+        "02:00",
+    )
+    assert storage.blob is not None
+    assert [(c.name, c.access, c.mount_path) for c in storage.blob.containers] == [
+        ("datasets", "read", None),
+        ("checkpoints", "readWrite", None),
+    ]
+    assert storage.allow_replace == []
+
+
+def test_checkpoint_budget(reference_raw: dict[str, Any]) -> None:
+    """A checkpoint with only intervalMinutes must be written within the whole interval; '1e12' as text is accepted."""
+    raw = copy.deepcopy(reference_raw)
+    raw["storage"] = {"lustre": LUSTRE, "checkpoint": {"parameters": "1e12", "intervalMinutes": 30}}
+    ckpt = config.parse(raw).storage.checkpoint
+    assert ckpt is not None
+    assert ckpt.parameters == 1e12
+    assert ckpt.budget_minutes == 30
+
+
+@pytest.mark.parametrize(
+    ("storage", "expected"),
+    [
+        ({"checkpoint": {"parameters": 1e12, "writeMinutes": 5}}, "gb300:storage.checkpoint: needs gb300:storage"),
+        ({"lustre": LUSTRE, "checkpoint": {"parameters": 1e12}}, "gb300:storage.checkpoint.writeMinutes: is required"),
+        (
+            {"lustre": LUSTRE, "checkpoint": {"parameters": 1e12, "writeMinutes": 40, "intervalMinutes": 30}},
+            "gb300:storage.checkpoint.writeMinutes: must be at most intervalMinutes (30) (got 40)",
+        ),
+        ({"lustre": LUSTRE, "checkpoint": {"parameters": 0, "writeMinutes": 5}}, "gb300:storage.checkpoint.parameters"),
+        ({"lustre": {**LUSTRE, "mountPath": "/tmp"}}, "gb300:storage.lustre.mountPath: must be a dedicated directory"),
+        ({"lustre": {**LUSTRE, "mountPath": "lustre"}}, "gb300:storage.lustre.mountPath: must match"),
+        (
+            {"lustre": {**LUSTRE, "maintenanceWindow": {"dayOfWeek": "Sun"}}},
+            "gb300:storage.lustre.maintenanceWindow.dayOfWeek: must be one of",
+        ),
+        (
+            {"lustre": {**LUSTRE, "maintenanceWindow": {"timeOfDayUTC": "24:00"}}},
+            "gb300:storage.lustre.maintenanceWindow.timeOfDayUTC: must match",
+        ),
+        ({"lustre": {**LUSTRE, "sku": "AMLFS-Durable-Premium-1000"}}, "gb300:storage.lustre.sku: must be one of"),
+        ({"allowReplace": ["luster"]}, "gb300:storage.allowReplace[0]: must be one of 'lustre' or 'account'"),
+        ({"blob": {"accountName": "My-Account"}}, "gb300:storage.blob.accountName: must match"),
+        ({"blob": {"containers": []}}, "gb300:storage.blob.containers: must have at least 1 item(s)"),
+        ({"blob": {"containers": [{"name": "Data"}]}}, "gb300:storage.blob.containers[0].name: must be 3-63 lowercase"),
+        (
+            {"blob": {"containers": [{"name": "data"}, {"name": "data"}]}},
+            "gb300:storage.blob.containers[1].name: duplicates another container",
+        ),
+        ({"blob": {"containers": [{"name": "data", "access": "write"}]}}, "gb300:storage.blob.containers[0].access:"),
+        ({"blob": {"blockCache": {"memoryMiB": 10}}}, "gb300:storage.blob.blockCache.memoryMiB: must be at least 256"),
+        ({"blob": {"cache": {}}}, "gb300:storage.blob.cache: is not a known key"),
+    ],
+)  # fmt: skip
+def test_storage_config_errors(reference_raw: dict[str, Any], storage: dict[str, Any], expected: str) -> None:
+    """Each invalid gb300:storage value is reported at its key path with what was expected."""
+    raw = copy.deepcopy(reference_raw)
+    raw["storage"] = storage
+    with pytest.raises(ConfigError) as exc:
+        config.parse(raw)
+    assert any(str(p).startswith(expected) for p in exc.value.problems), [str(p) for p in exc.value.problems]
+
+
+def test_schema_documents_new_keys() -> None:
+    """The stack file JSON Schema knows the storage and monitoring keys (editors complete them)."""
+    schema = config.json_schema()
+    defs = schema["$defs"]
+    assert {"lustre", "blob", "checkpoint", "allowReplace"} <= set(defs["StorageSettings"]["properties"])
+    assert {"logs", "prometheus", "grafana", "alerts"} <= set(defs["MonitoringSettings"]["properties"])
