@@ -36,6 +36,11 @@ def text(result: PlanResult, *, stack_file: str) -> str:
     if s["customDataBytes"]:
         lines += ["", "Custom data (base64, Azure's limit is 65,536 bytes)"]
         lines += [f"  {role:<20} {_n(size):>7} bytes" for role, size in s["customDataBytes"].items()]
+    if "needsReimage" in s:
+        lines += ["", "Reimage needed after `pulumi up` (bootstrap changed since the deployed state)"]
+        lines += [f"  {group:<20} {_n(count):>7} scale sets/VMs" for group, count in s["needsReimage"].items()]
+        if not s["needsReimage"]:
+            lines.append("  none: every deployed node already has this bootstrap")
     lines += ["", f"Resources ({_n(s['resourceCount'])})"]
     lines += [f"  {typ:<55} {_n(count):>6}" for typ, count in s["resourcesByType"].items()]
     lines.append("")

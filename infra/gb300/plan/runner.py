@@ -138,7 +138,7 @@ def run_plan(
     from gb300 import paths, rules  # noqa: PLC0415 - rules import the plan's record type
     from gb300 import quota as quotas  # noqa: PLC0415
     from gb300.plan import summary  # noqa: PLC0415
-    from gb300.rules import data_loss  # noqa: PLC0415
+    from gb300.rules import data_loss, reimage  # noqa: PLC0415
 
     cfg = config.parse(raw)
     unknown = rules.unknown_suppressions(cfg.policy)
@@ -151,6 +151,9 @@ def run_plan(
     findings = rules.evaluate(resources, cfg.policy, quota=snapshot)
     if deployed is not None:  # not suppressible: gb300:storage.allowReplace is the explicit consent
         findings += data_loss.data_loss(resources, deployed, cfg.storage.allow_replace)
+        findings += reimage.findings(resources, deployed)
     result.findings = sorted(findings, key=lambda f: (-f.level, f.rule, f.resource))
     result.summary = summary.summarise(cfg, resources)
+    if deployed is not None:
+        result.summary["needsReimage"] = {g: len(n) for g, n in reimage.changed(resources, deployed).items()}
     return result
