@@ -129,9 +129,15 @@ def test_vault_is_private_rbac_and_purge_protected(reference_plan: PlanResult) -
     assert props["enablePurgeProtection"] is True
     assert props["publicNetworkAccess"] == "Disabled"
     assert props["networkAcls"]["defaultAction"] == "Deny"
-    endpoint = _of(reference_plan, "azure-native:network:PrivateEndpoint")[0]
-    links = endpoint.inputs["privateLinkServiceConnections"]
-    assert links[0]["privateLinkServiceId"] == vault.id
+    endpoints = [
+        r
+        for r in _of(reference_plan, "azure-native:network:PrivateEndpoint")
+        if r.inputs["privateLinkServiceConnections"][0]["privateLinkServiceId"] == vault.id
+    ]
+    assert len(endpoints) == 1
+    assert endpoints[0].inputs["privateLinkServiceConnections"][0]["groupIds"] == ["vault"]
+    zones = {r.inputs["privateZoneName"] for r in _of(reference_plan, "azure-native:privatedns:PrivateZone")}
+    assert "privatelink.vaultcore.azure.net" in zones
 
 
 def test_munge_key_is_a_secret_read_by_the_node_identity_only(reference_plan: PlanResult) -> None:

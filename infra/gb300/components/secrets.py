@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_random as random
-from pulumi_azure_native import keyvault, network, privatedns
+from pulumi_azure_native import keyvault
 
 from gb300 import roles
+from gb300.components.private_link import PrivateLinkArgs, private_endpoint
 
 MUNGE_SECRET_NAME = "munge-key"  # noqa: S105 - the name of the secret, not its value
+KEY_VAULT_ZONE = "privatelink.vaultcore.azure.net"  # Azure private DNS zone of the vault sub-resource
 MUNGE_KEY_BYTES = 1024  # munge's own `mungekey` default
 
 
@@ -75,46 +77,19 @@ class ClusterSecrets(pulumi.ComponentResource):
             tags=args.tags,
             opts=child,
         )
-        zone = privatedns.PrivateZone(
-            f"{name}-kv-dns",
-            private_zone_name="privatelink.vaultcore.azure.net",
-            resource_group_name=args.resource_group_name,
-            location="Global",
-            tags=args.tags,
-            opts=child,
-        )
-        privatedns.VirtualNetworkLink(
-            f"{name}-kv-dns-link",
-            virtual_network_link_name=f"{name}-kv-dns-link",
-            private_zone_name=zone.name,
-            resource_group_name=args.resource_group_name,
-            location="Global",
-            registration_enabled=False,
-            virtual_network=privatedns.SubResourceArgs(id=args.vnet_id),
-            tags=args.tags,
-            opts=child,
-        )
-        endpoint = network.PrivateEndpoint(
-            f"{name}-kv-pe",
-            private_endpoint_name=f"{name}-kv-pe",
-            resource_group_name=args.resource_group_name,
-            location=args.location,
-            subnet=network.SubnetArgs(id=args.endpoints_subnet_id),
-            private_link_service_connections=[
-                network.PrivateLinkServiceConnectionArgs(
-                    name="vault", private_link_service_id=vault.id, group_ids=["vault"]
-                )
-            ],
-            tags=args.tags,
-            opts=child,
-        )
-        network.PrivateDnsZoneGroup(
-            f"{name}-kv-pe-dns",
-            private_dns_zone_group_name="vault",
-            private_endpoint_name=endpoint.name,
-            resource_group_name=args.resource_group_name,
-            private_dns_zone_configs=[network.PrivateDnsZoneConfigArgs(name="vault", private_dns_zone_id=zone.id)],
-            opts=child,
+        private_endpoint(
+            f"{name}-vault",
+            PrivateLinkArgs(
+                group="vault",
+                zone_name=KEY_VAULT_ZONE,
+                service_id=vault.id,
+                resource_group_name=args.resource_group_name,
+                location=args.location,
+                vnet_id=args.vnet_id,
+                subnet_id=args.endpoints_subnet_id,
+                tags=args.tags,
+            ),
+            parent=self,
         )
         roles.assign(
             f"{name}-nodes-read-secrets",

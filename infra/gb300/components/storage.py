@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import pulumi
-from pulumi_azure_native import network, privatedns, storage, storagecache
+from pulumi_azure_native import storage, storagecache
 
 from gb300 import roles, storage_facts
+from gb300.components.private_link import PrivateLinkArgs, private_endpoint
 
 ROLE_FOR_ACCESS = {"read": "Storage Blob Data Reader", "readWrite": "Storage Blob Data Contributor"}
 
@@ -153,53 +154,20 @@ class BlobStore(pulumi.ComponentResource):
                 parent=self,
             )
         for group, zone_name in storage_facts.private_link_zones().items():
-            self._private_endpoint(name, group, zone_name, account.id, args)
+            private_endpoint(
+                f"{name}-{group}",
+                PrivateLinkArgs(
+                    group=group,
+                    zone_name=zone_name,
+                    service_id=account.id,
+                    resource_group_name=args.resource_group_name,
+                    location=args.location,
+                    vnet_id=args.vnet_id,
+                    subnet_id=args.endpoints_subnet_id,
+                    tags=args.tags,
+                ),
+                parent=self,
+            )
         self.id = account.id
         self.name = account.name
         self.register_outputs({"id": account.id, "name": account.name, "containerIds": self.container_ids})
-
-    def _private_endpoint(
-        self, name: str, group: str, zone_name: str, account_id: pulumi.Output[str], args: BlobStoreArgs
-    ) -> None:
-        child = pulumi.ResourceOptions(parent=self)
-        zone = privatedns.PrivateZone(
-            f"{name}-{group}-zone",
-            private_zone_name=zone_name,
-            resource_group_name=args.resource_group_name,
-            location="global",
-            tags=args.tags,
-            opts=child,
-        )
-        privatedns.VirtualNetworkLink(
-            f"{name}-{group}-link",
-            virtual_network_link_name=f"{name}-{group}-link",
-            private_zone_name=zone.name,
-            resource_group_name=args.resource_group_name,
-            location="global",
-            registration_enabled=False,
-            virtual_network=privatedns.SubResourceArgs(id=args.vnet_id),
-            tags=args.tags,
-            opts=child,
-        )
-        endpoint = network.PrivateEndpoint(
-            f"{name}-{group}-pe",
-            private_endpoint_name=f"{name}-{group}-pe",
-            resource_group_name=args.resource_group_name,
-            location=args.location,
-            subnet=network.SubnetArgs(id=args.endpoints_subnet_id),
-            private_link_service_connections=[
-                network.PrivateLinkServiceConnectionArgs(
-                    name=f"{name}-{group}", private_link_service_id=account_id, group_ids=[group]
-                )
-            ],
-            tags=args.tags,
-            opts=child,
-        )
-        network.PrivateDnsZoneGroup(
-            f"{name}-{group}-dns",
-            private_dns_zone_group_name="default",
-            private_endpoint_name=endpoint.name,
-            resource_group_name=args.resource_group_name,
-            private_dns_zone_configs=[network.PrivateDnsZoneConfigArgs(name=group, private_dns_zone_id=zone.id)],
-            opts=child,
-        )

@@ -1,0 +1,73 @@
+"""A private endpoint with its private DNS zone, the zone's VNet link and the endpoint's zone group.
+
+Every data-plane service the nodes reach (Key Vault, Blob, DFS) is reached only this way: the service's
+public network access is off, and its name resolves to the endpoint's address inside the VNet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_azure_native import network, privatedns
+
+
+@dataclass(frozen=True)
+class PrivateLinkArgs:
+    """Where the endpoint goes and what it serves; ``group`` is the service's sub-resource (vault, blob, dfs)."""
+
+    group: str
+    zone_name: str
+    service_id: pulumi.Input[str]
+    resource_group_name: pulumi.Input[str]
+    location: str
+    vnet_id: pulumi.Input[str]
+    subnet_id: pulumi.Input[str]
+    tags: dict[str, str]
+
+
+def private_endpoint(prefix: str, args: PrivateLinkArgs, *, parent: pulumi.Resource) -> network.PrivateEndpoint:
+    """Declare ``<prefix>-zone``, ``-link``, ``-pe`` and ``-dns`` under ``parent``; returns the endpoint."""
+    child = pulumi.ResourceOptions(parent=parent)
+    zone = privatedns.PrivateZone(
+        f"{prefix}-zone",
+        private_zone_name=args.zone_name,
+        resource_group_name=args.resource_group_name,
+        location="global",
+        tags=args.tags,
+        opts=child,
+    )
+    privatedns.VirtualNetworkLink(
+        f"{prefix}-link",
+        virtual_network_link_name=f"{prefix}-link",
+        private_zone_name=zone.name,
+        resource_group_name=args.resource_group_name,
+        location="global",
+        registration_enabled=False,
+        virtual_network=privatedns.SubResourceArgs(id=args.vnet_id),
+        tags=args.tags,
+        opts=child,
+    )
+    endpoint = network.PrivateEndpoint(
+        f"{prefix}-pe",
+        private_endpoint_name=f"{prefix}-pe",
+        resource_group_name=args.resource_group_name,
+        location=args.location,
+        subnet=network.SubnetArgs(id=args.subnet_id),
+        private_link_service_connections=[
+            network.PrivateLinkServiceConnectionArgs(
+                name=prefix, private_link_service_id=args.service_id, group_ids=[args.group]
+            )
+        ],
+        tags=args.tags,
+        opts=child,
+    )
+    network.PrivateDnsZoneGroup(
+        f"{prefix}-dns",
+        private_dns_zone_group_name="default",
+        private_endpoint_name=endpoint.name,
+        resource_group_name=args.resource_group_name,
+        private_dns_zone_configs=[network.PrivateDnsZoneConfigArgs(name=args.group, private_dns_zone_id=zone.id)],
+        opts=child,
+    )
+    return endpoint
