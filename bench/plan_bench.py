@@ -154,6 +154,14 @@ def growth(small: dict[str, Any], large: dict[str, Any]) -> dict[str, float]:
             per_small = small[mode][clock] / small["resources"]
             per_large = large[mode][clock] / large["resources"]
             out[f"{mode}_{clock[:-2]}"] = per_large / per_small
+    # Marginal overhead: CPU per added resource, toolkit over floor; fixed costs (imports, network) drop out.
+    added = large["resources"] - small["resources"]
+    for floor in ("floor-typed", "floor-raw"):
+        tk = (large["toolkit"]["cpu_s"] - small["toolkit"]["cpu_s"]) / added
+        fl = (large[floor]["cpu_s"] - small[floor]["cpu_s"]) / added
+        out[f"marginal_overhead_vs_{floor}_cpu"] = tk / fl
+        out[f"marginal_ms_per_resource_{floor}"] = 1000 * fl
+    out["marginal_ms_per_resource_toolkit"] = 1000 * (large["toolkit"]["cpu_s"] - small["toolkit"]["cpu_s"]) / added
     return out
 
 
@@ -253,6 +261,12 @@ def table(report: dict[str, Any]) -> str:
             f"  {mode:<12} {g[f'{mode}_register_cpu']:.2f}x / {g[f'{mode}_cpu']:.2f}x / {g[f'{mode}_wall']:.2f}x"
             for mode in MODES
         ]
+        lines.append(
+            f"marginal CPU per added resource: toolkit {g['marginal_ms_per_resource_toolkit']:.1f} ms, "
+            f"typed floor {g['marginal_ms_per_resource_floor-typed']:.1f} ms, "
+            f"raw floor {g['marginal_ms_per_resource_floor-raw']:.1f} ms "
+            f"(toolkit/raw {g['marginal_overhead_vs_floor-raw_cpu']:.2f}x)"
+        )
     lines += ["", "custom data (base64) against Azure's 65,536 bytes"]
     for role, h in report["customData"].items():
         lines.append(f"  {role:<12} {h['bytes']:>7,} bytes, {h['headroom_bytes']:>7,} left ({h['used_pct']:.1f}% used)")

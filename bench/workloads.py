@@ -18,6 +18,7 @@ passed as that resource's output, as the toolkit passes it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import inspect
@@ -26,6 +27,7 @@ import os
 import resource
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -80,8 +82,6 @@ def digest(records: list[dict[str, Any]]) -> str:
 def toolkit(stack: str, stack_file: str, plan_out: str | None) -> dict[str, Any]:
     """Load, validate, register, evaluate, summarise and render the plan of ``stack_file``."""
     clock = Clock()
-    from pathlib import Path  # noqa: PLC0415 - every import is inside the clock on purpose
-
     from gb300 import config, program, rules  # noqa: F401, PLC0415 - program: imports the azure-native modules
     from gb300.plan import render, runner  # noqa: PLC0415
 
@@ -161,80 +161,82 @@ def _kwargs_for(cls: Any, inputs: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+class FloorProgram:
+    """A Pulumi program that re-registers recorded resources, wiring references as outputs."""
+
+    def __init__(self, records: list[dict[str, Any]], classes: dict[str, Any] | None) -> None:
+        self.records = records
+        self.classes = classes  # type token -> typed class, or None for raw CustomResource
+        self.objects: dict[str, pulumi.Resource] = {}
+        self.by_id: dict[str, pulumi.CustomResource] = {}
+        self.by_name: dict[tuple[str, str], pulumi.Resource] = {}
+
+    def wire(self, value: Any) -> Any:
+        if isinstance(value, str) and value in self.by_id:
+            return self.by_id[value].id
+        if isinstance(value, dict):
+            return {k: self.wire(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.wire(v) for v in value]
+        return value
+
+    def register(self, rec: dict[str, Any]) -> None:
+        opts = pulumi.ResourceOptions(parent=self.objects.get(rec["parent"] or ""), protect=rec["protect"] or None)
+        if rec["id"] is None:
+            comp = pulumi.ComponentResource(rec["type"], rec["name"], None, opts)
+            comp.register_outputs({})
+            self.objects[rec["urn"]] = comp
+            return
+        inputs = {k: self.wire(v) for k, v in rec["inputs"].items()}
+        for key, typ in NAME_REFERENCES.items():
+            target = self.by_name.get((typ, str(inputs.get(key))))
+            if target is not None and typ != rec["type"]:
+                inputs[key] = _name_output(target, inputs[key])
+        res: pulumi.CustomResource
+        if self.classes is not None:
+            cls = self.classes[rec["type"]]
+            res = cls(rec["name"], opts=opts, **_kwargs_for(cls, inputs))
+        else:
+            res = pulumi.CustomResource(rec["type"], rec["name"], inputs, opts)
+        self.objects[rec["urn"]] = res
+        self.by_id[rec["id"]] = res
+        for key, typ in NAME_REFERENCES.items():
+            if typ == rec["type"]:
+                self.by_name[(typ, str(rec["inputs"].get(key, rec["name"])))] = res
+
+    def __call__(self) -> None:
+        for rec in self.records:
+            self.register(rec)
+
+
 def floor(plan_file: str, *, typed: bool) -> dict[str, Any]:
     """Register the plan's resources directly with the SDK under the same mocks; return timings and a digest."""
     from pulumi.runtime import settings  # noqa: PLC0415
     from pulumi.runtime.stack import run_pulumi_func  # noqa: PLC0415
     from pulumi.runtime.sync_await import _sync_await  # noqa: PLC0415
 
-    from gb300.plan.mocks import AzureMocks, RecordingMonitor  # noqa: PLC0415 - the same mocks, outside the clock
-    from gb300.plan.runner import PROJECT, _plain  # noqa: PLC0415
+    from gb300.plan import runner  # noqa: PLC0415 - the same mocks and runtime settings, outside the clock
+    from gb300.plan.mocks import AzureMocks, RecordingMonitor  # noqa: PLC0415
 
-    doc = json.loads(open(plan_file, encoding="utf-8").read())  # noqa: PTH123, SIM115 - outside the clock
+    doc = json.loads(Path(plan_file).read_text(encoding="utf-8"))
     stack: str = doc["stack"]
     records: list[dict[str, Any]] = list(parent_first(doc["resources"]))
 
     clock = Clock()
-    classes = {r["type"]: _typed_class(r["type"]) for r in records if typed and r["id"] is not None}
+    classes = {r["type"]: _typed_class(r["type"]) for r in records if r["id"] is not None} if typed else None
     clock.mark("import")
-
-    def program() -> None:
-        objects: dict[str, pulumi.Resource] = {}
-        by_id: dict[str, pulumi.CustomResource] = {}
-        by_name: dict[tuple[str, str], pulumi.Resource] = {}
-
-        def wire(value: Any) -> Any:
-            if isinstance(value, str) and value in by_id:
-                return by_id[value].id
-            if isinstance(value, dict):
-                return {k: wire(v) for k, v in value.items()}
-            if isinstance(value, list):
-                return [wire(v) for v in value]
-            return value
-
-        for rec in records:
-            parent = objects.get(rec["parent"] or "")
-            opts = pulumi.ResourceOptions(parent=parent, protect=rec["protect"] or None)
-            if rec["id"] is None:
-                comp = pulumi.ComponentResource(rec["type"], rec["name"], None, opts)
-                comp.register_outputs({})
-                objects[rec["urn"]] = comp
-                continue
-            inputs = {k: wire(v) for k, v in rec["inputs"].items()}
-            for key, typ in NAME_REFERENCES.items():
-                target = by_name.get((typ, str(inputs.get(key))))
-                if target is not None and typ != rec["type"]:
-                    inputs[key] = _name_output(target, inputs[key])
-            res: pulumi.CustomResource
-            if typed:
-                cls = classes[rec["type"]]
-                res = cls(rec["name"], opts=opts, **_kwargs_for(cls, inputs))
-            else:
-                res = pulumi.CustomResource(rec["type"], rec["name"], inputs, opts)
-            objects[rec["urn"]] = res
-            by_id[rec["id"]] = res
-            for key, typ in NAME_REFERENCES.items():
-                if typ == rec["type"]:
-                    by_name[(typ, str(rec["inputs"].get(key, rec["name"])))] = res
-
     mocks = AzureMocks()
     monitor = RecordingMonitor(mocks)
-    settings.reset_options(project=PROJECT, stack=stack, preview=True)
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor)
-    _sync_await(run_pulumi_func(program))
+    settings.reset_options(project=runner.PROJECT, stack=stack, preview=True)
+    pulumi.runtime.set_mocks(mocks, project=runner.PROJECT, stack=stack, preview=True, monitor=monitor)
+    # The toolkit's plan pauses the cyclic GC while registering (where it does): the floor runs alike.
+    with getattr(runner, "gc_paused", contextlib.nullcontext)():
+        _sync_await(run_pulumi_func(FloorProgram(records, classes)))
     clock.mark("register")
     out = clock.result()
+    keys = ("urn", "type", "name", "parent", "protect", "id")
     registered = [
-        {
-            "urn": r.urn,
-            "type": r.type,
-            "name": r.name,
-            "parent": r.parent,
-            "protect": r.protect,
-            "id": r.id,
-            "inputs": _plain(r.inputs),
-        }
-        for r in monitor.registrations
+        {**{k: getattr(r, k) for k in keys}, "inputs": runner._plain(r.inputs)} for r in monitor.registrations
     ]
     out |= {"resources": len(registered), "peak_rss_mib": peak_rss_mib(), "digest": digest(registered)}
     return out
