@@ -137,8 +137,12 @@ def parent_first(records: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 
 
 def _typed_class(typ: str) -> Any:
-    _, module, name = typ.split(":")
-    return getattr(importlib.import_module(f"pulumi_azure_native.{module}"), name)
+    """The SDK class of a type token: ``azure-native:network:Subnet`` -> ``pulumi_azure_native.network.Subnet``,
+    ``random:index/randomBytes:RandomBytes`` -> ``pulumi_random.RandomBytes``."""
+    package, module, name = typ.split(":")
+    module = module.split("/")[0]
+    path = f"pulumi_{package.replace('-', '_')}" + ("" if module == "index" else f".{module}")
+    return getattr(importlib.import_module(path), name)
 
 
 def _normal(key: str) -> str:
