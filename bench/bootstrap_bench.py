@@ -37,10 +37,28 @@ def _custom_data(plan_file: Path, role: str) -> str | None:
     return None
 
 
+def rendered_sizes() -> dict[str, dict[str, int]]:
+    """Per role, the renderer's custom data size (base64 of gzip, what Azure receives) and its base64 size
+    without gzip; empty without the bootstrap renderer."""
+    try:
+        from gb300.bootstrap import BootstrapContext, known_roles, render_custom_data  # noqa: PLC0415
+    except ImportError:
+        return {}
+    out = {}
+    try:
+        for role in known_roles():
+            rendered = render_custom_data(BootstrapContext.for_pool(role=role, cluster_name="ref", pool_name="train"))
+            plain_b64 = -(-len(rendered.cloud_config.encode()) // 3) * 4
+            out[role] = {"bytes": int(rendered.size_bytes), "uncompressed_base64_bytes": plain_b64}
+    except Exception:  # noqa: BLE001 - a changed renderer API must not sink the plan numbers
+        return {}
+    return out
+
+
 def _rendered(role: str) -> str | None:
     """The role's cloud-config from the bootstrap renderer (issue 3's API), or None without one."""
     try:
-        from gb300.bootstrap import BootstrapContext, render_custom_data  # type: ignore[attr-defined]  # noqa: PLC0415
+        from gb300.bootstrap import BootstrapContext, render_custom_data  # noqa: PLC0415
     except ImportError:
         return None
     try:
