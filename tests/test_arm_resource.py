@@ -7,7 +7,7 @@ from typing import Any
 
 import pulumi
 import pytest
-from pulumi_azure_native import resources
+from pulumi_azure_native import monitor, resources
 
 from gb300.components.arm_resource import TYPE, ArmResource
 from gb300.plan import PlanResult, runner
@@ -72,3 +72,26 @@ def test_provider_version_is_pinned_like_the_typed_classes(monkeypatch: pytest.M
     versions = _VersionRecorder.versions
     assert versions["generic"]
     assert versions["generic"] == versions["typed"]
+
+
+def test_rack_log_association_is_what_the_typed_class_registers(dev_plan: PlanResult) -> None:
+    """A rack's data collection rule association has the URN, parent and inputs the typed class gives it."""
+    rec = next(r for r in dev_plan.resources if r.name == "dev-train-0001-logs")
+    assert rec.parent is not None
+    parent_type, parent_name = rec.parent.split("::")[-2].split("$")[-1], rec.parent.split("::")[-1]
+    i: dict[str, Any] = rec.inputs
+
+    def typed() -> None:
+        owner = pulumi.ComponentResource(parent_type, parent_name)
+        monitor.DataCollectionRuleAssociation(
+            rec.name,
+            association_name=i["associationName"],
+            data_collection_rule_id=i["dataCollectionRuleId"],
+            resource_uri=i["resourceUri"],
+            opts=pulumi.ResourceOptions(parent=owner),
+        )
+        owner.register_outputs({})
+
+    expected = next(r for r in runner.register("dev", {}, program=typed) if r.name == rec.name)
+    assert (rec.type, rec.urn, rec.parent) == (expected.type, expected.urn, expected.parent)
+    assert json.dumps(rec.inputs, sort_keys=True) == json.dumps(expected.inputs, sort_keys=True)
