@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
-from pulumi_azure_native import network, resources
+from pulumi_azure_native import network
 
 from gb300.catalog import FabricModel, Sku
 from gb300.components import scale_set
+from gb300.components.arm_resource import ArmResource
 
 RACK_INDEX_WIDTH = 4  # r0001..r9999: names never change when a pool grows past 99 or 999 racks
 
@@ -138,21 +139,22 @@ class GpuPool(pulumi.ComponentResource):
             capacity_reservation_group_id=args.capacity_reservation_group_id,
             extensions=args.extensions,
         )
-        vmss = resources.Resource(
+        # Inputs in the order the typed class sends them, so the plan JSON stays byte for byte the same.
+        vmss = ArmResource(
             name,
-            resource_name_=name,
-            resource_group_name=args.resource_group_name,
-            resource_provider_namespace="Microsoft.Compute",
-            parent_resource_path="",
-            resource_type="virtualMachineScaleSets",
-            api_version=args.fabric.scale_set_api_version.value,
-            location=args.location,
-            sku=resources.SkuArgs(**scale_set.sku(spec)),
-            identity=resources.IdentityArgs(
-                type=resources.ResourceIdentityType.USER_ASSIGNED, user_assigned_identities=[args.identity_id]
-            ),
-            properties=scale_set.properties(spec),
-            tags=tags,
+            {
+                "apiVersion": args.fabric.scale_set_api_version.value,
+                "identity": {"type": "UserAssigned", "userAssignedIdentities": [args.identity_id]},
+                "location": args.location,
+                "parentResourcePath": "",
+                "properties": scale_set.properties(spec),
+                "resourceGroupName": args.resource_group_name,
+                "resourceName": name,
+                "resourceProviderNamespace": "Microsoft.Compute",
+                "resourceType": "virtualMachineScaleSets",
+                "sku": scale_set.sku(spec),
+                "tags": tags,
+            },
             opts=pulumi.ResourceOptions(parent=self),
         )
         return vmss.id

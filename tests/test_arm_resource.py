@@ -1,0 +1,97 @@
+"""The rack scale set, registered without the typed class's alias list, reaches the engine unchanged."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pytest
+from pulumi_azure_native import monitor, resources
+
+from gb300.components.arm_resource import TYPE, ArmResource
+from gb300.plan import PlanResult, runner
+from gb300.plan.mocks import RecordingMonitor
+
+
+def _rack(plan: PlanResult) -> runner.ResourceRecord:
+    return next(r for r in plan.resources if r.type == TYPE)
+
+
+def test_rack_scale_set_is_what_the_typed_class_registers(dev_plan: PlanResult) -> None:
+    """The dev plan's rack scale set has the URN, parent, protect flag and inputs the typed class gives it."""
+    rack = _rack(dev_plan)
+    i: dict[str, Any] = rack.inputs
+
+    def typed() -> None:
+        pool = pulumi.ComponentResource("gb300:compute:GpuPool", "dev-train")
+        resources.Resource(
+            rack.name,
+            resource_name_=i["resourceName"],
+            resource_group_name=i["resourceGroupName"],
+            resource_provider_namespace=i["resourceProviderNamespace"],
+            parent_resource_path=i["parentResourcePath"],
+            resource_type=i["resourceType"],
+            api_version=i["apiVersion"],
+            location=i["location"],
+            sku=resources.SkuArgs(**i["sku"]),
+            identity=resources.IdentityArgs(
+                type=resources.ResourceIdentityType.USER_ASSIGNED,
+                user_assigned_identities=i["identity"]["userAssignedIdentities"],
+            ),
+            properties=i["properties"],
+            tags=i["tags"],
+            opts=pulumi.ResourceOptions(parent=pool),
+        )
+        pool.register_outputs({})
+
+    expected = next(r for r in runner.register("dev", {}, program=typed) if r.type == TYPE)
+    assert (rack.urn, rack.parent, rack.protect) == (expected.urn, expected.parent, expected.protect)
+    assert json.dumps(rack.inputs, sort_keys=True) == json.dumps(expected.inputs, sort_keys=True)
+
+
+class _VersionRecorder(RecordingMonitor):
+    versions: dict[str, str] = {}  # noqa: RUF012 - filled per test by the class under test
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - the gRPC method name
+        _VersionRecorder.versions[request.name] = request.version
+        return super().RegisterResource(request)
+
+
+def test_provider_version_is_pinned_like_the_typed_classes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ArmResource asks the engine for the same azure-native provider version a typed class asks for."""
+    monkeypatch.setattr(runner, "RecordingMonitor", _VersionRecorder)
+    _VersionRecorder.versions = {}
+
+    def program() -> None:
+        resources.ResourceGroup("typed", resource_group_name="rg", location="eastus2")
+        inputs = {"resourceProviderNamespace": "Microsoft.Compute", "resourceType": "virtualMachineScaleSets"}
+        ArmResource("generic", inputs)
+
+    runner.register("dev", {}, program=program)
+    versions = _VersionRecorder.versions
+    assert versions["generic"]
+    assert versions["generic"] == versions["typed"]
+
+
+def test_rack_log_association_is_what_the_typed_class_registers(dev_plan: PlanResult) -> None:
+    """A rack's data collection rule association has the URN, parent and inputs the typed class gives it."""
+    rec = next(r for r in dev_plan.resources if r.name == "dev-train-0001-logs")
+    assert rec.parent is not None
+    parent_type, parent_name = rec.parent.split("::")[-2].split("$")[-1], rec.parent.split("::")[-1]
+    i: dict[str, Any] = rec.inputs
+
+    def typed() -> None:
+        owner = pulumi.ComponentResource(parent_type, parent_name)
+        monitor.DataCollectionRuleAssociation(
+            rec.name,
+            association_name=i["associationName"],
+            data_collection_rule_id=i["dataCollectionRuleId"],
+            resource_uri=i["resourceUri"],
+            opts=pulumi.ResourceOptions(parent=owner),
+        )
+        owner.register_outputs({})
+
+    expected = next(r for r in runner.register("dev", {}, program=typed) if r.name == rec.name)
+    assert (rec.type, rec.urn, rec.parent) == (expected.type, expected.urn, expected.parent)
+    assert json.dumps(rec.inputs, sort_keys=True) == json.dumps(expected.inputs, sort_keys=True)
