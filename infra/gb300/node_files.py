@@ -16,6 +16,7 @@ from typing import Any
 import jinja2
 
 from gb300 import storage_facts
+from gb300.bootstrap.context import ExtraFile as NodeFile  # one file type for write_files
 from gb300.components import monitoring as monitoring_component
 from gb300.config import StackConfig
 from gb300.paths import CLOUD_INIT_DIR, TEMPLATES_DIR
@@ -29,15 +30,6 @@ DEPLOY_TAGS: dict[str, str] = {
 }
 STEP_DIR = "/usr/local/lib/gb300/features"  # not steps/: the bootstrap puts each step's wrapper there
 IMDS_TAG = "/usr/local/lib/gb300/imds-tag"
-
-
-@dataclass(frozen=True)
-class NodeFile:
-    """One file a node gets: where, what, and its mode."""
-
-    path: str
-    content: str
-    permissions: str = "0644"
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from gb300.bootstrap.context import ExtraFile as NodeFile  # one file type for write_files
 from gb300.paths import CLOUD_INIT_DIR, PACKAGE_DIR
 from gb300.slurm.config import SlurmCluster, SlurmPool, render
 
@@ -44,15 +45,6 @@ _GENERATOR = ("__init__.py", "hostlist.py", "topology.py")
 _VAULT = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$")
 _POOL = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 _NODE_SHAPE = ("pool", "cpus", "real_memory_mib", "gpus")
-
-
-@dataclass(frozen=True)
-class NodeFile:
-    """One file for cloud-init's ``write_files``: absolute path, content and octal permissions."""
-
-    path: str
-    content: str
-    permissions: str = "0644"
 
 
 @dataclass(frozen=True)
