@@ -189,7 +189,7 @@ STUBS = {
 def _sandbox(tmp_path: Path, storage_env: str) -> tuple[dict[str, str], Path]:
     root = tmp_path / "root"
     (root / "usr/local/lib/gb300").mkdir(parents=True)
-    shutil.copy(REPO_ROOT / "tests/fixtures/gb300-lib-stub.sh", root / "usr/local/lib/gb300/lib.sh")
+    shutil.copy(REPO_ROOT / "cloud-init/lib/gb300-lib.sh", root / "usr/local/lib/gb300/lib.sh")
     (root / "etc/gb300").mkdir(parents=True)
     (root / "etc/gb300/storage.env").write_text(storage_env)
     (root / "etc/fstab").write_text("UUID=abc / ext4 defaults 0 1\n")
@@ -299,7 +299,7 @@ def test_prometheus_agent_step_labels_targets(tmp_path: Path, files: dict[str, n
     """87-prometheus-agent fills the remote-write target from the VM's tags and labels its scrape targets."""
     root = tmp_path / "root"
     (root / "usr/local/lib/gb300").mkdir(parents=True)
-    shutil.copy(REPO_ROOT / "tests/fixtures/gb300-lib-stub.sh", root / "usr/local/lib/gb300/lib.sh")
+    shutil.copy(REPO_ROOT / "cloud-init/lib/gb300-lib.sh", root / "usr/local/lib/gb300/lib.sh")
     (root / "etc/gb300").mkdir(parents=True)
     (root / "etc/gb300/monitoring.env").write_text(files["/etc/gb300/monitoring.env"].content)
     (root / "etc/gb300/prometheus-agent.yml.in").write_text(files["/etc/gb300/prometheus-agent.yml.in"].content)

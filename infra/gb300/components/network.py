@@ -65,17 +65,7 @@ class Network(pulumi.ComponentResource):
         )
         nat_id: pulumi.Output[str] | None = None
         if args.nat_gateway:
-            nat_ip = network.PublicIPAddress(
-                f"{name}-nat-ip",
-                public_ip_address_name=f"{name}-nat-ip",
-                resource_group_name=rg,
-                location=args.location,
-                sku=network.PublicIPAddressSkuArgs(name="Standard"),
-                public_ip_allocation_method="Static",
-                zones=[args.zone] if args.zone else None,
-                tags=args.tags,
-                opts=child,
-            )
+            nat_ip = self._public_ip(f"{name}-nat-ip", args, zonal=True)
             nat = network.NatGateway(
                 f"{name}-nat",
                 nat_gateway_name=f"{name}-nat",
@@ -122,16 +112,7 @@ class Network(pulumi.ComponentResource):
             self.subnet_ids[plan.role] = subnet.id
 
         if args.bastion and "bastion" in self.subnet_ids:
-            bastion_ip = network.PublicIPAddress(
-                f"{name}-bastion-ip",
-                public_ip_address_name=f"{name}-bastion-ip",
-                resource_group_name=rg,
-                location=args.location,
-                sku=network.PublicIPAddressSkuArgs(name="Standard"),
-                public_ip_allocation_method="Static",
-                tags=args.tags,
-                opts=child,
-            )
+            bastion_ip = self._public_ip(f"{name}-bastion-ip", args, zonal=False)
             network.BastionHost(
                 f"{name}-bastion",
                 bastion_host_name=f"{name}-bastion",
@@ -152,6 +133,20 @@ class Network(pulumi.ComponentResource):
 
         self.vnet_id = vnet.id
         self.register_outputs({"vnetId": vnet.id, "subnetIds": self.subnet_ids})
+
+    def _public_ip(self, name: str, args: NetworkArgs, *, zonal: bool) -> network.PublicIPAddress:
+        """A Standard static public address for a service endpoint (NAT egress, Bastion), never for a NIC."""
+        return network.PublicIPAddress(
+            name,
+            public_ip_address_name=name,
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            sku=network.PublicIPAddressSkuArgs(name="Standard"),
+            public_ip_allocation_method="Static",
+            zones=[args.zone] if zonal and args.zone else None,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
     @staticmethod
     def _rules(plan: SubnetPlan, args: NetworkArgs, by_role: dict[Role, SubnetPlan]) -> list[network.SecurityRuleArgs]:
