@@ -149,7 +149,7 @@ def test_plugstack_loads_pyxis_and_cgroup_constrains_devices() -> None:
     assert (
         files["plugstack.conf"]
         .rstrip()
-        .endswith("required /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis")
+        .endswith("optional /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis")
     )
     assert settings(parse(files["cgroup.conf"]))["ConstrainDevices"] == "yes"
 
