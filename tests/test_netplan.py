@@ -43,3 +43,18 @@ def test_too_small_space_is_carved_but_marked() -> None:
     gpu = next(p for p in plans if p.role == "gpu")
     assert not gpu.fits
     assert gpu.size - 5 < 1152
+
+
+def test_gpu_subnet_can_be_sized_for_growth() -> None:
+    """A requested GPU prefix length leaves room to add racks later, and the small subnets still fit."""
+    plans = netplan.carve("10.40.0.0/16", gpu_vms=18, reserved=5, gpu_prefix=20)
+    gpu = next(p for p in plans if p.role == "gpu")
+    assert gpu.prefix == "10.40.0.0/20"
+    assert gpu.fits
+    assert all(p.fits for p in plans)
+
+
+def test_requested_gpu_prefix_too_small_is_left_for_the_rule() -> None:
+    """A requested prefix smaller than the pools need is carved as asked; subnet-fits-pool reports it."""
+    gpu = next(p for p in netplan.carve("10.40.0.0/16", gpu_vms=1152, reserved=5, gpu_prefix=24) if p.role == "gpu")
+    assert gpu.size - 5 < 1152

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -11,7 +12,7 @@ import pulumi
 import pytest
 
 from gb300 import cli
-from gb300.plan import PlanResult
+from gb300.plan import PlanResult, run_plan
 
 ARM_ID = re.compile(r"^/subscriptions/[0-9a-f-]{36}/resourceGroups/[^/]+(/providers/[A-Za-z.]+/.+)?$")
 
@@ -92,3 +93,13 @@ def test_program_reads_config_the_engine_passes(dev_raw: dict[str, Any], monkeyp
     monkeypatch.setenv("PULUMI_CONFIG", json.dumps(config.to_pulumi_config(dev_raw)))
     pulumi.runtime.set_all_config({})
     assert program.read_config() == config.parse(dev_raw)
+
+
+def test_gpu_subnet_sized_for_growth(dev_raw: dict[str, Any]) -> None:
+    """``gb300:network.gpuSubnetPrefixLength`` gives one rack a subnet with room for 56 more, and plans clean."""
+    raw = copy.deepcopy(dev_raw)
+    raw["network"] = {**raw["network"], "gpuSubnetPrefixLength": 22}
+    plan = run_plan("dev", raw)
+    gpu = next(s for s in plan.summary["subnets"] if s["name"] == "gpu")
+    assert gpu == {"name": "gpu", "prefix": "10.41.0.0/22", "usable": 1019, "used": 18}
+    assert not [f for f in plan.findings if f.level.label == "error"]

@@ -204,6 +204,7 @@ class NetworkSettings(_Model):
     address_space: Cidr = "10.40.0.0/16"
     bastion: bool = True
     nat_gateway: bool = True
+    gpu_subnet_prefix_length: Annotated[int, Field(ge=8, le=29, strict=True)] | None = None
 
 
 class GpuPool(_Model):

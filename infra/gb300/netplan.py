@@ -55,14 +55,19 @@ def carve(
     reserved: int,
     roles: tuple[Role, ...] = ("gpu", "head", "storage", "endpoints", "bastion"),
     storage_prefix: int | None = None,
+    gpu_prefix: int | None = None,
 ) -> list[SubnetPlan]:
-    """Carve one subnet per role, largest first, each aligned to its size, in address order."""
+    """Carve one subnet per role, largest first, each aligned to its size, in address order.
+
+    The GPU subnet is the smallest block that holds ``gpu_vms`` unless ``gpu_prefix`` asks for a size
+    (room to add racks later: a subnet with VMs in it cannot simply be resized).
+    """
     space = ipaddress.IPv4Network(address_space)
     wanted: dict[Role, int] = {}
     needed: dict[Role, int] = {}
     for role in roles:
         if role == "gpu":
-            wanted[role] = prefix_for(gpu_vms + reserved)
+            wanted[role] = gpu_prefix if gpu_prefix is not None else prefix_for(gpu_vms + reserved)
             needed[role] = gpu_vms
         elif role == "storage" and storage_prefix is not None:
             wanted[role] = storage_prefix

@@ -38,6 +38,7 @@ def subnet_plan(cfg: StackConfig, *, lustre_addresses: int | None = None) -> lis
         reserved=reserved,
         roles=roles,
         storage_prefix=storage_prefix,
+        gpu_prefix=cfg.network.gpu_subnet_prefix_length,
     )
 
 
