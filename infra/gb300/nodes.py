@@ -95,13 +95,15 @@ def render(role: str, cfg: StackConfig, pool: GpuPool | None = None) -> CustomDa
     # Storage and monitoring first (Slurm's steps expect the shared filesystem mounted), then Slurm.
     feature_files = [bootstrap.ExtraFile.of(f) for f in node_files.node_files(cfg, pool_name, role)]
     feature_steps = [bootstrap.ExtraStep(s.name, s.command) for s in node_files.steps_for(cfg, role)]
-    ctx = bootstrap.BootstrapContext.for_pool(
+    # The software set resolved above (versions.yaml with gb300:software applied) serves the Slurm pins and
+    # the bootstrap alike, so the versions file is read and the overrides applied once per role.
+    ctx = bootstrap.BootstrapContext(
         role=role,
         cluster_name=cfg.cluster.name,
         pool_name=pool_name,
-        software_overrides=cfg.software,
-        extra_files=[*feature_files, *files],
-        extra_steps=[*feature_steps, *(bootstrap.ExtraStep(name, f"{slurm_files.SBIN}/{name}") for name in steps)],
+        software=software,
+        extra_files=(*feature_files, *files),
+        extra_steps=(*feature_steps, *(bootstrap.ExtraStep(name, f"{slurm_files.SBIN}/{name}") for name in steps)),
     )
     rendered = bootstrap.render_custom_data(ctx)
     return CustomData(role, rendered.custom_data, rendered.sha256, rendered.cloud_config)
