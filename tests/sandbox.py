@@ -48,6 +48,8 @@ class Machine:
     files: dict[str, str] = field(default_factory=dict)
     # kernel modules loaded at boot (directories under /sys/module)
     modules: list[str] = field(default_factory=list)
+    # URL -> local file the stand-in curl serves for it (other URLs get a one-line text stub)
+    downloads: dict[str, str] = field(default_factory=dict)
 
 
 def hpc_image_machine() -> Machine:

@@ -262,8 +262,13 @@ def logger(args: list[str], state: dict) -> int:
 
 
 def curl(args: list[str], state: dict) -> int:
-    out = args[args.index("-o") + 1]
-    Path(out).write_text(f"stand-in download of {args[-1]}\n")
+    """Serve a recorded file for a URL listed in state["downloads"] (URL -> fixture path), else a text stub."""
+    out, url = args[args.index("-o") + 1], args[-1]
+    served = state.get("downloads", {}).get(url)
+    if served is not None:
+        Path(out).write_bytes(Path(served).read_bytes())
+    else:
+        Path(out).write_text(f"stand-in download of {url}\n")
     return 0
 
 

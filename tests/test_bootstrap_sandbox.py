@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bootstrap_helpers import REFERENCE_CLUSTER, render_role
 from gb300.bootstrap import BootstrapContext, ExtraFile, ExtraStep, load_software, render_custom_data
-from gb300.bootstrap.software import VERSIONS_FILE
 from sandbox import Machine, RunResult, Sandbox, hpc_image_machine
 
 pytestmark = pytest.mark.slow
@@ -161,31 +160,65 @@ def _plain_ubuntu() -> Machine:
     return machine
 
 
-def test_plain_ubuntu_refuses_unchecked_downloads(tmp_path: Path) -> None:
-    """On plain Ubuntu, a repository key with no pinned sha256 is not downloaded; the reason says so."""
-    box = _sandbox(tmp_path, _plain_ubuntu())
+KEYS = Path(__file__).parent / "fixtures" / "keys"
+# The primary-key fingerprints of the fixture keys (gpg --show-keys tests/fixtures/keys/<name>.asc).
+REPO_KEY = ("repo-signing.asc", "C08AF28EE2631D8C289BEAC2E32B5DBF675A3747")
+OTHER_KEY = ("other-signing.asc", "838914C0EC5A6D8D321EBA14368FCF6C86A57DBA")
+
+
+def _plain_ubuntu_box(tmp_path: Path, pinned: str | None, served: str | None) -> Sandbox:
+    """Plain Ubuntu with every repository key pinned to `pinned` (None: no key pinned) in a checksums file,
+    and the stand-in curl serving the fixture key `served` (None: a text stub) at every key URL."""
+    repos = load_software().repos
+    keys = {r.key_url: {"fingerprints": [pinned], "status": "verified", "source": "test"} for r in repos}
+    checksums = tmp_path / "checksums.yaml"
+    checksums.write_text(yaml.safe_dump({"files": {}, "keys": keys if pinned else {}}))
+    machine = _plain_ubuntu()
+    if served is not None:
+        machine.downloads = {r.key_url: str(KEYS / served) for r in repos}
+    ctx = BootstrapContext(
+        role="gpu-node",
+        cluster_name=REFERENCE_CLUSTER,
+        pool_name="gpu-a",
+        software=load_software(checksums=checksums),
+    )
+    return _sandbox(tmp_path, machine, render_custom_data(ctx).cloud_config)
+
+
+def test_plain_ubuntu_refuses_a_repository_key_with_no_pinned_fingerprint(tmp_path: Path) -> None:
+    """A repository whose key has no fingerprint in checksums.yaml is never added; the reason says what to run."""
+    box = _plain_ubuntu_box(tmp_path, pinned=None, served=REPO_KEY[0])
     assert not box.run().ok
     status = _status(box)
     assert status["step"] == "20-nvidia-driver"
-    assert "pins no sha256" in status["reason"]
+    assert "pins no fingerprint" in status["reason"]
+    assert "gb300 software lock" in status["reason"]
     assert not [c for c in box.calls() if c.startswith("MUTATE curl")]
+    assert not box.path("/etc/apt/sources.list.d/gb300-cuda-sbsa.list").exists()
+
+
+def test_plain_ubuntu_refuses_a_repository_key_that_is_not_the_pinned_one(tmp_path: Path) -> None:
+    """A vendor URL that serves a different (rotated or substituted) key is refused and nothing is trusted."""
+    box = _plain_ubuntu_box(tmp_path, pinned=REPO_KEY[1], served=OTHER_KEY[0])
+    assert not box.run().ok
+    status = _status(box)
+    assert status["step"] == "20-nvidia-driver"
+    assert f"signing key {OTHER_KEY[1]}" in status["reason"]
+    assert "is not pinned" in status["reason"]
+    assert not box.path("/etc/apt/keyrings/gb300-cuda-sbsa.asc").exists()
+    assert not [c for c in box.calls() if c.startswith("MUTATE apt-get") and " install " in c]
+
+
+def test_plain_ubuntu_refuses_a_key_url_that_serves_no_key(tmp_path: Path) -> None:
+    """An error page or any non-key file at the key URL fails the step with a reason, not an apt error later."""
+    box = _plain_ubuntu_box(tmp_path, pinned=REPO_KEY[1], served=None)
+    assert not box.run().ok
+    assert "holds no OpenPGP public key" in _status(box)["reason"]
 
 
 def test_plain_ubuntu_installs_pinned_versions_from_vendor_repositories(tmp_path: Path) -> None:
-    """With key checksums pinned, plain Ubuntu installs each pinned package from its arm64/sbsa repo."""
-    text = VERSIONS_FILE.read_text()
-    for repo in load_software().repos:
-        digest = hashlib.sha256(f"stand-in download of {repo.key_url}\n".encode()).hexdigest()
-        text = text.replace(
-            f'key_url: "{repo.key_url}"\n    key_sha256: null',
-            f'key_url: "{repo.key_url}"\n    key_sha256: "{digest}"',
-        )
-    versions = tmp_path / "versions.yaml"
-    versions.write_text(text)
-    ctx = BootstrapContext(
-        role="gpu-node", cluster_name=REFERENCE_CLUSTER, pool_name="gpu-a", software=load_software(versions)
-    )
-    box = _sandbox(tmp_path, _plain_ubuntu(), render_custom_data(ctx).cloud_config)
+    """With the keys' fingerprints pinned, plain Ubuntu installs each pinned package from its arm64/sbsa repo."""
+    box = _plain_ubuntu_box(tmp_path, pinned=REPO_KEY[1], served=REPO_KEY[0])
     box.run()
     installs = " ".join(c for c in box.calls() if c.startswith("MUTATE apt-get") and " install " in c)
     for pinned in (
@@ -197,6 +230,10 @@ def test_plain_ubuntu_installs_pinned_versions_from_vendor_repositories(tmp_path
     ):
         assert pinned in installs
     assert "signed-by=/etc/apt/keyrings/gb300-cuda-sbsa.asc" in box.read("/etc/apt/sources.list.d/gb300-cuda-sbsa.list")
+    assert box.path("/etc/apt/keyrings/gb300-cuda-sbsa.asc").read_bytes() == (KEYS / REPO_KEY[0]).read_bytes()
+    # Each key is downloaded once: the repositories shared by several components reuse the checked file.
+    key_downloads = [c for c in box.calls() if c.startswith("MUTATE curl") and c.endswith("3bf863cc.pub")]
+    assert len(key_downloads) == 1
     # The sharp plugin and nccl-tests are built by the image, not at boot: the reason says what to do.
     status = _status(box)
     assert status["step"] == "40-nccl"

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
+import yaml
 
 from gb300.bootstrap import (
+    BootstrapDataError,
     SoftwareOverrideError,
     apply_software_overrides,
     check_software_overrides,
     load_nccl,
     load_software,
 )
+from gb300.bootstrap.software import VERSIONS_FILE, load_checksums
 
 DOMAIN_SECTION_4 = {
     "nvidia-driver": "580.126.20",
@@ -37,14 +43,72 @@ def test_every_component_says_where_its_version_comes_from() -> None:
         assert item.source, item.name
 
 
-def test_downloaded_files_carry_a_checksum_or_are_marked_unverified() -> None:
-    """A downloaded file has a sha256, or its entry is marked unverified (and the node refuses it)."""
+def test_every_pin_in_checksums_yaml_is_used_and_says_where_it_comes_from() -> None:
+    """Each checksums.yaml entry names a URL some node downloads (no orphans) and carries a status and source."""
     software = load_software()
-    for comp in software.components:
-        for file in comp.files:
-            assert file.sha256 or comp.status == "unverified", file.url
-    for repo in software.repos:
-        assert repo.key_sha256 or repo.status == "unverified", repo.name
+    checksums = load_checksums()
+    urls = {f.url for c in software.components for f in c.files} | {r.key_url for r in software.repos}
+    for pin in (*checksums.files.values(), *checksums.keys.values()):
+        assert pin.url in urls, f"checksums.yaml pins {pin.url}, which no component or repository downloads"
+        assert pin.status in {"verified", "unverified"}, pin.url
+        assert pin.source, pin.url
+
+
+def test_checksums_reach_the_files_and_keys_they_pin(tmp_path: Path) -> None:
+    """A sha256 pinned for a rendered URL reaches that file; a key's fingerprints reach its repository."""
+    software = load_software()
+    enroot = software.component("enroot")
+    cuda_repo = next(r for r in software.repos if r.name == "cuda-sbsa")
+    digest = "ab" * 32
+    checksums = tmp_path / "checksums.yaml"
+    checksums.write_text(
+        yaml.safe_dump(
+            {
+                "files": {enroot.files[0].url: {"sha256": digest, "status": "verified", "source": "test"}},
+                "keys": {cuda_repo.key_url: {"fingerprints": ["ab12 " * 10], "status": "verified", "source": "t"}},
+            }
+        )
+    )
+    pinned = load_software(checksums=checksums)
+    assert pinned.component("enroot").files[0].sha256 == digest
+    assert pinned.component("enroot").files[1].sha256 is None
+    assert next(r for r in pinned.repos if r.name == "cuda-sbsa").key_fingerprints == ("AB12" * 10,)
+    assert ("file", "enroot", enroot.files[1].url) in pinned.unpinned()
+    assert ("key", "cuda-sbsa", cuda_repo.key_url) not in pinned.unpinned()
+    # Overriding the version renders another URL, which the old checksum does not cover.
+    moved = apply_software_overrides({"enroot": "3.4.1"}, checksums=checksums)
+    assert moved.component("enroot").files[0].sha256 is None
+    assert "3.4.1" in moved.component("enroot").files[0].url
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("files:\n  http://x/a: {sha256: " + "a" * 64 + ", status: verified, source: s}\n", "must be https:// URLs"),
+        ("files:\n  https://x/a: {sha256: ABC, status: verified, source: s}\n", "64 lowercase hex digits"),
+        ("keys:\n  https://x/k: {fingerprints: [1234], status: verified, source: s}\n", "40 hex digits each"),
+        ("keys:\n  https://x/k: {fingerprints: [], status: verified, source: s}\n", "must be a non-empty list"),
+        ("files:\n  https://x/a: {sha256: " + "a" * 64 + ", status: verified}\n", "https://x/a.source: must be"),
+        ("hashes: {}\n", "unknown section 'hashes'"),
+    ],
+)
+def test_a_bad_checksums_entry_is_named(tmp_path: Path, text: str, message: str) -> None:
+    """A malformed checksums.yaml entry fails loading with a message naming the entry."""
+    path = tmp_path / "checksums.yaml"
+    path.write_text(text)
+    with pytest.raises(BootstrapDataError, match=re.escape(message)):
+        load_checksums(path)
+
+
+def test_a_checksum_inline_in_versions_yaml_is_refused(tmp_path: Path) -> None:
+    """Checksums have one home: a sha256 written next to a URL in versions.yaml is an error that says where."""
+    text = VERSIONS_FILE.read_text().replace(
+        '_{version}-1_arm64.deb"\n', '_{version}-1_arm64.deb"\n        sha256: "' + "a" * 64 + '"\n', 1
+    )
+    versions = tmp_path / "versions.yaml"
+    versions.write_text(text)
+    with pytest.raises(BootstrapDataError, match=r"components\.enroot\.files\[0\]\.sha256: checksums live in"):
+        load_software(versions)
 
 
 def test_override_changes_version_and_derived_package_names() -> None:

@@ -101,7 +101,7 @@ version_matches() {
 fetch_verified() {
   local url=$1 sha=$2 dest=$3
   if [ -z "$sha" ] || [ "$sha" = "-" ]; then
-    fail "refusing to download ${url}: infra/gb300/data/versions.yaml pins no sha256 for it. Add its sha256, or use the Ubuntu-HPC GB image, which carries the component."
+    fail "refusing to download ${url}: infra/gb300/data/checksums.yaml pins no sha256 for it. Run 'gb300 software lock' on a machine with internet access and redeploy, or use the Ubuntu-HPC GB image, which carries the component."
   fi
   if [ -s "$dest" ] && printf '%s  %s\n' "$sha" "$dest" | sha256sum -c --status; then
     return 0
@@ -115,13 +115,64 @@ fetch_verified() {
   mv -f "${dest}.part" "$dest"
 }
 
+# key_fingerprints FILE: the fingerprint of every primary key in the OpenPGP key FILE, one per line.
+key_fingerprints() {
+  local home
+  home=$(mktemp -d)
+  # --show-keys reads the file without importing it; the throwaway home keeps the node's keyrings untouched.
+  GNUPGHOME="$home" gpg --batch --no-tty --with-colons --show-keys "$1" 2>/dev/null |
+    awk -F: '$1 == "pub" { primary = 1; next } $1 == "fpr" && primary { print $10; primary = 0 }'
+  rm -rf "$home"
+}
+
+# fetch_signing_key URL "FPR..." DEST: place the repository key at DEST only when every primary key in it
+# is one of the pinned fingerprints (a rotated or substituted key is refused, never trusted on first use).
+fetch_signing_key() {
+  local url=$1 pinned=$2 dest=$3 found fpr
+  if [ -z "$pinned" ]; then
+    fail "refusing to trust the signing key at ${url}: infra/gb300/data/checksums.yaml pins no fingerprint for it. Run 'gb300 software lock' on a machine with internet access and redeploy, or use the Ubuntu-HPC GB image, which carries the stack."
+  fi
+  if [ -s "$dest" ]; then
+    found=$(key_fingerprints "$dest")
+    if [ -n "$found" ] && keys_pinned "$found" "$pinned"; then
+      return 0
+    fi
+  fi
+  mkdir -p "$(dirname "$dest")"
+  curl -fsSL --retry 5 --retry-delay 5 -o "${dest}.part" "$url" || fail "download failed: ${url}"
+  found=$(key_fingerprints "${dest}.part")
+  if [ -z "$found" ]; then
+    rm -f "${dest}.part"
+    fail "the file at ${url} holds no OpenPGP public key"
+  fi
+  for fpr in $found; do
+    if ! keys_pinned "$fpr" "$pinned"; then
+      rm -f "${dest}.part"
+      fail "signing key ${fpr} at ${url} is not pinned (pinned: ${pinned}); if the vendor rotated its key, review and re-run 'gb300 software lock'"
+    fi
+  done
+  chmod 0644 "${dest}.part"
+  mv -f "${dest}.part" "$dest"
+}
+
+# keys_pinned "FOUND..." "PINNED...": every fingerprint in FOUND is in PINNED.
+keys_pinned() {
+  local fpr
+  for fpr in $1; do
+    case " $2 " in
+      *" $fpr "*) ;;
+      *) return 1 ;;
+    esac
+  done
+}
+
 # ensure_repo NAME: the vendor apt repository NAME is configured, and apt's lists are current.
 ensure_repo() {
-  local prefix line key_url key_sha list
+  local prefix line key_url key_fprs list
   prefix="GB300_REPO_$(printf '%s' "$1" | tr 'a-z.-' 'A-Z__')"
-  line="${prefix}_LINE" key_url="${prefix}_KEY_URL" key_sha="${prefix}_KEY_SHA256"
+  line="${prefix}_LINE" key_url="${prefix}_KEY_URL" key_fprs="${prefix}_KEY_FINGERPRINTS"
   list="${GB300_ROOT:-}/etc/apt/sources.list.d/gb300-$1.list"
-  fetch_verified "${!key_url:-}" "${!key_sha:-}" "${GB300_ROOT:-}/etc/apt/keyrings/gb300-$1.asc"
+  fetch_signing_key "${!key_url:-}" "${!key_fprs:-}" "${GB300_ROOT:-}/etc/apt/keyrings/gb300-$1.asc"
   write_if_changed "$list" < <(printf '%s\n' "${!line:-}")
   # One apt-get update per boot unless a repository was just added (the marker lives in /run).
   if [ "$GB300_CHANGED" = 1 ] || [ ! -e "${GB300_RUN_DIR}/apt-updated" ]; then

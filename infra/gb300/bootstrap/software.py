@@ -3,6 +3,10 @@
 A component's package names, apt version pattern and download URLs may use `{version}`, `{major}`
 and `{version_dashed}` (13.0 -> 13-0), so overriding only the version keeps them consistent. A
 repository URL may use `{<component>}` for that component's version.
+
+What a node may download is pinned by content in checksums.yaml, keyed by the rendered URL: the sha256
+of each file and the fingerprints of each repository's signing key. A URL without an entry resolves to
+no checksum, and nodes refuse it.
 """
 
 from __future__ import annotations
@@ -17,17 +21,24 @@ from gb300.bootstrap.errors import BootstrapDataError, SoftwareOverrideError
 from gb300.bootstrap.resources import DATA_DIR, load_yaml_mapping
 
 __all__ = [
+    "CHECKSUMS_FILE",
     "VERSIONS_FILE",
     "AptRepo",
+    "Checksums",
     "Component",
     "DownloadFile",
+    "Pin",
     "SoftwareSet",
     "apply_software_overrides",
     "check_software_overrides",
+    "load_checksums",
     "load_software",
 ]
 
 VERSIONS_FILE: Path = DATA_DIR / "versions.yaml"
+CHECKSUMS_FILE: Path = DATA_DIR / "checksums.yaml"
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_FINGERPRINT_RE = re.compile(r"^[0-9A-F]{40}$")
 InstallKind = Literal["apt", "deb", "none"]
 _INSTALL_KINDS: tuple[str, ...] = ("apt", "deb", "none")
 _VERSION_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+~:_-]{0,63}$")
@@ -43,15 +54,85 @@ class DownloadFile:
 
 
 @dataclass(frozen=True)
+class Pin:
+    """One checksums.yaml entry: a file's sha256, or the fingerprints a signing key file may hold."""
+
+    url: str
+    values: tuple[str, ...]
+    status: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Checksums:
+    """checksums.yaml as typed data: pins keyed by the exact URL a node downloads."""
+
+    files: Mapping[str, Pin]
+    keys: Mapping[str, Pin]
+
+    def sha256(self, url: str) -> str | None:
+        pin = self.files.get(url)
+        return pin.values[0] if pin else None
+
+    def fingerprints(self, url: str) -> tuple[str, ...]:
+        pin = self.keys.get(url)
+        return pin.values if pin else ()
+
+
+def _pin(section: str, url: object, raw: object) -> Pin:
+    where = f"checksums.yaml {section}.{url}"
+    if not isinstance(url, str) or not url.startswith("https://"):
+        msg = f"checksums.yaml {section}: keys must be https:// URLs (got {url!r})"
+        raise BootstrapDataError(msg)
+    if not isinstance(raw, Mapping):
+        msg = f"{where}: must be a mapping with status and source (got {raw!r})"
+        raise BootstrapDataError(msg)
+    if section == "files":
+        digest = raw.get("sha256")
+        if not isinstance(digest, str) or not _SHA256_RE.match(digest):
+            msg = f"{where}.sha256: must be 64 lowercase hex digits (got {digest!r})"
+            raise BootstrapDataError(msg)
+        values: tuple[str, ...] = (digest,)
+    else:
+        prints = raw.get("fingerprints")
+        if not isinstance(prints, list) or not prints:
+            msg = f"{where}.fingerprints: must be a non-empty list (got {prints!r})"
+            raise BootstrapDataError(msg)
+        values = tuple(str(p).replace(" ", "").upper() for p in prints)
+        bad = [p for p in values if not _FINGERPRINT_RE.match(p)]
+        if bad:
+            msg = f"{where}.fingerprints: must be 40 hex digits each (got {bad[0]!r})"
+            raise BootstrapDataError(msg)
+    return Pin(url=url, values=values, status=_str(raw, "status", where), source=_str(raw, "source", where))
+
+
+def load_checksums(path: Path | None = None) -> Checksums:
+    """Load checksums.yaml (or `path`); raises BootstrapDataError naming the bad entry."""
+    raw = load_yaml_mapping(path or CHECKSUMS_FILE)
+    unknown = sorted(set(raw) - {"files", "keys"})
+    if unknown:
+        msg = f"checksums.yaml: unknown section {unknown[0]!r} (expected files and keys)"
+        raise BootstrapDataError(msg)
+    sections: dict[str, dict[str, Pin]] = {}
+    for section in ("files", "keys"):
+        body = raw.get(section) or {}
+        if not isinstance(body, Mapping):
+            msg = f"checksums.yaml {section}: must be a mapping of URL to entry (got {body!r})"
+            raise BootstrapDataError(msg)
+        sections[section] = {url: _pin(section, url, entry) for url, entry in body.items()}
+    return Checksums(files=sections["files"], keys=sections["keys"])
+
+
+@dataclass(frozen=True)
 class AptRepo:
-    """A vendor apt repository for arm64/sbsa, with the signing key's URL and checksum."""
+    """A vendor apt repository for arm64/sbsa, with its signing key's URL and pinned fingerprints."""
 
     name: str
     url: str
     suite: str
     components: str
     key_url: str
-    key_sha256: str | None
+    key_fingerprints: tuple[str, ...]
     status: str
     source: str
 
@@ -119,6 +200,15 @@ class SoftwareSet:
         """Component name -> pinned version (None: presence only)."""
         return {c.name: c.version for c in self.components}
 
+    def unpinned(self) -> tuple[tuple[str, str, str], ...]:
+        """What nodes would refuse to download: (kind, owner, url) with kind ``file`` or ``key``.
+
+        ``owner`` is the component (for a file) or the repository (for a key); versions.yaml order.
+        """
+        gaps = [("file", c.name, f.url) for c in self.components for f in c.files if f.sha256 is None]
+        gaps += [("key", r.name, r.key_url) for r in self.repos if not r.key_fingerprints]
+        return tuple(gaps)
+
 
 def _subst(template: str, version: str | None, *, where: str) -> str:
     if "{" not in template:
@@ -141,7 +231,23 @@ def _str(raw: Mapping[str, Any], key: str, where: str, *, default: str | None = 
     return value
 
 
-def _build_component(name: str, raw: Mapping[str, Any], version: str | None, *, overridden: bool) -> Component:
+def _files(raw: Mapping[str, Any], version: str | None, where: str, checksums: Checksums) -> tuple[DownloadFile, ...]:
+    files = []
+    for index, entry in enumerate(raw.get("files", [])):
+        if "sha256" in entry:
+            msg = (
+                f"{where}.files[{index}].sha256: checksums live in checksums.yaml, keyed by the rendered URL "
+                "(run `gb300 software lock`, or move the value there with its source)"
+            )
+            raise BootstrapDataError(msg)
+        url = _subst(_str(entry, "url", f"{where}.files"), version, where=where)
+        files.append(DownloadFile(url=url, sha256=checksums.sha256(url)))
+    return tuple(files)
+
+
+def _build_component(
+    name: str, raw: Mapping[str, Any], version: str | None, checksums: Checksums, *, overridden: bool
+) -> Component:
     where = f"versions.yaml components.{name}"
     install = _str(raw, "install", where)
     if install not in _INSTALL_KINDS:
@@ -155,10 +261,7 @@ def _build_component(name: str, raw: Mapping[str, Any], version: str | None, *, 
     apt_version: str | None = None
     if version is not None:
         apt_version = _subst(_str(raw, "apt_version", where, default="{version}-*"), version, where=where)
-    files = tuple(
-        DownloadFile(url=_subst(_str(f, "url", f"{where}.files"), version, where=where), sha256=f.get("sha256"))
-        for f in raw.get("files", [])
-    )
+    files = _files(raw, version, where, checksums)
     repo = raw.get("repo")
     if install == "apt" and not isinstance(repo, str):
         msg = f"{where}.repo: an apt component must name a repository (got {repo!r})"
@@ -180,7 +283,7 @@ def _build_component(name: str, raw: Mapping[str, Any], version: str | None, *, 
     )
 
 
-def _build_repo(name: str, raw: Mapping[str, Any], versions: Mapping[str, str | None]) -> AptRepo:
+def _build_repo(name: str, raw: Mapping[str, Any], versions: Mapping[str, str | None], checksums: Checksums) -> AptRepo:
     where = f"versions.yaml repos.{name}"
     url = _str(raw, "url", where)
     for comp, version in versions.items():
@@ -190,20 +293,23 @@ def _build_repo(name: str, raw: Mapping[str, Any], versions: Mapping[str, str | 
                 msg = f"{where}.url: uses {token} but {comp} has no pinned version"
                 raise BootstrapDataError(msg)
             url = url.replace(token, version)
-    key_sha = raw.get("key_sha256")
+    if "key_sha256" in raw:
+        msg = f"{where}.key_sha256: a signing key is pinned by fingerprint in checksums.yaml, keyed by key_url"
+        raise BootstrapDataError(msg)
+    key_url = _str(raw, "key_url", where)
     return AptRepo(
         name=name,
         url=url,
         suite=_str(raw, "suite", where),
         components=_str(raw, "components", where, default=""),
-        key_url=_str(raw, "key_url", where),
-        key_sha256=key_sha if isinstance(key_sha, str) else None,
+        key_url=key_url,
+        key_fingerprints=checksums.fingerprints(key_url),
         status=_str(raw, "status", where),
         source=_str(raw, "source", where),
     )
 
 
-def _build(raw: Mapping[str, Any], overrides: Mapping[str, str]) -> SoftwareSet:
+def _build(raw: Mapping[str, Any], overrides: Mapping[str, str], checksums: Checksums) -> SoftwareSet:
     comps_raw = raw.get("components")
     repos_raw = raw.get("repos")
     if not isinstance(comps_raw, dict) or not isinstance(repos_raw, dict):
@@ -215,8 +321,8 @@ def _build(raw: Mapping[str, Any], overrides: Mapping[str, str]) -> SoftwareSet:
         pinned = body.get("version")
         version = overrides.get(name, pinned if isinstance(pinned, str) else None)
         versions[name] = version
-        components.append(_build_component(name, body, version, overridden=name in overrides))
-    repos = tuple(_build_repo(name, body, versions) for name, body in repos_raw.items())
+        components.append(_build_component(name, body, version, checksums, overridden=name in overrides))
+    repos = tuple(_build_repo(name, body, versions, checksums) for name, body in repos_raw.items())
     repo_names = {r.name for r in repos}
     for comp in components:
         if comp.repo is not None and comp.repo not in repo_names:
@@ -225,9 +331,9 @@ def _build(raw: Mapping[str, Any], overrides: Mapping[str, str]) -> SoftwareSet:
     return SoftwareSet(components=tuple(components), repos=repos)
 
 
-def load_software(path: Path | None = None) -> SoftwareSet:
-    """Load versions.yaml (or `path`) with no overrides applied."""
-    return _build(load_yaml_mapping(path or VERSIONS_FILE), {})
+def load_software(path: Path | None = None, checksums: Path | None = None) -> SoftwareSet:
+    """Load versions.yaml (or `path`) with checksums.yaml (or `checksums`), no overrides applied."""
+    return _build(load_yaml_mapping(path or VERSIONS_FILE), {}, load_checksums(checksums))
 
 
 def check_software_overrides(
@@ -239,6 +345,7 @@ def check_software_overrides(
     message starts with the full key, `gb300:software.<name>: ...`.
     """
     raw = load_yaml_mapping(path or VERSIONS_FILE)
+    checksums = load_checksums()
     known = list((raw.get("components") or {}).keys())
     problems: list[tuple[str, str]] = []
     usable: dict[str, str] = {}
@@ -260,7 +367,7 @@ def check_software_overrides(
             usable[name] = value
     for name, value in usable.items():
         try:
-            _build(raw, {name: value})
+            _build(raw, {name: value}, checksums)
         except BootstrapDataError as exc:
             problems.append(
                 (f"software.{name}", f"gb300:software.{name}: the overridden version cannot be used ({exc})")
@@ -268,7 +375,9 @@ def check_software_overrides(
     return tuple(problems)
 
 
-def apply_software_overrides(overrides: Mapping[str, object] | None, path: Path | None = None) -> SoftwareSet:
+def apply_software_overrides(
+    overrides: Mapping[str, object] | None, path: Path | None = None, checksums: Path | None = None
+) -> SoftwareSet:
     """Merge `gb300:software` (component -> version) over versions.yaml and return the result.
 
     Raises SoftwareOverrideError naming `gb300:software.<name>` (one line per problem) for an unknown
@@ -278,4 +387,4 @@ def apply_software_overrides(overrides: Mapping[str, object] | None, path: Path 
     if problems:
         raise SoftwareOverrideError("\n".join(message for _, message in problems))
     clean = {name: str(value) for name, value in (overrides or {}).items()}
-    return _build(load_yaml_mapping(path or VERSIONS_FILE), clean)
+    return _build(load_yaml_mapping(path or VERSIONS_FILE), clean, load_checksums(checksums))
