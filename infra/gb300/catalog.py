@@ -81,6 +81,7 @@ class Image:
     urn_prefix: str
     arch: Arch
     description: str
+    carries_gb_stack: bool = False  # boots with the GB software stack (driver, DOCA, IMEX, NCCL...) installed
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,14 @@ class Catalog:
             return None
         known = self.images.get(":".join(parts[:3]).lower())
         return known.arch if known else None
+
+    def image_carries_gb_stack(self, image: str) -> bool | None:
+        """Whether a marketplace URN boots with the GB software stack; None when the catalog cannot know."""
+        parts = image.split(":")
+        if len(parts) != 4:
+            return None
+        known = self.images.get(":".join(parts[:3]).lower())
+        return known.carries_gb_stack if known else None
 
 
 def _load_yaml(name: str) -> dict[str, Any]:
@@ -156,7 +165,10 @@ def load() -> Catalog:
     images_raw = _load_yaml("images.yaml")["images"]
     return Catalog(
         skus={name: _sku(name, raw) for name, raw in skus_raw["skus"].items()},
-        images={urn.lower(): Image(urn, raw["arch"], raw.get("description", "")) for urn, raw in images_raw.items()},
+        images={
+            urn.lower(): Image(urn, raw["arch"], raw.get("description", ""), bool(raw.get("carriesGbStack", False)))
+            for urn, raw in images_raw.items()
+        },
         fabric_models={name: _fabric(name, raw) for name, raw in skus_raw["fabricModels"].items()},
         limits={name: _sourced(raw) for name, raw in skus_raw["limits"].items()},
     )

@@ -159,6 +159,7 @@ def run_plan(
     from gb300 import quota as quotas  # noqa: PLC0415
     from gb300.plan import summary  # noqa: PLC0415
     from gb300.rules import data_loss, reimage  # noqa: PLC0415
+    from gb300.rules import software as software_rule  # noqa: PLC0415
 
     cfg = config.parse(raw)
     unknown = rules.unknown_suppressions(cfg.policy)
@@ -169,6 +170,8 @@ def run_plan(
     source = quota or cfg.policy.quota
     snapshot = quotas.fetch(source, resources, base=paths.REPO_ROOT) if source else None
     findings = rules.evaluate(resources, cfg.policy, quota=snapshot)
+    if software_rule.RULE_ID not in cfg.policy.suppress:
+        findings += software_rule.findings(cfg)
     if deployed is not None:  # not suppressible: gb300:storage.allowReplace is the explicit consent
         findings += data_loss.data_loss(resources, deployed, cfg.storage.allow_replace)
         findings += reimage.findings(resources, deployed)

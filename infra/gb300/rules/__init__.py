@@ -11,10 +11,14 @@ suppression list (``gb300:policy.suppress``) and the README's Rules section. One
 * :mod:`~gb300.rules.storage`: ``lustre-capacity-valid``, ``zone-consistent``, ``storage-no-public-access``
 * :mod:`~gb300.rules.checkpoint`: ``lustre-checkpoint-throughput``
 
-``storage-data-loss`` (:mod:`~gb300.rules.data_loss`) is not in :data:`RULES`: it compares against the deployed
-state, which only ``gb300 plan --state`` has, and only ``gb300:storage.allowReplace`` silences it.
 * :mod:`~gb300.rules.tags`: ``required-tags``
 * :mod:`~gb300.rules.quota`: ``quota-sufficient``
+
+``storage-data-loss`` (:mod:`~gb300.rules.data_loss`) is not in :data:`RULES`: it compares against the deployed
+state, which only ``gb300 plan --state`` has, and only ``gb300:storage.allowReplace`` silences it.
+``software-checksums`` (:mod:`~gb300.rules.software`) reads the stack's software and images rather than
+resources, so only ``gb300 plan`` runs it (not the policy pack); it is in :data:`CONFIG_RULES` and may be
+suppressed like any rule.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from gb300.errors import Problem
 from gb300.findings import Finding, Level
 from gb300.inventory import Resource
 from gb300.quota import QuotaSnapshot
-from gb300.rules import checkpoint, compute, network, quota, security, storage, tags
+from gb300.rules import checkpoint, compute, network, quota, security, software, storage, tags
 from gb300.rules.base import Rule, RuleContext
 
 RULES: dict[str, Rule] = {
@@ -47,16 +51,20 @@ RULES: dict[str, Rule] = {
     "quota-sufficient": quota.quota_sufficient,
 }
 
-__all__ = ["RULES", "Rule", "RuleContext", "evaluate", "failing", "run_rule", "unknown_suppressions"]
+CONFIG_RULES: frozenset[str] = frozenset({software.RULE_ID})
+"""Rule ids checked from the stack config by ``gb300 plan`` only; suppressible like :data:`RULES`."""
+
+__all__ = ["CONFIG_RULES", "RULES", "Rule", "RuleContext", "evaluate", "failing", "run_rule", "unknown_suppressions"]
 
 
 def unknown_suppressions(policy: PolicySettings) -> list[Problem]:
     """One problem per id in ``gb300:policy.suppress`` that names no rule (a typo would silently suppress nothing)."""
     problems = []
     for i, rule_id in enumerate(policy.suppress):
-        if rule_id not in RULES:
-            close = difflib.get_close_matches(rule_id, list(RULES), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; rule ids: {', '.join(RULES)}"
+        if rule_id not in RULES and rule_id not in CONFIG_RULES:
+            known = [*RULES, *sorted(CONFIG_RULES)]
+            close = difflib.get_close_matches(rule_id, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; rule ids: {', '.join(known)}"
             problems.append(
                 Problem(format_path(("policy", "suppress", i)), f"is not a rule id (got {rule_id!r}){hint}")
             )

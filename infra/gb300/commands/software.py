@@ -1,0 +1,107 @@
+"""``gb300 software lock``: pin what nodes download (sha256 of files, fingerprints of apt signing keys).
+
+Nodes refuse any download that infra/gb300/data/checksums.yaml does not pin, so a new version (in
+versions.yaml or a stack's ``gb300:software``) needs its checksums before it can install on plain Ubuntu.
+Run this on a machine with Internet access and gpg, review the diff of checksums.yaml, and commit it::
+
+    gb300 software lock                  # pin every gap of the defaults and of every stack in stacks/
+    gb300 software lock --stack prod     # only the defaults and stack "prod"
+    gb300 software lock --check          # no network: list the gaps, exit 1 when there are any
+
+Exit status: 0 when nothing is left unpinned, 1 when something could not be pinned (or, with --check,
+when something is unpinned), 2 for a bad stack or data file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from gb300 import config, paths
+from gb300.bootstrap.errors import BootstrapError
+from gb300.bootstrap.software import CHECKSUMS_FILE, SoftwareSet, apply_software_overrides, load_software
+from gb300.errors import UsageError
+from gb300.software_lock import gaps, lock, write_checksums
+
+NAME = "software"
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``software`` and its ``lock`` action on the CLI's subparsers."""
+    parser = subparsers.add_parser(
+        NAME,
+        help="pin node downloads in checksums.yaml (gb300 software lock)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    lock_parser = actions.add_parser(
+        "lock",
+        help="download unpinned files and keys and pin them in checksums.yaml",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    lock_parser.add_argument(
+        "--stack",
+        action="append",
+        metavar="NAME",
+        help="also cover this stack's gb300:software overrides (repeatable; default: every stack in stacks/)",
+    )
+    lock_parser.add_argument("--check", action="store_true", help="no network: list what is unpinned, exit 1 if any")
+    lock_parser.add_argument(
+        "--timeout", type=float, default=60.0, metavar="SECONDS", help="per-download timeout (default 60)"
+    )
+
+
+def _stack_names(requested: list[str] | None) -> list[str]:
+    if requested:
+        return requested
+    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in paths.STACKS_DIR.glob("Pulumi.*.yaml"))
+
+
+def software_sets(stacks: list[str]) -> list[SoftwareSet]:
+    """The defaults, and each stack's resolved software (its ``gb300:software`` over the defaults)."""
+    sets = [load_software()]
+    for name in stacks:
+        stack_path = paths.stack_file(name)
+        if not stack_path.exists():
+            raise UsageError(f"--stack {name}: no stack file {stack_path.relative_to(paths.REPO_ROOT)}")
+        raw = config.load_stack_file(stack_path)
+        sets.append(apply_software_overrides(raw.get("software")))
+    return sets
+
+
+def run(args: argparse.Namespace) -> int:
+    """Report or fill the gaps in checksums.yaml; the exit status."""
+    try:
+        todo = gaps(software_sets(_stack_names(args.stack)))
+    except BootstrapError as exc:
+        raise UsageError(str(exc)) from exc
+    where = (
+        Path(CHECKSUMS_FILE).relative_to(paths.REPO_ROOT)
+        if CHECKSUMS_FILE.is_relative_to(paths.REPO_ROOT)
+        else CHECKSUMS_FILE
+    )
+    if not todo:
+        print(f"every download is pinned in {where}")
+        return 0
+    if args.check:
+        for gap in todo:
+            need = "sha256" if gap.kind == "file" else "key fingerprint"
+            print(f"{gap.owner}: no {need} for {gap.url}")
+        print(
+            f"{len(todo)} unpinned in {where}; run `gb300 software lock` where the Internet is reachable",
+            file=sys.stderr,
+        )
+        return 1
+    files, keys, result = lock(todo, timeout=args.timeout, progress=lambda line: print(line, file=sys.stderr))
+    if files or keys:
+        write_checksums(files, keys)
+    for line in result.pinned:
+        print(f"pinned {line}")
+    for line in result.failed:
+        print(f"FAILED {line}", file=sys.stderr)
+    print(f"{len(result.pinned)} pinned, {len(result.failed)} failed; review `git diff {where}`", file=sys.stderr)
+    return 1 if result.failed else 0

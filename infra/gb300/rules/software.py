@@ -1,0 +1,79 @@
+"""``software-checksums``: downloads nodes will refuse because checksums.yaml does not pin them.
+
+Not a resource rule: it reads the stack's resolved software (versions.yaml, ``gb300:software`` and
+checksums.yaml) and the images its GPU pools boot, and says what a node will do without each missing pin.
+
+- enroot and pyxis are downloaded on every image (no Azure image carries them): without their pins nodes
+  skip them, the scheduler still runs, and ``srun --container-image`` is unavailable (warning).
+- A pool on an image the catalog knows does not carry the GB stack (plain Ubuntu) downloads everything:
+  a missing pin stops its bootstrap, so its nodes never join Slurm (error).
+- A pool on an image the catalog does not know may or may not need the downloads (warning).
+"""
+
+from __future__ import annotations
+
+from gb300 import catalog
+from gb300.bootstrap.software import SoftwareSet, apply_software_overrides
+from gb300.config import StackConfig
+from gb300.findings import Finding, Level
+
+RULE_ID = "software-checksums"
+_FIX = "run `gb300 software lock` on a machine with Internet access and commit infra/gb300/data/checksums.yaml"
+
+
+def _unpinned_by_component(software: SoftwareSet) -> dict[str, list[str]]:
+    """Component -> the URLs it needs that have no pin (a repository's key counts for its components)."""
+    repo_gaps = {owner: url for kind, owner, url in software.unpinned() if kind == "key"}
+    out: dict[str, list[str]] = {}
+    for comp in software.components:
+        urls = [f.url for f in comp.files if f.sha256 is None]
+        if comp.install == "apt" and comp.repo in repo_gaps:
+            urls.append(repo_gaps[comp.repo])
+        if urls:
+            out[comp.name] = urls
+    return out
+
+
+def findings(cfg: StackConfig) -> list[Finding]:
+    """What the stack's nodes will refuse to download, and what follows from it."""
+    software = apply_software_overrides(cfg.software)
+    missing = _unpinned_by_component(software)
+    if not missing:
+        return []
+    deferred = {c.name for c in software.components if c.deferred}
+    out: list[Finding] = []
+    containers = sorted(n for n in missing if n in deferred)
+    if containers:
+        count = sum(len(missing[n]) for n in containers)
+        out.append(
+            Finding(
+                RULE_ID,
+                Level.WARNING,
+                "gb300:software",
+                f"{', '.join(containers)}: {count} download(s) have no pinned checksum, so nodes skip them: Slurm "
+                f"runs, but `srun --container-image` is unavailable; {_FIX}",
+            )
+        )
+    stack = sorted(n for n in missing if n not in deferred)
+    if not stack:
+        return out
+    cat = catalog.load()
+    for index, pool in enumerate(cfg.gpu_pools):
+        carries = cat.image_carries_gb_stack(pool.image)
+        if carries:
+            continue
+        names = ", ".join(stack)
+        if carries is None:
+            level, effect = Level.WARNING, "if the image does not carry them, the bootstrap stops at the first one"
+        else:
+            level, effect = Level.ERROR, "its nodes' bootstrap stops at the first one and they never join Slurm"
+        out.append(
+            Finding(
+                RULE_ID,
+                level,
+                f"gb300:gpuPools[{index}].image",
+                f"pool {pool.name} boots {pool.image}, which downloads {names} without a pinned checksum or key "
+                f"fingerprint: {effect}; {_FIX}, or boot microsoft-dsvm:ubuntu-hpc:2404-gb",
+            )
+        )
+    return out

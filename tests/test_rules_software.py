@@ -1,0 +1,104 @@
+"""``software-checksums``: what nodes will refuse to download, said at plan time with its consequence."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gb300 import cli, config
+from gb300.bootstrap import software as software_module
+from gb300.bootstrap.software import load_software
+from gb300.findings import Level
+from gb300.plan import PlanResult, run_plan
+from gb300.rules import software as rule
+
+PLAIN_ARM64 = "canonical:ubuntu-24_04-lts:server-arm64:latest"
+
+
+def _with_image(raw: dict[str, Any], image: str) -> dict[str, Any]:
+    out = copy.deepcopy(raw)
+    out["gpuPools"][0]["image"] = image
+    return out
+
+
+def _pin_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point the loader at a checksums file that pins every URL of the shipped versions."""
+    software = load_software()
+    files = {
+        f.url: {"sha256": "a" * 64, "status": "verified", "source": "t"} for c in software.components for f in c.files
+    }
+    keys = {r.key_url: {"fingerprints": ["A" * 40], "status": "verified", "source": "t"} for r in software.repos}
+    path = tmp_path / "checksums.yaml"
+    path.write_text(yaml.safe_dump({"files": files, "keys": keys}))
+    monkeypatch.setattr(software_module, "CHECKSUMS_FILE", path)
+
+
+def test_reference_plan_warns_that_containers_are_unavailable(reference_plan: PlanResult) -> None:
+    """The reference stack boots the HPC image: only enroot/pyxis lack pins, so one warning, naming both."""
+    unpinned_owners = {owner for _, owner, _ in load_software().unpinned()}
+    found = [f for f in reference_plan.findings if f.rule == rule.RULE_ID]
+    if not unpinned_owners & {"enroot", "pyxis"}:
+        assert found == []
+        return
+    [finding] = found
+    assert finding.level == Level.WARNING
+    assert finding.resource == "gb300:software"
+    assert "enroot" in finding.message
+    assert "pyxis" in finding.message
+    assert "srun --container-image` is unavailable" in finding.message
+    assert "gb300 software lock" in finding.message
+
+
+def test_a_plain_ubuntu_pool_with_unpinned_downloads_is_an_error(reference_raw: dict[str, Any]) -> None:
+    """A pool on plain Ubuntu arm64 downloads the whole stack: a missing key pin stops its bootstrap."""
+    cfg = config.parse(_with_image(reference_raw, PLAIN_ARM64))
+    gaps = {owner for kind, owner, _ in load_software().unpinned() if kind == "key"}
+    assert "doca" in gaps, "DOCA's key fingerprint is pinned now; pick another gap"
+    [error] = [f for f in rule.findings(cfg) if f.level == Level.ERROR]
+    assert error.resource == "gb300:gpuPools[0].image"
+    assert "doca-ofed" in error.message
+    assert "never join Slurm" in error.message
+
+
+def test_an_image_the_catalog_does_not_know_is_a_warning(reference_raw: dict[str, Any]) -> None:
+    """A custom image may carry the stack or not: the plan warns instead of failing."""
+    image = (
+        "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/img/providers/Microsoft.Compute/images/gb"
+    )
+    cfg = config.parse(_with_image(reference_raw, image))
+    pool_findings = [f for f in rule.findings(cfg) if f.resource == "gb300:gpuPools[0].image"]
+    assert [f.level for f in pool_findings] == [Level.WARNING]
+
+
+def test_nothing_is_said_once_everything_is_pinned(
+    reference_raw: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With every URL pinned in checksums.yaml, neither the HPC image nor plain Ubuntu gets a finding."""
+    _pin_everything(tmp_path, monkeypatch)
+    assert rule.findings(config.parse(reference_raw)) == []
+    assert rule.findings(config.parse(_with_image(reference_raw, PLAIN_ARM64))) == []
+
+
+def test_an_overridden_version_needs_its_own_pin(
+    reference_raw: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pins for the default enroot do not cover gb300:software.enroot: "3.4.1": the warning comes back."""
+    _pin_everything(tmp_path, monkeypatch)
+    raw = copy.deepcopy(reference_raw)
+    raw["software"] = {"enroot": "3.4.1"}
+    [finding] = rule.findings(config.parse(raw))
+    assert finding.message.startswith("enroot: 2 download(s)")
+
+
+def test_the_plan_fails_on_the_error_and_can_suppress_the_rule(reference_raw: dict[str, Any], write_stack: Any) -> None:
+    """`gb300 plan` exits 1 for a plain-Ubuntu pool that cannot bootstrap; gb300:policy.suppress silences it."""
+    raw = _with_image(reference_raw, PLAIN_ARM64)
+    assert cli.main(["plan", "--stack-file", str(write_stack(raw, "plain")), "--quiet"]) == 1
+    raw["policy"] = {**raw.get("policy", {}), "suppress": [rule.RULE_ID]}
+    result = run_plan("plain", copy.deepcopy(raw))
+    assert rule.RULE_ID not in {f.rule for f in result.findings}
+    assert cli.main(["plan", "--stack-file", str(write_stack(raw, "quiet")), "--quiet"]) == 0

@@ -1,0 +1,150 @@
+"""``gb300 software lock``: downloads over real HTTP (a local server), pins, and the checksums file it writes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import http.server
+import shutil
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from gb300 import cli
+from gb300.bootstrap.software import CHECKSUMS_FILE, load_checksums, load_software
+from gb300.software_lock import Gap, gaps, key_fingerprints, lock, write_checksums
+
+KEYS = Path(__file__).parent / "fixtures" / "keys"
+REPO_KEY_FPR = "C08AF28EE2631D8C289BEAC2E32B5DBF675A3747"  # gpg --show-keys tests/fixtures/keys/repo-signing.asc
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A directory served over HTTP on localhost, and its base URL."""
+    root = tmp_path / "www"
+    root.mkdir()
+    handler = functools.partial(_Quiet, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _routed(base: str) -> object:
+    """An opener that sends https://vendor.test/<path> to the local server: real urllib, real HTTP."""
+
+    def open_url(url: str, timeout: float) -> IO[bytes]:
+        local = url.replace("https://vendor.test", base, 1)
+        response: IO[bytes] = urllib.request.urlopen(local, timeout=timeout)  # noqa: S310 - localhost test server
+        return response
+
+    return open_url
+
+
+def test_lock_pins_the_sha256_of_what_was_served_and_the_fingerprint_of_a_key(served: tuple[Path, str]) -> None:
+    """A file's pin is the sha256 of the bytes served; a key's pin is its primary-key fingerprint."""
+    root, base = served
+    payload = bytes(range(256)) * 5000  # 1.28 MB, more than one read chunk
+    (root / "enroot.deb").write_bytes(payload)
+    shutil.copy(KEYS / "repo-signing.asc", root / "key.asc")
+    todo = [
+        Gap("https://vendor.test/enroot.deb", "file", "enroot"),
+        Gap("https://vendor.test/key.asc", "key", "cuda-sbsa"),
+    ]
+    lines: list[str] = []
+    files, keys, result = lock(todo, opener=_routed(base), progress=lines.append, today=dt.date(2026, 11, 30))  # type: ignore[arg-type]
+    assert files["https://vendor.test/enroot.deb"]["sha256"] == hashlib.sha256(payload).hexdigest()
+    assert files["https://vendor.test/enroot.deb"]["source"] == "gb300 software lock, fetched 2026-11-30"
+    assert keys["https://vendor.test/key.asc"]["fingerprints"] == [REPO_KEY_FPR]
+    assert result.failed == []
+    assert lines == [
+        "[1/2] enroot: fetching https://vendor.test/enroot.deb",
+        "[2/2] cuda-sbsa: fetching https://vendor.test/key.asc",
+    ]
+
+
+def test_lock_reports_what_it_cannot_pin_and_pins_the_rest(served: tuple[Path, str]) -> None:
+    """A 404 and a key URL serving no key are reported one line each; the good download is still pinned."""
+    root, base = served
+    (root / "page.html").write_text("<html>moved</html>")
+    (root / "ok.tar.gz").write_bytes(b"source")
+    todo = [
+        Gap("https://vendor.test/gone.deb", "file", "enroot"),
+        Gap("https://vendor.test/page.html", "key", "doca"),
+        Gap("https://vendor.test/ok.tar.gz", "file", "pyxis"),
+    ]
+    files, keys, result = lock(todo, opener=_routed(base))  # type: ignore[arg-type]
+    assert list(files) == ["https://vendor.test/ok.tar.gz"]
+    assert keys == {}
+    assert result.failed == [
+        "enroot: https://vendor.test/gone.deb: download failed (HTTP 404 File not found)",
+        "doca: https://vendor.test/page.html: the file holds no OpenPGP public key",
+    ]
+
+
+def test_written_pins_reach_the_nodes_and_keep_the_existing_ones(tmp_path: Path) -> None:
+    """Merged into a copy of checksums.yaml, new pins close those gaps; old pins and the header are kept."""
+    path = tmp_path / "checksums.yaml"
+    shutil.copy(CHECKSUMS_FILE, path)
+    before = load_checksums(path)
+    open_gaps = gaps([load_software(checksums=path)])
+    assert open_gaps, "the shipped data has no gap left; pick another fixture"
+    files = {g.url: {"sha256": "a" * 64, "status": "verified", "source": "t"} for g in open_gaps if g.kind == "file"}
+    keys = {
+        g.url: {"fingerprints": [REPO_KEY_FPR], "status": "verified", "source": "t"}
+        for g in open_gaps
+        if g.kind == "key"
+    }
+    write_checksums(files, keys, path)
+    after = load_checksums(path)
+    assert gaps([load_software(checksums=path)]) == []
+    for url, pin in (*before.files.items(), *before.keys.items()):
+        assert (after.files.get(url) or after.keys[url]) == pin
+    assert path.read_text().startswith(CHECKSUMS_FILE.read_text().split("files:")[0])
+
+
+def test_the_shipped_checksums_file_is_in_the_form_the_lock_writes(tmp_path: Path) -> None:
+    """Rewriting the shipped file with nothing new changes no byte, so a lock's diff shows only new pins."""
+    path = tmp_path / "checksums.yaml"
+    shutil.copy(CHECKSUMS_FILE, path)
+    write_checksums({}, {}, path)
+    assert path.read_text() == CHECKSUMS_FILE.read_text()
+
+
+def test_key_fingerprints_reads_only_primary_keys() -> None:
+    """The fixture key has a signing primary key only; a text file has none."""
+    assert key_fingerprints(KEYS / "repo-signing.asc") == (REPO_KEY_FPR,)
+    assert key_fingerprints(Path(__file__)) == ()
+
+
+def test_check_lists_every_gap_and_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    """`gb300 software lock --check` needs no network: one line per unpinned URL, exit 1."""
+    code = cli.main(["software", "lock", "--check"])
+    out = capsys.readouterr().out.splitlines()
+    expected = gaps([load_software()])
+    assert code == (1 if expected else 0)
+    assert len(out) == len(expected)
+    for gap, line in zip(expected, out, strict=True):
+        assert line.startswith(f"{gap.owner}: no ")
+        assert line.endswith(gap.url)
+
+
+def test_an_unknown_stack_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """A stack name that has no file is a usage error, not a traceback."""
+    assert cli.main(["software", "lock", "--check", "--stack", "nosuch"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["gb300 software: --stack nosuch: no stack file stacks/Pulumi.nosuch.yaml"]
