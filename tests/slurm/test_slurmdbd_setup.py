@@ -93,7 +93,11 @@ def snapshot(root: Path) -> dict[str, tuple[int, str, int]]:
         for name in names:
             path = Path(dirpath) / name
             st = path.stat()
-            out[str(path.relative_to(root))] = (st.st_mode, hashlib.sha256(path.read_bytes()).hexdigest(), st.st_mtime_ns)
+            out[str(path.relative_to(root))] = (
+                st.st_mode,
+                hashlib.sha256(path.read_bytes()).hexdigest(),
+                st.st_mtime_ns,
+            )
     return out
 
 
