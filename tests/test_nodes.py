@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 import gzip
 import hashlib
 import os
@@ -14,7 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gb300 import inventory
+from gb300 import config, inventory, nodes
+from gb300.bootstrap import AZURE_CUSTOM_DATA_LIMIT, find_secret_material
 from gb300.plan import PlanResult
 
 GOLDEN = Path(__file__).parent / "golden" / "reference"
@@ -92,9 +94,57 @@ def test_gpu_nodes_run_every_component_step_in_order(reference_plan: PlanResult)
 
 
 def test_head_runs_the_controller_steps(reference_plan: PlanResult) -> None:
-    """The head node fetches the munge key and sets up pyxis and slurmctld before it is ready."""
+    """The head node fetches the munge key, sets up pyxis, slurmdbd (a no-op here) and slurmctld before ready."""
     steps = _runcmd_steps(_roles(reference_plan)["head"][0])
-    assert steps[-4:] == ["gb300-munge-key", "gb300-pyxis-setup", "gb300-slurmctld-setup", "99-ready"]
+    assert steps[-5:] == [
+        "gb300-munge-key",
+        "gb300-pyxis-setup",
+        "gb300-slurmdbd-setup",
+        "gb300-slurmctld-setup",
+        "99-ready",
+    ]
+
+
+@pytest.fixture(scope="module")
+def head_with_slurmdbd(reference_raw: dict[str, Any]) -> nodes.CustomData:
+    """The reference stack's head custom data with gb300:head.slurmdbd: true."""
+    raw = copy.deepcopy(reference_raw)
+    raw.setdefault("head", {})["slurmdbd"] = True
+    return nodes.render(nodes.HEAD, config.parse(raw))
+
+
+@pytest.mark.slow
+def test_head_with_slurmdbd_passes_cloud_init_schema(head_with_slurmdbd: nodes.CustomData, tmp_path: Path) -> None:
+    """With slurmdbd on, the head's cloud-config is still accepted by the real `cloud-init schema`."""
+    exe = shutil.which("cloud-init")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("Debian's cloud-init is not installed (scripts/ensure-test-tools installs it)")
+        pytest.skip("cloud-init is not installed")
+    path = tmp_path / "head.yaml"
+    path.write_text(head_with_slurmdbd.cloud_config, encoding="utf-8")
+    proc = subprocess.run([exe, "schema", "--config-file", str(path)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_head_with_slurmdbd_fits_custom_data_and_holds_no_secret(head_with_slurmdbd: nodes.CustomData) -> None:
+    """With slurmdbd on, the head's custom data stays under Azure's 64 KB and carries no password."""
+    print(f"head with slurmdbd: custom data {head_with_slurmdbd.size} bytes base64")
+    assert head_with_slurmdbd.size < AZURE_CUSTOM_DATA_LIMIT
+    assert find_secret_material(head_with_slurmdbd.cloud_config) == []
+    doc = yaml.safe_load(head_with_slurmdbd.cloud_config)
+    [dbd] = [f for f in doc["write_files"] if f["path"] == "/etc/slurm/slurmdbd.conf"]
+    assert "StoragePass" not in dbd["content"]
+    assert dbd["permissions"] == "0600"
+
+
+def test_head_with_slurmdbd_starts_it_before_slurmctld(head_with_slurmdbd: nodes.CustomData) -> None:
+    """With slurmdbd on, the head's slurm.env turns the step on and runcmd runs it before slurmctld's setup."""
+    doc = yaml.safe_load(head_with_slurmdbd.cloud_config)
+    [env] = [f["content"] for f in doc["write_files"] if f["path"] == "/etc/gb300/slurm.env"]
+    assert "GB300_SLURMDBD=1" in env.splitlines()
+    steps = _runcmd_steps(head_with_slurmdbd.cloud_config)
+    assert steps.index("gb300-slurmdbd-setup") < steps.index("gb300-slurmctld-setup")
 
 
 @pytest.mark.parametrize("role", ["gpu-node", "head"])

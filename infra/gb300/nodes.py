@@ -68,6 +68,7 @@ def _boot_inputs(cfg: StackConfig, software: bootstrap.SoftwareSet) -> slurm_fil
     return slurm_files.SlurmBootInputs(
         head_hostname=head_hostname(cfg),
         keyvault_name=None,  # the node reads its gb300-keyvault tag
+        slurmdbd=cfg.head.slurmdbd,  # GB300_SLURMDBD: gb300-slurmdbd-setup installs MariaDB and slurmdbd
         enroot_version=enroot.version,
         enroot_sha256=enroot.files[0].sha256 if enroot.files else None,
         enroot_caps_sha256=enroot.files[1].sha256 if len(enroot.files) > 1 else None,

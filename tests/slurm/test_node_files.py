@@ -94,3 +94,31 @@ def test_gpu_files_need_the_node_shape() -> None:
         ValueError, match=re.escape("'pool' must be set for a GPU node (got None). Pass inputs.for_pool(")
     ):
         gpu_files(INPUTS, HEALTH)
+
+
+DBD_CLUSTER = SlurmCluster("ref", "head", (TRAIN,), accounting_host="head")
+DBD_INPUTS = SlurmBootInputs(head_hostname="head", keyvault_name="kv-gb300-ref", slurmdbd=True)
+
+
+def test_accounting_files_are_placed_only_with_slurmdbd() -> None:
+    """With slurmdbd on the head gets slurmdbd.conf (0600), the MariaDB drop-in and GB300_SLURMDBD=1; off, none."""
+    on = {f.path: f for f in head_files(DBD_CLUSTER, DBD_INPUTS)}
+    off = {f.path: f for f in head_files(CLUSTER, INPUTS)}
+    assert on["/etc/slurm/slurmdbd.conf"].permissions == "0600"
+    assert "/etc/mysql/mariadb.conf.d/60-gb300-slurmdbd.cnf" in on
+    assert env_pairs(on["/etc/gb300/slurm.env"].content)["GB300_SLURMDBD"] == "1"
+    assert not [path for path in off if "slurmdbd.conf" in path or "mariadb" in path]
+    assert "GB300_SLURMDBD" not in env_pairs(off["/etc/gb300/slurm.env"].content)
+
+
+@pytest.mark.parametrize(("cluster", "inputs"), [(DBD_CLUSTER, INPUTS), (CLUSTER, DBD_INPUTS)], ids=["env", "conf"])
+def test_slurmdbd_flag_and_accounting_host_must_agree(cluster: SlurmCluster, inputs: SlurmBootInputs) -> None:
+    """A head whose slurm.conf and slurm.env disagree about slurmdbd is refused, naming the field."""
+    with pytest.raises(ValueError, match=re.escape("'slurmdbd' must be")):
+        head_files(cluster, inputs)
+
+
+def test_slurmdbd_starts_before_slurmctld() -> None:
+    """The head sets up slurmdbd after the munge key and before slurmctld, which registers with it."""
+    assert HEAD_STEPS.index("gb300-munge-key") < HEAD_STEPS.index("gb300-slurmdbd-setup")
+    assert HEAD_STEPS.index("gb300-slurmdbd-setup") < HEAD_STEPS.index("gb300-slurmctld-setup")

@@ -16,6 +16,7 @@ from gb300.slurm.config import (
     default_spare_nodes,
     real_memory_mib,
     render,
+    render_accounting,
 )
 
 from .conftest import FIXTURES
@@ -143,6 +144,49 @@ def test_accounting_host_turns_on_slurmdbd() -> None:
     assert cfg["AccountingStorageHost"] == "head"
 
 
+def test_slurmdbd_conf_stores_over_the_socket_without_a_password() -> None:
+    """slurmdbd.conf runs slurmdbd as slurm on the accounting host and stores into local MariaDB with no password."""
+    cluster = SlurmCluster("gb300ref", "gb300ref-head", (TRAIN,), accounting_host="gb300ref-head")
+    dbd = settings(parse(render_accounting(cluster)["slurmdbd.conf"]))
+    assert dbd["AuthType"] == "auth/munge"
+    assert dbd["DbdHost"] == cluster.head_hostname
+    assert dbd["SlurmUser"] == "slurm"
+    assert dbd["StorageType"] == "accounting_storage/mysql"
+    assert dbd["StorageHost"] == "localhost"  # the MySQL client library takes "localhost" as the unix socket
+    assert re.fullmatch(r"[A-Za-z0-9_]+", dbd["StorageLoc"])
+    assert dbd["LogFile"].startswith("/var/log/slurm/")
+    assert dbd["PidFile"].startswith("/")
+    assert not {key for key in dbd if "pass" in key.lower()}
+
+
+def test_slurm_conf_points_at_the_slurmdbd_it_renders() -> None:
+    """slurm.conf's AccountingStorageHost names the DbdHost of the slurmdbd.conf rendered with it."""
+    cluster = SlurmCluster("gb300ref", "gb300ref-head", (TRAIN,), accounting_host="gb300ref-head")
+    ctld = settings(parse(render(cluster)["slurm.conf"]))
+    dbd = settings(parse(render_accounting(cluster)["slurmdbd.conf"]))
+    assert ctld["AccountingStorageHost"] == dbd["DbdHost"]
+    assert ctld["SlurmUser"] == dbd["SlurmUser"]  # slurmdbd trusts the controller's SlurmUser
+
+
+def test_no_accounting_files_without_an_accounting_host() -> None:
+    """Without an accounting host no slurmdbd.conf or MariaDB drop-in is rendered."""
+    assert render_accounting(CLUSTER) == {}
+    assert "slurmdbd.conf" not in render(CLUSTER)
+
+
+def test_mariadb_dropin_sets_the_innodb_values_slurm_recommends() -> None:
+    """The MariaDB drop-in raises the InnoDB buffer pool, redo log and lock wait timeout for slurmdbd."""
+    cluster = SlurmCluster("gb300ref", "head", (TRAIN,), accounting_host="head")
+    text = render_accounting(cluster)["mariadb-slurmdbd.cnf"]
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    assert lines[0] == "[mysqld]"
+    values = dict(line.split("=", 1) for line in lines[1:])
+    assert int(values["innodb_lock_wait_timeout"]) >= 900
+    assert int(values["innodb_buffer_pool_size"].removesuffix("M")) >= 4096
+    assert int(values["innodb_log_file_size"].removesuffix("M")) > 96  # MariaDB 10.5+'s default is 96M
+    assert "source:" in text
+
+
 def test_plugstack_loads_pyxis_and_cgroup_constrains_devices() -> None:
     """plugstack.conf requires pyxis and cgroup.conf confines jobs to their GPUs."""
     files = render(CLUSTER)
@@ -177,6 +221,10 @@ BAD = {
     "pool-named-all": (
         SlurmCluster("ref", "head", (SlurmPool("all", "gpu-", 18, GB300, 4, 128, 1),)),
         "'pools[0].name' must not be 'all'",
+    ),
+    "accounting-host": (
+        SlurmCluster("ref", "head", (TRAIN,), accounting_host="Head.example"),
+        "'accounting_host' must be a lowercase host name (got 'Head.example')",
     ),
     "negative-spare": (
         SlurmCluster("ref", "head", (TRAIN,), spare_nodes=-1),

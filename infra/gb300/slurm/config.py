@@ -2,7 +2,9 @@
 
 ``render(SlurmCluster(...))`` returns ``{"slurm.conf": ..., "gres.conf": ..., "cgroup.conf": ...,
 "plugstack.conf": ...}``, the contents the head node places in ``/etc/slurm/`` (configless Slurm serves
-them to the GPU nodes). Templates live in ``templates/slurm/`` and render with ``StrictUndefined``.
+them to the GPU nodes). With an ``accounting_host`` (``gb300:head.slurmdbd``), :func:`render_accounting`
+returns ``slurmdbd.conf`` and the MariaDB drop-in for the accounting database on the head node.
+Templates live in ``templates/slurm/`` and render with ``StrictUndefined``.
 
 GPU nodes are Slurm dynamic nodes (Slurm 22.05+): slurm.conf lists none of them. Each GPU node starts
 ``slurmd -Z --conf "CPUs=.. RealMemory=.. Gres=gpu:N Feature=<pool>"`` (``gb300-slurmd-setup``) and
@@ -25,6 +27,9 @@ from gb300.paths import TEMPLATES_DIR
 
 TEMPLATE_DIR = TEMPLATES_DIR / "slurm"
 FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "plugstack.conf")
+ACCOUNTING_FILES = ("slurmdbd.conf", "mariadb-slurmdbd.cnf")
+ACCOUNTING_DB = "slurm_acct_db"
+"""slurmdbd.conf's ``StorageLoc``: the MariaDB database gb300-slurmdbd-setup creates (Slurm's default name)."""
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 _HOST = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 RACK_NODES = 18
@@ -63,7 +68,8 @@ class SlurmCluster:
     """What slurm.conf needs to know about the cluster; ``topology_populated`` turns on topology/block.
 
     ``spare_nodes`` is added to the pools' node count for ``MaxNodeCount``; None picks
-    :func:`default_spare_nodes` of the GPU node count.
+    :func:`default_spare_nodes` of the GPU node count. ``accounting_host`` is where slurmdbd runs (the head
+    node); None keeps accounting off (``accounting_storage/none``).
     """
 
     cluster_name: str
@@ -125,6 +131,8 @@ def _problems(cluster: SlurmCluster) -> list[str]:
             value = getattr(pool, name)
             if value < 1:
                 problems.append(f"'{where}.{name}' must be at least 1 (got {value!r})")
+    if cluster.accounting_host is not None and not _HOST.match(cluster.accounting_host):
+        problems.append(f"'accounting_host' must be a lowercase host name (got {cluster.accounting_host!r})")
     if cluster.spare_nodes is not None and cluster.spare_nodes < 0:
         problems.append(f"'spare_nodes' must be at least 0 (got {cluster.spare_nodes!r})")
     return problems
@@ -153,3 +161,20 @@ def render(cluster: SlurmCluster, template_dir: Path = TEMPLATE_DIR) -> dict[str
         "gpu_counts": sorted({pool.gpus_per_node for pool in cluster.pools}),
     }
     return {name: environment.get_template(f"{name}.j2").render(**context) for name in FILES}
+
+
+def render_accounting(cluster: SlurmCluster, template_dir: Path = TEMPLATE_DIR) -> dict[str, str]:
+    """``slurmdbd.conf`` and ``mariadb-slurmdbd.cnf`` for ``cluster``'s accounting host; empty when accounting is off.
+
+    slurmdbd runs on ``accounting_host`` (``DbdHost``, the host slurm.conf's ``AccountingStorageHost`` names)
+    and stores into MariaDB on the same VM over its unix socket, so neither file holds a password.
+    Raises SlurmConfigError when ``cluster`` is invalid.
+    """
+    problems = _problems(cluster)
+    if problems:
+        raise SlurmConfigError("\n".join(problems))
+    if cluster.accounting_host is None:
+        return {}
+    environment = _environment(template_dir)
+    context = {"cluster": cluster, "dbd_host": cluster.accounting_host, "database": ACCOUNTING_DB}
+    return {name: environment.get_template(f"{name}.j2").render(**context) for name in ACCOUNTING_FILES}

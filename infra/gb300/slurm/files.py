@@ -5,7 +5,8 @@ The bootstrap's step mechanism (``cloud-init/steps.yaml``) runs :data:`HEAD_STEP
 Every file below is a plain ``write_files`` entry; :func:`head_files` and :func:`gpu_files` return them.
 Inputs the steps read at boot come from ``/etc/gb300/slurm.env`` (:func:`render_slurm_env`) and
 ``/etc/gb300/health.env`` (:func:`gb300.slurm.health.render_health_env`). No secret is in either: the munge
-key is fetched from Key Vault by ``gb300-munge-key`` with the VM's managed identity.
+key is fetched from Key Vault by ``gb300-munge-key`` with the VM's managed identity, and the accounting
+database (``gb300-slurmdbd-setup``, when ``GB300_SLURMDBD=1``) authenticates slurmdbd by its unix socket peer.
 """
 
 from __future__ import annotations
@@ -17,15 +18,22 @@ from dataclasses import dataclass
 
 from gb300.bootstrap.context import ExtraFile as NodeFile  # one file type for write_files
 from gb300.paths import CLOUD_INIT_DIR, PACKAGE_DIR
-from gb300.slurm.config import SlurmCluster, SlurmPool, render
+from gb300.slurm.config import SlurmCluster, SlurmPool, render, render_accounting
 
 SCRIPT_DIR = CLOUD_INIT_DIR / "slurm"
 SBIN = "/usr/local/sbin"
 UNIT_DIR = "/opt/gb300/systemd"
 LIB_DIR = "/opt/gb300/lib"
 
-HEAD_STEPS: tuple[str, ...] = ("gb300-munge-key", "gb300-pyxis-setup", "gb300-slurmctld-setup")
-"""Head node steps in order; they need the shared filesystem mounted (fabric directory, enroot on NVMe)."""
+HEAD_STEPS: tuple[str, ...] = (
+    "gb300-munge-key",
+    "gb300-pyxis-setup",
+    "gb300-slurmdbd-setup",
+    "gb300-slurmctld-setup",
+)
+"""Head node steps in order; they need the shared filesystem mounted (fabric directory, enroot on NVMe).
+``gb300-slurmdbd-setup`` does nothing unless ``GB300_SLURMDBD=1``; it runs before slurmctld starts so that
+slurmctld finds its accounting daemon answering."""
 
 GPU_STEPS: tuple[str, ...] = ("gb300-munge-key", "gb300-pyxis-setup", "gb300-slurmd-setup")
 """GPU node steps in order; they need fabric.json and the shared filesystem (gb300-slurmd-setup starts the
@@ -40,6 +48,9 @@ _GPU_SCRIPTS = (
     "gb300-fabric-publish",
 )
 _HEAD_UNITS = ("gb300-topology-refresh.service", "gb300-topology-refresh.timer")
+_DBD_UNITS = ("slurmdbd-gb300.conf",)  # slurmdbd.service drop-in: run as the slurm user from the start
+SLURMDBD_CONF = "/etc/slurm/slurmdbd.conf"
+MARIADB_DROPIN = "/etc/mysql/mariadb.conf.d/60-gb300-slurmdbd.cnf"
 _GPU_UNITS = ("gb300-health-boot.service", "gb300-fabric-publish.service")
 _GENERATOR = ("__init__.py", "hostlist.py", "topology.py")
 _VAULT = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$")
@@ -53,6 +64,8 @@ class SlurmBootInputs:
 
     ``identity_client_id`` is the client id of the user-assigned identity that may read the munge secret
     (role "Key Vault Secrets User"); leave it None to use the VM's system-assigned identity.
+    ``slurmdbd`` turns on job accounting on the head node (``GB300_SLURMDBD=1``, ``gb300:head.slurmdbd``);
+    it must agree with the cluster's ``accounting_host`` (:func:`head_files` checks).
     Versions are pins from the versions data file; None keeps the image's or the archive's version.
     ``pool``, ``cpus``, ``real_memory_mib`` and ``gpus`` are a GPU node's dynamic-node registration
     (``slurmd -Z --conf "CPUs=.. RealMemory=.. Gres=gpu:N Feature=<pool>"``): :func:`gpu_files` needs them
@@ -72,6 +85,7 @@ class SlurmBootInputs:
     enroot_caps_sha256: str | None = None
     pyxis_version: str | None = None
     pyxis_sha256: str | None = None
+    slurmdbd: bool = False
     pool: str | None = None
     cpus: int | None = None
     real_memory_mib: int | None = None
@@ -103,6 +117,8 @@ def render_slurm_env(inputs: SlurmBootInputs) -> str:
         "GB300_IDENTITY_CLIENT_ID": inputs.identity_client_id,
         "GB300_SHARED_MOUNT": inputs.shared_mount,
         "GB300_BLOCK_SIZE": str(inputs.block_size),
+        # Only when on: GPU nodes and heads without accounting keep the same slurm.env (and custom data hash).
+        "GB300_SLURMDBD": "1" if inputs.slurmdbd else None,
         "GB300_SLURM_VERSION": inputs.slurm_version,
         "GB300_ENROOT_VERSION": inputs.enroot_version,
         "GB300_ENROOT_SHA256": inputs.enroot_sha256,
@@ -133,14 +149,32 @@ def _units(names: tuple[str, ...]) -> list[NodeFile]:
 
 
 def head_files(cluster: SlurmCluster, inputs: SlurmBootInputs) -> tuple[NodeFile, ...]:
-    """Files for the head node: Slurm's configuration, the steps, the topology refresh and its generator."""
+    """Files for the head node: Slurm's configuration, the steps, the topology refresh and its generator.
+
+    With accounting on, also slurmdbd.conf (0600; the step hands it to the slurm user), the MariaDB drop-in
+    and the slurmdbd unit drop-in. Raises ValueError when ``inputs.slurmdbd`` and the cluster's
+    ``accounting_host`` disagree.
+    """
+    if inputs.slurmdbd != (cluster.accounting_host is not None):
+        raise ValueError(
+            f"'slurmdbd' must be {cluster.accounting_host is not None} when the cluster's accounting_host is "
+            f"{cluster.accounting_host!r} (got {inputs.slurmdbd!r}). Set both from gb300:head.slurmdbd."
+        )
     configs = [NodeFile(f"/etc/slurm/{name}", text) for name, text in render(cluster).items()]
+    accounting = render_accounting(cluster)
+    dbd: list[NodeFile] = []
+    if accounting:
+        dbd = [
+            NodeFile(SLURMDBD_CONF, accounting["slurmdbd.conf"], "0600"),
+            NodeFile(MARIADB_DROPIN, accounting["mariadb-slurmdbd.cnf"]),
+            *_units(_DBD_UNITS),
+        ]
     generator = [
         NodeFile(f"{LIB_DIR}/gb300/slurm/{name}", (PACKAGE_DIR / "slurm" / name).read_text(encoding="utf-8"))
         for name in _GENERATOR
     ]
     env = NodeFile("/etc/gb300/slurm.env", render_slurm_env(inputs))
-    return (*configs, env, *_scripts(_HEAD_SCRIPTS), *_units(_HEAD_UNITS), *generator)
+    return (*configs, *dbd, env, *_scripts(_HEAD_SCRIPTS), *_units(_HEAD_UNITS), *generator)
 
 
 def gpu_files(inputs: SlurmBootInputs, health_env: str) -> tuple[NodeFile, ...]:
