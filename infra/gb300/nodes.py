@@ -62,7 +62,7 @@ def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
     )
 
 
-def _boot_inputs(cfg: StackConfig, software: bootstrap.SoftwareSet) -> slurm_files.SlurmBootInputs:
+def _boot_inputs(cfg: StackConfig, software: bootstrap.SoftwareSet, role: str) -> slurm_files.SlurmBootInputs:
     enroot = software.component("enroot")
     pyxis = software.component("pyxis")
     return slurm_files.SlurmBootInputs(
@@ -70,17 +70,17 @@ def _boot_inputs(cfg: StackConfig, software: bootstrap.SoftwareSet) -> slurm_fil
         keyvault_name=None,  # the node reads its gb300-keyvault tag
         slurmdbd=cfg.head.slurmdbd,  # GB300_SLURMDBD: gb300-slurmdbd-setup installs MariaDB and slurmdbd
         enroot_version=enroot.version,
-        enroot_sha256=enroot.files[0].sha256 if enroot.files else None,
-        enroot_caps_sha256=enroot.files[1].sha256 if len(enroot.files) > 1 else None,
+        enroot_debs=tuple((f.url, f.sha256) for f in enroot.files),
+        install_enroot=role == GPU_NODE,  # containers start on GPU nodes; the head's srun needs pyxis only
         pyxis_version=pyxis.version,
-        pyxis_sha256=pyxis.files[0].sha256 if pyxis.files else None,
+        pyxis_source=(pyxis.files[0].url, pyxis.files[0].sha256) if pyxis.files else None,
     )
 
 
 def render(role: str, cfg: StackConfig, pool: GpuPool | None = None) -> CustomData:
     """The custom data of ``role`` (``head`` or ``gpu-node`` of ``pool``)."""
     software = bootstrap.apply_software_overrides(cfg.software)
-    inputs = _boot_inputs(cfg, software)
+    inputs = _boot_inputs(cfg, software, role)
     if role == GPU_NODE:
         if pool is None:
             raise ValueError("a gpu-node's custom data needs its pool")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import shlex
 import shutil
@@ -128,15 +129,115 @@ def test_pyxis_setup_without_pins_leaves_the_scheduler_usable(sandbox: Sandbox) 
     assert sandbox.calls("curl") == []
 
 
-def test_pyxis_setup_without_checksum_downloads_nothing(sandbox: Sandbox) -> None:
-    """A pinned version without its sha256 is never downloaded unchecked; containers are marked unavailable."""
+ENROOT_DEBS = (
+    "https://github.com/NVIDIA/enroot/releases/download/v3.5.0/enroot_3.5.0-1_arm64.deb",
+    "https://github.com/NVIDIA/enroot/releases/download/v3.5.0/enroot+caps_3.5.0-1_arm64.deb",
+)
+PYXIS_URL = "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.20.0.tar.gz"
+
+
+def _serving(sandbox: Sandbox) -> dict[str, str]:
+    """curl writes 'served <url>' to its -o file; returns URL -> the sha256 of what it serves."""
+    sandbox.replace(
+        "curl",
+        'printf \'curl %s\\n\' "$*" >>"$SANDBOX/calls.log"\n'
+        'out=""; prev=""; for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done\n'
+        'printf \'served %s\\n\' "${*: -1}" >"$out"\n',
+    )
+    sandbox.replace("dpkg", "echo arm64\n")
+    sandbox.replace("apt-get", 'printf \'apt-get %s\\n\' "$*" >>"$SANDBOX/calls.log"\n')
+    return {url: hashlib.sha256(f"served {url}\n".encode()).hexdigest() for url in (*ENROOT_DEBS, PYXIS_URL)}
+
+
+def _enroot_env(sandbox: Sandbox, shas: list[str]) -> dict[str, str]:
+    return {
+        "PATH": f"{sandbox.path / 'bin'}:/usr/bin:/bin",
+        "GB300_ENROOT_VERSION": "3.5.0",
+        "GB300_ENROOT_DEBS": " ".join(ENROOT_DEBS),
+        "GB300_ENROOT_SHA256S": " ".join(shas),
+    }
+
+
+def test_pyxis_setup_installs_the_pinned_enroot_packages(sandbox: Sandbox) -> None:
+    """With both .debs pinned, the step downloads each once, checks it, and installs both with apt."""
     if shutil.which("enroot", path="/usr/bin:/bin"):
         pytest.skip("enroot is installed on this machine")
-    env = {"PATH": f"{sandbox.path / 'bin'}:/usr/bin:/bin", "GB300_ENROOT_VERSION": "3.5.0"}
+    served = _serving(sandbox)
+    sandbox.write("usr/local/lib/slurm/spank_pyxis.so", "")
+    result = sandbox.run("gb300-pyxis-setup", env=_enroot_env(sandbox, [served[u] for u in ENROOT_DEBS]))
+    assert result.returncode == 0, result.stderr
+    assert [c.split()[-1] for c in sandbox.calls("curl")] == list(ENROOT_DEBS)
+    [install] = [c for c in sandbox.calls("apt-get") if c.startswith("install")]
+    assert install.endswith(
+        "var/cache/gb300/enroot_3.5.0-1_arm64.deb "
+        + str(sandbox.root)
+        + "/var/cache/gb300/enroot+caps_3.5.0-1_arm64.deb"
+    )
+    assert (sandbox.root / "etc/enroot/enroot.conf").exists()
+    assert not (sandbox.root / "var/lib/gb300/slurm/containers.unavailable").exists()
+
+
+@pytest.mark.parametrize(
+    ("sha_of_second", "message"),
+    [
+        (
+            "-",
+            "no sha256 pinned for " + ENROOT_DEBS[1] + " in infra/gb300/data/checksums.yaml (run gb300 software lock)",
+        ),
+        ("0" * 64, None),
+    ],
+    ids=["unpinned", "mismatch"],
+)
+def test_pyxis_setup_refuses_an_unpinned_or_wrong_enroot_package(
+    sandbox: Sandbox, sha_of_second: str, message: str | None
+) -> None:
+    """An unpinned .deb is not downloaded (containers unavailable, Slurm unaffected); a wrong one fails the step."""
+    if shutil.which("enroot", path="/usr/bin:/bin"):
+        pytest.skip("enroot is installed on this machine")
+    served = _serving(sandbox)
+    result = sandbox.run("gb300-pyxis-setup", env=_enroot_env(sandbox, [served[ENROOT_DEBS[0]], sha_of_second]))
+    assert not [c for c in sandbox.calls("apt-get") if c.startswith("install")]
+    if message is None:
+        assert result.returncode == 1
+        assert f"checksum mismatch for {ENROOT_DEBS[1]}" in result.stderr
+    else:
+        assert result.returncode == 0, result.stderr
+        assert (sandbox.root / "var/lib/gb300/slurm/containers.unavailable").read_text().strip() == message
+        assert sandbox.calls("curl") == []
+
+
+def test_pyxis_setup_refuses_an_enroot_package_for_another_architecture(sandbox: Sandbox) -> None:
+    """arm64 pins on an amd64 machine are never installed: containers are unavailable and the reason says why."""
+    if shutil.which("enroot", path="/usr/bin:/bin"):
+        pytest.skip("enroot is installed on this machine")
+    served = _serving(sandbox)
+    sandbox.replace("dpkg", "echo amd64\n")
+    result = sandbox.run("gb300-pyxis-setup", env=_enroot_env(sandbox, [served[u] for u in ENROOT_DEBS]))
+    assert result.returncode == 0, result.stderr
+    reason = (sandbox.root / "var/lib/gb300/slurm/containers.unavailable").read_text()
+    assert "not for this node's architecture (amd64)" in reason
+    assert sandbox.calls("curl") == []
+
+
+def test_the_head_builds_pyxis_and_never_installs_enroot(sandbox: Sandbox) -> None:
+    """GB300_INSTALL_ENROOT=0 (the head): the pinned pyxis tarball is fetched and built; no enroot, no NVMe dirs."""
+    served = _serving(sandbox)
+    sandbox.replace("tar", 'printf \'tar %s\\n\' "$*" >>"$SANDBOX/calls.log"\n')
+    sandbox.replace("make", 'printf \'make %s\\n\' "$*" >>"$SANDBOX/calls.log"\n')
+    env = {
+        "GB300_INSTALL_ENROOT": "0",
+        "GB300_PYXIS_VERSION": "0.20.0",
+        "GB300_PYXIS_URL": PYXIS_URL,
+        "GB300_PYXIS_SHA256": served[PYXIS_URL],
+    }
     result = sandbox.run("gb300-pyxis-setup", env=env)
     assert result.returncode == 0, result.stderr
-    assert "GB300_ENROOT_SHA256 is not set" in (sandbox.root / "var/lib/gb300/slurm/containers.unavailable").read_text()
-    assert sandbox.calls("curl") == []
+    assert [c.split()[-1] for c in sandbox.calls("curl")] == [PYXIS_URL]
+    assert len(sandbox.calls("make")) == 2  # build, install
+    assert not [c for c in sandbox.calls("apt-get") if "enroot" in c]
+    assert not (sandbox.root / "etc/enroot").exists()
+    assert not (sandbox.root / "mnt").exists()
+    assert (sandbox.root / "var/lib/gb300/slurm/pyxis-setup.done").exists()
 
 
 NODE_ENV = {

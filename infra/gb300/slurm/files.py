@@ -67,6 +67,9 @@ class SlurmBootInputs:
     ``slurmdbd`` turns on job accounting on the head node (``GB300_SLURMDBD=1``, ``gb300:head.slurmdbd``);
     it must agree with the cluster's ``accounting_host`` (:func:`head_files` checks).
     Versions are pins from the versions data file; None keeps the image's or the archive's version.
+    ``enroot_debs`` and ``pyxis_source`` are (URL, sha256 or None) pairs from versions.yaml and checksums.yaml:
+    the step downloads only what is pinned. ``install_enroot`` is False on the head: srun there needs the
+    pyxis plugin to accept ``--container-image``, but containers only ever start on GPU nodes.
     ``pool``, ``cpus``, ``real_memory_mib`` and ``gpus`` are a GPU node's dynamic-node registration
     (``slurmd -Z --conf "CPUs=.. RealMemory=.. Gres=gpu:N Feature=<pool>"``): :func:`gpu_files` needs them
     and :meth:`for_pool` copies them from the pool's :class:`~gb300.slurm.config.SlurmPool`; the head leaves
@@ -81,10 +84,10 @@ class SlurmBootInputs:
     block_size: int = 18
     slurm_version: str | None = None
     enroot_version: str | None = None
-    enroot_sha256: str | None = None
-    enroot_caps_sha256: str | None = None
+    enroot_debs: tuple[tuple[str, str | None], ...] = ()
+    install_enroot: bool = True
     pyxis_version: str | None = None
-    pyxis_sha256: str | None = None
+    pyxis_source: tuple[str, str | None] | None = None
     slurmdbd: bool = False
     pool: str | None = None
     cpus: int | None = None
@@ -110,6 +113,7 @@ def render_slurm_env(inputs: SlurmBootInputs) -> str:
         value = getattr(inputs, name)
         if value is not None and value < 1:
             raise ValueError(f"'{name}' must be at least 1 (got {value!r})")
+    debs = inputs.enroot_debs if inputs.install_enroot else None
     values = {
         "GB300_HEAD_HOSTNAME": inputs.head_hostname,
         "GB300_KEYVAULT_NAME": inputs.keyvault_name,
@@ -120,11 +124,14 @@ def render_slurm_env(inputs: SlurmBootInputs) -> str:
         # Only when on: GPU nodes and heads without accounting keep the same slurm.env (and custom data hash).
         "GB300_SLURMDBD": "1" if inputs.slurmdbd else None,
         "GB300_SLURM_VERSION": inputs.slurm_version,
-        "GB300_ENROOT_VERSION": inputs.enroot_version,
-        "GB300_ENROOT_SHA256": inputs.enroot_sha256,
-        "GB300_ENROOT_CAPS_SHA256": inputs.enroot_caps_sha256,
+        "GB300_INSTALL_ENROOT": "1" if inputs.install_enroot else "0",
+        "GB300_ENROOT_VERSION": inputs.enroot_version if inputs.install_enroot else None,
+        # Space-separated, in the same order; "-" where checksums.yaml pins no sha256 (the step refuses it).
+        "GB300_ENROOT_DEBS": " ".join(url for url, _ in debs) if debs else None,
+        "GB300_ENROOT_SHA256S": " ".join(sha or "-" for _, sha in debs) if debs else None,
         "GB300_PYXIS_VERSION": inputs.pyxis_version,
-        "GB300_PYXIS_SHA256": inputs.pyxis_sha256,
+        "GB300_PYXIS_URL": inputs.pyxis_source[0] if inputs.pyxis_source else None,
+        "GB300_PYXIS_SHA256": (inputs.pyxis_source[1] or "-") if inputs.pyxis_source else None,
         "GB300_SLURM_POOL": inputs.pool,
         "GB300_SLURM_CPUS": _text(inputs.cpus),
         "GB300_SLURM_REAL_MEMORY_MIB": _text(inputs.real_memory_mib),
