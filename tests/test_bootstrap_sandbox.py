@@ -12,7 +12,7 @@ import pytest
 from bootstrap_helpers import REFERENCE_CLUSTER, render_role
 from gb300.bootstrap import BootstrapContext, ExtraFile, ExtraStep, load_software, render_custom_data
 from gb300.bootstrap.software import VERSIONS_FILE
-from sandbox import Machine, RunResult, Sandbox, hpc_image_machine
+from sandbox import Machine, RunResult, Sandbox, hpc_image_machine, plain_ubuntu_machine
 
 pytestmark = pytest.mark.slow
 
@@ -143,27 +143,9 @@ def test_version_drift_is_reported_not_accepted(tmp_path: Path) -> None:
     assert 'gb300:software.nccl: "2.28.3-1+cuda13.0"' in status["reason"]
 
 
-def _plain_ubuntu() -> Machine:
-    machine = hpc_image_machine()
-    machine.packages = {"mdadm": "4.3-1ubuntu2.1", "xfsprogs": "6.6.0-1ubuntu2.1"}
-    machine.holds = []
-    machine.driver_version = ""
-    machine.services = {"walinuxagent": {"enabled": True, "active": True}}
-    machine.modules = ["mlx5_ib"]
-    for path in (
-        "/proc/driver/nvidia/version",
-        "/dev/nvidia-caps-imex-channels/channel0",
-        "/usr/local/nccl-rdma-sharp-plugins/lib/libnccl-net.so",
-        "/opt/nccl-tests/build/all_reduce_perf",
-        "/etc/docker/daemon.json",
-    ):
-        del machine.files[path]
-    return machine
-
-
 def test_plain_ubuntu_refuses_unchecked_downloads(tmp_path: Path) -> None:
     """On plain Ubuntu, a repository key with no pinned sha256 is not downloaded; the reason says so."""
-    box = _sandbox(tmp_path, _plain_ubuntu())
+    box = _sandbox(tmp_path, plain_ubuntu_machine())
     assert not box.run().ok
     status = _status(box)
     assert status["step"] == "20-nvidia-driver"
@@ -172,7 +154,7 @@ def test_plain_ubuntu_refuses_unchecked_downloads(tmp_path: Path) -> None:
 
 
 def test_plain_ubuntu_installs_pinned_versions_from_vendor_repositories(tmp_path: Path) -> None:
-    """With key checksums pinned, plain Ubuntu installs each pinned package from its arm64/sbsa repo."""
+    """With key checksums pinned, plain Ubuntu installs each pinned package, then stops at nccl-tests' bad tarball."""
     text = VERSIONS_FILE.read_text()
     for repo in load_software().repos:
         digest = hashlib.sha256(f"stand-in download of {repo.key_url}\n".encode()).hexdigest()
@@ -185,7 +167,7 @@ def test_plain_ubuntu_installs_pinned_versions_from_vendor_repositories(tmp_path
     ctx = BootstrapContext(
         role="gpu-node", cluster_name=REFERENCE_CLUSTER, pool_name="gpu-a", software=load_software(versions)
     )
-    box = _sandbox(tmp_path, _plain_ubuntu(), render_custom_data(ctx).cloud_config)
+    box = _sandbox(tmp_path, plain_ubuntu_machine(), render_custom_data(ctx).cloud_config)
     box.run()
     installs = " ".join(c for c in box.calls() if c.startswith("MUTATE apt-get") and " install " in c)
     for pinned in (
@@ -197,11 +179,16 @@ def test_plain_ubuntu_installs_pinned_versions_from_vendor_repositories(tmp_path
     ):
         assert pinned in installs
     assert "signed-by=/etc/apt/keyrings/gb300-cuda-sbsa.asc" in box.read("/etc/apt/sources.list.d/gb300-cuda-sbsa.list")
-    # The sharp plugin and nccl-tests are built by the image, not at boot: the reason says what to do.
+    # nccl-tests is built from source; what the stand-in curl serves is not the pinned tarball.
     status = _status(box)
     assert status["step"] == "40-nccl"
-    assert "nccl-rdma-sharp-plugins: not found on this image" in status["reason"]
-    assert "Ubuntu-HPC GB image" in status["reason"]
+    assert status["reason"] == (
+        "checksum mismatch for https://github.com/NVIDIA/nccl-tests/archive/v2.17.6.tar.gz: "
+        "expected sha256 38974e70342150ede0e3fb8fd24bfe60ccbde90fa20241716ba8bb338e6b61a0"
+    )
+    assert not [c for c in box.calls() if c.startswith("MUTATE make")]
+    assert not box.path("/opt/nccl-tests/build").exists()
+    assert not list(box.path("/var/lib/gb300/downloads/nccl-tests").iterdir()), "the bad download is removed"
 
 
 def test_an_existing_nvme_array_is_assembled_not_recreated(tmp_path: Path) -> None:

@@ -28,10 +28,12 @@ __all__ = [
 ]
 
 VERSIONS_FILE: Path = DATA_DIR / "versions.yaml"
-InstallKind = Literal["apt", "deb", "none"]
-_INSTALL_KINDS: tuple[str, ...] = ("apt", "deb", "none")
+InstallKind = Literal["apt", "deb", "source", "none"]
+_INSTALL_KINDS: tuple[str, ...] = ("apt", "deb", "source", "none")
 _VERSION_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+~:_-]{0,63}$")
 _DETECT_RE = re.compile(r"^(nvidia-smi|dpkg:[a-z0-9][a-z0-9.+{}_-]*|file:/[A-Za-z0-9._/+-]+)$")
+_RECIPE_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+_BUILD_ENV_KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,62}$")
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,14 @@ class Component:
     status: str
     source: str
     overridden: bool = False
+    optional: bool = False
+    """Absent and not installable at boot (no version or sha256 pinned, or `install: none`): warn, go on."""
+    recipe: str | None = None
+    """`install: source` only: the build script run from /usr/local/lib/gb300/build/<recipe>.sh."""
+    build_packages: tuple[str, ...] = ()
+    """`install: source` only: Ubuntu archive packages the build needs (installed, not held)."""
+    build_env: tuple[tuple[str, str], ...] = ()
+    """`install: source` only: variables exported to the recipe (name, value)."""
 
     @property
     def env_prefix(self) -> str:
@@ -155,13 +165,22 @@ def _build_component(name: str, raw: Mapping[str, Any], version: str | None, *, 
     apt_version: str | None = None
     if version is not None:
         apt_version = _subst(_str(raw, "apt_version", where, default="{version}-*"), version, where=where)
+    raw_files = raw.get("files", [])
+    if install == "source" and version is None:
+        # An unpinned source component has no tarball to fetch yet; the node says so (see the header).
+        raw_files = []
     files = tuple(
         DownloadFile(url=_subst(_str(f, "url", f"{where}.files"), version, where=where), sha256=f.get("sha256"))
-        for f in raw.get("files", [])
+        for f in raw_files
     )
     repo = raw.get("repo")
     if install == "apt" and not isinstance(repo, str):
         msg = f"{where}.repo: an apt component must name a repository (got {repo!r})"
+        raise BootstrapDataError(msg)
+    recipe, build_packages, build_env = _source_build(raw, install, where)
+    optional = raw.get("optional", False)
+    if not isinstance(optional, bool):
+        msg = f"{where}.optional: must be true or false (got {optional!r})"
         raise BootstrapDataError(msg)
     return Component(
         name=name,
@@ -177,7 +196,47 @@ def _build_component(name: str, raw: Mapping[str, Any], version: str | None, *, 
         status=_str(raw, "status", where),
         source=_str(raw, "source", where),
         overridden=overridden,
+        optional=optional,
+        recipe=recipe,
+        build_packages=build_packages,
+        build_env=build_env,
     )
+
+
+def _source_build(
+    raw: Mapping[str, Any], install: str, where: str
+) -> tuple[str | None, tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The recipe, build packages and build environment of an `install: source` component."""
+    build_keys = [key for key in ("recipe", "build_packages", "build_env") if key in raw]
+    if install != "source":
+        if build_keys:
+            msg = f"{where}.{build_keys[0]}: only an `install: source` component is built (got install {install!r})"
+            raise BootstrapDataError(msg)
+        return None, (), ()
+    files = raw.get("files")
+    if not isinstance(files, list) or not files:
+        msg = f"{where}.files: a source component must list its source tarball with url and sha256 (got {files!r})"
+        raise BootstrapDataError(msg)
+    recipe = raw.get("recipe")
+    if not isinstance(recipe, str) or not _RECIPE_RE.match(recipe):
+        msg = (
+            f"{where}.recipe: a source component must name its build recipe, "
+            f"cloud-init/build/<recipe>.sh, in lowercase letters, digits and dashes (got {recipe!r})"
+        )
+        raise BootstrapDataError(msg)
+    packages = raw.get("build_packages", [])
+    if not isinstance(packages, list) or not all(isinstance(p, str) and p for p in packages):
+        msg = f"{where}.build_packages: must be a list of Debian package names (got {packages!r})"
+        raise BootstrapDataError(msg)
+    env = raw.get("build_env", {})
+    if not isinstance(env, dict):
+        msg = f"{where}.build_env: must be a mapping of NAME: value (got {env!r})"
+        raise BootstrapDataError(msg)
+    for key, value in env.items():
+        if not isinstance(key, str) or not _BUILD_ENV_KEY_RE.match(key) or not isinstance(value, str) or "\n" in value:
+            msg = f"{where}.build_env.{key}: must be an UPPER_CASE name with a one-line string value (got {value!r})"
+            raise BootstrapDataError(msg)
+    return recipe, tuple(packages), tuple((str(k), str(v)) for k, v in env.items())
 
 
 def _build_repo(name: str, raw: Mapping[str, Any], versions: Mapping[str, str | None]) -> AptRepo:
