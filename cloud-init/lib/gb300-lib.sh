@@ -177,7 +177,7 @@ build_from_source() {
   dir="${GB300_STATE_DIR}/build/${name}-${version}"
   rm -rf "$dir"
   mkdir -p "$dir/src"
-  tar -xzf "${GB300_STATE_DIR}/downloads/${name}/$(basename "${urls[0]}")" -C "$dir/src" --strip-components=1 ||
+  tar -xzf "${GB300_STATE_DIR}/downloads/${name}/$(basename "${urls[0]}")" -C "$dir/src" --strip-components=1 --no-same-owner ||
     fail "$name: cannot unpack $(basename "${urls[0]}")"
   read -r -a deps <<<"$(sw "$name" BUILD_PACKAGES)"
   if [ "${#deps[@]}" -gt 0 ]; then
