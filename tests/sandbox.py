@@ -3,10 +3,11 @@
 `Sandbox` takes a rendered cloud-config, applies its `write_files` under a scratch root (every node
 script prefixes its paths with `${GB300_ROOT:-}`), and runs its `runcmd` entries in order the way
 cloud-init does (each entry runs even after one fails). Hardware and system commands (nvidia-smi,
-ibstat, mdadm, apt-get, dpkg-query, systemctl, mkfs.xfs, mount, lsblk, logger, ...) are stand-ins
+ibstat, mdadm, apt-get, dpkg-query, systemctl, mkfs.xfs, mount, lsblk, logger, curl, make, ...) are stand-ins
 from tests/standin.py that print recordings from tests/fixtures/hw/ and keep machine state in
 state.json. A `Machine` describes that state; `hpc_image_machine()` is a GB300 VM on Azure's
-Ubuntu-HPC GB image. Other tests (the Slurm health checks) reuse this module to run their scripts.
+Ubuntu-HPC GB image, `plain_ubuntu_machine()` one on plain Ubuntu 24.04. Other tests (the Slurm health
+checks) reuse this module to run their scripts.
 """
 
 from __future__ import annotations
@@ -98,6 +99,25 @@ def hpc_image_machine() -> Machine:
         },
         modules=["nvidia", "nvidia_uvm", "nvidia_peermem", "mlx5_ib"],
     )
+
+
+def plain_ubuntu_machine() -> Machine:
+    """A GB300 VM booted from plain Ubuntu 24.04 arm64: no NVIDIA stack, no nccl-tests, no plugin."""
+    machine = hpc_image_machine()
+    machine.packages = {"mdadm": "4.3-1ubuntu2.1", "xfsprogs": "6.6.0-1ubuntu2.1"}
+    machine.holds = []
+    machine.driver_version = ""
+    machine.services = {"walinuxagent": {"enabled": True, "active": True}}
+    machine.modules = ["mlx5_ib"]
+    for path in (
+        "/proc/driver/nvidia/version",
+        "/dev/nvidia-caps-imex-channels/channel0",
+        "/usr/local/nccl-rdma-sharp-plugins/lib/libnccl-net.so",
+        "/opt/nccl-tests/build/all_reduce_perf",
+        "/etc/docker/daemon.json",
+    ):
+        del machine.files[path]
+    return machine
 
 
 @dataclass

@@ -88,6 +88,11 @@ def apt_get(args: list[str], state: dict) -> int:
             continue
         name, _, pattern = arg.partition("=")
         state["packages"][name] = pattern.replace("*", "1") if pattern else "9.9-standin"
+        if name.startswith("cuda-toolkit-"):
+            # The toolkit package ships the compiler the source builds use.
+            nvcc = Path(ROOT, "usr/local", "cuda-" + name.removeprefix("cuda-toolkit-").replace("-", "."), "bin/nvcc")
+            nvcc.parent.mkdir(parents=True, exist_ok=True)
+            nvcc.write_text("nvcc stand-in\n")
     save(state)
     return 0
 
@@ -272,6 +277,27 @@ def curl(args: list[str], state: dict) -> int:
     return 0
 
 
+NCCL_TESTS_BINARIES = ("all_reduce", "all_gather", "alltoall", "broadcast", "reduce", "reduce_scatter", "sendrecv")
+
+
+def make(args: list[str], state: dict) -> int:
+    """nccl-tests' `make MPI=1 ...` writes build/*_perf; `make install` puts the plugin under the prefix."""
+    variables = dict(a.split("=", 1) for a in args if "=" in a)
+    if "install" in args:
+        prefix = Path(Path("standin-prefix").read_text().strip())
+        (prefix / "lib").mkdir(parents=True, exist_ok=True)
+        (prefix / "lib" / "libnccl-net.so").write_text("ELF stand-in\n")
+        return 0
+    if variables.get("MPI") == "1":
+        Path("build").mkdir(exist_ok=True)
+        for name in NCCL_TESTS_BINARIES:
+            binary = Path("build", f"{name}_perf")
+            binary.write_text(f"ELF stand-in built with {variables.get('NVCC_GENCODE', '')}\n")
+            binary.chmod(0o755)
+        return 0
+    return 0 if Path("standin-prefix").exists() else unsupported(["make", *args])
+
+
 READ_ONLY = {
     "nvidia-smi": nvidia_smi,
     "dpkg-query": dpkg_query,
@@ -291,6 +317,7 @@ MUTATING = {
     "update-initramfs": lambda a, s: 0,
     "nvidia-ctk": nvidia_ctk,
     "curl": curl,
+    "make": make,
 }
 # These mutate only for some verbs; the others are reads.
 MIXED = {

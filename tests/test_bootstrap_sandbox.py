@@ -11,7 +11,8 @@ import yaml
 
 from bootstrap_helpers import REFERENCE_CLUSTER, render_role
 from gb300.bootstrap import BootstrapContext, ExtraFile, ExtraStep, load_software, render_custom_data
-from sandbox import Machine, RunResult, Sandbox, hpc_image_machine
+from gb300.bootstrap.software import CHECKSUMS_FILE
+from sandbox import Machine, RunResult, Sandbox, hpc_image_machine, plain_ubuntu_machine
 
 pytestmark = pytest.mark.slow
 
@@ -142,24 +143,6 @@ def test_version_drift_is_reported_not_accepted(tmp_path: Path) -> None:
     assert 'gb300:software.nccl: "2.28.3-1+cuda13.0"' in status["reason"]
 
 
-def _plain_ubuntu() -> Machine:
-    machine = hpc_image_machine()
-    machine.packages = {"mdadm": "4.3-1ubuntu2.1", "xfsprogs": "6.6.0-1ubuntu2.1"}
-    machine.holds = []
-    machine.driver_version = ""
-    machine.services = {"walinuxagent": {"enabled": True, "active": True}}
-    machine.modules = ["mlx5_ib"]
-    for path in (
-        "/proc/driver/nvidia/version",
-        "/dev/nvidia-caps-imex-channels/channel0",
-        "/usr/local/nccl-rdma-sharp-plugins/lib/libnccl-net.so",
-        "/opt/nccl-tests/build/all_reduce_perf",
-        "/etc/docker/daemon.json",
-    ):
-        del machine.files[path]
-    return machine
-
-
 KEYS = Path(__file__).parent / "fixtures" / "keys"
 # The primary-key fingerprints of the fixture keys (gpg --show-keys tests/fixtures/keys/<name>.asc).
 REPO_KEY = ("repo-signing.asc", "C08AF28EE2631D8C289BEAC2E32B5DBF675A3747")
@@ -172,8 +155,9 @@ def _plain_ubuntu_box(tmp_path: Path, pinned: str | None, served: str | None) ->
     repos = load_software().repos
     keys = {r.key_url: {"fingerprints": [pinned], "status": "verified", "source": "test"} for r in repos}
     checksums = tmp_path / "checksums.yaml"
-    checksums.write_text(yaml.safe_dump({"files": {}, "keys": keys if pinned else {}}))
-    machine = _plain_ubuntu()
+    shipped = yaml.safe_load(CHECKSUMS_FILE.read_text())  # the shipped file pins, with test keys instead
+    checksums.write_text(yaml.safe_dump({"files": shipped["files"], "keys": keys if pinned else {}}))
+    machine = plain_ubuntu_machine()
     if served is not None:
         machine.downloads = {r.key_url: str(KEYS / served) for r in repos}
     ctx = BootstrapContext(
@@ -217,7 +201,8 @@ def test_plain_ubuntu_refuses_a_key_url_that_serves_no_key(tmp_path: Path) -> No
 
 
 def test_plain_ubuntu_installs_pinned_versions_from_vendor_repositories(tmp_path: Path) -> None:
-    """With the keys' fingerprints pinned, plain Ubuntu installs each pinned package from its arm64/sbsa repo."""
+    """With the keys' fingerprints pinned, plain Ubuntu installs each pinned package, then stops at nccl-tests'
+    tarball (the stand-in curl serves something else than the pinned source)."""
     box = _plain_ubuntu_box(tmp_path, pinned=REPO_KEY[1], served=REPO_KEY[0])
     box.run()
     installs = " ".join(c for c in box.calls() if c.startswith("MUTATE apt-get") and " install " in c)
@@ -234,11 +219,16 @@ def test_plain_ubuntu_installs_pinned_versions_from_vendor_repositories(tmp_path
     # Each key is downloaded once: the repositories shared by several components reuse the checked file.
     key_downloads = [c for c in box.calls() if c.startswith("MUTATE curl") and c.endswith("3bf863cc.pub")]
     assert len(key_downloads) == 1
-    # The sharp plugin and nccl-tests are built by the image, not at boot: the reason says what to do.
+    # nccl-tests is built from source; what the stand-in curl serves is not the pinned tarball.
     status = _status(box)
     assert status["step"] == "40-nccl"
-    assert "nccl-rdma-sharp-plugins: not found on this image" in status["reason"]
-    assert "Ubuntu-HPC GB image" in status["reason"]
+    assert status["reason"] == (
+        "checksum mismatch for https://github.com/NVIDIA/nccl-tests/archive/v2.17.6.tar.gz: "
+        "expected sha256 38974e70342150ede0e3fb8fd24bfe60ccbde90fa20241716ba8bb338e6b61a0"
+    )
+    assert not [c for c in box.calls() if c.startswith("MUTATE make")]
+    assert not box.path("/opt/nccl-tests/build").exists()
+    assert not list(box.path("/var/lib/gb300/downloads/nccl-tests").iterdir()), "the bad download is removed"
 
 
 def test_an_existing_nvme_array_is_assembled_not_recreated(tmp_path: Path) -> None:

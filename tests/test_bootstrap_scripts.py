@@ -15,7 +15,8 @@ from bootstrap_helpers import render_role
 from gb300.bootstrap import BootstrapContext, ExtraStep, render_custom_data
 from gb300.bootstrap.resources import CLOUD_INIT_DIR, TEMPLATES_DIR
 
-SCRIPTS = sorted((CLOUD_INIT_DIR / "scripts").glob("*.sh"))
+# Step scripts and the build recipes of `install: source` components (cloud-init/build/).
+SCRIPTS = sorted((CLOUD_INIT_DIR / "scripts").glob("*.sh")) + sorted((CLOUD_INIT_DIR / "build").glob("*.sh"))
 LIBS = [CLOUD_INIT_DIR / "lib" / "gb300-lib.sh", CLOUD_INIT_DIR / "lib" / "run-step"]
 ALL_SHELL = [*LIBS, *SCRIPTS]
 # An absolute node path: /etc, /var, ... not preceded by ${GB300_ROOT:-} (or a variable holding it).

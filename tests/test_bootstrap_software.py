@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from bootstrap_helpers import render_role
 from gb300.bootstrap import (
     BootstrapDataError,
     SoftwareOverrideError,
@@ -16,7 +18,8 @@ from gb300.bootstrap import (
     load_nccl,
     load_software,
 )
-from gb300.bootstrap.software import VERSIONS_FILE, load_checksums
+from gb300.bootstrap.resources import CLOUD_INIT_DIR
+from gb300.bootstrap.software import VERSIONS_FILE, DownloadFile, load_checksums
 
 DOMAIN_SECTION_4 = {
     "nvidia-driver": "580.126.20",
@@ -163,3 +166,87 @@ def test_config_validation_gets_every_problem_with_its_key_path() -> None:
     problems = check_software_overrides({"nccl": "2.30.1", "ncl": "1", "cuda": 13.0})
     assert [path for path, _ in problems] == ["software.ncl", "software.cuda"]
     assert check_software_overrides({"nccl": "2.30.1"}) == ()
+
+
+def _versions_with(tmp_path: Path, name: str, fields: dict[str, Any], drop: tuple[str, ...] = ()) -> Path:
+    raw = yaml.safe_load(VERSIONS_FILE.read_text())
+    entry = raw["components"][name]
+    entry.update(fields)
+    for key in drop:
+        entry.pop(key, None)
+    path = tmp_path / "versions.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "fields", "drop", "message"),
+    [
+        (
+            "nccl-tests",
+            {"install": "rpm"},
+            (),
+            r"components\.nccl-tests\.install: must be one of apt, deb, source, none \(got 'rpm'\)",
+        ),
+        ("nccl-tests", {}, ("files",), r"components\.nccl-tests\.files: a source component must list its source"),
+        ("nccl-tests", {"files": []}, (), r"components\.nccl-tests\.files: a source component must list"),
+        ("nccl-tests", {}, ("recipe",), r"components\.nccl-tests\.recipe: a source component must name its build"),
+        ("nccl-tests", {"recipe": "../x"}, (), r"components\.nccl-tests\.recipe: .*got '\.\./x'"),
+        ("nccl", {"recipe": "nccl"}, (), r"components\.nccl\.recipe: only an `install: source` component is built"),
+        ("nccl-tests", {"build_env": {"gencode": "x"}}, (), r"components\.nccl-tests\.build_env\.gencode: must be"),
+        ("nccl-rdma-sharp-plugins", {"optional": "yes"}, (), r"components\.nccl-rdma-sharp-plugins\.optional: must"),
+    ],
+)
+def test_bad_source_entries_are_rejected_naming_the_field(
+    tmp_path: Path, name: str, fields: dict[str, Any], drop: tuple[str, ...], message: str
+) -> None:
+    """A malformed install kind, source build or optional flag in versions.yaml names the field that is wrong."""
+    with pytest.raises(BootstrapDataError, match=message):
+        load_software(_versions_with(tmp_path, name, fields, drop))
+
+
+def test_nccl_tests_is_built_from_the_spack_pinned_tarball_for_sm_103() -> None:
+    """nccl-tests 2.17.6 is built from source, checked against Spack's sha256 (unverified), for sm_103 with MPI."""
+    comp = load_software().component("nccl-tests")
+    assert comp.install == "source"
+    assert comp.files == (
+        DownloadFile(
+            url="https://github.com/NVIDIA/nccl-tests/archive/v2.17.6.tar.gz",
+            sha256="38974e70342150ede0e3fb8fd24bfe60ccbde90fa20241716ba8bb338e6b61a0",
+        ),
+    )
+    assert comp.status == "unverified"
+    assert "Spack" in comp.source
+    assert "not fetched and checked here" in comp.source
+    assert dict(comp.build_env)["NVCC_GENCODE"] == "-gencode=arch=compute_103,code=sm_103"
+    assert "libopenmpi-dev" in comp.build_packages
+    assert not comp.optional
+
+
+def test_the_unpinned_sharp_plugin_is_optional_with_nothing_to_download() -> None:
+    """The sharp plugin has no version, so no tarball URL; it is optional, and only it is."""
+    software = load_software()
+    plugin = software.component("nccl-rdma-sharp-plugins")
+    assert plugin.install == "source"
+    assert plugin.version is None
+    assert plugin.files == ()
+    assert [c.name for c in software.components if c.optional] == ["nccl-rdma-sharp-plugins"]
+
+
+def test_pinning_the_plugin_version_names_its_release_tarball() -> None:
+    """Overriding the plugin's version in the stack gives the tagged release tarball (sha256 still unpinned)."""
+    plugin = apply_software_overrides({"nccl-rdma-sharp-plugins": "2.7.1"}).component("nccl-rdma-sharp-plugins")
+    assert plugin.files == (
+        DownloadFile("https://github.com/Mellanox/nccl-rdma-sharp-plugins/archive/refs/tags/v2.7.1.tar.gz", None),
+    )
+
+
+def test_every_build_recipe_ships_with_the_gpu_node() -> None:
+    """Each source component's recipe is a script in cloud-init/build/ placed under /usr/local/lib/gb300/build/."""
+    config = yaml.safe_load(render_role("gpu-node").cloud_config)
+    placed = {e["path"]: e for e in config["write_files"]}
+    for comp in load_software().components:
+        if comp.install == "source":
+            entry = placed[f"/usr/local/lib/gb300/build/{comp.recipe}.sh"]
+            assert entry["permissions"] == "0755"
+            assert entry["content"] == (CLOUD_INIT_DIR / "build" / f"{comp.recipe}.sh").read_text()

@@ -102,3 +102,14 @@ def test_the_plan_fails_on_the_error_and_can_suppress_the_rule(reference_raw: di
     result = run_plan("plain", copy.deepcopy(raw))
     assert rule.RULE_ID not in {f.rule for f in result.findings}
     assert cli.main(["plan", "--stack-file", str(write_stack(raw, "quiet")), "--quiet"]) == 0
+
+
+def test_an_unpinned_optional_component_does_not_stop_a_pool(
+    reference_raw: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sharp plugin is optional: pinning its version without a checksum is no error for a plain-Ubuntu pool."""
+    _pin_everything(tmp_path, monkeypatch)
+    raw = _with_image(reference_raw, PLAIN_ARM64)
+    raw["software"] = {"nccl-rdma-sharp-plugins": "2.7.1"}
+    assert load_software().component("nccl-rdma-sharp-plugins").optional
+    assert rule.findings(config.parse(raw)) == []

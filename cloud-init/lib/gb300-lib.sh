@@ -182,6 +182,78 @@ ensure_repo() {
   fi
 }
 
+# install_blocker COMPONENT: why COMPONENT cannot be installed at boot (`install: none`, or no version or
+# sha256 pinned for its downloads); prints nothing when it can be.
+install_blocker() {
+  local name=$1 i
+  local -a urls=() shas=()
+  case "$(sw "$name" INSTALL)" in
+    none) printf 'it cannot be installed at boot: %s' "$(sw "$name" REASON)" ;;
+    deb | source)
+      read -r -a urls <<<"$(sw "$name" FILES)"
+      read -r -a shas <<<"$(sw "$name" SHA256S)"
+      if [ "${#urls[@]}" -eq 0 ]; then
+        printf 'infra/gb300/data/versions.yaml pins no version for it, so there is nothing to download'
+      fi
+      for i in "${!urls[@]}"; do
+        if [ "${shas[$i]:--}" = - ]; then
+          printf 'infra/gb300/data/checksums.yaml pins no sha256 for %s (run gb300 software lock)' "${urls[$i]}"
+          return 0
+        fi
+      done
+      ;;
+  esac
+}
+
+# build_from_source COMPONENT: download the pinned source (sha256 checked), unpack the first file under
+# /var/lib/gb300/build/<component>-<version>/src, install the build packages from Ubuntu's archive and
+# run the recipe /usr/local/lib/gb300/build/<recipe>.sh there with the component's build_env exported.
+# The recipe installs to the path `detect:` checks; the build tree is removed once it has.
+build_from_source() {
+  local name=$1 version recipe blocked dir url i key
+  local -a urls=() shas=() deps=() keys=()
+  version=$(sw "$name" VERSION)
+  recipe="${GB300_ROOT:-}/usr/local/lib/gb300/build/$(sw "$name" RECIPE).sh"
+  [ -x "$recipe" ] || fail "$name: build recipe ${recipe#"${GB300_ROOT:-}"} is missing or not executable"
+  blocked=$(install_blocker "$name")
+  if [ -z "$(sw "$name" FILES)" ]; then
+    fail "$name: not found on this image, and it cannot be built at boot: ${blocked}. Pin its version and sha256, or use the Ubuntu-HPC GB image, which carries it."
+  fi
+  read -r -a urls <<<"$(sw "$name" FILES)"
+  read -r -a shas <<<"$(sw "$name" SHA256S)"
+  for i in "${!urls[@]}"; do
+    url=${urls[$i]}
+    fetch_verified "$url" "${shas[$i]:-}" "${GB300_STATE_DIR}/downloads/${name}/$(basename "$url")"
+  done
+  dir="${GB300_STATE_DIR}/build/${name}-${version}"
+  rm -rf "$dir"
+  mkdir -p "$dir/src"
+  tar -xzf "${GB300_STATE_DIR}/downloads/${name}/$(basename "${urls[0]}")" -C "$dir/src" --strip-components=1 --no-same-owner ||
+    fail "$name: cannot unpack $(basename "${urls[0]}")"
+  read -r -a deps <<<"$(sw "$name" BUILD_PACKAGES)"
+  if [ "${#deps[@]}" -gt 0 ]; then
+    if [ ! -e "${GB300_RUN_DIR}/apt-updated" ]; then
+      DEBIAN_FRONTEND=noninteractive apt-get update -q || fail "$name: apt-get update failed"
+      : >"${GB300_RUN_DIR}/apt-updated"
+    fi
+    log "$name: installing build packages ${deps[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${deps[@]}" ||
+      fail "$name: apt-get install ${deps[*]} failed (see journalctl -t gb300-${GB300_STEP})"
+  fi
+  read -r -a keys <<<"$(sw "$name" BUILD_ENV)"
+  log "$name: building ${version} with ${recipe#"${GB300_ROOT:-}"}"
+  rm -f "${GB300_RUN_DIR}/reason"
+  if ! (
+    cd "$dir/src" || exit 1
+    for key in "${keys[@]}"; do export "${key}=$(sw "$name" "BUILD_${key}")"; done
+    "$recipe"
+  ); then
+    [ -s "${GB300_RUN_DIR}/reason" ] && exit 1
+    fail "$name: the build failed (see journalctl -t gb300-${GB300_STEP}; the tree is kept in ${dir#"${GB300_ROOT:-}"})"
+  fi
+  rm -rf "$dir"
+}
+
 # install_component COMPONENT: install from the vendor's arm64/sbsa repository or pinned files.
 install_component() {
   local name=$1 kind pattern pkg url
@@ -212,6 +284,7 @@ install_component() {
       DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${args[@]}" ||
         fail "$name: installing the downloaded packages failed"
       ;;
+    source) build_from_source "$name" ;;
     none)
       fail "$name: not found on this image, and it cannot be installed at boot: $(sw "$name" REASON)"
       ;;
@@ -220,9 +293,10 @@ install_component() {
 }
 
 # verify_or_install COMPONENT: skip when the pinned version is found; install when absent; fail on a
-# mismatch (a drifted driver, IMEX or OFED breaks NCCL after a "successful" deploy).
+# mismatch (a drifted driver, IMEX or OFED breaks NCCL after a "successful" deploy). An optional component
+# that is absent and cannot be installed at boot is a warning with its reason, not a failure.
 verify_or_install() {
-  local name=$1 want got
+  local name=$1 want got blocked
   want=$(sw "$name" VERSION)
   got=$(installed_version "$name")
   if [ -z "$got" ]; then
@@ -230,6 +304,14 @@ verify_or_install() {
       log "$name: not present yet; deferred: $(sw "$name" REASON)"
       GB300_FOUND="$name deferred"
       return 0
+    fi
+    if [ "$(sw "$name" OPTIONAL)" = 1 ]; then
+      blocked=$(install_blocker "$name")
+      if [ -n "$blocked" ]; then
+        warn "$name absent (optional): $blocked"
+        GB300_FOUND="$name absent (optional): $blocked"
+        return 0
+      fi
     fi
     install_component "$name"
     got=$(installed_version "$name")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# 40-nccl: NCCL at its pinned version, the sharp plugin, nccl-tests, and the GB NCCL environment.
+# 40-nccl: NCCL at its pinned version, nccl-tests and the optional sharp plugin (built from pinned source
+# when absent), and the GB NCCL environment.
 set -euo pipefail
 # shellcheck source=../lib/gb300-lib.sh
 . "${GB300_ROOT:-}/usr/local/lib/gb300/lib.sh"

@@ -1,7 +1,8 @@
 """Render a role's cloud-config as data, serialize it with yaml, and pack it as Azure custom data.
 
 The cloud-config is a dict built here: the role fragments' keys, `write_files` (the step library, the
-step scripts and the templated files), and `runcmd` (one list-form entry per step, in steps.yaml
+step scripts, the templated files and, for a role that gets /etc/gb300/versions.env, the build recipes
+of its `install: source` components), and `runcmd` (one list-form entry per step, in steps.yaml
 order). Only file contents come from Jinja templates. The result is gzip-compressed (cloud-init
 accepts gzip user data) and base64-encoded, and must stay under Azure's 64 KB custom data limit.
 """
@@ -41,6 +42,7 @@ CUSTOM_DATA_HASH_TAG = "gb300-custom-data-sha256"
 """The scale set tag that carries `RenderedCustomData.sha256`; a differing value means reimage."""
 LIB_DIR = "/usr/local/lib/gb300"
 RUN_STEP = f"{LIB_DIR}/run-step"
+VERSIONS_ENV = "/etc/gb300/versions.env"
 _HEADER = "#cloud-config\n"
 
 
@@ -113,6 +115,20 @@ def _ordered_steps(ctx: BootstrapContext, cloud_init_dir: Path, env: jinja2.Envi
     return [*placed[:cut], *extra, *placed[cut:]]
 
 
+def _build_recipes(ctx: BootstrapContext, cloud_init_dir: Path) -> list[dict[str, Any]]:
+    """The build recipes (cloud-init/build/) of the `install: source` components, for a role given the pins."""
+    entries = []
+    for comp in ctx.software.components:
+        if comp.install != "source" or comp.recipe is None:
+            continue
+        source = cloud_init_dir / "build" / f"{comp.recipe}.sh"
+        if not source.is_file():
+            msg = f"versions.yaml components.{comp.name}.recipe: no build recipe {source} (got {comp.recipe!r})"
+            raise BootstrapError(msg)
+        entries.append(_file_entry(f"{LIB_DIR}/build/{comp.recipe}.sh", source.read_text(encoding="utf-8"), "0755"))
+    return entries
+
+
 def build_cloud_config(ctx: BootstrapContext, cloud_init_dir: Path = CLOUD_INIT_DIR) -> dict[str, Any]:
     """The role's cloud-config as a dict (what `render_custom_data` serializes)."""
     common, fragment = load_role(ctx.role, cloud_init_dir)
@@ -130,6 +146,8 @@ def build_cloud_config(ctx: BootstrapContext, cloud_init_dir: Path = CLOUD_INIT_
     for spec in (*common.files, *fragment.files):
         content = env.get_template(spec.template).render(variables)
         write_files.append(_file_entry(spec.path, content, spec.permissions))
+    if VERSIONS_ENV in (entry["path"] for entry in write_files):
+        write_files.extend(_build_recipes(ctx, cloud_init_dir))
     write_files.extend(_file_entry(f.path, f.content, f.permissions) for f in ctx.extra_files)
     write_files.extend(_file_entry(f"{LIB_DIR}/steps/{step.name}.sh", step.content, "0755") for step in steps)
     paths = [entry["path"] for entry in write_files]

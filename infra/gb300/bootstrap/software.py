@@ -39,10 +39,12 @@ VERSIONS_FILE: Path = DATA_DIR / "versions.yaml"
 CHECKSUMS_FILE: Path = DATA_DIR / "checksums.yaml"
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _FINGERPRINT_RE = re.compile(r"^[0-9A-F]{40}$")
-InstallKind = Literal["apt", "deb", "none"]
-_INSTALL_KINDS: tuple[str, ...] = ("apt", "deb", "none")
+InstallKind = Literal["apt", "deb", "source", "none"]
+_INSTALL_KINDS: tuple[str, ...] = ("apt", "deb", "source", "none")
 _VERSION_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+~:_-]{0,63}$")
 _DETECT_RE = re.compile(r"^(nvidia-smi|dpkg:[a-z0-9][a-z0-9.+{}_-]*|file:/[A-Za-z0-9._/+-]+)$")
+_RECIPE_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+_BUILD_ENV_KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,62}$")
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,14 @@ class Component:
     status: str
     source: str
     overridden: bool = False
+    optional: bool = False
+    """Absent and not installable at boot (no version or sha256 pinned, or `install: none`): warn, go on."""
+    recipe: str | None = None
+    """`install: source` only: the build script run from /usr/local/lib/gb300/build/<recipe>.sh."""
+    build_packages: tuple[str, ...] = ()
+    """`install: source` only: Ubuntu archive packages the build needs (installed, not held)."""
+    build_env: tuple[tuple[str, str], ...] = ()
+    """`install: source` only: variables exported to the recipe (name, value)."""
 
     @property
     def env_prefix(self) -> str:
@@ -261,10 +271,16 @@ def _build_component(
     apt_version: str | None = None
     if version is not None:
         apt_version = _subst(_str(raw, "apt_version", where, default="{version}-*"), version, where=where)
-    files = _files(raw, version, where, checksums)
+    # An unpinned source component has no tarball to fetch yet; the node says so (see versions.yaml's header).
+    files = () if install == "source" and version is None else _files(raw, version, where, checksums)
     repo = raw.get("repo")
     if install == "apt" and not isinstance(repo, str):
         msg = f"{where}.repo: an apt component must name a repository (got {repo!r})"
+        raise BootstrapDataError(msg)
+    recipe, build_packages, build_env = _source_build(raw, install, where)
+    optional = raw.get("optional", False)
+    if not isinstance(optional, bool):
+        msg = f"{where}.optional: must be true or false (got {optional!r})"
         raise BootstrapDataError(msg)
     return Component(
         name=name,
@@ -280,7 +296,50 @@ def _build_component(
         status=_str(raw, "status", where),
         source=_str(raw, "source", where),
         overridden=overridden,
+        optional=optional,
+        recipe=recipe,
+        build_packages=build_packages,
+        build_env=build_env,
     )
+
+
+def _source_build(
+    raw: Mapping[str, Any], install: str, where: str
+) -> tuple[str | None, tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The recipe, build packages and build environment of an `install: source` component."""
+    build_keys = [key for key in ("recipe", "build_packages", "build_env") if key in raw]
+    if install != "source":
+        if build_keys:
+            msg = f"{where}.{build_keys[0]}: only an `install: source` component is built (got install {install!r})"
+            raise BootstrapDataError(msg)
+        return None, (), ()
+    files = raw.get("files")
+    if not isinstance(files, list) or not files:
+        msg = (
+            f"{where}.files: a source component must list its source tarball's url "
+            f"(its sha256 goes in checksums.yaml) (got {files!r})"
+        )
+        raise BootstrapDataError(msg)
+    recipe = raw.get("recipe")
+    if not isinstance(recipe, str) or not _RECIPE_RE.match(recipe):
+        msg = (
+            f"{where}.recipe: a source component must name its build recipe, "
+            f"cloud-init/build/<recipe>.sh, in lowercase letters, digits and dashes (got {recipe!r})"
+        )
+        raise BootstrapDataError(msg)
+    packages = raw.get("build_packages", [])
+    if not isinstance(packages, list) or not all(isinstance(p, str) and p for p in packages):
+        msg = f"{where}.build_packages: must be a list of Debian package names (got {packages!r})"
+        raise BootstrapDataError(msg)
+    env = raw.get("build_env", {})
+    if not isinstance(env, dict):
+        msg = f"{where}.build_env: must be a mapping of NAME: value (got {env!r})"
+        raise BootstrapDataError(msg)
+    for key, value in env.items():
+        if not isinstance(key, str) or not _BUILD_ENV_KEY_RE.match(key) or not isinstance(value, str) or "\n" in value:
+            msg = f"{where}.build_env.{key}: must be an UPPER_CASE name with a one-line string value (got {value!r})"
+            raise BootstrapDataError(msg)
+    return recipe, tuple(packages), tuple((str(k), str(v)) for k, v in env.items())
 
 
 def _build_repo(name: str, raw: Mapping[str, Any], versions: Mapping[str, str | None], checksums: Checksums) -> AptRepo:

@@ -54,7 +54,9 @@ def findings(cfg: StackConfig) -> list[Finding]:
                 f"runs, but `srun --container-image` is unavailable; {_FIX}",
             )
         )
-    stack = sorted(n for n in missing if n not in deferred)
+    # An optional component (the sharp plugin) is recorded absent, never fatal: it does not stop a pool.
+    optional = {c.name for c in software.components if c.optional}
+    stack = sorted(n for n in missing if n not in deferred and n not in optional)
     if not stack:
         return out
     cat = catalog.load()
