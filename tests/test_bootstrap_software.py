@@ -186,7 +186,7 @@ def _versions_with(tmp_path: Path, name: str, fields: dict[str, Any], drop: tupl
             "nccl-tests",
             {"install": "rpm"},
             (),
-            r"components\.nccl-tests\.install: must be one of apt, deb, source, none \(got 'rpm'\)",
+            r"components\.nccl-tests\.install: must be one of apt, archive, deb, source, none \(got 'rpm'\)",
         ),
         ("nccl-tests", {}, ("files",), r"components\.nccl-tests\.files: a source component must list its source"),
         ("nccl-tests", {"files": []}, (), r"components\.nccl-tests\.files: a source component must list"),

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from gb300 import config, inventory, nodes
-from gb300.bootstrap import AZURE_CUSTOM_DATA_LIMIT, find_secret_material
+from gb300.bootstrap import AZURE_CUSTOM_DATA_LIMIT, find_secret_material, load_software
 from gb300.plan import PlanResult
 
 GOLDEN = Path(__file__).parent / "golden" / "reference"
@@ -174,3 +174,27 @@ def test_reference_cloud_config_matches_golden(reference_plan: PlanResult, role:
         golden.write_text(text, encoding="utf-8")
     assert golden.exists(), f"{golden} is missing; run with GB300_UPDATE_GOLDEN=1"
     assert text == golden.read_text(encoding="utf-8")
+
+
+def _slurm_env(custom: nodes.CustomData) -> dict[str, str]:
+    doc = yaml.safe_load(custom.cloud_config)
+    [env] = [f["content"] for f in doc["write_files"] if f["path"] == "/etc/gb300/slurm.env"]
+    return dict(line.split("=", 1) for line in env.splitlines() if "=" in line and not line.startswith("#"))
+
+
+def test_every_role_installs_the_pinned_slurm_and_an_override_moves_it(reference_raw: dict[str, Any]) -> None:
+    """The head and GPU nodes get versions.yaml's Slurm version (one ABI for slurmd, srun and pyxis);
+    gb300:software.slurm replaces it everywhere; the head never gets the enroot pins (containers run on GPU nodes)."""
+    pinned = load_software().component("slurm").version
+    assert pinned
+    cfg = config.parse(copy.deepcopy(reference_raw))
+    head, gpu = nodes.render(nodes.HEAD, cfg), nodes.render(nodes.GPU_NODE, cfg, cfg.gpu_pools[0])
+    for custom in (head, gpu):
+        assert _slurm_env(custom)["GB300_SLURM_VERSION"] == pinned
+    assert _slurm_env(head)["GB300_INSTALL_ENROOT"] == "0"
+    assert "GB300_ENROOT_DEBS" not in _slurm_env(head)
+    assert _slurm_env(gpu)["GB300_INSTALL_ENROOT"] == "1"
+    raw = copy.deepcopy(reference_raw)
+    raw["software"] = {"slurm": "23.11.4-1.2ubuntu5.1"}
+    moved = config.parse(raw)
+    assert _slurm_env(nodes.render(nodes.HEAD, moved))["GB300_SLURM_VERSION"] == "23.11.4-1.2ubuntu5.1"

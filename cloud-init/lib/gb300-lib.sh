@@ -261,8 +261,9 @@ install_component() {
   kind=$(sw "$name" INSTALL)
   read -r -a pkgs <<<"$(sw "$name" PACKAGES)"
   case "$kind" in
-    apt)
-      ensure_repo "$(sw "$name" REPO)"
+    apt | archive)
+      # `archive`: Ubuntu's own archive, already configured on every image; `apt`: a vendor repository.
+      if [ "$kind" = apt ]; then ensure_repo "$(sw "$name" REPO)"; fi
       pattern=$(sw "$name" APT_VERSION)
       for pkg in "${pkgs[@]}"; do
         if [ -n "$pattern" ]; then args+=("${pkg}=${pattern}"); else args+=("$pkg"); fi

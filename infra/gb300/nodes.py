@@ -69,6 +69,7 @@ def _boot_inputs(cfg: StackConfig, software: bootstrap.SoftwareSet, role: str) -
         head_hostname=head_hostname(cfg),
         keyvault_name=None,  # the node reads its gb300-keyvault tag
         slurmdbd=cfg.head.slurmdbd,  # GB300_SLURMDBD: gb300-slurmdbd-setup installs MariaDB and slurmdbd
+        slurm_version=software.component("slurm").version,  # the exact Ubuntu package version, held
         enroot_version=enroot.version,
         enroot_debs=tuple((f.url, f.sha256) for f in enroot.files),
         install_enroot=role == GPU_NODE,  # containers start on GPU nodes; the head's srun needs pyxis only

@@ -226,6 +226,7 @@ def test_the_head_builds_pyxis_and_never_installs_enroot(sandbox: Sandbox) -> No
     sandbox.replace("make", 'printf \'make %s\\n\' "$*" >>"$SANDBOX/calls.log"\n')
     env = {
         "GB300_INSTALL_ENROOT": "0",
+        "GB300_SLURM_VERSION": "23.11.4-1.2ubuntu5",
         "GB300_PYXIS_VERSION": "0.20.0",
         "GB300_PYXIS_URL": PYXIS_URL,
         "GB300_PYXIS_SHA256": served[PYXIS_URL],
@@ -234,6 +235,10 @@ def test_the_head_builds_pyxis_and_never_installs_enroot(sandbox: Sandbox) -> No
     assert result.returncode == 0, result.stderr
     assert [c.split()[-1] for c in sandbox.calls("curl")] == [PYXIS_URL]
     assert len(sandbox.calls("make")) == 2  # build, install
+    # Built against the pinned Slurm, the version slurmd and srun run.
+    assert [c for c in sandbox.calls("apt-get") if c.startswith("install")] == [
+        "install -y -q libslurm-dev=23.11.4-1.2ubuntu5 build-essential"
+    ]
     assert not [c for c in sandbox.calls("apt-get") if "enroot" in c]
     assert not (sandbox.root / "etc/enroot").exists()
     assert not (sandbox.root / "mnt").exists()
