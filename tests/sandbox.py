@@ -238,3 +238,24 @@ def _standin_commands() -> list[str]:
     finally:
         sys.path.pop(0)
     return list(standin.COMMANDS)
+
+
+@dataclass
+class TwoRuns:
+    """A sandboxed node bootstrapped twice: both results, the files after the first, each run's calls."""
+
+    box: Sandbox
+    first: RunResult
+    second: RunResult
+    snapshot_after_first: dict[str, tuple[str, ...]]
+    calls_in_first: list[str]
+    calls_in_second: list[str]
+
+
+def run_twice(box: Sandbox) -> TwoRuns:
+    """Bootstrap ``box`` twice (the idempotence check every sandbox suite makes)."""
+    first = box.run()
+    calls_in_first = box.calls()
+    snapshot = box.snapshot()
+    second = box.run()
+    return TwoRuns(box, first, second, snapshot, calls_in_first, box.calls()[len(calls_in_first) :])

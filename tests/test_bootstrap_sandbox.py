@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ import yaml
 from bootstrap_helpers import REFERENCE_CLUSTER, render_role
 from gb300.bootstrap import BootstrapContext, ExtraFile, ExtraStep, load_software, render_custom_data
 from gb300.bootstrap.software import CHECKSUMS_FILE
-from sandbox import Machine, RunResult, Sandbox, hpc_image_machine, plain_ubuntu_machine
+from sandbox import Machine, Sandbox, TwoRuns, hpc_image_machine, plain_ubuntu_machine, run_twice
 
 pytestmark = pytest.mark.slow
 
@@ -33,26 +32,12 @@ def _status(box: Sandbox) -> dict[str, str]:
     return dict(line.split(": ", 1) for line in lines)
 
 
-@dataclass
-class TwoRuns:
-    """The HPC-image GPU node run twice, with what the second run saw."""
-
-    box: Sandbox
-    first: RunResult
-    second: RunResult
-    snapshot_after_first: dict[str, tuple[str, ...]]
-    calls_in_second: list[str]
-
-
 @pytest.fixture(scope="module")
 def hpc_node_run_twice(tmp_path_factory: pytest.TempPathFactory) -> TwoRuns:
     """One sandboxed GPU node on the Ubuntu-HPC GB image, bootstrapped twice (shared: ~10 s a run)."""
-    box = _sandbox(tmp_path_factory.mktemp("hpc"))
-    first = box.run()
-    snapshot, calls_before = box.snapshot(), len(box.calls())
-    second = box.run()
-    print(f"\nfast path (HPC image, first run): {first.seconds:.2f} s; idempotent re-run: {second.seconds:.2f} s")
-    return TwoRuns(box, first, second, snapshot, box.calls()[calls_before:])
+    runs = run_twice(_sandbox(tmp_path_factory.mktemp("hpc")))
+    print(f"\nfast path (HPC image, first run): {runs.first.seconds:.2f} s; re-run: {runs.second.seconds:.2f} s")
+    return runs
 
 
 def test_first_run_on_the_hpc_image_marks_the_node_ready(hpc_node_run_twice: TwoRuns) -> None:

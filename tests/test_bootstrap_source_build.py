@@ -6,7 +6,7 @@ import hashlib
 import io
 import subprocess
 import tarfile
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import yaml
 from bootstrap_helpers import REFERENCE_CLUSTER
 from gb300.bootstrap import BootstrapContext, load_software, render_custom_data
 from gb300.bootstrap.software import VERSIONS_FILE
-from sandbox import Machine, RunResult, Sandbox, plain_ubuntu_machine
+from sandbox import Machine, Sandbox, TwoRuns, plain_ubuntu_machine, run_twice
 
 pytestmark = pytest.mark.slow
 
@@ -86,29 +86,12 @@ def _mutations(calls: list[str], command: str) -> list[str]:
     return [c for c in calls if c.startswith(f"MUTATE {command} ")]
 
 
-@dataclass
-class TwoRuns:
-    """A plain Ubuntu GPU node bootstrapped twice, nccl-tests built from a served tarball."""
-
-    box: Sandbox
-    first: RunResult
-    second: RunResult
-    snapshot_after_first: dict[str, tuple[str, ...]]
-    calls_in_first: list[str]
-    calls_in_second: list[str]
-
-
 @pytest.fixture(scope="module")
 def plain_node_run_twice(tmp_path_factory: pytest.TempPathFactory) -> TwoRuns:
     """One plain Ubuntu node whose nccl-tests pin matches the served tarball, run twice."""
     tmp_path = tmp_path_factory.mktemp("plain")
     machine, sha = _served_nccl_tests(tmp_path)
-    box = _plain_node(tmp_path, {NCCL_TESTS_URL: sha}, machine)
-    first = box.run()
-    calls_in_first = box.calls()
-    snapshot = box.snapshot()
-    second = box.run()
-    return TwoRuns(box, first, second, snapshot, calls_in_first, box.calls()[len(calls_in_first) :])
+    return run_twice(_plain_node(tmp_path, {NCCL_TESTS_URL: sha}, machine))
 
 
 def test_plain_ubuntu_builds_nccl_tests_from_the_checked_tarball(plain_node_run_twice: TwoRuns) -> None:

@@ -104,20 +104,21 @@ class Catalog:
     def limit(self, name: str) -> Any:
         return self.limits[name].value
 
-    def image_arch(self, image: str) -> Arch | None:
-        """Architecture of a marketplace URN (any version), or None when the catalog cannot know it."""
+    def image(self, image: str) -> Image | None:
+        """The catalog entry of a marketplace URN (any version), or None for an image id or an unknown image."""
         parts = image.split(":")
         if len(parts) != 4:
             return None
-        known = self.images.get(":".join(parts[:3]).lower())
+        return self.images.get(":".join(parts[:3]).lower())
+
+    def image_arch(self, image: str) -> Arch | None:
+        """Architecture of a marketplace URN (any version), or None when the catalog cannot know it."""
+        known = self.image(image)
         return known.arch if known else None
 
     def image_carries_gb_stack(self, image: str) -> bool | None:
         """Whether a marketplace URN boots with the GB software stack; None when the catalog cannot know."""
-        parts = image.split(":")
-        if len(parts) != 4:
-            return None
-        known = self.images.get(":".join(parts[:3]).lower())
+        known = self.image(image)
         return known.carries_gb_stack if known else None
 
 
