@@ -148,3 +148,50 @@ def test_an_unknown_stack_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[s
     assert cli.main(["software", "lock", "--check", "--stack", "nosuch"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["gb300 software: --stack nosuch: no stack file stacks/Pulumi.nosuch.yaml"]
+
+
+def test_the_cli_pins_every_real_gap_and_then_the_plan_is_quiet(
+    served: tuple[Path, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    reference_raw: dict[str, object],
+) -> None:
+    """`gb300 software lock` against (locally served) vendor URLs fills checksums.yaml; `--check` then passes,
+    nodes get the pins, and the plan's software-checksums warning is gone."""
+    from gb300 import config, software_lock  # noqa: PLC0415
+    from gb300.bootstrap import software  # noqa: PLC0415
+    from gb300.rules import software as software_rule  # noqa: PLC0415
+
+    root, base = served
+    todo = gaps([load_software()])
+    assert todo, "nothing left to pin in the shipped data"
+    route: dict[str, str] = {}
+    for index, gap in enumerate(todo):
+        name = f"gap-{index}"
+        if gap.kind == "key":
+            shutil.copy(KEYS / "repo-signing.asc", root / name)
+        else:
+            (root / name).write_bytes(f"payload of {gap.url}".encode())
+        route[gap.url] = f"{base}/{name}"
+    copy = tmp_path / "checksums.yaml"
+    shutil.copy(CHECKSUMS_FILE, copy)
+    monkeypatch.setattr(software, "CHECKSUMS_FILE", copy)
+    monkeypatch.setattr(
+        software_lock,
+        "default_open",
+        lambda url, timeout: urllib.request.urlopen(route[url], timeout=timeout),  # noqa: S310 - localhost
+    )
+    assert cli.main(["software", "lock", "--stack", "reference"]) == 0
+    err = capsys.readouterr().err
+    assert f"[{len(todo)}/{len(todo)}]" in err
+    assert cli.main(["software", "lock", "--check"]) == 0
+    pinned = load_software()
+    for gap in todo:
+        if gap.kind == "file":
+            [file] = [f for c in pinned.components for f in c.files if f.url == gap.url]
+            assert file.sha256 == hashlib.sha256(f"payload of {gap.url}".encode()).hexdigest()
+        else:
+            [repo] = [r for r in pinned.repos if r.key_url == gap.url]
+            assert repo.key_fingerprints == (REPO_KEY_FPR,)
+    assert software_rule.findings(config.parse(dict(reference_raw))) == []

@@ -22,7 +22,8 @@ from typing import IO, Any
 
 import yaml
 
-from gb300.bootstrap.software import CHECKSUMS_FILE, SoftwareSet, load_checksums
+from gb300.bootstrap import software
+from gb300.bootstrap.software import SoftwareSet, load_checksums
 
 __all__ = ["Gap", "LockResult", "gaps", "key_fingerprints", "lock", "write_checksums"]
 
@@ -53,13 +54,13 @@ class LockResult:
 def gaps(sets: Iterable[SoftwareSet]) -> list[Gap]:
     """Every URL some software set downloads without a pin, once each, sorted by URL."""
     found: dict[str, Gap] = {}
-    for software in sets:
-        for kind, owner, url in software.unpinned():
+    for each in sets:
+        for kind, owner, url in each.unpinned():
             found.setdefault(url, Gap(url=url, kind=kind, owner=owner))
     return sorted(found.values())
 
 
-def _default_open(url: str, timeout: float) -> IO[bytes]:
+def default_open(url: str, timeout: float) -> IO[bytes]:
     request = urllib.request.Request(url, headers={"User-Agent": "gb300-software-lock"})  # noqa: S310 - https only
     response: IO[bytes] = urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - https only
     return response
@@ -102,7 +103,7 @@ def key_fingerprints(path: Path, gpg: str = "gpg") -> tuple[str, ...]:
 def lock(
     todo: Sequence[Gap],
     *,
-    opener: Opener = _default_open,
+    opener: Opener | None = None,
     timeout: float = 60.0,
     progress: Progress = lambda line: None,
     gpg: str | None = None,
@@ -129,7 +130,7 @@ def lock(
                 continue
             dest = Path(scratch) / f"download-{index}"
             try:
-                digest, size = _download(gap.url, dest, opener, timeout)
+                digest, size = _download(gap.url, dest, opener or default_open, timeout)
             except (OSError, ValueError) as exc:  # urllib's URLError/HTTPError and timeouts are OSErrors
                 if isinstance(exc, urllib.error.HTTPError):
                     reason: object = f"HTTP {exc.code} {exc.reason}"
@@ -175,9 +176,10 @@ def _entry(pin_values: Sequence[str], kind: str, status: str, source: str) -> di
 def write_checksums(
     new_files: Mapping[str, Mapping[str, Any]],
     new_keys: Mapping[str, Mapping[str, Any]],
-    path: Path = CHECKSUMS_FILE,
+    path: Path | None = None,
 ) -> None:
-    """Merge new entries into checksums.yaml at ``path``, keeping its header comment and existing pins."""
+    """Merge new entries into checksums.yaml (or ``path``), keeping its header comment and existing pins."""
+    path = path or software.CHECKSUMS_FILE
     current = load_checksums(path)
     text = path.read_text(encoding="utf-8")
     header = text[: text.find(_HEADER_END)] if _HEADER_END in text else ""

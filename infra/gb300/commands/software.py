@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from gb300 import config, paths
+from gb300.bootstrap import software
 from gb300.bootstrap.errors import BootstrapError
-from gb300.bootstrap.software import CHECKSUMS_FILE, SoftwareSet, apply_software_overrides, load_software
+from gb300.bootstrap.software import SoftwareSet, apply_software_overrides, load_software
 from gb300.errors import UsageError
 from gb300.software_lock import gaps, lock, write_checksums
 
@@ -79,11 +79,8 @@ def run(args: argparse.Namespace) -> int:
         todo = gaps(software_sets(_stack_names(args.stack)))
     except BootstrapError as exc:
         raise UsageError(str(exc)) from exc
-    where = (
-        Path(CHECKSUMS_FILE).relative_to(paths.REPO_ROOT)
-        if CHECKSUMS_FILE.is_relative_to(paths.REPO_ROOT)
-        else CHECKSUMS_FILE
-    )
+    target = software.CHECKSUMS_FILE
+    where = target.relative_to(paths.REPO_ROOT) if target.is_relative_to(paths.REPO_ROOT) else target
     if not todo:
         print(f"every download is pinned in {where}")
         return 0
