@@ -100,7 +100,13 @@ PULUMI_CALLS = invocations("pulumi")
 
 def test_ci_files_call_gb300_and_pulumi() -> None:
     """The command extraction finds the plan, preview and deploy commands, so the checks below bite."""
-    assert {c.path.name for c in GB300_CALLS} == {"pr.yml", "stack-up.yml", "azure-pipelines.yml", "pulumi.yml"}
+    assert {c.path.name for c in GB300_CALLS} == {
+        "pr.yml",
+        "stack-up.yml",
+        "azure-pipelines.yml",
+        "pulumi.yml",
+        "pins.yml",
+    }
     assert {c.path.name for c in PULUMI_CALLS} == {"pr.yml", "stack-up.yml", "drift.yml", "pulumi.yml"}
 
 
@@ -254,6 +260,20 @@ def test_deploy_and_drift_never_run_in_forks() -> None:
     on = load(WORKFLOWS / "deploy.yml")["on"]
     assert set(on) <= {"push", "workflow_dispatch"}
     assert on["push"]["branches"] == ["main"]
+
+
+def test_the_pins_job_only_writes_a_pull_request_and_never_reaches_azure() -> None:
+    """The pins workflow runs `gb300 software lock` in the repository itself (not forks), may push a branch and
+    open a pull request, and has no Azure identity: the pins land only through review."""
+    [(job_id, job)] = jobs(WORKFLOWS / "pins.yml").items()
+    assert FORK_GUARD in job["if"], job_id
+    assert job["permissions"] == {"contents": "write", "pull-requests": "write"}
+    assert not _reaches_azure(job)
+    assert [c.argv[:3] for c in GB300_CALLS if c.path.name == "pins.yml"] == [("gb300", "software", "lock")]
+    script = "\n".join(str(s.get("run", "")) for s in job["steps"])
+    assert "git add infra/gb300/data/checksums.yaml" in script
+    assert "gh pr create" in script
+    assert "git push origin main" not in script
 
 
 def _reaches_azure(job: dict[str, Any]) -> bool:
