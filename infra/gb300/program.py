@@ -16,6 +16,7 @@ from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIde
 from gb300.components import monitoring as monitoring_component
 from gb300.components import storage as storage_component
 from gb300.components.head import HeadNode, HeadNodeArgs
+from gb300.components.node_common import NodeCommon
 from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from gb300.config import StackConfig
 from gb300.errors import ConfigError
@@ -176,25 +177,28 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         "gb300-node-client-id": identity.client_id,
         **deploy_tags,
     }
+    node = NodeCommon(
+        resource_group_name=rg.name,
+        location=location,
+        admin_username=cfg.access.admin_username,
+        ssh_public_key=cfg.access.ssh_public_key,
+        identity_id=identity.id,
+        zone=cfg.cluster.zone,
+        tags=node_tags,
+    )
     head_data = nodes.render(nodes.HEAD, cfg)
     head = HeadNode(
         nodes.head_hostname(cfg),
         HeadNodeArgs(
+            node=node,
             cluster_name=name,
             vm_size=cfg.head.vm_size,
             image=cfg.head.image,
             os_disk_size_gb=cfg.head.os_disk_size_gb,
-            admin_username=cfg.access.admin_username,
-            ssh_public_key=cfg.access.ssh_public_key,
-            resource_group_name=rg.name,
-            location=location,
             subnet_id=net.subnet_ids["head"],
-            identity_id=identity.id,
             custom_data=head_data.base64,
             custom_data_sha256=head_data.sha256,
             public_ip=cfg.access.login_public_ip,
-            zone=cfg.cluster.zone,
-            tags=node_tags,
         ),
     )
     extensions = (monitoring_component.agent_extension(identity.id),) if mon.logs.enabled else ()
@@ -205,6 +209,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         gpu_pool = GpuPool(
             f"{name}-{pool.name}",
             GpuPoolArgs(
+                node=node,
                 cluster_name=name,
                 pool_name=pool.name,
                 sku=sku,
@@ -212,17 +217,10 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 racks=pool.racks,
                 image=pool.image,
                 os_disk_size_gb=pool.os_disk_size_gb,
-                admin_username=cfg.access.admin_username,
-                ssh_public_key=cfg.access.ssh_public_key,
-                resource_group_name=rg.name,
-                location=location,
                 subnet_id=net.subnet_ids["gpu"],
-                identity_id=identity.id,
                 custom_data=custom.base64,
                 custom_data_sha256=custom.sha256,
-                zone=cfg.cluster.zone,
                 capacity_reservation_group_id=pool.capacity_reservation_group_id,
-                tags=node_tags,
                 extensions=extensions,
             ),
         )

@@ -12,7 +12,7 @@ nowhere else:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -21,6 +21,7 @@ from pulumi_azure_native import network
 from gb300.catalog import FabricModel, Sku
 from gb300.components import scale_set
 from gb300.components.arm_resource import ArmResource
+from gb300.components.node_common import NodeCommon
 
 RACK_INDEX_WIDTH = 4  # r0001..r9999: names never change when a pool grows past 99 or 999 racks
 
@@ -29,6 +30,7 @@ RACK_INDEX_WIDTH = 4  # r0001..r9999: names never change when a pool grows past 
 class GpuPoolArgs:
     """Inputs of :class:`GpuPool`; ids of shared resources come in, nothing is read from stack config."""
 
+    node: NodeCommon
     cluster_name: str
     pool_name: str
     sku: Sku
@@ -36,17 +38,10 @@ class GpuPoolArgs:
     racks: int
     image: str
     os_disk_size_gb: int
-    admin_username: str
-    ssh_public_key: str
-    resource_group_name: pulumi.Input[str]
-    location: str
     subnet_id: pulumi.Input[str]
-    identity_id: pulumi.Input[str]
     custom_data: pulumi.Input[str]
     custom_data_sha256: str
-    zone: str | None = None
     capacity_reservation_group_id: str | None = None
-    tags: dict[str, pulumi.Input[str]] = field(default_factory=dict)
     extensions: tuple[dict[str, Any], ...] = ()  # VM extensions every node runs (scale set extensionProfile)
 
     @property
@@ -69,10 +64,10 @@ class GpuPool(pulumi.ComponentResource):
         super().__init__("gb300:compute:GpuPool", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = {
-            **args.tags,
+            **args.node.tags,
             "gb300-pool": args.pool_name,
             "gb300-custom-data-sha256": args.custom_data_sha256,
-            **({"gb300-zone": args.zone} if args.zone else {}),
+            **({"gb300-zone": args.node.zone} if args.node.zone else {}),
         }
         self.interconnect_group_id = None
         self.scale_set_ids = []
@@ -81,8 +76,8 @@ class GpuPool(pulumi.ComponentResource):
             group = network.InterconnectGroup(
                 f"{name}-ig",
                 interconnect_group_name=f"{name}-ig",
-                resource_group_name=args.resource_group_name,
-                location=args.location,
+                resource_group_name=args.node.resource_group_name,
+                location=args.node.location,
                 scope=ig.get("scope", "InfiniBand"),
                 subgroup_profile=network.SubgroupProfileArgs(
                     vm_size=args.sku.name,
@@ -131,8 +126,8 @@ class GpuPool(pulumi.ComponentResource):
             computer_name_prefix=f"{name}-",
             image=args.image,
             os_disk_size_gb=args.os_disk_size_gb,
-            admin_username=args.admin_username,
-            ssh_public_key=args.ssh_public_key,
+            admin_username=args.node.admin_username,
+            ssh_public_key=args.node.ssh_public_key,
             subnet_id=args.subnet_id,
             custom_data=args.custom_data,
             interconnect_group_id=interconnect_group_id,
@@ -144,11 +139,11 @@ class GpuPool(pulumi.ComponentResource):
             name,
             {
                 "apiVersion": args.fabric.scale_set_api_version.value,
-                "identity": {"type": "UserAssigned", "userAssignedIdentities": [args.identity_id]},
-                "location": args.location,
+                "identity": {"type": "UserAssigned", "userAssignedIdentities": [args.node.identity_id]},
+                "location": args.node.location,
                 "parentResourcePath": "",
                 "properties": scale_set.properties(spec),
-                "resourceGroupName": args.resource_group_name,
+                "resourceGroupName": args.node.resource_group_name,
                 "resourceName": name,
                 "resourceProviderNamespace": "Microsoft.Compute",
                 "resourceType": "virtualMachineScaleSets",

@@ -6,11 +6,12 @@ No public IP unless ``gb300:access.loginPublicIp`` asks for one (the rules then 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pulumi
 from pulumi_azure_native import compute, network
 
+from gb300.components.node_common import NodeCommon
 from gb300.components.scale_set import image_reference
 
 
@@ -18,21 +19,15 @@ from gb300.components.scale_set import image_reference
 class HeadNodeArgs:
     """Inputs of :class:`HeadNode`."""
 
+    node: NodeCommon
     cluster_name: str
     vm_size: str
     image: str
     os_disk_size_gb: int
-    admin_username: str
-    ssh_public_key: str
-    resource_group_name: pulumi.Input[str]
-    location: str
     subnet_id: pulumi.Input[str]
-    identity_id: pulumi.Input[str]
     custom_data: pulumi.Input[str]
     custom_data_sha256: str
     public_ip: bool = False
-    zone: str | None = None
-    tags: dict[str, pulumi.Input[str]] = field(default_factory=dict)
 
 
 class HeadNode(pulumi.ComponentResource):
@@ -46,15 +41,16 @@ class HeadNode(pulumi.ComponentResource):
     def __init__(self, name: str, args: HeadNodeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gb300:scheduler:HeadNode", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        zones = [args.zone] if args.zone else None
-        tags = {**args.tags, "gb300-role": "head", "gb300-custom-data-sha256": args.custom_data_sha256}
+        node = args.node
+        zones = [node.zone] if node.zone else None
+        tags = {**node.tags, "gb300-role": "head", "gb300-custom-data-sha256": args.custom_data_sha256}
         public_ip = None
         if args.public_ip:
             pip = network.PublicIPAddress(
                 f"{name}-ip",
                 public_ip_address_name=f"{name}-ip",
-                resource_group_name=args.resource_group_name,
-                location=args.location,
+                resource_group_name=node.resource_group_name,
+                location=node.location,
                 sku=network.PublicIPAddressSkuArgs(name="Standard"),
                 public_ip_allocation_method="Static",
                 zones=zones,
@@ -65,8 +61,8 @@ class HeadNode(pulumi.ComponentResource):
         nic = network.NetworkInterface(
             f"{name}-nic",
             network_interface_name=f"{name}-nic",
-            resource_group_name=args.resource_group_name,
-            location=args.location,
+            resource_group_name=node.resource_group_name,
+            location=node.location,
             enable_accelerated_networking=True,
             ip_configurations=[
                 network.NetworkInterfaceIPConfigurationArgs(
@@ -85,25 +81,25 @@ class HeadNode(pulumi.ComponentResource):
         vm = compute.VirtualMachine(
             name,
             vm_name=name,
-            resource_group_name=args.resource_group_name,
-            location=args.location,
+            resource_group_name=node.resource_group_name,
+            location=node.location,
             zones=zones,
             hardware_profile=compute.HardwareProfileArgs(vm_size=args.vm_size),
             identity=compute.VirtualMachineIdentityArgs(
                 type=compute.ResourceIdentityType.USER_ASSIGNED,
-                user_assigned_identities=[args.identity_id],
+                user_assigned_identities=[node.identity_id],
             ),
             os_profile=compute.OSProfileArgs(
                 computer_name=name,
-                admin_username=args.admin_username,
+                admin_username=node.admin_username,
                 custom_data=args.custom_data,
                 linux_configuration=compute.LinuxConfigurationArgs(
                     disable_password_authentication=True,
                     ssh=compute.SshConfigurationArgs(
                         public_keys=[
                             compute.SshPublicKeyArgs(
-                                path=f"/home/{args.admin_username}/.ssh/authorized_keys",
-                                key_data=args.ssh_public_key,
+                                path=f"/home/{node.admin_username}/.ssh/authorized_keys",
+                                key_data=node.ssh_public_key,
                             )
                         ]
                     ),

@@ -1,0 +1,25 @@
+"""What every VM of the cluster shares, whatever its role: one value built once by the program."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+
+
+@dataclass(frozen=True)
+class NodeCommon:
+    """Where a node lives, who may log in, the identity it runs as and the tags it carries.
+
+    The head node (:class:`~gb300.components.head.HeadNodeArgs`) and every GPU pool
+    (:class:`~gb300.components.gpu_pool.GpuPoolArgs`) take the same one; what differs by role (size,
+    image, subnet, custom data) stays on their own ``...Args``.
+    """
+
+    resource_group_name: pulumi.Input[str]
+    location: str
+    admin_username: str
+    ssh_public_key: str
+    identity_id: pulumi.Input[str]
+    zone: str | None = None
+    tags: dict[str, pulumi.Input[str]] = field(default_factory=dict)
