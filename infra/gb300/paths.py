@@ -16,3 +16,8 @@ POLICIES_DIR = REPO_ROOT / "policies"
 def stack_file(name: str) -> Path:
     """The stack file of stack ``name`` in ``stacks/`` (Pulumi's ``stackConfigDir``)."""
     return STACKS_DIR / f"Pulumi.{name}.yaml"
+
+
+def stack_names() -> list[str]:
+    """The names of the stacks in ``stacks/``, sorted (``Pulumi.<name>.yaml``)."""
+    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in STACKS_DIR.glob("Pulumi.*.yaml"))

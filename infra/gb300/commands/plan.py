@@ -59,9 +59,7 @@ def _stack(args: argparse.Namespace) -> tuple[str, Path]:
         return name, path
     path = paths.stack_file(args.stack)
     if not path.exists():
-        known = sorted(
-            p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in paths.STACKS_DIR.glob("Pulumi.*.yaml")
-        )
+        known = paths.stack_names()
         raise UsageError(f"no stack {args.stack!r}: {path} does not exist (stacks: {', '.join(known) or 'none'})")
     return args.stack, path
 

@@ -58,7 +58,7 @@ def add_parser(subparsers: Any) -> None:
 def _stack_names(requested: list[str] | None) -> list[str]:
     if requested:
         return requested
-    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in paths.STACKS_DIR.glob("Pulumi.*.yaml"))
+    return paths.stack_names()
 
 
 def software_sets(stacks: list[str]) -> list[SoftwareSet]:
