@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 import shutil
 import subprocess
 import tempfile
@@ -31,7 +32,7 @@ Opener = Callable[[str, float], IO[bytes]]
 Progress = Callable[[str], None]
 MAX_BYTES = 4 * 1024**3  # the largest download a lock will hash (DOCA/HPC-X bundles are about 1 GiB)
 _CHUNK = 1024 * 1024
-_HEADER_END = "files:"
+_FIRST_SECTION = re.compile(r"^files:", re.MULTILINE)  # the header comment is everything before it
 
 
 @dataclass(frozen=True, order=True)
@@ -182,7 +183,8 @@ def write_checksums(
     path = path or software.CHECKSUMS_FILE
     current = load_checksums(path)
     text = path.read_text(encoding="utf-8")
-    header = text[: text.find(_HEADER_END)] if _HEADER_END in text else ""
+    first = _FIRST_SECTION.search(text)
+    header = text[: first.start()] if first else ""
     files = {url: _entry(p.values, "files", p.status, p.source) for url, p in current.files.items()}
     keys = {url: _entry(p.values, "keys", p.status, p.source) for url, p in current.keys.items()}
     files.update({url: dict(v) for url, v in new_files.items()})
