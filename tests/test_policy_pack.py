@@ -197,7 +197,7 @@ def test_stack_settings_come_from_the_stack_config() -> None:
     values = {"gb300:policy": json.dumps({"failOn": "warning", "suppress": ["required-tags"]}), "gb300:cluster": "{}"}
     settings = policy_pack.stack_settings(values)
     assert settings.fail_on == "warning"
-    assert settings.suppress == ["required-tags"]
+    assert settings.suppressed == {"required-tags"}
     assert policy_pack.stack_settings({}) == PolicySettings()
 
 

@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -31,7 +30,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from gb300 import catalog
+from gb300 import catalog, stack_yaml
 from gb300.errors import ConfigError, Problem
 
 NAMESPACE = "gb300"
@@ -80,16 +79,25 @@ def _check_cidr(value: Any) -> str:
 
 
 def _check_ssh_public_key(value: str) -> str:
+    """One OpenSSH public key on one line, of a type Azure accepts, with a body that decodes to that type."""
     text = value.strip()
     if "PRIVATE KEY" in text:
         raise ValueError("is a private key; give the public key (the .pub file), never the private one")
+    lines = text.splitlines()
+    if len(lines) > 1:
+        raise ValueError(
+            f"must be one public key on one line (got {len(lines)} lines); a second line would reach "
+            "authorized_keys unchecked"
+        )
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ValueError(f"must not hold control characters such as tabs (got {_short(text)!r})")
     parts = text.split()
     hint = "must be an OpenSSH public key such as 'ssh-ed25519 AAAA... you@host'"
     if len(parts) < 2:
         raise ValueError(f"{hint} (got {_short(text)!r})")
     kind, blob = parts[0], parts[1]
     if kind not in _SSH_KEY_TYPES:
-        raise ValueError(f"{hint}; Azure accepts {', '.join(_SSH_KEY_TYPES)} (got type {kind!r})")
+        raise ValueError(f"{hint}; Azure accepts {', '.join(_SSH_KEY_TYPES)} (got type {_short(kind)!r})")
     try:
         raw = base64.b64decode(blob, validate=True)
     except (binascii.Error, ValueError):
@@ -97,11 +105,17 @@ def _check_ssh_public_key(value: str) -> str:
     fields = _ssh_fields(raw)
     if not fields or fields[0] != kind.encode():
         raise ValueError(f"{hint}; the key body does not encode a {kind} key (got {_short(text)!r})")
+    if kind == "ssh-ed25519" and (len(fields) != 2 or len(fields[1]) != 32):  # noqa: PLR2004 - RFC 8709: 32 bytes
+        raise ValueError(f"{hint}; the body is not a 32-byte Ed25519 key (got {_short(text)!r})")
     if kind == "ssh-rsa":
-        modulus = fields[2] if len(fields) > 2 else b""
-        bits = len(modulus.lstrip(b"\x00")) * 8
+        if len(fields) != 3:  # noqa: PLR2004 - RFC 4253 6.6: "ssh-rsa", e, n
+            raise ValueError(f"{hint}; the body is not an RSA key (e, n) (got {_short(text)!r})")
+        bits = int.from_bytes(fields[2], "big").bit_length()
         if bits < _RSA_MIN_BITS:
-            raise ValueError(f"is an RSA key of {bits} bits; Azure needs at least {_RSA_MIN_BITS}")
+            raise ValueError(
+                f"is an RSA key of {bits} bits; Azure needs at least {_RSA_MIN_BITS}. "
+                "Make a new one with 'ssh-keygen -t ed25519'"
+            )
     return text
 
 
@@ -445,18 +459,60 @@ class MonitoringSettings(_Model):
         return self
 
 
+RuleId = Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
+
+
+def _check_reason(value: str) -> str:
+    text = value.strip()
+    if "\n" in text or len(text) < _REASON_MIN_CHARS:
+        raise ValueError(
+            f"must be one line of at least {_REASON_MIN_CHARS} characters saying why the rule does not apply "
+            f"(got {_short(text)!r})"
+        )
+    return text
+
+
+_REASON_MIN_CHARS = 10
+
+
+def _suppression_from_text(value: Any) -> Any:
+    return {"rule": value} if isinstance(value, str) else value
+
+
+class Suppression(_Model):
+    """One entry of ``gb300:policy.suppress``: a rule id, and why the stack does not want its findings.
+
+    A plain string is a rule id without a reason, enough for rules that are not about security; a security
+    rule (``gb300.rules.SECURITY_RULES``) needs ``{rule: ..., reason: ...}``. Every suppression, with its
+    reason and the findings it hides, is printed by every ``gb300 plan`` and in the pull request summary.
+    """
+
+    rule: RuleId
+    reason: Annotated[str, Field(max_length=300), AfterValidator(_check_reason)] | None = None
+
+
 class PolicySettings(_Model):
     """``gb300:policy``: which findings fail the plan, which rules are suppressed, and what the rules check against.
 
     ``requiredTags``: tag keys every taggable Azure resource must carry (rule ``required-tags``).
     ``quota``: where ``quota-sufficient`` reads Azure's usage: ``live`` or a saved ``az vm list-usage`` JSON file;
     ``gb300 plan --quota`` overrides it, unset means quota is not checked (an info finding says so).
+    ``sshSourceLimitPrefix``: the public SSH sources of one NSG, united, may cover at most one block of this
+    prefix length (rule ``no-ssh-from-internet``; default in ``data/skus.yaml`` ``limits``).
     """
 
     fail_on: Literal["error", "warning", "info"] = "error"
-    suppress: list[Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]] = Field(default_factory=list)
+    suppress: list[Annotated[Suppression, BeforeValidator(_suppression_from_text)]] = Field(default_factory=list)
     required_tags: list[TagKey] = Field(default_factory=lambda: ["owner", "gb300-cluster"])
     quota: Annotated[str, Field(min_length=1)] | None = None
+    ssh_source_limit_prefix: Annotated[int, Field(ge=1, le=32, strict=True)] = Field(
+        default_factory=lambda: int(catalog.load().limit("sshSourceLimitPrefix"))
+    )
+
+    @property
+    def suppressed(self) -> frozenset[str]:
+        """The ids of the suppressed rules."""
+        return frozenset(s.rule for s in self.suppress)
 
 
 class StackConfig(_Model):
@@ -629,17 +685,12 @@ def namespace_from_stack_config(config: Mapping[str, Any], *, project: str = NAM
 
 
 def load_stack_file(path: Path) -> dict[str, Any]:
-    """Read a stack file and return its ``gb300`` namespace. Raises ConfigError naming the file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError([Problem(str(path), f"cannot be read ({exc.strerror})")]) from None
-    try:
-        doc = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError([Problem(str(path), f"is not valid YAML{where}")]) from None
+    """Read a stack file and return its ``gb300`` namespace. Raises ConfigError naming the file.
+
+    The file is read as strict YAML (:mod:`gb300.stack_yaml`): bounded in size, UTF-8, no duplicate keys,
+    no alias bombs.
+    """
+    doc = stack_yaml.load(path) or {}
     if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
         raise ConfigError([Problem(str(path), "must be a Pulumi stack file with a 'config:' mapping")])
     return namespace_from_stack_config(doc.get("config") or {})
