@@ -145,10 +145,13 @@ def test_reference_stack_passes_the_pack(reference_plan: PlanResult) -> None:
 )
 def test_same_verdict_as_the_plan(violating: list[ResourceRecord], settings: PolicySettings) -> None:
     """The pack's mandatory violations are exactly the plan's failing findings, and its advisories the rest."""
-    pack = _pack_verdict(violating, settings)
+    mandatory, advisory = _pack_verdict(violating, settings)
     plan = _plan_verdict(violating, settings)
-    assert pack == plan
+    notes = [a for a in advisory if a[2].startswith("[suppressed")]
+    assert (mandatory, [a for a in advisory if a not in notes]) == plan
     assert plan[0] or settings.suppress  # the violating stack fails under every setting tried
+    for rule_id in settings.suppressed:  # a suppression is never silent in the pack either
+        assert any(f"gb300:policy.suppress: rule {rule_id} does not run" in n[2] for n in notes)
 
 
 def test_violating_resources_fire_each_rule_in_the_pack(violating: list[ResourceRecord]) -> None:

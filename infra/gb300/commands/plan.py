@@ -86,11 +86,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json is not None:
         _check_output(args.json)
     raw = config.load_stack_file(path)
+    # Every input file is read before the plan starts: a wrong path or shape is exit 2 at once, on one line.
+    if args.quota and args.quota.strip().lower() != quota.LIVE:
+        quota.read_usage_file(Path(args.quota))
+    deployed = load_state(args.state) if args.state is not None else None
     started = time.perf_counter()
     print(f"gb300 plan: validating and registering resources of stack {name}...", file=sys.stderr)
-    if args.quota and args.quota.strip().lower() != quota.LIVE:
-        quota.read_usage_file(Path(args.quota))  # a wrong path or shape is a usage error (exit 2), before planning
-    deployed = load_state(args.state) if args.state is not None else None
     result = run_plan(name, raw, quota=args.quota, deployed=deployed)
     elapsed = time.perf_counter() - started
     print(
