@@ -41,7 +41,10 @@ def _cases(dev: str) -> dict[str, tuple[bytes, str]]:
     return {
         "latin-1": (dev.replace("ops@example", "opérateur").encode("latin-1"), "is not UTF-8 text (byte 0xe9 on line"),
         "binary": (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4, "is binary, not YAML text"),
-        "duplicate-cluster": ((dev + cluster_again).encode(), "gives key 'gb300:cluster' twice in one mapping (lines 2 and"),
+        "duplicate-cluster": (
+            (dev + cluster_again).encode(),
+            "gives key 'gb300:cluster' twice in one mapping (lines 2 and",
+        ),
         "alias-bomb": ((_bomb() + dev + "  gb300:software: *a9\n").encode(), "expands to more than 100,000 values"),
         "recursive-alias": ((dev + "  gb300:software: &loop {a: *loop}\n").encode(), "has a recursive alias"),
         "too-deep": ((dev + "  gb300:software: " + "[" * 500 + "]" * 500 + "\n").encode(), "more than 64 levels deep"),
@@ -51,7 +54,8 @@ def _cases(dev: str) -> dict[str, tuple[bytes, str]]:
 
 
 @pytest.mark.parametrize(
-    "case", ["latin-1", "binary", "duplicate-cluster", "alias-bomb", "recursive-alias", "too-deep", "too-big", "not-yaml"]
+    "case",
+    ["latin-1", "binary", "duplicate-cluster", "alias-bomb", "recursive-alias", "too-deep", "too-big", "not-yaml"],
 )
 def test_malformed_stack_file_is_one_line_exit_two(
     case: str, tmp_path: Path, dev_raw: dict[str, Any], capsys: pytest.CaptureFixture[str]
@@ -72,8 +76,13 @@ def test_duplicate_key_names_both_lines(tmp_path: Path, capsys: pytest.CaptureFi
     path = tmp_path / "Pulumi.dup.yaml"
     path.write_text("config:\n  gb300:cluster:\n    name: a\n    location: eastus2\n    name: b\n", encoding="utf-8")
     code, err = _plan(["--stack-file", str(path)], capsys)
-    assert (code, err) == (2, [f"{path}: gives key 'name' twice in one mapping (lines 3 and 5); YAML keys are unique "
-                                "and the second would silently replace the first. Keep one"])
+    assert (code, err) == (
+        2,
+        [
+            f"{path}: gives key 'name' twice in one mapping (lines 3 and 5); YAML keys are unique "
+            "and the second would silently replace the first. Keep one"
+        ],
+    )
 
 
 def test_merge_keys_and_plain_anchors_still_work(tmp_path: Path, dev_raw: dict[str, Any]) -> None:

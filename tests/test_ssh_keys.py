@@ -25,7 +25,9 @@ def _keygen(tmp_path: Path, kind: str, bits: int | None = None) -> str:
         cmd = [exe, "-q", "-t", kind, "-N", "", "-C", "test@example", "-f", str(key)]
         subprocess.run([*cmd, *(["-b", str(bits)] if bits else [])], check=True, capture_output=True, timeout=60)
         return key.with_suffix(".pub").read_text(encoding="utf-8").strip()
-    crypto = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.rsa", reason="no ssh-keygen, no cryptography")
+    crypto = pytest.importorskip(
+        "cryptography.hazmat.primitives.asymmetric.rsa", reason="no ssh-keygen, no cryptography"
+    )
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
 
     assert kind == "rsa"
@@ -74,12 +76,13 @@ def test_second_key_after_a_newline_is_refused(tmp_path: Path) -> None:
         pytest.param(ED25519 + "\r" + ED25519, "must be one public key on one line", id="carriage-return"),
         pytest.param(ED25519.replace(" ops", "\tops"), "must not hold control characters", id="tab"),
         pytest.param(
-            'command="/bin/sh" ' + ED25519, "Azure accepts ssh-ed25519, ssh-rsa (got type 'command=\"/bin/sh\"')",
+            'command="/bin/sh" ' + ED25519,
+            "Azure accepts ssh-ed25519, ssh-rsa (got type 'command=\"/bin/sh\"')",
             id="options-prefix",
         ),
         pytest.param(
-            "ssh-ed25519 " + base64.b64encode(struct.pack(">I", 11) + b"ssh-ed25519" + struct.pack(">I", 3) + b"abc")
-            .decode(),
+            "ssh-ed25519 "
+            + base64.b64encode(struct.pack(">I", 11) + b"ssh-ed25519" + struct.pack(">I", 3) + b"abc").decode(),
             "the body is not a 32-byte Ed25519 key",
             id="short-ed25519",
         ),

@@ -221,7 +221,12 @@ def test_state_file_must_be_a_stack_export(tmp_path: Path) -> None:
     bad = tmp_path / "state.json"
     bad.write_text("[]")
     assert cli.main(["plan", "--stack", "dev", "--state", str(bad), "--quiet"]) == 2
-    assert parse_state({"deployment": {"resources": [{"urn": "urn:pulumi:dev::gb300::t::u", "type": "t", "delete": True}]}}) == []
+    assert (
+        parse_state(
+            {"deployment": {"resources": [{"urn": "urn:pulumi:dev::gb300::t::u", "type": "t", "delete": True}]}}
+        )
+        == []
+    )
 
 
 def test_never_deployed_stack_has_nothing_to_lose() -> None:

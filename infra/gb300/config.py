@@ -105,10 +105,10 @@ def _check_ssh_public_key(value: str) -> str:
     fields = _ssh_fields(raw)
     if not fields or fields[0] != kind.encode():
         raise ValueError(f"{hint}; the key body does not encode a {kind} key (got {_short(text)!r})")
-    if kind == "ssh-ed25519" and (len(fields) != 2 or len(fields[1]) != 32):  # noqa: PLR2004 - RFC 8709: 32 bytes
+    if kind == "ssh-ed25519" and (len(fields) != 2 or len(fields[1]) != 32):
         raise ValueError(f"{hint}; the body is not a 32-byte Ed25519 key (got {_short(text)!r})")
     if kind == "ssh-rsa":
-        if len(fields) != 3:  # noqa: PLR2004 - RFC 4253 6.6: "ssh-rsa", e, n
+        if len(fields) != 3:
             raise ValueError(f"{hint}; the body is not an RSA key (e, n) (got {_short(text)!r})")
         bits = int.from_bytes(fields[2], "big").bit_length()
         if bits < _RSA_MIN_BITS:

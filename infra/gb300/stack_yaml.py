@@ -36,7 +36,7 @@ MAX_DEPTH = 64
 _MERGE = "tag:yaml.org,2002:merge"
 
 
-class _Refused(Exception):
+class _RefusedError(Exception):
     """A limit of this module was exceeded; the message says which."""
 
     def __init__(self, message: str) -> None:
@@ -51,19 +51,21 @@ class _StrictLoader(yaml.SafeLoader):
         super().__init__(stream)
         self._depth = 0
 
-    def compose_node(self, parent: Node | None, index: Any) -> Node | None:  # type: ignore[override]
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         if self.check_event(AliasEvent):
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
-                raise _Refused(f"nests lists and mappings more than {MAX_DEPTH} levels deep (line {mark.line + 1})")
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise _RefusedError(
+                    f"nests lists and mappings more than {MAX_DEPTH} levels deep (line {mark.line + 1})"
+                )
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
-    def construct_mapping(self, node: Node, deep: bool = False) -> dict[Any, Any]:  # type: ignore[override]
+    def construct_mapping(self, node: Node, deep: bool = False) -> dict[Any, Any]:
         if isinstance(node, MappingNode):
             seen: dict[Any, int] = {}
             for key_node, _ in node.value:
@@ -76,7 +78,7 @@ class _StrictLoader(yaml.SafeLoader):
                     continue  # an unhashable key: the base class refuses it with its own message
                 line = key_node.start_mark.line + 1
                 if first is not None:
-                    raise _Refused(
+                    raise _RefusedError(
                         f"gives key {key!r} twice in one mapping (lines {first} and {line}); YAML keys are unique "
                         "and the second would silently replace the first. Keep one"
                     )
@@ -85,7 +87,7 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 def _expanded_size(root: Node) -> int:
-    """Values in the document once every alias is expanded; raises _Refused past MAX_VALUES or on a cycle."""
+    """Values in the document once every alias is expanded; raises _RefusedError past MAX_VALUES or on a cycle."""
     sizes: dict[int, int] = {}
     open_nodes: set[int] = set()
     # Iterative post-order walk: the document may be as deep as MAX_DEPTH, the graph as wide as the file.
@@ -98,8 +100,9 @@ def _expanded_size(root: Node) -> int:
             for child in _children(node):
                 total += sizes[id(child)]
             if total > MAX_VALUES:
-                raise _Refused(
-                    f"expands to more than {MAX_VALUES:,} values through YAML aliases (line {node.start_mark.line + 1}); "
+                line = node.start_mark.line + 1
+                raise _RefusedError(
+                    f"expands to more than {MAX_VALUES:,} values through YAML aliases (line {line}); "
                     "a stack file needs a few hundred"
                 )
             sizes[key] = total
@@ -108,12 +111,12 @@ def _expanded_size(root: Node) -> int:
         if key in sizes:
             continue
         if key in open_nodes:
-            raise _Refused(f"has a recursive alias (line {node.start_mark.line + 1}); a stack file is a tree")
+            raise _RefusedError(f"has a recursive alias (line {node.start_mark.line + 1}); a stack file is a tree")
         open_nodes.add(key)
         stack.append((node, True))
         for child in _children(node):
             if id(child) in open_nodes and id(child) not in sizes:
-                raise _Refused(f"has a recursive alias (line {child.start_mark.line + 1}); a stack file is a tree")
+                raise _RefusedError(f"has a recursive alias (line {child.start_mark.line + 1}); a stack file is a tree")
             stack.append((child, False))
     return sizes[id(root)]
 
@@ -160,7 +163,7 @@ def load(path: Path) -> Any:
             return None
         _expanded_size(node)
         return loader.construct_document(node)
-    except _Refused as exc:
+    except _RefusedError as exc:
         raise ConfigError([Problem(str(path), exc.message)]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

@@ -112,6 +112,10 @@ def run(args: argparse.Namespace) -> int:
     if failing:
         print(f"plan fails: {len(failing)} finding(s) at or above '{result.config.policy.fail_on}'")
         return 1
-    note = f"; {len(result.suppressed)} rule(s) suppressed by gb300:policy.suppress (listed above)" if result.suppressed else ""
+    note = (
+        f"; {len(result.suppressed)} rule(s) suppressed by gb300:policy.suppress (listed above)"
+        if result.suppressed
+        else ""
+    )
     print(f"plan passes{note}")
     return 0

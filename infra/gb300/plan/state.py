@@ -15,11 +15,10 @@ from typing import Any
 from gb300.errors import UsageError
 from gb300.rules.data_loss import DeployedResource
 
-
 _VERSIONS = (1, 2, 3)  # checkpoint versions `pulumi stack export` has written; 3 since Pulumi 1.x
 
 
-def parse_state(doc: Any, *, where: str = "state") -> list[DeployedResource]:
+def parse_state(doc: Any, *, where: str = "state") -> list[DeployedResource]:  # noqa: PLR0912 - one check per shape
     """Deployed resources of a ``pulumi stack export`` document (checkpoint version 3).
 
     A document of another shape is a :class:`UsageError` naming what is wrong, never an empty state: an

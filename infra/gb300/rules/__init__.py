@@ -54,7 +54,9 @@ RULES: dict[str, Rule] = {
 CONFIG_RULES: frozenset[str] = frozenset({software.RULE_ID})
 """Rule ids checked from the stack config by ``gb300 plan`` only; suppressible like :data:`RULES`."""
 
-SECURITY_RULES: frozenset[str] = frozenset({"no-ssh-from-internet", "no-public-ip-on-nodes", "storage-no-public-access"})
+SECURITY_RULES: frozenset[str] = frozenset(
+    {"no-ssh-from-internet", "no-public-ip-on-nodes", "storage-no-public-access"}
+)
 """Rules about exposure: ``gb300:policy.suppress`` takes them only with a ``reason``, shown in every plan."""
 
 __all__ = [

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,7 +68,9 @@ class Exposure:
     def wider_than(self, prefix: int) -> bool:
         """True when the union is more than one IPv4 /prefix (IPv6: /prefix+32), or has an unbounded source."""
         v6_prefix = min(128, prefix + _IPV6_EXTRA_BITS)
-        return bool(self.unbounded) or self.v4_addresses > 2 ** (32 - prefix) or self.v6_addresses > 2 ** (128 - v6_prefix)
+        return (
+            bool(self.unbounded) or self.v4_addresses > 2 ** (32 - prefix) or self.v6_addresses > 2 ** (128 - v6_prefix)
+        )
 
     def describe(self) -> str:
         parts = []
@@ -81,23 +83,26 @@ class Exposure:
         return " and ".join(parts) or "no public addresses"
 
 
-def _public_part(nets: Iterable[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> int:
-    """Addresses in the union of ``nets`` outside the VNet ranges."""
+def _public_v4(nets: list[ipaddress.IPv4Network]) -> int:
+    """IPv4 addresses in the union of ``nets`` outside the VNet ranges."""
     total = 0
-    for net in ipaddress.collapse_addresses(nets):  # type: ignore[type-var]
+    for net in ipaddress.collapse_addresses(nets):
         pieces = [net]
-        for private in _VNET_RANGES if net.version == 4 else ():  # noqa: PLR2004 - IPv4
-            nxt = []
+        for private in _VNET_RANGES:
+            rest: list[ipaddress.IPv4Network] = []
             for piece in pieces:
-                if piece.overlaps(private):
-                    if piece.subnet_of(private):  # type: ignore[arg-type]
-                        continue
-                    nxt.extend(piece.address_exclude(private))  # type: ignore[arg-type]
-                else:
-                    nxt.append(piece)
-            pieces = nxt
+                if not piece.overlaps(private):
+                    rest.append(piece)
+                elif not piece.subnet_of(private):
+                    rest.extend(piece.address_exclude(private))
+            pieces = rest
         total += sum(p.num_addresses for p in pieces)
     return total
+
+
+def _public_v6(nets: list[ipaddress.IPv6Network]) -> int:
+    """IPv6 addresses in the union of ``nets`` (the VNet ranges are IPv4)."""
+    return sum(n.num_addresses for n in ipaddress.collapse_addresses(nets))
 
 
 def exposures(rules: Sequence[SshRule]) -> list[Exposure]:
@@ -115,11 +120,11 @@ def exposures(rules: Sequence[SshRule]) -> list[Exposure]:
                 net = _any_network(source)
                 if net is None:
                     unbounded.append(source)
-                elif net.version == 4:  # noqa: PLR2004
-                    v4.append(net)  # type: ignore[arg-type]
+                elif isinstance(net, ipaddress.IPv4Network):
+                    v4.append(net)
                 else:
-                    v6.append(net)  # type: ignore[arg-type]
-        out.append(Exposure(nsg_name, tuple(group), _public_part(v4), _public_part(v6), tuple(unbounded)))
+                    v6.append(net)
+        out.append(Exposure(nsg_name, tuple(group), _public_v4(v4), _public_v6(v6), tuple(unbounded)))
     return out
 
 
