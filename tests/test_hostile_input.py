@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gb300 import cli, stack_yaml
+from gb300 import cli, config
 from gb300.commands import plan as plan_command
 
 SECONDS = 10.0  # "within seconds": the alias bomb used to take over a minute and gigabytes
@@ -48,7 +48,7 @@ def _cases(dev: str) -> dict[str, tuple[bytes, str]]:
         "alias-bomb": ((_bomb() + dev + "  gb300:software: *a9\n").encode(), "expands to more than 100,000 values"),
         "recursive-alias": ((dev + "  gb300:software: &loop {a: *loop}\n").encode(), "has a recursive alias"),
         "too-deep": ((dev + "  gb300:software: " + "[" * 500 + "]" * 500 + "\n").encode(), "more than 64 levels deep"),
-        "too-big": ((dev + "#" + "x" * stack_yaml.MAX_BYTES + "\n").encode(), "is larger than 256 KiB"),
+        "too-big": ((dev + "#" + "x" * 256 * 1024 + "\n").encode(), "is larger than 256 KiB"),
         "not-yaml": ((dev + "  gb300:software: [unclosed\n").encode(), "is not valid YAML at line"),
     }
 
@@ -87,12 +87,11 @@ def test_duplicate_key_names_both_lines(tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_merge_keys_and_plain_anchors_still_work(tmp_path: Path, dev_raw: dict[str, Any]) -> None:
     """Strictness refuses bombs and duplicates, not YAML's ordinary anchors and merge keys."""
-    text = _stack_text(dev_raw) + "  gb300:policy: &p {failOn: error}\nextra:\n  <<: *p\n  failOn: warning\n"
+    text = "defaults: &p {failOn: error, requiredTags: [owner]}\n" + _stack_text(dev_raw)
+    text += "  gb300:policy:\n    <<: *p\n    failOn: warning\n"
     path = tmp_path / "Pulumi.anchors.yaml"
     path.write_text(text, encoding="utf-8")
-    doc = stack_yaml.load(path)
-    assert doc["extra"] == {"failOn": "warning"}
-    assert doc["config"]["gb300:policy"] == {"failOn": "error"}
+    assert config.load_stack_file(path)["policy"] == {"failOn": "warning", "requiredTags": ["owner"]}
 
 
 @pytest.mark.parametrize(
