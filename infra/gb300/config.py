@@ -57,6 +57,37 @@ def _check_pool_name(value: str) -> str:
 def _check_location(value: str) -> str:
     if not re.fullmatch(r"[a-z][a-z0-9]+", value):
         raise ValueError(f"must be an Azure region name such as 'eastus2' (got {value!r})")
+    regions = catalog.load().limit("azureRegions")
+    if value not in regions:
+        close = difflib.get_close_matches(value, regions, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"is not an Azure region (got {value!r}){hint} (`az account list-locations -o table` lists them; "
+            "a region newer than infra/gb300/data/platform.yaml goes there)"
+        )
+    return value
+
+
+def _check_tag_key(value: str) -> str:
+    limits = catalog.load()
+    prefixes = limits.limit("reservedTagPrefixes")
+    if any(value.lower().startswith(p) for p in prefixes):
+        raise ValueError(f"must not start with {', '.join(prefixes)}: Azure reserves those prefixes (got {value!r})")
+    longest = int(limits.limit("tagNameMaxLength"))
+    if len(value) > longest:
+        raise ValueError(
+            f"must be at most {longest} characters, Azure's limit for tags on storage accounts (got {len(value)})"
+        )
+    return value
+
+
+def _check_address_space(value: str) -> str:
+    net = ipaddress.IPv4Network(value)
+    ranges = [ipaddress.IPv4Network(r) for r in catalog.load().limit("vnetAddressRanges")]
+    if not any(net.subnet_of(r) for r in ranges):
+        raise ValueError(
+            f"must be private: inside {', '.join(str(r) for r in ranges)} (RFC 1918, RFC 6598) (got {value!r})"
+        )
     return value
 
 
@@ -184,7 +215,7 @@ Name = Annotated[str, Field(min_length=1, max_length=12), AfterValidator(_check_
 PoolName = Annotated[str, Field(min_length=1, max_length=10), AfterValidator(_check_pool_name)]
 Cidr = Annotated[str, BeforeValidator(_check_cidr)]
 Zone = Annotated[Literal["1", "2", "3"], BeforeValidator(_zone_to_str)]
-TagKey = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^<>%&\\?/]+$")]
+TagKey = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^<>%&\\?/]+$"), AfterValidator(_check_tag_key)]
 TagValue = Annotated[str, Field(max_length=256)]
 
 
@@ -202,6 +233,19 @@ class ClusterSettings(_Model):
     zone: Zone | None = None
     tags: dict[TagKey, TagValue] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _tag_count(self) -> ClusterSettings:
+        limits = catalog.load()
+        most = int(limits.limit("maxTagsPerResource")) - int(limits.limit("gb300TagReserve"))
+        if len(self.tags) > most:
+            raise _PathError(
+                ("cluster", "tags"),
+                f"must hold at most {most} tags (got {len(self.tags)}): Azure allows "
+                f"{limits.limit('maxTagsPerResource')} per resource and gb300 adds up to "
+                f"{limits.limit('gb300TagReserve')} of its own",
+            )
+        return self
+
 
 class AccessSettings(_Model):
     """``gb300:access``: who may log in, and from where."""
@@ -215,7 +259,7 @@ class AccessSettings(_Model):
 class NetworkSettings(_Model):
     """``gb300:network``: the address space the toolkit carves its subnets from."""
 
-    address_space: Cidr = "10.40.0.0/16"
+    address_space: Annotated[Cidr, AfterValidator(_check_address_space)] = "10.40.0.0/16"
     bastion: bool = True
     nat_gateway: bool = True
     gpu_subnet_prefix_length: Annotated[int, Field(ge=8, le=29, strict=True)] | None = None
@@ -263,14 +307,19 @@ _MOUNT_PATH = r"^/[A-Za-z0-9._/-]+$"
 _DAYS = Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 
-# System directories a shared filesystem must not be mounted over (refused, never used).
-_RESERVED_MOUNTS = frozenset({"", "/tmp", "/var", "/etc", "/usr", "/home", "/mnt"})  # noqa: S108
-
-
 def _check_mount_path(value: str) -> str:
-    if value.rstrip("/") in _RESERVED_MOUNTS or ".." in value.split("/"):
-        raise ValueError(f"must be a dedicated directory such as '/lustre' (got {value!r})")
-    return value.rstrip("/")
+    path = value.rstrip("/") or "/"
+    limits = catalog.load()
+    if ".." in path.split("/") or "//" in path:
+        raise ValueError(f"must be a plain absolute path without '..' or '//' (got {value!r})")
+    if path in limits.limit("reservedMountPoints"):
+        raise ValueError(f"must be a dedicated directory such as '/lustre', not {path} itself (got {value!r})")
+    for tree in limits.limit("reservedMountTrees"):
+        if path == tree or path.startswith(tree + "/"):
+            raise ValueError(
+                f"must not be in the system tree {tree} (got {value!r}); use a directory such as '/lustre'"
+            )
+    return path
 
 
 MountPath = Annotated[str, Field(pattern=_MOUNT_PATH), AfterValidator(_check_mount_path)]
@@ -389,6 +438,27 @@ class StorageSettings(_Model):
     blob: BlobSettings | None = None
     checkpoint: CheckpointSettings | None = None
     allow_replace: list[StatefulStore] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _mounts_do_not_overlap(self) -> StorageSettings:
+        mounts: list[tuple[tuple[str | int, ...], str]] = []
+        if self.lustre is not None:
+            mounts.append((("storage", "lustre", "mountPath"), self.lustre.mount_path))
+        if self.blob is not None:
+            for i, container in enumerate(self.blob.containers):
+                if container.mount_path is not None:
+                    mounts.append((("storage", "blob", "containers", i, "mountPath"), container.mount_path))
+            if any(c.mount_path for c in self.blob.containers):
+                mounts.append((("storage", "blob", "blockCache", "diskPath"), self.blob.block_cache.disk_path))
+        for j, (loc, path) in enumerate(mounts):
+            for other_loc, other in mounts[:j]:
+                if path == other or path.startswith(other + "/") or other.startswith(path + "/"):
+                    raise _PathError(
+                        loc,
+                        f"overlaps {format_path(other_loc)} ({other}) (got {path!r}); each mount and the block cache "
+                        "need their own directory, none inside another",
+                    )
+        return self
 
     @model_validator(mode="after")
     def _checkpoint_needs_lustre(self) -> StorageSettings:
@@ -610,7 +680,7 @@ def _message(err: Mapping[str, Any], model_keys: list[str]) -> str:
 def _problems(exc: ValidationError) -> list[Problem]:
     problems = []
     for err in exc.errors(include_url=False):
-        loc = tuple(err["loc"])
+        loc = tuple(part for part in err["loc"] if part != "[key]")  # a bad mapping key: name the key itself
         error = (err.get("ctx") or {}).get("error")
         if isinstance(error, _PathError):
             loc = error.loc
