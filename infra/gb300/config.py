@@ -377,11 +377,30 @@ class BlockCache(_Model):
 
 
 class BlobSettings(_Model):
-    """``gb300:storage.blob``: a private, HNS storage account for datasets and checkpoints."""
+    """``gb300:storage.blob``: a private storage account for datasets and checkpoints.
+
+    Deleted blobs and containers stay recoverable for ``softDeleteDays``; with ``versioning`` every overwrite
+    keeps the previous version. Azure offers versioning only without a hierarchical namespace, so the two are
+    exclusive (``data/storage.yaml`` ``blobDataProtection``).
+    """
 
     account_name: Annotated[str, Field(pattern=r"^[a-z0-9]{3,24}$")] | None = None
     containers: Annotated[list[BlobContainer], Field(min_length=1)] = Field(default_factory=_default_containers)
     block_cache: BlockCache = Field(default_factory=BlockCache)
+    hierarchical_namespace: bool = False
+    versioning: bool = True
+    soft_delete_days: Annotated[int, Field(ge=1, le=365, strict=True)] = 14
+
+    @model_validator(mode="after")
+    def _versioning_needs_flat_namespace(self) -> BlobSettings:
+        if self.versioning and self.hierarchical_namespace:
+            raise _PathError(
+                ("storage", "blob", "versioning"),
+                "needs hierarchicalNamespace: false; Azure does not offer blob versioning on accounts with a "
+                "hierarchical namespace. Set versioning: false (soft delete still protects deleted blobs) or "
+                "hierarchicalNamespace: false",
+            )
+        return self
 
     @model_validator(mode="after")
     def _unique_containers(self) -> BlobSettings:
@@ -428,7 +447,7 @@ class CheckpointSettings(_Model):
         return self.write_minutes if self.write_minutes is not None else float(self.interval_minutes or 0)
 
 
-StatefulStore = Literal["lustre", "account"]
+StatefulStore = Literal["lustre", "account", "containers"]
 
 
 class StorageSettings(_Model):

@@ -8,7 +8,8 @@ suppression list (``gb300:policy.suppress``) and the README's Rules section. One
 * :mod:`~gb300.rules.compute`: ``gpu-pool-rack-aligned``, ``ib-fabric-within-limits``,
   ``image-arch-matches-sku``, ``custom-data-size``, ``arm-body-matches-sdk``
 * :mod:`~gb300.rules.security`: ``no-ssh-from-internet``, ``no-public-ip-on-nodes``
-* :mod:`~gb300.rules.storage`: ``lustre-capacity-valid``, ``zone-consistent``, ``storage-no-public-access``
+* :mod:`~gb300.rules.storage`: ``lustre-capacity-valid``, ``zone-consistent``, ``storage-no-public-access``,
+  ``blob-soft-delete``
 * :mod:`~gb300.rules.checkpoint`: ``lustre-checkpoint-throughput``
 
 * :mod:`~gb300.rules.tags`: ``required-tags``
@@ -47,6 +48,7 @@ RULES: dict[str, Rule] = {
     "lustre-capacity-valid": storage.lustre_capacity_valid,
     "zone-consistent": storage.zone_consistent,
     "storage-no-public-access": storage.storage_no_public_access,
+    storage.SOFT_DELETE_RULE: storage.blob_soft_delete,
     checkpoint.RULE_ID: checkpoint.lustre_checkpoint_throughput,
     "required-tags": tags.required_tags,
     "quota-sufficient": quota.quota_sufficient,
