@@ -65,9 +65,12 @@ def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
 def _boot_inputs(cfg: StackConfig, software: bootstrap.SoftwareSet, role: str) -> slurm_files.SlurmBootInputs:
     enroot = software.component("enroot")
     pyxis = software.component("pyxis")
+    node = bootstrap.load_node()
     return slurm_files.SlurmBootInputs(
         head_hostname=head_hostname(cfg),
         keyvault_name=None,  # the node reads its gb300-keyvault tag
+        secret_wait_seconds=node.secret_wait_seconds,  # data/node.yaml secret_fetch
+        secret_retry_delay_seconds=node.secret_retry_delay_seconds,
         slurmdbd=cfg.head.slurmdbd,  # GB300_SLURMDBD: gb300-slurmdbd-setup installs MariaDB and slurmdbd
         slurm_version=software.component("slurm").version,  # the exact Ubuntu package version, held
         enroot_version=enroot.version,

@@ -150,6 +150,6 @@ class GpuPool(pulumi.ComponentResource):
                 "sku": scale_set.sku(spec),
                 "tags": tags,
             },
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.node.boot_dependencies)),
         )
         return vmss.id

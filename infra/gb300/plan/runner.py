@@ -17,7 +17,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from gb300 import config
 from gb300.config import StackConfig
-from gb300.errors import ConfigError
+from gb300.errors import ConfigError, Gb300Error
 from gb300.findings import Finding
 from gb300.plan.mocks import AzureMocks, RecordingMonitor, Registration
 
@@ -25,6 +25,21 @@ if TYPE_CHECKING:
     from gb300.rules.data_loss import DeployedResource
 
 PROJECT = "gb300"
+
+
+class DuplicateUrnError(Gb300Error):
+    """The program registers two resources with one URN: the Pulumi engine refuses it, so the plan does too."""
+
+    def __init__(self, urns: Sequence[str]) -> None:
+        self.urns = tuple(dict.fromkeys(urns))
+        super().__init__(
+            "\n".join(
+                f"Duplicate resource URN '{urn}'; try giving it a unique name (pulumi up would fail the same way)"
+                for urn in self.urns
+            )
+        )
+
+
 SECRET = "[secret]"  # noqa: S105 - how the plan shows a secret input; its value never reaches the plan or its JSON
 
 
@@ -42,6 +57,7 @@ class ResourceRecord:
     retain_on_delete: bool = False
     replace_on_changes: tuple[str, ...] = ()
     delete_before_replace: bool = False
+    dependencies: tuple[str, ...] = ()  # URNs created first: explicit depends_on and the inputs' resources
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -53,6 +69,7 @@ class ResourceRecord:
             "retainOnDelete": self.retain_on_delete,
             "replaceOnChanges": list(self.replace_on_changes),
             "deleteBeforeReplace": self.delete_before_replace,
+            "dependencies": list(self.dependencies),
             "id": self.id,
             "inputs": self.inputs,
         }
@@ -102,6 +119,7 @@ def _record(reg: Registration) -> ResourceRecord:
         retain_on_delete=reg.retain_on_delete,
         replace_on_changes=reg.replace_on_changes,
         delete_before_replace=reg.delete_before_replace,
+        dependencies=reg.dependencies,
     )
 
 
@@ -136,6 +154,8 @@ def register(stack: str, raw: Mapping[str, Any], program: Callable[[], None] | N
         program = importlib.import_module("gb300.program").main
     with gc_paused():
         _sync_await(run_pulumi_func(program))
+    if monitor.duplicates:
+        raise DuplicateUrnError(monitor.duplicates)
     records = [_record(r) for r in monitor.registrations]
     records.sort(key=lambda r: r.urn)
     return records
@@ -179,4 +199,5 @@ def run_plan(
     result.summary = summary.summarise(cfg, resources)
     if deployed is not None:
         result.summary["needsReimage"] = {g: len(n) for g, n in reimage.changed(resources, deployed).items()}
+        result.summary["replacesVms"] = reimage.replaced(resources, deployed)
     return result
