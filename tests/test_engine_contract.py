@@ -11,13 +11,13 @@ from typing import Any
 import pulumi
 import pytest
 
-from gb300 import cli, config
+from gb300 import cli, config, inventory
 from gb300.plan import PlanResult
 from gb300.plan.runner import DuplicateUrnError, ResourceRecord, register
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 KEY_VAULT_SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"  # Azure's built-in role id (data/roles.yaml)
-NODE_TYPES = ("azure-native:resources:Resource", "azure-native:compute:VirtualMachine")
+HEAD_VM = "azure-native:compute:VirtualMachine"
 
 
 def _qualified_type(urn: str) -> str:
@@ -106,7 +106,7 @@ def test_nodes_are_created_after_what_their_first_boot_reads(stack: str, request
     """The head VM and every GPU scale set depend on the munge secret, the nodes' read access and the vault's DNS."""
     plan: PlanResult = request.getfixturevalue(f"{stack}_plan")
     needed = _boot_reads(plan)
-    nodes = [r for r in plan.resources if r.type in NODE_TYPES]
+    nodes = [r for r in plan.resources if inventory.is_scale_set(r) or r.type == HEAD_VM]
     assert len(nodes) == plan.summary["racks"] + 1
     for node in nodes:
         missing = [what for what, r in needed.items() if r.urn not in node.dependencies]

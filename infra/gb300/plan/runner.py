@@ -161,6 +161,25 @@ def register(stack: str, raw: Mapping[str, Any], program: Callable[[], None] | N
     return records
 
 
+def _lustre_live(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> list[Finding]:
+    """With the plan gone live, Azure's own Lustre subnet size against the storage subnet (lustre-subnet-size)."""
+    from gb300 import catalog, lustre_live  # noqa: PLC0415
+
+    lustre = cfg.storage.lustre
+    if lustre is None or lustre_live.RULE in cfg.policy.suppress:
+        return []
+    storage = [
+        r.inputs.get("addressPrefix")
+        for r in resources
+        if r.type == "azure-native:network:Subnet" and r.inputs.get("subnetName") == "storage"
+    ]
+    if len(storage) != 1 or not isinstance(storage[0], str):
+        return []
+    answer = lustre_live.ask(lustre.sku, float(lustre.capacity_ti_b))
+    reserved = int(catalog.load().limit("subnetReservedAddresses"))
+    return lustre_live.findings(answer, storage[0], reserved, sku=lustre.sku, capacity_tib=lustre.capacity_ti_b)
+
+
 def run_plan(
     stack: str,
     raw: Mapping[str, Any],
@@ -190,6 +209,8 @@ def run_plan(
     source = quota or cfg.policy.quota
     snapshot = quotas.fetch(source, resources, base=paths.REPO_ROOT) if source else None
     findings = rules.evaluate(resources, cfg.policy, quota=snapshot)
+    if source and source.strip().lower() == quotas.LIVE:
+        findings += _lustre_live(cfg, resources)
     if software_rule.RULE_ID not in cfg.policy.suppress:
         findings += software_rule.findings(cfg)
     if deployed is not None:  # not suppressible: gb300:storage.allowReplace is the explicit consent
