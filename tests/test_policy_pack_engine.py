@@ -204,3 +204,12 @@ def test_the_pack_keeps_inputs_for_the_stack_rules() -> None:
     assert seen.get("urn:x") == view
     seen.clear()
     assert seen.get("urn:x") is None
+
+
+def test_scale_sets_are_recognised_from_outputs_alone(
+    fresh_pack: analyzer_pb2_grpc.AnalyzerStub, reference_raw: dict[str, Any]
+) -> None:
+    """Without any Analyze call (a --target run), the scale sets' markers in their outputs still fail the x86 image."""
+    resources, errors = _plan_errors(_broken(reference_raw))
+    assert "image-arch-matches-sku" in errors
+    assert "image-arch-matches-sku" in _preview(fresh_pack, resources, analyze=False)
