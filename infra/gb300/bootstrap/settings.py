@@ -36,6 +36,16 @@ class NodeSettings:
     limits: tuple[tuple[str, str, str, str], ...]
     secret_wait_seconds: int = 0  # keep asking Key Vault while it answers 401/403/404 (secret_fetch)
     secret_retry_delay_seconds: int = 15
+    imex_config: tuple[tuple[str, str], ...] = ()
+    """Keys set in /etc/nvidia-imex/config.cfg (the IMEX command service)."""
+    sysctl_rackscale: tuple[tuple[str, str], ...] = ()
+    """sysctl settings for GPU (NVLink rack-scale) nodes only, on top of `sysctl`."""
+    systemd_rackscale: tuple[tuple[str, str], ...] = ()
+    """systemd manager settings ([Manager] in system.conf.d) for GPU nodes only."""
+
+    def sysctl_for(self, role: str) -> tuple[tuple[str, str], ...]:
+        """The sysctl settings a node of `role` gets (GPU nodes add the rack-scale network buffers)."""
+        return self.sysctl + (self.sysctl_rackscale if role == "gpu-node" else ())
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,9 @@ def load_node(path: Path = NODE_FILE) -> NodeSettings:
             limits=tuple((str(a), str(b), str(c), str(d)) for a, b, c, d in _section(raw, "limits", path)["entries"]),
             secret_wait_seconds=int(secret_fetch["wait_seconds"]),
             secret_retry_delay_seconds=int(secret_fetch["retry_delay_seconds"]),
+            imex_config=_pairs(_section(raw, "imex", path)["config"]),
+            sysctl_rackscale=_pairs(_section(raw, "sysctl_rackscale", path)["settings"]),
+            systemd_rackscale=_pairs(_section(raw, "systemd_rackscale", path)["manager"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
         msg = f"{path}: missing or malformed setting ({exc!r})"
