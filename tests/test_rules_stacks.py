@@ -82,6 +82,7 @@ FROM_RESOURCES = {
     "lustre-capacity-valid": "multiple of 4",
     "zone-consistent": "zone",
     "storage-no-public-access": "TLS1_2",
+    "blob-soft-delete": "no blob service properties",
     "lustre-checkpoint-throughput": "capacityTiB to at least 108",
     "lustre-subnet-size": "Azure documents /24 or larger",
     "arm-body-matches-sdk": "properties.provisioningState: read-only key",

@@ -15,7 +15,7 @@ from pulumi.runtime.rpc import is_rpc_secret
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from gb300 import config
+from gb300 import catalog, config, lustre_live
 from gb300.config import StackConfig
 from gb300.errors import ConfigError, Gb300Error
 from gb300.findings import Finding
@@ -84,14 +84,28 @@ class PlanResult:
     resources: list[ResourceRecord]
     findings: list[Finding] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
+    suppressed: list[SuppressedRule] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {
             "stack": self.stack,
             "resources": [r.as_json() for r in self.resources],
             "findings": [f.as_json() for f in self.findings],
+            "suppressed": [s.as_json() for s in self.suppressed],
             "summary": self.summary,
         }
+
+
+@dataclass(frozen=True)
+class SuppressedRule:
+    """A rule ``gb300:policy.suppress`` switched off, why, and the findings it would have reported."""
+
+    rule: str
+    reason: str | None
+    hidden: tuple[Finding, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"rule": self.rule, "reason": self.reason, "hidden": [f.as_json() for f in self.hidden]}
 
 
 def _plain(value: Any) -> Any:
@@ -163,10 +177,8 @@ def register(stack: str, raw: Mapping[str, Any], program: Callable[[], None] | N
 
 def _lustre_live(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> list[Finding]:
     """With the plan gone live, Azure's own Lustre subnet size against the storage subnet (lustre-subnet-size)."""
-    from gb300 import catalog, lustre_live  # noqa: PLC0415
-
     lustre = cfg.storage.lustre
-    if lustre is None or lustre_live.RULE in cfg.policy.suppress:
+    if lustre is None:
         return []
     storage = [
         r.inputs.get("addressPrefix")
@@ -209,10 +221,21 @@ def run_plan(
     source = quota or cfg.policy.quota
     snapshot = quotas.fetch(source, resources, base=paths.REPO_ROOT) if source else None
     findings = rules.evaluate(resources, cfg.policy, quota=snapshot)
+    hidden = rules.suppressed_findings(resources, cfg.policy, quota=snapshot)
     if source and source.strip().lower() == quotas.LIVE:
-        findings += _lustre_live(cfg, resources)
-    if software_rule.RULE_ID not in cfg.policy.suppress:
+        live = _lustre_live(cfg, resources)
+        if lustre_live.RULE in cfg.policy.suppressed:
+            hidden.setdefault(lustre_live.RULE, []).extend(live)
+        else:
+            findings += live
+    if software_rule.RULE_ID not in cfg.policy.suppressed:
         findings += software_rule.findings(cfg)
+    else:
+        hidden[software_rule.RULE_ID] = list(software_rule.findings(cfg))
+    result.suppressed = [
+        SuppressedRule(s.rule, s.reason, tuple(sorted(hidden.get(s.rule, []), key=lambda f: (-f.level, f.resource))))
+        for s in cfg.policy.suppress
+    ]
     if deployed is not None:  # not suppressible: gb300:storage.allowReplace is the explicit consent
         findings += data_loss.data_loss(resources, deployed, cfg.storage.allow_replace)
         findings += reimage.findings(resources, deployed)
