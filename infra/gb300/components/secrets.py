@@ -42,6 +42,8 @@ class ClusterSecrets(pulumi.ComponentResource):
     vault_name: pulumi.Output[str]
     vault_id: pulumi.Output[str]
     munge_secret_name: str
+    boot_dependencies: tuple[pulumi.Resource, ...]
+    """What a node's first boot reads: the munge secret, the nodes' read access to it, the vault's private DNS."""
 
     def __init__(self, name: str, args: ClusterSecretsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gb300:secrets:ClusterSecrets", name, None, opts)
@@ -68,7 +70,7 @@ class ClusterSecrets(pulumi.ComponentResource):
             opts=child,
         )
         munge = random.RandomBytes(f"{name}-munge-key", length=MUNGE_KEY_BYTES, opts=child)
-        munge_secret = keyvault.Secret(
+        secret = keyvault.Secret(
             f"{name}-munge-key",
             secret_name=MUNGE_SECRET_NAME,
             vault_name=vault.name,
@@ -79,7 +81,7 @@ class ClusterSecrets(pulumi.ComponentResource):
             tags=args.tags,
             opts=child,
         )
-        private_endpoint(
+        link = private_endpoint(
             f"{name}-vault",
             PrivateLinkArgs(
                 group="vault",
@@ -93,14 +95,15 @@ class ClusterSecrets(pulumi.ComponentResource):
             ),
             parent=self,
         )
-        roles.assign(
+        read_access = roles.assign(
             f"{name}-nodes-read-munge-key",
             role="Key Vault Secrets User",
-            scope=munge_secret.id,
+            scope=secret.id,
             principal_id=args.node_principal_id,
             parent=self,
         )
         self.vault_name = vault.name
         self.vault_id = vault.id
         self.munge_secret_name = MUNGE_SECRET_NAME
+        self.boot_dependencies = (secret, read_access, link.zone_group)
         self.register_outputs({"vaultName": vault.name, "vaultId": vault.id})
