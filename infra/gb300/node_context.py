@@ -49,7 +49,7 @@ def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
 def stack_of(ctx: bootstrap.BootstrapContext) -> StackConfig:
     """The stack config a node context was built from (providers of stack-derived files need one)."""
     if ctx.stack is None:
-        msg = f"role {ctx.role!r}: this file is derived from the stack config; build the context with node_context.build"
+        msg = f"role {ctx.role!r}: this file derives from the stack config; build the context with node_context.build"
         raise bootstrap.BootstrapError(msg)
     return ctx.stack
 

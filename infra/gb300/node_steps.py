@@ -155,14 +155,17 @@ STEPS: tuple[Step, ...] = (
 )  # fmt: skip
 
 
-def _repo(node_path: str, source: str, mode: str = "0644") -> Callable[[BootstrapContext, Sequence[Step]], list[NodeFile]]:
+Provider = Callable[[BootstrapContext, Sequence[Step]], Iterable[NodeFile]]
+
+
+def _repo(node_path: str, source: str, mode: str = "0644") -> Provider:
     def render(_ctx: BootstrapContext, _steps: Sequence[Step]) -> list[NodeFile]:
         return [NodeFile(node_path, (CLOUD_INIT_DIR / source).read_text(encoding="utf-8"), mode)]
 
     return render
 
 
-def _template(node_path: str, template: str) -> Callable[[BootstrapContext, Sequence[Step]], list[NodeFile]]:
+def _template(node_path: str, template: str) -> Provider:
     def render(ctx: BootstrapContext, steps: Sequence[Step]) -> list[NodeFile]:
         variables = {"ctx": ctx, "software": ctx.software, "node": ctx.node, "nccl": ctx.nccl, "steps": steps}
         return [NodeFile(node_path, templating.render(template, **variables))]
@@ -272,7 +275,7 @@ def steps_for(ctx: BootstrapContext, steps: Sequence[Step] = STEPS) -> tuple[Ste
 
 def files_for(ctx: BootstrapContext, steps: Sequence[Step]) -> list[NodeFile]:
     """Every file ``ctx``'s role carries (the step scripts last), in registry order."""
-    files = [f for entry in FILES if _wanted(entry.roles, entry.part, entry.when, ctx) for f in entry.render(ctx, steps)]
+    files = [f for e in FILES if _wanted(e.roles, e.part, e.when, ctx) for f in e.render(ctx, steps)]
     for step in steps:
         files.append(NodeFile(step.node_path, (CLOUD_INIT_DIR / step.script).read_text(encoding="utf-8"), "0755"))
     return files

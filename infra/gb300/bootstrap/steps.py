@@ -36,7 +36,10 @@ def _load_fragment(path: Path, name: str) -> RoleFragment:
     raw = load_yaml_mapping(path)
     unknown = sorted(set(raw) - {"cloud_config"})
     if unknown:
-        msg = f"{path}: only cloud_config belongs here (got {', '.join(unknown)}); files and steps are declared in gb300.node_steps"
+        msg = (
+            f"{path}: only cloud_config belongs here (got {', '.join(unknown)}); "
+            "files and steps are declared in gb300.node_steps"
+        )
         raise BootstrapDataError(msg)
     cloud_config = raw.get("cloud_config") or {}
     if not isinstance(cloud_config, dict):

@@ -1,0 +1,128 @@
+"""One node, end to end: a role's custom data taken from the plan, laid out in the sandbox and run step by step.
+
+:class:`AzureEndpoints` is the stand-in for what a node reaches over HTTP: the instance metadata service (tags,
+compute metadata, managed identity tokens), Key Vault (the munge key) and the node's own local exporters. The
+sandboxes send their requests to it as a proxy (``http_proxy`` for ``imds-tag``'s urllib, ``state["endpoint"]``
+for the curl stand-in), so no request leaves the test. :func:`boot` runs a role's ``runcmd`` in a sandbox that
+shares one stand-in Slurm controller (``slurm.json``) with the other nodes of the test.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from sandbox import Machine, RunResult, Sandbox, hpc_image_machine
+
+MUNGE_KEY = base64.b64encode(bytes(range(256)) * 4).decode()
+TOKEN = "standin-token"  # noqa: S105 - a stand-in bearer token, no secret
+
+
+@dataclass
+class Azure:
+    """What the stand-in endpoints answer: the VM's tags, its scale set, the vault holding the munge key."""
+
+    tags: dict[str, str] = field(default_factory=dict)
+    scale_set: str = "ref-train-r0001"
+    vault: str = "kv-gb300-ref"
+
+    def answer(self, host: str, path: str, headers: Any) -> tuple[int, str]:
+        if host == "169.254.169.254":
+            if headers.get("Metadata") != "true":
+                return 400, "Metadata header missing"
+            if path.startswith("/metadata/instance/compute/tagsList"):
+                return 200, json.dumps([{"name": k, "value": v} for k, v in self.tags.items()])
+            if path.startswith("/metadata/instance/compute"):
+                return 200, json.dumps({"vmScaleSetName": self.scale_set, "tagsList": []})
+            if path.startswith("/metadata/identity/oauth2/token"):
+                return 200, json.dumps({"access_token": TOKEN, "token_type": "Bearer"})
+        if host == f"{self.vault}.vault.azure.net" and path.startswith("/secrets/munge-key"):
+            if headers.get("Authorization") != f"Bearer {TOKEN}":
+                return 401, "no token"
+            return 200, json.dumps({"value": MUNGE_KEY})
+        if host == "127.0.0.1:9400" and path == "/metrics":
+            return 200, 'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 0\n'
+        if host == "127.0.0.1:9100" and path == "/metrics":
+            return 200, 'node_infiniband_state_id{device="mlx5_ib0",port="1"} 4\n'
+        if host == "127.0.0.1:9090" and path == "/-/ready":
+            return 200, "Prometheus Server is Ready.\n"
+        return 404, f"no stand-in for {host}{path}"
+
+
+@contextmanager
+def endpoints(azure: Azure) -> Iterator[str]:
+    """Serve ``azure`` as an HTTP proxy on localhost; yields its URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            url = urlsplit(self.path)
+            status, body = azure.answer(url.netloc or self.headers.get("Host", ""), url.path, self.headers)
+            data = body.encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def healthy_machine(hostname: str, address: str) -> Machine:
+    """A healthy GB300 VM on the Ubuntu-HPC GB image that already carries pyxis and the Lustre client."""
+    machine = hpc_image_machine()
+    machine.hostname = hostname
+    machine.files["/usr/local/lib/slurm/spank_pyxis.so"] = "ELF stand-in\n"
+    machine.services["munge"] = {"enabled": True, "active": True}
+    machine.modules.append("lustre")
+    return machine
+
+
+def head_machine(hostname: str) -> Machine:
+    """The head VM: no GPU stack, but the same stand-ins."""
+    machine = healthy_machine(hostname, "10.40.1.4")
+    machine.modules = []
+    return machine
+
+
+@dataclass
+class Node:
+    """A booted sandbox node and its first run."""
+
+    box: Sandbox
+    run: RunResult
+
+    def status(self) -> dict[str, str]:
+        text = self.box.read("/var/lib/gb300/status")
+        return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+
+
+def boot(base: Path, cloud_config: str, machine: Machine, endpoint: str, slurm_state: Path, address: str) -> Node:
+    """Lay ``cloud_config`` out under ``base`` on ``machine`` and run its runcmd, as cloud-init would."""
+    box = Sandbox(base, cloud_config, machine)
+    state = box.state()
+    state |= {"endpoint": endpoint, "slurm_state": str(slurm_state), "address": address, "kernel_modules": ["lustre"]}
+    (base / "state.json").write_text(json.dumps(state, indent=1, sort_keys=True))
+    box.extra_env = {"http_proxy": endpoint, "no_proxy": "", "GB300_PUBLISH_WAIT": "5"}
+    return Node(box, box.run())
+
+
+def slurm_nodes(slurm_state: Path) -> dict[str, dict[str, str]]:
+    """The stand-in controller's node records."""
+    nodes: dict[str, dict[str, str]] = json.loads(slurm_state.read_text())["nodes"]
+    return nodes
