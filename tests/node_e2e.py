@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
+import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,26 +37,32 @@ class Azure:
     vault: str = "kv-gb300-ref"
 
     def answer(self, host: str, path: str, headers: Any) -> tuple[int, str]:
+        """Status and body for a GET of ``host`` + ``path``."""
+        local = {
+            ("127.0.0.1:9400", "/metrics"): 'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 0\n',
+            ("127.0.0.1:9100", "/metrics"): 'node_infiniband_state_id{device="mlx5_ib0",port="1"} 4\n',
+            ("127.0.0.1:9090", "/-/ready"): "Prometheus Server is Ready.\n",
+        }
+        if (host, path) in local:
+            return 200, local[host, path]
         if host == "169.254.169.254":
-            if headers.get("Metadata") != "true":
-                return 400, "Metadata header missing"
-            if path.startswith("/metadata/instance/compute/tagsList"):
-                return 200, json.dumps([{"name": k, "value": v} for k, v in self.tags.items()])
-            if path.startswith("/metadata/instance/compute"):
-                return 200, json.dumps({"vmScaleSetName": self.scale_set, "tagsList": []})
-            if path.startswith("/metadata/identity/oauth2/token"):
-                return 200, json.dumps({"access_token": TOKEN, "token_type": "Bearer"})
+            return self._imds(path, headers)
         if host == f"{self.vault}.vault.azure.net" and path.startswith("/secrets/munge-key"):
             if headers.get("Authorization") != f"Bearer {TOKEN}":
                 return 401, "no token"
             return 200, json.dumps({"value": MUNGE_KEY})
-        if host == "127.0.0.1:9400" and path == "/metrics":
-            return 200, 'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 0\n'
-        if host == "127.0.0.1:9100" and path == "/metrics":
-            return 200, 'node_infiniband_state_id{device="mlx5_ib0",port="1"} 4\n'
-        if host == "127.0.0.1:9090" and path == "/-/ready":
-            return 200, "Prometheus Server is Ready.\n"
         return 404, f"no stand-in for {host}{path}"
+
+    def _imds(self, path: str, headers: Any) -> tuple[int, str]:
+        if headers.get("Metadata") != "true":
+            return 400, "Metadata header missing"
+        if path.startswith("/metadata/instance/compute/tagsList"):
+            return 200, json.dumps([{"name": k, "value": v} for k, v in self.tags.items()])
+        if path.startswith("/metadata/instance/compute"):
+            return 200, json.dumps({"vmScaleSetName": self.scale_set, "tagsList": []})
+        if path.startswith("/metadata/identity/oauth2/token"):
+            return 200, json.dumps({"access_token": TOKEN, "token_type": "Bearer"})
+        return 404, f"no IMDS stand-in for {path}"
 
 
 @contextmanager
@@ -112,7 +120,7 @@ class Node:
         return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
 
 
-def boot(base: Path, cloud_config: str, machine: Machine, endpoint: str, slurm_state: Path, address: str) -> Node:
+def boot(base: Path, cloud_config: str, machine: Machine, *, endpoint: str, slurm_state: Path, address: str) -> Node:
     """Lay ``cloud_config`` out under ``base`` on ``machine`` and run its runcmd, as cloud-init would."""
     box = Sandbox(base, cloud_config, machine)
     state = box.state()
@@ -126,3 +134,32 @@ def slurm_nodes(slurm_state: Path) -> dict[str, dict[str, str]]:
     """The stand-in controller's node records."""
     nodes: dict[str, dict[str, str]] = json.loads(slurm_state.read_text())["nodes"]
     return nodes
+
+
+def run_tool(
+    box: Sandbox, node_path: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a tool the custom data placed on the node (``/usr/local/sbin/...``) in ``box``, as root would."""
+    return subprocess.run(
+        [str(box.path(node_path)), *args],
+        env={**box.env(), **(env or {})},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def clone(box: Sandbox, base: Path, hostname: str, address: str, slurm_state: Path) -> Sandbox:
+    """A copy of ``box``'s booted disk with its own host name and address, on the controller ``slurm_state``
+    (another VM of the same scale set, or the same VM in a test of its own)."""
+    shutil.copytree(box.base, base, symlinks=True)
+    state = json.loads((base / "state.json").read_text())
+    state |= {"hostname": hostname, "address": address, "slurm_state": str(slurm_state)}
+    (base / "state.json").write_text(json.dumps(state, indent=1, sort_keys=True))
+    twin = Sandbox.__new__(Sandbox)
+    twin.base, twin.root, twin.bin = base, base / "root", base / "bin"
+    twin.config, twin.extra_env = box.config, dict(box.extra_env)
+    with (base / "calls.log").open("w"):
+        pass
+    return twin

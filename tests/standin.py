@@ -484,8 +484,7 @@ READ_ONLY = {
     "hostname": lambda a, s: sys.stdout.write(s["hostname"] + "\n") and 0,
     "sinfo": sinfo,
     "dmesg": lambda a, s: 0,
-    "dcgmi": lambda a, s: sys.stdout.write((Path(s["fixtures_dir"]).parent / "slurm/dcgmi-diag-r1.pass.txt").read_text())
-    and 0,
+    "dcgmi": lambda a, s: sys.stdout.write(fixture("../slurm/dcgmi-diag-r1.pass.txt")) and 0,
     "nvidia-imex-ctl": lambda a, s: sys.stdout.write("READY\n") and 0,
     "modinfo": lambda a, s: 0 if a[-1] in s.get("kernel_modules", []) else 1,
     "lfs": lambda a, s: 0,
