@@ -91,12 +91,16 @@ def test_head_reaches_ready(cluster: Cluster) -> None:
     """The head node runs every step of its custom data and ends ready."""
     assert cluster.head.run.ok, cluster.head.run.output[-2000:]
     assert cluster.head.status()["state"] == "ready"
+    for _, step in cluster.head.box.config["runcmd"]:
+        assert cluster.head.box.path(f"/var/lib/gb300/steps/{step}.done").is_file(), step
 
 
 def test_gpu_node_reaches_ready_and_is_not_drained(cluster: Cluster) -> None:
     """A healthy GPU node with exactly its stack's mounts ends ready, passes the health gate, and is not drained."""
     assert cluster.gpu.run.ok, cluster.gpu.run.output[-2000:]
     assert cluster.gpu.status()["state"] == "ready"
+    for _, step in cluster.gpu.box.config["runcmd"]:
+        assert cluster.gpu.box.path(f"/var/lib/gb300/steps/{step}.done").is_file(), step
     assert cluster.gpu.box.read("/var/lib/gb300/health/boot.result") == "pass\n"
     periodic = node_e2e.run_tool(cluster.gpu.box, HEALTH)
     assert periodic.returncode == 0, periodic.stdout + periodic.stderr

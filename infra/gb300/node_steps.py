@@ -242,8 +242,9 @@ def _wanted(roles: tuple[str, ...], part: Part, when: Condition | None, ctx: Boo
     return when is None or when(ctx.stack)
 
 
-def check_registry(steps: Sequence[Step] = STEPS) -> None:
+def check_registry(steps: Sequence[Step] | None = None) -> None:
     """Refuse a registry whose names, scripts or ``after`` lists are wrong (raises BootstrapError)."""
+    steps = STEPS if steps is None else steps
     seen: set[str] = set()
     names = {s.name for s in steps}
     for step in steps:
@@ -263,8 +264,9 @@ def check_registry(steps: Sequence[Step] = STEPS) -> None:
         seen.add(step.name)
 
 
-def steps_for(ctx: BootstrapContext, steps: Sequence[Step] = STEPS) -> tuple[Step, ...]:
+def steps_for(ctx: BootstrapContext, steps: Sequence[Step] | None = None) -> tuple[Step, ...]:
     """The steps ``ctx``'s role runs for its stack, in order; the order is checked, ``99-ready`` last."""
+    steps = STEPS if steps is None else steps
     check_registry(steps)
     chosen = tuple(s for s in steps if _wanted(s.roles, s.part, s.when, ctx))
     if not chosen or chosen[-1].name != READY_STEP:

@@ -112,7 +112,7 @@ def test_prolog_fails_clearly_on_bad_input(sandbox: Sandbox, env: dict[str, str]
     """A missing node list or a host without an address fails the prolog with that reason."""
     job_nodes(sandbox)
     with_unknown = {**HOSTS, "gpu-099": "unknown"}
-    slurm_records(sandbox, with_unknown, {host: RACK_A for host in HOSTS})
+    slurm_records(sandbox, with_unknown, dict.fromkeys(HOSTS, RACK_A))
     result = sandbox.run("gb300-imex-prolog", env=env)
     assert result.returncode == 1
     assert message in result.stderr
