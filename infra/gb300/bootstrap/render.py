@@ -3,8 +3,8 @@
 The cloud-config is a dict built here: the role fragments' keys, `write_files` (every file and step script
 the node registry, `gb300.node_steps`, selects for the role and stack) and `runcmd` (one list-form entry per
 step, in registry order, checked there). Only file contents come from templates or Python providers.
-The result is gzip-compressed (cloud-init
-accepts gzip user data) and base64-encoded, and must stay under Azure's 64 KB custom data limit.
+The result is gzip-compressed (cloud-init accepts gzip user data) and base64-encoded, and must stay under
+Azure's 64 KB custom data limit.
 """
 
 from __future__ import annotations
