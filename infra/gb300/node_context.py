@@ -9,6 +9,7 @@ several files share: the Slurm view of the cluster, the Slurm boot inputs, and t
 from __future__ import annotations
 
 from gb300 import bootstrap
+from gb300.components.secrets import MUNGE_SECRET_NAME
 from gb300.config import GpuPool, StackConfig
 from gb300.slurm import config as slurm_config
 from gb300.slurm import files as slurm_files
@@ -67,9 +68,12 @@ def boot_inputs(ctx: bootstrap.BootstrapContext) -> slurm_files.SlurmBootInputs:
     software = ctx.software
     enroot = software.component("enroot")
     pyxis = software.component("pyxis")
+    racks = [p.sku.vms_per_nvlink_domain for p in cfg.gpu_pools if p.sku.is_rack_scale]
     inputs = slurm_files.SlurmBootInputs(
         head_hostname=head_hostname(cfg),
         keyvault_name=None,  # the node reads its gb300-keyvault tag
+        munge_secret_name=MUNGE_SECRET_NAME,  # the secret the program creates in the cluster's Key Vault
+        block_size=racks[0] if racks else 1,  # VMs per NVLink domain of the pools' SKU (topology/block)
         slurmdbd=cfg.head.slurmdbd,  # GB300_SLURMDBD: gb300-slurmdbd-setup installs MariaDB and slurmdbd
         slurm_version=software.component("slurm").version,  # the exact Ubuntu package version, held
         enroot_version=enroot.version,
