@@ -409,3 +409,12 @@ def test_rollout_racks_are_the_plans_reimage_racks(reference_plan: PlanResult) -
     parsed = parse_state(_export(reference_plan, stale={"ref-train-r0010", "ref-train-r0002"}))
     names = [r.name for r in rollout.racks_to_roll(reference_plan.resources, parsed)]
     assert names == reimage.changed(reference_plan.resources, parsed)["train"] == ["ref-train-r0002", "ref-train-r0010"]
+
+
+def test_state_of_another_stack_is_refused(
+    reference_plan: PlanResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A state exported from another stack is exit 2 naming both stacks, not a silent 'nothing to roll out'."""
+    state = _write(tmp_path, _export(reference_plan, stale={"ref-train-r0001"}))
+    assert cli.main(["rollout", "--stack", "dev", "--state", str(state), "--dry-run"]) == 2
+    assert "is the state of stack reference, not dev" in capsys.readouterr().err
