@@ -24,8 +24,8 @@ The provider is pickled by reference (this module is importable from the install
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
 import pickle
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
