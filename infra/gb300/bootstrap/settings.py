@@ -34,6 +34,12 @@ class NodeSettings:
     modprobe_options: tuple[tuple[str, str], ...]
     sysctl: tuple[tuple[str, str], ...]
     limits: tuple[tuple[str, str, str, str], ...]
+    kernel_flavour: str = ""
+    """The `uname -r` suffix GPU nodes must run (azure-nvidia)."""
+    kernel_cmdline: str = ""
+    """Kernel command-line parameters GPU nodes must boot with."""
+    kernel_hold: tuple[str, ...] = ()
+    """Kernel meta packages held when installed (with the running kernel's own packages)."""
     imex_config: tuple[tuple[str, str], ...] = ()
     """Keys set in /etc/nvidia-imex/config.cfg (the IMEX command service)."""
     sysctl_rackscale: tuple[tuple[str, str], ...] = ()
@@ -94,6 +100,9 @@ def load_node(path: Path = NODE_FILE) -> NodeSettings:
             modprobe_options=_pairs(_section(raw, "modprobe", path)["options"]),
             sysctl=_pairs(_section(raw, "sysctl", path)["settings"]),
             limits=tuple((str(a), str(b), str(c), str(d)) for a, b, c, d in _section(raw, "limits", path)["entries"]),
+            kernel_flavour=str(_section(raw, "kernel", path)["flavour"]),
+            kernel_cmdline=str(_section(raw, "kernel", path)["cmdline"]),
+            kernel_hold=tuple(str(p) for p in _section(raw, "kernel", path)["hold"]),
             imex_config=_pairs(_section(raw, "imex", path)["config"]),
             sysctl_rackscale=_pairs(_section(raw, "sysctl_rackscale", path)["settings"]),
             systemd_rackscale=_pairs(_section(raw, "systemd_rackscale", path)["manager"]),

@@ -114,8 +114,12 @@ def render_health_env(
     nvme_mount: str = "/mnt/resource_nvme",
     shared_mount: str = "/shared",
     imex_mode: ImexMode = "per-job",
+    lustre: bool = False,
 ) -> str:
-    """The shell-sourceable ``/etc/gb300/health.env`` for nodes of ``spec.vm_size`` (KEY='value' lines)."""
+    """The shell-sourceable ``/etc/gb300/health.env`` for nodes of ``spec.vm_size`` (KEY='value' lines).
+
+    ``lustre``: the cluster mounts Azure Managed Lustre, so the running kernel must have the lustre module too.
+    """
     values: dict[str, str] = {
         "GB300_VM_SIZE": spec.vm_size,
         "GB300_EXPECTED_GPUS": str(spec.gpus),
@@ -129,6 +133,7 @@ def render_health_env(
         "GB300_NVME_MOUNT": nvme_mount,
         "GB300_SHARED_MOUNT": shared_mount,
         "GB300_IMEX_MODE": imex_mode,
+        "GB300_KERNEL_MODULES": " ".join(("nvidia", "nvidia_peermem", *(("lustre",) if lustre else ()))),
     }
     for key, threshold in (("RACK", spec.nccl_rack), ("XRACK", spec.nccl_cross_rack)):
         if threshold is not None:
@@ -146,6 +151,7 @@ def health_env_for(
     nvme_mount: str = "/mnt/resource_nvme",
     shared_mount: str = "/shared",
     imex_mode: ImexMode = "per-job",
+    lustre: bool = False,
 ) -> str:
     """``/etc/gb300/health.env`` for ``vm_size``, with the hardware facts read from the SKU catalog."""
     sku = catalog.load().sku(vm_size)
@@ -157,4 +163,4 @@ def health_env_for(
         ib_rate_gbps=int(rate.value) if rate is not None else None,
         ib_rate_status=rate.status if rate is not None else "verified",
     )
-    return render_health_env(spec, nvme_mount=nvme_mount, shared_mount=shared_mount, imex_mode=imex_mode)
+    return render_health_env(spec, nvme_mount=nvme_mount, shared_mount=shared_mount, imex_mode=imex_mode, lustre=lustre)
