@@ -162,7 +162,7 @@ def test_version_drift_is_reported_not_accepted(tmp_path: Path) -> None:
     assert not box.run().ok
     status = _status(box)
     assert status["step"] == "40-nccl"
-    assert "found version 2.28.3-1+cuda13.0 but 2.29.7 is pinned" in status["reason"]
+    assert "found version 2.28.3-1+cuda13.0 but 2.29.7-1+cuda13.0 is pinned" in status["reason"]
     assert 'gb300:software.nccl: "2.28.3-1+cuda13.0"' in status["reason"]
 
 

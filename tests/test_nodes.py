@@ -25,6 +25,7 @@ UPDATE = os.environ.get("GB300_UPDATE_GOLDEN") == "1"
 GPU_STEPS = [
     "00-preflight",
     "10-tuning",
+    "15-kernel",
     "20-nvidia-driver",
     "25-doca-ofed",
     "30-cuda",
