@@ -40,6 +40,8 @@ class NodeSettings:
     """Kernel command-line parameters GPU nodes must boot with."""
     kernel_hold: tuple[str, ...] = ()
     """Kernel meta packages held when installed (with the running kernel's own packages)."""
+    secret_wait_seconds: int = 0  # keep asking Key Vault while it answers 401/403/404 (secret_fetch)
+    secret_retry_delay_seconds: int = 15
     imex_config: tuple[tuple[str, str], ...] = ()
     """Keys set in /etc/nvidia-imex/config.cfg (the IMEX command service)."""
     sysctl_rackscale: tuple[tuple[str, str], ...] = ()
@@ -83,6 +85,7 @@ def load_node(path: Path = NODE_FILE) -> NodeSettings:
     ib = _section(raw, "infiniband", path)
     nvme = _section(raw, "nvme", path)
     fabric = _section(raw, "fabric", path)
+    secret_fetch = _section(raw, "secret_fetch", path)
     try:
         return NodeSettings(
             ib_device_prefix=str(ib["device_prefix"]),
@@ -103,6 +106,8 @@ def load_node(path: Path = NODE_FILE) -> NodeSettings:
             kernel_flavour=str(_section(raw, "kernel", path)["flavour"]),
             kernel_cmdline=str(_section(raw, "kernel", path)["cmdline"]),
             kernel_hold=tuple(str(p) for p in _section(raw, "kernel", path)["hold"]),
+            secret_wait_seconds=int(secret_fetch["wait_seconds"]),
+            secret_retry_delay_seconds=int(secret_fetch["retry_delay_seconds"]),
             imex_config=_pairs(_section(raw, "imex", path)["config"]),
             sysctl_rackscale=_pairs(_section(raw, "sysctl_rackscale", path)["settings"]),
             systemd_rackscale=_pairs(_section(raw, "systemd_rackscale", path)["manager"]),
