@@ -296,7 +296,7 @@ def test_plain_ubuntu_reboots_into_the_grace_kernel_and_the_bootstrap_resumes(tm
     assert box.state()["packages"]["linux-azure-nvidia-6.8"] == "6.8.0-1029.32"
     grub = box.read("/etc/default/grub.d/90-gb300.cfg")
     assert 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX iommu.passthrough=1 irqchip.gicv3_nolpi=y ' in grub
-    assert box.state()["services"]["gb300-resume.service"]["enabled"]
+    assert box.state()["services"]["gb300-resume"]["enabled"]
     assert not box.path("/var/lib/gb300/steps/20-nvidia-driver.done").exists()
     assert not box.path(SENTINEL).exists()
     # The reboot: the Grace kernel with the new command line; then what gb300-resume.service runs.
