@@ -218,14 +218,49 @@ class GpuPool(_Model):
     capacity_reservation_group_id: Annotated[str, AfterValidator(_check_resource_id)] | None = None
     # Off by default: Azure's GB300 tests say blocks are not needed with dedicated quota (docs/fabric.md).
     interconnect_blocks: Annotated[bool, Field(strict=True)] = False
+    # Rack numbers (1..racks) that are not deployed: a failed rack retired without renumbering the others.
+    retired_racks: list[Annotated[int, Field(ge=1, strict=True)]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _retired_within_racks(self) -> GpuPool:
+        seen: set[int] = set()
+        if self.retired_racks and catalog.load().fabric_for(self.sku).scale_set_per != "rack":
+            raise _PathError(
+                ("retiredRacks",),
+                f"applies only to VM sizes with one scale set per rack (GB300, GB200); {self.vm_size} pools are "
+                "one scale set: lower racks instead",
+                relative=True,
+            )
+        for i, index in enumerate(self.retired_racks):
+            if index > self.racks:
+                raise _PathError(
+                    ("retiredRacks", i),
+                    f"must be a rack number from 1 to racks ({self.racks}) (got {index}); racks counts every "
+                    "rack number ever used, retired ones included",
+                    relative=True,
+                )
+            if index in seen:
+                raise _PathError(("retiredRacks", i), f"duplicates another entry (got {index})", relative=True)
+            seen.add(index)
+        if len(seen) >= self.racks:
+            raise _PathError(
+                ("retiredRacks",), f"must leave at least one rack in service (got all {self.racks})", relative=True
+            )
+        return self
 
     @property
     def sku(self) -> catalog.Sku:
         return catalog.load().sku(self.vm_size)
 
     @property
+    def rack_indices(self) -> list[int]:
+        """The rack numbers in service: 1..racks without the retired ones (names never renumber)."""
+        retired = set(self.retired_racks)
+        return [i for i in range(1, self.racks + 1) if i not in retired]
+
+    @property
     def vms(self) -> int:
-        return self.racks * self.sku.vms_per_nvlink_domain
+        return len(self.rack_indices) * self.sku.vms_per_nvlink_domain
 
 
 class HeadSettings(_Model):
@@ -461,6 +496,13 @@ class PolicySettings(_Model):
     quota: Annotated[str, Field(min_length=1)] | None = None
 
 
+class AllowDestroy(_Model):
+    """One entry of ``gb300:allowDestroy``: consent to one expected deletion or replacement (docs/day2.md)."""
+
+    resource: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._*?\[\]-]+$")]
+    reason: Annotated[str, Field(min_length=1, max_length=500)]
+
+
 class StackConfig(_Model):
     """The whole ``gb300`` namespace of a stack file."""
 
@@ -473,6 +515,7 @@ class StackConfig(_Model):
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
     software: dict[str, str] = Field(default_factory=dict)
+    allow_destroy: list[AllowDestroy] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _unique_pool_names(self) -> StackConfig:
@@ -495,9 +538,10 @@ class StackConfig(_Model):
 class _PathError(ValueError):
     """A model-level problem that belongs to a specific key path."""
 
-    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+    def __init__(self, loc: tuple[str | int, ...], message: str, *, relative: bool = False) -> None:
         super().__init__(message)
         self.loc = loc
+        self.relative = relative  # ``loc`` continues the path of the model that raised it (a list item)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -557,7 +601,7 @@ def _problems(exc: ValidationError) -> list[Problem]:
         loc = tuple(err["loc"])
         error = (err.get("ctx") or {}).get("error")
         if isinstance(error, _PathError):
-            loc = error.loc
+            loc = (*loc, *error.loc) if error.relative else error.loc
         problems.append(Problem(format_path(loc), _message(err, _keys_at(loc))))
     return problems
 

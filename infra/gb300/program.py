@@ -215,6 +215,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 sku=sku,
                 fabric=cat.fabric_for(sku),
                 racks=pool.racks,
+                retired_racks=tuple(pool.retired_racks),
                 image=pool.image,
                 os_disk_size_gb=pool.os_disk_size_gb,
                 subnet_id=net.subnet_ids["gpu"],
