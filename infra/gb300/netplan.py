@@ -64,7 +64,16 @@ def prefix_for(addresses: int) -> int:
 def storage_offset(prefix: int) -> int:
     """Where the storage subnet of this prefix length starts, from the start of the space."""
     block = 2 ** (32 - prefix)
-    return max(STORAGE_MIN_OFFSET, block)
+    return int(max(STORAGE_MIN_OFFSET, block))
+
+
+def gpu_network(address_space: str, gpu_prefix: int | None = None) -> ipaddress.IPv4Network:
+    """The GPU subnet: the last block of the space, of ``gpu_prefix`` when given, else the upper half."""
+    space = ipaddress.IPv4Network(address_space)
+    prefix = gpu_prefix if gpu_prefix is not None else min(space.prefixlen + 1, 32)
+    prefix = max(prefix, space.prefixlen)
+    end = int(space.broadcast_address) + 1
+    return ipaddress.IPv4Network((end - 2 ** (32 - prefix), prefix))
 
 
 def carve(
@@ -82,14 +91,12 @@ def carve(
     """
     space = ipaddress.IPv4Network(address_space)
     base = int(space.network_address)
-    end = int(space.broadcast_address) + 1
     nets: dict[Role, ipaddress.IPv4Network] = {}
     needed: dict[Role, int] = {}
     for role in roles:
         if role == "gpu":
-            prefix = gpu_prefix if gpu_prefix is not None else min(space.prefixlen + 1, 32)
-            prefix = max(prefix, space.prefixlen)
-            start = end - 2 ** (32 - prefix)
+            gpu = gpu_network(address_space, gpu_prefix)
+            prefix, start = gpu.prefixlen, int(gpu.network_address)
             needed[role] = gpu_vms
         elif role == "storage":
             prefix = storage_prefix if storage_prefix is not None else FIXED_PREFIX[role]
