@@ -86,16 +86,16 @@ def test_renaming_a_pool_deletes_every_rack_and_the_interconnect_group(
 def test_removing_a_container_is_an_error(
     write_stack: Any, reference_raw: dict[str, Any], state: Path, tmp_path: Path
 ) -> None:
-    """Dropping the checkpoints container from the stack exits 1 naming the container and its blobs."""
+    """Dropping the checkpoints container exits 1 with one error (storage-data-loss's) naming it and its blobs."""
     raw = copy.deepcopy(reference_raw)
     raw["storage"]["blob"]["containers"] = [
         c for c in raw["storage"]["blob"]["containers"] if c["name"] != "checkpoints"
     ]
     code, findings = _plan(write_stack, raw, state, tmp_path)
     assert code == 1
-    (error,) = _errors(findings)
-    assert "blob container checkpoints" in error["message"]
-    assert "every blob in it is lost" in error["message"]
+    (error,) = [f for f in findings if f["level"] == "error"]
+    assert error["rule"] == "storage-data-loss"
+    assert "the blob container and every blob in it (ref-blob-checkpoints)" in error["message"]
 
 
 def test_moving_a_subnet_is_an_error(

@@ -64,7 +64,8 @@ def test_blobfuse2_config_uses_the_identity_and_block_cache(files: dict[str, nod
     assert doc["read-only"] is True
     assert doc["azstorage"]["mode"] == "msi"
     assert doc["azstorage"]["appid"] == "@GB300_NODE_CLIENT_ID@"
-    assert doc["azstorage"]["endpoint"] == "https://@GB300_BLOB_ACCOUNT@.dfs.core.windows.net"
+    assert doc["azstorage"]["endpoint"] == "https://@GB300_BLOB_ACCOUNT@.blob.core.windows.net"  # flat namespace
+    assert doc["azstorage"]["type"] == "block"
     assert doc["block_cache"]["path"].startswith("/mnt/resource_nvme/")
     assert not {"account-key", "sas", "spn-client-secret"} & set(doc["azstorage"])
     assert yaml.safe_load(files["/etc/gb300/blobfuse2/checkpoints.yaml.in"].content)["read-only"] is False

@@ -78,9 +78,12 @@ def _boot_inputs(cfg: StackConfig, software: bootstrap.SoftwareSet, role: str) -
     enroot = software.component("enroot")
     pyxis = software.component("pyxis")
     slurm = software.component("slurm")
+    node = bootstrap.load_node()
     return slurm_files.SlurmBootInputs(
         head_hostname=head_hostname(cfg),
         keyvault_name=None,  # the node reads its gb300-keyvault tag
+        secret_wait_seconds=node.secret_wait_seconds,  # data/node.yaml secret_fetch
+        secret_retry_delay_seconds=node.secret_retry_delay_seconds,
         slurmdbd=cfg.head.slurmdbd,  # GB300_SLURMDBD: gb300-slurmdbd-setup installs MariaDB and slurmdbd
         slurm_version=slurm.version,  # Microsoft's slurm-smd packages at this version, held
         slurm_apt_version=slurm.apt_version,

@@ -5,7 +5,7 @@ so it runs in ``gb300 plan --state`` only. It compares every deployed resource o
 the program declares now:
 
 * scale sets (``gb300Kind`` ``rack-scale-set`` / ``pool-scale-set``), interconnect blocks, interconnect
-  groups, VMs and blob containers: deleted (no longer declared, or declared under another URN, as when a pool
+  groups and VMs: deleted (no longer declared, or declared under another URN, as when a pool
   is renamed or shrunk) or replaced (an input Azure cannot change in place changed);
 * subnets: given another address prefix or replaced (Azure cannot re-address a subnet that holds NICs, a
   Lustre filesystem or private endpoints; a subnet must never move), or deleted while VMs are in it.
@@ -13,7 +13,7 @@ the program declares now:
 Each is an ERROR naming the resource and the VMs it takes with it. ``gb300:allowDestroy`` entries
 (``{resource: <name or glob>, reason: <why>}``) turn the findings of the resources they name into WARNINGs; an
 entry that names nothing the plan destroys is itself a WARNING, so a consent does not outlive its change.
-Lustre and the storage account are ``storage-data-loss``'s (``gb300:storage.allowReplace``). docs/day2.md
+Lustre, the storage account and blob containers are ``storage-data-loss``'s (``gb300:storage.allowReplace``). docs/day2.md
 has the walkthroughs.
 """
 
@@ -37,13 +37,11 @@ VM = "azure-native:compute:VirtualMachine"
 SUBNET = "azure-native:network:Subnet"
 NIC = "azure-native:network:NetworkInterface"
 GROUP = "azure-native:network:InterconnectGroup"
-CONTAINER = "azure-native:storage:BlobContainer"
 # Typed azure-native resources: what they are called in messages and the inputs whose change replaces them
 # (a new name, resource group, location or parent is a new resource in ARM; a VM's zone is fixed at creation).
 TYPED: dict[str, tuple[str, tuple[str, ...]]] = {
     VM: ("VM", ("vmName", "resourceGroupName", "location", "zones")),
     GROUP: ("interconnect group", ("interconnectGroupName", "resourceGroupName", "location")),
-    CONTAINER: ("blob container", ("containerName", "accountName", "resourceGroupName")),
     SUBNET: ("subnet", ("subnetName", "virtualNetworkName", "resourceGroupName")),
 }
 DYNAMIC_WHAT = {
@@ -172,10 +170,7 @@ def _consent(entry: AllowDestroy, item: Destroyed) -> bool:
 
 
 _VERB = {"delete": "deletes", "replace": "replaces (deletes, then creates again)", "move": "moves"}
-_LOSS = {
-    "blob container": "every blob in it is lost",
-    "subnet": "Azure cannot re-address a subnet in use",
-}
+_LOSS = {"subnet": "Azure cannot re-address a subnet in use"}
 
 
 def findings(

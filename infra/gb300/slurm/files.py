@@ -88,6 +88,8 @@ class SlurmBootInputs:
     head_hostname: str
     keyvault_name: str | None = None  # None: the node reads its tag gb300-keyvault (the name is made at deploy)
     munge_secret_name: str = "munge-key"  # noqa: S105 - the secret's name, not its value
+    secret_wait_seconds: int = 0  # how long to retry 401/403/404 from Key Vault (0: one attempt)
+    secret_retry_delay_seconds: int = 15
     identity_client_id: str | None = None
     shared_mount: str = "/shared"
     block_size: int = 18
@@ -130,6 +132,8 @@ def render_slurm_env(inputs: SlurmBootInputs) -> str:
         "GB300_HEAD_HOSTNAME": inputs.head_hostname,
         "GB300_KEYVAULT_NAME": inputs.keyvault_name,
         "GB300_MUNGE_SECRET_NAME": inputs.munge_secret_name,
+        "GB300_VAULT_WAIT_SECONDS": str(inputs.secret_wait_seconds),
+        "GB300_VAULT_RETRY_DELAY_SECONDS": str(inputs.secret_retry_delay_seconds),
         "GB300_IDENTITY_CLIENT_ID": inputs.identity_client_id,
         "GB300_SHARED_MOUNT": inputs.shared_mount,
         "GB300_BLOCK_SIZE": str(inputs.block_size),
