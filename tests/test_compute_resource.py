@@ -8,6 +8,7 @@ import base64
 import copy
 import io
 import json
+import pickle
 import time
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -263,3 +264,11 @@ def test_every_rack_is_its_own_resource(reference_plan: PlanResult) -> None:
     (group,) = groups
     assert group in {r.id for r in reference_plan.resources if r.type == "azure-native:network:InterconnectGroup"}
     assert all(r.inputs["zones"] == ["1"] for r in racks)
+
+
+def test_planning_racks_leaves_the_pickler_as_it_was(dev_raw: dict[str, Any]) -> None:
+    """Each rack's provider serialisation leaves pickle's dict writer unwrapped, so many plans in one process
+    never pile up wrappers until Python's recursion limit (the SDK patches it on every call)."""
+    before = pickle._Pickler._batch_setitems  # type: ignore[attr-defined]
+    run_plan("dev", copy.deepcopy(dev_raw))
+    assert pickle._Pickler._batch_setitems is before  # type: ignore[attr-defined]

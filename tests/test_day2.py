@@ -86,16 +86,18 @@ def test_renaming_a_pool_deletes_every_rack_and_the_interconnect_group(
 def test_removing_a_container_is_an_error(
     write_stack: Any, reference_raw: dict[str, Any], state: Path, tmp_path: Path
 ) -> None:
-    """Dropping the checkpoints container exits 1 with one error (storage-data-loss's) naming it and its blobs."""
+    """Dropping the checkpoints container exits 1: storage-data-loss names it and its blobs, and since the head
+    mounts it, destroys-deployed names the head VM its new bootstrap replaces."""
     raw = copy.deepcopy(reference_raw)
     raw["storage"]["blob"]["containers"] = [
         c for c in raw["storage"]["blob"]["containers"] if c["name"] != "checkpoints"
     ]
     code, findings = _plan(write_stack, raw, state, tmp_path)
     assert code == 1
-    (error,) = [f for f in findings if f["level"] == "error"]
-    assert error["rule"] == "storage-data-loss"
-    assert "the blob container and every blob in it (ref-blob-checkpoints)" in error["message"]
+    errors = {f["rule"]: f["message"] for f in findings if f["level"] == "error"}
+    assert set(errors) == {"storage-data-loss", RULE}
+    assert "the blob container and every blob in it (ref-blob-checkpoints)" in errors["storage-data-loss"]
+    assert "replaces (deletes, then creates again) VM ref-head (osProfile.customData changed" in errors[RULE]
 
 
 def test_moving_a_subnet_is_an_error(
@@ -106,7 +108,7 @@ def test_moving_a_subnet_is_an_error(
     raw["network"]["gpuSubnetPrefixLength"] = 20
     code, findings = _plan(write_stack, raw, state, tmp_path)
     assert code == 1
-    (error,) = _errors(findings)
+    (error,) = [e for e in _errors(findings) if "subnet" in e["message"]]
     assert "moves subnet gpu (addressPrefix 10.40.128.0/17 -> 10.40.240.0/20" in error["message"]
     assert "1,152 VMs affected" in error["message"]
 

@@ -24,6 +24,7 @@ The provider is pickled by reference (this module is importable from the install
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -248,7 +249,14 @@ class ComputeResource(pulumi.dynamic.Resource):
             "resourceName": resource_name,
             **{k: arm_body[k] for k in BODY_KEYS if k in arm_body},
         }
-        super().__init__(_PROVIDER, name, inputs, opts)
+        # The SDK's serialize_provider wraps pickle._Pickler._batch_setitems in a sorting wrapper on every call and
+        # never restores it (pulumi 3.x dynamic.py), so each dynamic resource adds one level to every later dict
+        # pickle: a few hundred racks in one process exceed Python's recursion limit. Put it back after each one.
+        saved = pickle._Pickler._batch_setitems  # type: ignore[attr-defined]
+        try:
+            super().__init__(_PROVIDER, name, inputs, opts)
+        finally:
+            pickle._Pickler._batch_setitems = saved  # type: ignore[attr-defined]
 
 
 def is_kind(inputs: Mapping[str, Any], kinds: Sequence[str]) -> bool:

@@ -13,8 +13,8 @@ the program declares now:
 Each is an ERROR naming the resource and the VMs it takes with it. ``gb300:allowDestroy`` entries
 (``{resource: <name or glob>, reason: <why>}``) turn the findings of the resources they name into WARNINGs; an
 entry that names nothing the plan destroys is itself a WARNING, so a consent does not outlive its change.
-Lustre, the storage account and blob containers are ``storage-data-loss``'s (``gb300:storage.allowReplace``). docs/day2.md
-has the walkthroughs.
+Lustre, the storage account and blob containers are ``storage-data-loss``'s (``gb300:storage.allowReplace``).
+docs/day2.md has the walkthroughs.
 """
 
 from __future__ import annotations
