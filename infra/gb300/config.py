@@ -338,6 +338,8 @@ class HeadSettings(_Model):
     vm_size: Annotated[str, AfterValidator(_check_size)] = "Standard_D16ds_v5"
     image: Annotated[str, AfterValidator(_check_image)] = "canonical:ubuntu-24_04-lts:server:latest"
     os_disk_size_gb: Annotated[int, Field(ge=64, le=4095, strict=True)] = Field(128, alias="osDiskSizeGB")
+    # The managed data disk that holds slurmctld's state and the accounting database across reimages.
+    state_disk_size_gb: Annotated[int, Field(ge=32, le=4095, strict=True)] = Field(64, alias="stateDiskSizeGB")
     slurmdbd: bool = False
 
 

@@ -190,6 +190,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             vm_size=cfg.head.vm_size,
             image=cfg.head.image,
             os_disk_size_gb=cfg.head.os_disk_size_gb,
+            state_disk_size_gb=cfg.head.state_disk_size_gb,
             subnet_id=net.subnet_ids["head"],
             custom_data=head_data.base64,
             custom_data_sha256=head_data.sha256,

@@ -5,7 +5,7 @@ so it runs in ``gb300 plan --state`` only. It compares every deployed resource o
 the program declares now:
 
 * scale sets (``gb300Kind`` ``rack-scale-set`` / ``pool-scale-set``), interconnect blocks, interconnect
-  groups and VMs: deleted (no longer declared, or declared under another URN, as when a pool
+  groups, VMs and managed disks (the head's state disk): deleted (no longer declared, or declared under another URN, as when a pool
   is renamed or shrunk) or replaced (an input Azure cannot change in place changed);
 * subnets: given another address prefix or replaced (Azure cannot re-address a subnet that holds NICs, a
   Lustre filesystem or private endpoints; a subnet must never move), or deleted while VMs are in it.
@@ -37,12 +37,14 @@ VM = "azure-native:compute:VirtualMachine"
 SUBNET = "azure-native:network:Subnet"
 NIC = "azure-native:network:NetworkInterface"
 GROUP = "azure-native:network:InterconnectGroup"
+DISK = "azure-native:compute:Disk"
 # Typed azure-native resources: what they are called in messages and the inputs whose change replaces them
 # (a new name, resource group, location or parent is a new resource in ARM; a VM's zone is fixed at creation).
 TYPED: dict[str, tuple[str, tuple[str, ...]]] = {
     VM: ("VM", ("vmName", "resourceGroupName", "location", "zones")),
     GROUP: ("interconnect group", ("interconnectGroupName", "resourceGroupName", "location")),
     SUBNET: ("subnet", ("subnetName", "virtualNetworkName", "resourceGroupName")),
+    DISK: ("managed disk", ("diskName", "resourceGroupName", "location", "zones", "creationData")),
 }
 DYNAMIC_WHAT = {
     compute_resource.RACK_SCALE_SET: "rack scale set",
@@ -157,7 +159,7 @@ def destroyed(planned: Sequence[Resource], deployed: Sequence[DeployedResource])
 
 
 def _azure_name(old: DeployedResource) -> str:
-    for key in ("resourceName", "vmName", "interconnectGroupName", "containerName", "subnetName"):
+    for key in ("resourceName", "vmName", "interconnectGroupName", "diskName", "subnetName"):
         value = old.inputs.get(key)
         if isinstance(value, str) and value:
             return value
@@ -170,7 +172,10 @@ def _consent(entry: AllowDestroy, item: Destroyed) -> bool:
 
 
 _VERB = {"delete": "deletes", "replace": "replaces (deletes, then creates again)", "move": "moves"}
-_LOSS = {"subnet": "Azure cannot re-address a subnet in use"}
+_LOSS = {
+    "subnet": "Azure cannot re-address a subnet in use",
+    "managed disk": "what it holds (the head's Slurm state and accounting database) is lost",
+}
 
 
 def findings(
