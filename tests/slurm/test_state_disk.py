@@ -94,7 +94,8 @@ def test_second_run_changes_nothing(sandbox: Sandbox, disk: Path) -> None:
     fstab = (sandbox.root / "etc/fstab").read_text()
     (sandbox.path / "calls.log").unlink()
     _setup(sandbox)
-    assert sandbox.calls("mkfs.ext4") == [] and sandbox.calls("mount") == []
+    assert sandbox.calls("mkfs.ext4") == []
+    assert sandbox.calls("mount") == []
     assert (sandbox.root / "etc/fstab").read_text() == fstab
 
 

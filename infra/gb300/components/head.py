@@ -14,7 +14,6 @@ from pulumi_azure_native import compute, network
 from gb300.components.node_common import NodeCommon
 from gb300.components.scale_set import image_reference
 
-
 STATE_DISK_LUN = 0  # the head step finds it as /dev/disk/azure/scsi1/lun0 (Azure's udev rules)
 
 

@@ -5,8 +5,8 @@ so it runs in ``gb300 plan --state`` only. It compares every deployed resource o
 the program declares now:
 
 * scale sets (``gb300Kind`` ``rack-scale-set`` / ``pool-scale-set``), interconnect blocks, interconnect
-  groups, VMs and managed disks (the head's state disk): deleted (no longer declared, or declared under another URN, as when a pool
-  is renamed or shrunk) or replaced (an input Azure cannot change in place changed);
+  groups, VMs and managed disks (the head's state disk): deleted (no longer declared, or declared under another
+  URN, as when a pool is renamed or shrunk) or replaced (an input Azure cannot change in place changed);
 * subnets: given another address prefix or replaced (Azure cannot re-address a subnet that holds NICs, a
   Lustre filesystem or private endpoints; a subnet must never move), or deleted while VMs are in it.
 
