@@ -114,3 +114,16 @@ def test_every_step_script_passes_shellcheck() -> None:
         cwd=CLOUD_INIT_DIR / "scripts",
     )
     assert result.returncode == 0, result.stdout
+
+
+def test_compact_drops_only_the_header_comments() -> None:
+    """A script loses its header comment block, keeps shellcheck directives and every line after the header."""
+    script = "#!/usr/bin/env bash\n# what it does\n# inputs\nset -euo pipefail\n# a comment in the body\necho hi\n"
+    assert node_steps.compact(script) == (
+        "#!/usr/bin/env bash\n"
+        "# Documented in the gb300 repository (cloud-init/); comments trimmed for custom data.\n"
+        "set -euo pipefail\n# a comment in the body\necho hi\n"
+    )
+    directive = "#!/usr/bin/env bash\n# shellcheck source=lib.sh\n. lib.sh\n"
+    assert node_steps.compact(directive) == directive
+    assert node_steps.compact("#!/usr/bin/env python3\n# header\n") == "#!/usr/bin/env python3\n# header\n"
