@@ -32,6 +32,13 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 
+# pulumi.dynamic's serialize_provider (pulumi 3.x, dynamic.py) wraps ``pickle._Pickler._batch_setitems`` in a new
+# sorting wrapper on every call and never restores it: each dynamic resource adds one stack frame to every later
+# pickle, and a process that registers a few thousand of them (a 1,389-rack pool, or a test session planning the
+# reference stack many times) ends in RecursionError. Each ComputeResource puts the original back first, so the
+# SDK wraps it exactly once per resource.
+_PICKLER_BATCH_SETITEMS = pickle._Pickler._batch_setitems  # type: ignore[attr-defined]
+
 MARKER = "gb300Kind"
 RACK_SCALE_SET = "rack-scale-set"
 POOL_SCALE_SET = "pool-scale-set"
@@ -249,14 +256,8 @@ class ComputeResource(pulumi.dynamic.Resource):
             "resourceName": resource_name,
             **{k: arm_body[k] for k in BODY_KEYS if k in arm_body},
         }
-        # The SDK's serialize_provider wraps pickle._Pickler._batch_setitems in a sorting wrapper on every call and
-        # never restores it (pulumi 3.x dynamic.py), so each dynamic resource adds one level to every later dict
-        # pickle: a few hundred racks in one process exceed Python's recursion limit. Put it back after each one.
-        saved = pickle._Pickler._batch_setitems  # type: ignore[attr-defined]
-        try:
-            super().__init__(_PROVIDER, name, inputs, opts)
-        finally:
-            pickle._Pickler._batch_setitems = saved  # type: ignore[attr-defined]
+        pickle._Pickler._batch_setitems = _PICKLER_BATCH_SETITEMS  # type: ignore[attr-defined]
+        super().__init__(_PROVIDER, name, inputs, opts)
 
 
 def is_kind(inputs: Mapping[str, Any], kinds: Sequence[str]) -> bool:
