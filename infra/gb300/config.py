@@ -445,6 +445,16 @@ class MonitoringSettings(_Model):
         return self
 
 
+class HealthSettings(_Model):
+    """``gb300:health``: the GPU node health gate (``gb300-health-check``, see docs/health.md).
+
+    ``softFailuresToDrain``: how many consecutive failures of a soft check (one that can be transient: a service,
+    a mount, an IB port, a temperature) drain the node; hardware faults drain on the first failure regardless.
+    """
+
+    soft_failures_to_drain: Annotated[int, Field(ge=1, le=20, strict=True)] = 3
+
+
 class PolicySettings(_Model):
     """``gb300:policy``: which findings fail the plan, which rules are suppressed, and what the rules check against.
 
@@ -469,6 +479,7 @@ class StackConfig(_Model):
     head: HeadSettings = Field(default_factory=HeadSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
+    health: HealthSettings = Field(default_factory=HealthSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
     software: dict[str, str] = Field(default_factory=dict)
 

@@ -87,7 +87,8 @@ def render(role: str, cfg: StackConfig, pool: GpuPool | None = None) -> CustomDa
             raise ValueError("a gpu-node's custom data needs its pool")
         [slurm_pool] = [p for p in slurm_cluster(cfg).pools if p.name == pool.name]
         # slurmd registers as a dynamic node with the pool's name as its feature and the pool's node shape
-        files = slurm_files.gpu_files(inputs.for_pool(slurm_pool), health_env_for(pool.vm_size))
+        health_env = health_env_for(pool.vm_size, soft_failures_to_drain=cfg.health.soft_failures_to_drain)
+        files = slurm_files.gpu_files(inputs.for_pool(slurm_pool), health_env)
         steps = slurm_files.GPU_STEPS
         pool_name = pool.name
     else:

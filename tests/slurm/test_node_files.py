@@ -16,7 +16,9 @@ INPUTS = SlurmBootInputs(head_hostname="head", keyvault_name="kv-gb300-ref")
 TRAIN = SlurmPool("train", "ref-train-r0001-", 36, "Standard_ND128isr_GB300_v6", 4, 128, 840499)
 CLUSTER = SlurmCluster("ref", "head", (TRAIN,))
 NODE_INPUTS = INPUTS.for_pool(TRAIN)
-HEALTH = render_health_env(health_spec("Standard_ND128isr_GB300_v6", gpus=4, ib_ports=4, ib_rate_gbps=800))
+HEALTH = render_health_env(
+    health_spec("Standard_ND128isr_GB300_v6", gpus=4, ib_ports=4, ib_rate_gbps=800), soft_failures_to_drain=3
+)
 
 
 def test_every_step_is_shipped_executable() -> None:
