@@ -423,3 +423,17 @@ def test_periodic_run_stays_far_inside_slurms_limit(sandbox: Sandbox) -> None:
     elapsed = time.monotonic() - start
     assert rc == 0
     assert elapsed < 10, elapsed
+
+
+def test_a_lasting_soft_failure_drains_once(sandbox: Sandbox) -> None:
+    """Once drained for a lasting soft failure, later runs find the same reason and do not drain again."""
+    healthy(sandbox)
+    sandbox.unit("nvidia-dcgm", "inactive")
+    for _ in range(SOFT_RUNS):
+        _, calls = run_check(sandbox)
+    [drain] = drains(calls)
+    reason = drain.split("reason=", 1)[1]
+    sandbox.answer("scontrol-show", f"NodeName={NODE} State=IDLE+DRAIN Reason={reason} [root@2026-11-30]\n")
+    rc, calls = run_check(sandbox)
+    assert rc == 1
+    assert drains(calls) == [drain]  # the calls log is cumulative: still only the first drain
