@@ -88,6 +88,43 @@ def test_new_rack_reconfigures_without_restart(sandbox: Sandbox) -> None:
     assert sandbox.calls("scontrol") == ["reconfigure"]
 
 
+FAIL_ONCE = """printf 'scontrol %s\\n' "$*" >>"$SANDBOX/calls.log"
+if [ ! -e "$SANDBOX/reconfigure-failed" ]; then
+  touch "$SANDBOX/reconfigure-failed"
+  echo "slurm_reconfigure error: Unable to contact slurm controller" >&2
+  exit 1
+fi
+"""
+
+
+def test_failed_reconfigure_is_retried_and_the_file_applied_only_after_success(sandbox: Sandbox) -> None:
+    """A reconfigure that fails once puts the old topology back and is retried, with the new file, next run."""
+    controller(sandbox)
+    publish(sandbox, 1, 18, rack=0)
+    assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 0
+    topology = sandbox.root / "etc/slurm/topology.conf"
+    one_rack = topology.read_text()
+    publish(sandbox, 19, 36, rack=1)
+    sandbox.replace("scontrol", FAIL_ONCE)
+    (sandbox.path / "calls.log").unlink()
+
+    failed = sandbox.run("gb300-topology-refresh", env=ENV)
+    assert failed.returncode == 1
+    assert "scontrol reconfigure failed; the next run retries it" in failed.stderr
+    assert topology.read_text() == one_rack  # slurmctld still runs on the old file
+    assert (sandbox.root / "var/lib/gb300/topology/topology.conf.applied").read_text() == one_rack
+
+    retried = sandbox.run("gb300-topology-refresh", env=ENV)
+    assert retried.returncode == 0, retried.stderr
+    assert "BlockName=block002 Nodes=gpu-[019-036]" in topology.read_text()
+    assert (sandbox.root / "var/lib/gb300/topology/topology.conf.applied").read_text() == topology.read_text()
+    assert sandbox.calls("scontrol") == ["reconfigure", "reconfigure"]
+    assert sandbox.calls("systemctl") == []
+
+    assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 0
+    assert sandbox.calls("scontrol") == ["reconfigure", "reconfigure"]  # applied: nothing more to do
+
+
 def test_unregistered_nodes_are_left_out(sandbox: Sandbox) -> None:
     """Fabric files of hosts slurmctld has not registered (not yet, or deleted) stay out of the topology."""
     controller(sandbox, nodes=18)
