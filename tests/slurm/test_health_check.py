@@ -61,6 +61,7 @@ def healthy(sandbox: Sandbox, *, dcgm_periodic: int = 1) -> None:
     sandbox.write("sys/class/infiniband/mlx5_an0/ports/1/link_layer", "Ethernet\n")
     sandbox.write("sys/class/infiniband/mlx5_an0/ports/1/counters/link_downed", "40\n")
     sandbox.write("dev/nvidia-caps-imex-channels/channel0", "")
+    sandbox.write("etc/nvidia-imex/config.cfg", "SERVER_PORT=50000\nIMEX_CMD_PORT=50005\nIMEX_CMD_ENABLED=1\n")
     sandbox.unit("nvidia-dcgm", "active")
     sandbox.unit("nvidia-imex", "inactive")
     sandbox.answer_fixture("nvidia-smi", "nvidia-smi-q.gb300.healthy.txt")
@@ -172,6 +173,16 @@ SOFT: list[tuple[str, Callable[[Sandbox], None], str]] = [
     ("dcgm-down", lambda s: s.unit("nvidia-dcgm", "inactive"), "services: nvidia-dcgm service not active"),
     ("imex-failed", lambda s: s.unit("nvidia-imex", "failed"), "services: nvidia-imex service failed"),
     ("imex-channel-missing", _remove("dev/nvidia-caps-imex-channels/channel0"), "services: IMEX channel0 missing"),
+    (
+        "imex-command-service-off",
+        lambda s: s.write("etc/nvidia-imex/config.cfg", "IMEX_CMD_PORT=50005\nIMEX_CMD_ENABLED=0\n"),
+        "services: IMEX command service off",
+    ),
+    (
+        "imex-running-not-ready",
+        lambda s: (s.unit("nvidia-imex", "active"), s.answer("nvidia-imex-ctl", "UNAVAILABLE\n")),
+        "services: nvidia-imex runs but nvidia-imex-ctl -q says UNAVAILABLE (expected READY)",
+    ),
     (
         "nvme-unmounted",
         lambda s: s.write("proc/mounts", "10.0.2.4@tcp:/lustrefs /shared lustre rw 0 0\n"),

@@ -125,6 +125,21 @@ def test_failed_reconfigure_is_retried_and_the_file_applied_only_after_success(s
     assert sandbox.calls("scontrol") == ["reconfigure", "reconfigure"]  # applied: nothing more to do
 
 
+def test_a_failed_reconfigure_is_retried_on_the_next_run(sandbox: Sandbox) -> None:
+    """The first rack's reconfigure (after the slurmctld restart) fails: the next run reconfigures again, then stops."""
+    controller(sandbox)
+    publish(sandbox, 1, 18, rack=0)
+    (sandbox.path / "rc" / "scontrol").write_text("1")
+    assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 1
+    (sandbox.path / "rc" / "scontrol").unlink()
+    (sandbox.path / "calls.log").unlink()
+    assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 0
+    assert sandbox.calls("scontrol") == ["reconfigure"]
+    (sandbox.path / "calls.log").unlink()
+    assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 0
+    assert sandbox.calls("scontrol") == []
+
+
 def test_unregistered_nodes_are_left_out(sandbox: Sandbox) -> None:
     """Fabric files of hosts slurmctld has not registered (not yet, or deleted) stay out of the topology."""
     controller(sandbox, nodes=18)
