@@ -146,10 +146,13 @@ def test_reference_stack_passes_the_pack(reference_plan: PlanResult) -> None:
 )
 def test_same_verdict_as_the_plan(violating: list[ResourceRecord], settings: PolicySettings) -> None:
     """The pack's mandatory violations are exactly the plan's failing findings, and its advisories the rest."""
-    pack = _pack_verdict(violating, settings)
+    mandatory, advisory = _pack_verdict(violating, settings)
     plan = _plan_verdict(violating, settings)
-    assert pack == plan
+    notes = [a for a in advisory if a[2].startswith("[suppressed")]
+    assert (mandatory, [a for a in advisory if a not in notes]) == plan
     assert plan[0] or settings.suppress  # the violating stack fails under every setting tried
+    for rule_id in settings.suppressed:  # a suppression is never silent in the pack either
+        assert any(f"gb300:policy.suppress: rule {rule_id} does not run" in n[2] for n in notes)
 
 
 def test_violating_resources_fire_each_rule_in_the_pack(violating: list[ResourceRecord]) -> None:
@@ -198,7 +201,7 @@ def test_stack_settings_come_from_the_stack_config() -> None:
     values = {"gb300:policy": json.dumps({"failOn": "warning", "suppress": ["required-tags"]}), "gb300:cluster": "{}"}
     settings = policy_pack.stack_settings(values)
     assert settings.fail_on == "warning"
-    assert settings.suppress == ["required-tags"]
+    assert settings.suppressed == {"required-tags"}
     assert policy_pack.stack_settings({}) == PolicySettings()
 
 

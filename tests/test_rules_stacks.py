@@ -79,6 +79,7 @@ FROM_RESOURCES = {
     "lustre-capacity-valid": "multiple of 4",
     "zone-consistent": "zone",
     "storage-no-public-access": "TLS1_2",
+    "blob-soft-delete": "no blob service properties",
     "lustre-checkpoint-throughput": "capacityTiB to at least 108",
     "arm-body-matches-sdk": "properties.provisioningState: read-only key",
 }

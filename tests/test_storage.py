@@ -66,9 +66,9 @@ def test_allow_replace_lifts_the_guards_of_one_store_only(dev_raw: dict[str, Any
 
 
 def test_storage_account_is_private_and_keyless(reference_plan: PlanResult) -> None:
-    """The account has HNS, no public or anonymous access, no shared keys, TLS 1.2 and HTTPS only."""
+    """The account has a flat namespace, no public or anonymous access, no shared keys, TLS 1.2 and HTTPS only."""
     inputs = _one(reference_plan, ACCOUNT).inputs
-    assert inputs["isHnsEnabled"] is True
+    assert inputs["isHnsEnabled"] is False  # a flat namespace, so blob versioning is on (test_blob_protection)
     assert inputs["allowBlobPublicAccess"] is False
     assert inputs["allowSharedKeyAccess"] is False
     assert inputs["minimumTlsVersion"] == "TLS1_2"
@@ -221,7 +221,12 @@ def test_state_file_must_be_a_stack_export(tmp_path: Path) -> None:
     bad = tmp_path / "state.json"
     bad.write_text("[]")
     assert cli.main(["plan", "--stack", "dev", "--state", str(bad), "--quiet"]) == 2
-    assert parse_state({"deployment": {"resources": [{"urn": "u", "type": "t", "delete": True}]}}) == []
+    assert (
+        parse_state(
+            {"deployment": {"resources": [{"urn": "urn:pulumi:dev::gb300::t::u", "type": "t", "delete": True}]}}
+        )
+        == []
+    )
 
 
 def test_never_deployed_stack_has_nothing_to_lose() -> None:

@@ -145,6 +145,8 @@ def storage_files(cfg: StackConfig) -> list[NodeFile]:
                 "mount_path": container.mount_path,
                 "read_only": container.access == "read",
             },
+            # BlobFuse2's ADLS component needs a hierarchical namespace; a flat account (versioning) is 'block'.
+            "hierarchical_namespace": blob.hierarchical_namespace,
             "cache": {
                 "block_size_mib": cache.block_size_mi_b,
                 "memory_mib": cache.memory_mi_b,

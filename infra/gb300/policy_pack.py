@@ -11,6 +11,8 @@ resources because it runs the same rules with the same settings:
 * **Verdict**: each rule's policy is *mandatory* and reports only the findings at or above ``failOn``, so
   the preview fails exactly when the plan does. Findings below ``failOn`` (the plan prints them too) are
   reported by the *advisory* policy ``gb300-advisories``, which never fails a preview.
+* **Suppressions** (``gb300:policy.suppress``) are never silent: ``gb300-advisories`` reports each one with its
+  reason and the findings it hides. A security rule suppressed without a reason is not suppressed at all.
 
 Properties a preview cannot know yet (ids of resources not created) reach the rules as
 :data:`gb300.rules.base.UNKNOWN`, so a rule that needs them stays silent rather than failing the preview.
@@ -98,10 +100,14 @@ def stack_settings(values: Mapping[str, str] | None = None) -> PolicySettings:
     if raw is None:
         return PolicySettings()
     try:
-        return PolicySettings.model_validate(raw)
+        settings = PolicySettings.model_validate(raw)
     except ValueError:
         # The program validates the same key and fails the preview with a message naming it.
         return PolicySettings()
+    if rules.unknown_suppressions(settings):
+        # A security rule suppressed without a reason (or an unknown id): suppress nothing, so every rule runs.
+        return settings.model_copy(update={"suppress": []})
+    return settings
 
 
 _SNAPSHOTS: dict[tuple[str, tuple[str, ...]], quota.QuotaSnapshot] = {}
@@ -136,7 +142,7 @@ def rule_validator(rule_id: str, settings: SettingsSource = stack_settings) -> C
 
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
         policy = settings()
-        if rule_id in policy.suppress:
+        if rule_id in policy.suppressed:
             return
         resources = views(args)
         ctx = _context(args, resources, policy)
@@ -154,14 +160,31 @@ def advisory_validator(settings: SettingsSource = stack_settings) -> Callable[..
         resources = views(args)
         ctx = _context(args, resources, policy)
         threshold = Level.parse(policy.fail_on)
+        reasons = {s.rule: s.reason for s in policy.suppress}
         for rule_id in rules.RULES:
-            if rule_id in policy.suppress:
+            if rule_id in policy.suppressed:
+                _report_suppressed(rule_id, reasons[rule_id], rules.run_rule(rule_id, resources, ctx), report_violation)
                 continue
             for finding in rules.run_rule(rule_id, resources, ctx):
                 if finding.level < threshold:
                     _report(finding, report_violation)
 
     return validate
+
+
+def _report_suppressed(
+    rule_id: str, reason: str | None, hidden: Sequence[Finding], report_violation: ReportViolation
+) -> None:
+    """A suppression is never silent: the advisory policy names it, its reason, and what it hides."""
+    why = f" (reason: {reason})" if reason else " (no reason given)"
+    report_violation(
+        f"[suppressed] gb300:policy.suppress: rule {rule_id} does not run{why}; it would report "
+        f"{len(hidden)} finding(s)",
+        None,
+    )
+    for finding in hidden:
+        urn = finding.resource if finding.resource.startswith("urn:") else None
+        report_violation(f"[suppressed {finding.level.label}] {rule_id}: {finding.message}", urn)
 
 
 def policies(settings: SettingsSource = stack_settings) -> list[Policy]:

@@ -145,7 +145,11 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 endpoints_subnet_id=net.subnet_ids["endpoints"],
                 vnet_id=net.vnet_id,
                 node_principal_id=identity.principal_id,
+                soft_delete_days=storage.blob.soft_delete_days,
+                hierarchical_namespace=storage.blob.hierarchical_namespace,
+                versioning=storage.blob.versioning,
                 allow_replace="account" in storage.allow_replace,
+                allow_replace_containers="containers" in storage.allow_replace,
                 tags=tags,
             ),
         )

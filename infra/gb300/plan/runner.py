@@ -67,14 +67,28 @@ class PlanResult:
     resources: list[ResourceRecord]
     findings: list[Finding] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
+    suppressed: list[SuppressedRule] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {
             "stack": self.stack,
             "resources": [r.as_json() for r in self.resources],
             "findings": [f.as_json() for f in self.findings],
+            "suppressed": [s.as_json() for s in self.suppressed],
             "summary": self.summary,
         }
+
+
+@dataclass(frozen=True)
+class SuppressedRule:
+    """A rule ``gb300:policy.suppress`` switched off, why, and the findings it would have reported."""
+
+    rule: str
+    reason: str | None
+    hidden: tuple[Finding, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"rule": self.rule, "reason": self.reason, "hidden": [f.as_json() for f in self.hidden]}
 
 
 def _plain(value: Any) -> Any:
@@ -170,8 +184,15 @@ def run_plan(
     source = quota or cfg.policy.quota
     snapshot = quotas.fetch(source, resources, base=paths.REPO_ROOT) if source else None
     findings = rules.evaluate(resources, cfg.policy, quota=snapshot)
-    if software_rule.RULE_ID not in cfg.policy.suppress:
+    hidden = rules.suppressed_findings(resources, cfg.policy, quota=snapshot)
+    if software_rule.RULE_ID not in cfg.policy.suppressed:
         findings += software_rule.findings(cfg)
+    else:
+        hidden[software_rule.RULE_ID] = list(software_rule.findings(cfg))
+    result.suppressed = [
+        SuppressedRule(s.rule, s.reason, tuple(sorted(hidden.get(s.rule, []), key=lambda f: (-f.level, f.resource))))
+        for s in cfg.policy.suppress
+    ]
     if deployed is not None:  # not suppressible: gb300:storage.allowReplace is the explicit consent
         findings += data_loss.data_loss(resources, deployed, cfg.storage.allow_replace)
         findings += reimage.findings(resources, deployed)
