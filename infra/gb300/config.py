@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from gb300 import catalog, stack_yaml
+from gb300 import catalog, stack_yaml, storage_facts
 from gb300.errors import ConfigError, Problem
 
 NAMESPACE = "gb300"
@@ -48,9 +48,20 @@ def _check_name(value: str) -> str:
     return value
 
 
+# Names gb300.program gives its own parts after "<cluster>-" (head node, node identity, monitoring, storage,
+# resource group). A pool of the same name would name its resources like theirs: pool "head" makes two
+# resources with one URN (the head VM's and rack 1's log associations), which the Pulumi engine refuses.
+RESERVED_POOL_NAMES = ("head", "node", "mon", "lustre", "blob", "rg")
+
+
 def _check_pool_name(value: str) -> str:
     if not re.fullmatch(r"[a-z][a-z0-9]*", value):
         raise ValueError(f"must be lowercase letters and digits, starting with a letter (got {value!r})")
+    if value in RESERVED_POOL_NAMES:
+        raise ValueError(
+            f"is a name gb300 gives its own resources (got {value!r}); choose another, such as 'train' "
+            f"(reserved: {', '.join(RESERVED_POOL_NAMES)})"
+        )
     return value
 
 
@@ -341,6 +352,25 @@ class LustreSettings(_Model):
     capacity_ti_b: Annotated[int, Field(ge=1, strict=True)] = Field(alias="capacityTiB")
     mount_path: MountPath = "/lustre"
     maintenance_window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)
+    # The storage subnet's size. Unset: the prefix Azure documents for the capacity (data/lustre.yaml).
+    subnet_prefix_length: Annotated[int, Field(ge=16, le=28, strict=True)] | None = None
+
+    @model_validator(mode="after")
+    def _a_subnet_size(self) -> LustreSettings:
+        if self.subnet_prefix_length is None and storage_facts.lustre_subnet_prefix(self.capacity_ti_b) is None:
+            raise _PathError(
+                ("storage", "lustre", "subnetPrefixLength"),
+                f"is required for capacityTiB above the sizes Azure documents (got capacityTiB "
+                f"{self.capacity_ti_b}); ask Azure for the subnet size this filesystem needs and set it",
+            )
+        return self
+
+    @property
+    def subnet_prefix(self) -> int:
+        """The storage subnet's prefix length: ``subnetPrefixLength``, else Azure's documented size."""
+        if self.subnet_prefix_length is not None:
+            return self.subnet_prefix_length
+        return storage_facts.lustre_subnet_prefix(self.capacity_ti_b) or 0
 
 
 def _check_container_name(value: str) -> str:

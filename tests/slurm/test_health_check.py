@@ -43,15 +43,18 @@ cat "$out"
 """
 
 
-def healthy(sandbox: Sandbox, *, dcgm_periodic: int = 1) -> None:
+MOUNTS = ("/mnt/resource_nvme", "/lustre")
+
+
+def healthy(sandbox: Sandbox, *, dcgm_periodic: int = 1, mounts: tuple[str, ...] = MOUNTS) -> None:
     """Lay out a node where every check passes (periodic DCGM level raised so the diag runs too)."""
-    env = render_health_env(SPEC, soft_failures_to_drain=SOFT_RUNS)
+    env = render_health_env(SPEC, soft_failures_to_drain=SOFT_RUNS, nvme_mount="/mnt/resource_nvme", mounts=mounts)
     env += f"GB300_DCGM_DIAG_LEVEL_PERIODIC={dcgm_periodic}\nGB300_GEMM_BINARY={sandbox.path / 'bin' / 'ubergemm'}\n"
     sandbox.write("etc/gb300/health.env", env)
     sandbox.write(
         "proc/mounts",
         "/dev/root / ext4 rw 0 0\n/dev/md0 /mnt/resource_nvme xfs rw,noatime 0 0\n"
-        "10.0.2.4@tcp:/lustrefs /shared lustre rw,flock 0 0\n",
+        "10.0.2.4@tcp:/lustrefs /lustre lustre rw,flock 0 0\n",
     )
     for port in range(4):
         sandbox.write(f"sys/class/infiniband/mlx5_ib{port}/ports/1/pkeys/0", "0x7fff\n")
@@ -82,6 +85,15 @@ def run_check(sandbox: Sandbox, *args: str) -> tuple[int, list[str]]:
 
 def drains(calls: list[str]) -> list[str]:
     return [c for c in calls if c.startswith("update") and "state=drain" in c]
+
+
+def test_no_configured_mounts_means_no_mount_check(sandbox: Sandbox) -> None:
+    """With no mounts configured (GB300_MOUNTS empty) a node with nothing mounted passes the gate."""
+    healthy(sandbox, mounts=())
+    sandbox.write("proc/mounts", "/dev/root / ext4 rw 0 0\n")
+    rc, calls = run_check(sandbox)
+    assert rc == 0
+    assert drains(calls) == []
 
 
 def test_healthy_node_is_not_drained(sandbox: Sandbox) -> None:
@@ -145,14 +157,14 @@ HARD: list[tuple[str, Callable[[Sandbox], None], str]] = [
         "dcgm-diag: dcgmi diag -r 1 failed: Page Retirement/Row Remap",
     ),
     ("xid-79", _fixture("dmesg", "dmesg.xid79.txt"), "xid: XID in kernel log: 79@0009:06:00"),
-    ("ecc-double-bit", _dmon(1, 311, "2"), "ecc-dbe: GPU 1 reads 2 (fails when gt 0)"),
-    ("row-remap-failure", _dmon(2, 395, "1"), "row-remap-failure: GPU 2 reads 1 (fails when ne 0)"),
-    ("recovery-action-reset", _dmon(0, 1523, "1"), "recovery-action: GPU 0 reads 1 (fails when in 1,2,4)"),
+    ("ecc-double-bit", _dmon(1, 311, "2"), "ecc-dbe: GPU 1 reads 2 (limit gt 0)"),
+    ("row-remap-failure", _dmon(2, 395, "1"), "row-remap-failure: GPU 2 reads 1 (limit ne 0)"),
+    ("recovery-action-reset", _dmon(0, 1523, "1"), "recovery-action: GPU 0 reads 1 (limit in 1,2,4)"),
     ("recovery-action-reboot", _dmon(3, 1523, "2"), "recovery-action: GPU 3 reads 2"),
     (
         "ib-link-flapping",
         _link_downed_history,
-        "ib-link-downed: IB link flapping: mlx5_ib2 link_downed +3 within 10800 s (drains at +3)",
+        "ib-link-downed: flapping: mlx5_ib2 link_downed +3 in 10800 s",
     ),
     ("expectations-missing", _remove("etc/gb300/health.env"), "expectations: expectations file"),
 ]
@@ -185,24 +197,24 @@ SOFT: list[tuple[str, Callable[[Sandbox], None], str]] = [
     ),
     (
         "nvme-unmounted",
-        lambda s: s.write("proc/mounts", "10.0.2.4@tcp:/lustrefs /shared lustre rw 0 0\n"),
+        lambda s: s.write("proc/mounts", "10.0.2.4@tcp:/lustrefs /lustre lustre rw 0 0\n"),
         "mounts: /mnt/resource_nvme not mounted",
     ),
     (
-        "shared-unmounted",
+        "lustre-unmounted",
         lambda s: s.write("proc/mounts", "/dev/md0 /mnt/resource_nvme xfs rw 0 0\n"),
-        "mounts: /shared not mounted",
+        "mounts: /lustre not mounted",
     ),
-    ("gpu-hot", _dmon(2, 150, "95"), "gpu-temperature: GPU 2 reads 95 (fails when gt 93)"),
-    ("hw-thermal-slowdown", _dmon(0, 112, "64"), "clock-events: GPU 0 reads 0x40 (fails when bitmask 0xE8)"),
-    ("persistence-off", _dmon(1, 66, "0"), "persistence-mode: GPU 1 reads 0 (fails when ne 1)"),
-    ("pages-pending-retirement", _dmon(3, 392, "2"), "retired-pages-pending: GPU 3 reads 2 (fails when gt 0)"),
-    ("nvlink-ber-high", _dmon(0, 1218, "2.500E-06"), "nvlink-ber: GPU 0 reads 2.500E-06 (fails when gt 1e-06)"),
-    ("recovery-drain-p2p", _dmon(1, 1523, "3"), "recovery-action-drain-p2p: GPU 1 reads 3 (fails when in 3)"),
+    ("gpu-hot", _dmon(2, 150, "95"), "gpu-temperature: GPU 2 reads 95 (limit gt 93)"),
+    ("hw-thermal-slowdown", _dmon(0, 112, "64"), "clock-events: GPU 0 reads 0x40 (limit bitmask 0xE8)"),
+    ("persistence-off", _dmon(1, 66, "0"), "persistence-mode: GPU 1 reads 0 (limit ne 1)"),
+    ("pages-pending-retirement", _dmon(3, 392, "2"), "retired-pages-pending: GPU 3 reads 2 (limit gt 0)"),
+    ("nvlink-ber-high", _dmon(0, 1218, "2.500E-06"), "nvlink-ber: GPU 0 reads 2.500E-06 (limit gt 1e-06)"),
+    ("recovery-drain-p2p", _dmon(1, 1523, "3"), "recovery-action-drain-p2p: GPU 1 reads 3 (limit in 3)"),
     (
         "dcgm-fields-unreadable",
         lambda s: s.answer("dcgmi-dmon", "Error: unable to establish a connection to the host engine\n", rc=255),
-        "dcgm-fields: dcgmi dmon -e 150,112,66,1523,395,392,311,1218 failed: Error: unable to establish",
+        "dcgm-fields: dcgmi dmon -e 150,112,66,1523,395,392,311,1218: no readings: Error: unable to establish",
     ),
 ]
 
@@ -384,7 +396,7 @@ def test_epilog_drains_a_hardware_fault_and_exits_zero(sandbox: Sandbox) -> None
     rc, calls = run_check(sandbox, "--epilog")
     assert rc == 0
     [drain] = drains(calls)
-    assert "reason=gb300: ecc-dbe: GPU 1 reads 1 (fails when gt 0)" in drain
+    assert "reason=gb300: ecc-dbe: GPU 1 reads 1 (limit gt 0)" in drain
 
 
 def test_epilog_runs_the_post_job_checks_only(sandbox: Sandbox) -> None:

@@ -25,7 +25,11 @@ def parse_env(text: str) -> dict[str, str]:
 
 def test_gb300_expectations_come_from_catalog_and_health_data() -> None:
     """GB300 gets 4 GPUs and 4 IB ports from skus.yaml, the conflicting rate with its status, and NCCL thresholds."""
-    env = parse_env(health_env_for("Standard_ND128isr_GB300_v6", soft_failures_to_drain=3))
+    env = parse_env(
+        health_env_for(
+            "Standard_ND128isr_GB300_v6", soft_failures_to_drain=3, nvme_mount="/mnt/resource_nvme", mounts=()
+        )
+    )
     assert env["GB300_EXPECTED_GPUS"] == "4"
     assert env["GB300_EXPECTED_IB_PORTS"] == "4"
     assert env["GB300_IB_RATE_CATALOG_GBPS"] == "800"
@@ -37,7 +41,11 @@ def test_gb300_expectations_come_from_catalog_and_health_data() -> None:
 
 def test_sizes_without_health_entry_get_catalog_rate_only() -> None:
     """A size health.yaml does not list (GB200) accepts only its catalog rate and has no NCCL thresholds."""
-    env = parse_env(health_env_for("Standard_ND128isr_NDR_GB200_v6", soft_failures_to_drain=3))
+    env = parse_env(
+        health_env_for(
+            "Standard_ND128isr_NDR_GB200_v6", soft_failures_to_drain=3, nvme_mount="/mnt/resource_nvme", mounts=()
+        )
+    )
     assert env["GB300_IB_RATE_ACCEPTED_GBPS"] == "400"
     assert "GB300_NCCL_RACK_WARN_GBPS" not in env
 
@@ -47,7 +55,7 @@ def test_sizes_without_health_entry_get_catalog_rate_only() -> None:
 )
 def test_every_gpu_size_renders(vm_size: str) -> None:
     """Every GPU size in the catalog renders a health.env whose GPU count matches the catalog."""
-    env = parse_env(health_env_for(vm_size, soft_failures_to_drain=3))
+    env = parse_env(health_env_for(vm_size, soft_failures_to_drain=3, nvme_mount="/mnt/resource_nvme", mounts=()))
     assert env["GB300_EXPECTED_GPUS"] == str(catalog.load().sku(vm_size).gpus)
 
 
@@ -79,7 +87,11 @@ def test_the_issues_hardware_faults_are_hard() -> None:
 
 def test_health_agent_thresholds_are_data() -> None:
     """Azure's health agent thresholds reach health.env: 93 C, mask 0xE8, BER 1e-6, 3 link-downs in 3 hours."""
-    env = parse_env(health_env_for("Standard_ND128isr_GB300_v6", soft_failures_to_drain=3))
+    env = parse_env(
+        health_env_for(
+            "Standard_ND128isr_GB300_v6", soft_failures_to_drain=3, nvme_mount="/mnt/resource_nvme", mounts=()
+        )
+    )
     watches = env["GB300_FIELD_WATCHES"].split()
     assert "gpu-temperature:150:gt:93" in watches
     assert "clock-events:112:bitmask:0xE8" in watches

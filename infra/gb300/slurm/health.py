@@ -196,8 +196,8 @@ def render_health_env(
     spec: HealthSpec,
     *,
     soft_failures_to_drain: int,
-    nvme_mount: str = "/mnt/resource_nvme",
-    shared_mount: str = "/shared",
+    nvme_mount: str,
+    mounts: tuple[str, ...],
     imex_mode: ImexMode = "per-job",
 ) -> str:
     """The shell-sourceable ``/etc/gb300/health.env`` for nodes of ``spec.vm_size`` (KEY='value' lines).
@@ -218,10 +218,10 @@ def render_health_env(
         "GB300_DCGM_DIAG_LEVEL_PERIODIC": str(spec.dcgm_level_periodic),
         "GB300_DCGM_DIAG_LEVEL_EPILOG": str(spec.dcgm_level_epilog),
         "GB300_XID_WARNING": _words(spec.xid_warning),
-        "GB300_HARD_CHECKS": " ".join(c.name for c in spec.checks if c.check_class == "hard"),
         "GB300_SOFT_CHECKS": " ".join(c.name for c in spec.checks if c.check_class == "soft"),
+        # What does not run in each mode (shorter than what does: custom data is size-limited).
         **{
-            f"GB300_CHECKS_{mode.upper()}": " ".join(c.name for c in spec.checks if mode in c.runs)
+            f"GB300_SKIP_{mode.upper()}": " ".join(c.name for c in spec.checks if mode not in c.runs)
             for mode in RUN_MODES
         },
         "GB300_SOFT_FAILURES_TO_DRAIN": str(soft_failures_to_drain),
@@ -231,10 +231,13 @@ def render_health_env(
         "GB300_IB_LINK_DOWNED_WINDOW_S": str(spec.ib_link_downed_window_s),
         "GB300_GEMM_BINARY": spec.gemm_binary,
         "GB300_GEMM_SECONDS": str(spec.gemm_seconds),
-        **{f"GB300_CHECK_TIMEOUT_{mode.upper()}": str(spec.command_timeout_s[mode]) for mode in RUN_MODES},
-        **{f"GB300_DCGM_TIMEOUT_{mode.upper()}": str(spec.dcgm_diag_timeout_s[mode]) for mode in RUN_MODES},
+        # "<mode>:<command timeout>:<DCGM diagnostic timeout>" words, seconds.
+        "GB300_TIMEOUTS": " ".join(
+            f"{mode}:{spec.command_timeout_s[mode]}:{spec.dcgm_diag_timeout_s[mode]}" for mode in RUN_MODES
+        ),
         "GB300_NVME_MOUNT": nvme_mount,
-        "GB300_SHARED_MOUNT": shared_mount,
+        # Exactly the mounts the stack configures on the node (gb300.node_context.health_mounts); may be empty.
+        "GB300_MOUNTS": " ".join(mounts),
         "GB300_IMEX_MODE": imex_mode,
     }
     for key, threshold in (("RACK", spec.nccl_rack), ("XRACK", spec.nccl_cross_rack)):
@@ -244,7 +247,6 @@ def render_health_env(
             values[f"GB300_NCCL_{key}_REPORT_GBPS"] = f"{threshold.report_to_azure:g}"
             values[f"GB300_NCCL_{key}_BYTES"] = str(threshold.message_bytes or "")
     if spec.gemm_tflops_per_gpu is not None:
-        values["GB300_GEMM_EXPECTED_TFLOPS"] = f"{spec.gemm_tflops_per_gpu.expected:g}"
         values["GB300_GEMM_WARN_TFLOPS"] = f"{spec.gemm_tflops_per_gpu.warn:g}"
         values["GB300_GEMM_REPORT_TFLOPS"] = f"{spec.gemm_tflops_per_gpu.report_to_azure:g}"
     header = f"# gb300 health expectations for {spec.vm_size}, rendered from data/health.yaml and skus.yaml\n"
@@ -255,8 +257,8 @@ def health_env_for(
     vm_size: str,
     *,
     soft_failures_to_drain: int,
-    nvme_mount: str = "/mnt/resource_nvme",
-    shared_mount: str = "/shared",
+    nvme_mount: str,
+    mounts: tuple[str, ...],
     imex_mode: ImexMode = "per-job",
 ) -> str:
     """``/etc/gb300/health.env`` for ``vm_size``, with the hardware facts read from the SKU catalog."""
@@ -270,9 +272,5 @@ def health_env_for(
         ib_rate_status=rate.status if rate is not None else "verified",
     )
     return render_health_env(
-        spec,
-        soft_failures_to_drain=soft_failures_to_drain,
-        nvme_mount=nvme_mount,
-        shared_mount=shared_mount,
-        imex_mode=imex_mode,
+        spec, soft_failures_to_drain=soft_failures_to_drain, nvme_mount=nvme_mount, mounts=mounts, imex_mode=imex_mode
     )
