@@ -24,12 +24,20 @@ The provider is pickled by reference (this module is importable from the install
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi.dynamic
+
+# pulumi.dynamic's serialize_provider (pulumi 3.x, dynamic.py) wraps ``pickle._Pickler._batch_setitems`` in a new
+# sorting wrapper on every call and never restores it: each dynamic resource adds one stack frame to every later
+# pickle, and a process that registers a few thousand of them (a 1,389-rack pool, or a test session planning the
+# reference stack many times) ends in RecursionError. Each ComputeResource puts the original back first, so the
+# SDK wraps it exactly once per resource.
+_PICKLER_BATCH_SETITEMS = pickle._Pickler._batch_setitems  # type: ignore[attr-defined]
 
 MARKER = "gb300Kind"
 RACK_SCALE_SET = "rack-scale-set"
@@ -248,6 +256,7 @@ class ComputeResource(pulumi.dynamic.Resource):
             "resourceName": resource_name,
             **{k: arm_body[k] for k in BODY_KEYS if k in arm_body},
         }
+        pickle._Pickler._batch_setitems = _PICKLER_BATCH_SETITEMS  # type: ignore[attr-defined]
         super().__init__(_PROVIDER, name, inputs, opts)
 
 
