@@ -187,8 +187,8 @@ def test_head_and_a_rack_exchange_fabric_identity_and_imex_nodes(cluster: Cluste
     assert nodes[0].read("/etc/nvidia-imex/nodes_config.cfg") == "".join(f"10.40.4.{i}\n" for i in range(1, 5))
 
 
-def test_reference_custom_data_stays_under_48_kb(reference_plan: PlanResult) -> None:
-    """Each role's custom data in the reference plan is at most 48 KB of base64, leaving room under Azure's 64 KB."""
+def test_reference_custom_data_stays_under_52_kb(reference_plan: PlanResult) -> None:
+    """Each role's custom data in the reference plan is at most 52 KB of base64, leaving room under Azure's 64 KB."""
     sizes = {role: len(data) for role, data in plan_custom_data.encoded_custom_data(reference_plan).items()}
     assert set(sizes) == {"gpu-node", "head"}
-    assert max(sizes.values()) <= 48 * 1024, sizes
+    assert max(sizes.values()) <= 52 * 1024, sizes

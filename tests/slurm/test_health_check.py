@@ -152,6 +152,11 @@ HARD: list[tuple[str, Callable[[Sandbox], None], str]] = [
         "gpus: nvidia-smi -q failed",
     ),
     (
+        "kernel-without-nvidia-module",
+        lambda s: (s.answer("uname", "6.8.0-1040-azure-nvidia\n"), (s.path / "rc" / "modinfo").write_text("1")),
+        "kernel-modules: kernel 6.8.0-1040-azure-nvidia has no nvidia module",
+    ),
+    (
         "dcgm-diag-fails",
         _fixture("dcgmi", "dcgmi-diag-r1.fail.txt"),
         "dcgm-diag: dcgmi diag -r 1 failed: Page Retirement/Row Remap",
@@ -268,6 +273,27 @@ def test_field_watches_read_the_fields_the_fixture_has() -> None:
     header = (FIXTURES / "dcgmi-dmon.gb300.healthy.txt").read_text().splitlines()[0].split()
     assert len(header) - 1 == len(FIELD_IDS) == 8
     assert FIELD_IDS == [150, 112, 66, 1523, 395, 392, 311, 1218]
+
+
+def test_boot_gate_refuses_a_kernel_without_the_lustre_module(sandbox: Sandbox) -> None:
+    """With Lustre in the stack, a running kernel that has NVIDIA's modules but not Lustre's fails the boot check,
+    naming the kernel and the module."""
+    healthy(sandbox)
+    env = render_health_env(
+        SPEC,
+        soft_failures_to_drain=SOFT_RUNS,
+        nvme_mount="/mnt/resource_nvme",
+        mounts=("/mnt/resource_nvme",),
+        lustre=True,
+    )
+    sandbox.write("etc/gb300/health.env", env)
+    sandbox.answer("uname", "6.8.0-1040-azure-nvidia\n")
+    sandbox.replace("modinfo", '[ "${*: -1}" != lustre ]\n')
+    result = sandbox.run("gb300-health-check", "--boot")
+    assert result.returncode == 1
+    boot = (sandbox.root / "var/lib/gb300/health/boot.result").read_text()
+    assert "kernel 6.8.0-1040-azure-nvidia has no lustre module" in boot
+    assert "has no nvidia module" not in boot
 
 
 @pytest.mark.parametrize(

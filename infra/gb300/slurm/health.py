@@ -199,11 +199,13 @@ def render_health_env(
     nvme_mount: str,
     mounts: tuple[str, ...],
     imex_mode: ImexMode = "per-job",
+    lustre: bool = False,
 ) -> str:
     """The shell-sourceable ``/etc/gb300/health.env`` for nodes of ``spec.vm_size`` (KEY='value' lines).
 
     ``soft_failures_to_drain`` is ``gb300:health.softFailuresToDrain``: how many consecutive failures of a soft
-    check drain the node.
+    check drain the node. ``lustre``: the cluster mounts Azure Managed Lustre, so the running kernel must have the
+    lustre module too.
     """
     if soft_failures_to_drain < 1:
         raise ValueError(f"'soft_failures_to_drain' must be at least 1 (got {soft_failures_to_drain!r})")
@@ -239,6 +241,7 @@ def render_health_env(
         # Exactly the mounts the stack configures on the node (gb300.node_context.health_mounts); may be empty.
         "GB300_MOUNTS": " ".join(mounts),
         "GB300_IMEX_MODE": imex_mode,
+        "GB300_KERNEL_MODULES": " ".join(("nvidia", "nvidia_peermem", *(("lustre",) if lustre else ()))),
     }
     for key, threshold in (("RACK", spec.nccl_rack), ("XRACK", spec.nccl_cross_rack)):
         if threshold is not None:
@@ -260,6 +263,7 @@ def health_env_for(
     nvme_mount: str,
     mounts: tuple[str, ...],
     imex_mode: ImexMode = "per-job",
+    lustre: bool = False,
 ) -> str:
     """``/etc/gb300/health.env`` for ``vm_size``, with the hardware facts read from the SKU catalog."""
     sku = catalog.load().sku(vm_size)
@@ -272,5 +276,10 @@ def health_env_for(
         ib_rate_status=rate.status if rate is not None else "verified",
     )
     return render_health_env(
-        spec, soft_failures_to_drain=soft_failures_to_drain, nvme_mount=nvme_mount, mounts=mounts, imex_mode=imex_mode
+        spec,
+        soft_failures_to_drain=soft_failures_to_drain,
+        nvme_mount=nvme_mount,
+        mounts=mounts,
+        imex_mode=imex_mode,
+        lustre=lustre,
     )
