@@ -143,7 +143,7 @@ def test_vault_is_private_rbac_and_purge_protected(reference_plan: PlanResult) -
 
 
 def test_munge_key_is_a_secret_read_by_the_node_identity_only(reference_plan: PlanResult) -> None:
-    """The munge key is stored as a secret (never shown in the plan) and nodes may only read secrets of that vault."""
+    """The munge key is stored as a secret (never shown in the plan) and nodes may read that one secret only."""
     secret = _of(reference_plan, "azure-native:keyvault:Secret")[0]
     assert secret.inputs["secretName"] == "munge-key"
     assert secret.inputs["properties"] == "[secret]"
@@ -155,7 +155,8 @@ def test_munge_key_is_a_secret_read_by_the_node_identity_only(reference_plan: Pl
         if r.inputs["roleDefinitionId"].endswith("4633458b-17de-408a-b874-0445c86b69e6")
     ]
     assert len(grants) == 1
-    assert grants[0].inputs["scope"] == vault.id
+    assert grants[0].inputs["scope"] == secret.id
+    assert grants[0].inputs["scope"].startswith(vault.id + "/secrets/")
     assert grants[0].inputs["principalType"] == "ServicePrincipal"
     assert grants[0].inputs["principalId"] != identity.id  # a principal (object) id, not the resource id
 

@@ -48,7 +48,7 @@ def test_every_scope_is_one_registered_resource(reference_plan: PlanResult) -> N
 
 
 def test_node_identity_gets_exactly_what_nodes_need(reference_plan: PlanResult) -> None:
-    """Nodes read datasets, write checkpoints, publish metrics and read cluster secrets, and nothing else."""
+    """Nodes read datasets, write checkpoints, publish metrics and read the munge key secret only, nothing else."""
     ids = _by_id(reference_plan)
     node = _node_principal(reference_plan)
     granted = sorted(
@@ -61,7 +61,7 @@ def test_node_identity_gets_exactly_what_nodes_need(reference_plan: PlanResult) 
         if ra.inputs["principalId"] == node
     )
     assert granted == [
-        ("Key Vault Secrets User", "Vault", "ref-kv"),
+        ("Key Vault Secrets User", "Secret", "ref-munge-key"),
         ("Monitoring Metrics Publisher", "DataCollectionRule", "ref-mon-prom-dcr"),
         ("Storage Blob Data Contributor", "BlobContainer", "ref-blob-checkpoints"),
         ("Storage Blob Data Reader", "BlobContainer", "ref-blob-datasets"),

@@ -25,7 +25,8 @@ def add_parser(subparsers: Any) -> None:
         description=(
             "Run the real Pulumi program from infra/ on the Pulumi SDK's mock monitor, record every resource "
             "it registers, run the policy rules over them and print a summary. Exit 0 when no finding is at "
-            "or above gb300:policy.failOn (default: error), 1 when one is, 2 for invalid config or usage."
+            "or above gb300:policy.failOn (default: error), 1 when one is, 2 for invalid config, input files or "
+            "usage, 3 for an internal error (a bug)."
         ),
     )
     src = p.add_mutually_exclusive_group(required=True)

@@ -1,7 +1,9 @@
 """Cluster secrets: a Key Vault (RBAC, purge protection, private endpoint only) holding the munge key.
 
 The munge key is generated at deploy time (pulumi-random) and never appears in custom data: nodes read it
-from the vault with their managed identity, which holds ``Key Vault Secrets User`` on this vault only.
+from the vault with their managed identity, which holds ``Key Vault Secrets User`` on that one secret (Key Vault
+RBAC scopes a role to a single secret), so a secret added to the vault later is not readable by nodes unless it
+is granted too.
 """
 
 from __future__ import annotations
@@ -94,9 +96,9 @@ class ClusterSecrets(pulumi.ComponentResource):
             parent=self,
         )
         read_access = roles.assign(
-            f"{name}-nodes-read-secrets",
+            f"{name}-nodes-read-munge-key",
             role="Key Vault Secrets User",
-            scope=vault.id,
+            scope=secret.id,
             principal_id=args.node_principal_id,
             parent=self,
         )
