@@ -124,7 +124,7 @@ def test_version_drift_is_reported_not_accepted(tmp_path: Path) -> None:
     assert not box.run().ok
     status = _status(box)
     assert status["step"] == "40-nccl"
-    assert "found version 2.28.3-1+cuda13.0 but 2.29.7 is pinned" in status["reason"]
+    assert "found version 2.28.3-1+cuda13.0 but 2.29.3 is pinned" in status["reason"]
     assert 'gb300:software.nccl: "2.28.3-1+cuda13.0"' in status["reason"]
 
 
@@ -196,7 +196,7 @@ def test_plain_ubuntu_installs_pinned_versions_from_vendor_repositories(tmp_path
         "doca-ofed=3.2.2-*",
         "cuda-toolkit-13-0=13.0.*",
         "nvidia-imex=580.126.20-*",
-        "libnccl2=2.29.7-*",
+        "libnccl2=2.29.3-*",
     ):
         assert pinned in installs
     assert "signed-by=/etc/apt/keyrings/gb300-cuda-sbsa.asc" in box.read("/etc/apt/sources.list.d/gb300-cuda-sbsa.list")

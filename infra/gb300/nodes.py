@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gb300 import bootstrap, node_files
+from gb300 import bootstrap, catalog, node_files
 from gb300.config import GpuPool, StackConfig
 from gb300.slurm import config as slurm_config
 from gb300.slurm import files as slurm_files
@@ -78,6 +78,21 @@ def _boot_inputs(cfg: StackConfig, software: bootstrap.SoftwareSet, role: str) -
     )
 
 
+def image_env(image: str) -> dict[str, str]:
+    """What 00-preflight checks of the booted image: its URN and, for a version the image catalog knows, the
+    component versions that version records about itself (``KEY=version`` pairs of its record file)."""
+    env = {"GB300_IMAGE": image}
+    known = catalog.load().image(image)
+    entry = known.versions.get(image.rsplit(":", 1)[-1]) if known else None
+    if known is not None and entry is not None and known.record_file:
+        pairs = [
+            f"{key}={entry.components[name]}" for name, key in known.record_keys.items() if name in entry.components
+        ]
+        env["GB300_IMAGE_RECORD"] = " ".join(pairs)
+        env["GB300_IMAGE_RECORD_FILE"] = known.record_file
+    return env
+
+
 def render(role: str, cfg: StackConfig, pool: GpuPool | None = None) -> CustomData:
     """The custom data of ``role`` (``head`` or ``gpu-node`` of ``pool``)."""
     software = bootstrap.apply_software_overrides(cfg.software)
@@ -90,10 +105,12 @@ def render(role: str, cfg: StackConfig, pool: GpuPool | None = None) -> CustomDa
         files = slurm_files.gpu_files(inputs.for_pool(slurm_pool), health_env_for(pool.vm_size))
         steps = slurm_files.GPU_STEPS
         pool_name = pool.name
+        extra_env = image_env(pool.image)
     else:
         files = slurm_files.head_files(slurm_cluster(cfg), inputs)
         steps = slurm_files.HEAD_STEPS
         pool_name = HEAD
+        extra_env = image_env(cfg.head.image)
     # Storage and monitoring first (Slurm's steps expect the shared filesystem mounted), then Slurm.
     feature_files = [bootstrap.ExtraFile.of(f) for f in node_files.node_files(cfg, pool_name, role)]
     feature_steps = [bootstrap.ExtraStep(s.name, s.command) for s in node_files.steps_for(cfg, role)]
@@ -104,6 +121,7 @@ def render(role: str, cfg: StackConfig, pool: GpuPool | None = None) -> CustomDa
         cluster_name=cfg.cluster.name,
         pool_name=pool_name,
         software=software,
+        extra_env=tuple(sorted(extra_env.items())),
         extra_files=(*feature_files, *files),
         extra_steps=(*feature_steps, *(bootstrap.ExtraStep(name, f"{slurm_files.SBIN}/{name}") for name in steps)),
     )

@@ -159,6 +159,7 @@ def run_plan(
     from gb300 import quota as quotas  # noqa: PLC0415
     from gb300.plan import summary  # noqa: PLC0415
     from gb300.rules import data_loss, reimage  # noqa: PLC0415
+    from gb300.rules import images as images_rule  # noqa: PLC0415
     from gb300.rules import software as software_rule  # noqa: PLC0415
 
     cfg = config.parse(raw)
@@ -172,6 +173,8 @@ def run_plan(
     findings = rules.evaluate(resources, cfg.policy, quota=snapshot)
     if software_rule.RULE_ID not in cfg.policy.suppress:
         findings += software_rule.findings(cfg)
+    if images_rule.RULE_ID not in cfg.policy.suppress:
+        findings += images_rule.findings(cfg)
     if deployed is not None:  # not suppressible: gb300:storage.allowReplace is the explicit consent
         findings += data_loss.data_loss(resources, deployed, cfg.storage.allow_replace)
         findings += reimage.findings(resources, deployed)
