@@ -24,6 +24,7 @@ The provider is pickled by reference (this module is importable from the install
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -219,6 +220,11 @@ class ComputeProvider(pulumi.dynamic.ResourceProvider):
 
 
 _PROVIDER = ComputeProvider()
+# pulumi.dynamic's serialize_provider wraps pickle._Pickler._batch_setitems (and save_dict) to sort dictionaries
+# on every call and never unwraps them, so the wrappers nest once per dynamic resource: past about 960
+# resources pickling overflows the stack (RecursionError; a 1,388-rack pool has 1,388 scale sets). Each
+# registration below puts the originals back, so every serialisation sees exactly one wrapper.
+_PICKLER_ORIGINALS = {name: getattr(pickle._Pickler, name) for name in ("_batch_setitems", "save_dict")}
 
 
 class ComputeResource(pulumi.dynamic.Resource):
@@ -248,7 +254,11 @@ class ComputeResource(pulumi.dynamic.Resource):
             "resourceName": resource_name,
             **{k: arm_body[k] for k in BODY_KEYS if k in arm_body},
         }
-        super().__init__(_PROVIDER, name, inputs, opts)
+        try:
+            super().__init__(_PROVIDER, name, inputs, opts)
+        finally:
+            for attribute, original in _PICKLER_ORIGINALS.items():
+                setattr(pickle._Pickler, attribute, original)
 
 
 def is_kind(inputs: Mapping[str, Any], kinds: Sequence[str]) -> bool:
