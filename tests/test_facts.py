@@ -26,7 +26,7 @@ def test_h200_quota_family_is_the_isr_family() -> None:
 
 
 def test_no_file_but_the_readme_cites_the_private_domain_notes() -> None:
-    """Sources name public pages or repository paths; no shipped file but README.md (issue 19) cites DOMAIN.md."""
+    """Sources name public pages or repository paths: no file but README.md (issue 19) cites the private notes."""
     files = subprocess.run(
         ["git", "grep", "-l", "DOMAIN" + ".md"], cwd=paths.REPO_ROOT, capture_output=True, text=True, check=False
     ).stdout.split()
