@@ -110,7 +110,7 @@ def _preflight(tmp_path: Path, record: dict[str, str] | None) -> Sandbox:
     assert cloud_config["runcmd"] == [["/usr/local/lib/gb300/run-step", "00-preflight"]]
     machine = hpc_image_machine()
     if record is not None:
-        machine.files["/opt/azurehpc/component_versions.txt"] = json.dumps(record)
+        machine.files["/opt/azurehpc/component_versions.txt"] = json.dumps(record, indent=2)  # as jq writes it
     box = Sandbox(tmp_path / "node", yaml.safe_dump(cloud_config), machine)
     result = box.run()
     assert result.ok, result.output
@@ -126,17 +126,17 @@ def _carried() -> dict[str, str]:
 def test_node_verifies_the_image_it_booted(tmp_path: Path) -> None:
     """A node whose image records the catalog's versions notes the image as verified."""
     box = _preflight(tmp_path, {**_carried(), "ImageVersion": "2026.0528.101010"})
-    assert f"image {GB_IMAGE}:24.04.2026052801: verified" in box.read(PREFLIGHT_RECORD)
+    assert f"image {GB_IMAGE}:24.04.2026052801: verified" in box.read(PREFLIGHT_RECORD).splitlines()
 
 
 def test_node_reports_an_image_with_other_contents(tmp_path: Path) -> None:
     """A node whose image records another NCCL than the catalog lists warns and records the difference."""
     box = _preflight(tmp_path, {**_carried(), "NCCL": "2.29.7-1"})
     done = box.read(PREFLIGHT_RECORD)
-    assert "differs from the catalog (NCCL 2.29.7-1 (catalog: 2.29.3-1))" in done
+    assert f"image {GB_IMAGE}:24.04.2026052801: differs: NCCL 2.29.7-1 not 2.29.3" in done
 
 
 def test_node_without_the_record_says_so(tmp_path: Path) -> None:
     """A node on an image without the record (plain Ubuntu) notes the image as not verified."""
     box = _preflight(tmp_path, None)
-    assert "not verified (no " in box.read(PREFLIGHT_RECORD)
+    assert "not verified (no /opt/azurehpc/component_versions.txt)" in box.read(PREFLIGHT_RECORD)

@@ -82,18 +82,26 @@ def _boot_inputs(cfg: StackConfig, software: bootstrap.SoftwareSet, role: str) -
     )
 
 
+def release(version: str) -> str:
+    """A Debian version as the release it packages: no epoch, no ``-<digits>`` revision (``1:4.5.3-1`` -> ``4.5.3``)."""
+    version = version.split(":", 1)[-1]
+    head, _, revision = version.rpartition("-")
+    return head if head and revision.isdigit() else version
+
+
 def image_env(image: str) -> dict[str, str]:
     """What 00-preflight checks of the booted image: its URN and, for a version the image catalog knows, the
-    component versions that version records about itself (``KEY=version`` pairs of its record file)."""
+    image's record file followed by the ``KEY=version`` pairs that version records there."""
     env = {"GB300_IMAGE": image}
     known = catalog.load().image(image)
     entry = known.versions.get(image.rsplit(":", 1)[-1]) if known else None
     if known is not None and entry is not None and known.record_file:
         pairs = [
-            f"{key}={entry.components[name]}" for name, key in known.record_keys.items() if name in entry.components
+            f"{key}={release(entry.components[name])}"
+            for name, key in known.record_keys.items()
+            if name in entry.components
         ]
-        env["GB300_IMAGE_RECORD"] = " ".join(pairs)
-        env["GB300_IMAGE_RECORD_FILE"] = known.record_file
+        env["GB300_IMAGE_RECORD"] = " ".join([known.record_file, *pairs])
     return env
 
 
