@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gb300 import catalog, config, nodes
+from gb300 import catalog, config, node_context
 from gb300.bootstrap import BootstrapContext, render_custom_data
 from gb300.plan import run_plan
 from gb300.rules import images
@@ -103,7 +103,7 @@ def test_recorded_versions_match_pins_by_release(found: str, pinned: str, same: 
 def _preflight(tmp_path: Path, record: dict[str, str] | None) -> Sandbox:
     image = f"{GB_IMAGE}:24.04.2026052801"
     ctx = BootstrapContext.for_pool(
-        role="gpu-node", cluster_name="gb300-ref", pool_name="gpu-a", extra_env=nodes.image_env(image)
+        role="gpu-node", cluster_name="gb300-ref", pool_name="gpu-a", extra_env=node_context.image_env(image)
     )
     cloud_config = yaml.safe_load(render_custom_data(ctx).cloud_config)
     cloud_config["runcmd"] = cloud_config["runcmd"][:1]

@@ -120,7 +120,14 @@ class HeadNode(pulumi.ComponentResource):
             ),
             security_profile=compute.SecurityProfileArgs(security_type="Standard"),
             tags=tags,
-            opts=child,
+            # Azure keeps a VM's custom data from its creation: a new bootstrap needs a new VM, and the fixed
+            # name means the old one goes first. The plan warns with --state (rule custom-data-changed).
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=list(node.boot_dependencies),
+                replace_on_changes=["osProfile.customData"],
+                delete_before_replace=True,
+            ),
         )
         self.vm_id = vm.id
         self.private_ip = nic.ip_configurations.apply(lambda cfgs: (cfgs[0].private_ip_address or "") if cfgs else "")
