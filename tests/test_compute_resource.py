@@ -19,7 +19,7 @@ from azure.core.credentials import AccessToken, AccessTokenInfo
 from azure.core.pipeline.transport import RequestsTransport
 from azure.mgmt.compute import ComputeManagementClient
 
-from gb300 import compute_resource, inventory
+from gb300 import compute_resource, config, inventory, paths
 from gb300.compute_resource import ComputeProvider
 from gb300.plan import PlanResult, run_plan, runner
 from gb300.plan.runner import ResourceRecord
@@ -283,3 +283,19 @@ def test_more_racks_than_the_pickler_nesting_limit_register() -> None:
 
     records = runner.register("dev", {}, program=program)
     assert len([r for r in records if r.type == compute_resource.DYNAMIC_TYPE]) == 1200
+
+
+def test_registering_many_scale_sets_does_not_deepen_the_pickler() -> None:
+    """Planning the 64-rack stack leaves pickle's batch writer wrapped at most once (no RecursionError later)."""
+    import pickle  # noqa: PLC0415
+
+    from gb300.plan.runner import register  # noqa: PLC0415
+
+    register("reference", config.load_stack_file(paths.stack_file("reference")))
+    depth, fn = 0, pickle._Pickler._batch_setitems  # type: ignore[attr-defined]
+    while fn.__closure__ and depth < 10_000:
+        cells = [c.cell_contents for c in fn.__closure__ if callable(c.cell_contents)]
+        if not cells:
+            break
+        fn, depth = cells[0], depth + 1
+    assert depth <= 1

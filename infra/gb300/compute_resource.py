@@ -32,6 +32,13 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 
+# pulumi.dynamic's serialize_provider (pulumi 3.x, dynamic.py) wraps ``pickle._Pickler._batch_setitems`` in a new
+# sorting wrapper on every call and never restores it: each dynamic resource adds one stack frame to every later
+# pickle, and a process that registers a few thousand of them (a 1,389-rack pool, or a test session planning the
+# reference stack many times) ends in RecursionError. Each ComputeResource puts the original back first, so the
+# SDK wraps it exactly once per resource.
+_PICKLER_BATCH_SETITEMS = pickle._Pickler._batch_setitems  # type: ignore[attr-defined]
+
 MARKER = "gb300Kind"
 RACK_SCALE_SET = "rack-scale-set"
 POOL_SCALE_SET = "pool-scale-set"
@@ -220,11 +227,6 @@ class ComputeProvider(pulumi.dynamic.ResourceProvider):
 
 
 _PROVIDER = ComputeProvider()
-# pulumi.dynamic's serialize_provider wraps pickle._Pickler._batch_setitems (and save_dict) to sort dictionaries
-# on every call and never unwraps them, so the wrappers nest once per dynamic resource: past about 960
-# resources pickling overflows the stack (RecursionError; a 1,388-rack pool has 1,388 scale sets). Each
-# registration below puts the originals back, so every serialisation sees exactly one wrapper.
-_PICKLER_ORIGINALS = {name: getattr(pickle._Pickler, name) for name in ("_batch_setitems", "save_dict")}
 
 
 class ComputeResource(pulumi.dynamic.Resource):
@@ -254,11 +256,8 @@ class ComputeResource(pulumi.dynamic.Resource):
             "resourceName": resource_name,
             **{k: arm_body[k] for k in BODY_KEYS if k in arm_body},
         }
-        try:
-            super().__init__(_PROVIDER, name, inputs, opts)
-        finally:
-            for attribute, original in _PICKLER_ORIGINALS.items():
-                setattr(pickle._Pickler, attribute, original)
+        pickle._Pickler._batch_setitems = _PICKLER_BATCH_SETITEMS  # type: ignore[attr-defined]
+        super().__init__(_PROVIDER, name, inputs, opts)
 
 
 def is_kind(inputs: Mapping[str, Any], kinds: Sequence[str]) -> bool:

@@ -27,9 +27,10 @@ def _plain(version: str) -> str:
 
 
 def carries(found: str, pinned: str) -> bool:
-    """Whether an image's recorded version is the pinned one (``4.5.3`` matches ``1:4.5.3-1``, not ``4.5.30``)."""
-    found = _plain(found)
-    return found == pinned or found.startswith((f"{pinned}-", f"{pinned}+"))
+    """Whether an image's recorded version is the pinned one: equal without epochs, or one is the other with more
+    detail (``4.5.3`` and ``1:4.5.3-1``; ``2.29.3-1`` and ``2.29.3-1+cuda13.0``), never ``4.5.30`` for ``4.5.3``."""
+    found, pinned = _plain(found), _plain(pinned)
+    return any(a == b or a.startswith((f"{b}-", f"{b}+", f"{b}.")) for a, b in ((found, pinned), (pinned, found)))
 
 
 def image_version(image: str) -> tuple[str, str] | None:
