@@ -109,9 +109,10 @@ def healthy_machine(hostname: str, address: str) -> Machine:
 
 
 def head_machine(hostname: str) -> Machine:
-    """The head VM: no GPU stack, but the same stand-ins."""
+    """The head VM: no GPU stack, but the same stand-ins, and its empty state disk at LUN 0."""
     machine = healthy_machine(hostname, "10.40.1.4")
     machine.modules = []
+    machine.files["/dev/disk/azure/scsi1/lun0"] = ""  # the head's state disk (gb300-state-disk formats it)
     return machine
 
 

@@ -363,9 +363,9 @@ def blkid(args: list[str], state: dict) -> int:
     return 0
 
 
-def mkfs(args: list[str], state: dict) -> int:
+def mkfs(args: list[str], state: dict, fstype: str = "xfs") -> int:
     state["filesystems"][node_path(args[-1])] = {
-        "type": "xfs",
+        "type": fstype,
         "uuid": "b7e2c1d0-5a4f-4e3b-9c8d-7f6e5d4c3b2a",
     }
     save(state)
@@ -533,6 +533,7 @@ READ_ONLY = {
 MUTATING = {
     "apt-get": apt_get,
     "mkfs.xfs": mkfs,
+    "mkfs.ext4": lambda a, s: mkfs(a, s, "ext4"),
     "mount": mount,
     "modprobe": modprobe,
     "update-initramfs": lambda a, s: 0,

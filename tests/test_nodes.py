@@ -95,11 +95,13 @@ def test_gpu_nodes_run_every_component_step_in_order(reference_plan: PlanResult)
 
 
 def test_head_runs_the_controller_steps(reference_plan: PlanResult) -> None:
-    """The head node fetches the munge key, sets up pyxis, slurmdbd (a no-op here) and slurmctld before ready."""
+    """The head node fetches the munge key, sets up pyxis, mounts its state disk, then slurmdbd (a no-op here) and
+    slurmctld before ready."""
     steps = _runcmd_steps(_roles(reference_plan)["head"][0])
-    assert steps[-5:] == [
+    assert steps[-6:] == [
         "gb300-munge-key",
         "gb300-pyxis-setup",
+        "gb300-state-disk",
         "gb300-slurmdbd-setup",
         "gb300-slurmctld-setup",
         "99-ready",
