@@ -511,6 +511,17 @@ def make(args: list[str], state: dict) -> int:
     return 0 if Path("standin-prefix").exists() else unsupported(["make", *args])
 
 
+def dcgmi(args: list[str], state: dict) -> int:
+    """`dcgmi diag -r N` passes; `dcgmi dmon -e <the health gate's fields> -c 1` reads a healthy sample."""
+    if args[:1] == ["diag"]:
+        sys.stdout.write(fixture("../slurm/dcgmi-diag-r1.pass.txt"))
+        return 0
+    if args[:1] == ["dmon"]:
+        sys.stdout.write(fixture("../slurm/dcgmi-dmon.gb300.healthy.txt"))
+        return 0
+    return unsupported(["dcgmi", *args])
+
+
 READ_ONLY = {
     "nvidia-smi": nvidia_smi,
     "dpkg-query": dpkg_query,
@@ -524,7 +535,7 @@ READ_ONLY = {
     "sinfo": sinfo,
     "getent": getent,
     "dmesg": lambda a, s: 0,
-    "dcgmi": lambda a, s: sys.stdout.write(fixture("../slurm/dcgmi-diag-r1.pass.txt")) and 0,
+    "dcgmi": dcgmi,
     "nvidia-imex-ctl": lambda a, s: sys.stdout.write("READY\n") and 0,
     "modinfo": lambda a, s: 0 if a[-1] in s.get("kernel_modules", []) else 1,
     "lfs": lambda a, s: 0,

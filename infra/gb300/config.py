@@ -617,6 +617,16 @@ class MonitoringSettings(_Model):
         return self
 
 
+class HealthSettings(_Model):
+    """``gb300:health``: the GPU node health gate (``gb300-health-check``, see docs/health.md).
+
+    ``softFailuresToDrain``: how many consecutive failures of a soft check (one that can be transient: a service,
+    a mount, an IB port, a temperature) drain the node; hardware faults drain on the first failure regardless.
+    """
+
+    soft_failures_to_drain: Annotated[int, Field(ge=1, le=20, strict=True)] = 3
+
+
 RuleId = Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
 
 
@@ -690,6 +700,7 @@ class StackConfig(_Model):
     head: HeadSettings = Field(default_factory=HeadSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
+    health: HealthSettings = Field(default_factory=HealthSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
     software: dict[str, str] = Field(default_factory=dict)
     allow_destroy: list[AllowDestroy] = Field(default_factory=list)

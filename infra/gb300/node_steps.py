@@ -215,6 +215,7 @@ def _slurm_gpu(ctx: BootstrapContext, _steps: Sequence[Step]) -> tuple[NodeFile,
     pool = node_context.gpu_pool_of(ctx)
     health_env = health_env_for(
         pool.vm_size,
+        soft_failures_to_drain=node_context.stack_of(ctx).health.soft_failures_to_drain,
         nvme_mount=ctx.node.nvme_mount_point,
         mounts=node_context.health_mounts(ctx),
         lustre=node_context.stack_of(ctx).storage.lustre is not None,  # the kernel must have the lustre module
