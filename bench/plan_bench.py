@@ -29,8 +29,8 @@ REPO = BENCH_DIR.parent
 sys.path.insert(0, str(BENCH_DIR))
 
 MODES = ("toolkit", "floor-typed", "floor-raw")
-LARGE_RACKS = 1389  # 1,389 x 72 = 100,008 GPUs, the size page's "up to 100,000 GPUs" on one fabric
-CUSTOM_DATA_LIMIT = 65536  # bytes of base64 Azure accepts (DOMAIN.md s9)
+LARGE_RACKS = 1388  # 1,388 x 72 = 99,936 GPUs: the size page's "up to 100,000 GPUs" on one fabric
+CUSTOM_DATA_LIMIT = 65536  # bytes of base64 Azure accepts (azure-compute-docs articles/virtual-machines/custom-data.md)
 TARGETS = {"overhead": 1.25, "growth": 1.25, "peak_mib_100k": 2048, "reference_wall_s": 10.0}
 
 

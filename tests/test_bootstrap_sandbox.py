@@ -162,7 +162,7 @@ def test_version_drift_is_reported_not_accepted(tmp_path: Path) -> None:
     assert not box.run().ok
     status = _status(box)
     assert status["step"] == "40-nccl"
-    assert "found version 2.28.3-1+cuda13.0 but 2.29.7-1+cuda13.0 is pinned" in status["reason"]
+    assert "found version 2.28.3-1+cuda13.0 but 2.29.3-1+cuda13.0 is pinned" in status["reason"]
     assert 'gb300:software.nccl: "2.28.3-1+cuda13.0"' in status["reason"]
 
 
@@ -245,7 +245,7 @@ def test_plain_ubuntu_installs_pinned_versions_from_vendor_repositories(tmp_path
         "doca-ofed=3.2.2-*",
         "cuda-toolkit-13-0=13.0.*",
         "nvidia-imex=580.126.20-*",
-        "libnccl2=2.29.7-1+cuda13.0",
+        "libnccl2=2.29.3-1+cuda13.0",
     ):
         assert pinned in installs
     # DOCA comes from the pinned file, never from an online repository with an unpinnable key.

@@ -22,21 +22,22 @@ from gb300.bootstrap.resources import CLOUD_INIT_DIR
 from gb300.bootstrap.software import VERSIONS_FILE, DownloadFile, load_checksums
 from gb300.node_steps import compact
 
-DOMAIN_SECTION_4 = {
-    "nvidia-driver": "580.126.20",
-    "nvidia-imex": "580.126.20",
-    "doca-ofed": "3.2.2",
-    "cuda": "13.0",
-    "nccl": "2.29.7-1+cuda13.0",  # Azure's pin, CUDA suffix included (azhpc-images components/install_nccl.sh)
-    "dcgm": "4.5.3",
-}
-
 
 def test_defaults_are_what_the_azure_gb_image_carries() -> None:
-    """With no overrides, the pinned versions are the Azure GB image's (DOMAIN.md section 4)."""
+    """With no overrides, every pinned component the default GB image records is the version that image carries
+    (its catalog entry, read from azhpc-images' versions.json)."""
+    from gb300 import catalog, config  # noqa: PLC0415
+    from gb300.rules import images  # noqa: PLC0415
+
+    default = config.GpuPool.model_fields["image"].default
+    known = catalog.load().image(default)
+    assert known is not None
+    carried = known.versions[default.rsplit(":", 1)[1]].components
     versions = load_software().as_versions()
-    for name, version in DOMAIN_SECTION_4.items():
-        assert versions[name] == version
+    compared = [name for name in known.record_keys if versions.get(name)]
+    assert {"nvidia-driver", "doca-ofed", "cuda", "nccl", "dcgm", "nvidia-imex"} <= set(compared)
+    for name in compared:
+        assert images.carries(carried[name], versions[name]), (name, carried[name], versions[name])
 
 
 def test_every_component_says_where_its_version_comes_from() -> None:
@@ -123,7 +124,7 @@ def test_override_changes_version_and_derived_package_names() -> None:
     assert cuda.packages == ("cuda-toolkit-13-1",)
     assert cuda.apt_version == "13.1.*"
     assert cuda.overridden
-    assert software.component("nccl").version == "2.29.7-1+cuda13.0"
+    assert software.component("nccl").version == load_software().component("nccl").version
 
 
 def test_override_of_doca_moves_its_file_and_leaves_it_unpinned() -> None:

@@ -21,7 +21,7 @@ from azure.mgmt.compute import ComputeManagementClient
 
 from gb300 import compute_resource, config, inventory, paths
 from gb300.compute_resource import ComputeProvider
-from gb300.plan import PlanResult, run_plan
+from gb300.plan import PlanResult, run_plan, runner
 from gb300.plan.runner import ResourceRecord
 
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
@@ -263,6 +263,26 @@ def test_every_rack_is_its_own_resource(reference_plan: PlanResult) -> None:
     (group,) = groups
     assert group in {r.id for r in reference_plan.resources if r.type == "azure-native:network:InterconnectGroup"}
     assert all(r.inputs["zones"] == ["1"] for r in racks)
+
+
+def test_more_racks_than_the_pickler_nesting_limit_register() -> None:
+    """1,200 dynamic resources register (the SDK's provider pickling nests a wrapper per resource unless undone:
+    past about 960 the program died with RecursionError)."""
+
+    def program() -> None:
+        for index in range(1, 1201):
+            compute_resource.ComputeResource(
+                f"r{index}",
+                kind=compute_resource.RACK_SCALE_SET,
+                api_version="2026-04-01",
+                subscription_id=SUBSCRIPTION,
+                resource_group_name="rg",
+                resource_name=f"r{index}",
+                arm_body={"location": "eastus2", "sku": {"name": "Standard_ND128isr_GB300_v6", "capacity": 18}},
+            )
+
+    records = runner.register("dev", {}, program=program)
+    assert len([r for r in records if r.type == compute_resource.DYNAMIC_TYPE]) == 1200
 
 
 def test_registering_many_scale_sets_does_not_deepen_the_pickler() -> None:

@@ -228,7 +228,7 @@ def test_gpu_nodes_pin_as_azure_pins(reference_raw: dict[str, Any]) -> None:
     the doca-host file with its sha256, and no DOCA repository to trust."""
     cfg = config.parse(copy.deepcopy(reference_raw))
     env = _placed(nodes.render(nodes.GPU_NODE, cfg, cfg.gpu_pools[0]), "/etc/gb300/versions.env")
-    assert "GB300_SW_NCCL_APT_VERSION=2.29.7-1+cuda13.0" in env
+    assert "GB300_SW_NCCL_APT_VERSION=2.29.3-1+cuda13.0" in env
     assert "nvidia-driver-pinning-580.126.20 " in env
     assert "datacenter-gpu-manager-4-proprietary datacenter-gpu-manager-4-proprietary-cuda13" in env
     assert "GB300_SW_DOCA_OFED_INSTALL=deb-repo" in env

@@ -16,7 +16,7 @@ from policy_support import SECURE_ACCOUNT, account, levels, lustre, record, run,
 
 
 def test_lustre_table_matches_domain_facts() -> None:
-    """The Lustre SKU table holds DOMAIN.md's minimum/increment per tier and marks the conflicting maxima."""
+    """The Lustre SKU table holds Azure's documented minimum/increment per tier and marks the conflicting maxima."""
     table = storage.lustre_skus()
     assert {n: (s.min_tib, s.increment_tib) for n, s in table.items()} == {
         "AMLFS-Durable-Premium-40": (48, 48),

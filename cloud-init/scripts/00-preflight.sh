@@ -17,5 +17,21 @@ if [ -r "${GB300_ROOT:-}/etc/os-release" ]; then
   # shellcheck disable=SC1091  # the node's own os-release
   os=$(. "${GB300_ROOT:-}/etc/os-release" && printf '%s %s' "${ID:-?}" "${VERSION_ID:-?}")
 fi
-log "cluster ${GB300_CLUSTER:-?}, pool ${GB300_POOL:-?}, role ${GB300_ROLE:-?}, os ${os}"
-record "cluster ${GB300_CLUSTER:-?}" "pool ${GB300_POOL:-?}" "role ${GB300_ROLE:-?}" "os ${os}"
+# The booted image's record vs the catalog's entry for the pinned version (warn: later steps enforce pins).
+image="image ${GB300_IMAGE:-?}"
+if [ -n "${GB300_IMAGE_RECORD:-}" ]; then
+  read -ra r <<<"$GB300_IMAGE_RECORD"
+  f="${GB300_ROOT:-}${r[0]}" d=""
+  if [ -r "$f" ]; then
+    for kv in "${r[@]:1}"; do
+      g=$(sed -n "s/.*\"${kv%%=*}\": *\"\([^\"]*\)\".*/\1/p" "$f")
+      version_matches "${kv#*=}" "$g" || d+=" ${kv%%=*} ${g:-absent} not ${kv#*=}"
+    done
+    image+=": ${d:+differs:}${d:-verified}"
+    [ -z "$d" ] || warn "$image"
+  else
+    image+=": not verified (no ${r[0]})"
+  fi
+fi
+log "cluster ${GB300_CLUSTER:-?}, pool ${GB300_POOL:-?}, role ${GB300_ROLE:-?}, os ${os}, ${image}"
+record "cluster ${GB300_CLUSTER:-?}" "pool ${GB300_POOL:-?}" "role ${GB300_ROLE:-?}" "os ${os}" "${image}"

@@ -7,7 +7,7 @@ status. This module only types them.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import yaml
@@ -82,6 +82,25 @@ class Image:
     arch: Arch
     description: str
     carries_gb_stack: bool = False  # boots with the GB software stack (driver, DOCA, IMEX, NCCL...) installed
+    versions: dict[str, ImageVersion] = field(default_factory=dict)  # known versions and what each carries
+    versions_status: str = "unverified"
+    versions_source: str = ""
+    record_file: str | None = None  # where the image records its component versions (JSON)
+    record_keys: dict[str, str] = field(default_factory=dict)  # versions.yaml component -> key in record_file
+
+    @property
+    def latest_known(self) -> str | None:
+        """The newest version the catalog knows (versions sort as dotted dates)."""
+        return max(self.versions, default=None)
+
+
+@dataclass(frozen=True)
+class ImageVersion:
+    """One published version of an image and the component versions it carries."""
+
+    version: str
+    release: str  # where its contents were read (an azhpc-images release tag)
+    components: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -159,6 +178,24 @@ def _sku(name: str, raw: dict[str, Any]) -> Sku:
     )
 
 
+def _image(urn: str, raw: dict[str, Any]) -> Image:
+    versions = {
+        str(v): ImageVersion(str(v), str(entry.get("release", "")), {k: str(c) for k, c in entry["components"].items()})
+        for v, entry in (raw.get("versions") or {}).items()
+    }
+    return Image(
+        urn,
+        raw["arch"],
+        raw.get("description", ""),
+        bool(raw.get("carriesGbStack", False)),
+        versions=versions,
+        versions_status=str(raw.get("versionsStatus", "unverified")),
+        versions_source=str(raw.get("versionsSource", "")),
+        record_file=raw.get("recordFile"),
+        record_keys={str(k): str(v) for k, v in (raw.get("recordKeys") or {}).items()},
+    )
+
+
 @functools.cache
 def load() -> Catalog:
     """The catalog, read once per process."""
@@ -166,10 +203,7 @@ def load() -> Catalog:
     images_raw = _load_yaml("images.yaml")["images"]
     return Catalog(
         skus={name: _sku(name, raw) for name, raw in skus_raw["skus"].items()},
-        images={
-            urn.lower(): Image(urn, raw["arch"], raw.get("description", ""), bool(raw.get("carriesGbStack", False)))
-            for urn, raw in images_raw.items()
-        },
+        images={urn.lower(): _image(urn, raw) for urn, raw in images_raw.items()},
         fabric_models={name: _fabric(name, raw) for name, raw in skus_raw["fabricModels"].items()},
         limits={
             name: _sourced(raw)

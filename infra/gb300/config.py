@@ -282,7 +282,7 @@ class GpuPool(_Model):
     name: PoolName
     vm_size: Annotated[str, AfterValidator(_check_gpu_size)] = "Standard_ND128isr_GB300_v6"
     racks: Annotated[int, Field(ge=1, le=2000, strict=True)]
-    image: Annotated[str, AfterValidator(_check_image)] = "microsoft-dsvm:ubuntu-hpc:2404-gb:latest"
+    image: Annotated[str, AfterValidator(_check_image)] = "microsoft-dsvm:ubuntu-hpc:2404-gb:24.04.2026052801"
     os_disk_size_gb: Annotated[int, Field(ge=64, le=4095, strict=True)] = Field(256, alias="osDiskSizeGB")
     capacity_reservation_group_id: Annotated[str, AfterValidator(_check_resource_id)] | None = None
     # Off by default: Azure's GB300 tests say blocks are not needed with dedicated quota (docs/fabric.md).

@@ -122,6 +122,29 @@ def health_mounts(ctx: bootstrap.BootstrapContext) -> tuple[str, ...]:
     return tuple(mounts)
 
 
+def release(version: str) -> str:
+    """A Debian version as the release it packages: no epoch, no ``-<digits>`` revision (``1:4.5.3-1`` -> ``4.5.3``)."""
+    version = version.split(":", 1)[-1]
+    head, _, revision = version.rpartition("-")
+    return head if head and revision.isdigit() else version
+
+
+def image_env(image: str) -> dict[str, str]:
+    """What 00-preflight checks of the booted image: its URN and, for a version the image catalog knows, the
+    image's record file followed by the ``KEY=version`` pairs that version records there."""
+    env = {"GB300_IMAGE": image}
+    known = catalog.load().image(image)
+    entry = known.versions.get(image.rsplit(":", 1)[-1]) if known else None
+    if known is not None and entry is not None and known.record_file:
+        pairs = [
+            f"{key}={release(entry.components[name])}"
+            for name, key in known.record_keys.items()
+            if name in entry.components
+        ]
+        env["GB300_IMAGE_RECORD"] = " ".join([known.record_file, *pairs])
+    return env
+
+
 def build(cfg: StackConfig, role: str, pool: GpuPool | None = None) -> bootstrap.BootstrapContext:
     """The context of ``role`` (``head``, or ``gpu-node`` of ``pool``) for stack ``cfg``."""
     if role == GPU_NODE and pool is None:
@@ -132,5 +155,8 @@ def build(cfg: StackConfig, role: str, pool: GpuPool | None = None) -> bootstrap
         cluster_name=cfg.cluster.name,
         pool_name=pool.name if pool is not None and role == GPU_NODE else HEAD,
         software=bootstrap.apply_software_overrides(cfg.software),
+        extra_env=tuple(
+            sorted(image_env(pool.image if pool is not None and role == GPU_NODE else cfg.head.image).items())
+        ),
         stack=cfg,
     )

@@ -2,7 +2,7 @@
 
 Pure arithmetic over ``data/lustre.yaml`` and ``data/checkpoint.yaml``. Units are Azure's: throughput per TiB
 in decimal MB/s (10^6 bytes per second), capacity in TiB. A checkpoint of ``P`` parameters weighs ``P x 16``
-bytes (DOMAIN.md s7), so writing it in ``t`` seconds needs ``P x 16 / t / 10^6`` MB/s; a SKU of ``r`` MB/s per
+bytes (checkpoint.yaml), so writing it in ``t`` seconds needs ``P x 16 / t / 10^6`` MB/s; a SKU of ``r`` MB/s per
 TiB needs that divided by ``r`` TiB, rounded up to the SKU's increment and at least its minimum.
 """
 

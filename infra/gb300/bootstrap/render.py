@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 AZURE_CUSTOM_DATA_LIMIT = 65_536
-"""Azure's limit on base64 custom data, in bytes (DOMAIN.md section 9)."""
+"""Azure's limit on base64 custom data, in bytes (azure-compute-docs virtual-machines/custom-data.md)."""
 CUSTOM_DATA_HASH_TAG = "gb300-custom-data-sha256"
 """The scale set tag that carries `RenderedCustomData.sha256`; a differing value means reimage."""
 _HEADER = "#cloud-config\n"

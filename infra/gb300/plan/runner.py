@@ -210,6 +210,7 @@ def run_plan(
     from gb300 import quota as quotas  # noqa: PLC0415
     from gb300.plan import summary  # noqa: PLC0415
     from gb300.rules import data_loss, destroy, reimage  # noqa: PLC0415
+    from gb300.rules import images as images_rule  # noqa: PLC0415
     from gb300.rules import software as software_rule  # noqa: PLC0415
 
     cfg = config.parse(raw)
@@ -232,6 +233,10 @@ def run_plan(
         findings += software_rule.findings(cfg)
     else:
         hidden[software_rule.RULE_ID] = list(software_rule.findings(cfg))
+    if images_rule.RULE_ID not in cfg.policy.suppressed:
+        findings += images_rule.findings(cfg)
+    else:
+        hidden[images_rule.RULE_ID] = list(images_rule.findings(cfg))
     result.suppressed = [
         SuppressedRule(s.rule, s.reason, tuple(sorted(hidden.get(s.rule, []), key=lambda f: (-f.level, f.resource))))
         for s in cfg.policy.suppress

@@ -19,7 +19,8 @@ suppression list (``gb300:policy.suppress``) and the README's Rules section. One
 state, which only ``gb300 plan --state`` has, and only ``gb300:storage.allowReplace`` silences it.
 ``software-checksums`` (:mod:`~gb300.rules.software`) reads the stack's software and images rather than
 resources, so only ``gb300 plan`` runs it (not the policy pack); it is in :data:`CONFIG_RULES` and may be
-suppressed like any rule.
+suppressed like any rule. ``image-version-pinned`` (:mod:`~gb300.rules.images`) is the same kind: it reads the
+pools' images, the image catalog and the software pins.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from gb300.errors import Problem
 from gb300.findings import Finding, Level
 from gb300.inventory import Resource
 from gb300.quota import QuotaSnapshot
-from gb300.rules import checkpoint, compute, network, quota, security, software, storage, tags
+from gb300.rules import checkpoint, compute, images, network, quota, security, software, storage, tags
 from gb300.rules.base import Rule, RuleContext
 
 RULES: dict[str, Rule] = {
@@ -55,7 +56,7 @@ RULES: dict[str, Rule] = {
     "quota-sufficient": quota.quota_sufficient,
 }
 
-CONFIG_RULES: frozenset[str] = frozenset({software.RULE_ID})
+CONFIG_RULES: frozenset[str] = frozenset({software.RULE_ID, images.RULE_ID})
 """Rule ids checked from the stack config by ``gb300 plan`` only; suppressible like :data:`RULES`."""
 
 SECURITY_RULES: frozenset[str] = frozenset(

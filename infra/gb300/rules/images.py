@@ -1,0 +1,100 @@
+"""``image-version-pinned``: each GPU pool boots one known image version whose contents match gb300's pins.
+
+Not a resource rule: it reads the stack's pool images, the image catalog (``data/images.yaml``: what each known
+version of an image carries, from Azure/azhpc-images' ``versions.json`` history) and the resolved software
+pins (``versions.yaml`` with ``gb300:software``).
+
+- ``latest``: the day Azure publishes a new image, new nodes boot other driver, DOCA or NCCL versions than the
+  pins and fail their bootstrap, while older racks keep the old ones (warning).
+- A version the catalog does not know: nobody checked what it carries (warning, saying how to add it).
+- A known version carrying another version of a pinned component than the pin: every node of the pool stops
+  at that component's step (error).
+"""
+
+from __future__ import annotations
+
+from gb300 import catalog
+from gb300.bootstrap.software import apply_software_overrides
+from gb300.config import StackConfig
+from gb300.findings import Finding, Level
+
+RULE_ID = "image-version-pinned"
+
+
+def _plain(version: str) -> str:
+    """A Debian version without its epoch (``1:4.5.3-1`` -> ``4.5.3-1``)."""
+    return version.split(":", 1)[1] if ":" in version else version
+
+
+def carries(found: str, pinned: str) -> bool:
+    """Whether an image's recorded version is the pinned one: equal without epochs, or one is the other with more
+    detail (``4.5.3`` and ``1:4.5.3-1``; ``2.29.3-1`` and ``2.29.3-1+cuda13.0``), never ``4.5.30`` for ``4.5.3``."""
+    found, pinned = _plain(found), _plain(pinned)
+    return any(a == b or a.startswith((f"{b}-", f"{b}+", f"{b}.")) for a, b in ((found, pinned), (pinned, found)))
+
+
+def image_version(image: str) -> tuple[str, str] | None:
+    """``(publisher:offer:sku, version)`` of a marketplace URN, or None for an image id."""
+    parts = image.split(":")
+    return (":".join(parts[:3]), parts[3]) if len(parts) == 4 else None
+
+
+def findings(cfg: StackConfig) -> list[Finding]:
+    """Pools on ``latest``, on a version the catalog does not know, or on one whose contents differ from the pins."""
+    cat = catalog.load()
+    pins = {c.name: c.version for c in apply_software_overrides(cfg.software).components if c.version}
+    out: list[Finding] = []
+    for index, pool in enumerate(cfg.gpu_pools):
+        split = image_version(pool.image)
+        if split is None:
+            continue
+        urn, version = split
+        key = f"gb300:gpuPools[{index}].image"
+        known = cat.image(pool.image)
+        newest = known.latest_known if known else None
+        suggestion = f" such as {urn}:{newest}" if newest else ""
+        if version.lower() == "latest":
+            out.append(
+                Finding(
+                    RULE_ID,
+                    Level.WARNING,
+                    key,
+                    f"pool {pool.name} boots {pool.image}: must pin an image version (got latest). When Azure "
+                    "publishes a new image, new nodes boot other driver, DOCA and NCCL versions than gb300 pins and "
+                    f"fail their bootstrap. Pin a version the catalog knows{suggestion} (data/images.yaml).",
+                )
+            )
+            continue
+        if known is None or not known.versions:
+            continue  # an image the catalog tracks no versions of: image-arch-matches-sku speaks for it
+        entry = known.versions.get(version)
+        if entry is None:
+            out.append(
+                Finding(
+                    RULE_ID,
+                    Level.WARNING,
+                    key,
+                    f"pool {pool.name} boots {pool.image}: version {version} is unknown to the image catalog, so "
+                    "gb300 cannot say which driver, DOCA, NCCL and DCGM it carries. Boot one VM from it, read "
+                    f"{known.record_file or 'its component versions'} and add the version to "
+                    f"infra/gb300/data/images.yaml (or pin a known one{suggestion}).",
+                )
+            )
+            continue
+        differ = [
+            f"{name} {found} (gb300 pins {pins[name]})"
+            for name, found in sorted(entry.components.items())
+            if name in pins and not carries(found, pins[name])
+        ]
+        if differ:
+            out.append(
+                Finding(
+                    RULE_ID,
+                    Level.ERROR,
+                    key,
+                    f"pool {pool.name} boots {pool.image}, which carries {', '.join(differ)}: every node would stop "
+                    "at those components' bootstrap steps. Pin an image version that carries the pins, or set "
+                    "gb300:software to the image's versions.",
+                )
+            )
+    return out
