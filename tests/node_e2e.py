@@ -109,9 +109,10 @@ def healthy_machine(hostname: str, address: str) -> Machine:
 
 
 def head_machine(hostname: str) -> Machine:
-    """The head VM: no GPU stack, but the same stand-ins."""
+    """The head VM: no GPU stack, but the same stand-ins, and its empty state disk at LUN 0."""
     machine = healthy_machine(hostname, "10.40.1.4")
     machine.modules = []
+    machine.files["/dev/disk/azure/scsi1/lun0"] = ""  # the head's state disk (gb300-state-disk formats it)
     return machine
 
 
@@ -131,7 +132,12 @@ def boot(base: Path, cloud_config: str, machine: Machine, *, endpoint: str, slur
     """Lay ``cloud_config`` out under ``base`` on ``machine`` and run its runcmd, as cloud-init would."""
     box = Sandbox(base, cloud_config, machine)
     state = box.state()
-    state |= {"endpoint": endpoint, "slurm_state": str(slurm_state), "address": address, "kernel_modules": ["lustre"]}
+    state |= {
+        "endpoint": endpoint,
+        "slurm_state": str(slurm_state),
+        "address": address,
+        "kernel_modules": ["lustre", "nvidia", "nvidia_peermem"],
+    }
     state["users"] = {"munge": 110, "slurm": SLURM_UID}
     (base / "state.json").write_text(json.dumps(state, indent=1, sort_keys=True))
     box.extra_env = {"http_proxy": endpoint, "no_proxy": "", "GB300_PUBLISH_WAIT": "5"}

@@ -74,8 +74,23 @@ def dpkg_query(args: list[str], state: dict) -> int:
     return 0
 
 
+def upgrade(state: dict) -> None:
+    """What `apt-get upgrade` and unattended-upgrades do: every installed, not held package with a newer version
+    in state["available"] moves to it, and pulls in the packages state["pulls"] lists for it (a kernel meta
+    package pulls its new kernel)."""
+    for pkg, newer in state.get("available", {}).items():
+        if pkg in state["packages"] and pkg not in state["holds"]:
+            state["packages"][pkg] = newer
+            for pulled, version in state.get("pulls", {}).get(pkg, {}).items():
+                state["packages"][pulled] = version
+    save(state)
+
+
 def apt_get(args: list[str], state: dict) -> int:
     if "update" in args:
+        return 0
+    if "upgrade" in args or "dist-upgrade" in args:
+        upgrade(state)
         return 0
     if "install" not in args:
         return unsupported(["apt-get", *args])
@@ -87,7 +102,7 @@ def apt_get(args: list[str], state: dict) -> int:
             state["packages"][name] = version
             continue
         name, _, pattern = arg.partition("=")
-        state["packages"][name] = pattern.replace("*", "1") if pattern else "9.9-standin"
+        state["packages"][name] = pattern.replace("*", "1") if pattern else state["archive"].get(name, "9.9-standin")
         if name == "nvidia-imex":
             # The package ships the daemon's configuration file.
             cfg = Path(ROOT, "etc/nvidia-imex/config.cfg")
@@ -105,6 +120,10 @@ def apt_get(args: list[str], state: dict) -> int:
 def systemctl(args: list[str], state: dict) -> int:
     """Unit state in state["services"]; starting a oneshot unit runs its ExecStart (under the root), as systemd
     does; starting a gb300 BlobFuse2 unit mounts its container; starting slurmd registers the node with Slurm."""
+    if args[0] == "reboot":
+        state["reboots"] = state.get("reboots", 0) + 1
+        save(state)
+        return 0
     words = [a for a in args if not a.startswith("-")]
     verb, units = words[0], words[1:]
     if verb == "daemon-reload":
@@ -344,9 +363,9 @@ def blkid(args: list[str], state: dict) -> int:
     return 0
 
 
-def mkfs(args: list[str], state: dict) -> int:
+def mkfs(args: list[str], state: dict, fstype: str = "xfs") -> int:
     state["filesystems"][node_path(args[-1])] = {
-        "type": "xfs",
+        "type": fstype,
         "uuid": "b7e2c1d0-5a4f-4e3b-9c8d-7f6e5d4c3b2a",
     }
     save(state)
@@ -492,6 +511,17 @@ def make(args: list[str], state: dict) -> int:
     return 0 if Path("standin-prefix").exists() else unsupported(["make", *args])
 
 
+def dcgmi(args: list[str], state: dict) -> int:
+    """`dcgmi diag -r N` passes; `dcgmi dmon -e <the health gate's fields> -c 1` reads a healthy sample."""
+    if args[:1] == ["diag"]:
+        sys.stdout.write(fixture("../slurm/dcgmi-diag-r1.pass.txt"))
+        return 0
+    if args[:1] == ["dmon"]:
+        sys.stdout.write(fixture("../slurm/dcgmi-dmon.gb300.healthy.txt"))
+        return 0
+    return unsupported(["dcgmi", *args])
+
+
 READ_ONLY = {
     "nvidia-smi": nvidia_smi,
     "dpkg-query": dpkg_query,
@@ -500,12 +530,12 @@ READ_ONLY = {
     "findmnt": findmnt,
     "blkid": blkid,
     "logger": logger,
-    "uname": lambda a, s: sys.stdout.write(s["arch"] + "\n") and 0,
+    "uname": lambda a, s: sys.stdout.write((s["kernel"] if a == ["-r"] else s["arch"]) + "\n") and 0,
     "hostname": lambda a, s: sys.stdout.write(s["hostname"] + "\n") and 0,
     "sinfo": sinfo,
     "getent": getent,
     "dmesg": lambda a, s: 0,
-    "dcgmi": lambda a, s: sys.stdout.write(fixture("../slurm/dcgmi-diag-r1.pass.txt")) and 0,
+    "dcgmi": dcgmi,
     "nvidia-imex-ctl": lambda a, s: sys.stdout.write("READY\n") and 0,
     "modinfo": lambda a, s: 0 if a[-1] in s.get("kernel_modules", []) else 1,
     "lfs": lambda a, s: 0,
@@ -514,9 +544,12 @@ READ_ONLY = {
 MUTATING = {
     "apt-get": apt_get,
     "mkfs.xfs": mkfs,
+    "mkfs.ext4": lambda a, s: mkfs(a, s, "ext4"),
     "mount": mount,
     "modprobe": modprobe,
     "update-initramfs": lambda a, s: 0,
+    "update-grub": lambda a, s: 0,
+    "unattended-upgrade": lambda a, s: upgrade(s) or 0,
     "nvidia-ctk": nvidia_ctk,
     "curl": curl,
     "make": make,

@@ -9,17 +9,38 @@ import pytest
 from gb300 import netplan
 
 
-@pytest.mark.parametrize(
-    ("vms", "prefix"),
-    [(18, "/27"), (1152, "/21"), (2043, "/21"), (2044, "/20"), (25002, "/17")],
-)
-def test_gpu_subnet_holds_every_vm_plus_reserved(vms: int, prefix: str) -> None:
-    """The GPU subnet is the smallest block holding the pool's VMs and Azure's 5 reserved addresses."""
-    plans = netplan.carve("10.0.0.0/8", gpu_vms=vms, reserved=5)
-    gpu = next(p for p in plans if p.role == "gpu")
-    assert gpu.prefix.endswith(prefix)
-    assert gpu.size - 5 >= vms
+@pytest.mark.parametrize("vms", [18, 1152, 2160, 25002])
+def test_gpu_subnet_is_the_upper_half_whatever_the_pool_size(vms: int) -> None:
+    """By default the GPU subnet is the space's upper half, so adding racks never re-addresses it."""
+    gpu = next(p for p in netplan.carve("10.40.0.0/16", gpu_vms=vms, reserved=5) if p.role == "gpu")
+    assert gpu.prefix == "10.40.128.0/17"
     assert gpu.fits
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"gpu_vms": 2160}, {"roles": ("gpu", "head", "storage", "endpoints")}, {"gpu_prefix": 20}],
+    ids=["grow-64-to-120-racks", "bastion-off", "gpu-prefix"],
+)
+def test_small_subnets_never_move(change: dict[str, object]) -> None:
+    """Growing the pool, turning Bastion off or sizing the GPU subnet leaves head, storage and endpoints in place."""
+    base = {p.role: p.prefix for p in netplan.carve("10.40.0.0/16", gpu_vms=1152, reserved=5)}
+    args: dict[str, object] = {"gpu_vms": 1152, "reserved": 5, **change}
+    after = {p.role: p.prefix for p in netplan.carve("10.40.0.0/16", **args)}  # type: ignore[arg-type]
+    assert base["head"] == after["head"] == "10.40.0.0/27"
+    assert base["endpoints"] == after["endpoints"] == "10.40.0.32/27"
+    assert base["storage"] == after["storage"] == "10.40.1.0/24"
+    if "gpu_prefix" not in change:
+        assert base["gpu"] == after["gpu"]
+
+
+def test_storage_slot_is_aligned_to_its_size() -> None:
+    """A larger Lustre subnet starts at the first offset of at least 256 aligned to its size, clear of the rest."""
+    storage = next(
+        p for p in netplan.carve("10.40.0.0/16", gpu_vms=18, reserved=5, storage_prefix=22) if p.role == "storage"
+    )
+    assert storage.prefix == "10.40.4.0/22"
+    assert storage.fits
 
 
 def test_subnets_do_not_overlap_and_stay_inside() -> None:
@@ -49,7 +70,7 @@ def test_gpu_subnet_can_be_sized_for_growth() -> None:
     """A requested GPU prefix length leaves room to add racks later, and the small subnets still fit."""
     plans = netplan.carve("10.40.0.0/16", gpu_vms=18, reserved=5, gpu_prefix=20)
     gpu = next(p for p in plans if p.role == "gpu")
-    assert gpu.prefix == "10.40.0.0/20"
+    assert gpu.prefix == "10.40.240.0/20"
     assert gpu.fits
     assert all(p.fits for p in plans)
 

@@ -80,9 +80,9 @@ def test_references_resolve_to_registered_ids(reference_plan: PlanResult) -> Non
 
 
 def test_subnet_usage_in_summary(reference_plan: PlanResult) -> None:
-    """The summary shows the GPU subnet's usable addresses and the VMs that use them."""
+    """The summary shows the GPU subnet (the upper half of the space) with its usable addresses and VMs in use."""
     gpu = next(s for s in reference_plan.summary["subnets"] if s["name"] == "gpu")
-    assert gpu == {"name": "gpu", "prefix": "10.40.0.0/21", "usable": 2043, "used": 1152}
+    assert gpu == {"name": "gpu", "prefix": "10.40.128.0/17", "usable": 32763, "used": 1152}
 
 
 @pytest.mark.parametrize("stack", ["reference", "dev"])
@@ -107,5 +107,5 @@ def test_gpu_subnet_sized_for_growth(dev_raw: dict[str, Any]) -> None:
     raw["network"] = {**raw["network"], "gpuSubnetPrefixLength": 22}
     plan = run_plan("dev", raw)
     gpu = next(s for s in plan.summary["subnets"] if s["name"] == "gpu")
-    assert gpu == {"name": "gpu", "prefix": "10.41.0.0/22", "usable": 1019, "used": 18}
+    assert gpu == {"name": "gpu", "prefix": "10.41.252.0/22", "usable": 1019, "used": 18}
     assert not [f for f in plan.findings if f.level.label == "error"]

@@ -26,7 +26,7 @@ BAD_STACK: dict[str, Any] = {
     "network": {"addressSpace": "172.16.0.0/24"},
     "gpuPools": [
         {"name": "train", "racks": 1, "image": "microsoft-dsvm:ubuntu-hpc:2404:latest"},
-        {"name": "h100", "vmSize": "Standard_ND96isr_H100_v5", "racks": 101},
+        {"name": "h100", "vmSize": "Standard_ND96isr_H100_v5", "racks": 120},
     ],
     "policy": {"quota": "tests/fixtures/quota/eastus2-too-little.json"},
 }
@@ -119,8 +119,8 @@ def test_rule_fires_on_violating_resources(reference_plan: PlanResult, rule_id: 
 def test_address_space_too_small_is_a_finding_not_a_config_error(bad_plan: PlanResult) -> None:
     """A /24 address space plans (no exit-2 config error) and subnet-fits-pool reports every subnet problem."""
     messages = [f.message for f in bad_plan.findings if f.rule == "subnet-fits-pool"]
-    assert any("must not overlap" in m for m in messages)
-    assert any("must have room for 119 VMs" in m for m in messages)
+    assert any("storage: must lie inside" in m for m in messages)
+    assert any("must have room for 138 VMs" in m for m in messages)
 
 
 def test_suppress_and_fail_on_reach_the_rules(bad_plan: PlanResult) -> None:

@@ -287,14 +287,49 @@ class GpuPool(_Model):
     capacity_reservation_group_id: Annotated[str, AfterValidator(_check_resource_id)] | None = None
     # Off by default: Azure's GB300 tests say blocks are not needed with dedicated quota (docs/fabric.md).
     interconnect_blocks: Annotated[bool, Field(strict=True)] = False
+    # Rack numbers (1..racks) that are not deployed: a failed rack retired without renumbering the others.
+    retired_racks: list[Annotated[int, Field(ge=1, strict=True)]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _retired_within_racks(self) -> GpuPool:
+        seen: set[int] = set()
+        if self.retired_racks and catalog.load().fabric_for(self.sku).scale_set_per != "rack":
+            raise _PathError(
+                ("retiredRacks",),
+                f"applies only to VM sizes with one scale set per rack (GB300, GB200); {self.vm_size} pools are "
+                "one scale set: lower racks instead",
+                relative=True,
+            )
+        for i, index in enumerate(self.retired_racks):
+            if index > self.racks:
+                raise _PathError(
+                    ("retiredRacks", i),
+                    f"must be a rack number from 1 to racks ({self.racks}) (got {index}); racks counts every "
+                    "rack number ever used, retired ones included",
+                    relative=True,
+                )
+            if index in seen:
+                raise _PathError(("retiredRacks", i), f"duplicates another entry (got {index})", relative=True)
+            seen.add(index)
+        if len(seen) >= self.racks:
+            raise _PathError(
+                ("retiredRacks",), f"must leave at least one rack in service (got all {self.racks})", relative=True
+            )
+        return self
 
     @property
     def sku(self) -> catalog.Sku:
         return catalog.load().sku(self.vm_size)
 
     @property
+    def rack_indices(self) -> list[int]:
+        """The rack numbers in service: 1..racks without the retired ones (names never renumber)."""
+        retired = set(self.retired_racks)
+        return [i for i in range(1, self.racks + 1) if i not in retired]
+
+    @property
     def vms(self) -> int:
-        return self.racks * self.sku.vms_per_nvlink_domain
+        return len(self.rack_indices) * self.sku.vms_per_nvlink_domain
 
 
 class HeadSettings(_Model):
@@ -303,6 +338,8 @@ class HeadSettings(_Model):
     vm_size: Annotated[str, AfterValidator(_check_size)] = "Standard_D16ds_v5"
     image: Annotated[str, AfterValidator(_check_image)] = "canonical:ubuntu-24_04-lts:server:latest"
     os_disk_size_gb: Annotated[int, Field(ge=64, le=4095, strict=True)] = Field(128, alias="osDiskSizeGB")
+    # The managed data disk that holds slurmctld's state and the accounting database across reimages.
+    state_disk_size_gb: Annotated[int, Field(ge=32, le=4095, strict=True)] = Field(64, alias="stateDiskSizeGB")
     slurmdbd: bool = False
 
 
@@ -580,6 +617,16 @@ class MonitoringSettings(_Model):
         return self
 
 
+class HealthSettings(_Model):
+    """``gb300:health``: the GPU node health gate (``gb300-health-check``, see docs/health.md).
+
+    ``softFailuresToDrain``: how many consecutive failures of a soft check (one that can be transient: a service,
+    a mount, an IB port, a temperature) drain the node; hardware faults drain on the first failure regardless.
+    """
+
+    soft_failures_to_drain: Annotated[int, Field(ge=1, le=20, strict=True)] = 3
+
+
 RuleId = Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
 
 
@@ -636,6 +683,13 @@ class PolicySettings(_Model):
         return frozenset(s.rule for s in self.suppress)
 
 
+class AllowDestroy(_Model):
+    """One entry of ``gb300:allowDestroy``: consent to one expected deletion or replacement (docs/day2.md)."""
+
+    resource: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._*?\[\]-]+$")]
+    reason: Annotated[str, Field(min_length=1, max_length=500)]
+
+
 class StackConfig(_Model):
     """The whole ``gb300`` namespace of a stack file."""
 
@@ -646,8 +700,10 @@ class StackConfig(_Model):
     head: HeadSettings = Field(default_factory=HeadSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
+    health: HealthSettings = Field(default_factory=HealthSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
     software: dict[str, str] = Field(default_factory=dict)
+    allow_destroy: list[AllowDestroy] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _unique_pool_names(self) -> StackConfig:
@@ -670,9 +726,10 @@ class StackConfig(_Model):
 class _PathError(ValueError):
     """A model-level problem that belongs to a specific key path."""
 
-    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+    def __init__(self, loc: tuple[str | int, ...], message: str, *, relative: bool = False) -> None:
         super().__init__(message)
         self.loc = loc
+        self.relative = relative  # ``loc`` continues the path of the model that raised it (a list item)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -732,7 +789,7 @@ def _problems(exc: ValidationError) -> list[Problem]:
         loc = tuple(part for part in err["loc"] if part != "[key]")  # a bad mapping key: name the key itself
         error = (err.get("ctx") or {}).get("error")
         if isinstance(error, _PathError):
-            loc = error.loc
+            loc = (*loc, *error.loc) if error.relative else error.loc
         problems.append(Problem(format_path(loc), _message(err, _keys_at(loc))))
     return problems
 

@@ -1,8 +1,18 @@
-"""Carving the cluster's subnets out of ``gb300:network.addressSpace``.
+"""Carving the cluster's subnets out of ``gb300:network.addressSpace``: a layout where no subnet ever moves.
 
-Pure arithmetic, no Pulumi. Carving never fails: when the address space is too small, the subnets that
-do not fit get the best block left (possibly too small or overlapping), and the ``subnet-fits-pool`` rule
-reports it with every other finding in one run.
+Pure arithmetic, no Pulumi. A subnet that holds VMs, a Lustre filesystem or private endpoints cannot be
+re-addressed in place, so the layout (docs/day2.md) gives every subnet a slot that depends only on the
+address space and on its own size, never on how many racks there are or whether Bastion is on:
+
+* the small subnets sit at fixed offsets from the start of the space: ``head`` /27 at +0, ``endpoints`` /27
+  at +32, ``AzureBastionSubnet`` /26 at +64 (the slot stays reserved when Bastion is off), ``storage`` at the
+  first offset of at least +256 aligned to its own size (a /24 at +256, a /23 at +512, a /22 at +1024);
+* the GPU subnet is the last block of the space: by default its upper half, or the size
+  ``gb300:network.gpuSubnetPrefixLength`` asks for. Adding racks fills it; it never moves.
+
+Carving never fails: a subnet that does not fit (outside the space, overlapping another, or too small for
+its VMs) is still carved, marked ``fits=False``, and the ``subnet-fits-pool`` rule reports it with every
+other finding in one run.
 """
 
 from __future__ import annotations
@@ -24,6 +34,9 @@ SUBNET_NAMES: dict[Role, str] = {
 }
 # Fixed sizes (prefix lengths) for the small subnets. Bastion needs /26 or larger (Azure Bastion docs).
 FIXED_PREFIX: dict[Role, int] = {"head": 27, "storage": 24, "endpoints": 27, "bastion": 26}
+# Fixed offsets (addresses from the start of the space) of the small subnets; storage's depends on its size.
+FIXED_OFFSET: dict[Role, int] = {"head": 0, "endpoints": 32, "bastion": 64}
+STORAGE_MIN_OFFSET = 256  # after the first /24, which holds head, endpoints and Bastion
 MIN_PREFIX = 29  # the smallest subnet Azure allows
 
 
@@ -48,6 +61,21 @@ def prefix_for(addresses: int) -> int:
     return min(MIN_PREFIX, 32 - bits)
 
 
+def storage_offset(prefix: int) -> int:
+    """Where the storage subnet of this prefix length starts, from the start of the space."""
+    block = 2 ** (32 - prefix)
+    return int(max(STORAGE_MIN_OFFSET, block))
+
+
+def gpu_network(address_space: str, gpu_prefix: int | None = None) -> ipaddress.IPv4Network:
+    """The GPU subnet: the last block of the space, of ``gpu_prefix`` when given, else the upper half."""
+    space = ipaddress.IPv4Network(address_space)
+    prefix = gpu_prefix if gpu_prefix is not None else min(space.prefixlen + 1, 32)
+    prefix = max(prefix, space.prefixlen)
+    end = int(space.broadcast_address) + 1
+    return ipaddress.IPv4Network((end - 2 ** (32 - prefix), prefix))
+
+
 def carve(
     address_space: str,
     *,
@@ -57,43 +85,35 @@ def carve(
     storage_prefix: int | None = None,
     gpu_prefix: int | None = None,
 ) -> list[SubnetPlan]:
-    """Carve one subnet per role, largest first, each aligned to its size, in address order.
+    """Carve one subnet per role in ``roles`` at its fixed slot (module docstring), in the order of ``roles``.
 
-    The GPU subnet is the smallest block that holds ``gpu_vms`` unless ``gpu_prefix`` asks for a size
-    (room to add racks later: a subnet with VMs in it cannot simply be resized).
+    The GPU subnet is the last block of the space, of ``gpu_prefix`` when given, else the upper half.
     """
     space = ipaddress.IPv4Network(address_space)
-    wanted: dict[Role, int] = {}
+    base = int(space.network_address)
+    nets: dict[Role, ipaddress.IPv4Network] = {}
     needed: dict[Role, int] = {}
     for role in roles:
         if role == "gpu":
-            wanted[role] = gpu_prefix if gpu_prefix is not None else prefix_for(gpu_vms + reserved)
+            gpu = gpu_network(address_space, gpu_prefix)
+            prefix, start = gpu.prefixlen, int(gpu.network_address)
             needed[role] = gpu_vms
-        elif role == "storage" and storage_prefix is not None:
-            wanted[role] = storage_prefix
+        elif role == "storage":
+            prefix = storage_prefix if storage_prefix is not None else FIXED_PREFIX[role]
+            start = base + storage_offset(prefix)
             needed[role] = 0
         else:
-            wanted[role] = FIXED_PREFIX[role]
+            prefix = FIXED_PREFIX[role]
+            start = base + FIXED_OFFSET[role]
             needed[role] = 0
-    order = sorted(roles, key=lambda r: (wanted[r], roles.index(r)))
-    cursor = int(space.network_address)
-    end = int(space.broadcast_address) + 1
-    plans: dict[Role, SubnetPlan] = {}
-    for role in order:
-        prefix = max(wanted[role], space.prefixlen)
-        block = 2 ** (32 - prefix)
-        start = -(-cursor // block) * block  # align up
-        fits = prefix == wanted[role] and start + block <= end
-        if start + block > end:
-            # Shrink to what is left (never below /29); the rule reports that it does not fit.
-            left = max(end - cursor, 0)
-            prefix = max(prefix, 32 - int(math.log2(left)) if left >= 8 else MIN_PREFIX)
-            block = 2 ** (32 - prefix)
-            start = -(-cursor // block) * block
-            if start + block > end:
-                start = end - block if end - block >= int(space.network_address) else int(space.network_address)
-            fits = False
-        net = ipaddress.IPv4Network((start, prefix))
-        plans[role] = SubnetPlan(role, SUBNET_NAMES[role], str(net), needed[role], fits)
-        cursor = max(cursor, start + block)
-    return [plans[r] for r in roles]
+        if start + 2 ** (32 - prefix) > 2**32:
+            start = 2**32 - 2 ** (32 - prefix)  # past the end of IPv4: the rule reports it outside the space
+        nets[role] = ipaddress.IPv4Network((start, prefix))
+    plans = []
+    for role in roles:
+        net = nets[role]
+        inside = net.subnet_of(space)
+        apart = not any(net.overlaps(other) for r, other in nets.items() if r != role)
+        room = role != "gpu" or net.num_addresses - reserved >= needed[role]
+        plans.append(SubnetPlan(role, SUBNET_NAMES[role], str(net), needed[role], inside and apart and room))
+    return plans

@@ -8,7 +8,7 @@ several files share: the Slurm view of the cluster, the Slurm boot inputs, and t
 
 from __future__ import annotations
 
-from gb300 import bootstrap
+from gb300 import bootstrap, catalog, netplan
 from gb300.components.secrets import MUNGE_SECRET_NAME
 from gb300.config import GpuPool, StackConfig
 from gb300.slurm import config as slurm_config
@@ -21,6 +21,17 @@ GPU_NODE = "gpu-node"
 def head_hostname(cfg: StackConfig) -> str:
     """The head node's host name (Slurm's controller)."""
     return f"{cfg.cluster.name}-head"
+
+
+def max_gpu_nodes(cfg: StackConfig) -> int:
+    """Slurm's MaxNodeCount: the GPU subnet's usable addresses, the most GPU nodes that can ever register.
+
+    It depends on the address space alone (the GPU subnet never moves, docs/day2.md), not on the pools' sizes,
+    so resizing a pool leaves the head's custom data, and with it the head VM, unchanged.
+    """
+    gpu = netplan.gpu_network(cfg.network.address_space, cfg.network.gpu_subnet_prefix_length)
+    reserved = int(catalog.load().limit("subnetReservedAddresses"))
+    return max(int(gpu.num_addresses) - reserved, sum(p.vms for p in cfg.gpu_pools))
 
 
 def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
@@ -43,6 +54,7 @@ def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
         cluster_name=cfg.cluster.name,
         head_hostname=head_hostname(cfg),
         pools=tuple(pools),
+        max_nodes=max_gpu_nodes(cfg),
         accounting_host=head_hostname(cfg) if cfg.head.slurmdbd else None,
     )
 

@@ -155,3 +155,14 @@ def test_epilog_fails_when_imex_cannot_stop(sandbox: Sandbox) -> None:
     result = sandbox.run("gb300-imex-epilog", env=JOB)
     assert result.returncode == 1
     assert "cannot stop nvidia-imex" in result.stderr
+
+
+@pytest.mark.parametrize("mode", ["per-job", "static"])
+def test_epilog_runs_the_post_job_health_check(sandbox: Sandbox, mode: str) -> None:
+    """Every job's epilog runs gb300-health-check --epilog, whatever the IMEX mode."""
+    sandbox.write("etc/gb300/health.env", f"GB300_IMEX_MODE={mode}\n")
+    check = sandbox.write("usr/local/sbin/gb300-health-check", '#!/usr/bin/env bash\necho "$*" >>"$SANDBOX/health"\n')
+    check.chmod(0o755)
+    result = sandbox.run("gb300-imex-epilog", env=JOB)
+    assert result.returncode == 0, result.stderr
+    assert (sandbox.path / "health").read_text() == "--epilog\n"

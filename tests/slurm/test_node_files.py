@@ -19,6 +19,7 @@ CLUSTER = SlurmCluster("ref", "head", (TRAIN,))
 NODE_INPUTS = INPUTS.for_pool(TRAIN)
 HEALTH = render_health_env(
     health_spec("Standard_ND128isr_GB300_v6", gpus=4, ib_ports=4, ib_rate_gbps=800),
+    soft_failures_to_drain=3,
     nvme_mount="/mnt/resource_nvme",
     mounts=("/mnt/resource_nvme",),
 )

@@ -101,8 +101,38 @@ def test_new_rack_reconfigures_without_restart(sandbox: Sandbox) -> None:
     assert changes(sandbox) == ["reconfigure"]
 
 
+def test_failed_reconfigure_is_retried_and_the_file_applied_only_after_success(sandbox: Sandbox) -> None:
+    """A reconfigure that fails once puts the old topology back and is retried, with the new file, next run."""
+    controller(sandbox)
+    records(sandbox, publish(1, 18, rack=0))
+    assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 0
+    topology = sandbox.root / "etc/slurm/topology.conf"
+    applied = sandbox.root / "var/lib/gb300/topology/topology.conf.applied"
+    one_rack = topology.read_text()
+    records(sandbox, {**publish(1, 18, rack=0), **publish(19, 36, rack=1)})
+    (sandbox.path / "rc" / "scontrol-reconfigure").write_text("1")  # scontrol reconfigure fails this once
+    (sandbox.path / "calls.log").unlink()
+
+    failed = sandbox.run("gb300-topology-refresh", env=ENV)
+    assert failed.returncode == 1
+    assert "scontrol reconfigure failed; the next run retries it" in failed.stderr
+    assert topology.read_text() == one_rack  # slurmctld still runs on the old file
+    assert applied.read_text() == one_rack
+
+    (sandbox.path / "rc" / "scontrol-reconfigure").unlink()
+    retried = sandbox.run("gb300-topology-refresh", env=ENV)
+    assert retried.returncode == 0, retried.stderr
+    assert "BlockName=block002 Nodes=gpu-[019-036]" in topology.read_text()
+    assert applied.read_text() == topology.read_text()
+    assert changes(sandbox) == ["reconfigure", "reconfigure"]
+    assert sandbox.calls("systemctl") == []
+
+    assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 0
+    assert changes(sandbox) == ["reconfigure", "reconfigure"]  # applied: nothing more to do
+
+
 def test_a_failed_reconfigure_is_retried_on_the_next_run(sandbox: Sandbox) -> None:
-    """topology.conf already replaced but scontrol reconfigure failed: the next run reconfigures again, then stops."""
+    """The first rack's reconfigure (after the slurmctld restart) fails: the next run reconfigures again, then stops."""
     controller(sandbox)
     records(sandbox, publish(1, 18, rack=0))
     (sandbox.path / "rc" / "scontrol").write_text("1")

@@ -42,7 +42,7 @@ class GpuPoolArgs:
     pool_name: str
     sku: Sku
     fabric: FabricModel
-    racks: int
+    racks: int  # rack numbers 1..racks; those in ``retired_racks`` are not deployed
     image: str
     os_disk_size_gb: int
     subnet_id: pulumi.Input[str]
@@ -52,10 +52,16 @@ class GpuPoolArgs:
     interconnect_blocks: bool
     capacity_reservation_group_id: str | None = None
     extensions: tuple[dict[str, Any], ...] = ()  # VM extensions every node runs (scale set extensionProfile)
+    retired_racks: tuple[int, ...] = ()
+
+    @property
+    def rack_indices(self) -> list[int]:
+        """The rack numbers in service; a retired rack's number is never reused by another rack."""
+        return [i for i in range(1, self.racks + 1) if i not in self.retired_racks]
 
     @property
     def vms(self) -> int:
-        return self.racks * self.sku.vms_per_nvlink_domain
+        return len(self.rack_indices) * self.sku.vms_per_nvlink_domain
 
 
 def rack_name(cluster: str, pool: str, index: int) -> str:
@@ -96,7 +102,7 @@ class GpuPool(pulumi.ComponentResource):
                 opts=child,
             )
             self.interconnect_group_id = group.id
-            for index in range(1, args.racks + 1):
+            for index in args.rack_indices:
                 rack = rack_name(args.cluster_name, args.pool_name, index)
                 rack_tags = {**tags, "gb300-rack": str(index)}
                 block_id = self._block(rack, args, group.id, rack_tags) if args.interconnect_blocks else None

@@ -14,6 +14,8 @@ from pulumi_azure_native import compute, network
 from gb300.components.node_common import NodeCommon
 from gb300.components.scale_set import image_reference
 
+STATE_DISK_LUN = 0  # the head step finds it as /dev/disk/azure/scsi1/lun0 (Azure's udev rules)
+
 
 @dataclass(frozen=True)
 class HeadNodeArgs:
@@ -27,6 +29,7 @@ class HeadNodeArgs:
     subnet_id: pulumi.Input[str]
     custom_data: pulumi.Input[str]
     custom_data_sha256: str
+    state_disk_size_gb: int
     public_ip: bool = False
 
 
@@ -76,6 +79,20 @@ class HeadNode(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
+        # Slurm's state and the accounting database live here, not on the OS disk (docs/day2.md): protected and
+        # retained, and attached with deleteOption Detach, so replacing or deleting the VM leaves it to the next one.
+        state_disk = compute.Disk(
+            f"{name}-state",
+            disk_name=f"{name}-state",
+            resource_group_name=node.resource_group_name,
+            location=node.location,
+            zones=zones,
+            sku=compute.DiskSkuArgs(name="Premium_LRS"),
+            creation_data=compute.CreationDataArgs(create_option="Empty"),
+            disk_size_gb=args.state_disk_size_gb,
+            tags={**node.tags, "gb300-role": "head-state"},
+            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True),
+        )
         self.hostname = name
         self.vm_name = name
         vm = compute.VirtualMachine(
@@ -114,6 +131,15 @@ class HeadNode(pulumi.ComponentResource):
                     managed_disk=compute.ManagedDiskParametersArgs(storage_account_type="Premium_LRS"),
                     delete_option="Delete",
                 ),
+                data_disks=[
+                    compute.DataDiskArgs(
+                        lun=STATE_DISK_LUN,
+                        create_option="Attach",
+                        managed_disk=compute.ManagedDiskParametersArgs(id=state_disk.id),
+                        caching=compute.CachingTypes.READ_ONLY,
+                        delete_option="Detach",
+                    )
+                ],
             ),
             network_profile=compute.NetworkProfileArgs(
                 network_interfaces=[compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True)]

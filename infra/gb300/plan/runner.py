@@ -204,12 +204,12 @@ def run_plan(
     ``quota`` (``live`` or a usage file; default ``gb300:policy.quota``) is where ``quota-sufficient`` reads
     Azure's usage; with neither, quota is not checked and an info finding says so. ``deployed`` is the stack's
     current state (:mod:`gb300.plan.state`); with it the plan also reports changes that would replace or delete
-    stateful storage (``storage-data-loss``).
+    stateful storage (``storage-data-loss``) and machines, containers or subnets (``destroys-deployed``).
     """
     from gb300 import paths, rules  # noqa: PLC0415 - rules import the plan's record type
     from gb300 import quota as quotas  # noqa: PLC0415
     from gb300.plan import summary  # noqa: PLC0415
-    from gb300.rules import data_loss, reimage  # noqa: PLC0415
+    from gb300.rules import data_loss, destroy, reimage  # noqa: PLC0415
     from gb300.rules import software as software_rule  # noqa: PLC0415
 
     cfg = config.parse(raw)
@@ -238,10 +238,12 @@ def run_plan(
     ]
     if deployed is not None:  # not suppressible: gb300:storage.allowReplace is the explicit consent
         findings += data_loss.data_loss(resources, deployed, cfg.storage.allow_replace)
+        findings += destroy.findings(resources, deployed, cfg.allow_destroy)  # consent: gb300:allowDestroy
         findings += reimage.findings(resources, deployed)
     result.findings = sorted(findings, key=lambda f: (-f.level, f.rule, f.resource))
     result.summary = summary.summarise(cfg, resources)
     if deployed is not None:
         result.summary["needsReimage"] = {g: len(n) for g, n in reimage.changed(resources, deployed).items()}
         result.summary["replacesVms"] = reimage.replaced(resources, deployed)
+        result.summary["destroys"] = destroy.summary(resources, deployed)
     return result

@@ -192,7 +192,7 @@ def _custom_data(resource: Resource) -> str | None:
 
 
 def custom_data_size(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
-    """Custom data (base64, as Azure receives it) stays under Azure's 64 KB limit, with a warning at 48 KB."""
+    """Custom data (base64, as Azure receives it) stays under Azure's 64 KB limit, with a warning at 52 KB."""
     del ctx
     cat = catalog.load()
     limit, warn = int(cat.limit("customDataMaxBytes")), int(cat.limit("customDataWarnBytes"))

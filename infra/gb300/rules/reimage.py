@@ -95,10 +95,12 @@ def findings(resources: Sequence[Resource], deployed: Sequence[DeployedResource]
                 "gb300:head",
                 f"{name}: the head's bootstrap changed, and Azure keeps a VM's custom data from its creation, so "
                 f"`pulumi up` replaces the head VM (replaceOnChanges osProfile.customData: delete, then create "
-                f"{name} again). Its OS disk goes with it: the Slurm controller's state (and the accounting "
-                "database with gb300:head.slurmdbd) is lost, and running jobs lose their controller. Before "
-                "`pulumi up`, let jobs finish (`scontrol update partitionname=<pool> state=drain`) and copy off "
-                "what you keep; or revert the change. Reimaging does not apply to a single VM.",
+                f"{name} again). The Slurm controller's state and the accounting database are on the head's "
+                f"state disk ({name}-state, detached and attached to the new VM), so the queue and job history "
+                "survive; running jobs lose their controller while the head is rebuilt, and everything else on "
+                "the OS disk (home directories, local installs) is gone. Before `pulumi up`, let jobs finish "
+                "(`scontrol update partitionname=<pool> state=drain`); or revert the change. Reimaging does not "
+                "apply to a single VM.",
             )
         )
     return out

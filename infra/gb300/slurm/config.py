@@ -73,6 +73,7 @@ class SlurmCluster:
     pools: tuple[SlurmPool, ...]
     topology_populated: bool = False
     spare_nodes: int | None = None
+    max_nodes: int | None = None  # MaxNodeCount as given (the GPU subnet's room), instead of pools + spare
     accounting_host: str | None = None
     health_check_interval: int = 300
     prolog_timeout: int = 180
@@ -92,7 +93,9 @@ def default_spare_nodes(gpu_nodes: int) -> int:
 
 
 def max_node_count(cluster: SlurmCluster) -> int:
-    """slurm.conf's ``MaxNodeCount``: every GPU node of every pool plus the spare node records."""
+    """slurm.conf's ``MaxNodeCount``: ``max_nodes`` when set, else every GPU node of every pool plus spares."""
+    if cluster.max_nodes is not None:
+        return max(cluster.max_nodes, sum(pool.count for pool in cluster.pools))
     nodes = sum(pool.count for pool in cluster.pools)
     spare = default_spare_nodes(nodes) if cluster.spare_nodes is None else cluster.spare_nodes
     return nodes + spare

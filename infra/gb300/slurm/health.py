@@ -32,6 +32,35 @@ class Threshold:
     message_bytes: int | None = None
 
 
+CheckClass = Literal["hard", "soft"]
+RunMode = Literal["boot", "periodic", "epilog"]
+RUN_MODES: tuple[RunMode, ...] = ("boot", "periodic", "epilog")
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """One check of the gate: ``hard`` drains on one failure, ``soft`` after consecutive ones; where it runs."""
+
+    name: str
+    check_class: CheckClass
+    runs: tuple[RunMode, ...]
+
+
+@dataclass(frozen=True)
+class FieldWatch:
+    """A DCGM field compared the way Azure's health agent compares it (``gt``, ``ne``, ``in``, ``bitmask``)."""
+
+    check: str
+    field: str
+    field_id: int
+    comparison: Literal["gt", "ne", "in", "bitmask"]
+    threshold: tuple[str, ...]
+
+    def encoded(self) -> str:
+        """``check:fieldId:eval:threshold[,threshold...]`` as the gate reads it from health.env."""
+        return f"{self.check}:{self.field_id}:{self.comparison}:{','.join(self.threshold)}"
+
+
 @dataclass(frozen=True)
 class HealthSpec:
     """Everything the health gate compares against for one VM size."""
@@ -44,7 +73,17 @@ class HealthSpec:
     ib_rate_accepted_gbps: tuple[int, ...]
     dcgm_level_boot: int
     dcgm_level_periodic: int
-    xid_ignore: tuple[int, ...]
+    dcgm_level_epilog: int
+    xid_warning: tuple[int, ...]
+    checks: tuple[CheckSpec, ...]
+    fabric_health: tuple[tuple[str, str], ...]
+    field_watches: tuple[FieldWatch, ...]
+    ib_link_downed_count: int
+    ib_link_downed_window_s: int
+    gemm_binary: str
+    gemm_seconds: int
+    command_timeout_s: dict[str, int]
+    dcgm_diag_timeout_s: dict[str, int]
     nccl_rack: Threshold | None = None
     nccl_cross_rack: Threshold | None = None
     gemm_tflops_per_gpu: Threshold | None = None
@@ -70,6 +109,40 @@ def _threshold(raw: dict[str, Any] | None) -> Threshold | None:
     )
 
 
+def _checks(raw: dict[str, Any]) -> tuple[CheckSpec, ...]:
+    checks = []
+    for name, entry in raw.items():
+        check_class = entry["class"]
+        if check_class not in ("hard", "soft"):
+            raise ValueError(f"health.yaml defaults.checks.{name}.class must be hard or soft (got {check_class!r})")
+        runs = tuple(entry["runs"])
+        unknown = [mode for mode in runs if mode not in RUN_MODES]
+        if unknown:
+            raise ValueError(f"health.yaml defaults.checks.{name}.runs: unknown run modes {unknown!r}")
+        checks.append(CheckSpec(name, check_class, runs))
+    return tuple(checks)
+
+
+def _watches(raw: list[dict[str, Any]], checks: tuple[CheckSpec, ...]) -> tuple[FieldWatch, ...]:
+    known = {c.name for c in checks}
+    watches = []
+    for entry in raw:
+        if entry["check"] not in known:
+            raise ValueError(f"health.yaml field watch {entry['check']!r} has no entry in defaults.checks")
+        threshold = entry["threshold"]
+        values = threshold if isinstance(threshold, list) else [threshold]
+        watches.append(
+            FieldWatch(
+                check=str(entry["check"]),
+                field=str(entry["field"]),
+                field_id=int(entry["fieldId"]),
+                comparison=entry["eval"],
+                threshold=tuple(str(v) for v in values),
+            )
+        )
+    return tuple(watches)
+
+
 def health_spec(
     vm_size: str, *, gpus: int, ib_ports: int, ib_rate_gbps: int | None, ib_rate_status: str = "verified"
 ) -> HealthSpec:
@@ -88,6 +161,7 @@ def health_spec(
     if accepted is None:
         accepted = [ib_rate_gbps] if ib_rate_gbps else []
     nccl = entry.get("ncclAllReduceBusBwGBps", {})
+    checks = _checks(defaults["checks"])
     return HealthSpec(
         vm_size=vm_size,
         gpus=gpus,
@@ -97,7 +171,17 @@ def health_spec(
         ib_rate_accepted_gbps=tuple(int(rate) for rate in accepted),
         dcgm_level_boot=int(defaults["dcgmDiagLevel"]["boot"]),
         dcgm_level_periodic=int(defaults["dcgmDiagLevel"]["periodic"]),
-        xid_ignore=tuple(int(x) for x in defaults["xidIgnore"]["value"]),
+        dcgm_level_epilog=int(defaults["epilogDcgmDiagLevel"]["value"]),
+        xid_warning=tuple(int(x) for x in defaults["xidWarning"]["value"]),
+        checks=checks,
+        fabric_health=tuple((str(k), str(v)) for k, v in defaults["fabricHealth"]["expected"].items()),
+        field_watches=_watches(defaults["fieldWatches"]["watches"], checks),
+        ib_link_downed_count=int(defaults["ibLinkDowned"]["count"]),
+        ib_link_downed_window_s=int(defaults["ibLinkDowned"]["windowSeconds"]),
+        gemm_binary=str(defaults["gemm"]["binary"]),
+        gemm_seconds=int(defaults["gemm"]["seconds"]),
+        command_timeout_s={mode: int(defaults["timeoutSeconds"]["command"][mode]) for mode in RUN_MODES},
+        dcgm_diag_timeout_s={mode: int(defaults["timeoutSeconds"]["dcgmDiag"][mode]) for mode in RUN_MODES},
         nccl_rack=_threshold(nccl.get("rack")),
         nccl_cross_rack=_threshold(nccl.get("crossRack")),
         gemm_tflops_per_gpu=_threshold(entry.get("gemmTflopsPerGpu")),
@@ -111,11 +195,20 @@ def _words(values: tuple[int, ...]) -> str:
 def render_health_env(
     spec: HealthSpec,
     *,
+    soft_failures_to_drain: int,
     nvme_mount: str,
     mounts: tuple[str, ...],
     imex_mode: ImexMode = "per-job",
+    lustre: bool = False,
 ) -> str:
-    """The shell-sourceable ``/etc/gb300/health.env`` for nodes of ``spec.vm_size`` (KEY='value' lines)."""
+    """The shell-sourceable ``/etc/gb300/health.env`` for nodes of ``spec.vm_size`` (KEY='value' lines).
+
+    ``soft_failures_to_drain`` is ``gb300:health.softFailuresToDrain``: how many consecutive failures of a soft
+    check drain the node. ``lustre``: the cluster mounts Azure Managed Lustre, so the running kernel must have the
+    lustre module too.
+    """
+    if soft_failures_to_drain < 1:
+        raise ValueError(f"'soft_failures_to_drain' must be at least 1 (got {soft_failures_to_drain!r})")
     values: dict[str, str] = {
         "GB300_VM_SIZE": spec.vm_size,
         "GB300_EXPECTED_GPUS": str(spec.gpus),
@@ -125,11 +218,30 @@ def render_health_env(
         "GB300_IB_RATE_ACCEPTED_GBPS": _words(spec.ib_rate_accepted_gbps),
         "GB300_DCGM_DIAG_LEVEL_BOOT": str(spec.dcgm_level_boot),
         "GB300_DCGM_DIAG_LEVEL_PERIODIC": str(spec.dcgm_level_periodic),
-        "GB300_XID_IGNORE": _words(spec.xid_ignore),
+        "GB300_DCGM_DIAG_LEVEL_EPILOG": str(spec.dcgm_level_epilog),
+        "GB300_XID_WARNING": _words(spec.xid_warning),
+        "GB300_SOFT_CHECKS": " ".join(c.name for c in spec.checks if c.check_class == "soft"),
+        # What does not run in each mode (shorter than what does: custom data is size-limited).
+        **{
+            f"GB300_SKIP_{mode.upper()}": " ".join(c.name for c in spec.checks if mode not in c.runs)
+            for mode in RUN_MODES
+        },
+        "GB300_SOFT_FAILURES_TO_DRAIN": str(soft_failures_to_drain),
+        "GB300_FABRIC_HEALTH_EXPECTED": "|".join(f"{key}={value}" for key, value in spec.fabric_health),
+        "GB300_FIELD_WATCHES": " ".join(w.encoded() for w in spec.field_watches),
+        "GB300_IB_LINK_DOWNED_COUNT": str(spec.ib_link_downed_count),
+        "GB300_IB_LINK_DOWNED_WINDOW_S": str(spec.ib_link_downed_window_s),
+        "GB300_GEMM_BINARY": spec.gemm_binary,
+        "GB300_GEMM_SECONDS": str(spec.gemm_seconds),
+        # "<mode>:<command timeout>:<DCGM diagnostic timeout>" words, seconds.
+        "GB300_TIMEOUTS": " ".join(
+            f"{mode}:{spec.command_timeout_s[mode]}:{spec.dcgm_diag_timeout_s[mode]}" for mode in RUN_MODES
+        ),
         "GB300_NVME_MOUNT": nvme_mount,
         # Exactly the mounts the stack configures on the node (gb300.node_context.health_mounts); may be empty.
         "GB300_MOUNTS": " ".join(mounts),
         "GB300_IMEX_MODE": imex_mode,
+        "GB300_KERNEL_MODULES": " ".join(("nvidia", "nvidia_peermem", *(("lustre",) if lustre else ()))),
     }
     for key, threshold in (("RACK", spec.nccl_rack), ("XRACK", spec.nccl_cross_rack)):
         if threshold is not None:
@@ -137,6 +249,9 @@ def render_health_env(
             values[f"GB300_NCCL_{key}_WARN_GBPS"] = f"{threshold.warn:g}"
             values[f"GB300_NCCL_{key}_REPORT_GBPS"] = f"{threshold.report_to_azure:g}"
             values[f"GB300_NCCL_{key}_BYTES"] = str(threshold.message_bytes or "")
+    if spec.gemm_tflops_per_gpu is not None:
+        values["GB300_GEMM_WARN_TFLOPS"] = f"{spec.gemm_tflops_per_gpu.warn:g}"
+        values["GB300_GEMM_REPORT_TFLOPS"] = f"{spec.gemm_tflops_per_gpu.report_to_azure:g}"
     header = f"# gb300 health expectations for {spec.vm_size}, rendered from data/health.yaml and skus.yaml\n"
     return header + "".join(f"{key}={shlex.quote(value)}\n" for key, value in values.items())
 
@@ -144,9 +259,11 @@ def render_health_env(
 def health_env_for(
     vm_size: str,
     *,
+    soft_failures_to_drain: int,
     nvme_mount: str,
     mounts: tuple[str, ...],
     imex_mode: ImexMode = "per-job",
+    lustre: bool = False,
 ) -> str:
     """``/etc/gb300/health.env`` for ``vm_size``, with the hardware facts read from the SKU catalog."""
     sku = catalog.load().sku(vm_size)
@@ -158,4 +275,11 @@ def health_env_for(
         ib_rate_gbps=int(rate.value) if rate is not None else None,
         ib_rate_status=rate.status if rate is not None else "verified",
     )
-    return render_health_env(spec, nvme_mount=nvme_mount, mounts=mounts, imex_mode=imex_mode)
+    return render_health_env(
+        spec,
+        soft_failures_to_drain=soft_failures_to_drain,
+        nvme_mount=nvme_mount,
+        mounts=mounts,
+        imex_mode=imex_mode,
+        lustre=lustre,
+    )

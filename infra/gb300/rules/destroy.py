@@ -1,0 +1,221 @@
+"""``destroys-deployed``: a plan that would delete or replace machines or data of the deployed stack is an error.
+
+Like ``storage-data-loss`` it needs what is deployed (``gb300 plan --state FILE``, :mod:`gb300.plan.state`),
+so it runs in ``gb300 plan --state`` only. It compares every deployed resource of a watched kind with what
+the program declares now:
+
+* scale sets (``gb300Kind`` ``rack-scale-set`` / ``pool-scale-set``), interconnect blocks, interconnect
+  groups, VMs and managed disks (the head's state disk): deleted (no longer declared, or declared under another
+  URN, as when a pool is renamed or shrunk) or replaced (an input Azure cannot change in place changed);
+* subnets: given another address prefix or replaced (Azure cannot re-address a subnet that holds NICs, a
+  Lustre filesystem or private endpoints; a subnet must never move), or deleted while VMs are in it.
+
+Each is an ERROR naming the resource and the VMs it takes with it. ``gb300:allowDestroy`` entries
+(``{resource: <name or glob>, reason: <why>}``) turn the findings of the resources they name into WARNINGs; an
+entry that names nothing the plan destroys is itself a WARNING, so a consent does not outlive its change.
+Lustre, the storage account and blob containers are ``storage-data-loss``'s (``gb300:storage.allowReplace``).
+docs/day2.md has the walkthroughs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gb300 import compute_resource
+from gb300.config import AllowDestroy
+from gb300.findings import Finding, Level
+from gb300.inventory import Resource
+from gb300.rules.base import count, mapping, whole
+from gb300.rules.data_loss import DeployedResource
+
+RULE_ID = "destroys-deployed"
+VM = "azure-native:compute:VirtualMachine"
+SUBNET = "azure-native:network:Subnet"
+NIC = "azure-native:network:NetworkInterface"
+GROUP = "azure-native:network:InterconnectGroup"
+DISK = "azure-native:compute:Disk"
+# Typed azure-native resources: what they are called in messages and the inputs whose change replaces them
+# (a new name, resource group, location or parent is a new resource in ARM; a VM's zone is fixed at creation).
+TYPED: dict[str, tuple[str, tuple[str, ...]]] = {
+    VM: ("VM", ("vmName", "resourceGroupName", "location", "zones")),
+    GROUP: ("interconnect group", ("interconnectGroupName", "resourceGroupName", "location")),
+    SUBNET: ("subnet", ("subnetName", "virtualNetworkName", "resourceGroupName")),
+    DISK: ("managed disk", ("diskName", "resourceGroupName", "location", "zones", "creationData")),
+}
+DYNAMIC_WHAT = {
+    compute_resource.RACK_SCALE_SET: "rack scale set",
+    compute_resource.POOL_SCALE_SET: "scale set",
+    compute_resource.INTERCONNECT_BLOCK: "interconnect block",
+}
+
+
+@dataclass(frozen=True)
+class Destroyed:
+    """One deployed resource the plan deletes, replaces or moves, with the VMs that go with it."""
+
+    old: DeployedResource
+    what: str
+    action: str  # "delete", "replace" or "move"
+    detail: str
+    vms: int
+
+
+def _kind(resource: DeployedResource | Resource) -> str | None:
+    if resource.type == compute_resource.DYNAMIC_TYPE:
+        marker = resource.inputs.get(compute_resource.MARKER)
+        return str(marker) if marker in DYNAMIC_WHAT else None
+    return resource.type if resource.type in TYPED else None
+
+
+def _what(kind: str) -> str:
+    return DYNAMIC_WHAT[kind] if kind in DYNAMIC_WHAT else TYPED[kind][0]
+
+
+def _capacity(resource: DeployedResource) -> int:
+    return whole(mapping(resource.inputs.get("sku")).get("capacity")) or 0
+
+
+def _at(data: Any, path: str) -> Any:
+    for step in path.split("."):
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(step)
+    return data
+
+
+def _norm(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {k: _norm(v) for k, v in value.items() if k != "__provider"}
+    if isinstance(value, list | tuple):
+        return [_norm(v) for v in value]
+    return value
+
+
+def _replaces(kind: str, old: DeployedResource, new: Resource) -> list[str]:
+    """The inputs whose change makes the engine replace ``old`` with ``new``."""
+    if kind in DYNAMIC_WHAT:
+        return compute_resource.changes(_norm(old.inputs), _norm(new.inputs))[1]
+    paths = [*TYPED[kind][1], *getattr(new, "replace_on_changes", ())]
+    return [p for p in dict.fromkeys(paths) if _norm(_at(old.inputs, p)) != _norm(_at(new.inputs, p))]
+
+
+def _vms_in(deployed: Sequence[DeployedResource], needle: str) -> int:
+    """VMs of deployed scale sets and NICs whose inputs mention ``needle`` (a subnet path, a group id)."""
+    needle = needle.lower()
+    total = 0
+    for d in deployed:
+        kind = _kind(d)
+        if kind in (compute_resource.RACK_SCALE_SET, compute_resource.POOL_SCALE_SET):
+            if needle in json.dumps(d.inputs.get("properties"), default=str).lower():
+                total += _capacity(d)
+        elif d.type == NIC and needle in json.dumps(d.inputs.get("ipConfigurations"), default=str).lower():
+            total += 1
+    return total
+
+
+def _vms(kind: str, old: DeployedResource, deployed: Sequence[DeployedResource]) -> int:
+    if kind in DYNAMIC_WHAT:
+        return _capacity(old)
+    if kind == VM:
+        return 1
+    if kind == GROUP and old.id:
+        return _vms_in(deployed, old.id)
+    if kind == SUBNET:
+        subnet = old.inputs.get("subnetName") or old.name
+        return _vms_in(deployed, f'/subnets/{subnet}"')
+    return 0
+
+
+def destroyed(planned: Sequence[Resource], deployed: Sequence[DeployedResource]) -> list[Destroyed]:
+    """Every deployed resource of a watched kind that the plan deletes, replaces or (a subnet) moves."""
+    by_urn = {r.urn: r for r in planned}
+    out = []
+    for old in deployed:
+        kind = _kind(old)
+        if kind is None:
+            continue
+        new = by_urn.get(old.urn)
+        vms = _vms(kind, old, deployed)
+        if new is None or _kind(new) != kind:
+            if kind == SUBNET and not vms:
+                continue  # an empty subnet (Bastion's, turned off) takes nothing with it
+            out.append(Destroyed(old, _what(kind), "delete", "the plan no longer declares it", vms))
+            continue
+        replaces = _replaces(kind, old, new)
+        if replaces:
+            out.append(Destroyed(old, _what(kind), "replace", f"{', '.join(replaces)} changed", vms))
+            continue
+        if kind == SUBNET:
+            before, after = old.inputs.get("addressPrefix"), new.inputs.get("addressPrefix")
+            if before != after:
+                out.append(Destroyed(old, "subnet", "move", f"addressPrefix {before} -> {after}", vms))
+    return out
+
+
+def _azure_name(old: DeployedResource) -> str:
+    for key in ("resourceName", "vmName", "interconnectGroupName", "diskName", "subnetName"):
+        value = old.inputs.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return old.name
+
+
+def _consent(entry: AllowDestroy, item: Destroyed) -> bool:
+    names = {item.old.name, _azure_name(item.old)}
+    return any(fnmatch.fnmatchcase(name, entry.resource) for name in names)
+
+
+_VERB = {"delete": "deletes", "replace": "replaces (deletes, then creates again)", "move": "moves"}
+_LOSS = {
+    "subnet": "Azure cannot re-address a subnet in use",
+    "managed disk": "what it holds (the head's Slurm state and accounting database) is lost",
+}
+
+
+def findings(
+    planned: Sequence[Resource], deployed: Sequence[DeployedResource], allow: Sequence[AllowDestroy]
+) -> Iterator[Finding]:
+    """One finding per destroyed resource (ERROR, or WARNING with consent), one WARNING per unused consent."""
+    items = destroyed(planned, deployed)
+    for item in items:
+        consent = next((e for e in allow if _consent(e, item)), None)
+        name = _azure_name(item.old)
+        affected = f"{count(item.vms, 'VM')} affected" if item.vms else "no VMs affected"
+        loss = _LOSS.get(item.what, "its machines and their local disks are lost" if item.vms else "")
+        head = (
+            f"the plan {_VERB[item.action]} {item.what} {name} ({item.detail}; {affected}"
+            f"{'; ' + loss if loss else ''})."
+        )
+        if consent is not None:
+            yield Finding(
+                RULE_ID, Level.WARNING, item.old.urn, f"{head} Allowed by gb300:allowDestroy ({consent.reason})."
+            )
+        else:
+            yield Finding(
+                RULE_ID,
+                Level.ERROR,
+                item.old.urn,
+                f"{head} Revert the change, or, if it is intended, add {{resource: {name}, reason: <why>}} to "
+                "gb300:allowDestroy (docs/day2.md).",
+            )
+    for i, entry in enumerate(allow):
+        if not any(_consent(entry, item) for item in items):
+            yield Finding(
+                RULE_ID,
+                Level.WARNING,
+                f"gb300:allowDestroy[{i}].resource",
+                f"{entry.resource!r} names nothing this plan deletes, replaces or moves; remove the entry once "
+                "its change is deployed, so it cannot consent to a later one.",
+            )
+
+
+def summary(planned: Sequence[Resource], deployed: Sequence[DeployedResource]) -> dict[str, int]:
+    """Counts for the plan's summary: resources destroyed or moved, and the VMs they hold."""
+    items = destroyed(planned, deployed)
+    return {"resources": len(items), "vms": sum(i.vms for i in items if i.what != "subnet")}
