@@ -48,6 +48,13 @@ class NodeSettings:
     """sysctl settings for GPU (NVLink rack-scale) nodes only, on top of `sysctl`."""
     systemd_rackscale: tuple[tuple[str, str], ...] = ()
     """systemd manager settings ([Manager] in system.conf.d) for GPU nodes only."""
+    step_timeout_seconds: int = 0
+    """run-step kills a step that runs longer (``steps.timeout_seconds``); per-step values in ``step_timeouts``."""
+    step_timeouts: tuple[tuple[str, str], ...] = ()
+    step_retries: int = 0
+    """How often run-step tries a step again that failed without a reason of its own (a transient error)."""
+    step_backoff_seconds: int = 0
+    """The first wait before a retry; it doubles for each further retry."""
 
     def sysctl_for(self, role: str) -> tuple[tuple[str, str], ...]:
         """The sysctl settings a node of `role` gets (GPU nodes add the rack-scale network buffers)."""
@@ -111,6 +118,10 @@ def load_node(path: Path = NODE_FILE) -> NodeSettings:
             imex_config=_pairs(_section(raw, "imex", path)["config"]),
             sysctl_rackscale=_pairs(_section(raw, "sysctl_rackscale", path)["settings"]),
             systemd_rackscale=_pairs(_section(raw, "systemd_rackscale", path)["manager"]),
+            step_timeout_seconds=int(_section(raw, "steps", path)["timeout_seconds"]),
+            step_timeouts=_pairs(_section(raw, "steps", path)["timeouts"]),
+            step_retries=int(_section(raw, "steps", path)["retries"]),
+            step_backoff_seconds=int(_section(raw, "steps", path)["backoff_seconds"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
         msg = f"{path}: missing or malformed setting ({exc!r})"
