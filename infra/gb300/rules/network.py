@@ -1,4 +1,4 @@
-"""Network rules: the VNet stays clear of Azure's RDMA range, and every subnet fits what it carries."""
+"""Network rules: the VNet stays clear of Azure's RDMA range, every subnet fits what it carries, Lustre gets out."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from gb300.rules.base import RuleContext, count, items, mapping, network, short,
 
 VNET = "azure-native:network:VirtualNetwork"
 SUBNET = inventory.SUBNET
+LUSTRE = "azure-native:storagecache:AmlFilesystem"
 
 
 def vnet_avoids_rdma_range(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
@@ -142,3 +143,30 @@ def subnet_fits_pool(resources: Sequence[Resource], ctx: RuleContext) -> Iterato
 
 def short_subnet(sub: Resource) -> str:
     return text(sub.inputs.get("subnetName")) or short(sub)
+
+
+def lustre_subnet_egress(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+    """The Lustre filesystem's subnet must reach Azure services: a NAT gateway, or default outbound access."""
+    del ctx
+    by_key = {
+        (vnet_name.lower(), short_subnet(sub).lower()): sub
+        for sub in inventory.of_type(resources, SUBNET)
+        if (vnet_name := text(sub.inputs.get("virtualNetworkName"))) is not None
+    }
+    for fs in inventory.of_type(resources, LUSTRE):
+        ref = text(fs.inputs.get("filesystemSubnet"))
+        key = _subnet_key(ref) if ref else None
+        sub = by_key.get(key) if key else None
+        if sub is None:  # unknown yet, or a subnet the stack does not declare: not ours to judge
+            continue
+        nat = text(mapping(sub.inputs.get("natGateway")).get("id"))
+        if nat or sub.inputs.get("defaultOutboundAccess") is not False:
+            continue
+        yield Finding(
+            "lustre-subnet-egress",
+            Level.ERROR,
+            fs.urn,
+            f"Lustre {short(fs)}: its subnet {short_subnet(sub)} must have outbound access to Azure services "
+            "(got no NAT gateway, and default outbound access off). Azure Managed Lustre reaches Azure Storage, "
+            "Key Vault and Azure Monitor from its own subnet. Set gb300:network.natGateway: true.",
+        )
