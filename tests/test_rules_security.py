@@ -100,3 +100,22 @@ def test_public_ip_on_a_gpu_vm() -> None:
         },
     )
     assert levels(run("no-public-ip-on-nodes", [vm])) == ["error"]
+
+
+def test_login_node_counts_only_the_ssh_rules_of_its_own_subnet() -> None:
+    """A restricted allow on another subnet's NSG (Lustre's rule from AzureMonitor) does not excuse a public login."""
+    vnet_subnets = "/subscriptions/s/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/t-vnet/subnets"
+    nsgs = "/subscriptions/s/resourceGroups/r/providers/Microsoft.Network/networkSecurityGroups"
+
+    def subnet(name: str) -> ResourceRecord:
+        nsg_ref = {"id": f"{nsgs}/t-{name}"}
+        inputs = {"subnetName": name, "virtualNetworkName": "t-vnet", "networkSecurityGroup": nsg_ref}
+        return record("azure-native:network:Subnet", f"t-{name}", inputs)
+
+    login = _login()
+    login.inputs["ipConfigurations"][0]["subnet"] = {"id": f"{vnet_subnets}/head"}
+    monitor = ssh_rule("AzureMonitor", destinationPortRange="*", name="allow-azuremonitor-inbound")
+    resources = [login, subnet("head"), subnet("storage"), nsg(name="t-head"), nsg(monitor, name="t-storage")]
+    assert levels(run("no-public-ip-on-nodes", resources)) == ["error"]
+    own = [*resources[:-2], nsg(ssh_rule("203.0.113.0/24"), name="t-head"), resources[-1]]
+    assert levels(run("no-public-ip-on-nodes", own)) == []

@@ -62,6 +62,8 @@ def _broken(reference_plan: PlanResult) -> list[ResourceRecord]:
             nic = profile["networkProfile"]["networkInterfaceConfigurations"][0]["properties"]
             nic["ipConfigurations"][0]["properties"]["publicIPAddressConfiguration"] = {"name": "pip"}
             rec = with_inputs(rec, **inputs)  # noqa: PLW2901 - the one rack broken on purpose
+        if rec.type == "azure-native:network:Subnet" and rec.inputs["subnetName"] == "storage":
+            rec = with_inputs(rec, natGateway=None)  # noqa: PLW2901 - Lustre's subnet without a way out
         out.append(rec)
     checkpoint = {"gb300-checkpoint-parameters": "1e12", "gb300-checkpoint-minutes": "5"}
     slow = lustre("AMLFS-Durable-Premium-500", 8, tags={**TAGS, **checkpoint})
@@ -77,6 +79,7 @@ FROM_RESOURCES = {
     "zone-consistent": "zone",
     "storage-no-public-access": "TLS1_2",
     "lustre-checkpoint-throughput": "capacityTiB to at least 108",
+    "lustre-subnet-egress": "gb300:network.natGateway",
 }
 
 

@@ -12,6 +12,7 @@ from gb300 import catalog, inventory
 from gb300.findings import Finding, Level
 from gb300.inventory import Resource
 from gb300.rules.base import OPEN_SOURCES, RuleContext, items, mapping, network, short, text
+from gb300.rules.network import _subnet_key
 
 NSG = "azure-native:network:NetworkSecurityGroup"
 SECURITY_RULE = "azure-native:network:SecurityRule"
@@ -109,6 +110,52 @@ def _public_ip_configs(nic_configs: Any) -> bool:
     return False
 
 
+def _subnet_refs(nic_configs: Any) -> list[str]:
+    """The subnet ids the IP configurations of these NICs attach to."""
+    refs: list[str] = []
+    for nic in items(nic_configs):
+        nic_props = mapping(mapping(nic).get("properties")) or mapping(nic)
+        for ipc in items(nic_props.get("ipConfigurations")):
+            ipc_props = mapping(mapping(ipc).get("properties")) or mapping(ipc)
+            ref = text(mapping(ipc_props.get("subnet")).get("id"))
+            if ref:
+                refs.append(ref)
+    return refs
+
+
+def _guarding(resources: Sequence[Resource], nic_configs: Any) -> set[str] | None:
+    """Names (lowercase) of the NSGs on the subnets these NICs attach to; None when that cannot be told.
+
+    An NSG on another subnet (the Lustre subnet's rule from Azure Monitor, say) admits nothing to this node.
+    """
+    by_key: dict[tuple[str, str], Resource] = {}
+    for sub in inventory.of_type(resources, inventory.SUBNET):
+        vnet_name = text(sub.inputs.get("virtualNetworkName"))
+        name = text(sub.inputs.get("subnetName")) or sub.name
+        if vnet_name:
+            by_key[(vnet_name.lower(), name.lower())] = sub
+    names: set[str] = set()
+    for ref in _subnet_refs(nic_configs):
+        key = _subnet_key(ref)
+        attached = by_key.get(key) if key else None
+        nsg_id = text(mapping(attached.inputs.get("networkSecurityGroup")).get("id")) if attached else None
+        if not nsg_id:
+            return None
+        names.add(nsg_id.rstrip("/").rsplit("/", 1)[-1].lower())
+    return names or None
+
+
+def _reaching(rules: list[SshRule], guarding: set[str] | None) -> list[SshRule]:
+    """The SSH rules of the NSGs in ``guarding`` (all of them when unknown)."""
+    if guarding is None:
+        return rules
+    return [r for r in rules if _nsg_name(r.owner) in guarding]
+
+
+def _nsg_name(owner: Resource) -> str:
+    return (text(owner.inputs.get("networkSecurityGroupName")) or owner.name).lower()
+
+
 def _is_gpu(resource: Resource, size: str | None) -> bool:
     sku = catalog.load().skus.get(size or "")
     tags = mapping(resource.inputs.get("tags"))
@@ -118,7 +165,7 @@ def _is_gpu(resource: Resource, size: str | None) -> bool:
 def no_public_ip_on_nodes(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
     """GPU nodes have no public IP; a login node may have one only when SSH admits restricted source ranges."""
     del ctx
-    exposed: list[tuple[Resource, bool]] = []  # (resource, is a GPU node)
+    exposed: list[tuple[Resource, bool, Any]] = []  # (resource, is a GPU node, its NIC configurations)
     for resource in resources:
         inputs = resource.inputs
         if inventory.is_scale_set(resource):
@@ -127,21 +174,24 @@ def no_public_ip_on_nodes(resources: Sequence[Resource], ctx: RuleContext) -> It
                 "networkInterfaceConfigurations"
             )
             if _public_ip_configs(nics):
-                exposed.append((resource, _is_gpu(resource, ss.vm_size)))
+                exposed.append((resource, _is_gpu(resource, ss.vm_size), nics))
         elif resource.type == VM:
             size = text(mapping(inputs.get("hardwareProfile")).get("vmSize"))
             nics = mapping(inputs.get("networkProfile")).get("networkInterfaceConfigurations")
             if _public_ip_configs(nics):
-                exposed.append((resource, _is_gpu(resource, size)))
-        elif resource.type == NIC and _public_ip_configs([{"ipConfigurations": inputs.get("ipConfigurations")}]):
-            exposed.append((resource, bool(mapping(inputs.get("tags")).get("gb300-pool"))))
+                exposed.append((resource, _is_gpu(resource, size), nics))
+        elif resource.type == NIC:
+            nics = [{"ipConfigurations": inputs.get("ipConfigurations")}]
+            if _public_ip_configs(nics):
+                exposed.append((resource, bool(mapping(inputs.get("tags")).get("gb300-pool")), nics))
     if not exposed:
         return
-    ssh = ssh_rules(resources)
-    # Sources reaching a public IP: specific public ranges or service tags. Private ranges (the Bastion
-    # subnet) come through the VNet, so they do not count as sshSourceRanges for a public login node.
-    restricted = [r for r in ssh if not r.open and any(_from_outside(s) for s in r.sources)]
-    for resource, gpu in exposed:
+    all_ssh = ssh_rules(resources)
+    for resource, gpu, nics in exposed:
+        ssh = _reaching(all_ssh, _guarding(resources, nics))
+        # Sources reaching a public IP: specific public ranges or service tags. Private ranges (the Bastion
+        # subnet) come through the VNet, so they do not count as sshSourceRanges for a public login node.
+        restricted = [r for r in ssh if not r.open and any(_from_outside(s) for s in r.sources)]
         if gpu:
             yield Finding(
                 "no-public-ip-on-nodes",
