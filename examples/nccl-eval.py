@@ -118,9 +118,7 @@ def evaluate(args: argparse.Namespace) -> int:
             return 2
         verdicts.append(judge(kind, label, busbw, env, _hosts(report_dir, label)))
     for verdict in verdicts:
-        (report_dir / f"{verdict.label}.{verdict.kind}.json").write_text(
-            json.dumps(asdict(verdict), indent=2) + "\n"
-        )
+        (report_dir / f"{verdict.label}.{verdict.kind}.json").write_text(json.dumps(asdict(verdict), indent=2) + "\n")
         print(
             f"{verdict.level:6} {verdict.kind:5} {verdict.label}: {verdict.busbw_gbps:.1f} GB/s "
             f"(expected ~{verdict.expected_gbps:g}, warn < {verdict.warn_gbps:g}, "
@@ -132,9 +130,7 @@ def evaluate(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     ev = sub.add_parser("evaluate", help="judge results and write the report")
     ev.add_argument("--health-env", default="/etc/gb300/health.env")

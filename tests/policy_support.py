@@ -6,7 +6,7 @@ import copy
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from gb300 import rules
+from gb300 import compute_resource, rules
 from gb300.config import PolicySettings
 from gb300.findings import Finding
 from gb300.plan.runner import ResourceRecord
@@ -45,7 +45,7 @@ def scale_set(
     reservation: str | None = None,
     location: str = "eastus2",
 ) -> ResourceRecord:
-    """A GPU scale set as gb300's GpuPool registers it (the generic ARM resource)."""
+    """A GPU scale set as gb300's GpuPool registers it (the dynamic compute resource, ARM body inside)."""
     ipconfig: dict[str, Any] = {"primary": True, "subnet": {"id": subnet or subnet_id()}}
     if public_ip:
         ipconfig["publicIPAddressConfiguration"] = {"name": "pip", "properties": {}}
@@ -59,7 +59,7 @@ def scale_set(
     }
     if group:
         group_id = group if group.startswith("(") else f"{SUB}/Microsoft.Network/interconnectGroups/{group}"
-        network_profile["interconnectGroupProfile"] = {"id": group_id}
+        network_profile["interconnectGroupProfile"] = {"interconnectGroup": {"id": group_id}}
     profile: dict[str, Any] = {
         "osProfile": {"computerNamePrefix": name, "adminUsername": "azureuser", "customData": custom_data},
         "storageProfile": {"imageReference": image or GB_IMAGE},
@@ -67,15 +67,19 @@ def scale_set(
     }
     if reservation:
         profile["capacityReservation"] = {"capacityReservationGroup": {"id": reservation}}
-    tags = {**TAGS, "gb300-pool": pool, **({"gb300-zone": zone} if zone else {})}
+    tags = {**TAGS, "gb300-pool": pool}
     return record(
-        "azure-native:resources:Resource",
+        compute_resource.DYNAMIC_TYPE,
         name,
         {
+            compute_resource.MARKER: compute_resource.RACK_SCALE_SET,
+            "resourceType": "Microsoft.Compute/virtualMachineScaleSets",
+            "apiVersion": "2026-04-01",
+            "subscriptionId": "00000000-0000-0000-0000-000000000000",
+            "resourceGroupName": "t-rg",
             "resourceName": name,
-            "resourceProviderNamespace": "Microsoft.Compute",
-            "resourceType": "virtualMachineScaleSets",
             "location": location,
+            **({"zones": [zone]} if zone else {}),
             "sku": {"name": size, "tier": "Standard", "capacity": capacity},
             "tags": tags,
             "properties": {"singlePlacementGroup": single_placement_group, "virtualMachineProfile": profile},

@@ -91,6 +91,7 @@ def hpc_image_machine() -> Machine:
             "/etc/waagent.conf": (HW_FIXTURES / "waagent.conf").read_text(),
             "/proc/driver/nvidia/version": (HW_FIXTURES / "proc-driver-nvidia-version.txt").read_text(),
             "/dev/nvidia-caps-imex-channels/channel0": "",
+            "/etc/nvidia-imex/config.cfg": (HW_FIXTURES / "nvidia-imex-config.cfg").read_text(),
             "/usr/local/nccl-rdma-sharp-plugins/lib/libnccl-net.so": "ELF stand-in\n",
             "/opt/nccl-tests/build/all_reduce_perf": "ELF stand-in\n",
             "/etc/docker/daemon.json": '{"runtimes": {"nvidia": {"path": "nvidia-container-runtime"}}}\n',
@@ -112,6 +113,7 @@ def plain_ubuntu_machine() -> Machine:
     for path in (
         "/proc/driver/nvidia/version",
         "/dev/nvidia-caps-imex-channels/channel0",
+        "/etc/nvidia-imex/config.cfg",
         "/usr/local/nccl-rdma-sharp-plugins/lib/libnccl-net.so",
         "/opt/nccl-tests/build/all_reduce_perf",
         "/etc/docker/daemon.json",

@@ -88,6 +88,11 @@ def apt_get(args: list[str], state: dict) -> int:
             continue
         name, _, pattern = arg.partition("=")
         state["packages"][name] = pattern.replace("*", "1") if pattern else "9.9-standin"
+        if name == "nvidia-imex":
+            # The package ships the daemon's configuration file.
+            cfg = Path(ROOT, "etc/nvidia-imex/config.cfg")
+            cfg.parent.mkdir(parents=True, exist_ok=True)
+            cfg.write_text((Path(state["fixtures_dir"]) / "nvidia-imex-config.cfg").read_text())
         if name.startswith("cuda-toolkit-"):
             # The toolkit package ships the compiler the source builds use.
             nvcc = Path(ROOT, "usr/local", "cuda-" + name.removeprefix("cuda-toolkit-").replace("-", "."), "bin/nvcc")

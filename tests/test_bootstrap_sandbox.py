@@ -11,7 +11,7 @@ import yaml
 from bootstrap_helpers import REFERENCE_CLUSTER, render_role
 from gb300.bootstrap import BootstrapContext, ExtraFile, ExtraStep, load_software, render_custom_data
 from gb300.bootstrap.software import CHECKSUMS_FILE
-from sandbox import Machine, Sandbox, TwoRuns, hpc_image_machine, plain_ubuntu_machine, run_twice
+from sandbox import HW_FIXTURES, Machine, Sandbox, TwoRuns, hpc_image_machine, plain_ubuntu_machine, run_twice
 
 pytestmark = pytest.mark.slow
 
@@ -77,6 +77,31 @@ def test_first_run_skips_installs_and_holds_pinned_packages(hpc_node_run_twice: 
     box = hpc_node_run_twice.box
     assert not [c for c in box.calls() if c.startswith("MUTATE apt-get")]
     assert {"libnccl2", "nvidia-imex", "doca-ofed", "enroot"} <= set(box.state()["holds"])
+
+
+def test_reference_gpu_node_turns_the_imex_command_service_on(hpc_node_run_twice: TwoRuns) -> None:
+    """The reference GPU custom data sets IMEX_CMD_ENABLED=1 and IMEX_CMD_PORT=50005 in the package's config.cfg,
+    keeping its other keys, so nvidia-imex-ctl -q (the prolog's readiness check) can answer."""
+    config = hpc_node_run_twice.box.read("/etc/nvidia-imex/config.cfg").splitlines()
+    assert "IMEX_CMD_ENABLED=1" in config
+    assert "IMEX_CMD_PORT=50005" in config
+    assert "IMEX_CMD_ENABLED=0" not in config
+    assert "SERVER_PORT=50000" in config
+    assert len(config) == len((HW_FIXTURES / "nvidia-imex-config.cfg").read_text().splitlines())
+
+
+def test_reference_gpu_node_gets_azures_gb_tuning(hpc_node_run_twice: TwoRuns) -> None:
+    """Open files 1048576, the rack-scale network buffers and sunrpc slots applied, NUMA binding for systemd."""
+    box = hpc_node_run_twice.box
+    limits = box.read("/etc/security/limits.d/90-gb300.conf").splitlines()
+    assert {"* soft nofile 1048576", "* hard nofile 1048576"} <= set(limits)
+    sysctl = box.state()["sysctl"]
+    assert sysctl["net.core.rmem_max"] == "2147483647"
+    assert sysctl["net.ipv4.tcp_rmem"] == "4096 67108864 1073741824"
+    assert sysctl["sunrpc.tcp_max_slot_table_entries"] == "128"
+    assert "sunrpc" in box.read("/etc/modules-load.d/gb300.conf").split()
+    numa = box.read("/etc/systemd/system.conf.d/90-gb300-numa.conf").splitlines()
+    assert {"[Manager]", "NUMAPolicy=bind", "NUMAMask=0-1"} <= set(numa)
 
 
 def test_second_run_changes_nothing(hpc_node_run_twice: TwoRuns) -> None:

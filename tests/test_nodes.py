@@ -198,3 +198,23 @@ def test_every_role_installs_the_pinned_slurm_and_an_override_moves_it(reference
     raw["software"] = {"slurm": "23.11.4-1.2ubuntu5.1"}
     moved = config.parse(raw)
     assert _slurm_env(nodes.render(nodes.HEAD, moved))["GB300_SLURM_VERSION"] == "23.11.4-1.2ubuntu5.1"
+
+
+def _placed(custom: nodes.CustomData, path: str) -> str:
+    [content] = [f["content"] for f in yaml.safe_load(custom.cloud_config)["write_files"] if f["path"] == path]
+    return str(content)
+
+
+def test_every_role_gets_the_open_files_limit_and_gpu_nodes_the_tuning(reference_raw: dict[str, Any]) -> None:
+    """Head and GPU nodes get nofile 1048576 as Azure's image; only GPU nodes get the 2 GiB socket buffers, the
+    NUMA binding and the IMEX command service."""
+    cfg = config.parse(copy.deepcopy(reference_raw))
+    head, gpu = nodes.render(nodes.HEAD, cfg), nodes.render(nodes.GPU_NODE, cfg, cfg.gpu_pools[0])
+    for custom in (head, gpu):
+        limits = _placed(custom, "/etc/security/limits.d/90-gb300.conf").splitlines()
+        assert {"* soft nofile 1048576", "* hard nofile 1048576"} <= set(limits)
+        assert "sunrpc.tcp_max_slot_table_entries = 128" in _placed(custom, "/etc/sysctl.d/90-gb300.conf")
+    assert "net.core.rmem_max = 2147483647" in _placed(gpu, "/etc/sysctl.d/90-gb300.conf")
+    assert "net.core.rmem_max" not in _placed(head, "/etc/sysctl.d/90-gb300.conf")
+    assert "NUMAPolicy=bind" in _placed(gpu, "/etc/systemd/system.conf.d/90-gb300-numa.conf")
+    assert "GB300_IMEX_CONFIG='IMEX_CMD_ENABLED=1 IMEX_CMD_PORT=50005'" in _placed(gpu, "/etc/gb300/node.env")

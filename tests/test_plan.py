@@ -11,7 +11,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from gb300 import cli
+from gb300 import cli, compute_resource
 from gb300.plan import PlanResult, run_plan
 
 ARM_ID = re.compile(r"^/subscriptions/[0-9a-f-]{36}/resourceGroups/[^/]+(/providers/[A-Za-z.]+/.+)?$")
@@ -56,7 +56,11 @@ def test_urns_unique_and_parents_registered(reference_plan: PlanResult) -> None:
 
 def test_ids_look_like_azure_ids(reference_plan: PlanResult) -> None:
     """Mocked ids read like real Azure resource ids, so references between resources read naturally."""
-    custom = [r for r in reference_plan.resources if r.id is not None and r.type.startswith("azure-native:")]
+    custom = [
+        r
+        for r in reference_plan.resources
+        if r.id is not None and (r.type.startswith("azure-native:") or r.type == compute_resource.DYNAMIC_TYPE)
+    ]
     assert custom
     bad = [r.id for r in custom if not ARM_ID.match(r.id or "")]
     assert not bad
@@ -69,7 +73,8 @@ def test_references_resolve_to_registered_ids(reference_plan: PlanResult) -> Non
     props: dict[str, Any] = vmss.inputs["properties"]
     nic = props["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"][0]
     assert nic["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"] in ids
-    assert props["virtualMachineProfile"]["networkProfile"]["interconnectGroupProfile"]["id"] in ids
+    group = props["virtualMachineProfile"]["networkProfile"]["interconnectGroupProfile"]["interconnectGroup"]["id"]
+    assert group in ids
     assert set(vmss.inputs["identity"]["userAssignedIdentities"]) <= ids
 
 

@@ -28,7 +28,7 @@ from pulumi_policy import (
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
-from gb300 import paths, policy_pack, rules
+from gb300 import inventory, paths, policy_pack, rules
 from gb300.config import PolicySettings
 from gb300.findings import Finding
 from gb300.plan import PlanResult
@@ -103,7 +103,8 @@ def violating(reference_plan: PlanResult) -> list[ResourceRecord]:
             inputs = copy.deepcopy(rec.inputs)
             inputs["sku"]["capacity"] = 20
             profile = inputs["properties"]["virtualMachineProfile"]
-            profile["networkProfile"]["interconnectGroupProfile"] = {"id": "/subscriptions/x/other-ig"}
+            other = {"interconnectGroup": {"id": "/subscriptions/x/other-ig"}}
+            profile["networkProfile"]["interconnectGroupProfile"] = other
             profile["osProfile"]["customData"] = "A" * 70_000
             nic = profile["networkProfile"]["networkInterfaceConfigurations"][0]["properties"]
             nic["ipConfigurations"][0]["properties"]["publicIPAddressConfiguration"] = {"name": "pip"}
@@ -170,9 +171,9 @@ def test_unknown_preview_values_do_not_break_rules(reference_plan: PlanResult) -
     records = []
     for rec in reference_plan.resources:
         inputs = copy.deepcopy(rec.inputs)
-        if rec.type == "azure-native:resources:Resource":
+        if inventory.is_scale_set(rec):
             profile = inputs["properties"]["virtualMachineProfile"]["networkProfile"]
-            profile["interconnectGroupProfile"]["id"] = UNKNOWN_STRING_VALUE
+            profile["interconnectGroupProfile"]["interconnectGroup"]["id"] = UNKNOWN_STRING_VALUE
             ipc = profile["networkInterfaceConfigurations"][0]["properties"]["ipConfigurations"][0]["properties"]
             ipc["subnet"]["id"] = UNKNOWN_STRING_VALUE
         records.append(policy_resource(rec, inputs))

@@ -56,9 +56,12 @@ def _broken(reference_plan: PlanResult) -> list[ResourceRecord]:
         if rec.name == "ref-train-r0002":
             inputs = copy.deepcopy(rec.inputs)
             inputs["sku"]["capacity"] = 17
+            inputs["properties"]["provisioningState"] = "Succeeded"  # read-only in Azure's model
             profile = inputs["properties"]["virtualMachineProfile"]
             profile["osProfile"]["customData"] = "A" * 65_537
-            profile["networkProfile"]["interconnectGroupProfile"]["id"] = "/subscriptions/s/other-ig"
+            profile["networkProfile"]["interconnectGroupProfile"]["interconnectGroup"]["id"] = (
+                "/subscriptions/s/other-ig"
+            )
             nic = profile["networkProfile"]["networkInterfaceConfigurations"][0]["properties"]
             nic["ipConfigurations"][0]["properties"]["publicIPAddressConfiguration"] = {"name": "pip"}
             rec = with_inputs(rec, **inputs)  # noqa: PLW2901 - the one rack broken on purpose
@@ -80,6 +83,7 @@ FROM_RESOURCES = {
     "storage-no-public-access": "TLS1_2",
     "lustre-checkpoint-throughput": "capacityTiB to at least 108",
     "lustre-subnet-egress": "gb300:network.natGateway",
+    "arm-body-matches-sdk": "properties.provisioningState: read-only key",
 }
 
 

@@ -166,14 +166,50 @@ keys_pinned() {
   done
 }
 
-# ensure_repo NAME: the vendor apt repository NAME is configured, and apt's lists are current.
+# listed_repo URL SUITE: the apt source file (other than gb300's own) that already lists URL with SUITE,
+# one-line (.list) or deb822 (.sources) style; prints nothing when none does. Trailing slashes do not count.
+listed_repo() {
+  local url=${1%/} suite=$2 file apt="${GB300_ROOT:-}/etc/apt"
+  for file in "$apt/sources.list" "$apt"/sources.list.d/*.list "$apt"/sources.list.d/*.sources; do
+    [ -r "$file" ] || continue
+    case "$(basename "$file")" in gb300-*) continue ;; esac
+    if awk -v url="$url" -v suite="$suite" '
+      function norm(u) { sub(/\/+$/, "", u); return u }
+      /^[[:space:]]*deb[[:space:]]/ {
+        line = $0; sub(/#.*/, "", line); sub(/\[[^]]*\]/, "", line)
+        n = split(line, f, " ")
+        if (n >= 3 && norm(f[2]) == url && f[3] == suite) found = 1
+        next
+      }
+      /^[[:space:]]*$/ { if (match_uri && match_suite) found = 1; match_uri = match_suite = 0; next }
+      /^URIs:/ { for (i = 2; i <= NF; i++) if (norm($i) == url) match_uri = 1 }
+      /^Suites:/ { for (i = 2; i <= NF; i++) if ($i == suite) match_suite = 1 }
+      END { if (match_uri && match_suite) found = 1; exit !found }' "$file"; then
+      printf '%s\n' "${file#"${GB300_ROOT:-}"}"
+      return 0
+    fi
+  done
+}
+
+# ensure_repo NAME: the vendor apt repository NAME is configured, and apt's lists are current. When the image
+# already lists the same URL and suite (Azure's HPC image configures CUDA through cuda-keyring and Microsoft's
+# repository through packages-microsoft-prod), that entry and its keyring are reused: a second entry with
+# another signed-by keyring would make every `apt-get update` fail ("Conflicting values set for option
+# Signed-By").
 ensure_repo() {
-  local prefix line key_url key_fprs list
+  local prefix line key_url key_fprs url suite list existing
   prefix="GB300_REPO_$(printf '%s' "$1" | tr 'a-z.-' 'A-Z__')"
   line="${prefix}_LINE" key_url="${prefix}_KEY_URL" key_fprs="${prefix}_KEY_FINGERPRINTS"
+  url="${prefix}_URL" suite="${prefix}_SUITE"
   list="${GB300_ROOT:-}/etc/apt/sources.list.d/gb300-$1.list"
-  fetch_signing_key "${!key_url:-}" "${!key_fprs:-}" "${GB300_ROOT:-}/etc/apt/keyrings/gb300-$1.asc"
-  write_if_changed "$list" < <(printf '%s\n' "${!line:-}")
+  existing=$(listed_repo "${!url:-}" "${!suite:-}")
+  GB300_CHANGED=0
+  if [ -n "$existing" ]; then
+    log "repository $1: the image lists ${!url:-} ${!suite:-} in ${existing}; using that entry and its keyring"
+  else
+    fetch_signing_key "${!key_url:-}" "${!key_fprs:-}" "${GB300_ROOT:-}/etc/apt/keyrings/gb300-$1.asc"
+    write_if_changed "$list" < <(printf '%s\n' "${!line:-}")
+  fi
   # One apt-get update per boot unless a repository was just added (the marker lives in /run).
   if [ "$GB300_CHANGED" = 1 ] || [ ! -e "${GB300_RUN_DIR}/apt-updated" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get update -q || fail "apt-get update failed after adding repository $1"

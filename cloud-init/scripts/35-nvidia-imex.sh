@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 35-nvidia-imex: nvidia-imex at the driver's version, IMEX channel0, service enabled.
+# 35-nvidia-imex: nvidia-imex at the driver's version, IMEX channel0, the IMEX command service on, service enabled.
 set -euo pipefail
 # shellcheck source=../lib/gb300-lib.sh
 . "${GB300_ROOT:-}/usr/local/lib/gb300/lib.sh"
@@ -10,8 +10,23 @@ grep -q 'NVreg_CreateImexChannel0=1' "${GB300_ROOT:-}/etc/modprobe.d/90-gb300-nv
   fail "/etc/modprobe.d/90-gb300-nvidia.conf must set NVreg_CreateImexChannel0=1"
 [ -e "${GB300_ROOT:-}/dev/nvidia-caps-imex-channels/channel0" ] ||
   fail "IMEX channel0 (/dev/nvidia-caps-imex-channels/channel0) is missing: the nvidia module was loaded before NVreg_CreateImexChannel0=1 was set; reboot the node"
-# The nodes file is written per job (scheduler prolog), and IMEX reads it only at start: enable, not start.
+# The command service (IMEX_CMD_ENABLED, IMEX_CMD_PORT): without it `nvidia-imex-ctl -q` never answers, and the
+# Slurm prolog waits for its READY. Each key replaces its line (commented or not) in the package's file.
+cfg="${GB300_ROOT:-}/etc/nvidia-imex/config.cfg"
+[ -r "$cfg" ] || fail "/etc/nvidia-imex/config.cfg is missing: the nvidia-imex package installs it"
+read -r -a keys <<<"${GB300_IMEX_CONFIG:-}"
+write_if_changed "$cfg" < <(
+  awk -v settings="${keys[*]}" '
+    function load(i, k) { n = split(settings, kv, " "); for (i = 1; i <= n; i++) { k = kv[i]; sub(/=.*/, "", k); want[k] = kv[i] }; loaded = 1 }
+    !loaded { load() }
+    { line = $0; key = line; sub(/^#[[:space:]]*/, "", key); sub(/[[:space:]]*=.*/, "", key)
+      if (key in want) { if (!(key in done)) print want[key]; done[key] = 1; next }
+      print line }
+    END { if (!loaded) load(); for (i = 1; i <= n; i++) { k = kv[i]; sub(/=.*/, "", k); if (!(k in done)) print want[k] } }' "$cfg"
+)
+[ "$GB300_CHANGED" = 0 ] || log "set ${keys[*]} in /etc/nvidia-imex/config.cfg"
+# The nodes file is written per job (scheduler prolog), and IMEX reads both files only at start: enable, not start.
 if ! systemctl is-enabled --quiet nvidia-imex; then
   systemctl enable nvidia-imex || fail "cannot enable nvidia-imex"
 fi
-record "$imex" "channel0 present" "nvidia-imex enabled"
+record "$imex" "channel0 present" "config.cfg ${keys[*]}" "nvidia-imex enabled"

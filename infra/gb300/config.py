@@ -216,6 +216,8 @@ class GpuPool(_Model):
     image: Annotated[str, AfterValidator(_check_image)] = "microsoft-dsvm:ubuntu-hpc:2404-gb:latest"
     os_disk_size_gb: Annotated[int, Field(ge=64, le=4095, strict=True)] = Field(256, alias="osDiskSizeGB")
     capacity_reservation_group_id: Annotated[str, AfterValidator(_check_resource_id)] | None = None
+    # Off by default: Azure's GB300 tests say blocks are not needed with dedicated quota (docs/fabric.md).
+    interconnect_blocks: Annotated[bool, Field(strict=True)] = False
 
     @property
     def sku(self) -> catalog.Sku:

@@ -1,8 +1,9 @@
 """Typed views over registered resources, shared by the plan summary and the rules.
 
-Rules and the summary read resources, not config: they see exactly what ``pulumi up`` would send. The
-scale set appears either as a typed ``compute:VirtualMachineScaleSet`` or as the generic
-``resources:Resource`` that the interconnect-group fabric model uses; :func:`scale_sets` reads both.
+Rules and the summary read resources, not config: they see exactly what ``pulumi up`` would send. A scale set
+appears as gb300's dynamic resource (:mod:`gb300.compute_resource`, which every GPU pool uses; recognised by
+its ``resourceType`` input or output), a typed ``compute:VirtualMachineScaleSet``, or a generic
+``resources:Resource``; :func:`scale_sets` reads all three.
 """
 
 from __future__ import annotations
@@ -11,9 +12,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gb300 import compute_resource
+
 GENERIC = "azure-native:resources:Resource"
 TYPED_VMSS = "azure-native:compute:VirtualMachineScaleSet"
 SUBNET = "azure-native:network:Subnet"
+DYNAMIC = compute_resource.DYNAMIC_TYPE
+SCALE_SET_TYPE = "microsoft.compute/virtualmachinescalesets"
+INTERCONNECT_BLOCK_TYPE = "microsoft.compute/interconnectblocks"
 
 
 class Resource(Protocol):
@@ -39,6 +45,8 @@ class ScaleSetView:
     capacity: int
     subnet_ids: tuple[str, ...]
     interconnect_group_id: str | None
+    interconnect_block_id: str | None
+    zones: tuple[str, ...]
     single_placement_group: bool | None
     tags: Mapping[str, str]
     properties: Mapping[str, Any]
@@ -60,8 +68,18 @@ def dig(data: Any, *path: str | int) -> Any:
     return data
 
 
+def is_dynamic(resource: Resource, arm_type: str) -> bool:
+    """A gb300 dynamic compute resource of ``arm_type`` (lowercase ``Namespace/collection``)."""
+    return resource.type == DYNAMIC and str(resource.inputs.get("resourceType", "")).lower() == arm_type
+
+
+def has_arm_body(resource: Resource) -> bool:
+    """The ARM body sits under ``properties`` (generic or dynamic), not flattened into the inputs (typed)."""
+    return resource.type in (GENERIC, DYNAMIC)
+
+
 def is_scale_set(resource: Resource) -> bool:
-    if resource.type == TYPED_VMSS:
+    if resource.type == TYPED_VMSS or is_dynamic(resource, SCALE_SET_TYPE):
         return True
     return (
         resource.type == GENERIC
@@ -93,7 +111,7 @@ def scale_set(resource: Resource) -> ScaleSetView:
     Odd input (a property missing, None or of the wrong type) reads as absent: this never raises.
     """
     inputs = resource.inputs
-    props = _mapping(inputs.get("properties")) if resource.type == GENERIC else inputs
+    props = _mapping(inputs.get("properties")) if has_arm_body(resource) else inputs
     sku = _mapping(inputs.get("sku"))
     nics = _list(dig(props, "virtualMachineProfile", "networkProfile", "networkInterfaceConfigurations"))
     subnets: list[str] = []
@@ -104,7 +122,8 @@ def scale_set(resource: Resource) -> ScaleSetView:
             subnet_id = dig(ipc_props, "subnet", "id")
             if isinstance(subnet_id, str):
                 subnets.append(subnet_id)
-    group = dig(props, "virtualMachineProfile", "networkProfile", "interconnectGroupProfile", "id")
+    group = dig(props, "virtualMachineProfile", "networkProfile", "interconnectGroupProfile", "interconnectGroup", "id")
+    block = dig(props, "virtualMachineProfile", "interconnectBlockProfile", "interconnectBlock", "id")
     spg = props.get("singlePlacementGroup")
     size = sku.get("name")
     return ScaleSetView(
@@ -114,6 +133,8 @@ def scale_set(resource: Resource) -> ScaleSetView:
         capacity=_count(sku.get("capacity")),
         subnet_ids=tuple(subnets),
         interconnect_group_id=group if isinstance(group, str) else None,
+        interconnect_block_id=block if isinstance(block, str) else None,
+        zones=tuple(str(z) for z in _list(inputs.get("zones"))),
         single_placement_group=spg if isinstance(spg, bool) else None,
         tags={k: v for k, v in _mapping(inputs.get("tags")).items() if isinstance(v, str)},
         properties=props,

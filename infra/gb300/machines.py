@@ -1,6 +1,6 @@
 """Every VM the resources declare, scale sets and single VMs alike, in the shape quota and image rules read.
 
-A scale set (typed or generic, see :mod:`gb300.inventory`) counts ``sku.capacity`` VMs; a typed
+A scale set (dynamic, typed or generic, see :mod:`gb300.inventory`) counts ``sku.capacity`` VMs; a typed
 ``compute:VirtualMachine`` counts one.
 """
 
@@ -40,12 +40,10 @@ def _location(resource: Resource) -> str | None:
     return value.replace(" ", "").lower() if isinstance(value, str) and value else None
 
 
-def _zones(resource: Resource, tags: Mapping[str, Any]) -> tuple[str, ...]:
+def _zones(resource: Resource) -> tuple[str, ...]:
+    """The top-level ``zones`` Azure places the VMs in (a tag places nothing)."""
     raw = resource.inputs.get("zones")
     zones = {str(z) for z in raw if isinstance(z, str | int)} if isinstance(raw, list | tuple) else set()
-    tag = tags.get("gb300-zone")
-    if isinstance(tag, str) and tag:
-        zones.add(tag)
     return tuple(sorted(zones))
 
 
@@ -68,7 +66,7 @@ def machines(resources: Iterable[Resource]) -> list[Machine]:
                     size=ss.vm_size,
                     count=ss.capacity,
                     location=_location(resource),
-                    zones=_zones(resource, ss.tags),
+                    zones=_zones(resource),
                     pool=ss.pool or ss.name,
                     image_reference=_mapping(_mapping(profile.get("storageProfile")).get("imageReference")),
                     capacity_reservation_group=_reservation(profile),
@@ -84,7 +82,7 @@ def machines(resources: Iterable[Resource]) -> list[Machine]:
                     size=size if isinstance(size, str) else "",
                     count=1,
                     location=_location(resource),
-                    zones=_zones(resource, _mapping(inputs.get("tags"))),
+                    zones=_zones(resource),
                     pool=None,
                     image_reference=_mapping(_mapping(inputs.get("storageProfile")).get("imageReference")),
                     capacity_reservation_group=_reservation(inputs),

@@ -65,11 +65,15 @@ def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
 def _boot_inputs(cfg: StackConfig, software: bootstrap.SoftwareSet, role: str) -> slurm_files.SlurmBootInputs:
     enroot = software.component("enroot")
     pyxis = software.component("pyxis")
+    slurm = software.component("slurm")
     return slurm_files.SlurmBootInputs(
         head_hostname=head_hostname(cfg),
         keyvault_name=None,  # the node reads its gb300-keyvault tag
         slurmdbd=cfg.head.slurmdbd,  # GB300_SLURMDBD: gb300-slurmdbd-setup installs MariaDB and slurmdbd
-        slurm_version=software.component("slurm").version,  # the exact Ubuntu package version, held
+        slurm_version=slurm.version,  # Microsoft's slurm-smd packages at this version, held
+        slurm_apt_version=slurm.apt_version,
+        slurm_packages=slurm.packages,
+        slurm_repo=next(r for r in software.repos if r.name == slurm.repo),
         enroot_version=enroot.version,
         enroot_debs=tuple((f.url, f.sha256) for f in enroot.files),
         install_enroot=role == GPU_NODE,  # containers start on GPU nodes; the head's srun needs pyxis only

@@ -242,6 +242,8 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 subnet_id=net.subnet_ids["gpu"],
                 custom_data=custom.base64,
                 custom_data_sha256=custom.sha256,
+                subscription_id=client.subscription_id,
+                interconnect_blocks=pool.interconnect_blocks,
                 capacity_reservation_group_id=pool.capacity_reservation_group_id,
                 extensions=extensions,
             ),

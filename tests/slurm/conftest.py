@@ -42,6 +42,7 @@ exit 0
 STANDINS = (
     "nvidia-smi", "ibstat", "dcgmi", "dmesg", "systemctl", "scontrol", "logger", "hostname",
     "nvidia-imex-ctl", "getent", "curl", "chown", "sinfo",
+    "gb300-slurm-install",  # the steps' Slurm installer (GB300_SLURM_INSTALL); test_slurm_install.py runs the real one
 )  # fmt: skip
 
 
@@ -97,6 +98,7 @@ class Sandbox:
             "GB300_ROOT": str(self.root),
             "HOME": str(self.path),
             "LANG": "C.UTF-8",
+            "GB300_SLURM_INSTALL": str(self.path / "bin" / "gb300-slurm-install"),
         }
         environment.update(env or {})
         return subprocess.run(

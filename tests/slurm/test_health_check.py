@@ -30,6 +30,7 @@ def healthy(sandbox: Sandbox, *, dcgm_periodic: int = 1) -> None:
         sandbox.write(f"sys/class/infiniband/mlx5_ib{port}/ports/1/pkeys/0", "0x7fff\n")
         sandbox.write(f"sys/class/infiniband/mlx5_ib{port}/ports/1/pkeys/1", "0x8031\n")
     sandbox.write("dev/nvidia-caps-imex-channels/channel0", "")
+    sandbox.write("etc/nvidia-imex/config.cfg", "SERVER_PORT=50000\nIMEX_CMD_PORT=50005\nIMEX_CMD_ENABLED=1\n")
     sandbox.unit("nvidia-dcgm", "active")
     sandbox.unit("nvidia-imex", "inactive")
     sandbox.answer_fixture("nvidia-smi", "nvidia-smi-q.gb300.healthy.txt")
@@ -101,6 +102,16 @@ FAILURES: list[tuple[str, Callable[[Sandbox], None], str]] = [
     ("dcgm-down", lambda s: s.unit("nvidia-dcgm", "inactive"), "nvidia-dcgm service not active"),
     ("imex-failed", lambda s: s.unit("nvidia-imex", "failed"), "nvidia-imex service failed"),
     ("imex-channel-missing", _remove("dev/nvidia-caps-imex-channels/channel0"), "IMEX channel0 missing"),
+    (
+        "imex-command-service-off",
+        lambda s: s.write("etc/nvidia-imex/config.cfg", "IMEX_CMD_PORT=50005\nIMEX_CMD_ENABLED=0\n"),
+        "IMEX command service off",
+    ),
+    (
+        "imex-running-not-ready",
+        lambda s: (s.unit("nvidia-imex", "active"), s.answer("nvidia-imex-ctl", "UNAVAILABLE\n")),
+        "nvidia-imex runs but nvidia-imex-ctl -q says UNAVAILABLE (expected READY)",
+    ),
     (
         "dcgm-diag-fails",
         _fixture("dcgmi", "dcgmi-diag-r1.fail.txt"),

@@ -22,6 +22,7 @@ def job_nodes(sandbox: Sandbox, *, ready: bool = True) -> None:
     cases = "".join(f"  {host}) echo '{ip}      STREAM {host}';;\n" for host, ip in HOSTS.items())
     sandbox.replace("getent", f'case "$2" in\n{cases}  *) exit 2;;\nesac\n')
     sandbox.answer("nvidia-imex-ctl", "READY\n" if ready else "WAITING_FOR_PEERS\n")
+    sandbox.write("etc/nvidia-imex/config.cfg", "IMEX_CMD_PORT=50005\nIMEX_CMD_ENABLED=1\n")
     sandbox.write("var/lib/gb300/fabric.json", json.dumps(RACK_A))
     for host in HOSTS:
         sandbox.write(f"shared/gb300/fabric/{host}.json", json.dumps(RACK_B if host == "gpu-019" else RACK_A))
@@ -86,6 +87,16 @@ def test_prolog_fails_clearly_on_bad_input(sandbox: Sandbox, env: dict[str, str]
     result = sandbox.run("gb300-imex-prolog", env=env)
     assert result.returncode == 1
     assert message in result.stderr
+
+
+def test_prolog_refuses_to_wait_without_the_command_service(sandbox: Sandbox) -> None:
+    """With IMEX's command service off, nvidia-imex-ctl -q can never answer: the prolog fails at once, saying so."""
+    job_nodes(sandbox)
+    sandbox.write("etc/nvidia-imex/config.cfg", "IMEX_CMD_PORT=50005\nIMEX_CMD_ENABLED=0\n")
+    result = sandbox.run("gb300-imex-prolog", env=JOB)
+    assert result.returncode == 1
+    assert "IMEX command service is off in /etc/nvidia-imex/config.cfg" in result.stderr
+    assert "restart nvidia-imex" not in sandbox.calls("systemctl")
 
 
 def test_static_mode_leaves_imex_alone(sandbox: Sandbox) -> None:

@@ -226,7 +226,6 @@ def test_the_head_builds_pyxis_and_never_installs_enroot(sandbox: Sandbox) -> No
     sandbox.replace("make", 'printf \'make %s\\n\' "$*" >>"$SANDBOX/calls.log"\n')
     env = {
         "GB300_INSTALL_ENROOT": "0",
-        "GB300_SLURM_VERSION": "23.11.4-1.2ubuntu5",
         "GB300_PYXIS_VERSION": "0.20.0",
         "GB300_PYXIS_URL": PYXIS_URL,
         "GB300_PYXIS_SHA256": served[PYXIS_URL],
@@ -235,10 +234,9 @@ def test_the_head_builds_pyxis_and_never_installs_enroot(sandbox: Sandbox) -> No
     assert result.returncode == 0, result.stderr
     assert [c.split()[-1] for c in sandbox.calls("curl")] == [PYXIS_URL]
     assert len(sandbox.calls("make")) == 2  # build, install
-    # Built against the pinned Slurm, the version slurmd and srun run.
-    assert [c for c in sandbox.calls("apt-get") if c.startswith("install")] == [
-        "install -y -q libslurm-dev=23.11.4-1.2ubuntu5 build-essential"
-    ]
+    # Built against the pinned Slurm's slurm-smd-dev (gb300-slurm-install puts it in place first).
+    assert sandbox.calls("gb300-slurm-install") == [""]
+    assert [c for c in sandbox.calls("apt-get") if c.startswith("install")] == ["install -y -q build-essential"]
     assert not [c for c in sandbox.calls("apt-get") if "enroot" in c]
     assert not (sandbox.root / "etc/enroot").exists()
     assert not (sandbox.root / "mnt").exists()
@@ -291,6 +289,7 @@ def test_slurmd_setup_starts_a_dynamic_node_of_its_pool(sandbox: Sandbox) -> Non
     assert calls.index("start gb300-health-boot.service") < calls.index("restart slurmd")
     assert (sandbox.root / "etc/systemd/system/gb300-health-boot.service").exists()
     assert (sandbox.root / "var/lib/gb300/slurm/slurmd-setup.done").exists()
+    assert sandbox.calls("gb300-slurm-install") == ["slurm-smd-slurmd"]
 
 
 def test_slurmd_setup_reads_its_inputs_from_slurm_env(sandbox: Sandbox) -> None:

@@ -88,6 +88,21 @@ def test_new_rack_reconfigures_without_restart(sandbox: Sandbox) -> None:
     assert sandbox.calls("scontrol") == ["reconfigure"]
 
 
+def test_a_failed_reconfigure_is_retried_on_the_next_run(sandbox: Sandbox) -> None:
+    """topology.conf already replaced but scontrol reconfigure failed: the next run reconfigures again, then stops."""
+    controller(sandbox)
+    publish(sandbox, 1, 18, rack=0)
+    (sandbox.path / "rc" / "scontrol").write_text("1")
+    assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 1
+    (sandbox.path / "rc" / "scontrol").unlink()
+    (sandbox.path / "calls.log").unlink()
+    assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 0
+    assert sandbox.calls("scontrol") == ["reconfigure"]
+    (sandbox.path / "calls.log").unlink()
+    assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 0
+    assert sandbox.calls("scontrol") == []
+
+
 def test_unregistered_nodes_are_left_out(sandbox: Sandbox) -> None:
     """Fabric files of hosts slurmctld has not registered (not yet, or deleted) stay out of the topology."""
     controller(sandbox, nodes=18)

@@ -34,6 +34,16 @@ class NodeSettings:
     modprobe_options: tuple[tuple[str, str], ...]
     sysctl: tuple[tuple[str, str], ...]
     limits: tuple[tuple[str, str, str, str], ...]
+    imex_config: tuple[tuple[str, str], ...] = ()
+    """Keys set in /etc/nvidia-imex/config.cfg (the IMEX command service)."""
+    sysctl_rackscale: tuple[tuple[str, str], ...] = ()
+    """sysctl settings for GPU (NVLink rack-scale) nodes only, on top of `sysctl`."""
+    systemd_rackscale: tuple[tuple[str, str], ...] = ()
+    """systemd manager settings ([Manager] in system.conf.d) for GPU nodes only."""
+
+    def sysctl_for(self, role: str) -> tuple[tuple[str, str], ...]:
+        """The sysctl settings a node of `role` gets (GPU nodes add the rack-scale network buffers)."""
+        return self.sysctl + (self.sysctl_rackscale if role == "gpu-node" else ())
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,9 @@ def load_node(path: Path = NODE_FILE) -> NodeSettings:
             modprobe_options=_pairs(_section(raw, "modprobe", path)["options"]),
             sysctl=_pairs(_section(raw, "sysctl", path)["settings"]),
             limits=tuple((str(a), str(b), str(c), str(d)) for a, b, c, d in _section(raw, "limits", path)["entries"]),
+            imex_config=_pairs(_section(raw, "imex", path)["config"]),
+            sysctl_rackscale=_pairs(_section(raw, "sysctl_rackscale", path)["settings"]),
+            systemd_rackscale=_pairs(_section(raw, "systemd_rackscale", path)["manager"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
         msg = f"{path}: missing or malformed setting ({exc!r})"

@@ -137,6 +137,8 @@ class AptRepo:
     key_fingerprints: tuple[str, ...]
     status: str
     source: str
+    arch: str | None = "arm64"
+    """The apt `arch=` option; None (versions.yaml `arch: native`) lets apt use the node's own architecture."""
 
     @property
     def env_prefix(self) -> str:
@@ -150,8 +152,9 @@ class AptRepo:
 
     @property
     def apt_line(self) -> str:
-        """The sources.list line for arm64, signed by this repository's own key only."""
-        line = f"deb [arch=arm64 signed-by={self.keyring_path}] {self.url} {self.suite}"
+        """The sources.list line (for `arch`, when set), signed by this repository's own key only."""
+        options = f"arch={self.arch} signed-by={self.keyring_path}" if self.arch else f"signed-by={self.keyring_path}"
+        line = f"deb [{options}] {self.url} {self.suite}"
         return f"{line} {self.components}".rstrip()
 
 
@@ -356,6 +359,10 @@ def _build_repo(name: str, raw: Mapping[str, Any], versions: Mapping[str, str | 
         msg = f"{where}.key_sha256: a signing key is pinned by fingerprint in checksums.yaml, keyed by key_url"
         raise BootstrapDataError(msg)
     key_url = _str(raw, "key_url", where)
+    arch = _str(raw, "arch", where, default="arm64")
+    if not re.fullmatch(r"native|[a-z0-9]+", arch):
+        msg = f"{where}.arch: must be an architecture such as arm64, or native (got {arch!r})"
+        raise BootstrapDataError(msg)
     return AptRepo(
         name=name,
         url=url,
@@ -365,6 +372,7 @@ def _build_repo(name: str, raw: Mapping[str, Any], versions: Mapping[str, str | 
         key_fingerprints=checksums.fingerprints(key_url),
         status=_str(raw, "status", where),
         source=_str(raw, "source", where),
+        arch=None if arch == "native" else arch,
     )
 
 

@@ -6,7 +6,9 @@ nowhere else:
 * ``interconnect-group`` (GB300, GB200): one scale set per rack (capacity = VMs per NVLink domain) and one
   ``Microsoft.Network/interconnectGroups`` that every rack's scale set joins, so all racks share one
   InfiniBand fabric. A 64-rack pool (1,152 VMs) exceeds the 1,000-VM scale set cap, so one classic scale
-  set cannot carry it; Azure's own tooling also scales GB clusters by whole racks.
+  set cannot carry it; Azure's own tooling also scales GB clusters by whole racks. With
+  ``interconnectBlocks`` on, each rack also gets a zonal ``Microsoft.Compute/interconnectBlocks`` (the rack's
+  capacity, pre-allocated in the group) that its scale set names.
 * ``placement-group`` (H100, H200): one classic scale set with a single placement group.
 """
 
@@ -20,8 +22,13 @@ from pulumi_azure_native import network
 
 from gb300.catalog import FabricModel, Sku
 from gb300.components import scale_set
-from gb300.components.arm_resource import ArmResource
 from gb300.components.node_common import NodeCommon
+from gb300.compute_resource import (
+    INTERCONNECT_BLOCK,
+    POOL_SCALE_SET,
+    RACK_SCALE_SET,
+    ComputeResource,
+)
 
 RACK_INDEX_WIDTH = 4  # r0001..r9999: names never change when a pool grows past 99 or 999 racks
 
@@ -41,6 +48,8 @@ class GpuPoolArgs:
     subnet_id: pulumi.Input[str]
     custom_data: pulumi.Input[str]
     custom_data_sha256: str
+    subscription_id: pulumi.Input[str]
+    interconnect_blocks: bool
     capacity_reservation_group_id: str | None = None
     extensions: tuple[dict[str, Any], ...] = ()  # VM extensions every node runs (scale set extensionProfile)
 
@@ -67,7 +76,6 @@ class GpuPool(pulumi.ComponentResource):
             **args.node.tags,
             "gb300-pool": args.pool_name,
             "gb300-custom-data-sha256": args.custom_data_sha256,
-            **({"gb300-zone": args.node.zone} if args.node.zone else {}),
         }
         self.interconnect_group_id = None
         self.scale_set_ids = []
@@ -89,18 +97,25 @@ class GpuPool(pulumi.ComponentResource):
             )
             self.interconnect_group_id = group.id
             for index in range(1, args.racks + 1):
+                rack = rack_name(args.cluster_name, args.pool_name, index)
+                rack_tags = {**tags, "gb300-rack": str(index)}
+                block_id = self._block(rack, args, group.id, rack_tags) if args.interconnect_blocks else None
                 self.scale_set_ids.append(
                     self._scale_set(
-                        rack_name(args.cluster_name, args.pool_name, index),
+                        rack,
                         args,
+                        kind=RACK_SCALE_SET,
                         capacity=args.sku.vms_per_nvlink_domain,
                         interconnect_group_id=group.id,
-                        tags={**tags, "gb300-rack": str(index)},
+                        interconnect_block_id=block_id,
+                        tags=rack_tags,
                     )
                 )
         else:
             self.scale_set_ids.append(
-                self._scale_set(f"{args.cluster_name}-{args.pool_name}", args, capacity=args.vms, tags=tags)
+                self._scale_set(
+                    f"{args.cluster_name}-{args.pool_name}", args, kind=POOL_SCALE_SET, capacity=args.vms, tags=tags
+                )
             )
         self.register_outputs(
             {
@@ -110,14 +125,41 @@ class GpuPool(pulumi.ComponentResource):
             }
         )
 
+    def _zones(self, args: GpuPoolArgs) -> dict[str, list[str]]:
+        return {"zones": [args.node.zone]} if args.node.zone else {}
+
+    def _block(
+        self, rack: str, args: GpuPoolArgs, group_id: pulumi.Input[str], tags: dict[str, pulumi.Input[str]]
+    ) -> pulumi.Output[str]:
+        """The rack's interconnect block: its VMs' capacity, in the zone, inside the pool's interconnect group."""
+        block = ComputeResource(
+            f"{rack}-icb",
+            kind=INTERCONNECT_BLOCK,
+            api_version=args.fabric.scale_set_api_version.value,
+            subscription_id=args.subscription_id,
+            resource_group_name=args.node.resource_group_name,
+            resource_name=f"{rack}-icb",
+            arm_body={
+                "location": args.node.location,
+                **self._zones(args),
+                "sku": {"name": args.sku.name, "capacity": args.sku.vms_per_nvlink_domain},
+                "properties": {"interconnectGroup": {"id": group_id}},
+                "tags": tags,
+            },
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return block.id
+
     def _scale_set(
         self,
         name: str,
         args: GpuPoolArgs,
         *,
+        kind: str,
         capacity: int,
-        tags: dict[str, str],
+        tags: dict[str, pulumi.Input[str]],
         interconnect_group_id: pulumi.Input[str] | None = None,
+        interconnect_block_id: pulumi.Input[str] | None = None,
     ) -> pulumi.Output[str]:
         spec = scale_set.ScaleSetSpec(
             sku=args.sku,
@@ -131,23 +173,26 @@ class GpuPool(pulumi.ComponentResource):
             subnet_id=args.subnet_id,
             custom_data=args.custom_data,
             interconnect_group_id=interconnect_group_id,
+            interconnect_block_id=interconnect_block_id,
             capacity_reservation_group_id=args.capacity_reservation_group_id,
             extensions=args.extensions,
         )
-        # Inputs in the order the typed class sends them, so the plan JSON stays byte for byte the same.
-        vmss = ArmResource(
+        vmss = ComputeResource(
             name,
-            {
-                "apiVersion": args.fabric.scale_set_api_version.value,
-                "identity": {"type": "UserAssigned", "userAssignedIdentities": [args.node.identity_id]},
+            kind=kind,
+            api_version=args.fabric.scale_set_api_version.value,
+            subscription_id=args.subscription_id,
+            resource_group_name=args.node.resource_group_name,
+            resource_name=name,
+            arm_body={
                 "location": args.node.location,
-                "parentResourcePath": "",
-                "properties": scale_set.properties(spec),
-                "resourceGroupName": args.node.resource_group_name,
-                "resourceName": name,
-                "resourceProviderNamespace": "Microsoft.Compute",
-                "resourceType": "virtualMachineScaleSets",
+                **self._zones(args),
                 "sku": scale_set.sku(spec),
+                # ARM's shape: a map from identity id to {} (azure-native's list form is its own).
+                "identity": pulumi.Output.from_input(args.node.identity_id).apply(
+                    lambda identity: {"type": "UserAssigned", "userAssignedIdentities": {identity: {}}}
+                ),
+                "properties": scale_set.properties(spec),
                 "tags": tags,
             },
             opts=pulumi.ResourceOptions(parent=self),

@@ -1,8 +1,9 @@
 """The ARM body of a GPU scale set, built as data.
 
-The scale set is declared as ``azure-native:resources:Resource`` at the fabric model's Compute API version
-(see ``fabricModels`` in ``data/skus.yaml``): the typed class's API lacks the interconnect-group fields.
-The body is camelCase ARM, exactly what Azure receives.
+The scale set is a :class:`~gb300.compute_resource.ComputeResource` at the fabric model's Compute
+API version (``fabricModels`` in ``data/skus.yaml``): pulumi-azure-native's typed class lacks the interconnect
+fields and its generic resource lacks ``zones``. The body is camelCase ARM, exactly what Azure receives, and
+``tests/test_contract.py`` checks every key of it against Azure's SDK models.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class ScaleSetSpec:
     subnet_id: pulumi.Input[str]
     custom_data: pulumi.Input[str]
     interconnect_group_id: pulumi.Input[str] | None = None
+    interconnect_block_id: pulumi.Input[str] | None = None
     capacity_reservation_group_id: str | None = None
     extensions: tuple[dict[str, Any], ...] = ()  # ARM extensionProfile entries (e.g. the Azure Monitor Agent)
 
@@ -62,7 +64,9 @@ def properties(spec: ScaleSetSpec) -> dict[str, Any]:
         ]
     }
     if spec.interconnect_group_id is not None:
-        network_profile["interconnectGroupProfile"] = {"id": spec.interconnect_group_id}
+        # Azure's InterconnectGroupProfile: {"interconnectGroup": {"id": ...}, "subgroups": [...]}; subgroups are
+        # optional (Azure assigns one). A bare {"id": ...} is no property Azure knows.
+        network_profile["interconnectGroupProfile"] = {"interconnectGroup": {"id": spec.interconnect_group_id}}
     vm_profile: dict[str, Any] = {
         "osProfile": {
             "computerNamePrefix": spec.computer_name_prefix,
@@ -91,11 +95,13 @@ def properties(spec: ScaleSetSpec) -> dict[str, Any]:
             },
         },
         "networkProfile": network_profile,
-        # Standard, not Trusted Launch: the Lustre client's kernel module must load (DOMAIN.md s7).
+        # Standard, not Trusted Launch: the Lustre client's kernel module must load (secure boot refuses it).
         "securityProfile": {"securityType": "Standard"},
     }
     if spec.extensions:
         vm_profile["extensionProfile"] = {"extensions": list(spec.extensions)}
+    if spec.interconnect_block_id is not None:
+        vm_profile["interconnectBlockProfile"] = {"interconnectBlock": {"id": spec.interconnect_block_id}}
     if spec.capacity_reservation_group_id:
         vm_profile["capacityReservation"] = {"capacityReservationGroup": {"id": spec.capacity_reservation_group_id}}
     return {

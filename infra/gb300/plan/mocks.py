@@ -18,6 +18,8 @@ from typing import Any
 from pulumi.runtime import MockCallArgs, MockResourceArgs, Mocks
 from pulumi.runtime.mocks import MockMonitor
 
+from gb300 import compute_resource
+
 SUBSCRIPTION_ID = "00000000-0000-0000-0000-000000000000"
 TENANT_ID = "11111111-1111-1111-1111-111111111111"
 
@@ -102,6 +104,8 @@ def azure_name(typ: str, name: str, inputs: dict[str, Any]) -> str:
 
 def arm_id(typ: str, name: str, inputs: dict[str, Any]) -> str:  # noqa: PLR0911 - one return per id shape
     """An id shaped like the real Azure resource id of a registration."""
+    if typ == compute_resource.DYNAMIC_TYPE and inputs.get(compute_resource.MARKER) in compute_resource.KINDS:
+        return compute_resource.arm_id(inputs)
     pkg, module, resource = typ.split(":")
     if pkg != "azure-native":
         return f"{typ}::{name}"
@@ -227,6 +231,8 @@ class AzureMocks(Mocks):
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         id_ = arm_id(args.typ, args.name, args.inputs) if args.custom else None
         state = {**args.inputs, "name": azure_name(args.typ, args.name, args.inputs)}
+        if args.typ == compute_resource.DYNAMIC_TYPE:  # the provider's outputs: its inputs and the Azure id
+            state = {**args.inputs, "id": id_}
         state.update(computed_outputs(args.typ, args.name, args.inputs))
         if self.recorder is not None:
             self.recorder.record(args, id_)

@@ -6,7 +6,7 @@ suppression list (``gb300:policy.suppress``) and the README's Rules section. One
 
 * :mod:`~gb300.rules.network`: ``vnet-avoids-rdma-range``, ``subnet-fits-pool``, ``lustre-subnet-egress``
 * :mod:`~gb300.rules.compute`: ``gpu-pool-rack-aligned``, ``ib-fabric-within-limits``,
-  ``image-arch-matches-sku``, ``custom-data-size``
+  ``image-arch-matches-sku``, ``custom-data-size``, ``arm-body-matches-sdk``
 * :mod:`~gb300.rules.security`: ``no-ssh-from-internet``, ``no-public-ip-on-nodes``
 * :mod:`~gb300.rules.storage`: ``lustre-capacity-valid``, ``zone-consistent``, ``storage-no-public-access``
 * :mod:`~gb300.rules.checkpoint`: ``lustre-checkpoint-throughput``
@@ -42,6 +42,7 @@ RULES: dict[str, Rule] = {
     "ib-fabric-within-limits": compute.ib_fabric_within_limits,
     "image-arch-matches-sku": compute.image_arch_matches_sku,
     "custom-data-size": compute.custom_data_size,
+    "arm-body-matches-sdk": compute.arm_body_matches_sdk,
     "no-ssh-from-internet": security.no_ssh_from_internet,
     "no-public-ip-on-nodes": security.no_public_ip_on_nodes,
     "lustre-capacity-valid": storage.lustre_capacity_valid,

@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from gb300 import catalog, inventory
+from gb300 import catalog, contract, inventory
 from gb300.findings import Finding, Level
 from gb300.inventory import Resource, ScaleSetView
 from gb300.machines import machines
@@ -111,7 +111,8 @@ def _split(pool: str, members: list[ScaleSetView], per: str, single_pg: bool) ->
                 members[0].urn,
                 f"pool {pool}: every rack's scale set must join the same interconnect group, or the pool is split "
                 f"into isolated InfiniBand fabrics (got {'; '.join(parts)}). Give each scale set the pool's "
-                "interconnectGroupProfile.id (gb300's GpuPool does this; check resources declared elsewhere).",
+                "interconnectGroupProfile.interconnectGroup.id (gb300's GpuPool does this; check resources declared "
+                "elsewhere).",
             )
         return
     if len(members) > 1:
@@ -181,7 +182,7 @@ def image_arch_matches_sku(resources: Sequence[Resource], ctx: RuleContext) -> I
 def _custom_data(resource: Resource) -> str | None:
     inputs = resource.inputs
     if inventory.is_scale_set(resource):
-        props = mapping(inputs.get("properties")) if resource.type == inventory.GENERIC else inputs
+        props = mapping(inputs.get("properties")) if inventory.has_arm_body(resource) else inputs
         return text(mapping(mapping(props.get("virtualMachineProfile")).get("osProfile")).get("customData"))
     if resource.type == "azure-native:compute:VirtualMachine":
         return text(mapping(inputs.get("osProfile")).get("customData"))
@@ -217,3 +218,16 @@ def custom_data_size(resources: Sequence[Resource], ctx: RuleContext) -> Iterato
                 f"{where} is {size:,} bytes in base64, within {limit - size:,} bytes of Azure's {limit:,}-byte limit "
                 f"(warning above {warn:,}). Trim it or gzip it before the next change pushes it over.",
             )
+
+
+def arm_body_matches_sdk(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+    """ARM bodies gb300 writes as data match Azure's SDK models: no unknown or read-only key, no unknown enum value."""
+    del ctx
+    for violation in contract.violations(resources):
+        yield Finding(
+            "arm-body-matches-sdk",
+            Level.ERROR,
+            violation.urn,
+            f"{violation.resource}: {violation.path}: {violation.problem}. Azure would reject the body or silently "
+            "ignore the key; fix the resource that writes it (see docs/fabric.md).",
+        )

@@ -117,18 +117,11 @@ def lustre_capacity_valid(resources: Sequence[Resource], ctx: RuleContext) -> It
 
 
 def _pool_zones(resources: Sequence[Resource]) -> dict[str, set[str]]:
-    """GPU pool -> the zones its scale sets ask for (tag ``gb300-zone`` or typed ``zones``)."""
+    """GPU pool -> the zones its scale sets are placed in: their top-level ``zones``, the only placement Azure
+    honours (a tag places nothing)."""
     out: dict[str, set[str]] = {}
-    for resource in resources:
-        if not inventory.is_scale_set(resource):
-            continue
-        ss = inventory.scale_set(resource)
-        zones: set[str] = set()
-        tag = ss.tags.get("gb300-zone")
-        if isinstance(tag, str) and tag:
-            zones.add(tag)
-        zones.update(str(z) for z in items(resource.inputs.get("zones")))
-        out.setdefault(ss.pool or ss.name, set()).update(zones)
+    for ss in inventory.scale_sets(resources):
+        out.setdefault(ss.pool or ss.name, set()).update(ss.zones)
     return out
 
 
@@ -147,8 +140,8 @@ def zone_consistent(resources: Sequence[Resource], ctx: RuleContext) -> Iterator
                     "zone-consistent",
                     Level.WARNING,
                     fs.urn,
-                    f"{where}: GPU pool {pool} names no zone, so its VMs may land in another zone and cross zones "
-                    "for every read. Set gb300:cluster.zone.",
+                    f"{where}: GPU pool {pool}'s scale sets carry no zones, so its VMs may land in another zone and "
+                    "cross zones for every read. Set gb300:cluster.zone.",
                 )
             elif not zones <= fs_zones:
                 yield Finding(

@@ -17,6 +17,7 @@ import shlex
 from dataclasses import dataclass
 
 from gb300.bootstrap.context import ExtraFile as NodeFile  # one file type for write_files
+from gb300.bootstrap.software import AptRepo
 from gb300.paths import CLOUD_INIT_DIR, PACKAGE_DIR
 from gb300.slurm.config import SlurmCluster, SlurmPool, render, render_accounting
 
@@ -24,6 +25,10 @@ SCRIPT_DIR = CLOUD_INIT_DIR / "slurm"
 SBIN = "/usr/local/sbin"
 UNIT_DIR = "/opt/gb300/systemd"
 LIB_DIR = "/opt/gb300/lib"
+SLURM_UID = 11100
+"""uid and gid of the slurm user on every node, as Azure CycleCloud creates it (Azure/cyclecloud-slurm
+azure-slurm-install/install.py, slurm.user.uid default 11100): Microsoft's slurm-smd packages create no user,
+and slurmctld and slurmd must agree on SlurmUser's uid."""
 
 HEAD_STEPS: tuple[str, ...] = (
     "gb300-munge-key",
@@ -39,9 +44,11 @@ GPU_STEPS: tuple[str, ...] = ("gb300-munge-key", "gb300-pyxis-setup", "gb300-slu
 """GPU node steps in order; they need fabric.json and the shared filesystem (gb300-slurmd-setup starts the
 fabric publisher and the boot health check, then slurmd)."""
 
-_HEAD_SCRIPTS = (*HEAD_STEPS, "gb300-topology-refresh")
+_INSTALLER = "gb300-slurm-install"  # not a step: the steps call it to install Slurm at the pinned version
+_HEAD_SCRIPTS = (*HEAD_STEPS, _INSTALLER, "gb300-topology-refresh")
 _GPU_SCRIPTS = (
     *GPU_STEPS,
+    _INSTALLER,
     "gb300-health-check",
     "gb300-imex-prolog",
     "gb300-imex-epilog",
@@ -66,7 +73,9 @@ class SlurmBootInputs:
     (role "Key Vault Secrets User"); leave it None to use the VM's system-assigned identity.
     ``slurmdbd`` turns on job accounting on the head node (``GB300_SLURMDBD=1``, ``gb300:head.slurmdbd``);
     it must agree with the cluster's ``accounting_host`` (:func:`head_files` checks).
-    Versions are pins from the versions data file; None keeps the image's or the archive's version.
+    ``slurm_version``, ``slurm_apt_version``, ``slurm_packages`` and ``slurm_repo`` are versions.yaml's
+    ``slurm`` component and its repository (Microsoft's); ``gb300-slurm-install`` installs and holds them.
+    Other versions are pins from the versions data file; None keeps the image's version.
     ``enroot_debs`` and ``pyxis_source`` are (URL, sha256 or None) pairs from versions.yaml and checksums.yaml:
     the step downloads only what is pinned. ``install_enroot`` is False on the head: srun there needs the
     pyxis plugin to accept ``--container-image``, but containers only ever start on GPU nodes.
@@ -83,6 +92,9 @@ class SlurmBootInputs:
     shared_mount: str = "/shared"
     block_size: int = 18
     slurm_version: str | None = None
+    slurm_apt_version: str | None = None
+    slurm_packages: tuple[str, ...] = ()
+    slurm_repo: AptRepo | None = None
     enroot_version: str | None = None
     enroot_debs: tuple[tuple[str, str | None], ...] = ()
     install_enroot: bool = True
@@ -124,6 +136,10 @@ def render_slurm_env(inputs: SlurmBootInputs) -> str:
         # Only when on: GPU nodes and heads without accounting keep the same slurm.env (and custom data hash).
         "GB300_SLURMDBD": "1" if inputs.slurmdbd else None,
         "GB300_SLURM_VERSION": inputs.slurm_version,
+        "GB300_SLURM_APT_VERSION": inputs.slurm_apt_version,
+        "GB300_SLURM_PACKAGES": " ".join(inputs.slurm_packages) or None,
+        "GB300_SLURM_UID": str(SLURM_UID),
+        **_repo_env(inputs.slurm_repo),
         "GB300_INSTALL_ENROOT": "1" if inputs.install_enroot else "0",
         "GB300_ENROOT_VERSION": inputs.enroot_version if inputs.install_enroot else None,
         # Space-separated, in the same order; "-" where checksums.yaml pins no sha256 (the step refuses it).
@@ -139,6 +155,20 @@ def render_slurm_env(inputs: SlurmBootInputs) -> str:
     }
     lines = [f"{key}={shlex.quote(value)}\n" for key, value in values.items() if value is not None]
     return "# gb300 Slurm boot inputs (no secrets)\n" + "".join(lines)
+
+
+def _repo_env(repo: AptRepo | None) -> dict[str, str | None]:
+    """The variables the bootstrap library's ensure_repo reads for ``repo`` (as versions.env has them)."""
+    if repo is None:
+        return {}
+    prefix = repo.env_prefix
+    return {
+        f"{prefix}_LINE": repo.apt_line,
+        f"{prefix}_URL": repo.url,
+        f"{prefix}_SUITE": repo.suite,
+        f"{prefix}_KEY_URL": repo.key_url,
+        f"{prefix}_KEY_FINGERPRINTS": " ".join(repo.key_fingerprints),
+    }
 
 
 def _text(value: int | None) -> str | None:
