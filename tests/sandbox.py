@@ -144,6 +144,7 @@ class Sandbox:
         self.root = base / "root"
         self.bin = base / "bin"
         self.config: dict[str, Any] = yaml.safe_load(cloud_config)
+        self.extra_env: dict[str, str] = {}  # e.g. http_proxy pointing at a stand-in Azure endpoint
         self.root.mkdir(parents=True)
         self.bin.mkdir()
         for command in _standin_commands():
@@ -190,6 +191,7 @@ class Sandbox:
             "GB300_ROOT": str(self.root),
             "GB300_SANDBOX": str(self.base),
             "GB300_IB_WAIT_SECONDS": "0",
+            **self.extra_env,
         }
 
     def run(self) -> RunResult:

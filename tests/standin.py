@@ -103,20 +103,205 @@ def apt_get(args: list[str], state: dict) -> int:
 
 
 def systemctl(args: list[str], state: dict) -> int:
-    verb, unit = args[0], args[-1]
-    svc = state["services"].setdefault(unit, {"enabled": False, "active": False})
-    if verb == "is-enabled":
-        return 0 if svc["enabled"] else 1
-    if verb == "is-active":
-        return 0 if svc["active"] else 3
-    if verb == "enable":
-        svc["enabled"] = True
-    elif verb in ("start", "restart"):
-        svc["active"] = True
-    else:
-        return unsupported(["systemctl", *args])
+    """Unit state in state["services"]; starting a oneshot unit runs its ExecStart (under the root), as systemd
+    does; starting a gb300 BlobFuse2 unit mounts its container; starting slurmd registers the node with Slurm."""
+    words = [a for a in args if not a.startswith("-")]
+    verb, units = words[0], words[1:]
+    if verb == "daemon-reload":
+        return 0
+    rc = 0
+    for unit in units:
+        name = unit.removesuffix(".service")
+        svc = state["services"].setdefault(name, {"enabled": False, "active": False})
+        if verb == "is-enabled":
+            rc = rc or (0 if svc["enabled"] else 1)
+        elif verb == "is-active":
+            rc = rc or (0 if svc["active"] else 3)
+        elif verb == "is-failed":
+            rc = rc or (0 if svc.get("failed") else 1)
+        elif verb in ("enable", "disable"):
+            svc["enabled"] = verb == "enable"
+            if "--now" in args:
+                svc["active"] = verb == "enable"
+                if verb == "enable":
+                    save(state)
+                    rc = rc or _started(name, state)
+                    state = load()
+        elif verb in ("start", "restart", "reload-or-restart"):
+            svc["active"] = True
+            save(state)
+            rc = rc or _started(name, state)
+            state = load()
+        elif verb == "stop":
+            svc["active"] = False
+        else:
+            return unsupported(["systemctl", *args])
     save(state)
+    return rc
+
+
+def _started(name: str, state: dict) -> int:
+    unit = Path(ROOT, "etc/systemd/system", name if "." in name else f"{name}.service")
+    if name.startswith("gb300-blobfuse2-"):
+        env = Path(ROOT, "etc/gb300/blobfuse2", name.removeprefix("gb300-blobfuse2-") + ".env").read_text()
+        path = env.strip().split("=", 1)[1].strip("'")
+        _mount(state, "blobfuse2", path, "fuse")
+        save(state)
+    elif name == "slurmd":
+        _register_slurmd(state)
+    elif unit.is_file() and "Type=oneshot" in unit.read_text():
+        import subprocess  # noqa: PLC0415
+
+        line = next(x for x in unit.read_text().splitlines() if x.startswith("ExecStart="))
+        argv = line.removeprefix("ExecStart=").split()
+        proc = subprocess.run([ROOT + argv[0], *argv[1:]], check=False, capture_output=True, text=True)
+        with (SANDBOX / "journal.log").open("a") as fh:
+            fh.write(f"{name}: exit {proc.returncode}: {proc.stdout}{proc.stderr}")
+        ok = proc.returncode == 0 or (proc.returncode == 1 and "SuccessExitStatus=1" in unit.read_text())
+        return 0 if ok else 1
     return 0
+
+
+def _mount(state: dict, source: str, path: str, fstype: str) -> None:
+    if path not in state["mounts"]:
+        state["mounts"].append(path)
+    state.setdefault("mount_sources", {})[path] = source
+    mounts = Path(ROOT, "proc/mounts")
+    mounts.parent.mkdir(parents=True, exist_ok=True)
+    lines = [x for x in (mounts.read_text().splitlines() if mounts.exists() else []) if x.split()[1:2] != [path]]
+    mounts.write_text("".join(f"{x}\n" for x in [*lines, f"{source} {path} {fstype} rw 0 0"]))
+
+
+# A Slurm controller shared by every sandbox of one test (state["slurm_state"]): node records as slurmctld
+# keeps them, with the fields gb300's scripts read (NodeAddr, features, Extra, State, Reason).
+def _slurm_load(state: dict) -> dict:
+    path = Path(state.get("slurm_state") or SANDBOX / "slurm.json")
+    return json.loads(path.read_text()) if path.exists() else {"nodes": {}}
+
+
+def _slurm_save(state: dict, slurm: dict) -> None:
+    Path(state.get("slurm_state") or SANDBOX / "slurm.json").write_text(json.dumps(slurm, indent=1, sort_keys=True))
+
+
+def _register_slurmd(state: dict) -> None:
+    dropin = Path(ROOT, "etc/systemd/system/slurmd.service.d/gb300-dynamic.conf").read_text()
+    conf = dict(w.split("=", 1) for w in re.search(r"--conf '([^']*)'", dropin).group(1).split())
+    slurm = _slurm_load(state)
+    node = slurm["nodes"].setdefault(state["hostname"], {"Extra": "", "State": "IDLE", "Reason": ""})
+    node |= {"NodeAddr": state["address"], "AvailableFeatures": conf["Feature"], "Gres": conf["Gres"]}
+    _slurm_save(state, slurm)
+
+
+def _hostlist(expr: str) -> list[str]:
+    names: list[str] = []
+    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?", expr):
+        match = re.fullmatch(r"(.*)\[(.*)\]", part)
+        if not match:
+            names.append(part)
+            continue
+        for item in match.group(2).split(","):
+            low, _, high = item.partition("-")
+            for i in range(int(low), int(high or low) + 1):
+                names.append(f"{match.group(1)}{i:0{len(low)}d}")
+    return names
+
+
+def scontrol(args: list[str], state: dict) -> int:
+    slurm = _slurm_load(state)
+    if args[:2] == ["show", "hostnames"]:
+        sys.stdout.write("".join(f"{n}\n" for n in _hostlist(args[2])))
+        return 0
+    if args[:2] == ["show", "node"]:
+        wanted = [a for a in args[2:] if a != "-o"]
+        names = _hostlist(wanted[0]) if wanted else sorted(slurm["nodes"])
+        for name in names:
+            node = slurm["nodes"].get(name)
+            if node is None:
+                if wanted:
+                    sys.stderr.write(f"Node {name} not found\n")
+                    return 1
+                continue
+            fields = " ".join(f"{k}={v}" for k, v in sorted(node.items()) if k != "Reason")
+            sys.stdout.write(f"NodeName={name} {fields} Reason={node['Reason']}\n")
+        return 0
+    if args[:1] == ["update"]:
+        settings = dict(a.split("=", 1) for a in args[1:])
+        settings = {k.lower(): v for k, v in settings.items()}
+        node = slurm["nodes"][settings["nodename"]]
+        if "extra" in settings:
+            node["Extra"] = settings["extra"]
+        if settings.get("state") == "drain":
+            node["State"], node["Reason"] = "IDLE+DRAIN", settings["reason"]
+        elif settings.get("state") == "resume":
+            node["State"], node["Reason"] = "IDLE", ""
+        _slurm_save(state, slurm)
+        return 0
+    if args == ["reconfigure"]:
+        return 0
+    return unsupported(["scontrol", *args])
+
+
+def sinfo(args: list[str], state: dict) -> int:
+    if args == ["-h", "-N", "-o", "%N"]:
+        sys.stdout.write("".join(f"{n}\n" for n in sorted(_slurm_load(state)["nodes"])))
+        return 0
+    return unsupported(["sinfo", *args])
+
+
+def docker(args: list[str], state: dict) -> int:
+    images = state.setdefault("images", [])
+    if args[:2] == ["image", "inspect"]:
+        return 0 if args[-1] in images else 1
+    if args[:1] == ["pull"]:
+        images.append(args[-1])
+        save(state)
+        return 0
+    return unsupported(["docker", *args])
+
+
+def http_get(args: list[str], state: dict) -> int:
+    """curl without -o: ask the stand-in Azure endpoints and local services (state["endpoint"], a test server)."""
+    import urllib.error  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    url, headers = args[-1], {}
+    it = iter(args[:-1])
+    for arg in it:
+        if arg == "-H":
+            header = next(it)
+            if header == "@-":
+                header = sys.stdin.read().strip()
+            key, _, value = header.partition(":")
+            headers[key.strip()] = value.strip()
+    endpoint = state.get("endpoint")
+    if not endpoint:
+        return 7
+    fail = any(a == "--fail" or (a.startswith("-") and not a.startswith("--") and "f" in a) for a in args)
+    write_out = args[args.index("-w") + 1] if "-w" in args else ""
+    # The stand-in speaks plain HTTP: an https URL goes to it as a proxied http request for the same host and path.
+    request = urllib.request.Request("http://" + url.split("://", 1)[1], headers=headers)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": endpoint}))
+    try:
+        with opener.open(request, timeout=10) as response:
+            status, body = response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        if fail:
+            return 22
+        status, body = error.code, error.read().decode()
+    except OSError:
+        return 7
+    sys.stdout.write(body + write_out.replace("\\n", "\n").replace("%{http_code}", str(status)))
+    return 0
+
+
+def getent(args: list[str], state: dict) -> int:
+    """passwd and group entries of the image's system users (state["users"]: name -> uid)."""
+    users = state.get("users", {})
+    if args[0] in ("passwd", "group") and args[1] in users:
+        uid = users[args[1]]
+        sys.stdout.write(f"{args[1]}:x:{uid}:{uid}::/var/lib/{args[1]}:/usr/sbin/nologin\n")
+        return 0
+    return 2
 
 
 def mdadm(args: list[str], state: dict) -> int:
@@ -169,7 +354,8 @@ def mkfs(args: list[str], state: dict) -> int:
 
 
 def mount(args: list[str], state: dict) -> int:
-    state["mounts"].append(node_path(args[-1]))
+    fstype = args[args.index("-t") + 1] if "-t" in args else "xfs"
+    _mount(state, node_path(args[-2]), node_path(args[-1]), fstype)
     save(state)
     return 0
 
@@ -180,7 +366,8 @@ def findmnt(args: list[str], state: dict) -> int:
         return 0
     target = node_path(args[-1])
     if target in state["mounts"]:
-        sys.stdout.write(f"{target} /dev/md127 xfs rw,noatime\n")
+        source = state.get("mount_sources", {}).get(target, "/dev/md127")
+        sys.stdout.write(f"{source}\n" if "SOURCE" in args else f"{target} {source} xfs rw,noatime\n")
         return 0
     return 1
 
@@ -273,6 +460,8 @@ def logger(args: list[str], state: dict) -> int:
 
 def curl(args: list[str], state: dict) -> int:
     """Serve a recorded file for a URL listed in state["downloads"] (URL -> fixture path), else a text stub."""
+    if "-o" not in args:
+        return http_get(args, state)
     out, url = args[args.index("-o") + 1], args[-1]
     served = state.get("downloads", {}).get(url)
     if served is not None:
@@ -313,6 +502,14 @@ READ_ONLY = {
     "logger": logger,
     "uname": lambda a, s: sys.stdout.write(s["arch"] + "\n") and 0,
     "hostname": lambda a, s: sys.stdout.write(s["hostname"] + "\n") and 0,
+    "sinfo": sinfo,
+    "getent": getent,
+    "dmesg": lambda a, s: 0,
+    "dcgmi": lambda a, s: sys.stdout.write(fixture("../slurm/dcgmi-diag-r1.pass.txt")) and 0,
+    "nvidia-imex-ctl": lambda a, s: sys.stdout.write("READY\n") and 0,
+    "modinfo": lambda a, s: 0 if a[-1] in s.get("kernel_modules", []) else 1,
+    "lfs": lambda a, s: 0,
+    "enroot": lambda a, s: sys.stdout.write(s["packages"].get("enroot", "").split("-")[0] + "\n") and 0,
 }
 MUTATING = {
     "apt-get": apt_get,
@@ -323,6 +520,8 @@ MUTATING = {
     "nvidia-ctk": nvidia_ctk,
     "curl": curl,
     "make": make,
+    "chown": lambda a, s: 0,
+    "docker": docker,
 }
 # These mutate only for some verbs; the others are reads.
 MIXED = {
@@ -330,8 +529,11 @@ MIXED = {
     "sysctl": (sysctl, lambda a: a[0] != "-n"),
     "apt-mark": (apt_mark, lambda a: a[0] != "showhold"),
     "mdadm": (mdadm, lambda a: a[0] in ("--create", "--assemble")),
+    "scontrol": (scontrol, lambda a: a[0] in ("update", "reconfigure")),
 }
-COMMANDS = sorted({*READ_ONLY, *MUTATING, *MIXED})
+# Present so that `command -v` finds them (the image carries them); the steps never run them directly.
+PRESENT = ("blobfuse2", "mount.lustre", "prometheus", "slurmd", "slurmctld", "munge")
+COMMANDS = sorted({*READ_ONLY, *MUTATING, *MIXED, *PRESENT})
 
 
 def main() -> int:
@@ -344,6 +546,8 @@ def main() -> int:
     if name in MUTATING:
         log_call("MUTATE", [name, *args])
         return MUTATING[name](args, state)
+    if name in PRESENT:
+        return unsupported([name, *args])
     log_call("READ", [name, *args])
     return READ_ONLY[name](args, state)
 

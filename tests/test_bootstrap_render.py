@@ -17,15 +17,11 @@ from gb300.bootstrap import (
     AZURE_CUSTOM_DATA_LIMIT,
     BootstrapContext,
     BootstrapError,
-    ExtraStep,
     UnknownRoleError,
     find_secret_material,
-    load_steps,
     render_custom_data,
-    steps_for_role,
 )
-from gb300.bootstrap.resources import CLOUD_INIT_DIR
-from gb300.slurm.files import NodeFile
+from gb300.node_steps import STEPS, steps_for
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 UPDATE_GOLDEN = os.environ.get("GB300_UPDATE_GOLDEN") == "1"
@@ -121,9 +117,9 @@ def test_secret_looking_feature_input_is_refused() -> None:
 
 
 def test_runcmd_runs_each_step_in_order_in_list_form() -> None:
-    """runcmd is one list-form entry per step, in steps.yaml order, ending with the ready step."""
+    """runcmd is one list-form entry per step, in the node registry's order, ending with the ready step."""
     config = yaml.safe_load(render_role("gpu-node").cloud_config)
-    names = [step.name for step in steps_for_role("gpu-node")]
+    names = [step.name for step in steps_for(reference_context("gpu-node"))]
     assert config["runcmd"] == [["/usr/local/lib/gb300/run-step", name] for name in names]
     assert names[-1] == "99-ready"
     placed = {entry["path"] for entry in config["write_files"]}
@@ -131,9 +127,9 @@ def test_runcmd_runs_each_step_in_order_in_list_form() -> None:
 
 
 def test_every_step_runs_on_some_role_and_head_is_marked_ready() -> None:
-    """Every step in steps.yaml belongs to a role, and the head role also ends by marking ready."""
-    assert all(step.roles for step in load_steps())
-    assert [s.name for s in steps_for_role("head")][-1] == "99-ready"
+    """Every step in the node registry belongs to a role, and the head role also ends by marking ready."""
+    assert all(step.roles for step in STEPS)
+    assert [s.name for s in steps_for(reference_context("head"))][-1] == "99-ready"
 
 
 def test_gpu_node_custom_data_covers_every_component_of_the_issue() -> None:
@@ -201,53 +197,3 @@ def test_unknown_role_names_the_known_ones() -> None:
     """Asking for a role with no fragment says which roles exist."""
     with pytest.raises(UnknownRoleError, match="role must be one of gpu-node, head"):
         render_custom_data(reference_context("login"))
-
-
-def test_a_new_step_is_data_only(tmp_path: Path) -> None:
-    """Adding a script and a steps.yaml entry puts the step in the role's custom data, in order."""
-    tree = tmp_path / "cloud-init"
-    shutil.copytree(CLOUD_INIT_DIR, tree)
-    (tree / "scripts" / "75-lustre-mount.sh").write_text("#!/usr/bin/env bash\nset -euo pipefail\n")
-    steps = yaml.safe_load((tree / "steps.yaml").read_text())
-    at = next(i for i, s in enumerate(steps["steps"]) if s["name"] == "80-fabric")
-    steps["steps"].insert(
-        at, {"name": "75-lustre-mount", "script": "75-lustre-mount.sh", "roles": ["gpu-node"], "description": "x"}
-    )
-    (tree / "steps.yaml").write_text(yaml.safe_dump(steps, sort_keys=False))
-    config = yaml.safe_load(render_custom_data(reference_context("gpu-node"), tree).cloud_config)
-    names = [entry[1] for entry in config["runcmd"]]
-    assert names[names.index("70-nvme-raid") + 1] == "75-lustre-mount"
-    assert "/usr/local/lib/gb300/steps/75-lustre-mount.sh" in {f["path"] for f in config["write_files"]}
-
-
-def test_feature_files_and_steps_run_before_ready() -> None:
-    """Files and steps a feature passes in (the Slurm NodeFiles) are placed, and run before 99-ready."""
-    slurm_like = NodeFile("/usr/local/sbin/gb300-hello", "#!/usr/bin/env bash\necho hello\n", "0755")
-    ctx = BootstrapContext.for_pool(
-        role="gpu-node",
-        cluster_name=REFERENCE_CLUSTER,
-        pool_name="gpu-a",
-        extra_files=[slurm_like],
-        extra_steps=[ExtraStep("gb300-hello", "/usr/local/sbin/gb300-hello")],
-    )
-    rendered = render_custom_data(ctx)
-    config = yaml.safe_load(rendered.cloud_config)
-    names = [entry[1] for entry in config["runcmd"]]
-    assert names[-2:] == ["gb300-hello", "99-ready"]
-    assert {"/usr/local/sbin/gb300-hello", "/usr/local/lib/gb300/steps/gb300-hello.sh"} <= {
-        f["path"] for f in config["write_files"]
-    }
-    assert "GB300_STEPS=" in rendered.cloud_config
-    assert "gb300-hello 99-ready'" in rendered.cloud_config
-
-
-def test_a_feature_step_may_not_shadow_a_bootstrap_step() -> None:
-    """A feature step named like a steps.yaml step is refused with a message naming it."""
-    ctx = BootstrapContext.for_pool(
-        role="gpu-node",
-        cluster_name=REFERENCE_CLUSTER,
-        pool_name="gpu-a",
-        extra_steps=[ExtraStep("80-fabric", "/usr/local/sbin/x")],
-    )
-    with pytest.raises(BootstrapError, match=r"extra step '80-fabric' has the name of a step in steps\.yaml"):
-        render_custom_data(ctx)

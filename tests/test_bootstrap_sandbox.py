@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from bootstrap_helpers import REFERENCE_CLUSTER, render_role
-from gb300.bootstrap import BootstrapContext, ExtraFile, ExtraStep, load_software, render_custom_data
+from gb300.bootstrap import BootstrapContext, load_software, render_custom_data
 from gb300.bootstrap.software import CHECKSUMS_FILE
 from sandbox import HW_FIXTURES, Machine, Sandbox, TwoRuns, hpc_image_machine, plain_ubuntu_machine, run_twice
 
@@ -254,39 +254,3 @@ def test_an_existing_nvme_array_is_assembled_not_recreated(tmp_path: Path) -> No
     assert any(c.startswith("MUTATE mdadm --assemble") for c in calls)
     assert not [c for c in calls if c.startswith(("MUTATE mdadm --create", "MUTATE mkfs"))]
     assert "UUID=0d1c2b3a-4f5e-4d6c-8b7a-9f8e7d6c5b4a /mnt/resource_nvme xfs" in box.read("/etc/fstab")
-
-
-def _with_feature_step(command_body: str | None) -> str:
-    files = []
-    if command_body is not None:
-        files.append(ExtraFile("/usr/local/sbin/gb300-hello", command_body, "0755"))
-    ctx = BootstrapContext.for_pool(
-        role="gpu-node",
-        cluster_name=REFERENCE_CLUSTER,
-        pool_name="gpu-a",
-        extra_files=files,
-        extra_steps=[ExtraStep("gb300-hello", "/usr/local/sbin/gb300-hello")],
-    )
-    return render_custom_data(ctx).cloud_config
-
-
-def test_a_feature_step_runs_before_ready_and_is_recorded(tmp_path: Path) -> None:
-    """A feature's step runs after the bootstrap's own steps, gets a completion record, then ready."""
-    body = '#!/usr/bin/env bash\nset -euo pipefail\necho hi >"${GB300_ROOT:-}/var/lib/gb300/hello"\n'
-    box = _sandbox(tmp_path, cloud_config=_with_feature_step(body))
-    result = box.run()
-    assert result.ok, result.output
-    assert [name for name, _ in result.returncodes][-2:] == ["gb300-hello", "99-ready"]
-    assert box.read("/var/lib/gb300/steps/gb300-hello.done") == "completed\n"
-    assert box.read("/var/lib/gb300/hello") == "hi\n"
-    assert box.path(SENTINEL).exists()
-
-
-def test_a_missing_feature_command_fails_the_bootstrap(tmp_path: Path) -> None:
-    """A feature step whose command was never placed fails with a reason naming the command."""
-    box = _sandbox(tmp_path, cloud_config=_with_feature_step(None))
-    assert not box.run().ok
-    status = _status(box)
-    assert status["step"] == "gb300-hello"
-    assert "/usr/local/sbin/gb300-hello is missing or not executable" in status["reason"]
-    assert not box.path(SENTINEL).exists()

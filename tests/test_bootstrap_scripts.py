@@ -12,7 +12,6 @@ import pytest
 import yaml
 
 from bootstrap_helpers import render_role
-from gb300.bootstrap import BootstrapContext, ExtraStep, render_custom_data
 from gb300.bootstrap.resources import CLOUD_INIT_DIR, TEMPLATES_DIR
 
 # Step scripts and the build recipes of `install: source` components (cloud-init/build/).
@@ -92,20 +91,3 @@ def test_rendered_shell_files_pass_shellcheck(tmp_path: Path) -> None:
             [_shellcheck(), "-s", "bash", "-e", "SC2034", str(target)], capture_output=True, text=True, check=False
         )
         assert result.returncode == 0, entry["path"] + "\n" + result.stdout
-
-
-@pytest.mark.slow
-def test_feature_step_wrapper_passes_shellcheck(tmp_path: Path) -> None:
-    """The wrapper generated for a feature's step is shellcheck-clean."""
-    ctx = BootstrapContext.for_pool(
-        role="gpu-node",
-        cluster_name="gb300-ref",
-        pool_name="gpu-a",
-        extra_steps=[ExtraStep("gb300-munge-key", "/usr/local/sbin/gb300-munge-key")],
-    )
-    config = yaml.safe_load(render_custom_data(ctx).cloud_config)
-    wrapper = next(e for e in config["write_files"] if e["path"].endswith("/steps/gb300-munge-key.sh"))
-    target = tmp_path / "gb300-munge-key.sh"
-    target.write_text(wrapper["content"])
-    result = subprocess.run([_shellcheck(), str(target)], capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stdout

@@ -19,8 +19,10 @@ UNTAGGABLE = {
     "azure-native:authorization:RoleAssignment",
     "azure-native:authorization:ManagementLockByScope",
     "azure-native:network:PrivateDnsZoneGroup",
-    # ARM takes no tags on these: blob containers, Log Analytics tables, collection rule associations.
+    # ARM takes no tags on these: blob containers and the blob service, Log Analytics tables, collection rule
+    # associations.
     "azure-native:storage:BlobContainer",
+    "azure-native:storage:BlobServiceProperties",
     "azure-native:operationalinsights:Table",
     "azure-native:monitor:DataCollectionRuleAssociation",
 }

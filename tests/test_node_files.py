@@ -15,12 +15,13 @@ import jinja2
 import pytest
 import yaml
 
-from gb300 import config, inventory, node_files, nodes
+from gb300 import config, inventory, node_context, node_files, node_steps, nodes
 from gb300.paths import CLOUD_INIT_DIR, REPO_ROOT
 from gb300.plan import PlanResult
 
 SCRIPTS = CLOUD_INIT_DIR / "scripts"
-OUR_SCRIPTS = [SCRIPTS / s.script for s in node_files.STEPS] + [SCRIPTS / "gb300-node-metrics"]
+FEATURE_STEPS = [s for s in node_steps.STEPS if s.part in ("storage", "monitoring")]
+OUR_SCRIPTS = [CLOUD_INIT_DIR / s.script for s in FEATURE_STEPS] + [SCRIPTS / "gb300-node-metrics"]
 TAGS = {
     "gb300-lustre-mgs": "10.40.8.100",
     "gb300-blob-account": "refstbb528dd2",
@@ -34,7 +35,19 @@ TAGS = {
 def files(reference_raw: dict[str, Any]) -> dict[str, node_files.NodeFile]:
     """The reference stack's storage and monitoring node files for a GPU node of pool 'train'."""
     cfg = config.parse(copy.deepcopy(reference_raw))
-    return {f.path: f for f in node_files.node_files(cfg, "train", "gpu-node")}
+    return {f.path: f for f in _node_files(cfg, "gpu-node")}
+
+
+def _node_files(cfg: config.StackConfig, role: str) -> list[node_files.NodeFile]:
+    """The files the node registry gives ``role`` for stack ``cfg`` (pool 'train' for a GPU node)."""
+    ctx = node_context.build(cfg, role, cfg.gpu_pools[0])
+    return node_steps.files_for(ctx, node_steps.steps_for(ctx))
+
+
+def _feature_steps(cfg: config.StackConfig, role: str) -> list[str]:
+    """The storage and monitoring steps the node registry selects for ``role``."""
+    ctx = node_context.build(cfg, role, cfg.gpu_pools[0])
+    return [s.name for s in node_steps.steps_for(ctx) if s.part in ("storage", "monitoring")]
 
 
 def _env(text: str) -> dict[str, str]:
@@ -64,7 +77,8 @@ def test_blobfuse2_config_uses_the_identity_and_block_cache(files: dict[str, nod
     assert doc["read-only"] is True
     assert doc["azstorage"]["mode"] == "msi"
     assert doc["azstorage"]["appid"] == "@GB300_NODE_CLIENT_ID@"
-    assert doc["azstorage"]["endpoint"] == "https://@GB300_BLOB_ACCOUNT@.dfs.core.windows.net"
+    assert doc["azstorage"]["endpoint"] == "https://@GB300_BLOB_ACCOUNT@.blob.core.windows.net"  # flat namespace
+    assert doc["azstorage"]["type"] == "block"
     assert doc["block_cache"]["path"].startswith("/mnt/resource_nvme/")
     assert not {"account-key", "sas", "spn-client-secret"} & set(doc["azstorage"])
     assert yaml.safe_load(files["/etc/gb300/blobfuse2/checkpoints.yaml.in"].content)["read-only"] is False
@@ -105,30 +119,19 @@ def test_no_files_when_pieces_are_off(reference_raw: dict[str, Any]) -> None:
     raw["monitoring"] = {"prometheus": off, "grafana": off, "alerts": off}
     raw["storage"] = {}
     cfg = config.parse(raw)
-    assert node_files.node_files(cfg, "train", "gpu-node") == []
-    assert node_files.steps_for(cfg) == []
+    paths = {f.path for f in _node_files(cfg, "gpu-node")}
+    assert not {"/etc/gb300/storage.env", "/etc/gb300/monitoring.env", node_files.IMDS_TAG} & paths
+    assert _feature_steps(cfg, "gpu-node") == []
 
 
 def test_head_node_gets_no_gpu_exporter(reference_raw: dict[str, Any]) -> None:
     """The head node mounts Lustre and runs the node exporter and agent, but no DCGM exporter or BlobFuse2."""
     cfg = config.parse(copy.deepcopy(reference_raw))
-    names = [s.name for s in node_files.steps_for(cfg, "head")]
-    assert names == ["72-lustre", "86-node-exporter", "87-prometheus-agent"]
-    paths = {f.path for f in node_files.node_files(cfg, "head", "head")}
-    assert f"{node_files.STEP_DIR}/85-dcgm-exporter.sh" not in paths
+    assert _feature_steps(cfg, "head") == ["72-lustre", "86-node-exporter", "87-prometheus-agent"]
+    paths = {f.path for f in _node_files(cfg, "head")}
+    assert f"{node_steps.STEP_DIR}/85-dcgm-exporter.sh" not in paths
+    assert not [p for p in paths if "blobfuse2" in p]
     assert node_files.IMDS_TAG in paths
-
-
-def test_step_list_order() -> None:
-    """Each added step names an existing script and runs after the step it depends on; none runs after 99-ready."""
-    names = [s.name for s in node_files.STEPS]
-    for i, step in enumerate(node_files.STEPS):
-        assert (SCRIPTS / step.script).is_file()
-        assert step.command.startswith(node_files.STEP_DIR + "/")
-        assert step.name == step.script.removesuffix(".sh")
-        assert step.after not in names[i:]
-        assert step.name < "99-ready"
-        assert set(step.roles) <= {"gpu-node", "head"}
 
 
 @pytest.mark.parametrize("script", OUR_SCRIPTS, ids=lambda p: p.name)
@@ -366,10 +369,11 @@ def test_gpu_custom_data_runs_the_feature_steps(reference_raw: dict[str, Any]) -
     custom = nodes.render(nodes.GPU_NODE, cfg, cfg.gpu_pools[0])
     doc = yaml.safe_load(custom.cloud_config)
     paths = {f["path"] for f in doc["write_files"]}
-    assert {s.command for s in node_files.STEPS} <= paths
+    assert {s.node_path for s in FEATURE_STEPS} <= paths
     assert "/etc/gb300/prometheus-agent.yml.in" in paths
     runcmd = [" ".join(c) if isinstance(c, list) else c for c in doc["runcmd"]]
     order = [next(i for i, c in enumerate(runcmd) if name in c) for name in (
-        "80-fabric", "72-lustre", "85-dcgm-exporter", "87-prometheus-agent", "gb300-munge-key", "99-ready"
+        "70-nvme-raid", "72-lustre", "80-fabric", "85-dcgm-exporter", "87-prometheus-agent", "gb300-munge-key",
+        "99-ready",
     )]  # fmt: skip
     assert order == sorted(order)

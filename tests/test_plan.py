@@ -30,11 +30,12 @@ def test_dev_counts(dev_plan: PlanResult) -> None:
 
 
 def test_json_contract(tmp_path: Path) -> None:
-    """``gb300 plan --json`` writes stack, resources, findings and summary with the documented fields."""
+    """``gb300 plan --json`` writes stack, resources, findings, suppressions and summary with the documented fields."""
     out = tmp_path / "plan.json"
     assert cli.main(["plan", "--stack", "dev", "--json", str(out), "--quiet"]) == 0
     doc = json.loads(out.read_text())
-    assert set(doc) == {"stack", "resources", "findings", "summary"}
+    assert set(doc) == {"stack", "resources", "findings", "suppressed", "summary"}
+    assert doc["suppressed"] == []
     assert doc["stack"] == "dev"
     assert isinstance(doc["findings"], list)
     for res in doc["resources"]:

@@ -68,7 +68,8 @@ def _pack_verdict(
     advisory: list[tuple[str, str | None, str]] = []
     args = _args(records, config)
     for policy in policy_pack.policies(lambda: settings):
-        assert isinstance(policy, StackValidationPolicy)
+        if not isinstance(policy, StackValidationPolicy):
+            continue  # the inputs recorder reports nothing
         sink = advisory if policy.enforcement_level == EnforcementLevel.ADVISORY else mandatory
         policy.validate(args, lambda message, urn=None, name=policy.name, sink=sink: sink.append((name, urn, message)))
     return sorted(mandatory, key=str), sorted(advisory, key=str)
@@ -116,9 +117,9 @@ def violating(reference_plan: PlanResult) -> list[ResourceRecord]:
 
 
 def test_every_rule_is_a_policy_of_the_pack() -> None:
-    """Each rule id in RULES is a mandatory stack policy of the pack, plus the advisory policy."""
+    """Each rule id in RULES is a mandatory stack policy, plus the advisory policy and the inputs recorder."""
     policies = {p.name: p for p in policy_pack.policies(PolicySettings)}
-    assert set(policies) == {*rules.RULES, policy_pack.ADVISORIES}
+    assert set(policies) == {*rules.RULES, policy_pack.ADVISORIES, policy_pack.INPUTS_POLICY}
     for rule_id in rules.RULES:
         assert policies[rule_id].enforcement_level == EnforcementLevel.MANDATORY
         assert policies[rule_id].description
@@ -146,10 +147,13 @@ def test_reference_stack_passes_the_pack(reference_plan: PlanResult) -> None:
 )
 def test_same_verdict_as_the_plan(violating: list[ResourceRecord], settings: PolicySettings) -> None:
     """The pack's mandatory violations are exactly the plan's failing findings, and its advisories the rest."""
-    pack = _pack_verdict(violating, settings)
+    mandatory, advisory = _pack_verdict(violating, settings)
     plan = _plan_verdict(violating, settings)
-    assert pack == plan
+    notes = [a for a in advisory if a[2].startswith("[suppressed")]
+    assert (mandatory, [a for a in advisory if a not in notes]) == plan
     assert plan[0] or settings.suppress  # the violating stack fails under every setting tried
+    for rule_id in settings.suppressed:  # a suppression is never silent in the pack either
+        assert any(f"gb300:policy.suppress: rule {rule_id} does not run" in n[2] for n in notes)
 
 
 def test_violating_resources_fire_each_rule_in_the_pack(violating: list[ResourceRecord]) -> None:
@@ -179,7 +183,8 @@ def test_unknown_preview_values_do_not_break_rules(reference_plan: PlanResult) -
         records.append(policy_resource(rec, inputs))
     failures: list[str] = []
     for policy in policy_pack.policies(PolicySettings):
-        assert isinstance(policy, StackValidationPolicy)
+        if not isinstance(policy, StackValidationPolicy):
+            continue
         if policy.enforcement_level == EnforcementLevel.MANDATORY:
             policy.validate(StackValidationArgs(records, {}, {}), lambda message, urn=None: failures.append(message))
     assert failures == []
@@ -198,7 +203,7 @@ def test_stack_settings_come_from_the_stack_config() -> None:
     values = {"gb300:policy": json.dumps({"failOn": "warning", "suppress": ["required-tags"]}), "gb300:cluster": "{}"}
     settings = policy_pack.stack_settings(values)
     assert settings.fail_on == "warning"
-    assert settings.suppress == ["required-tags"]
+    assert settings.suppressed == {"required-tags"}
     assert policy_pack.stack_settings({}) == PolicySettings()
 
 
@@ -241,7 +246,7 @@ def test_pack_loads_and_lists_every_rule(pack_process: analyzer_pb2_grpc.Analyze
 
     info = pack_process.GetAnalyzerInfo(empty_pb2.Empty())
     assert info.name == policy_pack.PACK_NAME
-    assert {p.name for p in info.policies} == {*rules.RULES, policy_pack.ADVISORIES}
+    assert {p.name for p in info.policies} == {*rules.RULES, policy_pack.ADVISORIES, policy_pack.INPUTS_POLICY}
 
 
 def test_pack_process_applies_stack_settings(

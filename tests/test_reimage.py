@@ -32,24 +32,33 @@ def test_unchanged_bootstrap_needs_no_reimage(reference_plan: PlanResult) -> Non
     assert reimage.findings(reference_plan.resources, _deployed(reference_plan, set())) == []
 
 
-@pytest.mark.parametrize(
-    ("stale", "expected"),
-    [
-        ({"ref-train-r0001", "ref-train-r0002"}, {"train": ["ref-train-r0001", "ref-train-r0002"]}),
-        ({"ref-head"}, {"head": ["ref-head"]}),
-        ({"ref-train-r0064", "ref-head"}, {"head": ["ref-head"], "train": ["ref-train-r0064"]}),
-    ],
-    ids=["two-racks", "head", "rack-and-head"],
-)
-def test_changed_bootstrap_is_reported_per_pool(
-    reference_plan: PlanResult, stale: set[str], expected: dict[str, list[str]]
-) -> None:
-    """Each pool (and the head) whose deployed hash differs is named with the scale sets to reimage."""
+def test_changed_bootstrap_is_reported_per_pool(reference_plan: PlanResult) -> None:
+    """Each pool whose deployed hash differs is named with the scale sets to reimage, and how to roll it out."""
+    deployed = _deployed(reference_plan, {"ref-train-r0001", "ref-train-r0002"})
+    assert reimage.changed(reference_plan.resources, deployed) == {"train": ["ref-train-r0001", "ref-train-r0002"]}
+    assert reimage.replaced(reference_plan.resources, deployed) == []
+    (found,) = reimage.findings(reference_plan.resources, deployed)
+    assert found.level == Level.INFO
+    assert "az vmss reimage -g <rg> -n ref-train-r0001" in found.message
+
+
+@pytest.mark.parametrize("stale", [{"ref-head"}, {"ref-head", "ref-train-r0064"}], ids=["head", "rack-and-head"])
+def test_changed_head_bootstrap_replaces_the_vm(reference_plan: PlanResult, stale: set[str]) -> None:
+    """A changed head bootstrap is a replacement of the head VM, warned with VM advice, never `az vmss reimage`."""
     deployed = _deployed(reference_plan, stale)
-    assert reimage.changed(reference_plan.resources, deployed) == expected
-    found = reimage.findings(reference_plan.resources, deployed)
-    assert [f.level for f in found] == [Level.INFO] * len(expected)
-    assert all("az vmss reimage" in f.message for f in found)
+    assert reimage.replaced(reference_plan.resources, deployed) == ["ref-head"]
+    assert "head" not in reimage.changed(reference_plan.resources, deployed)
+    [head] = [f for f in reimage.findings(reference_plan.resources, deployed) if f.resource == "gb300:head"]
+    assert head.level == Level.WARNING
+    assert "replaces the head VM" in head.message
+    assert "vmss" not in head.message
+
+
+def test_head_vm_is_replaced_when_its_custom_data_changes(reference_plan: PlanResult) -> None:
+    """The head VM is declared so that the engine replaces it (old one first) when its custom data changes."""
+    [vm] = [r for r in reference_plan.resources if r.type == "azure-native:compute:VirtualMachine"]
+    assert vm.replace_on_changes == ("osProfile.customData",)
+    assert vm.delete_before_replace
 
 
 def test_new_racks_need_no_reimage(reference_plan: PlanResult) -> None:
@@ -70,4 +79,5 @@ def test_plan_summary_shows_reimage_with_state(tmp_path: Path, reference_plan: P
     assert cli.main(["plan", "--stack", "reference", "--state", str(state), "--json", str(out), "--quiet"]) == 0
     doc = json.loads(out.read_text())
     assert doc["summary"]["needsReimage"] == {"train": 1}
+    assert doc["summary"]["replacesVms"] == []
     assert [f["rule"] for f in doc["findings"] if f["rule"] == "custom-data-changed"] == ["custom-data-changed"]

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from gb300.config import PolicySettings
 from gb300.plan.runner import ResourceRecord
 from policy_support import TAGS, levels, nsg, record, run, scale_set, ssh_rule
 
@@ -102,8 +103,58 @@ def test_public_ip_on_a_gpu_vm() -> None:
     assert levels(run("no-public-ip-on-nodes", [vm])) == ["error"]
 
 
-def test_login_node_counts_only_the_ssh_rules_of_its_own_subnet() -> None:
-    """A restricted allow on another subnet's NSG (Lustre's rule from AzureMonitor) does not excuse a public login."""
+@pytest.mark.parametrize(
+    ("sources", "expected"),
+    [
+        pytest.param(["0.0.0.0/1", "128.0.0.0/1"], ["error", "error"], id="two-halves"),
+        pytest.param(["0.0.0.0/2", "64.0.0.0/2", "128.0.0.0/2", "192.0.0.0/2"], ["error"] * 4, id="four-quarters"),
+        pytest.param(["8.0.0.0/7"], ["error"], id="one-wide-range"),
+        pytest.param(["203.0.113.0/24", "198.51.100.0/24"], [], id="two-small-ranges"),
+        pytest.param(["100.0.0.0/16", "100.1.0.0/16"], ["error", "error"], id="two-16s-exceed-one-16"),
+        pytest.param(["100.0.0.0/16"], [], id="exactly-one-16"),
+        pytest.param(["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"], [], id="private-only"),
+        pytest.param(["AzureCloud"], ["error"], id="public-service-tag"),
+        pytest.param(["VirtualNetwork"], [], id="vnet-tag"),
+        pytest.param(["2001:db8::/32"], ["error"], id="wide-ipv6"),
+        pytest.param(["2001:db8::/56"], [], id="narrow-ipv6"),
+    ],
+)
+def test_ssh_sources_are_united_as_address_sets(sources: list[str], expected: list[str]) -> None:
+    """SSH sources are united per NSG (private ranges taken out) and compared with one /16: spelling does not matter."""
+    rules_ = [ssh_rule(s, name=f"allow-ssh-{i}", priority=100 + i) for i, s in enumerate(sources)]
+    found = run("no-ssh-from-internet", [nsg(*rules_)])
+    assert levels(found) == expected
+    assert all("more than one /16" in f.message for f in found)
+
+
+def test_standalone_rules_of_one_nsg_are_united() -> None:
+    """Halves spread over an NSG's inline rules and a standalone SecurityRule of the same NSG are one exposure."""
+    standalone = record(
+        "azure-native:network:SecurityRule",
+        "r",
+        {"securityRuleName": "r", "networkSecurityGroupName": "t-head-nsg", **ssh_rule("128.0.0.0/1")},
+    )
+    assert levels(run("no-ssh-from-internet", [nsg(ssh_rule("0.0.0.0/1")), standalone])) == ["error", "error"]
+
+
+def test_source_limit_is_configurable() -> None:
+    """gb300:policy.sshSourceLimitPrefix moves the limit: a /20 passes at 16 and fails at 24."""
+    resources = [nsg(ssh_rule("198.18.0.0/20"))]
+    assert run("no-ssh-from-internet", resources) == []
+    strict = PolicySettings(sshSourceLimitPrefix=24)
+    (finding,) = run("no-ssh-from-internet", resources, strict)
+    assert "4,096 public IPv4 addresses, more than one /24" in finding.message
+
+
+def test_login_public_ip_behind_two_halves_is_an_error() -> None:
+    """A public login IP behind 0.0.0.0/1 plus 128.0.0.0/1 is SSH open to the Internet, not restricted."""
+    rules_ = [ssh_rule("0.0.0.0/1"), ssh_rule("128.0.0.0/1", name="allow-ssh-1", priority=101)]
+    (finding,) = run("no-public-ip-on-nodes", [_login(), nsg(*rules_)])
+    assert "SSH open to the Internet" in finding.message
+
+
+def test_azure_monitor_rule_is_neither_exposure_nor_restriction() -> None:
+    """Lustre's documented any-port rule from AzureMonitor is no SSH exposure, and does not excuse a public login."""
     vnet_subnets = "/subscriptions/s/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/t-vnet/subnets"
     nsgs = "/subscriptions/s/resourceGroups/r/providers/Microsoft.Network/networkSecurityGroups"
 
@@ -119,3 +170,4 @@ def test_login_node_counts_only_the_ssh_rules_of_its_own_subnet() -> None:
     assert levels(run("no-public-ip-on-nodes", resources)) == ["error"]
     own = [*resources[:-2], nsg(ssh_rule("203.0.113.0/24"), name="t-head"), resources[-1]]
     assert levels(run("no-public-ip-on-nodes", own)) == []
+    assert run("no-ssh-from-internet", resources) == []

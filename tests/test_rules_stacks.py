@@ -66,7 +66,8 @@ def _broken(reference_plan: PlanResult) -> list[ResourceRecord]:
             nic["ipConfigurations"][0]["properties"]["publicIPAddressConfiguration"] = {"name": "pip"}
             rec = with_inputs(rec, **inputs)  # noqa: PLW2901 - the one rack broken on purpose
         if rec.type == "azure-native:network:Subnet" and rec.inputs["subnetName"] == "storage":
-            rec = with_inputs(rec, natGateway=None)  # noqa: PLW2901 - Lustre's subnet without a way out
+            first = rec.inputs["addressPrefix"].split("/")[0]
+            rec = with_inputs(rec, addressPrefix=f"{first}/28", natGateway=None)  # noqa: PLW2901 - too small for 128 TiB of Lustre, and no way out
         out.append(rec)
     checkpoint = {"gb300-checkpoint-parameters": "1e12", "gb300-checkpoint-minutes": "5"}
     slow = lustre("AMLFS-Durable-Premium-500", 8, tags={**TAGS, **checkpoint})
@@ -81,8 +82,10 @@ FROM_RESOURCES = {
     "lustre-capacity-valid": "multiple of 4",
     "zone-consistent": "zone",
     "storage-no-public-access": "TLS1_2",
+    "blob-soft-delete": "no blob service properties",
     "lustre-checkpoint-throughput": "capacityTiB to at least 108",
     "lustre-subnet-egress": "gb300:network.natGateway",
+    "lustre-subnet-size": "Azure documents /24 or larger",
     "arm-body-matches-sdk": "properties.provisioningState: read-only key",
 }
 

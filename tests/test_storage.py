@@ -13,7 +13,7 @@ import pytest
 
 from gb300 import cli, storage_facts
 from gb300.findings import Level
-from gb300.plan import PlanResult, ResourceRecord
+from gb300.plan import PlanResult, ResourceRecord, mocks
 from gb300.plan.runner import register
 from gb300.plan.state import parse_state
 from gb300.rules.data_loss import DeployedResource, data_loss
@@ -67,9 +67,9 @@ def test_allow_replace_lifts_the_guards_of_one_store_only(dev_raw: dict[str, Any
 
 
 def test_storage_account_is_private_and_keyless(reference_plan: PlanResult) -> None:
-    """The account has HNS, no public or anonymous access, no shared keys, TLS 1.2 and HTTPS only."""
+    """The account has a flat namespace, no public or anonymous access, no shared keys, TLS 1.2 and HTTPS only."""
     inputs = _one(reference_plan, ACCOUNT).inputs
-    assert inputs["isHnsEnabled"] is True
+    assert inputs["isHnsEnabled"] is False  # a flat namespace, so blob versioning is on (test_blob_protection)
     assert inputs["allowBlobPublicAccess"] is False
     assert inputs["allowSharedKeyAccess"] is False
     assert inputs["minimumTlsVersion"] == "TLS1_2"
@@ -118,17 +118,46 @@ def test_private_endpoints_and_dns(reference_plan: PlanResult) -> None:
         assert zones[config["privateDnsZoneId"]].inputs["privateZoneName"] == expected[config["name"]]
 
 
-def test_storage_subnet_sized_by_azures_answer(dev_raw: dict[str, Any]) -> None:
-    """The storage subnet holds the addresses getRequiredAmlFSSubnetsSize asks for plus Azure's reserved five."""
+def test_storage_subnet_sized_by_config(dev_raw: dict[str, Any]) -> None:
+    """The storage subnet is Azure's documented /27 for 4 TiB, and subnetPrefixLength overrides it."""
     raw = copy.deepcopy(dev_raw)
     raw["storage"] = {"lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4}}
-    storage = next(
-        r
-        for r in register("dev", raw)
-        if r.type == "azure-native:network:Subnet" and r.inputs["subnetName"] == "storage"
+    assert ipaddress.IPv4Network(_subnet_of(register("dev", raw), "storage")).prefixlen == 27
+    raw["storage"]["lustre"]["subnetPrefixLength"] = 25
+    assert ipaddress.IPv4Network(_subnet_of(register("dev", raw), "storage")).prefixlen == 25
+
+
+def _subnet_of(records: list[ResourceRecord], name: str) -> str:
+    return str(
+        next(r for r in records if r.type == "azure-native:network:Subnet" and r.inputs["subnetName"] == name).inputs[
+            "addressPrefix"
+        ]
     )
-    # Azure recommends /27 for 4-16 TiB; the mocks answer its 27 usable addresses (plan/mocks.py).
-    assert ipaddress.IPv4Network(storage.inputs["addressPrefix"]).prefixlen == 27
+
+
+@pytest.mark.parametrize("answer", [11, 4_091])
+def test_reference_subnets_ignore_the_mocked_lustre_answer(
+    reference_plan: PlanResult, reference_raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch, answer: int
+) -> None:
+    """Whatever the mocks answer to getRequiredAmlFSSubnetsSize, the reference plan carves the same subnets."""
+    monkeypatch.setattr(mocks, "amlfs_subnet_addresses", lambda capacity_tib: answer)
+    records = register("reference", copy.deepcopy(reference_raw))
+    names = ("gpu", "head", "storage", "endpoints", "AzureBastionSubnet")
+    assert {n: _subnet_of(records, n) for n in names} == {
+        n: _subnet(reference_plan, n).inputs["addressPrefix"] for n in names
+    }
+
+
+def test_lustre_beyond_documented_sizes_needs_a_subnet_size(
+    write_stack: Any, dev_raw: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Above the capacities Azure documents a size for, the stack must set subnetPrefixLength (exit 2, key path)."""
+    raw = copy.deepcopy(dev_raw)
+    raw["storage"] = {"lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 404}}
+    assert cli.main(["plan", "--stack-file", str(write_stack(raw)), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "gb300:storage.lustre.subnetPrefixLength: is required for capacityTiB above" in err
+    assert "Traceback" not in err
 
 
 def test_reference_storage_subnet_fits_128_tib(reference_plan: PlanResult) -> None:
@@ -321,7 +350,12 @@ def test_state_file_must_be_a_stack_export(tmp_path: Path) -> None:
     bad = tmp_path / "state.json"
     bad.write_text("[]")
     assert cli.main(["plan", "--stack", "dev", "--state", str(bad), "--quiet"]) == 2
-    assert parse_state({"deployment": {"resources": [{"urn": "u", "type": "t", "delete": True}]}}) == []
+    assert (
+        parse_state(
+            {"deployment": {"resources": [{"urn": "urn:pulumi:dev::gb300::t::u", "type": "t", "delete": True}]}}
+        )
+        == []
+    )
 
 
 def test_never_deployed_stack_has_nothing_to_lose() -> None:

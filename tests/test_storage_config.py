@@ -63,7 +63,10 @@ def test_checkpoint_budget(reference_raw: dict[str, Any]) -> None:
             "gb300:storage.lustre.maintenanceWindow.timeOfDayUTC: must match",
         ),
         ({"lustre": {**LUSTRE, "sku": "AMLFS-Durable-Premium-1000"}}, "gb300:storage.lustre.sku: must be one of"),
-        ({"allowReplace": ["luster"]}, "gb300:storage.allowReplace[0]: must be one of 'lustre' or 'account'"),
+        (
+            {"allowReplace": ["luster"]},
+            "gb300:storage.allowReplace[0]: must be one of 'lustre', 'account' or 'containers'",
+        ),
         ({"blob": {"accountName": "My-Account"}}, "gb300:storage.blob.accountName: must match"),
         ({"blob": {"containers": []}}, "gb300:storage.blob.containers: must have at least 1 item(s)"),
         ({"blob": {"containers": [{"name": "Data"}]}}, "gb300:storage.blob.containers[0].name: must be 3-63 lowercase"),

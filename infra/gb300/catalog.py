@@ -171,5 +171,9 @@ def load() -> Catalog:
             for urn, raw in images_raw.items()
         },
         fabric_models={name: _fabric(name, raw) for name, raw in skus_raw["fabricModels"].items()},
-        limits={name: _sourced(raw) for name, raw in skus_raw["limits"].items()},
+        limits={
+            name: _sourced(raw)
+            for doc in (skus_raw, _load_yaml("platform.yaml"))  # sizes' limits; Azure's and Linux's (config checks)
+            for name, raw in doc["limits"].items()
+        },
     )

@@ -32,6 +32,15 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class Suppression:
+    """A rule the stack's gb300:policy.suppress switched off, why, and how many findings it hides."""
+
+    rule: str
+    reason: str
+    hidden: int
+
+
+@dataclass(frozen=True)
 class PlanDigest:
     """What the summary shows of one stack's plan."""
 
@@ -41,6 +50,7 @@ class PlanDigest:
     gpus: int | None
     vcpus: Mapping[str, int]
     findings: tuple[Finding, ...]
+    suppressed: tuple[Suppression, ...] = ()
 
     def count(self, level: str) -> int:
         """Number of findings at `level` (case-insensitive)."""
@@ -72,6 +82,16 @@ def digest(plan: Mapping[str, Any], fallback_stack: str) -> PlanDigest:
         for f in (findings_raw if isinstance(findings_raw, list) else [])
         if isinstance(f, Mapping)
     )
+    suppressed_raw = plan.get("suppressed")
+    suppressed = tuple(
+        Suppression(
+            rule=str(s.get("rule", "")),
+            reason=str(s.get("reason") or "no reason given"),
+            hidden=len(s["hidden"]) if isinstance(s.get("hidden"), list) else 0,
+        )
+        for s in (suppressed_raw if isinstance(suppressed_raw, list) else [])
+        if isinstance(s, Mapping)
+    )
     return PlanDigest(
         stack=str(plan.get("stack") or fallback_stack),
         racks=_int_or_none(summary.get("racks")),
@@ -79,6 +99,7 @@ def digest(plan: Mapping[str, Any], fallback_stack: str) -> PlanDigest:
         gpus=_int_or_none(summary.get("gpus")),
         vcpus=vcpus,
         findings=findings,
+        suppressed=suppressed,
     )
 
 
@@ -105,6 +126,12 @@ def render(digests: Iterable[PlanDigest], expected: Sequence[str] = (), run_url:
         row = [f"`{stack}`", _num(d.racks), _num(d.vms), _num(d.gpus), vcpus]
         row += [str(d.count("error")), str(d.count("warning"))]
         lines.append("| " + " | ".join(row) + " |")
+    suppressed = [(d.stack, s) for d in by_stack.values() for s in d.suppressed]
+    if suppressed:  # never folded away: a switched-off rule is something a reviewer must see
+        lines += ["", f"**Suppressed rules ({len(suppressed)})**, from `gb300:policy.suppress`:", ""]
+        lines += ["| stack | rule | reason | findings hidden |", "|---|---|---|---:|"]
+        for stack, sup in sorted(suppressed, key=lambda ss: (ss[0], ss[1].rule)):
+            lines.append(f"| `{stack}` | `{sup.rule}` | {_cell(sup.reason)} | {sup.hidden} |")
     notable = [(d.stack, f) for d in by_stack.values() for f in d.findings if f.level.lower() in {"error", "warning"}]
     notable.sort(key=lambda sf: (sf[1].level.lower() != "error", sf[0], sf[1].rule))
     if notable:

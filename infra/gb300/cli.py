@@ -1,15 +1,31 @@
-"""The ``gb300`` command line. User mistakes exit 2 with one line per problem, never a traceback."""
+"""The ``gb300`` command line. User mistakes exit 2 with one line per problem, never a traceback.
+
+Exit codes, the same for every command (README, "Exit codes"):
+
+* 0: done; for ``gb300 plan``, no finding at or above ``gb300:policy.failOn``;
+* 1: ``gb300 plan`` found at least one finding at or above ``failOn`` (the plan itself worked);
+* 2: the input is wrong: usage, a stack file, a state or quota file, an output path. One line per problem;
+* 3: gb300 itself failed (a bug): one line naming the exception. ``GB300_TRACEBACK=1`` shows the traceback;
+* 130: interrupted (Ctrl-C).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 from collections.abc import Sequence
+from pathlib import Path
 
 from gb300.commands import COMMANDS
 from gb300.errors import ConfigError, Gb300Error
 
+EXIT_FINDINGS = 1
 EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+TRACEBACK_ENV = "GB300_TRACEBACK"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +54,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Gb300Error as exc:
         print(f"gb300 {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"gb300 {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # a bug in gb300, not a finding (exit 1) nor a user's mistake (exit 2)
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+        print(
+            f"gb300 {args.command}: internal error ({type(exc).__name__}: {_one_line(exc)}){where}. This is a bug in "
+            f"gb300: please report it with the command line ({TRACEBACK_ENV}=1 prints the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
     return code
+
+
+def _one_line(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 if __name__ == "__main__":

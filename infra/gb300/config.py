@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -31,7 +30,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from gb300 import catalog
+from gb300 import catalog, stack_yaml, storage_facts
 from gb300.errors import ConfigError, Problem
 
 NAMESPACE = "gb300"
@@ -49,15 +48,57 @@ def _check_name(value: str) -> str:
     return value
 
 
+# Names gb300.program gives its own parts after "<cluster>-" (head node, node identity, monitoring, storage,
+# resource group). A pool of the same name would name its resources like theirs: pool "head" makes two
+# resources with one URN (the head VM's and rack 1's log associations), which the Pulumi engine refuses.
+RESERVED_POOL_NAMES = ("head", "node", "mon", "lustre", "blob", "rg")
+
+
 def _check_pool_name(value: str) -> str:
     if not re.fullmatch(r"[a-z][a-z0-9]*", value):
         raise ValueError(f"must be lowercase letters and digits, starting with a letter (got {value!r})")
+    if value in RESERVED_POOL_NAMES:
+        raise ValueError(
+            f"is a name gb300 gives its own resources (got {value!r}); choose another, such as 'train' "
+            f"(reserved: {', '.join(RESERVED_POOL_NAMES)})"
+        )
     return value
 
 
 def _check_location(value: str) -> str:
     if not re.fullmatch(r"[a-z][a-z0-9]+", value):
         raise ValueError(f"must be an Azure region name such as 'eastus2' (got {value!r})")
+    regions = catalog.load().limit("azureRegions")
+    if value not in regions:
+        close = difflib.get_close_matches(value, regions, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"is not an Azure region (got {value!r}){hint} (`az account list-locations -o table` lists them; "
+            "a region newer than infra/gb300/data/platform.yaml goes there)"
+        )
+    return value
+
+
+def _check_tag_key(value: str) -> str:
+    limits = catalog.load()
+    prefixes = limits.limit("reservedTagPrefixes")
+    if any(value.lower().startswith(p) for p in prefixes):
+        raise ValueError(f"must not start with {', '.join(prefixes)}: Azure reserves those prefixes (got {value!r})")
+    longest = int(limits.limit("tagNameMaxLength"))
+    if len(value) > longest:
+        raise ValueError(
+            f"must be at most {longest} characters, Azure's limit for tags on storage accounts (got {len(value)})"
+        )
+    return value
+
+
+def _check_address_space(value: str) -> str:
+    net = ipaddress.IPv4Network(value)
+    ranges = [ipaddress.IPv4Network(r) for r in catalog.load().limit("vnetAddressRanges")]
+    if not any(net.subnet_of(r) for r in ranges):
+        raise ValueError(
+            f"must be private: inside {', '.join(str(r) for r in ranges)} (RFC 1918, RFC 6598) (got {value!r})"
+        )
     return value
 
 
@@ -80,16 +121,25 @@ def _check_cidr(value: Any) -> str:
 
 
 def _check_ssh_public_key(value: str) -> str:
+    """One OpenSSH public key on one line, of a type Azure accepts, with a body that decodes to that type."""
     text = value.strip()
     if "PRIVATE KEY" in text:
         raise ValueError("is a private key; give the public key (the .pub file), never the private one")
+    lines = text.splitlines()
+    if len(lines) > 1:
+        raise ValueError(
+            f"must be one public key on one line (got {len(lines)} lines); a second line would reach "
+            "authorized_keys unchecked"
+        )
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ValueError(f"must not hold control characters such as tabs (got {_short(text)!r})")
     parts = text.split()
     hint = "must be an OpenSSH public key such as 'ssh-ed25519 AAAA... you@host'"
     if len(parts) < 2:
         raise ValueError(f"{hint} (got {_short(text)!r})")
     kind, blob = parts[0], parts[1]
     if kind not in _SSH_KEY_TYPES:
-        raise ValueError(f"{hint}; Azure accepts {', '.join(_SSH_KEY_TYPES)} (got type {kind!r})")
+        raise ValueError(f"{hint}; Azure accepts {', '.join(_SSH_KEY_TYPES)} (got type {_short(kind)!r})")
     try:
         raw = base64.b64decode(blob, validate=True)
     except (binascii.Error, ValueError):
@@ -97,11 +147,17 @@ def _check_ssh_public_key(value: str) -> str:
     fields = _ssh_fields(raw)
     if not fields or fields[0] != kind.encode():
         raise ValueError(f"{hint}; the key body does not encode a {kind} key (got {_short(text)!r})")
+    if kind == "ssh-ed25519" and (len(fields) != 2 or len(fields[1]) != 32):
+        raise ValueError(f"{hint}; the body is not a 32-byte Ed25519 key (got {_short(text)!r})")
     if kind == "ssh-rsa":
-        modulus = fields[2] if len(fields) > 2 else b""
-        bits = len(modulus.lstrip(b"\x00")) * 8
+        if len(fields) != 3:
+            raise ValueError(f"{hint}; the body is not an RSA key (e, n) (got {_short(text)!r})")
+        bits = int.from_bytes(fields[2], "big").bit_length()
         if bits < _RSA_MIN_BITS:
-            raise ValueError(f"is an RSA key of {bits} bits; Azure needs at least {_RSA_MIN_BITS}")
+            raise ValueError(
+                f"is an RSA key of {bits} bits; Azure needs at least {_RSA_MIN_BITS}. "
+                "Make a new one with 'ssh-keygen -t ed25519'"
+            )
     return text
 
 
@@ -170,7 +226,7 @@ Name = Annotated[str, Field(min_length=1, max_length=12), AfterValidator(_check_
 PoolName = Annotated[str, Field(min_length=1, max_length=10), AfterValidator(_check_pool_name)]
 Cidr = Annotated[str, BeforeValidator(_check_cidr)]
 Zone = Annotated[Literal["1", "2", "3"], BeforeValidator(_zone_to_str)]
-TagKey = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^<>%&\\?/]+$")]
+TagKey = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^<>%&\\?/]+$"), AfterValidator(_check_tag_key)]
 TagValue = Annotated[str, Field(max_length=256)]
 
 
@@ -188,6 +244,19 @@ class ClusterSettings(_Model):
     zone: Zone | None = None
     tags: dict[TagKey, TagValue] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _tag_count(self) -> ClusterSettings:
+        limits = catalog.load()
+        most = int(limits.limit("maxTagsPerResource")) - int(limits.limit("gb300TagReserve"))
+        if len(self.tags) > most:
+            raise _PathError(
+                ("cluster", "tags"),
+                f"must hold at most {most} tags (got {len(self.tags)}): Azure allows "
+                f"{limits.limit('maxTagsPerResource')} per resource and gb300 adds up to "
+                f"{limits.limit('gb300TagReserve')} of its own",
+            )
+        return self
+
 
 class AccessSettings(_Model):
     """``gb300:access``: who may log in, and from where."""
@@ -201,7 +270,7 @@ class AccessSettings(_Model):
 class NetworkSettings(_Model):
     """``gb300:network``: the address space the toolkit carves its subnets from."""
 
-    address_space: Cidr = "10.40.0.0/16"
+    address_space: Annotated[Cidr, AfterValidator(_check_address_space)] = "10.40.0.0/16"
     bastion: bool = True
     nat_gateway: bool = True
     gpu_subnet_prefix_length: Annotated[int, Field(ge=8, le=29, strict=True)] | None = None
@@ -249,14 +318,19 @@ _MOUNT_PATH = r"^/[A-Za-z0-9._/-]+$"
 _DAYS = Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 
-# System directories a shared filesystem must not be mounted over (refused, never used).
-_RESERVED_MOUNTS = frozenset({"", "/tmp", "/var", "/etc", "/usr", "/home", "/mnt"})  # noqa: S108
-
-
 def _check_mount_path(value: str) -> str:
-    if value.rstrip("/") in _RESERVED_MOUNTS or ".." in value.split("/"):
-        raise ValueError(f"must be a dedicated directory such as '/lustre' (got {value!r})")
-    return value.rstrip("/")
+    path = value.rstrip("/") or "/"
+    limits = catalog.load()
+    if ".." in path.split("/") or "//" in path:
+        raise ValueError(f"must be a plain absolute path without '..' or '//' (got {value!r})")
+    if path in limits.limit("reservedMountPoints"):
+        raise ValueError(f"must be a dedicated directory such as '/lustre', not {path} itself (got {value!r})")
+    for tree in limits.limit("reservedMountTrees"):
+        if path == tree or path.startswith(tree + "/"):
+            raise ValueError(
+                f"must not be in the system tree {tree} (got {value!r}); use a directory such as '/lustre'"
+            )
+    return path
 
 
 MountPath = Annotated[str, Field(pattern=_MOUNT_PATH), AfterValidator(_check_mount_path)]
@@ -278,6 +352,25 @@ class LustreSettings(_Model):
     capacity_ti_b: Annotated[int, Field(ge=1, strict=True)] = Field(alias="capacityTiB")
     mount_path: MountPath = "/lustre"
     maintenance_window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)
+    # The storage subnet's size. Unset: the prefix Azure documents for the capacity (data/lustre.yaml).
+    subnet_prefix_length: Annotated[int, Field(ge=16, le=28, strict=True)] | None = None
+
+    @model_validator(mode="after")
+    def _a_subnet_size(self) -> LustreSettings:
+        if self.subnet_prefix_length is None and storage_facts.lustre_subnet_prefix(self.capacity_ti_b) is None:
+            raise _PathError(
+                ("storage", "lustre", "subnetPrefixLength"),
+                f"is required for capacityTiB above the sizes Azure documents (got capacityTiB "
+                f"{self.capacity_ti_b}); ask Azure for the subnet size this filesystem needs and set it",
+            )
+        return self
+
+    @property
+    def subnet_prefix(self) -> int:
+        """The storage subnet's prefix length: ``subnetPrefixLength``, else Azure's documented size."""
+        if self.subnet_prefix_length is not None:
+            return self.subnet_prefix_length
+        return storage_facts.lustre_subnet_prefix(self.capacity_ti_b) or 0
 
 
 def _check_container_name(value: str) -> str:
@@ -314,11 +407,30 @@ class BlockCache(_Model):
 
 
 class BlobSettings(_Model):
-    """``gb300:storage.blob``: a private, HNS storage account for datasets and checkpoints."""
+    """``gb300:storage.blob``: a private storage account for datasets and checkpoints.
+
+    Deleted blobs and containers stay recoverable for ``softDeleteDays``; with ``versioning`` every overwrite
+    keeps the previous version. Azure offers versioning only without a hierarchical namespace, so the two are
+    exclusive (``data/storage.yaml`` ``blobDataProtection``).
+    """
 
     account_name: Annotated[str, Field(pattern=r"^[a-z0-9]{3,24}$")] | None = None
     containers: Annotated[list[BlobContainer], Field(min_length=1)] = Field(default_factory=_default_containers)
     block_cache: BlockCache = Field(default_factory=BlockCache)
+    hierarchical_namespace: bool = False
+    versioning: bool = True
+    soft_delete_days: Annotated[int, Field(ge=1, le=365, strict=True)] = 14
+
+    @model_validator(mode="after")
+    def _versioning_needs_flat_namespace(self) -> BlobSettings:
+        if self.versioning and self.hierarchical_namespace:
+            raise _PathError(
+                ("storage", "blob", "versioning"),
+                "needs hierarchicalNamespace: false; Azure does not offer blob versioning on accounts with a "
+                "hierarchical namespace. Set versioning: false (soft delete still protects deleted blobs) or "
+                "hierarchicalNamespace: false",
+            )
+        return self
 
     @model_validator(mode="after")
     def _unique_containers(self) -> BlobSettings:
@@ -365,7 +477,7 @@ class CheckpointSettings(_Model):
         return self.write_minutes if self.write_minutes is not None else float(self.interval_minutes or 0)
 
 
-StatefulStore = Literal["lustre", "account"]
+StatefulStore = Literal["lustre", "account", "containers"]
 
 
 class StorageSettings(_Model):
@@ -375,6 +487,27 @@ class StorageSettings(_Model):
     blob: BlobSettings | None = None
     checkpoint: CheckpointSettings | None = None
     allow_replace: list[StatefulStore] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _mounts_do_not_overlap(self) -> StorageSettings:
+        mounts: list[tuple[tuple[str | int, ...], str]] = []
+        if self.lustre is not None:
+            mounts.append((("storage", "lustre", "mountPath"), self.lustre.mount_path))
+        if self.blob is not None:
+            for i, container in enumerate(self.blob.containers):
+                if container.mount_path is not None:
+                    mounts.append((("storage", "blob", "containers", i, "mountPath"), container.mount_path))
+            if any(c.mount_path for c in self.blob.containers):
+                mounts.append((("storage", "blob", "blockCache", "diskPath"), self.blob.block_cache.disk_path))
+        for j, (loc, path) in enumerate(mounts):
+            for other_loc, other in mounts[:j]:
+                if path == other or path.startswith(other + "/") or other.startswith(path + "/"):
+                    raise _PathError(
+                        loc,
+                        f"overlaps {format_path(other_loc)} ({other}) (got {path!r}); each mount and the block cache "
+                        "need their own directory, none inside another",
+                    )
+        return self
 
     @model_validator(mode="after")
     def _checkpoint_needs_lustre(self) -> StorageSettings:
@@ -447,18 +580,60 @@ class MonitoringSettings(_Model):
         return self
 
 
+RuleId = Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
+
+
+def _check_reason(value: str) -> str:
+    text = value.strip()
+    if "\n" in text or len(text) < _REASON_MIN_CHARS:
+        raise ValueError(
+            f"must be one line of at least {_REASON_MIN_CHARS} characters saying why the rule does not apply "
+            f"(got {_short(text)!r})"
+        )
+    return text
+
+
+_REASON_MIN_CHARS = 10
+
+
+def _suppression_from_text(value: Any) -> Any:
+    return {"rule": value} if isinstance(value, str) else value
+
+
+class Suppression(_Model):
+    """One entry of ``gb300:policy.suppress``: a rule id, and why the stack does not want its findings.
+
+    A plain string is a rule id without a reason, enough for rules that are not about security; a security
+    rule (``gb300.rules.SECURITY_RULES``) needs ``{rule: ..., reason: ...}``. Every suppression, with its
+    reason and the findings it hides, is printed by every ``gb300 plan`` and in the pull request summary.
+    """
+
+    rule: RuleId
+    reason: Annotated[str, Field(max_length=300), AfterValidator(_check_reason)] | None = None
+
+
 class PolicySettings(_Model):
     """``gb300:policy``: which findings fail the plan, which rules are suppressed, and what the rules check against.
 
     ``requiredTags``: tag keys every taggable Azure resource must carry (rule ``required-tags``).
     ``quota``: where ``quota-sufficient`` reads Azure's usage: ``live`` or a saved ``az vm list-usage`` JSON file;
     ``gb300 plan --quota`` overrides it, unset means quota is not checked (an info finding says so).
+    ``sshSourceLimitPrefix``: the public SSH sources of one NSG, united, may cover at most one block of this
+    prefix length (rule ``no-ssh-from-internet``; default in ``data/skus.yaml`` ``limits``).
     """
 
     fail_on: Literal["error", "warning", "info"] = "error"
-    suppress: list[Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]] = Field(default_factory=list)
+    suppress: list[Annotated[Suppression, BeforeValidator(_suppression_from_text)]] = Field(default_factory=list)
     required_tags: list[TagKey] = Field(default_factory=lambda: ["owner", "gb300-cluster"])
     quota: Annotated[str, Field(min_length=1)] | None = None
+    ssh_source_limit_prefix: Annotated[int, Field(ge=1, le=32, strict=True)] = Field(
+        default_factory=lambda: int(catalog.load().limit("sshSourceLimitPrefix"))
+    )
+
+    @property
+    def suppressed(self) -> frozenset[str]:
+        """The ids of the suppressed rules."""
+        return frozenset(s.rule for s in self.suppress)
 
 
 class StackConfig(_Model):
@@ -554,7 +729,7 @@ def _message(err: Mapping[str, Any], model_keys: list[str]) -> str:
 def _problems(exc: ValidationError) -> list[Problem]:
     problems = []
     for err in exc.errors(include_url=False):
-        loc = tuple(err["loc"])
+        loc = tuple(part for part in err["loc"] if part != "[key]")  # a bad mapping key: name the key itself
         error = (err.get("ctx") or {}).get("error")
         if isinstance(error, _PathError):
             loc = error.loc
@@ -631,17 +806,12 @@ def namespace_from_stack_config(config: Mapping[str, Any], *, project: str = NAM
 
 
 def load_stack_file(path: Path) -> dict[str, Any]:
-    """Read a stack file and return its ``gb300`` namespace. Raises ConfigError naming the file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError([Problem(str(path), f"cannot be read ({exc.strerror})")]) from None
-    try:
-        doc = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError([Problem(str(path), f"is not valid YAML{where}")]) from None
+    """Read a stack file and return its ``gb300`` namespace. Raises ConfigError naming the file.
+
+    The file is read as strict YAML (:mod:`gb300.stack_yaml`): bounded in size, UTF-8, no duplicate keys,
+    no alias bombs.
+    """
+    doc = stack_yaml.load(path) or {}
     if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
         raise ConfigError([Problem(str(path), "must be a Pulumi stack file with a 'config:' mapping")])
     return namespace_from_stack_config(doc.get("config") or {})

@@ -1,21 +1,20 @@
-"""The storage and monitoring parts of a node's custom data: files from ``templates/`` and ordered steps.
+"""The storage and monitoring files of a node's custom data, rendered from ``templates/`` (contents only).
+
+Which role carries them, and the steps that use them, are declared in the node registry (:mod:`gb300.node_steps`).
 
 Everything here comes from the stack config alone, so custom data (and its hash) is known at plan time
 (:mod:`gb300.nodes`). Values that exist only after deployment reach nodes as VM tags that the steps read from
 IMDS with ``imds-tag``: ``gb300-lustre-mgs``, ``gb300-blob-account``, ``gb300-node-client-id`` and
-``gb300-prom-write`` (see :data:`DEPLOY_TAGS`). Templates render with StrictUndefined; files that need a
-deploy-time value are placed as ``*.in`` with ``@NAME@`` placeholders the step fills in.
+``gb300-prom-write`` (see :data:`DEPLOY_TAGS`). Templates render with the one environment of
+:mod:`gb300.templating` (StrictUndefined); files that need a deploy-time value are placed as ``*.in`` with
+``@NAME@`` placeholders the step fills in.
 """
 
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
-from typing import Any
 
-import jinja2
-
-from gb300 import storage_facts
+from gb300 import storage_facts, templating
 from gb300.bootstrap.context import ExtraFile as NodeFile  # one file type for write_files
 from gb300.components import monitoring as monitoring_component
 from gb300.config import StackConfig
@@ -28,78 +27,15 @@ DEPLOY_TAGS: dict[str, str] = {
     "gb300-node-client-id": "the node identity's client id (74-blobfuse2, 87-prometheus-agent)",
     "gb300-prom-write": "the Prometheus remote-write URL of the collection rule (87-prometheus-agent)",
 }
-STEP_DIR = "/usr/local/lib/gb300/features"  # not steps/: the bootstrap puts each step's wrapper there
 IMDS_TAG = "/usr/local/lib/gb300/imds-tag"
 
 
-@dataclass(frozen=True)
-class Step:
-    """A bootstrap step this feature adds: its script, roles, and the step it must run after."""
-
-    name: str
-    script: str
-    roles: tuple[str, ...]
-    after: str
-    description: str
-
-    @property
-    def command(self) -> str:
-        """Where the step's script lands on the node (an ExtraStep's command)."""
-        return f"{STEP_DIR}/{self.script}"
-
-
-# The feature's steps, in order. They run as ExtraSteps after the bootstrap's own steps (so after 70-nvme-raid and
-# 80-fabric) and before the Slurm steps and 99-ready; ``after`` names what each one relies on.
-STEPS: tuple[Step, ...] = (
-    Step("72-lustre", "72-lustre.sh", ("gpu-node", "head"), "70-nvme-raid",
-         "verify the Lustre client and mount Azure Managed Lustre over TCP LNet at gb300:storage.lustre.mountPath"),
-    # GPU nodes only: the block cache lives on the NVMe RAID, which the head node does not have.
-    Step("74-blobfuse2", "74-blobfuse2.sh", ("gpu-node",), "70-nvme-raid",
-         "mount the configured Blob containers with BlobFuse2 in block-cache mode (cache on the NVMe RAID)"),
-    Step("85-dcgm-exporter", "85-dcgm-exporter.sh", ("gpu-node",), "80-fabric",
-         "run the DCGM exporter on 127.0.0.1:9400, attached to nvidia-dcgm's host engine when it runs"),
-    Step("86-node-exporter", "86-node-exporter.sh", ("gpu-node", "head"), "85-dcgm-exporter",
-         "run the node exporter (InfiniBand, textfile collectors) and the gb300 node-metrics timer"),
-    Step("87-prometheus-agent", "87-prometheus-agent.sh", ("gpu-node", "head"), "86-node-exporter",
-         "run Prometheus in agent mode, remote-writing to the Azure Monitor workspace with the node identity"),
-)  # fmt: skip
-
-
-def _env() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,  # noqa: S701 - renders shell env files and YAML, never HTML
-    )
-    env.filters["shquote"] = lambda value: shlex.quote(str(value))
-    return env
-
-
-def _render(name: str, **context: Any) -> str:
-    return _env().get_template(name).render(**context)
+def _render(name: str, **context: object) -> str:
+    return templating.render(name, **context)
 
 
 def _static(relative: str) -> str:
     return (TEMPLATES_DIR / relative).read_text(encoding="utf-8")
-
-
-def steps_for(cfg: StackConfig, role: str | None = None) -> list[Step]:
-    """The steps this stack needs on ``role`` (all roles when None): Lustre only with Lustre, and so on."""
-    wanted = []
-    for step in STEPS:
-        if role is not None and role not in step.roles:
-            continue
-        if step.name == "72-lustre" and cfg.storage.lustre is None:
-            continue
-        if step.name == "74-blobfuse2" and not _mounts(cfg):
-            continue
-        if step.name in ("85-dcgm-exporter", "86-node-exporter", "87-prometheus-agent") and not (
-            cfg.monitoring.prometheus.enabled
-        ):
-            continue
-        wanted.append(step)
-    return wanted
 
 
 def _mounts(cfg: StackConfig) -> list[tuple[str, str, str]]:
@@ -145,6 +81,8 @@ def storage_files(cfg: StackConfig) -> list[NodeFile]:
                 "mount_path": container.mount_path,
                 "read_only": container.access == "read",
             },
+            # BlobFuse2's ADLS component needs a hierarchical namespace; a flat account (versioning) is 'block'.
+            "hierarchical_namespace": blob.hierarchical_namespace,
             "cache": {
                 "block_size_mib": cache.block_size_mi_b,
                 "memory_mib": cache.memory_mi_b,
@@ -216,18 +154,3 @@ def monitoring_files(cfg: StackConfig, pool: str) -> list[NodeFile]:
             "0755",
         ),
     ]
-
-
-def node_files(cfg: StackConfig, pool: str, role: str) -> list[NodeFile]:
-    """Every file the storage and monitoring steps of ``role`` (in ``pool``) need, their scripts included."""
-    steps = steps_for(cfg, role)
-    if not steps:
-        return []
-    files = storage_files(cfg) + monitoring_files(cfg, pool)
-    files.append(
-        NodeFile(IMDS_TAG, (CLOUD_INIT_DIR / "scripts" / "gb300-imds-tag").read_text(encoding="utf-8"), "0755")
-    )
-    for step in steps:
-        script = (CLOUD_INIT_DIR / "scripts" / step.script).read_text(encoding="utf-8")
-        files.append(NodeFile(step.command, script, "0755"))
-    return files

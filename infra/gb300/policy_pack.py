@@ -11,6 +11,17 @@ resources because it runs the same rules with the same settings:
 * **Verdict**: each rule's policy is *mandatory* and reports only the findings at or above ``failOn``, so
   the preview fails exactly when the plan does. Findings below ``failOn`` (the plan prints them too) are
   reported by the *advisory* policy ``gb300-advisories``, which never fails a preview.
+* **Suppressions** (``gb300:policy.suppress``) are never silent: ``gb300-advisories`` reports each one with its
+  reason and the findings it hides. A security rule suppressed without a reason is not suppressed at all.
+
+**What the rules read.** The engine hands a stack policy each resource's *outputs*; in a preview those are,
+for a resource being created, only what its provider can foresee (azure-native: the keys of the response
+schema, most of them unknown; a provider without preview support: its inputs). The rules read inputs, as the
+plan records them. So the pack also has one resource policy, ``gb300-resource-inputs``, that reports nothing:
+the engine calls it (``Analyze``) with every resource's inputs before it plans that resource's step, it keeps
+them by URN, and the stack policies read those inputs, falling back to a resource's outputs only when no
+inputs were seen for it (a ``--target`` run). The GPU scale sets also carry their marker and ARM body in
+their outputs, so they are recognised either way. ``docs/policy-pack.md`` has the whole contract.
 
 Properties a preview cannot know yet (ids of resources not created) reach the rules as
 :data:`gb300.rules.base.UNKNOWN`, so a rule that needs them stays silent rather than failing the preview.
@@ -18,6 +29,7 @@ Properties a preview cannot know yet (ids of resources not created) reach the ru
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +40,8 @@ from pulumi_policy import (
     PolicyConfigSchema,
     PolicyPack,
     ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
     StackValidationArgs,
     StackValidationPolicy,
 )
@@ -41,6 +55,7 @@ from gb300.rules.base import UNKNOWN
 
 PACK_NAME = "gb300"
 ADVISORIES = "gb300-advisories"
+INPUTS_POLICY = "gb300-resource-inputs"
 QUOTA_RULE = "quota-sufficient"
 QUOTA_SCHEMA = PolicyConfigSchema(
     properties={"quota": {"type": "string", "description": "'live' or a saved `az vm list-usage -o json` file"}}
@@ -83,9 +98,53 @@ def plain(value: Any) -> Any:
     return value
 
 
-def views(args: StackValidationArgs) -> list[Resource]:
-    """The stack's resources in the shape rules read."""
-    return [PolicyResourceView(r.urn, r.resource_type, r.name, plain(r.props)) for r in args.resources]
+class InputsSeen:
+    """Each resource's inputs as the engine's per-resource ``Analyze`` calls passed them, by URN.
+
+    The engine starts the pack once per preview or update and calls ``Analyze`` for every resource the program
+    registers (possibly in parallel) before the one ``AnalyzeStack`` call at the end.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_urn: dict[str, PolicyResourceView] = {}
+
+    def record(self, view: PolicyResourceView) -> None:
+        with self._lock:
+            self._by_urn[view.urn] = view
+
+    def get(self, urn: str) -> PolicyResourceView | None:
+        with self._lock:
+            return self._by_urn.get(urn)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._by_urn.clear()
+
+
+SEEN = InputsSeen()
+
+
+def inputs_recorder(seen: InputsSeen = SEEN) -> Callable[..., None]:
+    """The validate function of ``gb300-resource-inputs``: keep the resource's inputs; report nothing."""
+
+    def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+        del report_violation
+        seen.record(PolicyResourceView(args.urn, args.resource_type, args.name, plain(args.props)))
+
+    return validate
+
+
+def views(args: StackValidationArgs, seen: InputsSeen = SEEN) -> list[Resource]:
+    """The stack's resources in the shape rules read: the inputs ``Analyze`` saw, else the outputs."""
+    out: list[Resource] = []
+    for r in args.resources:
+        known = seen.get(r.urn)
+        if known is not None and known.type == r.resource_type:
+            out.append(known)
+        else:
+            out.append(PolicyResourceView(r.urn, r.resource_type, r.name, plain(r.props)))
+    return out
 
 
 def stack_settings(values: Mapping[str, str] | None = None) -> PolicySettings:
@@ -98,10 +157,14 @@ def stack_settings(values: Mapping[str, str] | None = None) -> PolicySettings:
     if raw is None:
         return PolicySettings()
     try:
-        return PolicySettings.model_validate(raw)
+        settings = PolicySettings.model_validate(raw)
     except ValueError:
         # The program validates the same key and fails the preview with a message naming it.
         return PolicySettings()
+    if rules.unknown_suppressions(settings):
+        # A security rule suppressed without a reason (or an unknown id): suppress nothing, so every rule runs.
+        return settings.model_copy(update={"suppress": []})
+    return settings
 
 
 _SNAPSHOTS: dict[tuple[str, tuple[str, ...]], quota.QuotaSnapshot] = {}
@@ -136,7 +199,7 @@ def rule_validator(rule_id: str, settings: SettingsSource = stack_settings) -> C
 
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
         policy = settings()
-        if rule_id in policy.suppress:
+        if rule_id in policy.suppressed:
             return
         resources = views(args)
         ctx = _context(args, resources, policy)
@@ -154,8 +217,10 @@ def advisory_validator(settings: SettingsSource = stack_settings) -> Callable[..
         resources = views(args)
         ctx = _context(args, resources, policy)
         threshold = Level.parse(policy.fail_on)
+        reasons = {s.rule: s.reason for s in policy.suppress}
         for rule_id in rules.RULES:
-            if rule_id in policy.suppress:
+            if rule_id in policy.suppressed:
+                _report_suppressed(rule_id, reasons[rule_id], rules.run_rule(rule_id, resources, ctx), report_violation)
                 continue
             for finding in rules.run_rule(rule_id, resources, ctx):
                 if finding.level < threshold:
@@ -164,9 +229,32 @@ def advisory_validator(settings: SettingsSource = stack_settings) -> Callable[..
     return validate
 
 
+def _report_suppressed(
+    rule_id: str, reason: str | None, hidden: Sequence[Finding], report_violation: ReportViolation
+) -> None:
+    """A suppression is never silent: the advisory policy names it, its reason, and what it hides."""
+    why = f" (reason: {reason})" if reason else " (no reason given)"
+    report_violation(
+        f"[suppressed] gb300:policy.suppress: rule {rule_id} does not run{why}; it would report "
+        f"{len(hidden)} finding(s)",
+        None,
+    )
+    for finding in hidden:
+        urn = finding.resource if finding.resource.startswith("urn:") else None
+        report_violation(f"[suppressed {finding.level.label}] {rule_id}: {finding.message}", urn)
+
+
 def policies(settings: SettingsSource = stack_settings) -> list[Policy]:
-    """One mandatory policy per rule id (description: the rule's docstring), plus the advisory policy."""
-    out: list[Policy] = []
+    """One mandatory policy per rule id (description: the rule's docstring), the advisory policy, and the
+    resource policy that keeps each resource's inputs for them."""
+    out: list[Policy] = [
+        ResourceValidationPolicy(
+            name=INPUTS_POLICY,
+            description="keeps each resource's inputs for the gb300 stack policies (reports nothing)",
+            enforcement_level=EnforcementLevel.ADVISORY,
+            validate=inputs_recorder(),
+        )
+    ]
     for rule_id, rule in rules.RULES.items():
         doc = (rule.__doc__ or rule_id).strip().splitlines()[0]
         out.append(

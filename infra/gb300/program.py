@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 
 import pulumi
-from pulumi_azure_native import authorization, resources, storagecache
+from pulumi_azure_native import authorization, resources
 
 from gb300 import catalog, config, netplan, nodes, sizing
 from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs
@@ -22,36 +22,26 @@ from gb300.config import StackConfig
 from gb300.errors import ConfigError
 
 
-def subnet_plan(cfg: StackConfig, *, lustre_addresses: int | None = None) -> list[netplan.SubnetPlan]:
+def subnet_plan(cfg: StackConfig) -> list[netplan.SubnetPlan]:
     """The subnets carved from ``gb300:network.addressSpace`` for this config.
 
-    ``lustre_addresses`` is the number of addresses Azure says the Lustre filesystem needs
-    (:func:`lustre_subnet_addresses`); without it the storage subnet keeps its fixed size.
+    Every size comes from the config (``gb300:storage.lustre.subnetPrefixLength`` for the storage subnet, its
+    default Azure's documented size for the capacity), never from a live answer: the offline plan shows the
+    CIDRs a real preview produces, and nothing Azure says later re-carves subnets in use. Rule
+    ``lustre-subnet-size`` compares the storage subnet with Azure's requirement.
     """
     roles: tuple[netplan.Role, ...] = ("gpu", "head", "storage", "endpoints")
     if cfg.network.bastion:
         roles = (*roles, "bastion")
-    reserved = catalog.load().limit("subnetReservedAddresses")
-    storage_prefix = netplan.prefix_for(lustre_addresses + reserved) if lustre_addresses else None
+    lustre = cfg.storage.lustre
     return netplan.carve(
         cfg.network.address_space,
         gpu_vms=sum(p.vms for p in cfg.gpu_pools),
-        reserved=reserved,
+        reserved=catalog.load().limit("subnetReservedAddresses"),
         roles=roles,
-        storage_prefix=storage_prefix,
+        storage_prefix=lustre.subnet_prefix if lustre is not None else None,
         gpu_prefix=cfg.network.gpu_subnet_prefix_length,
     )
-
-
-def lustre_subnet_addresses(cfg: StackConfig) -> int | None:
-    """Addresses the configured Lustre filesystem needs in its subnet, as Azure answers (an invoke)."""
-    lustre = cfg.storage.lustre
-    if lustre is None:
-        return None
-    result = storagecache.get_required_aml_fs_subnets_size(
-        sku={"name": lustre.sku}, storage_capacity_ti_b=float(lustre.capacity_ti_b)
-    )
-    return int(result.filesystem_subnet_size or 0) or None
 
 
 def storage_account_name(cfg: StackConfig, subscription_id: str) -> str:
@@ -114,7 +104,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             resource_group_name=rg.name,
             location=location,
             address_space=cfg.network.address_space,
-            subnets=subnet_plan(cfg, lustre_addresses=lustre_subnet_addresses(cfg)),
+            subnets=subnet_plan(cfg),
             ssh_source_ranges=list(cfg.access.ssh_source_ranges),
             nat_gateway=cfg.network.nat_gateway,
             bastion=cfg.network.bastion,
@@ -167,7 +157,11 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 endpoints_subnet_id=net.subnet_ids["endpoints"],
                 vnet_id=net.vnet_id,
                 node_principal_id=identity.principal_id,
+                soft_delete_days=storage.blob.soft_delete_days,
+                hierarchical_namespace=storage.blob.hierarchical_namespace,
+                versioning=storage.blob.versioning,
                 allow_replace="account" in storage.allow_replace,
+                allow_replace_containers="containers" in storage.allow_replace,
                 tags=tags,
             ),
         )
@@ -207,6 +201,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         identity_id=identity.id,
         zone=cfg.cluster.zone,
         tags=node_tags,
+        boot_dependencies=secrets.boot_dependencies,
     )
     head_data = nodes.render(nodes.HEAD, cfg)
     head = HeadNode(

@@ -212,7 +212,7 @@ def read_usage_file(path: Path) -> list[Usage]:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise QuotaFileError(f"quota file {path} cannot be read ({exc.strerror})") from None
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested beyond what the parser can read
         hint = "save it with `az vm list-usage --location REGION -o json`"
         raise QuotaFileError(f"quota file {path} is not JSON; {hint}") from None
     try:

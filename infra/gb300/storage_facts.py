@@ -29,3 +29,17 @@ def lustre_network_rules() -> list[dict[str, str]]:
 def private_link_zones() -> dict[str, str]:
     """Private endpoint sub-resource (``blob``, ``dfs``) -> private DNS zone name."""
     return {k: str(v) for k, v in load()["privateLink"].items() if k != "source"}
+
+
+@functools.cache
+def _lustre_subnet_table() -> tuple[tuple[float, int], ...]:
+    raw: dict[str, Any] = _load_yaml("lustre.yaml")["subnetPrefix"]
+    return tuple((float(row["maxTiB"]), int(row["prefix"])) for row in raw["table"])
+
+
+def lustre_subnet_prefix(capacity_tib: float) -> int | None:
+    """The subnet prefix Azure documents for a Lustre filesystem of ``capacity_tib`` (None: beyond the table)."""
+    for max_tib, prefix in _lustre_subnet_table():
+        if capacity_tib <= max_tib:
+            return prefix
+    return None

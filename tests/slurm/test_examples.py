@@ -36,7 +36,7 @@ def health_env(tmp_path: Path) -> Path:
     """health.env for GB300 as the lead's cloud-init writes it."""
     spec = health_spec("Standard_ND128isr_GB300_v6", gpus=4, ib_ports=4, ib_rate_gbps=800)
     path = tmp_path / "health.env"
-    path.write_text(render_health_env(spec))
+    path.write_text(render_health_env(spec, nvme_mount="/mnt/resource_nvme", mounts=("/mnt/resource_nvme",)))
     return path
 
 

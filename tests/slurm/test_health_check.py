@@ -16,15 +16,19 @@ NODE = "gpu-007"
 SHOW_IDLE = f"NodeName={NODE} Arch=aarch64 CPUTot=128 State=IDLE ThreadsPerCore=1\n"
 
 
-def healthy(sandbox: Sandbox, *, dcgm_periodic: int = 1) -> None:
+MOUNTS = ("/mnt/resource_nvme", "/lustre")
+
+
+def healthy(sandbox: Sandbox, *, dcgm_periodic: int = 1, mounts: tuple[str, ...] = MOUNTS) -> None:
     """Lay out a node where every check passes (periodic DCGM level raised so the diag runs too)."""
     spec = health_spec("Standard_ND128isr_GB300_v6", gpus=4, ib_ports=4, ib_rate_gbps=800, ib_rate_status="conflict")
-    env = render_health_env(spec) + f"GB300_DCGM_DIAG_LEVEL_PERIODIC={dcgm_periodic}\n"
+    env = render_health_env(spec, nvme_mount="/mnt/resource_nvme", mounts=mounts)
+    env += f"GB300_DCGM_DIAG_LEVEL_PERIODIC={dcgm_periodic}\n"
     sandbox.write("etc/gb300/health.env", env)
     sandbox.write(
         "proc/mounts",
         "/dev/root / ext4 rw 0 0\n/dev/md0 /mnt/resource_nvme xfs rw,noatime 0 0\n"
-        "10.0.2.4@tcp:/lustrefs /shared lustre rw,flock 0 0\n",
+        "10.0.2.4@tcp:/lustrefs /lustre lustre rw,flock 0 0\n",
     )
     for port in range(4):
         sandbox.write(f"sys/class/infiniband/mlx5_ib{port}/ports/1/pkeys/0", "0x7fff\n")
@@ -48,6 +52,15 @@ def run_check(sandbox: Sandbox, *args: str) -> tuple[int, list[str]]:
 
 def drains(calls: list[str]) -> list[str]:
     return [c for c in calls if c.startswith("update") and "state=drain" in c]
+
+
+def test_no_configured_mounts_means_no_mount_check(sandbox: Sandbox) -> None:
+    """With no mounts configured (GB300_MOUNTS empty) a node with nothing mounted passes the gate."""
+    healthy(sandbox, mounts=())
+    sandbox.write("proc/mounts", "/dev/root / ext4 rw 0 0\n")
+    rc, calls = run_check(sandbox)
+    assert rc == 0
+    assert drains(calls) == []
 
 
 def test_healthy_node_is_not_drained(sandbox: Sandbox) -> None:
@@ -120,13 +133,13 @@ FAILURES: list[tuple[str, Callable[[Sandbox], None], str]] = [
     ("xid-79", _fixture("dmesg", "dmesg.xid79.txt"), "XID in kernel log: 79@0009:06:00"),
     (
         "nvme-unmounted",
-        lambda s: s.write("proc/mounts", "10.0.2.4@tcp:/lustrefs /shared lustre rw 0 0\n"),
+        lambda s: s.write("proc/mounts", "10.0.2.4@tcp:/lustrefs /lustre lustre rw 0 0\n"),
         "/mnt/resource_nvme not mounted",
     ),
     (
-        "shared-unmounted",
+        "lustre-unmounted",
         lambda s: s.write("proc/mounts", "/dev/md0 /mnt/resource_nvme xfs rw 0 0\n"),
-        "/shared not mounted",
+        "/lustre not mounted",
     ),
     ("expectations-missing", _remove("etc/gb300/health.env"), "expectations file"),
 ]

@@ -16,16 +16,37 @@ HOSTS = {"gpu-001": "10.0.4.11", "gpu-002": "10.0.4.12", "gpu-003": "10.0.4.13",
 JOB = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "gpu-[001-003,019]"}
 
 
+def slurm_records(sandbox: Sandbox, hosts: dict[str, str], identities: dict[str, dict[str, object]]) -> None:
+    """scontrol stand-in: expands the job's node list to ``hosts`` and shows their records (NodeAddr, Extra)."""
+    names = "".join(f"{host}\\n" for host in hosts)
+    records = "".join(
+        f"NodeName={host} NodeAddr={ip} NodeHostName={host} State=ALLOCATED "
+        + (
+            f"Extra=gb300-nvlink:{identities[host]['ClusterUUID']}:{identities[host]['CliqueId']} "
+            if host in identities
+            else ""
+        )
+        + "Reason=\\n"
+        for host, ip in hosts.items()
+    )
+    sandbox.replace(
+        "scontrol",
+        f"""printf 'scontrol %s\\n' "$*" >>"$SANDBOX/calls.log"
+case "$1 $2" in
+  "show hostnames") printf '{names}';;
+  "show node") printf '{records}';;
+  *) exit 1;;
+esac
+""",
+    )
+
+
 def job_nodes(sandbox: Sandbox, *, ready: bool = True) -> None:
     """Four job nodes: three in this node's rack, gpu-019 in another; IMEX answers READY or never."""
-    sandbox.answer("scontrol-show", "\n".join(HOSTS) + "\n")
-    cases = "".join(f"  {host}) echo '{ip}      STREAM {host}';;\n" for host, ip in HOSTS.items())
-    sandbox.replace("getent", f'case "$2" in\n{cases}  *) exit 2;;\nesac\n')
+    slurm_records(sandbox, HOSTS, {host: RACK_B if host == "gpu-019" else RACK_A for host in HOSTS})
     sandbox.answer("nvidia-imex-ctl", "READY\n" if ready else "WAITING_FOR_PEERS\n")
     sandbox.write("etc/nvidia-imex/config.cfg", "IMEX_CMD_PORT=50005\nIMEX_CMD_ENABLED=1\n")
     sandbox.write("var/lib/gb300/fabric.json", json.dumps(RACK_A))
-    for host in HOSTS:
-        sandbox.write(f"shared/gb300/fabric/{host}.json", json.dumps(RACK_B if host == "gpu-019" else RACK_A))
 
 
 def test_prolog_writes_job_nodes_of_this_rack_and_starts_imex(sandbox: Sandbox) -> None:
@@ -36,17 +57,25 @@ def test_prolog_writes_job_nodes_of_this_rack_and_starts_imex(sandbox: Sandbox) 
     nodes = (sandbox.root / "etc/nvidia-imex/nodes_config.cfg").read_text()
     assert nodes == "10.0.4.11\n10.0.4.12\n10.0.4.13\n"
     assert "restart nvidia-imex" in sandbox.calls("systemctl")
-    assert sandbox.calls("scontrol") == ["show hostnames gpu-[001-003,019]"]
+    assert sandbox.calls("scontrol") == ["show hostnames gpu-[001-003,019]", "show node -o gpu-[001-003,019]"]
 
 
 def test_prolog_without_fabric_files_lists_every_job_node(sandbox: Sandbox) -> None:
-    """Without fabric identities the prolog falls back to all of the job's nodes."""
+    """Without this node's fabric identity the prolog falls back to all of the job's nodes."""
     job_nodes(sandbox)
     (sandbox.root / "var/lib/gb300/fabric.json").unlink()
     result = sandbox.run("gb300-imex-prolog", env=JOB)
     assert result.returncode == 0, result.stderr
     nodes = (sandbox.root / "etc/nvidia-imex/nodes_config.cfg").read_text().split()
     assert nodes == list(HOSTS.values())
+
+
+def test_prolog_lists_nodes_that_published_no_identity(sandbox: Sandbox) -> None:
+    """A job node whose record carries no published identity yet is kept in the domain, not dropped."""
+    job_nodes(sandbox)
+    slurm_records(sandbox, HOSTS, {"gpu-001": RACK_A, "gpu-019": RACK_B})
+    assert sandbox.run("gb300-imex-prolog", env=JOB).returncode == 0
+    assert (sandbox.root / "etc/nvidia-imex/nodes_config.cfg").read_text().split() == list(HOSTS.values())[:3]
 
 
 def test_prolog_second_run_keeps_running_imex(sandbox: Sandbox) -> None:
@@ -83,7 +112,8 @@ def test_prolog_times_out_with_one_clear_line(sandbox: Sandbox) -> None:
 def test_prolog_fails_clearly_on_bad_input(sandbox: Sandbox, env: dict[str, str], message: str) -> None:
     """A missing node list or a host without an address fails the prolog with that reason."""
     job_nodes(sandbox)
-    sandbox.answer("scontrol-show", "\n".join([*HOSTS, "gpu-099"]) + "\n")
+    with_unknown = {**HOSTS, "gpu-099": "unknown"}
+    slurm_records(sandbox, with_unknown, dict.fromkeys(HOSTS, RACK_A))
     result = sandbox.run("gb300-imex-prolog", env=env)
     assert result.returncode == 1
     assert message in result.stderr

@@ -8,23 +8,35 @@ import shlex
 
 import pytest
 
+from gb300.node_steps import STEPS
 from gb300.slurm.config import SlurmCluster, SlurmPool
-from gb300.slurm.files import GPU_STEPS, HEAD_STEPS, SlurmBootInputs, gpu_files, head_files, render_slurm_env
+from gb300.slurm.files import SlurmBootInputs, gpu_files, head_files, render_slurm_env
 from gb300.slurm.health import health_spec, render_health_env
 
 INPUTS = SlurmBootInputs(head_hostname="head", keyvault_name="kv-gb300-ref")
 TRAIN = SlurmPool("train", "ref-train-r0001-", 36, "Standard_ND128isr_GB300_v6", 4, 128, 840499)
 CLUSTER = SlurmCluster("ref", "head", (TRAIN,))
 NODE_INPUTS = INPUTS.for_pool(TRAIN)
-HEALTH = render_health_env(health_spec("Standard_ND128isr_GB300_v6", gpus=4, ib_ports=4, ib_rate_gbps=800))
+HEALTH = render_health_env(
+    health_spec("Standard_ND128isr_GB300_v6", gpus=4, ib_ports=4, ib_rate_gbps=800),
+    nvme_mount="/mnt/resource_nvme",
+    mounts=("/mnt/resource_nvme",),
+)
 
 
-def test_every_step_is_shipped_executable() -> None:
-    """Each role's steps are placed in /usr/local/sbin with mode 0755."""
-    for files, steps in ((head_files(CLUSTER, INPUTS), HEAD_STEPS), (gpu_files(NODE_INPUTS, HEALTH), GPU_STEPS)):
+def test_every_tool_is_shipped_executable() -> None:
+    """The tools Slurm and systemd run (topology refresh, health gate, IMEX hooks, publisher) are 0755 in sbin."""
+    tools = {
+        "head": (head_files(CLUSTER, INPUTS), ["gb300-topology-refresh"]),
+        "gpu": (
+            gpu_files(NODE_INPUTS, HEALTH),
+            ["gb300-health-check", "gb300-imex-prolog", "gb300-imex-epilog", "gb300-fabric-publish"],
+        ),
+    }
+    for files, names in tools.values():
         shipped = {f.path: f.permissions for f in files}
-        for step in steps:
-            assert shipped[f"/usr/local/sbin/{step}"] == "0755"
+        for name in names:
+            assert shipped[f"/usr/local/sbin/{name}"] == "0755"
 
 
 def test_gpu_nodes_get_health_gate_and_imex_hooks_named_in_slurm_conf() -> None:
@@ -120,5 +132,5 @@ def test_slurmdbd_flag_and_accounting_host_must_agree(cluster: SlurmCluster, inp
 
 def test_slurmdbd_starts_before_slurmctld() -> None:
     """The head sets up slurmdbd after the munge key and before slurmctld, which registers with it."""
-    assert HEAD_STEPS.index("gb300-munge-key") < HEAD_STEPS.index("gb300-slurmdbd-setup")
-    assert HEAD_STEPS.index("gb300-slurmdbd-setup") < HEAD_STEPS.index("gb300-slurmctld-setup")
+    names = [s.name for s in STEPS]
+    assert names.index("gb300-munge-key") < names.index("gb300-slurmdbd-setup") < names.index("gb300-slurmctld-setup")

@@ -20,13 +20,23 @@ pytestmark = pytest.mark.slow  # every test runs a node script in a sandbox (sub
 
 KEY = bytes(range(256)) * 4
 VAULT_ENV = {"GB300_KEYVAULT_NAME": "kv-gb300-ref", "GB300_MUNGE_SECRET_NAME": "munge-key"}
+RETRYING = {**VAULT_ENV, "GB300_VAULT_WAIT_SECONDS": "30", "GB300_VAULT_RETRY_DELAY_SECONDS": "1"}
 
 
-def key_vault(sandbox: Sandbox, secret: str, *, imds_ok: bool = True, tags: list[dict[str, str]] | None = None) -> None:
-    """curl stand-in: IMDS returns a token (and ``tags``), Key Vault returns ``secret`` for the bearer token."""
+def key_vault(
+    sandbox: Sandbox,
+    secret: str,
+    *,
+    imds_ok: bool = True,
+    tags: list[dict[str, str]] | None = None,
+    answers: tuple[int, ...] = (),
+) -> None:
+    """curl stand-in: IMDS returns a token (and ``tags``); Key Vault answers each of ``answers`` (HTTP statuses,
+    written by ``-w '\\n%{http_code}'`` as curl does) once, in order, then ``secret`` for the bearer token."""
     token = json.dumps({"access_token": "tok-123", "token_type": "Bearer"})
     tag_list = json.dumps(tags or [])
     body = json.dumps({"value": secret, "id": "https://kv-gb300-ref.vault.azure.net/secrets/munge-key/1"})
+    (sandbox.path / "vault-answers").write_text("".join(f"{a}\n" for a in answers))
     sandbox.replace(
         "curl",
         f"""url="${{*: -1}}"
@@ -35,8 +45,14 @@ case "$url" in
   http://169.254.169.254/metadata/instance/compute/tagsList*) echo '{tag_list}';;
   http://169.254.169.254/*) {"echo '" + token + "'" if imds_ok else "exit 22"};;
   https://kv-gb300-ref.vault.azure.net/secrets/munge-key\\?api-version=7.4)
-    grep -qx 'Authorization: Bearer tok-123' || exit 22
-    echo '{body}';;
+    grep -qx 'Authorization: Bearer tok-123' || {{ printf '{{"error": {{"code": "Unauthorized"}}}}\\n401'; exit 0; }}
+    next=$(head -n 1 "$SANDBOX/vault-answers")
+    if [ -n "$next" ]; then
+      sed -i 1d "$SANDBOX/vault-answers"
+      printf '{{"error": {{"code": "Forbidden"}}}}\\n%s' "$next"
+      exit 0
+    fi
+    printf '%s\\n200' '{body}';;
   *) exit 6;;
 esac
 """,
@@ -101,6 +117,35 @@ def test_munge_key_failures_are_one_clear_line(
     assert message in line
     assert not (sandbox.root / "etc/munge/munge.key").exists()
     assert not (sandbox.root / "etc/munge/munge.key.gb300-new").exists()
+
+
+def test_munge_key_fetch_waits_out_403_and_404(sandbox: Sandbox) -> None:
+    """A node that boots before its role assignment or secret is effective retries 403/404 and then succeeds."""
+    key_vault(sandbox, base64.b64encode(KEY).decode(), answers=(403, 404))
+    result = sandbox.run("gb300-munge-key", env=RETRYING)
+    assert result.returncode == 0, result.stderr
+    assert (sandbox.root / "etc/munge/munge.key").read_bytes() == KEY
+    assert len([c for c in sandbox.calls("curl") if "vault.azure.net/secrets" in c]) == 3
+    assert sum("answered HTTP 403" in c or "answered HTTP 404" in c for c in sandbox.calls("logger")) == 2
+
+
+def test_munge_key_fetch_gives_up_after_the_wait(sandbox: Sandbox) -> None:
+    """The wait is bounded: with no time left a 403 fails the step with one line naming the status."""
+    key_vault(sandbox, base64.b64encode(KEY).decode(), answers=(403, 403, 403))
+    result = sandbox.run("gb300-munge-key", env={**RETRYING, "GB300_VAULT_WAIT_SECONDS": "0"})
+    assert result.returncode == 1
+    [line] = result.stderr.strip().splitlines()
+    assert "HTTP 403 after 0s" in line
+    assert not (sandbox.root / "etc/munge/munge.key").exists()
+
+
+def test_munge_key_fetch_does_not_retry_other_errors(sandbox: Sandbox) -> None:
+    """An answer that waiting cannot fix (400) fails at once, without retries."""
+    key_vault(sandbox, base64.b64encode(KEY).decode(), answers=(400,))
+    result = sandbox.run("gb300-munge-key", env=RETRYING)
+    assert result.returncode == 1
+    assert "(HTTP 400)" in result.stderr
+    assert len([c for c in sandbox.calls("curl") if "vault.azure.net/secrets" in c]) == 1
 
 
 def test_pyxis_setup_configures_enroot_on_nvme(sandbox: Sandbox) -> None:

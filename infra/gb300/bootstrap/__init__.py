@@ -8,7 +8,7 @@ and `sha256` in a tag so the plan can tell which pools need a reimage. Errors de
 
 from __future__ import annotations
 
-from gb300.bootstrap.context import BootstrapContext, ExtraFile, ExtraStep, NodeFileLike
+from gb300.bootstrap.context import BootstrapContext, ExtraFile, NodeFileLike
 from gb300.bootstrap.errors import (
     BootstrapDataError,
     BootstrapError,
@@ -33,7 +33,7 @@ from gb300.bootstrap.software import (
     check_software_overrides,
     load_software,
 )
-from gb300.bootstrap.steps import Step, known_roles, load_steps, steps_for_role
+from gb300.bootstrap.steps import known_roles
 
 __all__ = [
     "AZURE_CUSTOM_DATA_LIMIT",
@@ -45,14 +45,12 @@ __all__ = [
     "Component",
     "DownloadFile",
     "ExtraFile",
-    "ExtraStep",
     "NcclSettings",
     "NodeFileLike",
     "NodeSettings",
     "RenderedCustomData",
     "SoftwareOverrideError",
     "SoftwareSet",
-    "Step",
     "UnknownRoleError",
     "apply_software_overrides",
     "build_cloud_config",
@@ -62,7 +60,5 @@ __all__ = [
     "load_nccl",
     "load_node",
     "load_software",
-    "load_steps",
     "render_custom_data",
-    "steps_for_role",
 ]

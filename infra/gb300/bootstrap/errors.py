@@ -3,7 +3,7 @@
 Hierarchy::
 
     BootstrapError                 anything this package raises on purpose
-    ├── BootstrapDataError         a data file (versions.yaml, steps.yaml, a role fragment) is malformed
+    ├── BootstrapDataError         a data file (versions.yaml, checksums.yaml, a role fragment) is malformed
     ├── UnknownRoleError           a role with no cloud-init/roles/<role>.yaml
     └── SoftwareOverrideError      a `gb300:software` entry names an unknown component or a bad version
 

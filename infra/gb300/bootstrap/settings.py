@@ -34,6 +34,8 @@ class NodeSettings:
     modprobe_options: tuple[tuple[str, str], ...]
     sysctl: tuple[tuple[str, str], ...]
     limits: tuple[tuple[str, str, str, str], ...]
+    secret_wait_seconds: int = 0  # keep asking Key Vault while it answers 401/403/404 (secret_fetch)
+    secret_retry_delay_seconds: int = 15
     imex_config: tuple[tuple[str, str], ...] = ()
     """Keys set in /etc/nvidia-imex/config.cfg (the IMEX command service)."""
     sysctl_rackscale: tuple[tuple[str, str], ...] = ()
@@ -77,6 +79,7 @@ def load_node(path: Path = NODE_FILE) -> NodeSettings:
     ib = _section(raw, "infiniband", path)
     nvme = _section(raw, "nvme", path)
     fabric = _section(raw, "fabric", path)
+    secret_fetch = _section(raw, "secret_fetch", path)
     try:
         return NodeSettings(
             ib_device_prefix=str(ib["device_prefix"]),
@@ -94,6 +97,8 @@ def load_node(path: Path = NODE_FILE) -> NodeSettings:
             modprobe_options=_pairs(_section(raw, "modprobe", path)["options"]),
             sysctl=_pairs(_section(raw, "sysctl", path)["settings"]),
             limits=tuple((str(a), str(b), str(c), str(d)) for a, b, c, d in _section(raw, "limits", path)["entries"]),
+            secret_wait_seconds=int(secret_fetch["wait_seconds"]),
+            secret_retry_delay_seconds=int(secret_fetch["retry_delay_seconds"]),
             imex_config=_pairs(_section(raw, "imex", path)["config"]),
             sysctl_rackscale=_pairs(_section(raw, "sysctl_rackscale", path)["settings"]),
             systemd_rackscale=_pairs(_section(raw, "systemd_rackscale", path)["manager"]),

@@ -12,7 +12,7 @@ from typing import Any
 from gb300 import config, paths, quota, rules
 from gb300.errors import UsageError
 from gb300.plan import run_plan
-from gb300.plan.render import text
+from gb300.plan.render import suppressed_lines, text
 from gb300.plan.state import load_state
 
 NAME = "plan"
@@ -64,14 +64,34 @@ def _stack(args: argparse.Namespace) -> tuple[str, Path]:
     return args.stack, path
 
 
+def _check_output(path: Path) -> None:
+    """Refuse a ``--json`` path that cannot be written, before the plan runs rather than after."""
+    if path.is_dir():
+        raise UsageError(f"--json {path} is a directory; give a file name such as {path / 'plan.json'}")
+    if not path.parent.is_dir():
+        raise UsageError(f"--json {path}: the directory {path.parent} does not exist")
+    if path.exists() and not path.is_file():
+        raise UsageError(f"--json {path} is not a regular file")
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    try:
+        path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--json {path} cannot be written ({exc.strerror or exc})") from None
+
+
 def run(args: argparse.Namespace) -> int:
     name, path = _stack(args)
+    if args.json is not None:
+        _check_output(args.json)
     raw = config.load_stack_file(path)
+    # Every input file is read before the plan starts: a wrong path or shape is exit 2 at once, on one line.
+    if args.quota and args.quota.strip().lower() != quota.LIVE:
+        quota.read_usage_file(Path(args.quota))
+    deployed = load_state(args.state) if args.state is not None else None
     started = time.perf_counter()
     print(f"gb300 plan: validating and registering resources of stack {name}...", file=sys.stderr)
-    if args.quota and args.quota.strip().lower() != quota.LIVE:
-        quota.read_usage_file(Path(args.quota))  # a wrong path or shape is a usage error (exit 2), before planning
-    deployed = load_state(args.state) if args.state is not None else None
     result = run_plan(name, raw, quota=args.quota, deployed=deployed)
     elapsed = time.perf_counter() - started
     print(
@@ -79,16 +99,23 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     if args.json is not None:
-        args.json.write_text(json.dumps(result.as_json(), indent=1, sort_keys=False) + "\n", encoding="utf-8")
+        _write_json(args.json, result.as_json())
         print(f"gb300 plan: wrote {args.json}", file=sys.stderr)
     if not args.quiet:
         print(text(result, stack_file=str(path)))
-    else:  # --quiet: the findings alone, then the verdict
+    else:  # --quiet: the findings alone, then the suppressions (never silent) and the verdict
         for f in result.findings:
             print(f"{f.level.label:<7} {f.rule}: {f.message}\n        at {f.resource}")
+        for line in suppressed_lines(result):
+            print(line)
     failing = rules.failing(result.findings, result.config.policy)
     if failing:
         print(f"plan fails: {len(failing)} finding(s) at or above '{result.config.policy.fail_on}'")
         return 1
-    print("plan passes")
+    note = (
+        f"; {len(result.suppressed)} rule(s) suppressed by gb300:policy.suppress (listed above)"
+        if result.suppressed
+        else ""
+    )
+    print(f"plan passes{note}")
     return 0

@@ -195,6 +195,6 @@ class GpuPool(pulumi.ComponentResource):
                 "properties": scale_set.properties(spec),
                 "tags": tags,
             },
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.node.boot_dependencies)),
         )
         return vmss.id

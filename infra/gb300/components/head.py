@@ -122,7 +122,14 @@ class HeadNode(pulumi.ComponentResource):
             # refused unless the subscription registered Microsoft.Compute/UseStandardSecurityType. Left out, Azure
             # creates the same Standard VM (no Secure Boot: the Lustre client's module loads). docs/azure-resources.md
             tags=tags,
-            opts=child,
+            # Azure keeps a VM's custom data from its creation: a new bootstrap needs a new VM, and the fixed
+            # name means the old one goes first. The plan warns with --state (rule custom-data-changed).
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=list(node.boot_dependencies),
+                replace_on_changes=["osProfile.customData"],
+                delete_before_replace=True,
+            ),
         )
         self.vm_id = vm.id
         self.private_ip = nic.ip_configurations.apply(lambda cfgs: (cfgs[0].private_ip_address or "") if cfgs else "")

@@ -23,3 +23,6 @@ class NodeCommon:
     identity_id: pulumi.Input[str]
     zone: str | None = None
     tags: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    # Resources a node's first boot reads (its secret, the role that lets it read it, the private DNS that
+    # resolves the vault): every VM and scale set is created after them (``depends_on``).
+    boot_dependencies: tuple[pulumi.Resource, ...] = ()

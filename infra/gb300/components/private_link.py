@@ -26,8 +26,16 @@ class PrivateLinkArgs:
     tags: dict[str, str]
 
 
-def private_endpoint(prefix: str, args: PrivateLinkArgs, *, parent: pulumi.Resource) -> network.PrivateEndpoint:
-    """Declare ``<prefix>-zone``, ``-link``, ``-pe`` and ``-dns`` under ``parent``; returns the endpoint."""
+@dataclass(frozen=True)
+class PrivateLink:
+    """The endpoint, and the zone group that makes the service's name resolve to it (what a client waits for)."""
+
+    endpoint: network.PrivateEndpoint
+    zone_group: network.PrivateDnsZoneGroup
+
+
+def private_endpoint(prefix: str, args: PrivateLinkArgs, *, parent: pulumi.Resource) -> PrivateLink:
+    """Declare ``<prefix>-zone``, ``-link``, ``-pe`` and ``-dns`` under ``parent``."""
     child = pulumi.ResourceOptions(parent=parent)
     zone = privatedns.PrivateZone(
         f"{prefix}-zone",
@@ -62,7 +70,7 @@ def private_endpoint(prefix: str, args: PrivateLinkArgs, *, parent: pulumi.Resou
         tags=args.tags,
         opts=child,
     )
-    network.PrivateDnsZoneGroup(
+    zone_group = network.PrivateDnsZoneGroup(
         f"{prefix}-dns",
         private_dns_zone_group_name="default",
         private_endpoint_name=endpoint.name,
@@ -70,4 +78,4 @@ def private_endpoint(prefix: str, args: PrivateLinkArgs, *, parent: pulumi.Resou
         private_dns_zone_configs=[network.PrivateDnsZoneConfigArgs(name=args.group, private_dns_zone_id=zone.id)],
         opts=child,
     )
-    return endpoint
+    return PrivateLink(endpoint, zone_group)

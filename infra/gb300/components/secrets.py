@@ -40,6 +40,8 @@ class ClusterSecrets(pulumi.ComponentResource):
     vault_name: pulumi.Output[str]
     vault_id: pulumi.Output[str]
     munge_secret_name: str
+    boot_dependencies: tuple[pulumi.Resource, ...]
+    """What a node's first boot reads: the munge secret, the nodes' read access to it, the vault's private DNS."""
 
     def __init__(self, name: str, args: ClusterSecretsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gb300:secrets:ClusterSecrets", name, None, opts)
@@ -66,7 +68,7 @@ class ClusterSecrets(pulumi.ComponentResource):
             opts=child,
         )
         munge = random.RandomBytes(f"{name}-munge-key", length=MUNGE_KEY_BYTES, opts=child)
-        keyvault.Secret(
+        secret = keyvault.Secret(
             f"{name}-munge-key",
             secret_name=MUNGE_SECRET_NAME,
             vault_name=vault.name,
@@ -77,7 +79,7 @@ class ClusterSecrets(pulumi.ComponentResource):
             tags=args.tags,
             opts=child,
         )
-        private_endpoint(
+        link = private_endpoint(
             f"{name}-vault",
             PrivateLinkArgs(
                 group="vault",
@@ -91,7 +93,7 @@ class ClusterSecrets(pulumi.ComponentResource):
             ),
             parent=self,
         )
-        roles.assign(
+        read_access = roles.assign(
             f"{name}-nodes-read-secrets",
             role="Key Vault Secrets User",
             scope=vault.id,
@@ -101,4 +103,5 @@ class ClusterSecrets(pulumi.ComponentResource):
         self.vault_name = vault.name
         self.vault_id = vault.id
         self.munge_secret_name = MUNGE_SECRET_NAME
+        self.boot_dependencies = (secret, read_access, link.zone_group)
         self.register_outputs({"vaultName": vault.name, "vaultId": vault.id})

@@ -10,6 +10,10 @@ protects and retains that group too); see docs/azure-resources.md for why the ac
 The account is reachable only through private endpoints (blob, dfs) resolved by private DNS zones linked to the
 VNet: no public network access, no anonymous blob access, no shared keys, TLS 1.2. Nodes reach containers with
 the node identity's role assignments, each scoped to one container.
+
+Deleted data stays recoverable: blob and container soft delete for ``soft_delete_days`` and, on a flat namespace,
+blob versioning (every overwrite keeps the previous version). Containers are stateful resources too: protected,
+retained, and lifted only by ``gb300:storage.allowReplace: [containers]``.
 """
 
 from __future__ import annotations
@@ -115,7 +119,11 @@ class BlobStoreArgs:
     endpoints_subnet_id: pulumi.Input[str]
     vnet_id: pulumi.Input[str]
     node_principal_id: pulumi.Input[str]
+    soft_delete_days: int
+    hierarchical_namespace: bool = False
+    versioning: bool = True
     allow_replace: bool = False
+    allow_replace_containers: bool = False
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -137,7 +145,7 @@ class BlobStore(pulumi.ComponentResource):
             kind="StorageV2",
             sku=storage.SkuArgs(name="Standard_LRS"),
             access_tier=storage.AccessTier.HOT,
-            is_hns_enabled=True,
+            is_hns_enabled=args.hierarchical_namespace,
             allow_blob_public_access=False,
             allow_shared_key_access=False,
             default_to_o_auth_authentication=True,
@@ -149,15 +157,30 @@ class BlobStore(pulumi.ComponentResource):
             tags=args.tags,
             opts=stateful_options("azure-native:storage:StorageAccount", self, allow_replace=args.allow_replace),
         )
+        retention = storage.DeleteRetentionPolicyArgs(enabled=True, days=args.soft_delete_days)
+        service = storage.BlobServiceProperties(
+            f"{name}-blob-service",
+            account_name=account.name,
+            resource_group_name=args.resource_group_name,
+            blob_services_name="default",
+            delete_retention_policy=retention,
+            container_delete_retention_policy=retention,
+            is_versioning_enabled=args.versioning,
+            opts=child,
+        )
         self.container_ids = {}
         for container in args.containers:
+            container_opts = stateful_options(
+                "azure-native:storage:BlobContainer", self, allow_replace=args.allow_replace_containers
+            )
             blob_container = storage.BlobContainer(
                 f"{name}-{container.name}",
                 container_name=container.name,
                 account_name=account.name,
                 resource_group_name=args.resource_group_name,
                 public_access=storage.PublicAccess.NONE,
-                opts=child,
+                # Created after soft delete is on, so a container is never unprotected.
+                opts=pulumi.ResourceOptions.merge(container_opts, pulumi.ResourceOptions(depends_on=[service])),
             )
             self.container_ids[container.name] = blob_container.id
             role = ROLE_FOR_ACCESS[container.access]

@@ -4,7 +4,8 @@
 the inputs as outputs, adding the few outputs Azure computes (principal ids, endpoints).
 :class:`RecordingMonitor` is the SDK's ``MockMonitor`` that also keeps, for each registration, the URN,
 parent and the data-safety options (``protect``, ``retainOnDelete``, ``replaceOnChanges``,
-``deleteBeforeReplace``), which the mocks interface does not pass on.
+``deleteBeforeReplace``) and explicit and input dependencies, which the mocks interface does not pass on. It
+builds URNs as the engine does and notes every URN registered twice, which the engine refuses.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from typing import Any
 
 from pulumi.runtime import MockCallArgs, MockResourceArgs, Mocks
 from pulumi.runtime.mocks import MockMonitor
+from pulumi.runtime.settings import get_project, get_stack
 
 from gb300 import compute_resource
 
 SUBSCRIPTION_ID = "00000000-0000-0000-0000-000000000000"
+ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
 TENANT_ID = "11111111-1111-1111-1111-111111111111"
 
 # Pulumi module -> ARM resource provider namespace.
@@ -266,6 +269,19 @@ class Registration:
     retain_on_delete: bool = False
     replace_on_changes: tuple[str, ...] = ()
     delete_before_replace: bool = False
+    dependencies: tuple[str, ...] = ()  # URNs this resource waits for: depends_on and the inputs' resources
+
+
+def engine_urn(stack: str, project: str, parent: str, type_: str, name: str) -> str:
+    """The URN the Pulumi engine gives a registration (pulumi/pulumi ``Deployment.generateURN``, ``urn.New``).
+
+    A child's type is qualified by its parent's whole qualified type, except under the root stack, whose type
+    never appears: ``urn:pulumi:<stack>::<project>::<parent types$>type::<name>``.
+    """
+    parent_type = parent.split("::")[2] if parent else ""
+    if parent_type and parent_type != ROOT_STACK_TYPE:
+        type_ = f"{parent_type}${type_}"
+    return f"urn:pulumi:{stack}::{project}::{type_}::{name}"
 
 
 class RecordingMonitor(MockMonitor):
@@ -275,10 +291,21 @@ class RecordingMonitor(MockMonitor):
         super().__init__(mocks)
         mocks.recorder = self
         self.registrations: list[Registration] = []
+        self.duplicates: list[str] = []  # URNs registered more than once, in order
+        self._seen: set[str] = set()
         self._local = threading.local()
         self._lock = threading.Lock()
 
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        """The engine's URN, not the SDK mock's (which keeps the stack type and only the parent's last type)."""
+        return engine_urn(get_stack(), get_project(), parent, type_, name)
+
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - the gRPC method name
+        urn = self.make_urn(request.parent, request.type, request.name)
+        with self._lock:
+            if urn in self._seen:
+                self.duplicates.append(urn)
+            self._seen.add(urn)
         self._local.request = request
         try:
             return super().RegisterResource(request)  # type: ignore[no-untyped-call]
@@ -300,6 +327,7 @@ class RecordingMonitor(MockMonitor):
             retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
             replace_on_changes=tuple(getattr(request, "replaceOnChanges", ()) or ()),
             delete_before_replace=bool(getattr(request, "deleteBeforeReplace", False)),
+            dependencies=tuple(sorted(set(request.dependencies))),
         )
         with self._lock:
             self.registrations.append(registration)

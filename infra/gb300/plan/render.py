@@ -44,6 +44,7 @@ def text(result: PlanResult, *, stack_file: str) -> str:
     lines += ["", f"Resources ({_n(s['resourceCount'])})"]
     lines += [f"  {typ:<55} {_n(count):>6}" for typ, count in s["resourcesByType"].items()]
     lines.append("")
+    lines += suppressed_lines(result)
     if not result.findings:
         lines.append("Findings: none")
     else:
@@ -53,3 +54,16 @@ def text(result: PlanResult, *, stack_file: str) -> str:
         )
         lines += [f"  {f.level.label:<7} {f.rule}: {f.message}\n          at {f.resource}" for f in result.findings]
     return "\n".join(lines)
+
+
+def suppressed_lines(result: PlanResult) -> list[str]:
+    """The rules ``gb300:policy.suppress`` switched off, with the reason and what each hides (never silent)."""
+    if not result.suppressed:
+        return []
+    lines = [f"Suppressed rules (gb300:policy.suppress): {len(result.suppressed)}"]
+    for s in result.suppressed:
+        why = f"reason: {s.reason}" if s.reason else "no reason given"
+        lines.append(f"  {s.rule}: {why}; hides {len(s.hidden)} finding(s)")
+        lines += [f"    {f.level.label:<7} {f.message}\n            at {f.resource}" for f in s.hidden]
+    lines.append("")
+    return lines

@@ -15,9 +15,9 @@ from pulumi.runtime.rpc import is_rpc_secret
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from gb300 import config
+from gb300 import catalog, config, lustre_live
 from gb300.config import StackConfig
-from gb300.errors import ConfigError
+from gb300.errors import ConfigError, Gb300Error
 from gb300.findings import Finding
 from gb300.plan.mocks import AzureMocks, RecordingMonitor, Registration
 
@@ -25,6 +25,21 @@ if TYPE_CHECKING:
     from gb300.rules.data_loss import DeployedResource
 
 PROJECT = "gb300"
+
+
+class DuplicateUrnError(Gb300Error):
+    """The program registers two resources with one URN: the Pulumi engine refuses it, so the plan does too."""
+
+    def __init__(self, urns: Sequence[str]) -> None:
+        self.urns = tuple(dict.fromkeys(urns))
+        super().__init__(
+            "\n".join(
+                f"Duplicate resource URN '{urn}'; try giving it a unique name (pulumi up would fail the same way)"
+                for urn in self.urns
+            )
+        )
+
+
 SECRET = "[secret]"  # noqa: S105 - how the plan shows a secret input; its value never reaches the plan or its JSON
 
 
@@ -42,6 +57,7 @@ class ResourceRecord:
     retain_on_delete: bool = False
     replace_on_changes: tuple[str, ...] = ()
     delete_before_replace: bool = False
+    dependencies: tuple[str, ...] = ()  # URNs created first: explicit depends_on and the inputs' resources
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -53,6 +69,7 @@ class ResourceRecord:
             "retainOnDelete": self.retain_on_delete,
             "replaceOnChanges": list(self.replace_on_changes),
             "deleteBeforeReplace": self.delete_before_replace,
+            "dependencies": list(self.dependencies),
             "id": self.id,
             "inputs": self.inputs,
         }
@@ -67,14 +84,28 @@ class PlanResult:
     resources: list[ResourceRecord]
     findings: list[Finding] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
+    suppressed: list[SuppressedRule] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {
             "stack": self.stack,
             "resources": [r.as_json() for r in self.resources],
             "findings": [f.as_json() for f in self.findings],
+            "suppressed": [s.as_json() for s in self.suppressed],
             "summary": self.summary,
         }
+
+
+@dataclass(frozen=True)
+class SuppressedRule:
+    """A rule ``gb300:policy.suppress`` switched off, why, and the findings it would have reported."""
+
+    rule: str
+    reason: str | None
+    hidden: tuple[Finding, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"rule": self.rule, "reason": self.reason, "hidden": [f.as_json() for f in self.hidden]}
 
 
 def _plain(value: Any) -> Any:
@@ -102,6 +133,7 @@ def _record(reg: Registration) -> ResourceRecord:
         retain_on_delete=reg.retain_on_delete,
         replace_on_changes=reg.replace_on_changes,
         delete_before_replace=reg.delete_before_replace,
+        dependencies=reg.dependencies,
     )
 
 
@@ -136,9 +168,28 @@ def register(stack: str, raw: Mapping[str, Any], program: Callable[[], None] | N
         program = importlib.import_module("gb300.program").main
     with gc_paused():
         _sync_await(run_pulumi_func(program))
+    if monitor.duplicates:
+        raise DuplicateUrnError(monitor.duplicates)
     records = [_record(r) for r in monitor.registrations]
     records.sort(key=lambda r: r.urn)
     return records
+
+
+def _lustre_live(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> list[Finding]:
+    """With the plan gone live, Azure's own Lustre subnet size against the storage subnet (lustre-subnet-size)."""
+    lustre = cfg.storage.lustre
+    if lustre is None:
+        return []
+    storage = [
+        r.inputs.get("addressPrefix")
+        for r in resources
+        if r.type == "azure-native:network:Subnet" and r.inputs.get("subnetName") == "storage"
+    ]
+    if len(storage) != 1 or not isinstance(storage[0], str):
+        return []
+    answer = lustre_live.ask(lustre.sku, float(lustre.capacity_ti_b))
+    reserved = int(catalog.load().limit("subnetReservedAddresses"))
+    return lustre_live.findings(answer, storage[0], reserved, sku=lustre.sku, capacity_tib=lustre.capacity_ti_b)
 
 
 def run_plan(
@@ -170,8 +221,21 @@ def run_plan(
     source = quota or cfg.policy.quota
     snapshot = quotas.fetch(source, resources, base=paths.REPO_ROOT) if source else None
     findings = rules.evaluate(resources, cfg.policy, quota=snapshot)
-    if software_rule.RULE_ID not in cfg.policy.suppress:
+    hidden = rules.suppressed_findings(resources, cfg.policy, quota=snapshot)
+    if source and source.strip().lower() == quotas.LIVE:
+        live = _lustre_live(cfg, resources)
+        if lustre_live.RULE in cfg.policy.suppressed:
+            hidden.setdefault(lustre_live.RULE, []).extend(live)
+        else:
+            findings += live
+    if software_rule.RULE_ID not in cfg.policy.suppressed:
         findings += software_rule.findings(cfg)
+    else:
+        hidden[software_rule.RULE_ID] = list(software_rule.findings(cfg))
+    result.suppressed = [
+        SuppressedRule(s.rule, s.reason, tuple(sorted(hidden.get(s.rule, []), key=lambda f: (-f.level, f.resource))))
+        for s in cfg.policy.suppress
+    ]
     if deployed is not None:  # not suppressible: gb300:storage.allowReplace is the explicit consent
         findings += data_loss.data_loss(resources, deployed, cfg.storage.allow_replace)
         findings += reimage.findings(resources, deployed)
@@ -179,4 +243,5 @@ def run_plan(
     result.summary = summary.summarise(cfg, resources)
     if deployed is not None:
         result.summary["needsReimage"] = {g: len(n) for g, n in reimage.changed(resources, deployed).items()}
+        result.summary["replacesVms"] = reimage.replaced(resources, deployed)
     return result

@@ -15,18 +15,45 @@ from typing import Any
 from gb300.errors import UsageError
 from gb300.rules.data_loss import DeployedResource
 
+_VERSIONS = (1, 2, 3)  # checkpoint versions `pulumi stack export` has written; 3 since Pulumi 1.x
 
-def parse_state(doc: Any, *, where: str = "state") -> list[DeployedResource]:
-    """Deployed resources of a ``pulumi stack export`` document (checkpoint version 3)."""
-    deployment = doc.get("deployment") if isinstance(doc, dict) else None
-    if isinstance(doc, dict) and "version" in doc and deployment is None:
-        return []  # a stack that was never deployed exports no deployment: nothing to lose yet
-    if not isinstance(deployment, dict):
+
+def parse_state(doc: Any, *, where: str = "state") -> list[DeployedResource]:  # noqa: PLR0912 - one check per shape
+    """Deployed resources of a ``pulumi stack export`` document (checkpoint version 3).
+
+    A document of another shape is a :class:`UsageError` naming what is wrong, never an empty state: an
+    empty state would let the data-loss check pass without comparing anything.
+    """
+    if not isinstance(doc, dict):
+        raise UsageError(f"{where} is not a 'pulumi stack export' document: it is a JSON {_kind(doc)}, not an object")
+    version = doc.get("version")
+    if "version" in doc and (isinstance(version, bool) or version not in _VERSIONS):
+        raise UsageError(f"{where}: 'version' must be one of {list(_VERSIONS)} (got {version!r})")
+    deployment = doc.get("deployment")
+    if deployment is None:
+        if "version" in doc:
+            return []  # a stack that was never deployed exports no deployment: nothing to lose yet
         raise UsageError(f"{where} is not a 'pulumi stack export' document: it has no 'deployment' object")
+    if not isinstance(deployment, dict):
+        raise UsageError(f"{where}: 'deployment' must be an object (got a JSON {_kind(deployment)})")
+    resources = deployment.get("resources")
+    if resources is None:
+        return []
+    if not isinstance(resources, list):
+        raise UsageError(f"{where}: 'deployment.resources' must be a list (got a JSON {_kind(resources)})")
     out: list[DeployedResource] = []
-    for raw in deployment.get("resources") or []:
-        if not isinstance(raw, dict) or "urn" not in raw or "type" not in raw:
-            continue
+    for i, raw in enumerate(resources):
+        at = f"{where}: deployment.resources[{i}]"
+        if not isinstance(raw, dict):
+            raise UsageError(f"{at} must be an object (got a JSON {_kind(raw)})")
+        for key in ("urn", "type"):
+            if not isinstance(raw.get(key), str) or not raw[key]:
+                raise UsageError(f"{at}.{key} must be a non-empty string (got {_short(raw.get(key))})")
+        if not raw["urn"].startswith("urn:pulumi:"):
+            raise UsageError(f"{at}.urn must be a Pulumi URN 'urn:pulumi:...' (got {_short(raw['urn'])})")
+        inputs = raw.get("inputs")
+        if inputs is not None and not isinstance(inputs, dict):
+            raise UsageError(f"{at}.inputs must be an object (got a JSON {_kind(inputs)})")
         if raw.get("delete") or raw.get("pendingReplacement"):
             continue  # already being deleted: not data the next update would newly lose
         urn = str(raw["urn"])
@@ -35,11 +62,22 @@ def parse_state(doc: Any, *, where: str = "state") -> list[DeployedResource]:
                 urn=urn,
                 type=str(raw["type"]),
                 name=urn.rsplit("::", 1)[-1],
-                id=raw.get("id"),
-                inputs=raw.get("inputs") or {},
+                id=raw.get("id") if isinstance(raw.get("id"), str) else None,
+                inputs=inputs or {},
             )
         )
     return out
+
+
+def _kind(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number"
+    )
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def load_state(path: Path) -> list[DeployedResource]:
@@ -48,6 +86,6 @@ def load_state(path: Path) -> list[DeployedResource]:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise UsageError(f"state file {path} cannot be read ({exc.strerror})") from None
-    except ValueError:
+    except (ValueError, RecursionError):  # a decoding error is a ValueError; absurd nesting a RecursionError
         raise UsageError(f"state file {path} is not JSON; write it with 'pulumi stack export > {path.name}'") from None
     return parse_state(doc, where=f"state file {path}")

@@ -4,11 +4,13 @@ Both front ends (``gb300 plan`` and the policy pack in ``policies/``) call :func
 same verdict on the same resources. Rule ids are kebab-case and shared by the check, the policy, the
 suppression list (``gb300:policy.suppress``) and the README's Rules section. One module per theme:
 
-* :mod:`~gb300.rules.network`: ``vnet-avoids-rdma-range``, ``subnet-fits-pool``, ``lustre-subnet-egress``
+* :mod:`~gb300.rules.network`: ``vnet-avoids-rdma-range``, ``subnet-fits-pool``, ``lustre-subnet-size``,
+  ``lustre-subnet-egress``
 * :mod:`~gb300.rules.compute`: ``gpu-pool-rack-aligned``, ``ib-fabric-within-limits``,
   ``image-arch-matches-sku``, ``custom-data-size``, ``arm-body-matches-sdk``
 * :mod:`~gb300.rules.security`: ``no-ssh-from-internet``, ``no-public-ip-on-nodes``
-* :mod:`~gb300.rules.storage`: ``lustre-capacity-valid``, ``zone-consistent``, ``storage-no-public-access``
+* :mod:`~gb300.rules.storage`: ``lustre-capacity-valid``, ``zone-consistent``, ``storage-no-public-access``,
+  ``blob-soft-delete``
 * :mod:`~gb300.rules.checkpoint`: ``lustre-checkpoint-throughput``
 
 * :mod:`~gb300.rules.tags`: ``required-tags``
@@ -37,6 +39,7 @@ from gb300.rules.base import Rule, RuleContext
 RULES: dict[str, Rule] = {
     "vnet-avoids-rdma-range": network.vnet_avoids_rdma_range,
     "subnet-fits-pool": network.subnet_fits_pool,
+    "lustre-subnet-size": network.lustre_subnet_size,
     "lustre-subnet-egress": network.lustre_subnet_egress,
     "gpu-pool-rack-aligned": compute.gpu_pool_rack_aligned,
     "ib-fabric-within-limits": compute.ib_fabric_within_limits,
@@ -48,6 +51,7 @@ RULES: dict[str, Rule] = {
     "lustre-capacity-valid": storage.lustre_capacity_valid,
     "zone-consistent": storage.zone_consistent,
     "storage-no-public-access": storage.storage_no_public_access,
+    storage.SOFT_DELETE_RULE: storage.blob_soft_delete,
     checkpoint.RULE_ID: checkpoint.lustre_checkpoint_throughput,
     "required-tags": tags.required_tags,
     "quota-sufficient": quota.quota_sufficient,
@@ -56,13 +60,31 @@ RULES: dict[str, Rule] = {
 CONFIG_RULES: frozenset[str] = frozenset({software.RULE_ID})
 """Rule ids checked from the stack config by ``gb300 plan`` only; suppressible like :data:`RULES`."""
 
-__all__ = ["CONFIG_RULES", "RULES", "Rule", "RuleContext", "evaluate", "failing", "run_rule", "unknown_suppressions"]
+SECURITY_RULES: frozenset[str] = frozenset(
+    {"no-ssh-from-internet", "no-public-ip-on-nodes", "storage-no-public-access"}
+)
+"""Rules about exposure: ``gb300:policy.suppress`` takes them only with a ``reason``, shown in every plan."""
+
+__all__ = [
+    "CONFIG_RULES",
+    "RULES",
+    "SECURITY_RULES",
+    "Rule",
+    "RuleContext",
+    "evaluate",
+    "failing",
+    "run_rule",
+    "suppressed_findings",
+    "unknown_suppressions",
+]
 
 
 def unknown_suppressions(policy: PolicySettings) -> list[Problem]:
-    """One problem per id in ``gb300:policy.suppress`` that names no rule (a typo would silently suppress nothing)."""
+    """One problem per ``gb300:policy.suppress`` entry that names no rule (a typo would silently suppress
+    nothing), or names a security rule without a reason (an exposure nobody explained)."""
     problems = []
-    for i, rule_id in enumerate(policy.suppress):
+    for i, entry in enumerate(policy.suppress):
+        rule_id = entry.rule
         if rule_id not in RULES and rule_id not in CONFIG_RULES:
             known = [*RULES, *sorted(CONFIG_RULES)]
             close = difflib.get_close_matches(rule_id, known, n=1)
@@ -70,7 +92,24 @@ def unknown_suppressions(policy: PolicySettings) -> list[Problem]:
             problems.append(
                 Problem(format_path(("policy", "suppress", i)), f"is not a rule id (got {rule_id!r}){hint}")
             )
+        elif rule_id in SECURITY_RULES and not entry.reason:
+            problems.append(
+                Problem(
+                    format_path(("policy", "suppress", i)),
+                    f"suppresses the security rule {rule_id!r} without a reason; write it as "
+                    f"{{rule: {rule_id}, reason: <why this exposure is acceptable>}} (every plan and pull request "
+                    "summary shows it), or fix what the rule reports",
+                )
+            )
     return problems
+
+
+def suppressed_findings(
+    resources: Sequence[Resource], policy: PolicySettings, *, quota: QuotaSnapshot | None = None
+) -> dict[str, list[Finding]]:
+    """Per suppressed rule of :data:`RULES`, the findings it would report: what the suppression hides."""
+    ctx = RuleContext(policy=policy, quota=quota)
+    return {rule_id: run_rule(rule_id, resources, ctx) for rule_id in RULES if rule_id in policy.suppressed}
 
 
 def run_rule(rule_id: str, resources: Sequence[Resource], ctx: RuleContext) -> list[Finding]:
@@ -96,7 +135,7 @@ def evaluate(
     ctx = RuleContext(policy=policy, quota=quota)
     findings: list[Finding] = []
     for rule_id in RULES:
-        if rule_id in policy.suppress:
+        if rule_id in policy.suppressed:
             continue
         findings.extend(run_rule(rule_id, resources, ctx))
     return sorted(findings, key=lambda f: (-f.level, f.rule, f.resource))

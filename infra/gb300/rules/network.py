@@ -7,7 +7,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
-from gb300 import catalog, inventory
+from gb300 import catalog, inventory, storage_facts
 from gb300.findings import Finding, Level
 from gb300.inventory import Resource
 from gb300.rules.base import RuleContext, count, items, mapping, network, short, text
@@ -143,6 +143,32 @@ def subnet_fits_pool(resources: Sequence[Resource], ctx: RuleContext) -> Iterato
 
 def short_subnet(sub: Resource) -> str:
     return text(sub.inputs.get("subnetName")) or short(sub)
+
+
+AML = "azure-native:storagecache:AmlFilesystem"
+
+
+def lustre_subnet_size(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+    """The Lustre filesystem's subnet is at least the size Azure documents for its capacity."""
+    del ctx
+    subnets = _subnets(resources)
+    for fs in inventory.of_type(resources, AML):
+        capacity = fs.inputs.get("storageCapacityTiB")
+        key = _subnet_key(text(fs.inputs.get("filesystemSubnet")) or "")
+        if key is None or key not in subnets or not isinstance(capacity, int | float) or isinstance(capacity, bool):
+            continue  # an id a preview cannot know yet, or no such subnet among the resources
+        sub, net = subnets[key]
+        wanted = storage_facts.lustre_subnet_prefix(float(capacity))
+        if wanted is not None and net.prefixlen > wanted:
+            yield Finding(
+                "lustre-subnet-size",
+                Level.WARNING,
+                sub.urn,
+                f"subnet {short_subnet(sub)} ({net}): Azure documents /{wanted} or larger for a {capacity:g} TiB "
+                f"Managed Lustre filesystem (got /{net.prefixlen}), and a subnet cannot move once the filesystem "
+                f"is in it. Set gb300:storage.lustre.subnetPrefixLength to {wanted} or lower, or ask Azure first "
+                "(getRequiredAmlFSSubnetsSize; README, lustre-subnet-size).",
+            )
 
 
 def lustre_subnet_egress(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:

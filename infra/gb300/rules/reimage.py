@@ -1,10 +1,13 @@
-"""``custom-data-changed``: which pools' running nodes keep an old bootstrap until they are reimaged.
+"""``custom-data-changed``: which pools' running nodes keep an old bootstrap, and whether the head is replaced.
 
 Scale sets use ``upgradePolicy: Manual`` so a new cloud-config never reimages a training rack by surprise;
 the flip side (peers' pain) is that a changed custom data silently never reaches running VMs. Each scale set
 and the head VM carry the tag ``gb300-custom-data-sha256``; with the deployed state
 (``gb300 plan --state FILE``) the plan compares the tags and names every pool whose nodes need a reimage,
-with the command that rolls it out one rack at a time. Like ``storage-data-loss`` it needs deployed state,
+with the command that rolls it out one rack at a time. The head is a single VM, whose custom data Azure never
+updates after creation: it is declared with ``replaceOnChanges: [osProfile.customData]`` (and
+``deleteBeforeReplace``, its name being fixed), so a changed head bootstrap replaces the VM, and this rule
+warns about what that loses. Like ``storage-data-loss`` it needs deployed state,
 so it runs in ``gb300 plan --state`` only, not in the policy pack.
 """
 
@@ -35,23 +38,36 @@ def _group(resource: Resource) -> str:
     return str(tags.get("gb300-pool") or tags.get("gb300-role") or resource.name)
 
 
-def changed(resources: Sequence[Resource], deployed: Sequence[DeployedResource]) -> dict[str, list[str]]:
-    """Pool (or role) -> names of its deployed scale sets / VMs whose custom data hash differs from the plan's."""
+def _stale(resources: Sequence[Resource], deployed: Sequence[DeployedResource], *, vms: bool) -> list[Resource]:
+    """Deployed scale sets (or VMs) whose custom data hash differs from the plan's; new ones boot with the new."""
     before = {d.urn: _hash(d.inputs) for d in deployed}
-    out: dict[str, list[str]] = {}
+    out = []
     for resource in resources:
-        if not (inventory.is_scale_set(resource) or resource.type == VM):
+        if not (resource.type == VM if vms else inventory.is_scale_set(resource)):
             continue
         if resource.urn not in before:
             continue  # new: it boots with the new custom data
         old, new = before[resource.urn], _hash(resource.inputs)
         if new is not None and old != new:
-            out.setdefault(_group(resource), []).append(resource.name)
+            out.append(resource)
+    return out
+
+
+def changed(resources: Sequence[Resource], deployed: Sequence[DeployedResource]) -> dict[str, list[str]]:
+    """Pool -> names of its deployed scale sets whose custom data hash differs from the plan's (to reimage)."""
+    out: dict[str, list[str]] = {}
+    for resource in _stale(resources, deployed, vms=False):
+        out.setdefault(_group(resource), []).append(resource.name)
     return {group: sorted(names) for group, names in sorted(out.items())}
 
 
+def replaced(resources: Sequence[Resource], deployed: Sequence[DeployedResource]) -> list[str]:
+    """Names of deployed VMs (the head) whose custom data changed: ``pulumi up`` replaces them."""
+    return sorted(r.name for r in _stale(resources, deployed, vms=True))
+
+
 def findings(resources: Sequence[Resource], deployed: Sequence[DeployedResource]) -> list[Finding]:
-    """One info per pool whose running nodes need a reimage to pick up the new bootstrap."""
+    """One info per pool whose running nodes need a reimage; one warning per VM that the update replaces."""
     out = []
     for group, names in changed(resources, deployed).items():
         example = names[0]
@@ -59,11 +75,25 @@ def findings(resources: Sequence[Resource], deployed: Sequence[DeployedResource]
             Finding(
                 RULE_ID,
                 Level.INFO,
-                f"gb300:gpuPools[name={group}]" if group != "head" else "gb300:head",
-                f"{group}: the bootstrap changed; {len(names)} deployed scale set(s)/VM(s) keep the old one until "
+                f"gb300:gpuPools[name={group}]",
+                f"{group}: the bootstrap changed; {len(names)} deployed scale set(s) keep the old one until "
                 f"reimaged ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}). Roll out one rack at a "
                 f"time after `pulumi up`: drain the rack's nodes in Slurm, then "
                 f"`az vmss reimage -g <rg> -n {example}` and wait for bootstrap.done before the next rack.",
+            )
+        )
+    for name in replaced(resources, deployed):
+        out.append(
+            Finding(
+                RULE_ID,
+                Level.WARNING,
+                "gb300:head",
+                f"{name}: the head's bootstrap changed, and Azure keeps a VM's custom data from its creation, so "
+                f"`pulumi up` replaces the head VM (replaceOnChanges osProfile.customData: delete, then create "
+                f"{name} again). Its OS disk goes with it: the Slurm controller's state (and the accounting "
+                "database with gb300:head.slurmdbd) is lost, and running jobs lose their controller. Before "
+                "`pulumi up`, let jobs finish (`scontrol update partitionname=<pool> state=drain`) and copy off "
+                "what you keep; or revert the change. Reimaging does not apply to a single VM.",
             )
         )
     return out

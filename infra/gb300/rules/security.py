@@ -1,9 +1,18 @@
 """Security rules: no SSH from the Internet, no public IP on a GPU node, a login node's public IP only
-behind restricted SSH source ranges."""
+behind restricted SSH source ranges.
+
+SSH exposure is reasoned about as address sets, not as literals: per network security group, the sources of
+every inbound Allow rule reaching port 22 are united (:func:`ipaddress.collapse_addresses`), the private
+ranges a VNet can use are taken out, and what is left is compared with one block of
+``gb300:policy.sshSourceLimitPrefix`` (default from ``data/skus.yaml`` ``limits``). ``0.0.0.0/1`` plus
+``128.0.0.0/1`` is the whole Internet however it is spelled. Service tags other than ``VirtualNetwork`` and
+``AzureLoadBalancer`` (``Internet``, ``AzureCloud``, ...) count as wider than any limit.
+"""
 
 from __future__ import annotations
 
 import ipaddress
+from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,13 +21,22 @@ from gb300 import catalog, inventory
 from gb300.findings import Finding, Level
 from gb300.inventory import Resource
 from gb300.rules.base import OPEN_SOURCES, RuleContext, items, mapping, network, short, text
-from gb300.rules.network import _subnet_key
 
 NSG = "azure-native:network:NetworkSecurityGroup"
 SECURITY_RULE = "azure-native:network:SecurityRule"
 NIC = "azure-native:network:NetworkInterface"
 VM = "azure-native:compute:VirtualMachine"
 SSH_PORT = 22
+
+
+# Service tags that stand for addresses inside Azure's own network path to the VM, not for the Internet.
+_INTERNAL_TAGS = frozenset({"virtualnetwork", "azureloadbalancer"})
+# Service tags whose addresses only Azure's own services use, and that Azure documents as a required source for a
+# managed service's subnet: Azure Managed Lustre's NSG guidance (learn.microsoft.com azure-managed-lustre/
+# configure-network-security-group) admits AzureMonitor on any TCP port. Not SSH from the Internet.
+_PLATFORM_TAGS = frozenset({"azuremonitor"})
+# How much wider an IPv6 limit is than the IPv4 one: a /16 in IPv4 is compared with a /48 in IPv6 (a site).
+_IPV6_EXTRA_BITS = 32
 
 
 @dataclass(frozen=True)
@@ -28,10 +46,106 @@ class SshRule:
     owner: Resource
     name: str
     sources: tuple[str, ...]
+    nsg: str = ""
 
     @property
     def open(self) -> bool:
+        """Whether a source is spelled as "anyone" (``Internet``, ``*``, ``0.0.0.0/0``...)."""
         return any(s.strip().lower() in OPEN_SOURCES for s in self.sources)
+
+    @property
+    def public_sources(self) -> tuple[str, ...]:
+        """The sources that admit addresses from outside the VNet (public ranges, Internet-wide tags)."""
+        return tuple(s for s in self.sources if _from_outside(s))
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """What one NSG's SSH rules admit from outside the VNet, united."""
+
+    nsg: str
+    rules: tuple[SshRule, ...]
+    v4_addresses: int
+    v6_addresses: int
+    unbounded: tuple[str, ...]  # sources that are not address ranges: service tags such as Internet
+
+    def wider_than(self, prefix: int) -> bool:
+        """True when the union is more than one IPv4 /prefix (IPv6: /prefix+32), or has an unbounded source."""
+        v6_prefix = min(128, prefix + _IPV6_EXTRA_BITS)
+        return (
+            bool(self.unbounded) or self.v4_addresses > 2 ** (32 - prefix) or self.v6_addresses > 2 ** (128 - v6_prefix)
+        )
+
+    def describe(self) -> str:
+        parts = []
+        if self.unbounded:
+            parts.append(f"{', '.join(sorted(set(self.unbounded)))} (the Internet or a public service tag)")
+        if self.v4_addresses:
+            parts.append(f"{self.v4_addresses:,} public IPv4 addresses")
+        if self.v6_addresses:
+            parts.append(f"{self.v6_addresses:,} public IPv6 addresses")
+        return " and ".join(parts) or "no public addresses"
+
+
+def _public_v4(nets: list[ipaddress.IPv4Network]) -> int:
+    """IPv4 addresses in the union of ``nets`` outside the VNet ranges."""
+    total = 0
+    for net in ipaddress.collapse_addresses(nets):
+        pieces = [net]
+        for private in _VNET_RANGES:
+            rest: list[ipaddress.IPv4Network] = []
+            for piece in pieces:
+                if not piece.overlaps(private):
+                    rest.append(piece)
+                elif not piece.subnet_of(private):
+                    rest.extend(piece.address_exclude(private))
+            pieces = rest
+        total += sum(p.num_addresses for p in pieces)
+    return total
+
+
+def _public_v6(nets: list[ipaddress.IPv6Network]) -> int:
+    """IPv6 addresses in the union of ``nets`` (the VNet ranges are IPv4)."""
+    return sum(n.num_addresses for n in ipaddress.collapse_addresses(nets))
+
+
+def exposures(rules: Sequence[SshRule]) -> list[Exposure]:
+    """Per NSG, the union of what its SSH rules admit from outside the VNet."""
+    by_nsg: dict[str, list[SshRule]] = defaultdict(list)
+    for rule in rules:
+        by_nsg[rule.nsg or rule.owner.urn].append(rule)
+    out = []
+    for nsg_name, group in by_nsg.items():
+        v4: list[ipaddress.IPv4Network] = []
+        v6: list[ipaddress.IPv6Network] = []
+        unbounded: list[str] = []
+        for rule in group:
+            for source in rule.public_sources:
+                net = _any_network(source)
+                if net is None:
+                    unbounded.append(source)
+                elif isinstance(net, ipaddress.IPv4Network):
+                    v4.append(net)
+                else:
+                    v6.append(net)
+        out.append(Exposure(nsg_name, tuple(group), _public_v4(v4), _public_v6(v6), tuple(unbounded)))
+    return out
+
+
+def _any_network(source: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    """A source as a network; None for a service tag (``Internet``, ``*``, ``AzureCloud``...)."""
+    spec = source.strip()
+    if spec == "0.0.0.0":  # noqa: S104 - Azure reads a bare 0.0.0.0 as "any"
+        return ipaddress.IPv4Network("0.0.0.0/0")
+    try:
+        return ipaddress.ip_network(spec, strict=False)
+    except ValueError:
+        return None
+
+
+def source_limit(ctx: RuleContext) -> int:
+    """The prefix length whose one block bounds the public SSH sources of one NSG."""
+    return ctx.policy.ssh_source_limit_prefix
 
 
 def _covers_ssh(port_range: str) -> bool:
@@ -45,7 +159,7 @@ def _covers_ssh(port_range: str) -> bool:
         return False
 
 
-def _ssh_rule(owner: Resource, rule: Mapping[str, Any]) -> SshRule | None:
+def _ssh_rule(owner: Resource, rule: Mapping[str, Any], nsg: str = "") -> SshRule | None:
     body = mapping(rule.get("properties")) or rule
     if str(body.get("direction", "")).lower() != "inbound" or str(body.get("access", "")).lower() != "allow":
         return None
@@ -56,7 +170,7 @@ def _ssh_rule(owner: Resource, rule: Mapping[str, Any]) -> SshRule | None:
         return None
     sources = [s for s in [body.get("sourceAddressPrefix"), *items(body.get("sourceAddressPrefixes"))] if s]
     name = text(rule.get("name")) or text(body.get("securityRuleName")) or "unnamed"
-    return SshRule(owner, name, tuple(str(s) for s in sources))
+    return SshRule(owner, name, tuple(str(s) for s in sources), nsg or short(owner))
 
 
 def ssh_rules(resources: Sequence[Resource]) -> list[SshRule]:
@@ -64,28 +178,35 @@ def ssh_rules(resources: Sequence[Resource]) -> list[SshRule]:
     out: list[SshRule] = []
     for nsg in inventory.of_type(resources, NSG):
         for rule in items(nsg.inputs.get("securityRules")):
-            found = _ssh_rule(nsg, mapping(rule))
+            found = _ssh_rule(nsg, mapping(rule), short(nsg))
             if found is not None:
                 out.append(found)
     for rule_resource in inventory.of_type(resources, SECURITY_RULE):
-        found = _ssh_rule(rule_resource, rule_resource.inputs)
+        found = _ssh_rule(
+            rule_resource, rule_resource.inputs, text(rule_resource.inputs.get("networkSecurityGroupName")) or ""
+        )
         if found is not None:
             out.append(found)
     return out
 
 
 def no_ssh_from_internet(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
-    """No NSG rule allows port 22 from the Internet (Internet, 0.0.0.0/0, * or Any)."""
-    del ctx
-    for rule in ssh_rules(resources):
-        if rule.open:
+    """No NSG admits SSH (port 22) from more public addresses, united, than one block of sshSourceLimitPrefix."""
+    limit = source_limit(ctx)
+    for exposure in exposures(ssh_rules(resources)):
+        if not exposure.wider_than(limit):
+            continue
+        for rule in exposure.rules:
+            if not rule.public_sources:
+                continue
             yield Finding(
                 "no-ssh-from-internet",
                 Level.ERROR,
                 rule.owner.urn,
-                f"NSG {short(rule.owner)} rule {rule.name}: must not allow SSH (port 22) from the Internet "
+                f"NSG {exposure.nsg} rule {rule.name}: must not allow SSH (port 22) from the Internet: with the "
+                f"NSG's other SSH rules it admits {exposure.describe()}, more than one /{limit} "
                 f"(got source {', '.join(rule.sources)}). Set gb300:access.sshSourceRanges to your own CIDRs, "
-                "or leave it empty and connect through Bastion.",
+                "or leave it empty and connect through Bastion; gb300:policy.sshSourceLimitPrefix sets the limit.",
             )
 
 
@@ -96,6 +217,9 @@ _VNET_RANGES = tuple(
 
 
 def _from_outside(source: str) -> bool:
+    """Whether a source admits any address from outside the VNet ranges (a tag other than the VNet's counts)."""
+    if source.strip().lower() in _INTERNAL_TAGS | _PLATFORM_TAGS:
+        return False
     net = network(source)
     return net is None or not any(net.subnet_of(r) for r in _VNET_RANGES)
 
@@ -110,52 +234,6 @@ def _public_ip_configs(nic_configs: Any) -> bool:
     return False
 
 
-def _subnet_refs(nic_configs: Any) -> list[str]:
-    """The subnet ids the IP configurations of these NICs attach to."""
-    refs: list[str] = []
-    for nic in items(nic_configs):
-        nic_props = mapping(mapping(nic).get("properties")) or mapping(nic)
-        for ipc in items(nic_props.get("ipConfigurations")):
-            ipc_props = mapping(mapping(ipc).get("properties")) or mapping(ipc)
-            ref = text(mapping(ipc_props.get("subnet")).get("id"))
-            if ref:
-                refs.append(ref)
-    return refs
-
-
-def _guarding(resources: Sequence[Resource], nic_configs: Any) -> set[str] | None:
-    """Names (lowercase) of the NSGs on the subnets these NICs attach to; None when that cannot be told.
-
-    An NSG on another subnet (the Lustre subnet's rule from Azure Monitor, say) admits nothing to this node.
-    """
-    by_key: dict[tuple[str, str], Resource] = {}
-    for sub in inventory.of_type(resources, inventory.SUBNET):
-        vnet_name = text(sub.inputs.get("virtualNetworkName"))
-        name = text(sub.inputs.get("subnetName")) or sub.name
-        if vnet_name:
-            by_key[(vnet_name.lower(), name.lower())] = sub
-    names: set[str] = set()
-    for ref in _subnet_refs(nic_configs):
-        key = _subnet_key(ref)
-        attached = by_key.get(key) if key else None
-        nsg_id = text(mapping(attached.inputs.get("networkSecurityGroup")).get("id")) if attached else None
-        if not nsg_id:
-            return None
-        names.add(nsg_id.rstrip("/").rsplit("/", 1)[-1].lower())
-    return names or None
-
-
-def _reaching(rules: list[SshRule], guarding: set[str] | None) -> list[SshRule]:
-    """The SSH rules of the NSGs in ``guarding`` (all of them when unknown)."""
-    if guarding is None:
-        return rules
-    return [r for r in rules if _nsg_name(r.owner) in guarding]
-
-
-def _nsg_name(owner: Resource) -> str:
-    return (text(owner.inputs.get("networkSecurityGroupName")) or owner.name).lower()
-
-
 def _is_gpu(resource: Resource, size: str | None) -> bool:
     sku = catalog.load().skus.get(size or "")
     tags = mapping(resource.inputs.get("tags"))
@@ -164,8 +242,7 @@ def _is_gpu(resource: Resource, size: str | None) -> bool:
 
 def no_public_ip_on_nodes(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
     """GPU nodes have no public IP; a login node may have one only when SSH admits restricted source ranges."""
-    del ctx
-    exposed: list[tuple[Resource, bool, Any]] = []  # (resource, is a GPU node, its NIC configurations)
+    exposed: list[tuple[Resource, bool]] = []  # (resource, is a GPU node)
     for resource in resources:
         inputs = resource.inputs
         if inventory.is_scale_set(resource):
@@ -174,24 +251,23 @@ def no_public_ip_on_nodes(resources: Sequence[Resource], ctx: RuleContext) -> It
                 "networkInterfaceConfigurations"
             )
             if _public_ip_configs(nics):
-                exposed.append((resource, _is_gpu(resource, ss.vm_size), nics))
+                exposed.append((resource, _is_gpu(resource, ss.vm_size)))
         elif resource.type == VM:
             size = text(mapping(inputs.get("hardwareProfile")).get("vmSize"))
             nics = mapping(inputs.get("networkProfile")).get("networkInterfaceConfigurations")
             if _public_ip_configs(nics):
-                exposed.append((resource, _is_gpu(resource, size), nics))
-        elif resource.type == NIC:
-            nics = [{"ipConfigurations": inputs.get("ipConfigurations")}]
-            if _public_ip_configs(nics):
-                exposed.append((resource, bool(mapping(inputs.get("tags")).get("gb300-pool")), nics))
+                exposed.append((resource, _is_gpu(resource, size)))
+        elif resource.type == NIC and _public_ip_configs([{"ipConfigurations": inputs.get("ipConfigurations")}]):
+            exposed.append((resource, bool(mapping(inputs.get("tags")).get("gb300-pool"))))
     if not exposed:
         return
-    all_ssh = ssh_rules(resources)
-    for resource, gpu, nics in exposed:
-        ssh = _reaching(all_ssh, _guarding(resources, nics))
-        # Sources reaching a public IP: specific public ranges or service tags. Private ranges (the Bastion
-        # subnet) come through the VNet, so they do not count as sshSourceRanges for a public login node.
-        restricted = [r for r in ssh if not r.open and any(_from_outside(s) for s in r.sources)]
+    ssh = ssh_rules(resources)
+    # Sources reaching a public IP: public ranges or service tags. Private ranges (the Bastion subnet) come
+    # through the VNet, so they do not count as sshSourceRanges for a public login node. "Restricted" means
+    # some SSH rule admits public sources and no NSG's union of them is wider than the limit.
+    wide = any(e.wider_than(source_limit(ctx)) for e in exposures(ssh))
+    restricted = not wide and any(r.public_sources for r in ssh)
+    for resource, gpu in exposed:
         if gpu:
             yield Finding(
                 "no-public-ip-on-nodes",
@@ -201,12 +277,12 @@ def no_public_ip_on_nodes(resources: Sequence[Resource], ctx: RuleContext) -> It
                 "Remove publicIPAddressConfiguration; nodes reach the Internet through the NAT gateway and users "
                 "reach them through Bastion or the login node.",
             )
-        elif not restricted or any(r.open for r in ssh):
+        elif not restricted:
             yield Finding(
                 "no-public-ip-on-nodes",
                 Level.ERROR,
                 resource.urn,
                 f"{short(resource)}: a login node may have a public IP only when SSH admits restricted source ranges "
-                f"(got {'SSH open to the Internet' if any(r.open for r in ssh) else 'no SSH source ranges'}). "
+                f"(got {'SSH open to the Internet' if wide else 'no SSH source ranges'}). "
                 "Set gb300:access.sshSourceRanges to your CIDRs, or set gb300:access.loginPublicIp to false.",
             )

@@ -18,7 +18,7 @@ from gb300 import inventory
 from gb300.findings import Finding, Level
 from gb300.inventory import Resource
 from gb300.paths import DATA_DIR
-from gb300.rules.base import RuleContext, items, mapping, short, text
+from gb300.rules.base import UNKNOWN, RuleContext, items, mapping, short, text
 
 AML = "azure-native:storagecache:AmlFilesystem"
 STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
@@ -210,3 +210,37 @@ def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) ->
 
 def _error(urn: str, message: str) -> Finding:
     return Finding("storage-no-public-access", Level.ERROR, urn, message)
+
+
+BLOB_SERVICE = "azure-native:storage:BlobServiceProperties"
+SOFT_DELETE_RULE = "blob-soft-delete"
+
+
+def blob_soft_delete(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+    """Every storage account keeps deleted blobs and deleted containers for a while (soft delete on both)."""
+    del ctx
+    services = inventory.of_type(resources, BLOB_SERVICE)
+    for account in inventory.of_type(resources, STORAGE_ACCOUNT):
+        name = text(account.inputs.get("accountName")) or short(account)
+        # A preview may not know the account name a service names yet (UNKNOWN): it may be this account's.
+        mine = [s for s in services if text(s.inputs.get("accountName")) in (name, UNKNOWN)]
+        if not mine:
+            yield Finding(
+                SOFT_DELETE_RULE,
+                Level.ERROR,
+                account.urn,
+                f"storage account {name}: no blob service properties, so a deleted blob or container is gone at once "
+                "(any job with write access can delete checkpoints). Declare storage.BlobServiceProperties with "
+                "deleteRetentionPolicy and containerDeleteRetentionPolicy enabled (gb300:storage.blob.softDeleteDays).",
+            )
+            continue
+        for key, what in (("deleteRetentionPolicy", "blob"), ("containerDeleteRetentionPolicy", "container")):
+            if not any(mapping(s.inputs.get(key)).get("enabled") in (True, UNKNOWN) for s in mine):
+                yield Finding(
+                    SOFT_DELETE_RULE,
+                    Level.ERROR,
+                    account.urn,
+                    f"storage account {name}: {key}.enabled must be true (got "
+                    f"{mapping(mine[0].inputs.get(key)).get('enabled')!r}); a deleted {what} is gone at once. "
+                    "Enable it with a retention in days (gb300:storage.blob.softDeleteDays).",
+                )

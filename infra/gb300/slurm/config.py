@@ -19,13 +19,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
-import jinja2
+from gb300 import templating
 
-from gb300.paths import TEMPLATES_DIR
-
-TEMPLATE_DIR = TEMPLATES_DIR / "slurm"
 FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "plugstack.conf")
 ACCOUNTING_FILES = ("slurmdbd.conf", "mariadb-slurmdbd.cnf")
 ACCOUNTING_DB = "slurm_acct_db"
@@ -138,32 +134,20 @@ def _problems(cluster: SlurmCluster) -> list[str]:
     return problems
 
 
-def _environment(template_dir: Path) -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(template_dir),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,  # noqa: S701 - Slurm configuration files, not HTML
-    )
-
-
-def render(cluster: SlurmCluster, template_dir: Path = TEMPLATE_DIR) -> dict[str, str]:
+def render(cluster: SlurmCluster) -> dict[str, str]:
     """File name -> content of Slurm's configuration for ``cluster``; raises SlurmConfigError when invalid."""
     problems = _problems(cluster)
     if problems:
         raise SlurmConfigError("\n".join(problems))
-    environment = _environment(template_dir)
     context = {
         "cluster": cluster,
         "max_node_count": max_node_count(cluster),
         "gpu_counts": sorted({pool.gpus_per_node for pool in cluster.pools}),
     }
-    return {name: environment.get_template(f"{name}.j2").render(**context) for name in FILES}
+    return {name: templating.render(f"slurm/{name}.j2", **context) for name in FILES}
 
 
-def render_accounting(cluster: SlurmCluster, template_dir: Path = TEMPLATE_DIR) -> dict[str, str]:
+def render_accounting(cluster: SlurmCluster) -> dict[str, str]:
     """``slurmdbd.conf`` and ``mariadb-slurmdbd.cnf`` for ``cluster``'s accounting host; empty when accounting is off.
 
     slurmdbd runs on ``accounting_host`` (``DbdHost``, the host slurm.conf's ``AccountingStorageHost`` names)
@@ -175,6 +159,5 @@ def render_accounting(cluster: SlurmCluster, template_dir: Path = TEMPLATE_DIR) 
         raise SlurmConfigError("\n".join(problems))
     if cluster.accounting_host is None:
         return {}
-    environment = _environment(template_dir)
     context = {"cluster": cluster, "dbd_host": cluster.accounting_host, "database": ACCOUNTING_DB}
-    return {name: environment.get_template(f"{name}.j2").render(**context) for name in ACCOUNTING_FILES}
+    return {name: templating.render(f"slurm/{name}.j2", **context) for name in ACCOUNTING_FILES}

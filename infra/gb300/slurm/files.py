@@ -1,8 +1,10 @@
-"""What each role's cloud-init must place for Slurm, and the order of its Slurm steps.
+"""The Slurm files each role's cloud-init places (contents only; the node registry decides who carries them).
 
-The bootstrap's step mechanism (``cloud-init/steps.yaml``) runs :data:`HEAD_STEPS` on the head node and
-:data:`GPU_STEPS` on GPU nodes, in order, after its own steps (disks, shared filesystem mount, fabric.json).
-Every file below is a plain ``write_files`` entry; :func:`head_files` and :func:`gpu_files` return them.
+The Slurm steps themselves (``gb300-munge-key`` .. ``gb300-slurmd-setup``) are declared with every other node
+step in :mod:`gb300.node_steps`. The files here are the tools Slurm, systemd and the steps call (the installer,
+the health gate, the IMEX prolog and epilog, the fabric publisher, the topology refresh), their units, Slurm's
+configuration and the boot inputs. Every file below is a plain ``write_files`` entry; :func:`head_files` and
+:func:`gpu_files` return them.
 Inputs the steps read at boot come from ``/etc/gb300/slurm.env`` (:func:`render_slurm_env`) and
 ``/etc/gb300/health.env`` (:func:`gb300.slurm.health.render_health_env`). No secret is in either: the munge
 key is fetched from Key Vault by ``gb300-munge-key`` with the VM's managed identity, and the accounting
@@ -30,24 +32,9 @@ SLURM_UID = 11100
 azure-slurm-install/install.py, slurm.user.uid default 11100): Microsoft's slurm-smd packages create no user,
 and slurmctld and slurmd must agree on SlurmUser's uid."""
 
-HEAD_STEPS: tuple[str, ...] = (
-    "gb300-munge-key",
-    "gb300-pyxis-setup",
-    "gb300-slurmdbd-setup",
-    "gb300-slurmctld-setup",
-)
-"""Head node steps in order; they need the shared filesystem mounted (fabric directory, enroot on NVMe).
-``gb300-slurmdbd-setup`` does nothing unless ``GB300_SLURMDBD=1``; it runs before slurmctld starts so that
-slurmctld finds its accounting daemon answering."""
-
-GPU_STEPS: tuple[str, ...] = ("gb300-munge-key", "gb300-pyxis-setup", "gb300-slurmd-setup")
-"""GPU node steps in order; they need fabric.json and the shared filesystem (gb300-slurmd-setup starts the
-fabric publisher and the boot health check, then slurmd)."""
-
 _INSTALLER = "gb300-slurm-install"  # not a step: the steps call it to install Slurm at the pinned version
-_HEAD_SCRIPTS = (*HEAD_STEPS, _INSTALLER, "gb300-topology-refresh")
+_HEAD_SCRIPTS = (_INSTALLER, "gb300-topology-refresh")
 _GPU_SCRIPTS = (
-    *GPU_STEPS,
     _INSTALLER,
     "gb300-health-check",
     "gb300-imex-prolog",
@@ -88,8 +75,9 @@ class SlurmBootInputs:
     head_hostname: str
     keyvault_name: str | None = None  # None: the node reads its tag gb300-keyvault (the name is made at deploy)
     munge_secret_name: str = "munge-key"  # noqa: S105 - the secret's name, not its value
+    secret_wait_seconds: int = 0  # how long to retry 401/403/404 from Key Vault (0: one attempt)
+    secret_retry_delay_seconds: int = 15
     identity_client_id: str | None = None
-    shared_mount: str = "/shared"
     block_size: int = 18
     slurm_version: str | None = None
     slurm_apt_version: str | None = None
@@ -130,8 +118,9 @@ def render_slurm_env(inputs: SlurmBootInputs) -> str:
         "GB300_HEAD_HOSTNAME": inputs.head_hostname,
         "GB300_KEYVAULT_NAME": inputs.keyvault_name,
         "GB300_MUNGE_SECRET_NAME": inputs.munge_secret_name,
+        "GB300_VAULT_WAIT_SECONDS": str(inputs.secret_wait_seconds),
+        "GB300_VAULT_RETRY_DELAY_SECONDS": str(inputs.secret_retry_delay_seconds),
         "GB300_IDENTITY_CLIENT_ID": inputs.identity_client_id,
-        "GB300_SHARED_MOUNT": inputs.shared_mount,
         "GB300_BLOCK_SIZE": str(inputs.block_size),
         # Only when on: GPU nodes and heads without accounting keep the same slurm.env (and custom data hash).
         "GB300_SLURMDBD": "1" if inputs.slurmdbd else None,
@@ -186,7 +175,7 @@ def _units(names: tuple[str, ...]) -> list[NodeFile]:
 
 
 def head_files(cluster: SlurmCluster, inputs: SlurmBootInputs) -> tuple[NodeFile, ...]:
-    """Files for the head node: Slurm's configuration, the steps, the topology refresh and its generator.
+    """Files for the head node: Slurm's configuration, boot inputs, the topology refresh and its generator.
 
     With accounting on, also slurmdbd.conf (0600; the step hands it to the slurm user), the MariaDB drop-in
     and the slurmdbd unit drop-in. Raises ValueError when ``inputs.slurmdbd`` and the cluster's
@@ -215,7 +204,7 @@ def head_files(cluster: SlurmCluster, inputs: SlurmBootInputs) -> tuple[NodeFile
 
 
 def gpu_files(inputs: SlurmBootInputs, health_env: str) -> tuple[NodeFile, ...]:
-    """Files for a GPU node: boot inputs, health expectations, the steps, the health gate and IMEX hooks.
+    """Files for a GPU node: boot inputs, health expectations, the health gate, IMEX hooks, fabric publisher.
 
     ``inputs`` must carry the node's pool and shape (``inputs.for_pool(pool)``): slurmd registers as a
     dynamic node with them. Raises ValueError naming the first missing field.

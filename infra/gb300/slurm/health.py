@@ -111,8 +111,8 @@ def _words(values: tuple[int, ...]) -> str:
 def render_health_env(
     spec: HealthSpec,
     *,
-    nvme_mount: str = "/mnt/resource_nvme",
-    shared_mount: str = "/shared",
+    nvme_mount: str,
+    mounts: tuple[str, ...],
     imex_mode: ImexMode = "per-job",
 ) -> str:
     """The shell-sourceable ``/etc/gb300/health.env`` for nodes of ``spec.vm_size`` (KEY='value' lines)."""
@@ -127,7 +127,8 @@ def render_health_env(
         "GB300_DCGM_DIAG_LEVEL_PERIODIC": str(spec.dcgm_level_periodic),
         "GB300_XID_IGNORE": _words(spec.xid_ignore),
         "GB300_NVME_MOUNT": nvme_mount,
-        "GB300_SHARED_MOUNT": shared_mount,
+        # Exactly the mounts the stack configures on the node (gb300.node_context.health_mounts); may be empty.
+        "GB300_MOUNTS": " ".join(mounts),
         "GB300_IMEX_MODE": imex_mode,
     }
     for key, threshold in (("RACK", spec.nccl_rack), ("XRACK", spec.nccl_cross_rack)):
@@ -143,8 +144,8 @@ def render_health_env(
 def health_env_for(
     vm_size: str,
     *,
-    nvme_mount: str = "/mnt/resource_nvme",
-    shared_mount: str = "/shared",
+    nvme_mount: str,
+    mounts: tuple[str, ...],
     imex_mode: ImexMode = "per-job",
 ) -> str:
     """``/etc/gb300/health.env`` for ``vm_size``, with the hardware facts read from the SKU catalog."""
@@ -157,4 +158,4 @@ def health_env_for(
         ib_rate_gbps=int(rate.value) if rate is not None else None,
         ib_rate_status=rate.status if rate is not None else "verified",
     )
-    return render_health_env(spec, nvme_mount=nvme_mount, shared_mount=shared_mount, imex_mode=imex_mode)
+    return render_health_env(spec, nvme_mount=nvme_mount, mounts=mounts, imex_mode=imex_mode)
