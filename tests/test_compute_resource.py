@@ -263,3 +263,18 @@ def test_every_rack_is_its_own_resource(reference_plan: PlanResult) -> None:
     (group,) = groups
     assert group in {r.id for r in reference_plan.resources if r.type == "azure-native:network:InterconnectGroup"}
     assert all(r.inputs["zones"] == ["1"] for r in racks)
+
+
+def test_plans_in_one_process_do_not_nest_the_pickler(dev_raw: dict[str, Any]) -> None:
+    """Dynamic resources do not pile wrappers on the pickler, which past ~1,000 (1,389 racks) made RecursionError."""
+    import pickle  # noqa: PLC0415
+
+    from gb300.plan.runner import register  # noqa: PLC0415
+
+    for _ in range(3):
+        register("dev", copy.deepcopy(dev_raw))
+    wrappers, fn = 0, pickle._Pickler._batch_setitems  # type: ignore[attr-defined]
+    while fn.__closure__ and any(callable(c.cell_contents) for c in fn.__closure__):
+        fn = next(c.cell_contents for c in fn.__closure__ if callable(c.cell_contents))
+        wrappers += 1
+    assert wrappers <= 1

@@ -24,6 +24,7 @@ The provider is pickled by reference (this module is importable from the install
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,11 @@ INTERCONNECT_BLOCK = "interconnect-block"
 DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"  # the type token every pulumi.dynamic.Resource registers
 # The keys of the ARM body, in the order Azure's documentation writes them; everything else is addressing.
 BODY_KEYS = ("location", "zones", "sku", "identity", "placement", "properties", "tags")
+# pulumi.dynamic's serialize_provider (pulumi/pulumi sdk/python/lib/pulumi/dynamic/dynamic.py) wraps
+# pickle._Pickler._batch_setitems in a sorting wrapper on every call and never restores it: each dynamic resource
+# adds one nested wrapper, and past about a thousand in one process (a 1,389-rack plan, or a test session)
+# pickling the provider raises RecursionError. Each ComputeResource puts the original back before it registers.
+_BATCH_SETITEMS = pickle._Pickler._batch_setitems  # type: ignore[attr-defined]
 ADDRESS_KEYS = (MARKER, "resourceType", "apiVersion", "subscriptionId", "resourceGroupName", "resourceName")
 
 Path = tuple[str, ...]
@@ -248,6 +254,7 @@ class ComputeResource(pulumi.dynamic.Resource):
             "resourceName": resource_name,
             **{k: arm_body[k] for k in BODY_KEYS if k in arm_body},
         }
+        pickle._Pickler._batch_setitems = _BATCH_SETITEMS  # type: ignore[attr-defined]
         super().__init__(_PROVIDER, name, inputs, opts)
 
 
