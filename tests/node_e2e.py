@@ -131,7 +131,12 @@ def boot(base: Path, cloud_config: str, machine: Machine, *, endpoint: str, slur
     """Lay ``cloud_config`` out under ``base`` on ``machine`` and run its runcmd, as cloud-init would."""
     box = Sandbox(base, cloud_config, machine)
     state = box.state()
-    state |= {"endpoint": endpoint, "slurm_state": str(slurm_state), "address": address, "kernel_modules": ["lustre"]}
+    state |= {
+        "endpoint": endpoint,
+        "slurm_state": str(slurm_state),
+        "address": address,
+        "kernel_modules": ["lustre", "nvidia", "nvidia_peermem"],
+    }
     state["users"] = {"munge": 110, "slurm": SLURM_UID}
     (base / "state.json").write_text(json.dumps(state, indent=1, sort_keys=True))
     box.extra_env = {"http_proxy": endpoint, "no_proxy": "", "GB300_PUBLISH_WAIT": "5"}

@@ -43,6 +43,7 @@ class Machine:
     services: dict[str, dict[str, bool]] = field(default_factory=dict)
     sysctl: dict[str, str] = field(default_factory=dict)
     arch: str = "aarch64"
+    kernel: str = "6.8.0-1029-azure-nvidia"
     hostname: str = "gb300-gpu-a-000001"
     root_source: str = "/dev/nvme0n1p1"
     # node path -> file contents, created under the root before the first run
@@ -51,6 +52,18 @@ class Machine:
     modules: list[str] = field(default_factory=list)
     # URL -> local file the stand-in curl serves for it (other URLs get a one-line text stub)
     downloads: dict[str, str] = field(default_factory=dict)
+    # package -> the newer version an upgrade would install; package -> {package: version} it pulls in
+    available: dict[str, str] = field(default_factory=dict)
+    pulls: dict[str, dict[str, str]] = field(default_factory=dict)
+    # what Ubuntu's archive installs for a package asked for without a version
+    archive: dict[str, str] = field(default_factory=lambda: {"linux-azure-nvidia-6.8": "6.8.0-1029.32"})
+
+
+CMDLINE_PLAIN = "BOOT_IMAGE=/vmlinuz-6.8.0-1017-azure root=PARTUUID=0a1b2c3d-01 ro console=tty1 console=ttyAMA0\n"
+CMDLINE_GB = (
+    "BOOT_IMAGE=/vmlinuz-6.8.0-1029-azure-nvidia root=PARTUUID=0a1b2c3d-01 ro console=tty1 console=ttyAMA0 "
+    "iommu.passthrough=1 irqchip.gicv3_nolpi=y arm_smmu_v3.disable_msipolling=1 init_on_alloc=0 net.ifnames=0\n"
+)
 
 
 def hpc_image_machine() -> Machine:
@@ -89,6 +102,7 @@ def hpc_image_machine() -> Machine:
         files={
             "/etc/os-release": (HW_FIXTURES / "os-release").read_text(),
             "/etc/waagent.conf": (HW_FIXTURES / "waagent.conf").read_text(),
+            "/proc/cmdline": CMDLINE_GB,
             "/proc/driver/nvidia/version": (HW_FIXTURES / "proc-driver-nvidia-version.txt").read_text(),
             "/dev/nvidia-caps-imex-channels/channel0": "",
             "/etc/nvidia-imex/config.cfg": (HW_FIXTURES / "nvidia-imex-config.cfg").read_text(),
@@ -102,6 +116,28 @@ def hpc_image_machine() -> Machine:
     )
 
 
+def booted_into_grace_kernel(machine: Machine) -> Machine:
+    """``machine`` after 15-kernel's reboot: the Grace kernel runs with Azure's command line."""
+    machine.kernel = "6.8.0-1029-azure-nvidia"
+    machine.files["/proc/cmdline"] = CMDLINE_GB
+    machine.packages.setdefault("linux-azure-nvidia-6.8", "6.8.0-1029.32")
+    return machine
+
+
+DOCA_HOST_URL = (
+    "https://www.mellanox.com/downloads/DOCA/DOCA_v3.2.2/host/doca-host_3.2.2-035000-25.10-ubuntu2404_arm64.deb"
+)
+
+
+def serve_doca_host(machine: Machine, directory: Path) -> str:
+    """Make ``machine``'s network serve a stand-in doca-host .deb at versions.yaml's URL; returns its sha256
+    (pin it in a test's checksums file for the node to accept it)."""
+    deb = directory / "doca-host_3.2.2-035000-25.10-ubuntu2404_arm64.deb"
+    deb.write_bytes(b"!<arch>\nstand-in doca-host repository package\n")
+    machine.downloads[DOCA_HOST_URL] = str(deb)
+    return hashlib.sha256(deb.read_bytes()).hexdigest()
+
+
 def plain_ubuntu_machine() -> Machine:
     """A GB300 VM booted from plain Ubuntu 24.04 arm64: no NVIDIA stack, no nccl-tests, no plugin."""
     machine = hpc_image_machine()
@@ -110,6 +146,8 @@ def plain_ubuntu_machine() -> Machine:
     machine.driver_version = ""
     machine.services = {"walinuxagent": {"enabled": True, "active": True}}
     machine.modules = ["mlx5_ib"]
+    machine.kernel = "6.8.0-1017-azure"
+    machine.files["/proc/cmdline"] = CMDLINE_PLAIN
     for path in (
         "/proc/driver/nvidia/version",
         "/dev/nvidia-caps-imex-channels/channel0",

@@ -74,8 +74,23 @@ def dpkg_query(args: list[str], state: dict) -> int:
     return 0
 
 
+def upgrade(state: dict) -> None:
+    """What `apt-get upgrade` and unattended-upgrades do: every installed, not held package with a newer version
+    in state["available"] moves to it, and pulls in the packages state["pulls"] lists for it (a kernel meta
+    package pulls its new kernel)."""
+    for pkg, newer in state.get("available", {}).items():
+        if pkg in state["packages"] and pkg not in state["holds"]:
+            state["packages"][pkg] = newer
+            for pulled, version in state.get("pulls", {}).get(pkg, {}).items():
+                state["packages"][pulled] = version
+    save(state)
+
+
 def apt_get(args: list[str], state: dict) -> int:
     if "update" in args:
+        return 0
+    if "upgrade" in args or "dist-upgrade" in args:
+        upgrade(state)
         return 0
     if "install" not in args:
         return unsupported(["apt-get", *args])
@@ -87,7 +102,7 @@ def apt_get(args: list[str], state: dict) -> int:
             state["packages"][name] = version
             continue
         name, _, pattern = arg.partition("=")
-        state["packages"][name] = pattern.replace("*", "1") if pattern else "9.9-standin"
+        state["packages"][name] = pattern.replace("*", "1") if pattern else state["archive"].get(name, "9.9-standin")
         if name == "nvidia-imex":
             # The package ships the daemon's configuration file.
             cfg = Path(ROOT, "etc/nvidia-imex/config.cfg")
@@ -105,6 +120,10 @@ def apt_get(args: list[str], state: dict) -> int:
 def systemctl(args: list[str], state: dict) -> int:
     """Unit state in state["services"]; starting a oneshot unit runs its ExecStart (under the root), as systemd
     does; starting a gb300 BlobFuse2 unit mounts its container; starting slurmd registers the node with Slurm."""
+    if args[0] == "reboot":
+        state["reboots"] = state.get("reboots", 0) + 1
+        save(state)
+        return 0
     words = [a for a in args if not a.startswith("-")]
     verb, units = words[0], words[1:]
     if verb == "daemon-reload":
@@ -500,7 +519,7 @@ READ_ONLY = {
     "findmnt": findmnt,
     "blkid": blkid,
     "logger": logger,
-    "uname": lambda a, s: sys.stdout.write(s["arch"] + "\n") and 0,
+    "uname": lambda a, s: sys.stdout.write((s["kernel"] if a == ["-r"] else s["arch"]) + "\n") and 0,
     "hostname": lambda a, s: sys.stdout.write(s["hostname"] + "\n") and 0,
     "sinfo": sinfo,
     "getent": getent,
@@ -517,6 +536,8 @@ MUTATING = {
     "mount": mount,
     "modprobe": modprobe,
     "update-initramfs": lambda a, s: 0,
+    "update-grub": lambda a, s: 0,
+    "unattended-upgrade": lambda a, s: upgrade(s) or 0,
     "nvidia-ctk": nvidia_ctk,
     "curl": curl,
     "make": make,

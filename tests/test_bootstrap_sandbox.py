@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,19 @@ import yaml
 from bootstrap_helpers import REFERENCE_CLUSTER, render_role
 from gb300.bootstrap import BootstrapContext, load_software, render_custom_data
 from gb300.bootstrap.software import CHECKSUMS_FILE
-from sandbox import HW_FIXTURES, Machine, Sandbox, TwoRuns, hpc_image_machine, plain_ubuntu_machine, run_twice
+from sandbox import (
+    CMDLINE_GB,
+    DOCA_HOST_URL,
+    HW_FIXTURES,
+    Machine,
+    Sandbox,
+    TwoRuns,
+    booted_into_grace_kernel,
+    hpc_image_machine,
+    plain_ubuntu_machine,
+    run_twice,
+    serve_doca_host,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -149,7 +162,7 @@ def test_version_drift_is_reported_not_accepted(tmp_path: Path) -> None:
     assert not box.run().ok
     status = _status(box)
     assert status["step"] == "40-nccl"
-    assert "found version 2.28.3-1+cuda13.0 but 2.29.7 is pinned" in status["reason"]
+    assert "found version 2.28.3-1+cuda13.0 but 2.29.7-1+cuda13.0 is pinned" in status["reason"]
     assert 'gb300:software.nccl: "2.28.3-1+cuda13.0"' in status["reason"]
 
 
@@ -159,17 +172,26 @@ REPO_KEY = ("repo-signing.asc", "C08AF28EE2631D8C289BEAC2E32B5DBF675A3747")
 OTHER_KEY = ("other-signing.asc", "838914C0EC5A6D8D321EBA14368FCF6C86A57DBA")
 
 
-def _plain_ubuntu_box(tmp_path: Path, pinned: str | None, served: str | None) -> Sandbox:
+def _plain_ubuntu_box(
+    tmp_path: Path, pinned: str | None, served: str | None, *, doca_pinned: bool = True, booted: bool = True
+) -> Sandbox:
     """Plain Ubuntu with every repository key pinned to `pinned` (None: no key pinned) in a checksums file,
-    and the stand-in curl serving the fixture key `served` (None: a text stub) at every key URL."""
+    and the stand-in curl serving the fixture key `served` (None: a text stub) at every key URL. The network
+    serves a stand-in doca-host .deb, pinned by its own sha256 when `doca_pinned` (else the shipped pin stays,
+    which the stand-in does not match). `booted`: the node already runs the Grace kernel (after 15-kernel's reboot)."""
     repos = load_software().repos
     keys = {r.key_url: {"fingerprints": [pinned], "status": "verified", "source": "test"} for r in repos}
     checksums = tmp_path / "checksums.yaml"
     shipped = yaml.safe_load(CHECKSUMS_FILE.read_text())  # the shipped file pins, with test keys instead
-    checksums.write_text(yaml.safe_dump({"files": shipped["files"], "keys": keys if pinned else {}}))
     machine = plain_ubuntu_machine()
+    if booted:
+        booted_into_grace_kernel(machine)
     if served is not None:
         machine.downloads = {r.key_url: str(KEYS / served) for r in repos}
+    doca_sha = serve_doca_host(machine, tmp_path)
+    if doca_pinned:
+        shipped["files"][DOCA_HOST_URL] = {"sha256": doca_sha, "status": "verified", "source": "test"}
+    checksums.write_text(yaml.safe_dump({"files": shipped["files"], "keys": keys if pinned else {}}))
     ctx = BootstrapContext(
         role="gpu-node",
         cluster_name=REFERENCE_CLUSTER,
@@ -217,13 +239,18 @@ def test_plain_ubuntu_installs_pinned_versions_from_vendor_repositories(tmp_path
     box.run()
     installs = " ".join(c for c in box.calls() if c.startswith("MUTATE apt-get") and " install " in c)
     for pinned in (
+        "nvidia-driver-pinning-580.126.20=580.126.20-*",
         "nvidia-driver-580-open=580.126.20-*",
+        "/var/lib/gb300/downloads/doca-host_3.2.2-035000-25.10-ubuntu2404_arm64.deb",
         "doca-ofed=3.2.2-*",
         "cuda-toolkit-13-0=13.0.*",
         "nvidia-imex=580.126.20-*",
-        "libnccl2=2.29.7-*",
+        "libnccl2=2.29.7-1+cuda13.0",
     ):
         assert pinned in installs
+    # DOCA comes from the pinned file, never from an online repository with an unpinnable key.
+    assert installs.index("doca-host_3.2.2") < installs.index("doca-ofed=3.2.2-*")
+    assert not list(box.path("/etc/apt/sources.list.d").glob("gb300-doca*"))
     assert "signed-by=/etc/apt/keyrings/gb300-cuda-sbsa.asc" in box.read("/etc/apt/sources.list.d/gb300-cuda-sbsa.list")
     assert box.path("/etc/apt/keyrings/gb300-cuda-sbsa.asc").read_bytes() == (KEYS / REPO_KEY[0]).read_bytes()
     # Each key is downloaded once: the repositories shared by several components reuse the checked file.
@@ -239,6 +266,98 @@ def test_plain_ubuntu_installs_pinned_versions_from_vendor_repositories(tmp_path
     assert not [c for c in box.calls() if c.startswith("MUTATE make")]
     assert not box.path("/opt/nccl-tests/build").exists()
     assert not list(box.path("/var/lib/gb300/downloads/nccl-tests").iterdir()), "the bad download is removed"
+
+
+def test_plain_ubuntu_refuses_a_doca_host_file_whose_sha256_differs(tmp_path: Path) -> None:
+    """What the network serves for the doca-host .deb does not match the shipped sha256 (Azure's pin): the step
+    fails naming the URL and the expected sha256, nothing from it is installed, the bad file is not kept."""
+    box = _plain_ubuntu_box(tmp_path, pinned=REPO_KEY[1], served=REPO_KEY[0], doca_pinned=False)
+    assert not box.run().ok
+    status = _status(box)
+    assert status["step"] == "25-doca-ofed"
+    assert status["reason"] == (
+        f"checksum mismatch for {DOCA_HOST_URL}: "
+        "expected sha256 0343656f130b79b7392742f9f7890fb59d6a1489fa020ccab26adc714e727b04"
+    )
+    installs = [c for c in box.calls() if c.startswith("MUTATE apt-get") and " install " in c]
+    assert not [c for c in installs if "doca" in c]
+    assert not box.path("/var/lib/gb300/downloads/doca-host_3.2.2-035000-25.10-ubuntu2404_arm64.deb").exists()
+
+
+def test_plain_ubuntu_reboots_into_the_grace_kernel_and_the_bootstrap_resumes(tmp_path: Path) -> None:
+    """Plain Ubuntu: 15-kernel installs linux-azure-nvidia-6.8, writes Azure's command line for GRUB, enables
+    gb300-resume.service and reboots once; no later step runs before the reboot. After it, the unit's commands
+    run the bootstrap again, 15-kernel passes and the steps carry on."""
+    box = _plain_ubuntu_box(tmp_path, pinned=REPO_KEY[1], served=REPO_KEY[0], booted=False)
+    first = box.run()
+    assert first.ok, first.output
+    assert _status(box)["state"] == "rebooting"
+    assert box.state()["reboots"] == 1
+    assert box.state()["packages"]["linux-azure-nvidia-6.8"] == "6.8.0-1029.32"
+    grub = box.read("/etc/default/grub.d/90-gb300.cfg")
+    assert 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX iommu.passthrough=1 irqchip.gicv3_nolpi=y ' in grub
+    assert box.state()["services"]["gb300-resume"]["enabled"]
+    assert not box.path("/var/lib/gb300/steps/20-nvidia-driver.done").exists()
+    assert not box.path(SENTINEL).exists()
+    # The reboot: the Grace kernel with the new command line; then what gb300-resume.service runs.
+    state = box.state()
+    state["kernel"] = "6.8.0-1029-azure-nvidia"
+    (box.base / "state.json").write_text(json.dumps(state))
+    box.path("/proc/cmdline").write_text(CMDLINE_GB)
+    unit = box.read("/etc/systemd/system/gb300-resume.service")
+    assert "ExecStartPre=/bin/rm -f /var/lib/gb300/reboot-pending" in unit
+    assert "ExecStart=/bin/sh /var/lib/cloud/instance/scripts/runcmd" in unit
+    box.path("/var/lib/gb300/reboot-pending").unlink()
+    box.run()
+    assert "running 6.8.0-1029-azure-nvidia" in box.read("/var/lib/gb300/steps/15-kernel.done")
+    assert box.path("/var/lib/gb300/steps/25-doca-ofed.done").exists()
+    assert box.state()["reboots"] == 1
+
+
+def test_a_reboot_that_does_not_bring_the_grace_kernel_fails_instead_of_looping(tmp_path: Path) -> None:
+    """If the node comes back on the old kernel, 15-kernel fails with a reason rather than rebooting again."""
+    box = _plain_ubuntu_box(tmp_path, pinned=REPO_KEY[1], served=REPO_KEY[0], booted=False)
+    box.run()
+    box.path("/var/lib/gb300/reboot-pending").unlink()
+    assert not box.run().ok
+    status = _status(box)
+    assert status["step"] == "15-kernel"
+    assert (
+        "rebooted once for the azure-nvidia kernel and its command line, still running 6.8.0-1017-azure"
+        in (status["reason"])
+    )
+    assert box.state()["reboots"] == 1
+
+
+def test_an_automatic_upgrade_cannot_replace_the_kernel_or_the_pinned_packages(tmp_path: Path) -> None:
+    """After the bootstrap, unattended-upgrades (the stand-in honours dpkg holds as apt does) moves an unpinned
+    package but not the kernel, its meta packages or any pinned package, and installs no new kernel."""
+    machine = hpc_image_machine()
+    machine.packages["linux-image-6.8.0-1029-azure-nvidia"] = "6.8.0-1029.32"
+    machine.packages["linux-image-azure-nvidia-6.8"] = "6.8.0-1029.32"
+    machine.packages["curl"] = "8.5.0-2ubuntu10.1"
+    machine.holds = []  # nothing held by the image: the bootstrap must do it
+    machine.available = {
+        "linux-azure-nvidia-6.8": "6.8.0-1040.44",
+        "linux-image-azure-nvidia-6.8": "6.8.0-1040.44",
+        "linux-image-6.8.0-1029-azure-nvidia": "6.8.0-1029.33",
+        "libnccl2": "2.30.1-1+cuda13.0",
+        "nvidia-imex": "580.159.04-1",
+        "doca-ofed": "3.3.0-001000",
+        "datacenter-gpu-manager-4-core": "1:4.6.0-1",
+        "curl": "8.5.0-2ubuntu10.6",
+    }
+    kernel_1040 = {"linux-image-6.8.0-1040-azure-nvidia": "6.8.0-1040.44"}
+    machine.pulls = {"linux-azure-nvidia-6.8": kernel_1040, "linux-image-azure-nvidia-6.8": kernel_1040}
+    box = _sandbox(tmp_path, machine)
+    assert box.run().ok
+    before = dict(box.state()["packages"])
+    upgrade = subprocess.run(["unattended-upgrade"], env=box.env(), capture_output=True, text=True, check=False)
+    assert upgrade.returncode == 0, upgrade.stderr
+    after = box.state()["packages"]
+    assert after["curl"] == "8.5.0-2ubuntu10.6", "the upgrade ran"
+    assert {p: v for p, v in after.items() if p != "curl"} == {p: v for p, v in before.items() if p != "curl"}
+    assert "linux-image-6.8.0-1040-azure-nvidia" not in after
 
 
 def test_an_existing_nvme_array_is_assembled_not_recreated(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ DOMAIN_SECTION_4 = {
     "nvidia-imex": "580.126.20",
     "doca-ofed": "3.2.2",
     "cuda": "13.0",
-    "nccl": "2.29.7",
+    "nccl": "2.29.7-1+cuda13.0",  # Azure's pin, CUDA suffix included (azhpc-images components/install_nccl.sh)
     "dcgm": "4.5.3",
 }
 
@@ -123,14 +123,17 @@ def test_override_changes_version_and_derived_package_names() -> None:
     assert cuda.packages == ("cuda-toolkit-13-1",)
     assert cuda.apt_version == "13.1.*"
     assert cuda.overridden
-    assert software.component("nccl").version == "2.29.7"
+    assert software.component("nccl").version == "2.29.7-1+cuda13.0"
 
 
-def test_override_of_doca_moves_its_repository() -> None:
-    """Overriding DOCA-OFED points the DOCA apt repository at that release."""
+def test_override_of_doca_moves_its_file_and_leaves_it_unpinned() -> None:
+    """Overriding DOCA-OFED points at that release's doca-host file, which has no sha256 until locked."""
     software = apply_software_overrides({"doca-ofed": "3.3.0"})
-    doca = next(r for r in software.repos if r.name == "doca")
-    assert "/doca/3.3.0/ubuntu24.04/arm64-sbsa" in doca.url
+    [file] = software.component("doca-ofed").files
+    assert file.url.startswith("https://www.mellanox.com/downloads/DOCA/DOCA_v3.3.0/host/doca-host_3.3.0-")
+    assert file.sha256 is None
+    [default] = load_software().component("doca-ofed").files
+    assert default.sha256 == "0343656f130b79b7392742f9f7890fb59d6a1489fa020ccab26adc714e727b04"
 
 
 @pytest.mark.parametrize(
@@ -138,7 +141,7 @@ def test_override_of_doca_moves_its_repository() -> None:
     [
         (
             {"ncl": "2.29.7"},
-            r"gb300:software\.ncl: unknown component \(got 'ncl'\)\. Known components: nvidia-driver",
+            r"gb300:software\.ncl: unknown component \(got 'ncl'\)\. Known components: kernel, nvidia-driver",
         ),
         ({"cuda": 13.0}, r"gb300:software\.cuda: must be a version string .*got 13\.0.*Quote it"),
         ({"nccl": "2.29 .7"}, r"gb300:software\.nccl: must be a version string"),
@@ -187,7 +190,7 @@ def _versions_with(tmp_path: Path, name: str, fields: dict[str, Any], drop: tupl
             "nccl-tests",
             {"install": "rpm"},
             (),
-            r"components\.nccl-tests\.install: must be one of apt, archive, deb, source, none \(got 'rpm'\)",
+            r"components\.nccl-tests\.install: must be one of apt, archive, deb, deb-repo, source, none \(got 'rpm'\)",
         ),
         ("nccl-tests", {}, ("files",), r"components\.nccl-tests\.files: a source component must list its source"),
         ("nccl-tests", {"files": []}, (), r"components\.nccl-tests\.files: a source component must list"),

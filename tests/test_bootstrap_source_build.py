@@ -16,7 +16,16 @@ import yaml
 from bootstrap_helpers import REFERENCE_CLUSTER
 from gb300.bootstrap import BootstrapContext, load_software, render_custom_data
 from gb300.bootstrap.software import VERSIONS_FILE
-from sandbox import Machine, Sandbox, TwoRuns, plain_ubuntu_machine, run_twice
+from sandbox import (
+    DOCA_HOST_URL,
+    Machine,
+    Sandbox,
+    TwoRuns,
+    booted_into_grace_kernel,
+    plain_ubuntu_machine,
+    run_twice,
+    serve_doca_host,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +61,8 @@ def _plain_node(
 ) -> Sandbox:
     """A plain Ubuntu node: every repository key pinned (and served) as the fixture key, `files` (URL -> sha256,
     None for no pin) as the file pins, and `edit` applied to versions.yaml's components."""
-    machine = machine or plain_ubuntu_machine()
+    machine = booted_into_grace_kernel(machine or plain_ubuntu_machine())
+    files = {**files, DOCA_HOST_URL: serve_doca_host(machine, tmp_path)}
     repos = load_software().repos
     machine.downloads.update({r.key_url: str(KEYS / "repo-signing.asc") for r in repos})
     keys = {r.key_url: {"fingerprints": [REPO_KEY_FPR], "status": "verified", "source": "test"} for r in repos}

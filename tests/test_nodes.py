@@ -25,6 +25,7 @@ UPDATE = os.environ.get("GB300_UPDATE_GOLDEN") == "1"
 GPU_STEPS = [
     "00-preflight",
     "10-tuning",
+    "15-kernel",
     "20-nvidia-driver",
     "25-doca-ofed",
     "30-cuda",
@@ -218,3 +219,16 @@ def test_every_role_gets_the_open_files_limit_and_gpu_nodes_the_tuning(reference
     assert "net.core.rmem_max" not in _placed(head, "/etc/sysctl.d/90-gb300.conf")
     assert "NUMAPolicy=bind" in _placed(gpu, "/etc/systemd/system.conf.d/90-gb300-numa.conf")
     assert "GB300_IMEX_CONFIG='IMEX_CMD_ENABLED=1 IMEX_CMD_PORT=50005'" in _placed(gpu, "/etc/gb300/node.env")
+
+
+def test_gpu_nodes_pin_as_azure_pins(reference_raw: dict[str, Any]) -> None:
+    """NCCL with its CUDA suffix, the driver pinning package, DCGM's proprietary packages (GEMM test), DOCA from
+    the doca-host file with its sha256, and no DOCA repository to trust."""
+    cfg = config.parse(copy.deepcopy(reference_raw))
+    env = _placed(nodes.render(nodes.GPU_NODE, cfg, cfg.gpu_pools[0]), "/etc/gb300/versions.env")
+    assert "GB300_SW_NCCL_APT_VERSION=2.29.7-1+cuda13.0" in env
+    assert "nvidia-driver-pinning-580.126.20 " in env
+    assert "datacenter-gpu-manager-4-proprietary datacenter-gpu-manager-4-proprietary-cuda13" in env
+    assert "GB300_SW_DOCA_OFED_INSTALL=deb-repo" in env
+    assert "GB300_SW_DOCA_OFED_SHA256S=0343656f130b79b7392742f9f7890fb59d6a1489fa020ccab26adc714e727b04" in env
+    assert "GB300_REPO_DOCA_" not in env

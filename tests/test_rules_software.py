@@ -19,9 +19,13 @@ from gb300.rules import software as rule
 PLAIN_ARM64 = "canonical:ubuntu-24_04-lts:server-arm64:latest"
 
 
-def _with_image(raw: dict[str, Any], image: str) -> dict[str, Any]:
+def _with_image(raw: dict[str, Any], image: str, *, new_doca: bool = False) -> dict[str, Any]:
+    """``raw`` with the first pool on ``image``; ``new_doca`` also overrides DOCA to a release whose doca-host
+    file has no sha256 pinned yet (the shipped data pins every download plain Ubuntu needs)."""
     out = copy.deepcopy(raw)
     out["gpuPools"][0]["image"] = image
+    if new_doca:
+        out["software"] = {**out.get("software", {}), "doca-ofed": "3.3.0"}
     return out
 
 
@@ -54,10 +58,12 @@ def test_reference_plan_warns_that_containers_are_unavailable(reference_plan: Pl
 
 
 def test_a_plain_ubuntu_pool_with_unpinned_downloads_is_an_error(reference_raw: dict[str, Any]) -> None:
-    """A pool on plain Ubuntu arm64 downloads the whole stack: a missing key pin stops its bootstrap."""
-    cfg = config.parse(_with_image(reference_raw, PLAIN_ARM64))
-    gaps = {owner for kind, owner, _ in load_software().unpinned() if kind == "key"}
-    assert "doca" in gaps, "DOCA's key fingerprint is pinned now; pick another gap"
+    """A pool on plain Ubuntu arm64 downloads the whole stack: a missing pin (here a new DOCA's file) stops its
+    bootstrap. With the shipped pins it has none."""
+    assert rule.findings(config.parse(_with_image(reference_raw, PLAIN_ARM64))) == list(
+        rule.findings(config.parse(reference_raw))
+    )
+    cfg = config.parse(_with_image(reference_raw, PLAIN_ARM64, new_doca=True))
     [error] = [f for f in rule.findings(cfg) if f.level == Level.ERROR]
     assert error.resource == "gb300:gpuPools[0].image"
     assert "doca-ofed" in error.message
@@ -69,7 +75,7 @@ def test_an_image_the_catalog_does_not_know_is_a_warning(reference_raw: dict[str
     image = (
         "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/img/providers/Microsoft.Compute/images/gb"
     )
-    cfg = config.parse(_with_image(reference_raw, image))
+    cfg = config.parse(_with_image(reference_raw, image, new_doca=True))
     pool_findings = [f for f in rule.findings(cfg) if f.resource == "gb300:gpuPools[0].image"]
     assert [f.level for f in pool_findings] == [Level.WARNING]
 
@@ -96,7 +102,7 @@ def test_an_overridden_version_needs_its_own_pin(
 
 def test_the_plan_fails_on_the_error_and_can_suppress_the_rule(reference_raw: dict[str, Any], write_stack: Any) -> None:
     """`gb300 plan` exits 1 for a plain-Ubuntu pool that cannot bootstrap; gb300:policy.suppress silences it."""
-    raw = _with_image(reference_raw, PLAIN_ARM64)
+    raw = _with_image(reference_raw, PLAIN_ARM64, new_doca=True)
     assert cli.main(["plan", "--stack-file", str(write_stack(raw, "plain")), "--quiet"]) == 1
     raw["policy"] = {**raw.get("policy", {}), "suppress": [rule.RULE_ID]}
     result = run_plan("plain", copy.deepcopy(raw))

@@ -166,8 +166,7 @@ keys_pinned() {
   done
 }
 
-# listed_repo URL SUITE: the apt source file (other than gb300's own) that already lists URL with SUITE,
-# one-line (.list) or deb822 (.sources) style; prints nothing when none does. Trailing slashes do not count.
+# listed_repo URL SUITE: the apt source file (not gb300's) already listing URL with SUITE (.list or .sources).
 listed_repo() {
   local url=${1%/} suite=$2 file apt="${GB300_ROOT:-}/etc/apt"
   for file in "$apt/sources.list" "$apt"/sources.list.d/*.list "$apt"/sources.list.d/*.sources; do
@@ -191,11 +190,8 @@ listed_repo() {
   done
 }
 
-# ensure_repo NAME: the vendor apt repository NAME is configured, and apt's lists are current. When the image
-# already lists the same URL and suite (Azure's HPC image configures CUDA through cuda-keyring and Microsoft's
-# repository through packages-microsoft-prod), that entry and its keyring are reused: a second entry with
-# another signed-by keyring would make every `apt-get update` fail ("Conflicting values set for option
-# Signed-By").
+# ensure_repo NAME: the vendor apt repository NAME is configured, and apt's lists are current. An entry the
+# image has for the same URL and suite is reused: a second signed-by for it breaks every apt-get update.
 ensure_repo() {
   local prefix line key_url key_fprs url suite list existing
   prefix="GB300_REPO_$(printf '%s' "$1" | tr 'a-z.-' 'A-Z__')"
@@ -225,7 +221,7 @@ install_blocker() {
   local -a urls=() shas=()
   case "$(sw "$name" INSTALL)" in
     none) printf 'it cannot be installed at boot: %s' "$(sw "$name" REASON)" ;;
-    deb | source)
+    deb | deb-repo | source)
       read -r -a urls <<<"$(sw "$name" FILES)"
       read -r -a shas <<<"$(sw "$name" SHA256S)"
       if [ "${#urls[@]}" -eq 0 ]; then
@@ -320,6 +316,28 @@ install_component() {
       log "$name: installing ${args[*]}"
       DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${args[@]}" ||
         fail "$name: installing the downloaded packages failed"
+      ;;
+    deb-repo)
+      # The downloaded package sets up a local apt repository (DOCA's doca-host); packages come from it.
+      read -r -a urls <<<"$(sw "$name" FILES)"
+      read -r -a shas <<<"$(sw "$name" SHA256S)"
+      [ "${#urls[@]}" -gt 0 ] || fail "$name: versions.yaml lists no repository package to download"
+      args=()
+      for i in "${!urls[@]}"; do
+        url=${urls[$i]}
+        fetch_verified "$url" "${shas[$i]:-}" "${GB300_STATE_DIR}/downloads/$(basename "$url")"
+        args+=("${GB300_STATE_DIR}/downloads/$(basename "$url")")
+      done
+      log "$name: installing the repository package ${args[*]}"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${args[@]}" ||
+        fail "$name: installing ${args[*]} failed"
+      DEBIAN_FRONTEND=noninteractive apt-get update -q || fail "$name: apt-get update failed after adding its local repository"
+      pattern=$(sw "$name" APT_VERSION)
+      args=()
+      for pkg in "${pkgs[@]}"; do args+=("${pkg}${pattern:+=$pattern}"); done
+      log "$name: installing ${args[*]}"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${args[@]}" ||
+        fail "$name: apt-get install ${args[*]} failed (see journalctl -t gb300-${GB300_STEP})"
       ;;
     source) build_from_source "$name" ;;
     none)

@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
-# 10-tuning: apply the sysctl settings placed in /etc/sysctl.d/90-gb300.conf (limits and, on GPU nodes, the
-# systemd NUMA settings are files read at login and at boot: checked, not applied).
+# 10-tuning: apply /etc/sysctl.d/90-gb300.conf; limits and GPU nodes' systemd NUMA file are read at login/boot.
 set -euo pipefail
 # shellcheck source=../lib/gb300-lib.sh
 . "${GB300_ROOT:-}/usr/local/lib/gb300/lib.sh"
 
 read -r -a settings <<<"${GB300_SYSCTL:-}"
-# sunrpc.* exist only with the sunrpc module loaded (Azure's image loads it from a boot service).
+# sunrpc.* exist only with the sunrpc module loaded.
 for kv in "${settings[@]}"; do
   case "$kv" in sunrpc.*) ensure_module sunrpc ;; esac
 done
 stale=()
 for kv in "${settings[@]}"; do
-  # A list value (net.ipv4.tcp_rmem) is written with commas; sysctl prints it with whitespace.
+  # A list value (tcp_rmem) comes with commas; sysctl prints whitespace.
   key=${kv%%=*} want=${kv#*=}
   got=$(sysctl -n "$key" 2>/dev/null | tr -s '[:space:]' ',' || true)
   [ "${got%,}" = "$want" ] || stale+=("$key")

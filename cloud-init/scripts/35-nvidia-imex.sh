@@ -10,19 +10,15 @@ grep -q 'NVreg_CreateImexChannel0=1' "${GB300_ROOT:-}/etc/modprobe.d/90-gb300-nv
   fail "/etc/modprobe.d/90-gb300-nvidia.conf must set NVreg_CreateImexChannel0=1"
 [ -e "${GB300_ROOT:-}/dev/nvidia-caps-imex-channels/channel0" ] ||
   fail "IMEX channel0 (/dev/nvidia-caps-imex-channels/channel0) is missing: the nvidia module was loaded before NVreg_CreateImexChannel0=1 was set; reboot the node"
-# The command service (IMEX_CMD_ENABLED, IMEX_CMD_PORT): without it `nvidia-imex-ctl -q` never answers, and the
-# Slurm prolog waits for its READY. Each key replaces its line (commented or not) in the package's file.
+# The command service lets `nvidia-imex-ctl -q` answer (the prolog waits for READY); each key replaces its line.
 cfg="${GB300_ROOT:-}/etc/nvidia-imex/config.cfg"
 [ -r "$cfg" ] || fail "/etc/nvidia-imex/config.cfg is missing: the nvidia-imex package installs it"
 read -r -a keys <<<"${GB300_IMEX_CONFIG:-}"
+edits=()
+for kv in "${keys[@]}"; do edits+=(-e "s|^#\?[[:space:]]*${kv%%=*}=.*|${kv}|"); done
 write_if_changed "$cfg" < <(
-  awk -v settings="${keys[*]}" '
-    function load(i, k) { n = split(settings, kv, " "); for (i = 1; i <= n; i++) { k = kv[i]; sub(/=.*/, "", k); want[k] = kv[i] }; loaded = 1 }
-    !loaded { load() }
-    { line = $0; key = line; sub(/^#[[:space:]]*/, "", key); sub(/[[:space:]]*=.*/, "", key)
-      if (key in want) { if (!(key in done)) print want[key]; done[key] = 1; next }
-      print line }
-    END { if (!loaded) load(); for (i = 1; i <= n; i++) { k = kv[i]; sub(/=.*/, "", k); if (!(k in done)) print want[k] } }' "$cfg"
+  sed "${edits[@]}" "$cfg"
+  for kv in "${keys[@]}"; do grep -q "^#\?[[:space:]]*${kv%%=*}=" "$cfg" || printf '%s\n' "$kv"; done
 )
 [ "$GB300_CHANGED" = 0 ] || log "set ${keys[*]} in /etc/nvidia-imex/config.cfg"
 # The nodes file is written per job (scheduler prolog), and IMEX reads both files only at start: enable, not start.

@@ -29,6 +29,20 @@ if ! modinfo lustre >/dev/null 2>&1 || ! command -v mount.lustre >/dev/null 2>&1
     fail "apt-get install ${pkgs[*]} failed; the client must match the running kernel $(uname -r)"
   modinfo lustre >/dev/null 2>&1 || fail "the lustre kernel module is still missing for kernel $(uname -r) after installing ${pkgs[*]}"
 fi
+# Held like every pinned package: an upgraded client must match the running kernel, and the kernel is held.
+if [ -n "${GB300_LUSTRE_CLIENT_PACKAGES:-}" ]; then
+  read -r -a pkgs <<<"$GB300_LUSTRE_CLIENT_PACKAGES"
+  held=$(apt-mark showhold)
+  unheld=()
+  for p in "${pkgs[@]}"; do
+    if dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q ' installed$' && ! grep -qx "$p" <<<"$held"; then
+      unheld+=("$p")
+    fi
+  done
+  if [ "${#unheld[@]}" -gt 0 ]; then
+    apt-mark hold "${unheld[@]}" >/dev/null || fail "apt-mark hold ${unheld[*]} failed"
+  fi
+fi
 if [ ! -d "${GB300_ROOT:-}/sys/module/lustre" ]; then
   modprobe lustre ||
     fail "cannot load the lustre kernel module; Trusted Launch (secure boot) blocks it, GB pools must use security type Standard"

@@ -32,6 +32,13 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 
+# pulumi.dynamic's serialize_provider (pulumi 3.x, dynamic.py) wraps ``pickle._Pickler._batch_setitems`` in a new
+# sorting wrapper on every call and never restores it: each dynamic resource adds one stack frame to every later
+# pickle, and a process that registers a few thousand of them (a 1,389-rack pool, or a test session planning the
+# reference stack many times) ends in RecursionError. Each ComputeResource puts the original back first, so the
+# SDK wraps it exactly once per resource.
+_PICKLER_BATCH_SETITEMS = pickle._Pickler._batch_setitems  # type: ignore[attr-defined]
+
 MARKER = "gb300Kind"
 RACK_SCALE_SET = "rack-scale-set"
 POOL_SCALE_SET = "pool-scale-set"
@@ -39,11 +46,6 @@ INTERCONNECT_BLOCK = "interconnect-block"
 DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"  # the type token every pulumi.dynamic.Resource registers
 # The keys of the ARM body, in the order Azure's documentation writes them; everything else is addressing.
 BODY_KEYS = ("location", "zones", "sku", "identity", "placement", "properties", "tags")
-# pulumi.dynamic's serialize_provider (pulumi/pulumi sdk/python/lib/pulumi/dynamic/dynamic.py) wraps
-# pickle._Pickler._batch_setitems in a sorting wrapper on every call and never restores it: each dynamic resource
-# adds one nested wrapper, and past about a thousand in one process (a 1,389-rack plan, or a test session)
-# pickling the provider raises RecursionError. Each ComputeResource puts the original back before it registers.
-_BATCH_SETITEMS = pickle._Pickler._batch_setitems  # type: ignore[attr-defined]
 ADDRESS_KEYS = (MARKER, "resourceType", "apiVersion", "subscriptionId", "resourceGroupName", "resourceName")
 
 Path = tuple[str, ...]
@@ -254,7 +256,7 @@ class ComputeResource(pulumi.dynamic.Resource):
             "resourceName": resource_name,
             **{k: arm_body[k] for k in BODY_KEYS if k in arm_body},
         }
-        pickle._Pickler._batch_setitems = _BATCH_SETITEMS  # type: ignore[attr-defined]
+        pickle._Pickler._batch_setitems = _PICKLER_BATCH_SETITEMS  # type: ignore[attr-defined]
         super().__init__(_PROVIDER, name, inputs, opts)
 
 

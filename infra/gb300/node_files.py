@@ -16,6 +16,7 @@ import shlex
 
 from gb300 import storage_facts, templating
 from gb300.bootstrap.context import ExtraFile as NodeFile  # one file type for write_files
+from gb300.bootstrap.software import load_checksums
 from gb300.components import monitoring as monitoring_component
 from gb300.config import StackConfig
 from gb300.paths import CLOUD_INIT_DIR, TEMPLATES_DIR
@@ -121,7 +122,8 @@ def monitoring_files(cfg: StackConfig, pool: str) -> list[NodeFile]:
             _render(
                 "monitoring.env.j2",
                 exporters={
-                    "dcgm_image": exporters["dcgmExporterImage"]["value"],
+                    # By digest once `gb300 software lock` has pinned it (checksums.yaml images).
+                    "dcgm_image": load_checksums().image_ref(exporters["dcgmExporterImage"]["value"]),
                     "node_package": exporters["nodeExporterPackage"]["value"],
                     **metrics,
                 },

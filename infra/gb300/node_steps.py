@@ -95,8 +95,11 @@ STEPS: tuple[Step, ...] = (
          "check the environment files are in place and record the image's facts"),
     Step("10-tuning", "scripts/10-tuning.sh", BOTH, "bootstrap",
          "apply the sysctl settings Azure's HPC image uses (limits are placed as a file)", ("00-preflight",)),
+    Step("15-kernel", "scripts/15-kernel.sh", GPU, "bootstrap",
+         "boot the Grace kernel (linux-azure-nvidia) with Azure's command line; on plain Ubuntu install it and "
+         "reboot once, gb300-resume.service resuming the bootstrap", ("10-tuning",)),
     Step("20-nvidia-driver", "scripts/20-nvidia-driver.sh", GPU, "bootstrap",
-         "verify or install the NVIDIA open driver, nvidia_peermem and the persistence daemon", ("00-preflight",)),
+         "verify or install the NVIDIA open driver, nvidia_peermem and the persistence daemon", ("15-kernel",)),
     Step("25-doca-ofed", "scripts/25-doca-ofed.sh", GPU, "bootstrap",
          "verify or install DOCA-OFED", ("00-preflight",)),
     Step("30-cuda", "scripts/30-cuda.sh", GPU, "bootstrap",
@@ -207,7 +210,10 @@ def _slurm_head(ctx: BootstrapContext, _steps: Sequence[Step]) -> tuple[NodeFile
 def _slurm_gpu(ctx: BootstrapContext, _steps: Sequence[Step]) -> tuple[NodeFile, ...]:
     pool = node_context.gpu_pool_of(ctx)
     health_env = health_env_for(
-        pool.vm_size, nvme_mount=ctx.node.nvme_mount_point, mounts=node_context.health_mounts(ctx)
+        pool.vm_size,
+        nvme_mount=ctx.node.nvme_mount_point,
+        mounts=node_context.health_mounts(ctx),
+        lustre=node_context.stack_of(ctx).storage.lustre is not None,  # the kernel must have the lustre module
     )
     return slurm_files.gpu_files(node_context.boot_inputs(ctx), health_env)
 
@@ -224,6 +230,8 @@ FILES: tuple[Files, ...] = (
     Files("modprobe", GPU, "bootstrap", _template("/etc/modprobe.d/90-gb300-nvidia.conf", "modprobe-nvidia.conf.j2")),
     Files("nccl.conf", GPU, "bootstrap", _template("/etc/nccl.conf", "nccl.conf.j2")),
     Files("numa", GPU, "bootstrap", _template("/etc/systemd/system.conf.d/90-gb300-numa.conf", "systemd-numa.conf.j2")),
+    Files("resume unit", GPU, "bootstrap",
+          _template("/etc/systemd/system/gb300-resume.service", "systemd/gb300-resume.service")),
     Files("nccl profile", GPU, "bootstrap", _template("/etc/profile.d/gb300-nccl.sh", "profile-nccl.sh.j2")),
     Files("build recipes", GPU, "bootstrap", _build_recipes),
     Files("imds-tag", BOTH, "storage", _repo(node_files.IMDS_TAG, "scripts/gb300-imds-tag", "0755"), _imds_tags),

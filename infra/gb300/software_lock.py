@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import re
 import shutil
 import subprocess
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,11 +28,24 @@ import yaml
 from gb300.bootstrap import software
 from gb300.bootstrap.software import SoftwareSet, load_checksums
 
-__all__ = ["Gap", "LockResult", "gaps", "key_fingerprints", "lock", "write_checksums"]
+__all__ = ["Gap", "LockResult", "gaps", "image_gaps", "key_fingerprints", "lock", "resolve_digest", "write_checksums"]
 
 Opener = Callable[[str, float], IO[bytes]]
+Fetch = Callable[[urllib.request.Request, float], Any]
+"""Sends a prepared request (a registry's API needs headers); returns a response with ``read()`` and ``headers``."""
+_MANIFEST_TYPES = ", ".join(
+    (
+        "application/vnd.oci.image.index.v1+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.docker.distribution.manifest.v2+json",
+    )
+)
+_IMAGE = re.compile(r"^(?P<registry>[a-z0-9.-]+(?::[0-9]+)?)/(?P<repository>[a-z0-9._/-]+):(?P<tag>[A-Za-z0-9._-]+)$")
+_CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 Progress = Callable[[str], None]
 MAX_BYTES = 4 * 1024**3  # the largest download a lock will hash (DOCA/HPC-X bundles are about 1 GiB)
+MAX_MANIFEST = 4 * 1024**2  # an image manifest or index is a few KiB
 _CHUNK = 1024 * 1024
 _FIRST_SECTION = re.compile(r"^files:", re.MULTILINE)  # the header comment is everything before it
 
@@ -40,8 +55,8 @@ class Gap:
     """A URL nodes would refuse: ``kind`` is ``file`` (needs a sha256) or ``key`` (needs fingerprints)."""
 
     url: str
-    kind: str
-    owner: str  # the component (file) or repository (key) that downloads it
+    kind: str  # or ``image``: a container image tag (``url`` is registry/repository:tag) that needs its digest
+    owner: str  # the component (file), repository (key) or service (image) that downloads it
 
 
 @dataclass
@@ -59,6 +74,68 @@ def gaps(sets: Iterable[SoftwareSet]) -> list[Gap]:
         for kind, owner, url in each.unpinned():
             found.setdefault(url, Gap(url=url, kind=kind, owner=owner))
     return sorted(found.values())
+
+
+def image_gaps(images: Mapping[str, str], checksums: software.Checksums | None = None) -> list[Gap]:
+    """The container images (service -> registry/repository:tag) whose manifest digest is not pinned."""
+    pins = checksums or load_checksums()
+    return sorted(
+        Gap(url=image, kind="image", owner=owner) for owner, image in images.items() if not pins.digest(image)
+    )
+
+
+def default_fetch(request: urllib.request.Request, timeout: float) -> Any:
+    return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - https registry URLs only
+
+
+def _bearer_token(challenge: str, fetch: Fetch, timeout: float) -> str:
+    """An anonymous pull token from the registry's token service (the 401's WWW-Authenticate: Bearer realm=...)."""
+    if not challenge.lower().startswith("bearer "):
+        raise OSError(f"the registry asks for {challenge.split(' ', 1)[0] or 'nothing'} authentication, not a token")
+    params = dict(_CHALLENGE.findall(challenge))
+    realm = params.pop("realm", "")
+    if not realm.startswith("https://"):
+        raise OSError(f"the registry's token realm is not an https URL (got {realm!r})")
+    query = urllib.parse.urlencode(params)
+    url = f"{realm}?{query}" if query else realm
+    request = urllib.request.Request(url, headers={"User-Agent": "gb300-software-lock"})  # noqa: S310 - https only
+    with fetch(request, timeout) as response:
+        body = json.loads(response.read())
+    token = body.get("token") or body.get("access_token")
+    if not isinstance(token, str) or not token:
+        raise OSError("the registry's token service answered without a token")
+    return token
+
+
+def resolve_digest(image: str, *, fetch: Fetch | None = None, timeout: float = 60.0) -> str:
+    """The manifest digest (``sha256:...``) ``registry/repository:tag`` points at now, from the registry's API.
+
+    The digest is the sha256 of the manifest bytes served (what ``docker pull image@digest`` checks); a
+    ``Docker-Content-Digest`` header that disagrees is an error. Anonymous bearer tokens are fetched as the
+    registry asks (nvcr.io does). Raises OSError (or ValueError for a reference that is not ``registry/repo:tag``).
+    """
+    match = _IMAGE.match(image)
+    if match is None:
+        raise ValueError(f"not a registry/repository:tag image reference (got {image!r})")
+    send = fetch or default_fetch
+    url = f"https://{match['registry']}/v2/{match['repository']}/manifests/{match['tag']}"
+    headers = {"Accept": _MANIFEST_TYPES, "User-Agent": "gb300-software-lock"}
+    try:
+        response = send(urllib.request.Request(url, headers=headers), timeout)
+    except urllib.error.HTTPError as exc:
+        if exc.code != 401:
+            raise
+        token = _bearer_token(exc.headers.get("WWW-Authenticate", ""), send, timeout)
+        response = send(urllib.request.Request(url, headers={**headers, "Authorization": f"Bearer {token}"}), timeout)
+    with response:
+        body = response.read(MAX_MANIFEST + 1)
+        announced = response.headers.get("Docker-Content-Digest")
+    if len(body) > MAX_MANIFEST:
+        raise OSError(f"the manifest is larger than {MAX_MANIFEST} bytes")
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    if announced and announced != digest:
+        raise OSError(f"the registry announces {announced} but served a manifest whose sha256 is {digest}")
+    return digest
 
 
 def default_open(url: str, timeout: float) -> IO[bytes]:
@@ -109,11 +186,15 @@ def lock(
     progress: Progress = lambda line: None,
     gpg: str | None = None,
     today: dt.date | None = None,
+    fetch: Fetch | None = None,
+    images: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], LockResult]:
     """Download each gap and pin it; returns (files, keys) entries for checksums.yaml and what happened.
 
-    A failed download or a key file with no key is reported in ``LockResult.failed`` and not pinned; the
-    others are still pinned.
+    An ``image`` gap is resolved to its manifest digest through the registry's API (``fetch``) and its entry
+    goes into ``images`` (a dict the caller passes and writes). A failed download, a key file with no key or
+    an image the registry does not resolve is reported in ``LockResult.failed`` and not pinned; the others
+    are still pinned.
     """
     gpg_path = gpg or shutil.which("gpg")
     stamp = (today or dt.datetime.now(dt.UTC).date()).isoformat()
@@ -123,6 +204,21 @@ def lock(
     with tempfile.TemporaryDirectory(prefix="gb300-lock-") as scratch:
         for index, gap in enumerate(todo, start=1):
             progress(f"[{index}/{len(todo)}] {gap.owner}: fetching {gap.url}")
+            if gap.kind == "image":
+                try:
+                    digest = resolve_digest(gap.url, fetch=fetch, timeout=timeout)
+                except (OSError, ValueError) as exc:
+                    code = f"HTTP {exc.code} {exc.reason}" if isinstance(exc, urllib.error.HTTPError) else exc
+                    result.failed.append(f"{gap.owner}: {gap.url}: cannot resolve its digest ({code})")
+                    continue
+                if images is not None:
+                    images[gap.url] = {
+                        "digest": digest,
+                        "status": "verified",
+                        "source": f"gb300 software lock, resolved {stamp}",
+                    }
+                result.pinned.append(f"{gap.owner}: {gap.url}: {digest}")
+                continue
             if not gap.url.startswith("https://"):
                 result.failed.append(f"{gap.owner}: {gap.url}: only https:// URLs are pinned")
                 continue
@@ -169,6 +265,8 @@ _Dumper.add_representer(str, _str_representer)
 
 
 def _entry(pin_values: Sequence[str], kind: str, status: str, source: str) -> dict[str, Any]:
+    if kind == "images":
+        return {"digest": pin_values[0], "status": status, "source": source}
     if kind == "files":
         return {"sha256": pin_values[0], "status": status, "source": source}
     return {"fingerprints": list(pin_values), "status": status, "source": source}
@@ -178,6 +276,7 @@ def write_checksums(
     new_files: Mapping[str, Mapping[str, Any]],
     new_keys: Mapping[str, Mapping[str, Any]],
     path: Path | None = None,
+    new_images: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
     """Merge new entries into checksums.yaml (or ``path``), keeping its header comment and existing pins."""
     path = path or software.CHECKSUMS_FILE
@@ -189,8 +288,13 @@ def write_checksums(
     keys = {url: _entry(p.values, "keys", p.status, p.source) for url, p in current.keys.items()}
     files.update({url: dict(v) for url, v in new_files.items()})
     keys.update({url: dict(v) for url, v in new_keys.items()})
+    images = {ref: _entry(p.values, "images", p.status, p.source) for ref, p in current.images.items()}
+    images.update({ref: dict(v) for ref, v in (new_images or {}).items()})
+    sections: dict[str, Any] = {"files": dict(sorted(files.items())), "keys": dict(sorted(keys.items()))}
+    if images:
+        sections["images"] = dict(sorted(images.items()))
     body = yaml.dump(
-        {"files": dict(sorted(files.items())), "keys": dict(sorted(keys.items()))},
+        sections,
         Dumper=_Dumper,
         sort_keys=False,
         width=110,

@@ -42,6 +42,7 @@ exit 0
 STANDINS = (
     "nvidia-smi", "ibstat", "dcgmi", "dmesg", "systemctl", "scontrol", "logger", "hostname",
     "nvidia-imex-ctl", "getent", "curl", "chown", "sinfo",
+    "modinfo", "uname",
     "gb300-slurm-install",  # the steps' Slurm installer (GB300_SLURM_INSTALL); test_slurm_install.py runs the real one
 )  # fmt: skip
 

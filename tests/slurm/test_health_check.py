@@ -114,6 +114,11 @@ FAILURES: list[tuple[str, Callable[[Sandbox], None], str]] = [
     ),
     ("dcgm-down", lambda s: s.unit("nvidia-dcgm", "inactive"), "nvidia-dcgm service not active"),
     ("imex-failed", lambda s: s.unit("nvidia-imex", "failed"), "nvidia-imex service failed"),
+    (
+        "kernel-without-nvidia-module",
+        lambda s: (s.answer("uname", "6.8.0-1040-azure-nvidia\n"), (s.path / "rc" / "modinfo").write_text("1")),
+        "kernel 6.8.0-1040-azure-nvidia has no nvidia module",
+    ),
     ("imex-channel-missing", _remove("dev/nvidia-caps-imex-channels/channel0"), "IMEX channel0 missing"),
     (
         "imex-command-service-off",
@@ -158,6 +163,22 @@ def test_each_failure_drains_with_its_reason(
     assert drain.startswith(f"update nodename={NODE} state=drain reason=gb300: ")
     assert reason in drain
     assert "\n" not in drain
+
+
+def test_boot_gate_refuses_a_kernel_without_the_lustre_module(sandbox: Sandbox) -> None:
+    """With Lustre in the stack, a running kernel that has NVIDIA's modules but not Lustre's fails the boot check,
+    naming the kernel and the module."""
+    healthy(sandbox)
+    spec = health_spec("Standard_ND128isr_GB300_v6", gpus=4, ib_ports=4, ib_rate_gbps=800, ib_rate_status="conflict")
+    env = render_health_env(spec, nvme_mount="/mnt/resource_nvme", mounts=("/mnt/resource_nvme",), lustre=True)
+    sandbox.write("etc/gb300/health.env", env)
+    sandbox.answer("uname", "6.8.0-1040-azure-nvidia\n")
+    sandbox.replace("modinfo", '[ "${*: -1}" != lustre ]\n')
+    result = sandbox.run("gb300-health-check", "--boot")
+    assert result.returncode == 1
+    boot = (sandbox.root / "var/lib/gb300/health/boot.result").read_text()
+    assert "kernel 6.8.0-1040-azure-nvidia has no lustre module" in boot
+    assert "has no nvidia module" not in boot
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,12 @@ class NodeSettings:
     modprobe_options: tuple[tuple[str, str], ...]
     sysctl: tuple[tuple[str, str], ...]
     limits: tuple[tuple[str, str, str, str], ...]
+    kernel_flavour: str = ""
+    """The `uname -r` suffix GPU nodes must run (azure-nvidia)."""
+    kernel_cmdline: str = ""
+    """Kernel command-line parameters GPU nodes must boot with."""
+    kernel_hold: tuple[str, ...] = ()
+    """Kernel meta packages held when installed (with the running kernel's own packages)."""
     secret_wait_seconds: int = 0  # keep asking Key Vault while it answers 401/403/404 (secret_fetch)
     secret_retry_delay_seconds: int = 15
     imex_config: tuple[tuple[str, str], ...] = ()
@@ -97,6 +103,9 @@ def load_node(path: Path = NODE_FILE) -> NodeSettings:
             modprobe_options=_pairs(_section(raw, "modprobe", path)["options"]),
             sysctl=_pairs(_section(raw, "sysctl", path)["settings"]),
             limits=tuple((str(a), str(b), str(c), str(d)) for a, b, c, d in _section(raw, "limits", path)["entries"]),
+            kernel_flavour=str(_section(raw, "kernel", path)["flavour"]),
+            kernel_cmdline=str(_section(raw, "kernel", path)["cmdline"]),
+            kernel_hold=tuple(str(p) for p in _section(raw, "kernel", path)["hold"]),
             secret_wait_seconds=int(secret_fetch["wait_seconds"]),
             secret_retry_delay_seconds=int(secret_fetch["retry_delay_seconds"]),
             imex_config=_pairs(_section(raw, "imex", path)["config"]),

@@ -11,6 +11,7 @@ no checksum, and nodes refuse it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,9 +39,11 @@ __all__ = [
 VERSIONS_FILE: Path = DATA_DIR / "versions.yaml"
 CHECKSUMS_FILE: Path = DATA_DIR / "checksums.yaml"
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+_IMAGE_RE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+:[A-Za-z0-9._-]+$")
 _FINGERPRINT_RE = re.compile(r"^[0-9A-F]{40}$")
-InstallKind = Literal["apt", "archive", "deb", "source", "none"]
-_INSTALL_KINDS: tuple[str, ...] = ("apt", "archive", "deb", "source", "none")
+InstallKind = Literal["apt", "archive", "deb", "deb-repo", "source", "none"]
+_INSTALL_KINDS: tuple[str, ...] = ("apt", "archive", "deb", "deb-repo", "source", "none")
 _VERSION_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+~:_-]{0,63}$")
 _DETECT_RE = re.compile(r"^(nvidia-smi|dpkg:[a-z0-9][a-z0-9.+{}_-]*|file:/[A-Za-z0-9._/+-]+)$")
 _RECIPE_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -67,10 +70,22 @@ class Pin:
 
 @dataclass(frozen=True)
 class Checksums:
-    """checksums.yaml as typed data: pins keyed by the exact URL a node downloads."""
+    """checksums.yaml as typed data: pins keyed by the exact URL a node downloads, and container images'
+    manifest digests keyed by `registry/repository:tag`."""
 
     files: Mapping[str, Pin]
     keys: Mapping[str, Pin]
+    images: Mapping[str, Pin] = dataclasses.field(default_factory=dict)
+
+    def digest(self, image: str) -> str | None:
+        """The pinned manifest digest (`sha256:...`) of the tagged image `image`, or None."""
+        pin = self.images.get(image)
+        return pin.values[0] if pin else None
+
+    def image_ref(self, image: str) -> str:
+        """What a node pulls: `image@digest` when the digest is pinned (docker checks it), else `image`."""
+        digest = self.digest(image)
+        return f"{image}@{digest}" if digest else image
 
     def sha256(self, url: str) -> str | None:
         pin = self.files.get(url)
@@ -83,6 +98,15 @@ class Checksums:
 
 def _pin(section: str, url: object, raw: object) -> Pin:
     where = f"checksums.yaml {section}.{url}"
+    if section == "images":
+        if not isinstance(url, str) or not _IMAGE_RE.match(url) or not isinstance(raw, Mapping):
+            msg = f"checksums.yaml images: keys must be registry/repository:tag with a mapping (got {url!r})"
+            raise BootstrapDataError(msg)
+        digest = raw.get("digest")
+        if not isinstance(digest, str) or not _DIGEST_RE.match(digest):
+            msg = f"{where}.digest: must be sha256: and 64 lowercase hex digits (got {digest!r})"
+            raise BootstrapDataError(msg)
+        return Pin(url=url, values=(digest,), status=_str(raw, "status", where), source=_str(raw, "source", where))
     if not isinstance(url, str) or not url.startswith("https://"):
         msg = f"checksums.yaml {section}: keys must be https:// URLs (got {url!r})"
         raise BootstrapDataError(msg)
@@ -111,18 +135,18 @@ def _pin(section: str, url: object, raw: object) -> Pin:
 def load_checksums(path: Path | None = None) -> Checksums:
     """Load checksums.yaml (or `path`); raises BootstrapDataError naming the bad entry."""
     raw = load_yaml_mapping(path or CHECKSUMS_FILE)
-    unknown = sorted(set(raw) - {"files", "keys"})
+    unknown = sorted(set(raw) - {"files", "keys", "images"})
     if unknown:
-        msg = f"checksums.yaml: unknown section {unknown[0]!r} (expected files and keys)"
+        msg = f"checksums.yaml: unknown section {unknown[0]!r} (expected files, keys and images)"
         raise BootstrapDataError(msg)
     sections: dict[str, dict[str, Pin]] = {}
-    for section in ("files", "keys"):
+    for section in ("files", "keys", "images"):
         body = raw.get(section) or {}
         if not isinstance(body, Mapping):
             msg = f"checksums.yaml {section}: must be a mapping of URL to entry (got {body!r})"
             raise BootstrapDataError(msg)
         sections[section] = {url: _pin(section, url, entry) for url, entry in body.items()}
-    return Checksums(files=sections["files"], keys=sections["keys"])
+    return Checksums(files=sections["files"], keys=sections["keys"], images=sections["images"])
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""``gb300 software lock``: pin what nodes download (sha256 of files, fingerprints of apt signing keys).
+"""``gb300 software lock``: pin what nodes download (sha256 of files, fingerprints of apt signing keys, the
+manifest digests of container images, resolved from their tags through the registry's API).
 
 Nodes refuse any download that infra/gb300/data/checksums.yaml does not pin, so a new version (in
 versions.yaml or a stack's ``gb300:software``) needs its checksums before it can install on plain Ubuntu.
@@ -22,8 +23,9 @@ from gb300 import config, paths
 from gb300.bootstrap import software
 from gb300.bootstrap.errors import BootstrapError
 from gb300.bootstrap.software import SoftwareSet, apply_software_overrides, load_software
+from gb300.components import monitoring
 from gb300.errors import UsageError
-from gb300.software_lock import gaps, lock, write_checksums
+from gb300.software_lock import gaps, image_gaps, lock, write_checksums
 
 NAME = "software"
 
@@ -73,10 +75,15 @@ def software_sets(stacks: list[str]) -> list[SoftwareSet]:
     return sets
 
 
+def container_images() -> dict[str, str]:
+    """The container images nodes pull (service -> registry/repository:tag), pinned by digest in checksums.yaml."""
+    return {"dcgm-exporter": str(monitoring.facts()["exporters"]["dcgmExporterImage"]["value"])}
+
+
 def run(args: argparse.Namespace) -> int:
     """Report or fill the gaps in checksums.yaml; the exit status."""
     try:
-        todo = gaps(software_sets(_stack_names(args.stack)))
+        todo = gaps(software_sets(_stack_names(args.stack))) + image_gaps(container_images())
     except BootstrapError as exc:
         raise UsageError(str(exc)) from exc
     target = software.CHECKSUMS_FILE
@@ -86,16 +93,19 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.check:
         for gap in todo:
-            need = "sha256" if gap.kind == "file" else "key fingerprint"
+            need = {"file": "sha256", "key": "key fingerprint", "image": "digest"}[gap.kind]
             print(f"{gap.owner}: no {need} for {gap.url}")
         print(
             f"{len(todo)} unpinned in {where}; run `gb300 software lock` where the Internet is reachable",
             file=sys.stderr,
         )
         return 1
-    files, keys, result = lock(todo, timeout=args.timeout, progress=lambda line: print(line, file=sys.stderr))
-    if files or keys:
-        write_checksums(files, keys)
+    images: dict[str, dict[str, Any]] = {}
+    files, keys, result = lock(
+        todo, timeout=args.timeout, progress=lambda line: print(line, file=sys.stderr), images=images
+    )
+    if files or keys or images:
+        write_checksums(files, keys, new_images=images)
     for line in result.pinned:
         print(f"pinned {line}")
     for line in result.failed:

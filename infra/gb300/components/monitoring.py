@@ -55,8 +55,8 @@ def agent_extension(identity_id: pulumi.Input[str]) -> dict[str, Any]:
             "publisher": ama["publisher"],
             "type": ama["type"],
             "typeHandlerVersion": _value(ama["typeHandlerVersion"]),
-            "autoUpgradeMinorVersion": True,
-            "enableAutomaticUpgrade": True,
+            "autoUpgradeMinorVersion": bool(_value(ama["autoUpgradeMinorVersion"])),
+            "enableAutomaticUpgrade": bool(_value(ama["enableAutomaticUpgrade"])),
             "settings": {
                 "authentication": {"managedIdentity": {"identifier-name": "mi_res_id", "identifier-value": identity_id}}
             },
@@ -410,8 +410,8 @@ class Monitoring(pulumi.ComponentResource):
             publisher=ext["publisher"],
             type=ext["type"],
             type_handler_version=ext["typeHandlerVersion"],
-            auto_upgrade_minor_version=True,
-            enable_automatic_upgrade=True,
+            auto_upgrade_minor_version=ext["autoUpgradeMinorVersion"],
+            enable_automatic_upgrade=ext["enableAutomaticUpgrade"],
             settings=ext["settings"],
             tags=self._args.tags,
             opts=pulumi.ResourceOptions(parent=self),

@@ -53,6 +53,11 @@ def _stale(resources: Sequence[Resource], deployed: Sequence[DeployedResource], 
     return out
 
 
+def stale(resources: Sequence[Resource], deployed: Sequence[DeployedResource]) -> list[Resource]:
+    """Deployed scale sets whose custom data hash differs from the plan's, in plan order (``gb300 rollout``)."""
+    return _stale(resources, deployed, vms=False)
+
+
 def changed(resources: Sequence[Resource], deployed: Sequence[DeployedResource]) -> dict[str, list[str]]:
     """Pool -> names of its deployed scale sets whose custom data hash differs from the plan's (to reimage)."""
     out: dict[str, list[str]] = {}

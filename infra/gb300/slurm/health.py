@@ -114,8 +114,12 @@ def render_health_env(
     nvme_mount: str,
     mounts: tuple[str, ...],
     imex_mode: ImexMode = "per-job",
+    lustre: bool = False,
 ) -> str:
-    """The shell-sourceable ``/etc/gb300/health.env`` for nodes of ``spec.vm_size`` (KEY='value' lines)."""
+    """The shell-sourceable ``/etc/gb300/health.env`` for nodes of ``spec.vm_size`` (KEY='value' lines).
+
+    ``lustre``: the cluster mounts Azure Managed Lustre, so the running kernel must have the lustre module too.
+    """
     values: dict[str, str] = {
         "GB300_VM_SIZE": spec.vm_size,
         "GB300_EXPECTED_GPUS": str(spec.gpus),
@@ -130,6 +134,7 @@ def render_health_env(
         # Exactly the mounts the stack configures on the node (gb300.node_context.health_mounts); may be empty.
         "GB300_MOUNTS": " ".join(mounts),
         "GB300_IMEX_MODE": imex_mode,
+        "GB300_KERNEL_MODULES": " ".join(("nvidia", "nvidia_peermem", *(("lustre",) if lustre else ()))),
     }
     for key, threshold in (("RACK", spec.nccl_rack), ("XRACK", spec.nccl_cross_rack)):
         if threshold is not None:
@@ -147,6 +152,7 @@ def health_env_for(
     nvme_mount: str,
     mounts: tuple[str, ...],
     imex_mode: ImexMode = "per-job",
+    lustre: bool = False,
 ) -> str:
     """``/etc/gb300/health.env`` for ``vm_size``, with the hardware facts read from the SKU catalog."""
     sku = catalog.load().sku(vm_size)
@@ -158,4 +164,4 @@ def health_env_for(
         ib_rate_gbps=int(rate.value) if rate is not None else None,
         ib_rate_status=rate.status if rate is not None else "verified",
     )
-    return render_health_env(spec, nvme_mount=nvme_mount, mounts=mounts, imex_mode=imex_mode)
+    return render_health_env(spec, nvme_mount=nvme_mount, mounts=mounts, imex_mode=imex_mode, lustre=lustre)
