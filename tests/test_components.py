@@ -17,6 +17,7 @@ from gb300.plan.runner import register
 UNTAGGABLE = {
     "azure-native:network:Subnet",
     "azure-native:authorization:RoleAssignment",
+    "azure-native:authorization:ManagementLockByScope",
     "azure-native:network:PrivateDnsZoneGroup",
     # ARM takes no tags on these: blob containers and the blob service, Log Analytics tables, collection rule
     # associations.
@@ -175,7 +176,12 @@ def test_head_node_has_no_public_ip_by_default(reference_plan: PlanResult) -> No
     assert all("publicIPAddress" not in c for c in nic.inputs["ipConfigurations"])
     head = _of(reference_plan, "azure-native:compute:VirtualMachine")[0]
     assert head.inputs["osProfile"]["linuxConfiguration"]["disablePasswordAuthentication"] is True
-    assert head.inputs["securityProfile"] == {"securityType": "Standard"}
+
+
+def test_head_vm_deploys_without_the_standard_security_type_feature(reference_plan: PlanResult) -> None:
+    """The head VM sends no securityProfile: an explicit Standard needs UseStandardSecurityType at API 2024-11-01."""
+    (head,) = _of(reference_plan, "azure-native:compute:VirtualMachine")
+    assert "securityProfile" not in head.inputs
 
 
 def test_login_public_ip_is_opt_in(dev_raw: dict[str, Any]) -> None:

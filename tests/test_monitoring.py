@@ -271,3 +271,46 @@ def test_monitoring_config_errors(reference_raw: dict[str, Any], monitoring_cfg:
     with pytest.raises(ConfigError) as exc:
         config.parse(raw)
     assert any(str(p).startswith(expected) for p in exc.value.problems), [str(p) for p in exc.value.problems]
+
+
+# Azure's Terraform provider (hashicorp/terraform-provider-azurerm, dashboard_grafana_resource.go) allows 2-23
+# characters for a Grafana workspace name; Azure's REST pattern allows 30. The stricter one is the limit.
+GRAFANA_NAME = re.compile(r"^[a-zA-Z][-a-zA-Z\d]{0,21}[a-zA-Z\d]$")
+
+
+def test_prometheus_rule_has_the_documented_remote_write_shape(reference_plan: PlanResult) -> None:
+    """The Prometheus rule is a Linux rule whose prometheusForwarder data source feeds the stream it sends."""
+    rule = next(r for r in _of(reference_plan, "monitor:DataCollectionRule") if r.name.endswith("-prom-dcr"))
+    assert rule.inputs["kind"] == "Linux"
+    (source,) = rule.inputs["dataSources"]["prometheusForwarder"]
+    (flow,) = rule.inputs["dataFlows"]
+    assert source["streams"] == flow["streams"] == ["Microsoft-PrometheusMetrics"]
+
+
+def test_prometheus_rule_matches_azures_sdk_model(reference_plan: PlanResult) -> None:
+    """Azure's own model of a data collection rule (azure-mgmt-monitor) keeps every key and value of the rule."""
+    from azure.mgmt.monitor import models  # noqa: PLC0415
+
+    rule = next(r for r in _of(reference_plan, "monitor:DataCollectionRule") if r.name.endswith("-prom-dcr"))
+    top = {"location", "kind", "tags"}
+    ignored = {"dataCollectionRuleName", "resourceGroupName"}
+    body = {
+        **{k: v for k, v in rule.inputs.items() if k in top},
+        "properties": {k: v for k, v in rule.inputs.items() if k not in top | ignored},
+    }
+    parsed = models.DataCollectionRuleResource.deserialize(body)
+    assert parsed.serialize() == body
+    assert rule.inputs["kind"] in {k.value for k in models.KnownDataCollectionRuleResourceKind}
+    known_streams = {s.value for s in models.KnownPrometheusForwarderDataSourceStreams}
+    assert set(parsed.data_sources.prometheus_forwarder[0].streams) <= known_streams
+
+
+def test_grafana_name_fits_the_strictest_limit(dev_raw: dict[str, Any]) -> None:
+    """With the longest cluster name the config allows (12 characters), the Grafana name fits 23 characters."""
+    longest = "abcdefghij12"
+    raw = copy.deepcopy(dev_raw)
+    raw["cluster"] = {**raw["cluster"], "name": longest}
+    with pytest.raises(ConfigError):  # 12 is the longest: one more character is refused
+        config.parse({**raw, "cluster": {**raw["cluster"], "name": longest + "x"}})
+    (grafana,) = [r for r in register("dev", raw) if r.type == "azure-native:dashboard:Grafana"]
+    assert GRAFANA_NAME.fullmatch(grafana.inputs["workspaceName"]), grafana.inputs["workspaceName"]

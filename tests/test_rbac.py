@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -94,3 +96,28 @@ def test_role_data_is_a_guid(name: str) -> None:
     assert len(guid) == 36
     assert guid.count("-") == 4
     assert roles.name_of(roles.definition_id(name)) == name
+
+
+def test_assignment_names_differ_per_subscription(dev_raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Role assignment names (unique tenant-wide) differ between two subscriptions and repeat within one."""
+    from gb300.plan import mocks  # noqa: PLC0415
+    from gb300.plan.runner import register  # noqa: PLC0415
+
+    def names(subscription: str) -> dict[str, str]:
+        monkeypatch.setattr(mocks, "SUBSCRIPTION_ID", subscription)
+        found = {r.name: r.inputs["roleAssignmentName"] for r in register("dev", dev_raw) if r.type == ROLE_ASSIGNMENT}
+        assert found
+        for guid in found.values():
+            assert str(uuid.UUID(guid)) == guid
+        return found
+
+    first = names("aaaaaaaa-0000-0000-0000-000000000001")
+    second = names("bbbbbbbb-0000-0000-0000-000000000002")
+    assert first.keys() == second.keys()
+    assert not set(first.values()) & set(second.values())
+    assert names("aaaaaaaa-0000-0000-0000-000000000001") == first
+
+
+def test_renamed_assignment_is_deleted_before_it_is_created(reference_plan: PlanResult) -> None:
+    """Azure refuses a second assignment of one role to one principal on one scope, so replacement deletes first."""
+    assert all(ra.delete_before_replace for ra in _assignments(reference_plan))

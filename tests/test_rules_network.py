@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 import pytest
 
+from gb300.findings import Level
+from gb300.plan import run_plan
 from gb300.plan.runner import ResourceRecord
-from policy_support import levels, run, scale_set, subnet, subnet_id, vnet
+from policy_support import levels, lustre, run, scale_set, subnet, subnet_id, vnet
 
 
 @pytest.mark.parametrize(
@@ -77,3 +82,48 @@ def test_subnet_fits_pool_counts_only_scale_sets_on_that_subnet() -> None:
     ]
     found = run("subnet-fits-pool", resources)
     assert [f.resource for f in found] == [resources[2].urn]
+
+
+def _storage_subnet(**inputs: Any) -> ResourceRecord:
+    sub = subnet("storage", "10.40.8.0/24")
+    return ResourceRecord(sub.urn, sub.type, sub.name, None, False, sub.id, {**sub.inputs, **inputs})
+
+
+def _fs(subnet_ref: str | None) -> ResourceRecord:
+    return lustre(filesystemSubnet=subnet_ref) if subnet_ref is not None else lustre()
+
+
+NAT = {"id": "/subscriptions/x/resourceGroups/t-rg/providers/Microsoft.Network/natGateways/t-nat"}
+
+
+@pytest.mark.parametrize(
+    ("resources", "expected"),
+    [
+        pytest.param(
+            [_storage_subnet(defaultOutboundAccess=False, natGateway=NAT), _fs(subnet_id("storage"))], [], id="nat"
+        ),
+        pytest.param(
+            [_storage_subnet(defaultOutboundAccess=False), _fs(subnet_id("storage"))], ["error"], id="no-way-out"
+        ),
+        pytest.param(
+            [_storage_subnet(defaultOutboundAccess=True), _fs(subnet_id("storage"))], [], id="default-outbound"
+        ),
+        pytest.param([_storage_subnet(defaultOutboundAccess=False), _fs(subnet_id("other", "hub"))], [], id="foreign"),
+        pytest.param([_storage_subnet(defaultOutboundAccess=False), _fs(None)], [], id="property-absent"),
+    ],
+)
+def test_lustre_subnet_egress(resources: list[ResourceRecord], expected: list[str]) -> None:
+    """A Lustre filesystem in a declared subnet with neither NAT nor default outbound access is an error."""
+    found = run("lustre-subnet-egress", resources)
+    assert levels(found) == expected
+    for f in found:
+        assert "gb300:network.natGateway" in f.message
+
+
+def test_stack_without_nat_cannot_host_lustre(dev_raw: dict[str, Any]) -> None:
+    """gb300 plan refuses a stack with Lustre and gb300:network.natGateway: false, and names the key to set."""
+    raw = copy.deepcopy(dev_raw)
+    raw["network"] = {**raw.get("network", {}), "natGateway": False}
+    raw["storage"] = {"lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4}}
+    found = [f for f in run_plan("dev", raw).findings if f.rule == "lustre-subnet-egress"]
+    assert [f.level for f in found] == [Level.ERROR]

@@ -151,3 +151,23 @@ def test_login_public_ip_behind_two_halves_is_an_error() -> None:
     rules_ = [ssh_rule("0.0.0.0/1"), ssh_rule("128.0.0.0/1", name="allow-ssh-1", priority=101)]
     (finding,) = run("no-public-ip-on-nodes", [_login(), nsg(*rules_)])
     assert "SSH open to the Internet" in finding.message
+
+
+def test_azure_monitor_rule_is_neither_exposure_nor_restriction() -> None:
+    """Lustre's documented any-port rule from AzureMonitor is no SSH exposure, and does not excuse a public login."""
+    vnet_subnets = "/subscriptions/s/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/t-vnet/subnets"
+    nsgs = "/subscriptions/s/resourceGroups/r/providers/Microsoft.Network/networkSecurityGroups"
+
+    def subnet(name: str) -> ResourceRecord:
+        nsg_ref = {"id": f"{nsgs}/t-{name}"}
+        inputs = {"subnetName": name, "virtualNetworkName": "t-vnet", "networkSecurityGroup": nsg_ref}
+        return record("azure-native:network:Subnet", f"t-{name}", inputs)
+
+    login = _login()
+    login.inputs["ipConfigurations"][0]["subnet"] = {"id": f"{vnet_subnets}/head"}
+    monitor = ssh_rule("AzureMonitor", destinationPortRange="*", name="allow-azuremonitor-inbound")
+    resources = [login, subnet("head"), subnet("storage"), nsg(name="t-head"), nsg(monitor, name="t-storage")]
+    assert levels(run("no-public-ip-on-nodes", resources)) == ["error"]
+    own = [*resources[:-2], nsg(ssh_rule("203.0.113.0/24"), name="t-head"), resources[-1]]
+    assert levels(run("no-public-ip-on-nodes", own)) == []
+    assert run("no-ssh-from-internet", resources) == []

@@ -67,7 +67,7 @@ def _broken(reference_plan: PlanResult) -> list[ResourceRecord]:
             rec = with_inputs(rec, **inputs)  # noqa: PLW2901 - the one rack broken on purpose
         if rec.type == "azure-native:network:Subnet" and rec.inputs["subnetName"] == "storage":
             first = rec.inputs["addressPrefix"].split("/")[0]
-            rec = with_inputs(rec, addressPrefix=f"{first}/28")  # noqa: PLW2901 - too small for 128 TiB of Lustre
+            rec = with_inputs(rec, addressPrefix=f"{first}/28", natGateway=None)  # noqa: PLW2901 - too small for 128 TiB of Lustre, and no way out
         out.append(rec)
     checkpoint = {"gb300-checkpoint-parameters": "1e12", "gb300-checkpoint-minutes": "5"}
     slow = lustre("AMLFS-Durable-Premium-500", 8, tags={**TAGS, **checkpoint})
@@ -84,6 +84,7 @@ FROM_RESOURCES = {
     "storage-no-public-access": "TLS1_2",
     "blob-soft-delete": "no blob service properties",
     "lustre-checkpoint-throughput": "capacityTiB to at least 108",
+    "lustre-subnet-egress": "gb300:network.natGateway",
     "lustre-subnet-size": "Azure documents /24 or larger",
     "arm-body-matches-sdk": "properties.provisioningState: read-only key",
 }

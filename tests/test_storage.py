@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import ipaddress
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,105 @@ def test_lustre_beyond_documented_sizes_needs_a_subnet_size(
 def test_reference_storage_subnet_fits_128_tib(reference_plan: PlanResult) -> None:
     """The reference stack's 128 TiB filesystem gets the /24 Azure recommends for 96-196 TiB."""
     assert ipaddress.IPv4Network(_subnet(reference_plan, "storage").inputs["addressPrefix"]).prefixlen == 24
+
+
+def _nsg_of(plan_resources: list[ResourceRecord], subnet: ResourceRecord) -> ResourceRecord:
+    nsg_id = subnet.inputs["networkSecurityGroup"]["id"]
+    return next(r for r in plan_resources if r.id == nsg_id)
+
+
+def test_lustre_subnet_reaches_azure_services(reference_plan: PlanResult) -> None:
+    """The Lustre subnet egresses through the NAT gateway, and its NSG allows Azure Monitor in and AzureCloud out."""
+    subnet = _subnet(reference_plan, "storage")
+    (nat,) = [r for r in reference_plan.resources if r.type == "azure-native:network:NatGateway"]
+    assert subnet.inputs["defaultOutboundAccess"] is False
+    assert subnet.inputs["natGateway"] == {"id": nat.id}
+    rules = _nsg_of(reference_plan.resources, subnet).inputs["securityRules"]
+    allowed = {(r["direction"], r["sourceAddressPrefix"], r["destinationAddressPrefix"]) for r in rules
+               if r["access"] == "Allow"}  # fmt: skip
+    # Azure Managed Lustre's network prerequisites and NSG guidance (learn.microsoft.com azure-managed-lustre).
+    assert ("Inbound", "AzureMonitor", "VirtualNetwork") in allowed
+    assert ("Outbound", "VirtualNetwork", "AzureCloud") in allowed
+    monitor = next(r for r in rules if r["sourceAddressPrefix"] == "AzureMonitor")
+    assert monitor["protocol"] == "Tcp"
+    deny = next(r for r in rules if r["name"] == "deny-internet-inbound")
+    inbound = [r for r in rules if r["access"] == "Allow" and r["direction"] == "Inbound"]
+    assert all(r["priority"] < deny["priority"] for r in inbound)
+
+
+def _with_blob(dev_raw: dict[str, Any]) -> dict[str, Any]:
+    raw = copy.deepcopy(dev_raw)
+    raw["storage"] = {"blob": {}}
+    return raw
+
+
+def test_account_name_differs_per_subscription(dev_raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two subscriptions deploying one stack file get different account names; one subscription always the same."""
+    from gb300.plan import mocks  # noqa: PLC0415
+
+    def account_name(subscription: str) -> str:
+        monkeypatch.setattr(mocks, "SUBSCRIPTION_ID", subscription)
+        (account,) = [r for r in register("dev", _with_blob(dev_raw)) if r.type == ACCOUNT]
+        name: str = account.inputs["accountName"]
+        assert re.fullmatch(r"[a-z0-9]{3,24}", name), name
+        return name
+
+    first = account_name("aaaaaaaa-0000-0000-0000-000000000001")
+    assert account_name("bbbbbbbb-0000-0000-0000-000000000002") != first
+    assert account_name("aaaaaaaa-0000-0000-0000-000000000001") == first
+
+
+def test_explicit_account_name_is_kept(dev_raw: dict[str, Any]) -> None:
+    """gb300:storage.blob.accountName is used as written, whatever the subscription."""
+    raw = _with_blob(dev_raw)
+    raw["storage"]["blob"]["accountName"] = "myclusterckpt"
+    (account,) = [r for r in register("dev", raw) if r.type == ACCOUNT]
+    assert account.inputs["accountName"] == "myclusterckpt"
+
+
+# --- the resource group that holds the data ------------------------------------------------------------------
+
+
+def _group(resources: list[ResourceRecord]) -> ResourceRecord:
+    (group,) = [r for r in resources if r.type == "azure-native:resources:ResourceGroup"]
+    return group
+
+
+def test_group_holding_stores_is_protected_and_retained(reference_plan: PlanResult) -> None:
+    """The resource group of Lustre and the account is protected and retained, so Pulumi never deletes it."""
+    group = _group(reference_plan.resources)
+    assert (group.protect, group.retain_on_delete) == (True, True)
+
+
+def test_lustre_lock_blocks_group_deletion(reference_plan: PlanResult) -> None:
+    """A CanNotDelete lock on the filesystem makes Azure refuse to delete the group (no partial deletion)."""
+    fs = _one(reference_plan, AMLFS)
+    (lock,) = [r for r in reference_plan.resources if r.type == "azure-native:authorization:ManagementLockByScope"]
+    assert lock.inputs["scope"] == fs.id
+    assert lock.inputs["level"] == "CanNotDelete"
+    # Unprotected in Pulumi's state: allowReplace must be able to remove it before the filesystem goes.
+    assert (lock.protect, lock.retain_on_delete) == (False, False)
+
+
+def test_allow_replace_of_every_store_frees_the_group(dev_raw: dict[str, Any]) -> None:
+    """With both stores in allowReplace the group is neither protected nor retained, and the lock is gone."""
+    raw = copy.deepcopy(dev_raw)
+    raw["storage"] = {
+        "lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4},
+        "blob": {},
+        "allowReplace": ["lustre", "account"],
+    }
+    resources = register("dev", raw)
+    assert (_group(resources).protect, _group(resources).retain_on_delete) == (False, False)
+    assert not [r for r in resources if r.type == "azure-native:authorization:ManagementLockByScope"]
+
+
+def test_group_without_stores_is_not_protected(dev_raw: dict[str, Any]) -> None:
+    """A stack without stateful storage keeps an ordinary resource group that pulumi destroy removes."""
+    raw = copy.deepcopy(dev_raw)
+    raw.pop("storage", None)
+    group = _group(register("dev", raw))
+    assert (group.protect, group.retain_on_delete) == (False, False)
 
 
 def test_no_storage_when_not_configured(dev_raw: dict[str, Any]) -> None:

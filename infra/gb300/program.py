@@ -44,13 +44,26 @@ def subnet_plan(cfg: StackConfig) -> list[netplan.SubnetPlan]:
     )
 
 
-def storage_account_name(cfg: StackConfig) -> str:
-    """``gb300:storage.blob.accountName``, else a stable name from the cluster's name and region (<= 24 chars)."""
+def storage_account_name(cfg: StackConfig, subscription_id: str) -> str:
+    """``gb300:storage.blob.accountName``, else a name from the subscription, cluster name and region (<= 24 chars).
+
+    Account names are global: the subscription id in the hash keeps two deployers of one stack file apart, and
+    the name stays the same on every run of one stack in one subscription (nothing random to lose with the state).
+    """
     blob = cfg.storage.blob
     if blob is not None and blob.account_name:
         return blob.account_name
-    digest = hashlib.sha256(f"gb300/{cfg.cluster.name}/{cfg.cluster.location}".encode()).hexdigest()[:8]
+    seed = f"gb300/{subscription_id.lower()}/{cfg.cluster.name}/{cfg.cluster.location}"
+    digest = hashlib.sha256(seed.encode()).hexdigest()[:8]
     return f"{cfg.cluster.name.replace('-', '')}st{digest}"
+
+
+def keeps_data(cfg: StackConfig) -> bool:
+    """Whether the resource group holds a store that is retained (Lustre or the account not in allowReplace)."""
+    storage = cfg.storage
+    lustre = storage.lustre is not None and "lustre" not in storage.allow_replace
+    account = storage.blob is not None and "account" not in storage.allow_replace
+    return lustre or account
 
 
 def checkpoint_tags(cfg: StackConfig) -> dict[str, str]:
@@ -74,7 +87,17 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     tags = cfg.tags
     location = cfg.cluster.location
 
-    rg = resources.ResourceGroup(f"{name}-rg", resource_group_name=f"{name}-rg", location=location, tags=tags)
+    # Deleting a resource group deletes everything in it, retained stores included: while it holds one, the group
+    # is protected and retained too, so neither `pulumi destroy` nor a replacement of the group deletes it.
+    keep = keeps_data(cfg)
+    rg = resources.ResourceGroup(
+        f"{name}-rg",
+        resource_group_name=f"{name}-rg",
+        location=location,
+        tags=tags,
+        opts=pulumi.ResourceOptions(protect=keep, retain_on_delete=keep),
+    )
+    client = authorization.get_client_config_output()
     net = Network(
         name,
         NetworkArgs(
@@ -90,7 +113,6 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         ),
     )
     identity = NodeIdentity(f"{name}-node", NodeIdentityArgs(rg.name, location, tags))
-    client = authorization.get_client_config_output()
     secrets = ClusterSecrets(
         name,
         ClusterSecretsArgs(
@@ -130,7 +152,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             storage_component.BlobStoreArgs(
                 resource_group_name=rg.name,
                 location=location,
-                account_name=storage_account_name(cfg),
+                account_name=client.subscription_id.apply(lambda sub: storage_account_name(cfg, sub)),
                 containers=[storage_component.ContainerAccess(c.name, c.access) for c in storage.blob.containers],
                 endpoints_subnet_id=net.subnet_ids["endpoints"],
                 vnet_id=net.vnet_id,

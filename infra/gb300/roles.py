@@ -40,14 +40,29 @@ def assign(
 ) -> authorization.RoleAssignment:
     """Grant ``role`` to a service principal (a managed identity) on exactly ``scope``.
 
-    The assignment's name is a GUID derived from the Pulumi name, so it is stable across runs.
+    The assignment's name is :func:`assignment_name` of the scope, role and principal: stable across runs, and
+    different in every subscription (the scope is a resource id that starts with it). Azure refuses a second
+    assignment of one role to one principal on one scope, so a renamed assignment is deleted before it is
+    created again (``delete_before_replace``).
     """
+    definition = definition_id(role)
     return authorization.RoleAssignment(
         name,
-        role_assignment_name=str(uuid.uuid5(uuid.NAMESPACE_URL, f"gb300/{name}")),
-        role_definition_id=definition_id(role),
+        role_assignment_name=pulumi.Output.all(scope, principal_id).apply(
+            lambda parts: assignment_name(str(parts[0]), definition, str(parts[1]))
+        ),
+        role_definition_id=definition,
         principal_id=principal_id,
         principal_type="ServicePrincipal",
         scope=scope,
-        opts=pulumi.ResourceOptions(parent=parent),
+        opts=pulumi.ResourceOptions(parent=parent, delete_before_replace=True),
     )
+
+
+def assignment_name(scope: str, role_definition_id: str, principal_id: str) -> str:
+    """The GUID name of a role assignment, as ARM templates derive it: ``guid(scope, role, principal)``.
+
+    Role assignment names must be unique in the whole Microsoft Entra tenant, whatever their scope; a name from
+    the full scope id (which names the subscription) cannot collide with another subscription's.
+    """
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"gb300/{scope.lower()}/{role_definition_id.lower()}/{principal_id}"))

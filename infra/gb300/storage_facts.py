@@ -1,4 +1,4 @@
-"""``data/storage.yaml``: which stored data dies with which resource change, and the private link zones."""
+"""``data/storage.yaml``: which stored data dies with which resource change, private link zones, Lustre's network."""
 
 from __future__ import annotations
 
@@ -18,6 +18,12 @@ def stateful() -> dict[str, Any]:
     """Stateful resource types -> ``{key, what, replaceOn, source, status}``."""
     result: dict[str, Any] = load()["stateful"]
     return result
+
+
+def lustre_network_rules() -> list[dict[str, str]]:
+    """NSG rules the Azure Managed Lustre subnet needs beyond Azure's defaults (``lustreNetwork.rules``)."""
+    rules: list[dict[str, str]] = load()["lustreNetwork"]["rules"]
+    return rules
 
 
 def private_link_zones() -> dict[str, str]:

@@ -144,7 +144,9 @@ class HeadNode(pulumi.ComponentResource):
             network_profile=compute.NetworkProfileArgs(
                 network_interfaces=[compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True)]
             ),
-            security_profile=compute.SecurityProfileArgs(security_type="Standard"),
+            # No securityProfile: at the typed class's Compute API (2024-11-01) an explicit securityType "Standard" is
+            # refused unless the subscription registered Microsoft.Compute/UseStandardSecurityType. Left out, Azure
+            # creates the same Standard VM (no Secure Boot: the Lustre client's module loads). docs/azure-resources.md
             tags=tags,
             # Azure keeps a VM's custom data from its creation: a new bootstrap needs a new VM, and the fixed
             # name means the old one goes first. The plan warns with --state (rule custom-data-changed).

@@ -18,6 +18,7 @@ Every piece is optional; the component takes plain flags, never stack config.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -243,8 +244,18 @@ class Monitoring(pulumi.ComponentResource):
             data_collection_rule_name=f"{name}-prom-dcr",
             resource_group_name=args.resource_group_name,
             location=args.location,
+            # Azure's documented shape for remote-write (Azure/prometheus-collector AddonArmTemplate): a Linux rule
+            # whose prometheusForwarder data source feeds the stream into the Azure Monitor workspace.
+            kind="Linux",
             description="gb300: Prometheus remote-write from the nodes into the Azure Monitor workspace",
             data_collection_endpoint_id=endpoint.id,
+            data_sources=monitor.DataCollectionRuleDataSourcesArgs(
+                prometheus_forwarder=[
+                    monitor.PrometheusForwarderDataSourceArgs(
+                        name="prometheus", streams=[prom["stream"]], label_include_filter={}
+                    )
+                ]
+            ),
             destinations=monitor.DataCollectionRuleDestinationsArgs(
                 monitoring_accounts=[monitor.MonitoringAccountDestinationArgs(name="amw", account_resource_id=amw.id)]
             ),
@@ -271,7 +282,7 @@ class Monitoring(pulumi.ComponentResource):
         g = facts()["grafana"]
         grafana = dashboard.Grafana(
             f"{name}-grafana",
-            workspace_name=f"{name}-grafana",
+            workspace_name=grafana_name(name),
             resource_group_name=args.resource_group_name,
             location=args.location,
             sku=dashboard.ResourceSkuArgs(name=g["sku"]),
@@ -406,6 +417,19 @@ class Monitoring(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.attach([vm_id], prefix=vm_name)
+
+
+def grafana_name(component_name: str) -> str:
+    """The Grafana workspace's name, ``<component>-graf``, checked against ``grafana.name`` in the facts.
+
+    With the longest cluster name (12 characters) the component is ``<cluster>-mon``, so the name is at most
+    21 characters: within the strictest documented limit (23).
+    """
+    rule = facts()["grafana"]["name"]
+    name = f"{component_name}-graf"
+    if len(name) > int(_value(rule["maxLength"])) or not re.fullmatch(rule["pattern"], name):
+        raise ValueError(f"Grafana workspace name {name!r} breaks Azure's naming rule ({rule['source']})")
+    return name
 
 
 def _endpoint(ingestion: Any) -> str:

@@ -1,7 +1,9 @@
 """The cluster network: a VNet carved into role subnets, NSGs that deny the Internet, NAT egress, Bastion.
 
 Nothing here gives a NIC a public IP. The only public addresses are Bastion's (its service endpoint)
-and the NAT gateway's (egress only, attached to no NIC).
+and the NAT gateway's (egress only, attached to no NIC). Default outbound access is off on every subnet, so
+the NAT gateway is the egress of the subnets that need one: GPU and head nodes, and the Azure Managed Lustre
+filesystem, which reaches Azure services from its own subnet (its NSG rules come from ``data/storage.yaml``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,11 @@ from dataclasses import dataclass, field
 import pulumi
 from pulumi_azure_native import network
 
+from gb300 import storage_facts
 from gb300.netplan import Role, SubnetPlan
+
+# Subnets whose resources need outbound access: nodes (packages, Azure APIs) and Azure Managed Lustre.
+EGRESS_ROLES: frozenset[Role] = frozenset({"gpu", "head", "storage"})
 
 _DENY_INTERNET = network.SecurityRuleArgs(
     name="deny-internet-inbound",
@@ -94,7 +100,7 @@ class Network(pulumi.ComponentResource):
                     opts=child,
                 )
                 nsg_id = nsg.id
-            egress = nat_id is not None and plan.role in ("gpu", "head")
+            egress = nat_id is not None and plan.role in EGRESS_ROLES
             subnet = network.Subnet(
                 f"{name}-{plan.name}",
                 subnet_name=plan.name,
@@ -170,5 +176,23 @@ class Network(pulumi.ComponentResource):
                         description="gb300: SSH from gb300:access.sshSourceRanges or Bastion",
                     )
                 )
+        if plan.role == "storage":
+            rules.extend(_lustre_rule(rule) for rule in storage_facts.lustre_network_rules())
         rules.append(_DENY_INTERNET)
         return rules
+
+
+def _lustre_rule(rule: dict[str, str]) -> network.SecurityRuleArgs:
+    """One NSG rule Azure Managed Lustre needs in its subnet, from ``lustreNetwork.rules``."""
+    return network.SecurityRuleArgs(
+        name=rule["name"],
+        priority=int(rule["priority"]),
+        direction=rule["direction"],
+        access="Allow",
+        protocol=rule["protocol"],
+        source_address_prefix=rule["source"],
+        source_port_range="*",
+        destination_address_prefix=rule["destination"],
+        destination_port_range=str(rule["ports"]),
+        description=rule["description"],
+    )

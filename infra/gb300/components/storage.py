@@ -3,7 +3,9 @@
 Both hold data that outlives the cluster, so both are protected (``protect`` and ``retain_on_delete``) and mark
 the inputs whose change means replacement (``replace_on_changes``, from ``data/storage.yaml``): a new Lustre size
 or SKU then fails ``pulumi up`` on the protection instead of silently making an empty filesystem. A stack lifts
-both guards for one store only through ``gb300:storage.allowReplace``.
+both guards for one store only through ``gb300:storage.allowReplace``. The filesystem also carries a
+``CanNotDelete`` management lock, which makes Azure refuse to delete its resource group as a whole (the program
+protects and retains that group too); see docs/azure-resources.md for why the account has no lock.
 
 The account is reachable only through private endpoints (blob, dfs) resolved by private DNS zones linked to the
 VNet: no public network access, no anonymous blob access, no shared keys, TLS 1.2. Nodes reach containers with
@@ -20,12 +22,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import pulumi
-from pulumi_azure_native import storage, storagecache
+from pulumi_azure_native import authorization, storage, storagecache
 
 from gb300 import roles, storage_facts
 from gb300.components.private_link import PrivateLinkArgs, private_endpoint
 
 ROLE_FOR_ACCESS = {"read": "Storage Blob Data Reader", "readWrite": "Storage Blob Data Contributor"}
+LOCK_NAME = "gb300-keep-data"
 
 
 def stateful_options(typ: str, parent: pulumi.Resource, *, allow_replace: bool) -> pulumi.ResourceOptions:
@@ -80,6 +83,18 @@ class Lustre(pulumi.ComponentResource):
             tags=args.tags,
             opts=stateful_options("azure-native:storagecache:AmlFilesystem", self, allow_replace=args.allow_replace),
         )
+        if not args.allow_replace:
+            # Azure refuses to delete a resource group that holds a resource with a delete lock, so neither
+            # `az group delete` nor a replaced group takes the filesystem with it. Not protected in Pulumi's state:
+            # allowReplace drops the lock from the program, and Pulumi must be able to delete it then.
+            authorization.ManagementLockByScope(
+                f"{name}-lock",
+                lock_name=LOCK_NAME,
+                scope=fs.id,
+                level=authorization.LockLevel.CAN_NOT_DELETE,
+                notes="gb300: the Lustre filesystem holds data; add 'lustre' to gb300:storage.allowReplace to lift",
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         self.id = fs.id
         self.mgs_address = fs.client_info.apply(lambda info: str((info.mgs_address if info else None) or ""))
         self.register_outputs({"id": fs.id, "mgsAddress": self.mgs_address})
@@ -99,7 +114,7 @@ class BlobStoreArgs:
 
     resource_group_name: pulumi.Input[str]
     location: str
-    account_name: str
+    account_name: pulumi.Input[str]
     containers: list[ContainerAccess]
     endpoints_subnet_id: pulumi.Input[str]
     vnet_id: pulumi.Input[str]

@@ -51,6 +51,7 @@ _IRREGULAR: dict[str, tuple[str, str]] = {
     "keyvault:Vault": ("vaults", "vaultName"),
     "keyvault:Secret": ("secrets", "secretName"),
     "authorization:RoleAssignment": ("roleAssignments", "roleAssignmentName"),
+    "authorization:ManagementLockByScope": ("locks", "lockName"),
     "operationalinsights:Workspace": ("workspaces", "workspaceName"),
     "operationalinsights:Table": ("tables", "tableName"),
     "monitor:AzureMonitorWorkspace": ("accounts", "azureMonitorWorkspaceName"),
@@ -65,6 +66,7 @@ _NAMESPACE_OF: dict[str, str] = {"monitor:AzureMonitorWorkspace": "Microsoft.Mon
 # Extension resources: their id hangs under the resource named by this input.
 _EXTENSIONS: dict[str, tuple[str, str]] = {
     "monitor:DataCollectionRuleAssociation": ("resourceUri", "Microsoft.Insights/dataCollectionRuleAssociations"),
+    "authorization:ManagementLockByScope": ("scope", "Microsoft.Authorization/locks"),
 }
 _CHILDREN: dict[str, tuple[str, str]] = {
     "network:Subnet": ("virtualNetworks", "virtualNetworkName"),
@@ -124,7 +126,8 @@ def arm_id(typ: str, name: str, inputs: dict[str, Any]) -> str:  # noqa: PLR0911
         )
     if f"{module}:{resource}" == "authorization:RoleAssignment":
         scope = inputs.get("scope", sub)
-        return f"{scope}/providers/Microsoft.Authorization/roleAssignments/{_guid(scope, name)}"
+        own_name = inputs.get("roleAssignmentName") or _guid(scope, name)
+        return f"{scope}/providers/Microsoft.Authorization/roleAssignments/{own_name}"
     if f"{module}:{resource}" in _EXTENSIONS:
         target_key, collection_path = _EXTENSIONS[f"{module}:{resource}"]
         return f"{inputs.get(target_key, sub)}/providers/{collection_path}/{own}"

@@ -4,7 +4,8 @@ Both front ends (``gb300 plan`` and the policy pack in ``policies/``) call :func
 same verdict on the same resources. Rule ids are kebab-case and shared by the check, the policy, the
 suppression list (``gb300:policy.suppress``) and the README's Rules section. One module per theme:
 
-* :mod:`~gb300.rules.network`: ``vnet-avoids-rdma-range``, ``subnet-fits-pool``, ``lustre-subnet-size``
+* :mod:`~gb300.rules.network`: ``vnet-avoids-rdma-range``, ``subnet-fits-pool``, ``lustre-subnet-size``,
+  ``lustre-subnet-egress``
 * :mod:`~gb300.rules.compute`: ``gpu-pool-rack-aligned``, ``ib-fabric-within-limits``,
   ``image-arch-matches-sku``, ``custom-data-size``, ``arm-body-matches-sdk``
 * :mod:`~gb300.rules.security`: ``no-ssh-from-internet``, ``no-public-ip-on-nodes``
@@ -40,6 +41,7 @@ RULES: dict[str, Rule] = {
     "vnet-avoids-rdma-range": network.vnet_avoids_rdma_range,
     "subnet-fits-pool": network.subnet_fits_pool,
     "lustre-subnet-size": network.lustre_subnet_size,
+    "lustre-subnet-egress": network.lustre_subnet_egress,
     "gpu-pool-rack-aligned": compute.gpu_pool_rack_aligned,
     "ib-fabric-within-limits": compute.ib_fabric_within_limits,
     "image-arch-matches-sku": compute.image_arch_matches_sku,

@@ -1,4 +1,4 @@
-"""Network rules: the VNet stays clear of Azure's RDMA range, and every subnet fits what it carries."""
+"""Network rules: the VNet stays clear of Azure's RDMA range, every subnet fits what it carries, Lustre gets out."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from gb300.rules.base import RuleContext, count, items, mapping, network, short,
 
 VNET = "azure-native:network:VirtualNetwork"
 SUBNET = inventory.SUBNET
+LUSTRE = "azure-native:storagecache:AmlFilesystem"
 
 
 def vnet_avoids_rdma_range(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
@@ -168,3 +169,30 @@ def lustre_subnet_size(resources: Sequence[Resource], ctx: RuleContext) -> Itera
                 f"is in it. Set gb300:storage.lustre.subnetPrefixLength to {wanted} or lower, or ask Azure first "
                 "(getRequiredAmlFSSubnetsSize; README, lustre-subnet-size).",
             )
+
+
+def lustre_subnet_egress(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+    """The Lustre filesystem's subnet must reach Azure services: a NAT gateway, or default outbound access."""
+    del ctx
+    by_key = {
+        (vnet_name.lower(), short_subnet(sub).lower()): sub
+        for sub in inventory.of_type(resources, SUBNET)
+        if (vnet_name := text(sub.inputs.get("virtualNetworkName"))) is not None
+    }
+    for fs in inventory.of_type(resources, LUSTRE):
+        ref = text(fs.inputs.get("filesystemSubnet"))
+        key = _subnet_key(ref) if ref else None
+        sub = by_key.get(key) if key else None
+        if sub is None:  # unknown yet, or a subnet the stack does not declare: not ours to judge
+            continue
+        nat = text(mapping(sub.inputs.get("natGateway")).get("id"))
+        if nat or sub.inputs.get("defaultOutboundAccess") is not False:
+            continue
+        yield Finding(
+            "lustre-subnet-egress",
+            Level.ERROR,
+            fs.urn,
+            f"Lustre {short(fs)}: its subnet {short_subnet(sub)} must have outbound access to Azure services "
+            "(got no NAT gateway, and default outbound access off). Azure Managed Lustre reaches Azure Storage, "
+            "Key Vault and Azure Monitor from its own subnet. Set gb300:network.natGateway: true.",
+        )

@@ -31,6 +31,10 @@ SSH_PORT = 22
 
 # Service tags that stand for addresses inside Azure's own network path to the VM, not for the Internet.
 _INTERNAL_TAGS = frozenset({"virtualnetwork", "azureloadbalancer"})
+# Service tags whose addresses only Azure's own services use, and that Azure documents as a required source for a
+# managed service's subnet: Azure Managed Lustre's NSG guidance (learn.microsoft.com azure-managed-lustre/
+# configure-network-security-group) admits AzureMonitor on any TCP port. Not SSH from the Internet.
+_PLATFORM_TAGS = frozenset({"azuremonitor"})
 # How much wider an IPv6 limit is than the IPv4 one: a /16 in IPv4 is compared with a /48 in IPv6 (a site).
 _IPV6_EXTRA_BITS = 32
 
@@ -214,7 +218,7 @@ _VNET_RANGES = tuple(
 
 def _from_outside(source: str) -> bool:
     """Whether a source admits any address from outside the VNet ranges (a tag other than the VNet's counts)."""
-    if source.strip().lower() in _INTERNAL_TAGS:
+    if source.strip().lower() in _INTERNAL_TAGS | _PLATFORM_TAGS:
         return False
     net = network(source)
     return net is None or not any(net.subnet_of(r) for r in _VNET_RANGES)
