@@ -89,7 +89,7 @@ def _boot_reads(plan: PlanResult) -> dict[str, ResourceRecord]:
         r
         for r in res
         if r.type == "azure-native:authorization:RoleAssignment"
-        and r.inputs["scope"] == vault.id
+        and r.inputs["scope"] == secret.id
         and r.inputs["roleDefinitionId"].endswith(KEY_VAULT_SECRETS_USER)
     ]
     (zone_group,) = [
