@@ -81,9 +81,8 @@ def test_pool_names_gb300_uses_are_refused(
 
 
 def _boot_reads(plan: PlanResult) -> dict[str, ResourceRecord]:
-    """The munge secret, the node identity's read access to the vault, and the vault's private DNS zone group."""
+    """The munge secret, the node identity's read access to that secret, and the vault's private DNS zone group."""
     res = plan.resources
-    vault = next(r for r in res if r.type == "azure-native:keyvault:Vault")
     (secret,) = [r for r in res if r.type == "azure-native:keyvault:Secret" and r.inputs["secretName"] == "munge-key"]
     (grant,) = [
         r
