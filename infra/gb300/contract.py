@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gb300 import compute_resource
+from gb300.inventory import Resource
 
 GENERIC = "azure-native:resources:Resource"
 # A generic resource's namespace/type -> the SDK model of its body.
@@ -43,17 +44,6 @@ class Violation:
 
     def __str__(self) -> str:
         return f"{self.resource}: {self.path}: {self.problem}"
-
-
-class _Resource(typing.Protocol):
-    @property
-    def urn(self) -> str: ...
-    @property
-    def type(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def inputs(self) -> Mapping[str, Any]: ...
 
 
 @functools.cache
@@ -196,7 +186,7 @@ def check_model(data: Mapping[str, Any], cls: type, path: str = "") -> Iterator[
         yield from _check(value, annotation, where)
 
 
-def body_of(resource: _Resource) -> tuple[str, Mapping[str, Any], str | None] | None:
+def body_of(resource: Resource) -> tuple[str, Mapping[str, Any], str | None] | None:
     """(model name, ARM body, declared API version) of a resource gb300 declares as data, else None."""
     inputs = resource.inputs
     if resource.type == compute_resource.DYNAMIC_TYPE:
@@ -218,7 +208,7 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def violations(resources: Iterable[_Resource]) -> list[Violation]:
+def violations(resources: Iterable[Resource]) -> list[Violation]:
     """Every key of every data-declared ARM body that Azure's SDK models refuse."""
     out: list[Violation] = []
     version = sdk_api_version()
