@@ -286,10 +286,25 @@ build_from_source() {
   rm -rf "$dir"
 }
 
+# Download a component's FILES, each checked against its pinned sha256, into the state directory;
+# their local paths are left in GB300_FETCHED.
+fetch_component_files() {
+  local name=$1 url i
+  local -a urls shas
+  read -r -a urls <<<"$(sw "$name" FILES)"
+  read -r -a shas <<<"$(sw "$name" SHA256S)"
+  GB300_FETCHED=()
+  for i in "${!urls[@]}"; do
+    url=${urls[$i]}
+    fetch_verified "$url" "${shas[$i]:-}" "${GB300_STATE_DIR}/downloads/$(basename "$url")"
+    GB300_FETCHED+=("${GB300_STATE_DIR}/downloads/$(basename "$url")")
+  done
+}
+
 # install_component COMPONENT: install from the vendor's arm64/sbsa repository or pinned files.
 install_component() {
-  local name=$1 kind pattern pkg url
-  local -a pkgs=() args=() urls=() shas=()
+  local name=$1 kind pattern pkg
+  local -a pkgs=() args=()
   kind=$(sw "$name" INSTALL)
   read -r -a pkgs <<<"$(sw "$name" PACKAGES)"
   case "$kind" in
@@ -305,29 +320,17 @@ install_component() {
         fail "$name: apt-get install ${args[*]} failed (see journalctl -t gb300-${GB300_STEP})"
       ;;
     deb)
-      read -r -a urls <<<"$(sw "$name" FILES)"
-      read -r -a shas <<<"$(sw "$name" SHA256S)"
-      args=()
-      for i in "${!urls[@]}"; do
-        url=${urls[$i]}
-        fetch_verified "$url" "${shas[$i]:-}" "${GB300_STATE_DIR}/downloads/$(basename "$url")"
-        args+=("${GB300_STATE_DIR}/downloads/$(basename "$url")")
-      done
+      fetch_component_files "$name"
+      args=("${GB300_FETCHED[@]}")
       log "$name: installing ${args[*]}"
       DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${args[@]}" ||
         fail "$name: installing the downloaded packages failed"
       ;;
     deb-repo)
       # The downloaded package sets up a local apt repository (DOCA's doca-host); packages come from it.
-      read -r -a urls <<<"$(sw "$name" FILES)"
-      read -r -a shas <<<"$(sw "$name" SHA256S)"
-      [ "${#urls[@]}" -gt 0 ] || fail "$name: versions.yaml lists no repository package to download"
-      args=()
-      for i in "${!urls[@]}"; do
-        url=${urls[$i]}
-        fetch_verified "$url" "${shas[$i]:-}" "${GB300_STATE_DIR}/downloads/$(basename "$url")"
-        args+=("${GB300_STATE_DIR}/downloads/$(basename "$url")")
-      done
+      fetch_component_files "$name"
+      [ "${#GB300_FETCHED[@]}" -gt 0 ] || fail "$name: versions.yaml lists no repository package to download"
+      args=("${GB300_FETCHED[@]}")
       log "$name: installing the repository package ${args[*]}"
       DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${args[@]}" ||
         fail "$name: installing ${args[*]} failed"
