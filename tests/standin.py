@@ -323,6 +323,20 @@ def getent(args: list[str], state: dict) -> int:
     return 2
 
 
+def nft(args: list[str], state: dict) -> int:
+    """nftables: ``-f -`` loads a ruleset from stdin (kept whole in state["nft"], each load appended to
+    state["nft_loads"]); ``list table FAMILY NAME`` answers whether a loaded ruleset defines that table."""
+    if args == ["-f", "-"]:
+        rules = sys.stdin.read()
+        state["nft"] = rules
+        state.setdefault("nft_loads", []).append(rules)
+        save(state)
+        return 0
+    if args[:2] == ["list", "table"] and len(args) == 4:
+        return 0 if f"table {args[2]} {args[3]} {{" in state.get("nft", "") else 1
+    return unsupported(["nft", *args])
+
+
 def mdadm(args: list[str], state: dict) -> int:
     if args[0] == "--create":
         md = node_path(args[1])
@@ -563,6 +577,7 @@ MIXED = {
     "apt-mark": (apt_mark, lambda a: a[0] != "showhold"),
     "mdadm": (mdadm, lambda a: a[0] in ("--create", "--assemble")),
     "scontrol": (scontrol, lambda a: a[0] in ("update", "reconfigure")),
+    "nft": (nft, lambda a: a[0] != "list"),
 }
 # Present so that `command -v` finds them (the image carries them); the steps never run them directly.
 PRESENT = ("blobfuse2", "mount.lustre", "prometheus", "slurmd", "slurmctld", "munge")

@@ -23,6 +23,7 @@ GOLDEN = Path(__file__).parent / "golden" / "reference"
 UPDATE = os.environ.get("GB300_UPDATE_GOLDEN") == "1"
 
 GPU_STEPS = [
+    "00-imds-guard",
     "00-preflight",
     "10-tuning",
     "15-kernel",

@@ -186,6 +186,14 @@ def _check_username(value: str) -> str:
     return value
 
 
+def _check_imds_user(value: str) -> str:
+    if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", value):
+        raise ValueError(f"must be a Linux user name: lowercase, digits, '_' or '-' (got {value!r})")
+    if value == "root":
+        raise ValueError("need not list root: root always reaches the instance metadata service")
+    return value
+
+
 def _check_gpu_size(value: str) -> str:
     cat = catalog.load()
     sku = cat.skus.get(value)
@@ -265,6 +273,10 @@ class AccessSettings(_Model):
     ssh_public_key: Annotated[str, AfterValidator(_check_ssh_public_key)]
     ssh_source_ranges: list[Cidr] = Field(default_factory=list)
     login_public_ip: bool = False
+    # Service users besides root and the agents gb300 installs that may reach IMDS (docs/security.md).
+    imds_allowed_users: Annotated[list[Annotated[str, AfterValidator(_check_imds_user)]], Field(max_length=16)] = (
+        Field(default_factory=list)
+    )
 
 
 class NetworkSettings(_Model):
