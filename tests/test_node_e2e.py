@@ -19,7 +19,7 @@ import pytest
 
 import node_e2e
 import plan_custom_data
-from gb300 import config, node_context, paths
+from gb300 import config, imds_guard, node_context, node_steps, paths
 from gb300.plan import PlanResult
 from gb300.slurm.hostlist import expand
 from sandbox import Sandbox
@@ -107,6 +107,22 @@ def test_gpu_node_reaches_ready_and_is_not_drained(cluster: Cluster) -> None:
     record = node_e2e.slurm_nodes(cluster.slurm_state)[cluster.gpu_name]
     assert "DRAIN" not in record["State"]
     assert record["Reason"] == ""
+
+
+def test_every_role_closes_imds_before_anything_else_changes_the_node(cluster: Cluster) -> None:
+    """On the head and a GPU node, the first step loads the IMDS guard's table before any other command changes
+    the machine, lets through root and the agents' users the image has (no one else), and enables the boot unit."""
+    for node in (cluster.head, cluster.gpu):
+        assert node.box.config["runcmd"][0] == [node_steps.RUN_STEP, node_steps.GUARD_STEP]
+        changes = [c for c in node.box.calls() if c.startswith("MUTATE")]
+        assert changes[0] == "MUTATE nft -f -", changes[:3]
+        state = node.box.state()
+        users = state["users"]
+        uids = ["0", *(str(users[u]) for u in imds_guard.allowed_users(cluster.cfg) if u in users)]
+        assert len(uids) == 3  # root, syslog (Azure Monitor Agent) and prometheus on both shipped stacks
+        [rules] = state["nft_loads"]  # loaded once: 87-prometheus-agent's second run of the guard changes nothing
+        assert f"ip daddr {imds_guard.address()} meta skuid != {{ {', '.join(uids)} }} reject" in rules
+        assert state["services"]["gb300-imds-guard"]["enabled"]
 
 
 def test_health_gate_checks_exactly_the_configured_mounts(cluster: Cluster) -> None:

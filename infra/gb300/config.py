@@ -236,6 +236,7 @@ Cidr = Annotated[str, BeforeValidator(_check_cidr)]
 Zone = Annotated[Literal["1", "2", "3"], BeforeValidator(_zone_to_str)]
 TagKey = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^<>%&\\?/]+$"), AfterValidator(_check_tag_key)]
 TagValue = Annotated[str, Field(max_length=256)]
+ImdsUser = Annotated[str, AfterValidator(_check_imds_user)]
 
 
 class _Model(BaseModel):
@@ -274,9 +275,7 @@ class AccessSettings(_Model):
     ssh_source_ranges: list[Cidr] = Field(default_factory=list)
     login_public_ip: bool = False
     # Service users besides root and the agents gb300 installs that may reach IMDS (docs/security.md).
-    imds_allowed_users: Annotated[list[Annotated[str, AfterValidator(_check_imds_user)]], Field(max_length=16)] = (
-        Field(default_factory=list)
-    )
+    imds_allowed_users: Annotated[list[ImdsUser], Field(max_length=16)] = Field(default_factory=list)
 
 
 class NetworkSettings(_Model):
