@@ -13,6 +13,7 @@ import copy
 import os
 import shutil
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -273,3 +274,18 @@ def test_a_registry_whose_roles_do_not_start_with_the_guard_is_refused(reference
         with pytest.raises(BootstrapError, match="the first step must be 00-imds-guard"):
             node_steps.steps_for(ctx, steps)
     assert node_steps.steps_for(ctx)[0].name == guard.name == node_steps.GUARD_STEP
+
+
+def test_the_rendered_guard_passes_shellcheck(reference_raw: dict[str, Any], tmp_path: Path) -> None:
+    """The guard as rendered with the agents' users and with none (no monitoring) is clean shell."""
+    quiet = copy.deepcopy(reference_raw)
+    quiet["monitoring"] = {part: {"enabled": False} for part in ("prometheus", "logs", "grafana", "alerts")}
+    shellcheck = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
+    for name, raw in (("agents", reference_raw), ("none", quiet)):
+        cfg = config.parse(copy.deepcopy(raw))
+        [guard, _unit] = imds_guard.files(node_context.build(cfg, node_context.HEAD), ())
+        target = tmp_path / name
+        target.write_text(guard.content)
+        result = subprocess.run([shellcheck, str(target)], capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stdout
+    assert "users=()" in target.read_text()
