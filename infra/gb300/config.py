@@ -29,6 +29,8 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import GenerateJsonSchema, NoDefault
+from pydantic_core import core_schema
 
 from gb300 import catalog, stack_yaml, storage_facts
 from gb300.errors import ConfigError, Problem
@@ -231,8 +233,14 @@ TagValue = Annotated[str, Field(max_length=256)]
 
 
 class _Model(BaseModel):
+    # Each field's docstring is its description: in `gb300 schema` and in docs/configuration.md (`gb300 docs`).
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, strict=False
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        strict=False,
+        use_attribute_docstrings=True,
     )
 
 
@@ -240,9 +248,18 @@ class ClusterSettings(_Model):
     """``gb300:cluster``: identity, region and tags of the cluster."""
 
     name: Name
+    """1-12 lowercase letters, digits, single hyphens; starts with a letter. Prefixes every Azure name."""
     location: Annotated[str, AfterValidator(_check_location)]
+    """Azure region, e.g. `eastus2`; names outside `data/platform.yaml` `azureRegions` are refused with a "did you
+    mean". GB300 availability is a question for Azure's Resource SKUs API.
+    """
     zone: Zone | None = None
+    """Availability zone of NAT, Lustre and the GPU pools' scale sets (their ARM `zones`)."""
     tags: dict[TagKey, TagValue] = Field(default_factory=dict)
+    """Tags on every taggable resource, plus `gb300-cluster` and `managed-by: gb300`. Azure's limits are checked: at
+    most 36 (50 per resource less 14 for gb300's own), names up to 128 characters without the prefixes `azure`,
+    `microsoft`, `windows`, values up to 256.
+    """
 
     @model_validator(mode="after")
     def _tag_count(self) -> ClusterSettings:
@@ -262,33 +279,67 @@ class AccessSettings(_Model):
     """``gb300:access``: who may log in, and from where."""
 
     admin_username: Annotated[str, AfterValidator(_check_username)] = "azureuser"
+    """Linux admin user; Azure's reserved names (root, admin, ...) are refused."""
     ssh_public_key: Annotated[str, AfterValidator(_check_ssh_public_key)]
+    """One OpenSSH public key on one line, `ssh-ed25519` or `ssh-rsa` (2048 bits or more, counted from the modulus); a
+    second line, control characters or `authorized_keys` options are refused. Password login is always off.
+    """
     ssh_source_ranges: list[Cidr] = Field(default_factory=list)
+    """CIDRs that may reach SSH on the login node; empty = only from inside the VNet / Bastion."""
     login_public_ip: bool = False
+    """Give the login node a public IP (only allowed together with `sshSourceRanges`)."""
 
 
 class NetworkSettings(_Model):
     """``gb300:network``: the address space the toolkit carves its subnets from."""
 
     address_space: Annotated[Cidr, AfterValidator(_check_address_space)] = "10.40.0.0/16"
+    """A CIDR: the VNet's space; gb300 carves `gpu`, `head`, `storage`, `endpoints` and `AzureBastionSubnet` from it.
+    Must be private (RFC 1918 or RFC 6598 `100.64.0.0/10`) and must not overlap 172.16.0.0/16 (Azure's RDMA network).
+    """
     bastion: bool = True
+    """Azure Bastion (Standard, tunnelling on) for SSH without public IPs."""
     nat_gateway: bool = True
+    """NAT gateway for egress of the GPU, head and Lustre (`storage`) subnets; default outbound access is off, and Azure
+    Managed Lustre needs to reach Azure services (docs/azure-resources.md#lustre-subnet-egress-and-nsg-rules).
+    """
     gpu_subnet_prefix_length: Annotated[int, Field(ge=8, le=29, strict=True)] | None = None
+    """Size of the GPU subnet, the last block of the space (e.g. `20` = 4,091 VMs); unset = the upper half of the space.
+    It never depends on the racks, so adding racks moves no subnet (docs/day2.md); changing it moves the subnet,
+    which `gb300 plan --state` refuses.
+    """
 
 
 class GpuPool(_Model):
     """One entry of ``gb300:gpuPools``: one InfiniBand fabric of whole NVLink domains (racks)."""
 
     name: PoolName
+    """1-10 lowercase letters/digits; becomes the Slurm partition and part of host names. `head`, `node`, `mon`,
+    `lustre`, `blob`, `rg` are refused: gb300 names its own resources so (docs/engine-contract.md).
+    """
     vm_size: Annotated[str, AfterValidator(_check_gpu_size)] = "Standard_ND128isr_GB300_v6"
+    """A GPU size from the catalog (GB300, GB200, H100, H200)."""
     racks: Annotated[int, Field(ge=1, le=2000, strict=True)]
+    """NVLink domains: NVL72 racks of 18 VMs for GB sizes (VMs = racks x 18); single VMs for H100/H200."""
     image: Annotated[str, AfterValidator(_check_image)] = "microsoft-dsvm:ubuntu-hpc:2404-gb:24.04.2026052801"
+    """Marketplace URN `publisher:offer:sku:version` or an image resource id. Pin a version
+    `infra/gb300/data/images.yaml` knows (rule `image-version-pinned`).
+    """
     os_disk_size_gb: Annotated[int, Field(ge=64, le=4095, strict=True)] = Field(256, alias="osDiskSizeGB")
+    """OS disk size in GB (Premium SSD)."""
     capacity_reservation_group_id: Annotated[str, AfterValidator(_check_resource_id)] | None = None
-    # Off by default: Azure's GB300 tests say blocks are not needed with dedicated quota (docs/fabric.md).
+    """Resource id of a capacity reservation group to target; the quota check then skips cores (the reservation holds
+    them).
+    """
     interconnect_blocks: Annotated[bool, Field(strict=True)] = False
-    # Rack numbers (1..racks) that are not deployed: a failed rack retired without renumbering the others.
+    """Give each rack a zonal `Microsoft.Compute/interconnectBlocks` (its capacity, in the pool's interconnect group)
+    that its scale set names; GB sizes only. Off: Azure's GB300 tests say blocks are not needed with dedicated quota
+    (docs/fabric.md).
+    """
     retired_racks: list[Annotated[int, Field(ge=1, strict=True)]] = Field(default_factory=list)
+    """Rack numbers `1..racks` not deployed: retire a failed rack (`[5]` deletes `<cluster>-<pool>-r0005` only) without
+    renumbering the others; GB sizes only (docs/day2.md).
+    """
 
     @model_validator(mode="after")
     def _retired_within_racks(self) -> GpuPool:
@@ -336,11 +387,23 @@ class HeadSettings(_Model):
     """``gb300:head``: the Slurm controller and login node."""
 
     vm_size: Annotated[str, AfterValidator(_check_size)] = "Standard_D16ds_v5"
+    """Any size in the catalog, x86_64 or arm64 (the image must match)."""
     image: Annotated[str, AfterValidator(_check_image)] = "canonical:ubuntu-24_04-lts:server:latest"
+    """Marketplace URN or image id."""
     os_disk_size_gb: Annotated[int, Field(ge=64, le=4095, strict=True)] = Field(128, alias="osDiskSizeGB")
+    """OS disk size in GB."""
     # The managed data disk that holds slurmctld's state and the accounting database across reimages.
     state_disk_size_gb: Annotated[int, Field(ge=32, le=4095, strict=True)] = Field(64, alias="stateDiskSizeGB")
+    """Size in GB of the head's state disk (Premium SSD, protected, retained, detached not deleted with the VM):
+    slurmctld's `StateSaveLocation` and the accounting database survive a reimage or replacement
+    (docs/day2.md#a-head-that-keeps-its-state).
+    """
     slurmdbd: bool = False
+    """Job accounting (`sacct`, `sreport`): the head step `gb300-slurmdbd-setup` installs MariaDB and slurmdbd on the
+    head node and slurm.conf stores into it. No password anywhere: the database account `slurm`@`localhost` is
+    `IDENTIFIED VIA unix_socket`. The database lives on the head's state disk, so it survives a reimage or
+    replacement of the head VM (docs/slurm.md#job-accounting-gb300headslurmdbd).
+    """
 
 
 LustreSku = Literal[
@@ -377,20 +440,35 @@ class MaintenanceWindow(_Model):
     """``gb300:storage.lustre.maintenanceWindow``: when Azure may update the filesystem (30 minutes)."""
 
     day_of_week: _DAYS = "Sunday"
+    """Maintenance day."""
     time_of_day_utc: Annotated[str, Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")] = Field(
         "02:00", alias="timeOfDayUTC"
     )
+    """Maintenance start, `HH:MM` in UTC."""
 
 
 class LustreSettings(_Model):
     """``gb300:storage.lustre``: an Azure Managed Lustre filesystem, mounted on every node over TCP LNet."""
 
     sku: LustreSku
+    """Throughput tier, MB/s per TiB of capacity."""
     capacity_ti_b: Annotated[int, Field(ge=1, strict=True)] = Field(alias="capacityTiB")
+    """Capacity in TiB; must meet the SKU's minimum and increment (`data/lustre.yaml`). Size it with `gb300
+    size-storage`.
+    """
     mount_path: MountPath = "/lustre"
+    """Path where every node mounts it (`<mgs>@tcp:/lustrefs`, `noatime,flock`). Every mount path (also
+    `containers[].mountPath`, `blockCache.diskPath`) must be its own directory: not in `/etc`, `/root`, `/usr`, `/boot`,
+    `/var/lib` and the other system trees, not `/`, `/home`, `/mnt`, `/tmp` themselves, and not inside another mount
+    (`data/platform.yaml`).
+    """
     maintenance_window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)
+    """When Azure may update the filesystem (30 minutes)."""
     # The storage subnet's size. Unset: the prefix Azure documents for the capacity (data/lustre.yaml).
     subnet_prefix_length: Annotated[int, Field(ge=16, le=28, strict=True)] | None = None
+    """Size of the `storage` subnet; unset = the prefix Azure documents for `capacityTiB` (`data/lustre.yaml`), required
+    above 400 TiB. Never a live answer (docs/storage-subnet.md).
+    """
 
     @model_validator(mode="after")
     def _a_subnet_size(self) -> LustreSettings:
@@ -426,8 +504,11 @@ class BlobContainer(_Model):
     """One entry of ``gb300:storage.blob.containers``: a container, the nodes' access to it, its mount."""
 
     name: ContainerName
+    """The container's name."""
     access: Literal["read", "readWrite"] = "readWrite"
+    """The nodes' role on this container: Storage Blob Data Reader (`read`) or Contributor (`readWrite`)."""
     mount_path: MountPath | None = None
+    """Path where every GPU node mounts it with BlobFuse2 (block cache); unset: not mounted."""
 
 
 def _default_containers() -> list[BlobContainer]:
@@ -438,9 +519,13 @@ class BlockCache(_Model):
     """``gb300:storage.blob.blockCache``: BlobFuse2 block-cache settings for every mounted container."""
 
     block_size_mi_b: Annotated[int, Field(ge=1, le=1024, strict=True)] = Field(16, alias="blockSizeMiB")
+    """Block size, MiB."""
     memory_mi_b: Annotated[int, Field(ge=256, le=262144, strict=True)] = Field(16384, alias="memoryMiB")
+    """Memory cache per mount, MiB."""
     disk_path: MountPath = "/mnt/resource_nvme/blobfuse2"
+    """Path of the disk cache, on the NVMe RAID."""
     disk_size_gi_b: Annotated[int, Field(ge=1, le=15000, strict=True)] = Field(1024, alias="diskSizeGiB")
+    """Disk cache size per mount, GiB."""
 
 
 class BlobSettings(_Model):
@@ -452,11 +537,26 @@ class BlobSettings(_Model):
     """
 
     account_name: Annotated[str, Field(pattern=r"^[a-z0-9]{3,24}$")] | None = None
+    """Globally unique account name, 3-24 lowercase letters and digits; unset = `<cluster>st<hash of subscription id,
+    cluster and region>`, so two subscriptions deploying one stack file do not collide
+    (docs/azure-resources.md#names-that-cannot-collide-storage-account-and-role-assignments).
+    """
     containers: Annotated[list[BlobContainer], Field(min_length=1)] = Field(default_factory=_default_containers)
+    """Containers; the node identity gets one role per container. Default: `datasets` (read) and `checkpoints`
+    (readWrite), not mounted.
+    """
     block_cache: BlockCache = Field(default_factory=BlockCache)
+    """BlobFuse2 block-cache settings for mounted containers."""
     hierarchical_namespace: bool = False
+    """ADLS Gen2 namespace (atomic directory renames, POSIX ACLs); Azure offers no blob versioning with it. Fixed at
+    creation: changing it replaces the account (a `storage-data-loss` error).
+    """
     versioning: bool = True
+    """Keep the previous version of every overwritten blob; needs `hierarchicalNamespace: false`."""
     soft_delete_days: Annotated[int, Field(ge=1, le=365, strict=True)] = 14
+    """Days deleted blobs and deleted containers stay recoverable (`az storage blob undelete`, `az storage container
+    restore`).
+    """
 
     @model_validator(mode="after")
     def _versioning_needs_flat_namespace(self) -> BlobSettings:
@@ -486,9 +586,13 @@ class CheckpointSettings(_Model):
     """``gb300:storage.checkpoint``: the model whose checkpoints Lustre must absorb, and how fast."""
 
     parameters: Annotated[float, Field(gt=0, le=1e15, allow_inf_nan=False)]
+    """Model parameters, e.g. `1.0e+12`."""
     write_minutes: Annotated[float, Field(gt=0, le=1440, allow_inf_nan=False)] | None = None
+    """Minutes one checkpoint may take to write."""
     interval_minutes: Annotated[float, Field(gt=0, le=10080, allow_inf_nan=False)] | None = None
+    """Minutes between checkpoints; the budget when `writeMinutes` is absent."""
     bytes_per_parameter: Annotated[float, Field(gt=0, le=64, allow_inf_nan=False)] | None = None
+    """Checkpoint bytes per parameter; unset = 16 (mixed-precision Adam, `data/checkpoint.yaml`)."""
 
     @model_validator(mode="after")
     def _a_time_budget(self) -> CheckpointSettings:
@@ -521,9 +625,19 @@ class StorageSettings(_Model):
     """``gb300:storage``: shared storage (Lustre, Blob) for datasets and checkpoints."""
 
     lustre: LustreSettings | None = None
+    """An Azure Managed Lustre filesystem, mounted on every node over TCP LNet; unset: none."""
     blob: BlobSettings | None = None
+    """A private storage account (private endpoints, no shared keys, TLS 1.2, blob and container soft delete,
+    versioning); unset: none.
+    """
     checkpoint: CheckpointSettings | None = None
+    """The model whose checkpoints Lustre must absorb: `gb300 plan` warns (`lustre-checkpoint-throughput`) when it
+    cannot; unset: not checked.
+    """
     allow_replace: list[StatefulStore] = Field(default_factory=list)
+    """Stateful stores (`lustre`, `account`, `containers`) that may be replaced, losing their data; any other is
+    protected, and a replacing change is a `storage-data-loss` error in `gb300 plan --state`.
+    """
 
     @model_validator(mode="after")
     def _mounts_do_not_overlap(self) -> StorageSettings:
@@ -560,20 +674,25 @@ class LogsSettings(_Model):
     """``gb300:monitoring.logs``: Log Analytics, the Azure Monitor Agent and the log data collection rules."""
 
     enabled: bool = True
+    """`false` turns logs off."""
     retention_days: Annotated[int, Field(ge=30, le=730, strict=True)] = 30
+    """Workspace and table retention, days."""
 
 
 class PrometheusSettings(_Model):
     """``gb300:monitoring.prometheus``: Azure Monitor workspace; exporters and a remote-writing agent on nodes."""
 
     enabled: bool = True
+    """`false` turns managed Prometheus off, and with it Grafana and alerts."""
     scrape_interval_seconds: Annotated[int, Field(ge=5, le=300, strict=True)] = 30
+    """The agents' scrape interval, seconds."""
 
 
 class GrafanaSettings(_Model):
     """``gb300:monitoring.grafana``: Azure Managed Grafana over the Azure Monitor workspace."""
 
     enabled: bool = True
+    """Azure Managed Grafana; needs `prometheus.enabled`."""
 
 
 def _check_email(value: str) -> str:
@@ -592,17 +711,24 @@ class AlertSettings(_Model):
     """``gb300:monitoring.alerts``: Prometheus alert rule groups and who is told."""
 
     enabled: bool = True
+    """Alert rules and the action group; need `prometheus.enabled`."""
     emails: list[Annotated[str, AfterValidator(_check_email)]] = Field(default_factory=list)
+    """Email addresses that are notified."""
     webhooks: list[Annotated[str, AfterValidator(_check_webhook)]] = Field(default_factory=list)
+    """Https URLs called by every alert (common alert schema)."""
 
 
 class MonitoringSettings(_Model):
     """``gb300:monitoring``: Azure Monitor, managed Prometheus and Grafana. Every piece is on unless disabled."""
 
     logs: LogsSettings = Field(default_factory=LogsSettings)
+    """Log Analytics (PerGB2018), the Azure Monitor Agent on every node, syslog/cloud-init/health log collection."""
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
+    """Azure Monitor workspace; DCGM and node exporters and a remote-writing Prometheus agent on every node."""
     grafana: GrafanaSettings = Field(default_factory=GrafanaSettings)
+    """Azure Managed Grafana linked to the workspace."""
     alerts: AlertSettings = Field(default_factory=AlertSettings)
+    """Prometheus alert rule groups (`templates/alerts/`) and an action group."""
 
     @model_validator(mode="after")
     def _needs_prometheus(self) -> MonitoringSettings:
@@ -625,6 +751,9 @@ class HealthSettings(_Model):
     """
 
     soft_failures_to_drain: Annotated[int, Field(ge=1, le=20, strict=True)] = 3
+    """Failed runs in a row before a soft check (service, mount, IB port, temperature, ...) drains the node; hardware
+    faults drain at once.
+    """
 
 
 RuleId = Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
@@ -656,7 +785,11 @@ class Suppression(_Model):
     """
 
     rule: RuleId
+    """The rule not to run."""
     reason: Annotated[str, Field(max_length=300), AfterValidator(_check_reason)] | None = None
+    """Why, on one line of 10-300 characters; required for the security rules `no-ssh-from-internet`,
+    `no-public-ip-on-nodes`, `storage-no-public-access` (a bare id is refused, exit 2).
+    """
 
 
 class PolicySettings(_Model):
@@ -670,12 +803,23 @@ class PolicySettings(_Model):
     """
 
     fail_on: Literal["error", "warning", "info"] = "error"
+    """The lowest level that makes `gb300 plan` exit 1."""
     suppress: list[Annotated[Suppression, BeforeValidator(_suppression_from_text)]] = Field(default_factory=list)
+    """Rules not to run, each a rule id or `{rule, reason}`; every plan, `--quiet` included, and the PR summary list
+    each one with its reason and the findings it hides.
+    """
     required_tags: list[TagKey] = Field(default_factory=lambda: ["owner", "gb300-cluster"])
+    """Tag keys every taggable Azure resource must carry (rule `required-tags`, a warning)."""
     quota: Annotated[str, Field(min_length=1)] | None = None
+    """Where `quota-sufficient` reads Azure's usage: `live`, or the path of a saved `az vm list-usage` file (`gb300 plan
+    --quota` overrides); unset: quota is not checked, an info says so (docs/rules.md#quota).
+    """
     ssh_source_limit_prefix: Annotated[int, Field(ge=1, le=32, strict=True)] = Field(
         default_factory=lambda: int(catalog.load().limit("sshSourceLimitPrefix"))
     )
+    """The public SSH sources of one NSG, united, may cover at most one block of this prefix length (rule
+    `no-ssh-from-internet`); the default is `data/skus.yaml`'s.
+    """
 
     @property
     def suppressed(self) -> frozenset[str]:
@@ -687,23 +831,42 @@ class AllowDestroy(_Model):
     """One entry of ``gb300:allowDestroy``: consent to one expected deletion or replacement (docs/day2.md)."""
 
     resource: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._*?\[\]-]+$")]
+    """The Pulumi or Azure name of the resource (`ref-train-r0005`), or a glob (`ref-train-r*`)."""
     reason: Annotated[str, Field(min_length=1, max_length=500)]
+    """Why; shown in the plan's warning."""
 
 
 class StackConfig(_Model):
     """The whole ``gb300`` namespace of a stack file."""
 
     cluster: ClusterSettings
+    """The cluster's identity: its name, region, zone and tags."""
     access: AccessSettings
+    """Who logs in, and from where."""
     network: NetworkSettings = Field(default_factory=NetworkSettings)
+    """The VNet gb300 carves its subnets from."""
     gpu_pools: Annotated[list[GpuPool], Field(min_length=1)]
+    """GPU pools; each is one InfiniBand fabric of whole NVLink domains (racks)."""
     head: HeadSettings = Field(default_factory=HeadSettings)
+    """The Slurm controller and login node: one VM in the head subnet."""
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    """Shared storage for datasets and checkpoints: Azure Managed Lustre and a storage account (docs/storage.md)."""
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
+    """Azure Monitor, managed Prometheus, Grafana, alerts; every piece is on unless disabled (docs/monitoring.md)."""
     health: HealthSettings = Field(default_factory=HealthSettings)
+    """The GPU node health gate (docs/health.md)."""
     policy: PolicySettings = Field(default_factory=PolicySettings)
+    """Which findings fail the plan, which rules are suppressed, and what the rules check against
+    (docs/rules.md#settings-gb300policy).
+    """
     software: dict[str, str] = Field(default_factory=dict)
+    """Override pinned node software versions: component name (from `data/versions.yaml`) to version
+    (docs/node-bootstrap.md#pinning-software-gb300software).
+    """
     allow_destroy: list[AllowDestroy] = Field(default_factory=list)
+    """Consent to expected deletions, replacements or subnet moves of deployed resources: `gb300 plan --state` reports
+    them as warnings instead of `destroys-deployed` errors (docs/day2.md).
+    """
 
     @model_validator(mode="after")
     def _unique_pool_names(self) -> StackConfig:
@@ -893,9 +1056,35 @@ def from_pulumi_config(values: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+class _SchemaWithAllDefaults(GenerateJsonSchema):
+    """Pydantic's schema generator, also stating the defaults that come from a ``default_factory`` (``[]``, ``{}``)."""
+
+    def get_default_value(self, schema: core_schema.WithDefaultSchema) -> Any:
+        factory = schema.get("default_factory")
+        if factory is not None and not schema.get("default_factory_takes_data"):
+            return factory()  # type: ignore[call-arg]
+        return schema.get("default", NoDefault)
+
+
+def _one_line_descriptions(node: Any) -> None:
+    """Field docstrings wrap like code; a schema description is one line of text."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "description" and isinstance(value, str):
+                node[key] = " ".join(value.split())
+            else:
+                _one_line_descriptions(value)
+    elif isinstance(node, list):
+        for item in node:
+            _one_line_descriptions(item)
+
+
 def json_schema() -> dict[str, Any]:
     """A JSON Schema of a stack file's ``config:`` block, for editors (``gb300 schema``)."""
-    inner = StackConfig.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
+    inner = StackConfig.model_json_schema(
+        by_alias=True, ref_template="#/$defs/{model}", schema_generator=_SchemaWithAllDefaults
+    )
+    _one_line_descriptions(inner)
     defs = inner.pop("$defs", {})
     props = {f"{NAMESPACE}:{k}": v for k, v in inner["properties"].items()}
     return {
