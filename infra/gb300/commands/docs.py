@@ -302,8 +302,21 @@ def cli_page() -> str:
     lines.append("")
     for name, summary, parser in commands:
         lines += [f"## `{name}`", ""]
-        description = parser.description or summary
-        lines += [_description(description), ""]
+        children = [
+            child
+            for child, _, _ in commands
+            if child.startswith(f"{name} ") and child.count(" ") == name.count(" ") + 1
+        ]
+        if children:  # a command that only groups actions: its actions carry the description
+            lines += [
+                _md(summary[:1].upper() + summary[1:])
+                + ": "
+                + ", ".join(f"[`{c}`](#{c.replace(' ', '-')})" for c in children)
+                + ".",
+                "",
+            ]
+        else:
+            lines += [_description(parser.description or summary), ""]
         rows = _option_rows(parser)
         if rows:
             lines += ["| argument | meaning |", "|---|---|", *rows, ""]
@@ -318,5 +331,5 @@ def _description(text: str) -> str:
         if lines and all(line.startswith("    ") for line in lines):
             out.append("```\n" + "\n".join(line[4:] for line in lines) + "\n```")
         else:
-            out.append(_md(block.replace("::", ":")))
+            out.append(_linked(" ".join(block.replace("::", ":").replace("``", "`").split())))
     return "\n\n".join(out)
