@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 import unicodedata
 from pathlib import Path
@@ -144,3 +145,35 @@ def test_the_link_check_catches_a_broken_link(tmp_path: Path) -> None:
 def test_slugs_follow_github(heading: str, slug: str) -> None:
     """Anchors are computed as GitHub computes them from a heading's text."""
     assert github_slug(heading) == slug
+
+
+REPO_PATH = re.compile(
+    r"`((?:infra|tests|cloud-init|templates|policies|scripts|bench|stacks|docs|examples|\.github|\.ci)/[\w./-]*)`"
+)
+MODULE_REFERENCE = re.compile(r"`(gb300(?:\.[A-Za-z_]+)+)`")
+PLACEHOLDER = re.compile(r"(^|/)(NN-|[\w-]*-name\b)")
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``gb300.a.b`` names a module, or an attribute of the longest importable module prefix."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            target: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(target, name):
+                return False
+            target = getattr(target, name)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("path", markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_repository_paths_and_modules_named_in_docs_exist(path: Path) -> None:
+    """Each repository path (`infra/gb300/data/skus.yaml`) and module (`gb300.rules`) a page names in code exists."""
+    text = path.read_text(encoding="utf-8")
+    missing = [p for p in REPO_PATH.findall(text) if not PLACEHOLDER.search(p) and not (ROOT / p.rstrip("/")).exists()]
+    missing += [m for m in MODULE_REFERENCE.findall(text) if not _resolves(m)]
+    assert missing == []
