@@ -148,7 +148,8 @@ def test_slugs_follow_github(heading: str, slug: str) -> None:
 
 
 REPO_PATH = re.compile(
-    r"`((?:infra|tests|cloud-init|templates|policies|scripts|bench|stacks|docs|examples|\.github|\.ci)/[\w./-]*)`"
+    r"`((?:infra|tests|cloud-init|templates|policies|scripts|bench|stacks|docs|examples|\.github|\.ci)/[\w./-]*)"
+    r"(?:::(\w+))?`"
 )
 MODULE_REFERENCE = re.compile(r"`(gb300(?:\.[A-Za-z_]+)+)`")
 PLACEHOLDER = re.compile(r"(^|/)(NN-|[\w-]*-name\b)")
@@ -172,8 +173,16 @@ def _resolves(dotted: str) -> bool:
 
 @pytest.mark.parametrize("path", markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_repository_paths_and_modules_named_in_docs_exist(path: Path) -> None:
-    """Each repository path (`infra/gb300/data/skus.yaml`) and module (`gb300.rules`) a page names in code exists."""
+    """Each repository path (`infra/gb300/data/skus.yaml`, `tests/x.py::test_y`) and module a page names exists."""
     text = path.read_text(encoding="utf-8")
-    missing = [p for p in REPO_PATH.findall(text) if not PLACEHOLDER.search(p) and not (ROOT / p.rstrip("/")).exists()]
+    missing = []
+    for rel, function in REPO_PATH.findall(text):
+        target = ROOT / rel.rstrip("/")
+        if PLACEHOLDER.search(rel):
+            continue
+        if not target.exists():
+            missing.append(rel)
+        elif function and not re.search(rf"^\s*(async )?def {function}\(", target.read_text(), re.MULTILINE):
+            missing.append(f"{rel}::{function}")
     missing += [m for m in MODULE_REFERENCE.findall(text) if not _resolves(m)]
     assert missing == []
