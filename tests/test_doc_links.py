@@ -171,10 +171,8 @@ def _resolves(dotted: str) -> bool:
     return False
 
 
-@pytest.mark.parametrize("path", markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
-def test_repository_paths_and_modules_named_in_docs_exist(path: Path) -> None:
-    """Each repository path (`infra/gb300/data/skus.yaml`, `tests/x.py::test_y`) and module a page names exists."""
-    text = path.read_text(encoding="utf-8")
+def missing_references(text: str) -> list[str]:
+    """Repository paths, test ids and ``gb300`` modules named in code spans of ``text`` that do not exist."""
     missing = []
     for rel, function in REPO_PATH.findall(text):
         target = ROOT / rel.rstrip("/")
@@ -184,5 +182,24 @@ def test_repository_paths_and_modules_named_in_docs_exist(path: Path) -> None:
             missing.append(rel)
         elif function and not re.search(rf"^\s*(async )?def {function}\(", target.read_text(), re.MULTILINE):
             missing.append(f"{rel}::{function}")
-    missing += [m for m in MODULE_REFERENCE.findall(text) if not _resolves(m)]
-    assert missing == []
+    return missing + [m for m in MODULE_REFERENCE.findall(text) if not _resolves(m)]
+
+
+@pytest.mark.parametrize("path", markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_repository_paths_and_modules_named_in_docs_exist(path: Path) -> None:
+    """Each repository path (`infra/gb300/data/skus.yaml`, `tests/x.py::test_y`) and module a page names exists."""
+    assert missing_references(path.read_text(encoding="utf-8")) == []
+
+
+def test_the_path_check_catches_a_moved_file() -> None:
+    """A moved file, a renamed test or module is reported; placeholders and existing names are not."""
+    text = (
+        "`infra/gb300/nowhere.py` `tests/test_doc_links.py::test_gone` `gb300.rules.nowhere` "
+        "`tests/test_doc_links.py::test_the_path_check_catches_a_moved_file` `gb300.rules` "
+        "`cloud-init/scripts/NN-name.sh` `infra/gb300/data/skus.yaml`"
+    )
+    assert missing_references(text) == [
+        "infra/gb300/nowhere.py",
+        "tests/test_doc_links.py::test_gone",
+        "gb300.rules.nowhere",
+    ]
