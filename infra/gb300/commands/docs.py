@@ -216,7 +216,7 @@ def configuration_page() -> str:
         "",
         "Every key of the `gb300` namespace of `stacks/Pulumi.<stack>.yaml`. Unknown keys, wrong types, values",
         "out of range, unknown sizes, malformed CIDRs and anything that is not an OpenSSH public key are refused:",
-        "`gb300 plan` (and `pulumi up`) exit 2 with one line per problem naming the full key path,",
+        "`gb300 plan` exits 2 with one line per problem naming the full key path,",
         "such as `gb300:gpuPools[0].racks: must be at least 1 (got 0)`. `gb300 schema` prints the same",
         "contract as a JSON Schema for editors ([plan.md](plan.md#a-json-schema-for-editors)).",
         "",
