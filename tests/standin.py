@@ -258,19 +258,21 @@ def scontrol(args: list[str], state: dict) -> int:
             node["State"], node["Reason"] = "IDLE", ""
         _slurm_save(state, slurm)
         return 0
-    if args == ["reconfigure"]:
-        return 0
     if args[:1] == ["delete"] and args[1].lower().startswith("nodename="):
-        # slurmctld's delete_nodes(): dynamic nodes only, none with a job (src/slurmctld/node_mgr.c).
-        for name in _hostlist(args[1].split("=", 1)[1]):
-            node = slurm["nodes"].get(name)
-            if node is None or {"ALLOCATED", "MIXED", "COMPLETING"} & set(node["State"].split("+")):
-                sys.stderr.write(f"delete_node {args[1]}: Requested nodes are busy or unknown\n")
-                return 1
-            del slurm["nodes"][name]
-        _slurm_save(state, slurm)
-        return 0
-    return unsupported(["scontrol", *args])
+        return _delete_nodes(args[1], state, slurm)
+    return 0 if args == ["reconfigure"] else unsupported(["scontrol", *args])
+
+
+def _delete_nodes(arg: str, state: dict, slurm: dict) -> int:
+    """slurmctld's delete_nodes(): dynamic nodes only, none with a job (src/slurmctld/node_mgr.c)."""
+    for name in _hostlist(arg.split("=", 1)[1]):
+        node = slurm["nodes"].get(name)
+        if node is None or {"ALLOCATED", "MIXED", "COMPLETING"} & set(node["State"].split("+")):
+            sys.stderr.write(f"delete_node {arg}: Requested nodes are busy or unknown\n")
+            return 1
+        del slurm["nodes"][name]
+    _slurm_save(state, slurm)
+    return 0
 
 
 def sinfo(args: list[str], state: dict) -> int:
