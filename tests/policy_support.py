@@ -7,10 +7,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gb300 import compute_resource, rules
+from gb300.azure.quota import QuotaSnapshot
 from gb300.config import PolicySettings
 from gb300.findings import Finding
 from gb300.plan.runner import ResourceRecord
-from gb300.quota import QuotaSnapshot
 
 SUB = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/t-rg/providers"
 GB300 = "Standard_ND128isr_GB300_v6"

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from gb300 import catalog, cli, config
+from gb300 import cli, config
 from gb300.errors import ConfigError
+from gb300.facts import catalog
 from gb300.plan import PlanResult
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f ops@example"

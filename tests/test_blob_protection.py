@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from gb300 import config, node_files
+from gb300 import config
 from gb300.errors import ConfigError
 from gb300.findings import Level
+from gb300.node import files as node_files
 from gb300.plan import PlanResult, ResourceRecord
 from gb300.rules.base import UNKNOWN
 from gb300.rules.data_loss import DeployedResource, data_loss

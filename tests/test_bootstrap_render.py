@@ -21,7 +21,7 @@ from gb300.bootstrap import (
     find_secret_material,
     render_custom_data,
 )
-from gb300.node_steps import STEPS, steps_for
+from gb300.node.steps import STEPS, steps_for
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 UPDATE_GOLDEN = os.environ.get("GB300_UPDATE_GOLDEN") == "1"

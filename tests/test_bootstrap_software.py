@@ -20,13 +20,14 @@ from gb300.bootstrap import (
 )
 from gb300.bootstrap.resources import CLOUD_INIT_DIR
 from gb300.bootstrap.software import VERSIONS_FILE, DownloadFile, load_checksums
-from gb300.node_steps import compact
+from gb300.node.steps import compact
 
 
 def test_defaults_are_what_the_azure_gb_image_carries() -> None:
     """With no overrides, every pinned component the default GB image records is the version that image carries
     (its catalog entry, read from azhpc-images' versions.json)."""
-    from gb300 import catalog, config  # noqa: PLC0415
+    from gb300 import config  # noqa: PLC0415
+    from gb300.facts import catalog  # noqa: PLC0415
     from gb300.rules import images  # noqa: PLC0415
 
     default = config.GpuPool.model_fields["image"].default

@@ -1,4 +1,4 @@
-"""The pull request comment rendered from `gb300 plan --json` files (infra/gb300/ci_summary.py)."""
+"""The pull request comment rendered from `gb300 plan --json` files (infra/gb300/ops/ci_summary.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gb300 import ci_summary
+from gb300.ops import ci_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,7 +80,7 @@ def test_cli_reads_files_and_skips_an_unmatched_glob(tmp_path: Path) -> None:
         [
             sys.executable,
             "-I",
-            str(ROOT / "infra" / "gb300" / "ci_summary.py"),
+            str(ROOT / "infra" / "gb300" / "ops" / "ci_summary.py"),
             "--stacks",
             '["dev", "reference"]',
             "--run-url",

@@ -8,8 +8,10 @@ from typing import Any
 import pulumi
 import pytest
 
-from gb300 import catalog, inventory, netplan
+from gb300.azure import inventory
 from gb300.components import Network, NetworkArgs
+from gb300.config import netplan
+from gb300.facts import catalog
 from gb300.plan import PlanResult
 from gb300.plan.runner import register
 

@@ -19,7 +19,8 @@ from azure.core.credentials import AccessToken, AccessTokenInfo
 from azure.core.pipeline.transport import RequestsTransport
 from azure.mgmt.compute import ComputeManagementClient
 
-from gb300 import compute_resource, config, inventory, paths
+from gb300 import compute_resource, config, paths
+from gb300.azure import inventory
 from gb300.compute_resource import ComputeProvider
 from gb300.plan import PlanResult, run_plan, runner
 from gb300.plan.runner import ResourceRecord

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from gb300 import cli, compute_resource, contract, paths
+from gb300 import cli, compute_resource, paths
+from gb300.azure import contract
 from gb300.plan import PlanResult
 from gb300.plan.runner import ResourceRecord
 from policy_support import run

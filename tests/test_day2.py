@@ -203,7 +203,7 @@ def test_bad_retired_racks_name_the_key(reference_raw: dict[str, Any], retired: 
 @pytest.mark.parametrize("racks", [60, 120])
 def test_resizing_a_pool_leaves_the_head_custom_data_unchanged(reference_raw: dict[str, Any], racks: int) -> None:
     """The head's bootstrap does not depend on pool sizes: 60 or 120 racks render the same bytes as 64."""
-    from gb300 import nodes  # noqa: PLC0415 - mocks are set in conftest before the program is imported
+    from gb300.node import custom_data as nodes  # noqa: PLC0415 - mocks are set in conftest before the program is imported
 
     before = nodes.render(nodes.HEAD, config.parse(copy.deepcopy(reference_raw)))
     raw = copy.deepcopy(reference_raw)

@@ -11,7 +11,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from gb300 import cli, config, inventory
+from gb300 import cli, config
+from gb300.azure import inventory
 from gb300.plan import PlanResult
 from gb300.plan.runner import DuplicateUrnError, ResourceRecord, register
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
-from gb300 import catalog, paths
+from gb300 import paths
+from gb300.facts import catalog
 
 SIZE_PAGE_GPUS = 100_000  # nd-gb300-v6-series.md: one InfiniBand fabric reaches "up to 100,000 GPUs"
 

@@ -13,8 +13,9 @@ import pytest
 import requests
 from azure.core.pipeline.transport import RequestsTransport
 
-from gb300 import cli, fleet_status, rollout
+from gb300 import cli
 from gb300.commands import status as status_cmd
+from gb300.ops import fleet_status, rollout
 from gb300.plan import PlanResult
 from test_rollout import RG, SUBSCRIPTION, StaticCredential, _export, _json
 

@@ -11,7 +11,7 @@ import pytest
 import requests
 from azure.core.pipeline.transport import RequestsTransport
 
-from gb300 import lustre_live
+from gb300.azure import lustre_live
 from gb300.findings import Level
 from gb300.plan import run_plan
 from test_quota import FakeAzure, StaticCredential, _forbidden, _json, _timeout
@@ -82,7 +82,7 @@ def test_live_plan_checks_but_never_moves_subnets(
 ) -> None:
     """Gone live, a too-large answer fails the plan with lustre-subnet-size while the subnets stay as configured."""
     monkeypatch.setattr(lustre_live, "ask", lambda sku, capacity: lustre_live.Answer(4000))
-    monkeypatch.setattr("gb300.quota.fetch_live", lambda regions, **kw: _no_quota(regions))
+    monkeypatch.setattr("gb300.azure.quota.fetch_live", lambda regions, **kw: _no_quota(regions))
     plan = run_plan("reference", copy.deepcopy(reference_raw), quota="live")
     assert [f.level for f in plan.findings if f.rule == "lustre-subnet-size"] == [Level.ERROR]
     prefixes = sorted(r.inputs["addressPrefix"] for r in plan.resources if r.type == "azure-native:network:Subnet")
@@ -92,6 +92,6 @@ def test_live_plan_checks_but_never_moves_subnets(
 
 
 def _no_quota(regions: list[str]) -> Any:
-    from gb300 import quota  # noqa: PLC0415
+    from gb300.azure import quota  # noqa: PLC0415
 
     return quota.QuotaSnapshot(quota.LIVE, {r: quota.RegionQuota(r, unverified="offline test") for r in regions})

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from gb300 import alerts, config, inventory
+from gb300 import config
+from gb300.azure import inventory
 from gb300.errors import ConfigError
+from gb300.facts import alerts
 from gb300.paths import DATA_DIR, TEMPLATES_DIR
 from gb300.plan import PlanResult, ResourceRecord
 from gb300.plan.runner import register

@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from gb300 import netplan
+from gb300.config import netplan
 
 
 @pytest.mark.parametrize("vms", [18, 1152, 2160, 25002])

@@ -19,7 +19,8 @@ import pytest
 
 import node_e2e
 import plan_custom_data
-from gb300 import config, node_context, paths
+from gb300 import config, paths
+from gb300.node import context as node_context
 from gb300.plan import PlanResult
 from gb300.slurm.hostlist import expand
 from sandbox import Sandbox

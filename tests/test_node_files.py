@@ -15,7 +15,12 @@ import jinja2
 import pytest
 import yaml
 
-from gb300 import config, inventory, node_context, node_files, node_steps, nodes
+from gb300 import config
+from gb300.azure import inventory
+from gb300.node import context as node_context
+from gb300.node import custom_data as nodes
+from gb300.node import files as node_files
+from gb300.node import steps as node_steps
 from gb300.paths import CLOUD_INIT_DIR, REPO_ROOT
 from gb300.plan import PlanResult
 

@@ -1,4 +1,4 @@
-"""The node registry (gb300.node_steps): one declaration per step, its order checked by the renderer."""
+"""The node registry (gb300.node.steps): one declaration per step, its order checked by the renderer."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from gb300 import config, node_context, node_steps
+from gb300 import config
 from gb300.bootstrap import BootstrapError, render_custom_data
+from gb300.node import context as node_context
+from gb300.node import steps as node_steps
 from gb300.paths import CLOUD_INIT_DIR, REPO_ROOT
 
 
@@ -32,7 +34,7 @@ def test_steps_are_declared_in_one_place_only() -> None:
         for path in (REPO_ROOT / "infra").rglob("*.py")
         if declared.search(path.read_text(encoding="utf-8"))
     )
-    assert holders == ["infra/gb300/node_steps.py"]
+    assert holders == ["infra/gb300/node/steps.py"]
 
 
 def test_every_script_is_placed_in_the_one_steps_directory(reference_raw: dict[str, Any]) -> None:

@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from gb300 import config, inventory, nodes
+from gb300 import config
+from gb300.azure import inventory
 from gb300.bootstrap import AZURE_CUSTOM_DATA_LIMIT, find_secret_material, load_software
+from gb300.node import custom_data as nodes
 from gb300.plan import PlanResult
 
 GOLDEN = Path(__file__).parent / "golden" / "reference"

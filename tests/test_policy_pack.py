@@ -28,7 +28,8 @@ from pulumi_policy import (
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
-from gb300 import inventory, paths, policy_pack, rules
+from gb300 import paths, policy_pack, rules
+from gb300.azure import inventory
 from gb300.config import PolicySettings
 from gb300.findings import Finding
 from gb300.plan import PlanResult

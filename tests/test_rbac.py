@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gb300 import roles
+from gb300.facts import roles
 from gb300.plan import PlanResult, ResourceRecord
 
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"

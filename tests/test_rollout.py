@@ -20,8 +20,9 @@ import urllib3
 from azure.core.credentials import AccessToken, AccessTokenInfo
 from azure.core.pipeline.transport import RequestsTransport
 
-from gb300 import cli, rollout
+from gb300 import cli
 from gb300.commands import rollout as rollout_cmd
+from gb300.ops import rollout
 from gb300.plan import PlanResult
 from gb300.plan.state import parse_state
 from gb300.rules import reimage

@@ -77,7 +77,7 @@ def test_ib_fabric_rack_limit_comes_from_catalog(monkeypatch: pytest.MonkeyPatch
     """A pool with more racks than the fabric model's maxRacksPerFabric is an error citing the catalog's source."""
     from dataclasses import replace  # noqa: PLC0415
 
-    from gb300 import catalog  # noqa: PLC0415
+    from gb300.facts import catalog  # noqa: PLC0415
 
     cat = catalog.load()
     model = cat.fabric_models["interconnect-group"]

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from gb300 import ci_summary, cli
+from gb300 import cli
 from gb300.config import PolicySettings
+from gb300.ops import ci_summary
 from gb300.policy_pack import stack_settings
 
 HALVES = ["0.0.0.0/1", "128.0.0.0/1"]

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from gb300 import cli, sizing
+from gb300 import cli
 from gb300.config import PolicySettings
+from gb300.facts import sizing
 from gb300.findings import Level
 from gb300.plan.runner import register
 from gb300.policy_pack import PolicyResourceView

@@ -19,7 +19,7 @@ import pytest
 from gb300 import cli
 from gb300.bootstrap.software import CHECKSUMS_FILE, load_checksums, load_software
 from gb300.commands.software import container_images
-from gb300.software_lock import Gap, gaps, image_gaps, key_fingerprints, lock, resolve_digest, write_checksums
+from gb300.ops.software_lock import Gap, gaps, image_gaps, key_fingerprints, lock, resolve_digest, write_checksums
 
 KEYS = Path(__file__).parent / "fixtures" / "keys"
 REPO_KEY_FPR = "C08AF28EE2631D8C289BEAC2E32B5DBF675A3747"  # gpg --show-keys tests/fixtures/keys/repo-signing.asc
@@ -244,8 +244,10 @@ def test_the_cli_pins_every_real_gap_and_then_the_plan_is_quiet(  # noqa: PLR091
 ) -> None:
     """`gb300 software lock` against (locally served) vendor URLs and registry fills checksums.yaml; `--check`
     then passes, nodes get the pins (the exporter image by digest), and the software-checksums warning is gone."""
-    from gb300 import config, node_files, software_lock  # noqa: PLC0415
+    from gb300 import config  # noqa: PLC0415
     from gb300.bootstrap import software  # noqa: PLC0415
+    from gb300.node import files as node_files  # noqa: PLC0415
+    from gb300.ops import software_lock  # noqa: PLC0415
     from gb300.rules import software as software_rule  # noqa: PLC0415
 
     root, base = served

@@ -11,7 +11,7 @@ import pytest
 
 from bootstrap_helpers import render_role
 from gb300.bootstrap.settings import load_node
-from gb300.node_steps import RUN_STEP
+from gb300.node.steps import RUN_STEP
 from sandbox import Sandbox, hpc_image_machine
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from gb300 import cli, storage_facts
+from gb300 import cli
+from gb300.facts import storage_facts
 from gb300.findings import Level
 from gb300.plan import PlanResult, ResourceRecord, mocks
 from gb300.plan.runner import register

@@ -8,7 +8,7 @@ import re
 import jinja2
 import pytest
 
-from gb300 import templating
+from gb300.node import templating
 from gb300.slurm.config import (
     SlurmCluster,
     SlurmConfigError,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pulumi
 
-from gb300.catalog import FabricModel, Sku
+from gb300.facts.catalog import FabricModel, Sku
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from gb300 import inventory
-from gb300.rollout import Rack, _short
+from gb300.azure import inventory
+from gb300.ops.rollout import Rack, _short
 from gb300.rules.data_loss import DeployedResource
 from gb300.slurm.hostlist import natural_key
 

@@ -19,9 +19,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gb300 import node_context, node_files, templating
 from gb300.bootstrap import BootstrapContext, BootstrapError, ExtraFile
 from gb300.config import StackConfig
+from gb300.node import context as node_context
+from gb300.node import files as node_files
+from gb300.node import templating
 from gb300.paths import CLOUD_INIT_DIR
 from gb300.slurm import files as slurm_files
 from gb300.slurm.health import health_env_for

@@ -1,4 +1,4 @@
-"""What each node role boots with: the steps and files of the node registry (:mod:`gb300.node_steps`) for the
+"""What each node role boots with: the steps and files of the node registry (:mod:`gb300.node.steps`) for the
 role and the stack, packed as Azure custom data.
 
 Custom data is rendered from the typed config alone (no deploy-time values), so its hash is known at plan
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gb300 import bootstrap, node_context
+from gb300 import bootstrap
 from gb300.config import GpuPool, StackConfig
-from gb300.node_context import GPU_NODE, HEAD, head_hostname, slurm_cluster
+from gb300.node import context as node_context
+from gb300.node.context import GPU_NODE, HEAD, head_hostname, slurm_cluster
 
 __all__ = ["GPU_NODE", "HEAD", "CustomData", "head_hostname", "render", "slurm_cluster"]
 

@@ -1,12 +1,12 @@
 """The storage and monitoring files of a node's custom data, rendered from ``templates/`` (contents only).
 
-Which role carries them, and the steps that use them, are declared in the node registry (:mod:`gb300.node_steps`).
+Which role carries them, and the steps that use them, are declared in the node registry (:mod:`gb300.node.steps`).
 
 Everything here comes from the stack config alone, so custom data (and its hash) is known at plan time
-(:mod:`gb300.nodes`). Values that exist only after deployment reach nodes as VM tags that the steps read from
+(:mod:`gb300.node.custom_data`). Values that exist only after deployment reach nodes as VM tags that the steps read from
 IMDS with ``imds-tag``: ``gb300-lustre-mgs``, ``gb300-blob-account``, ``gb300-node-client-id`` and
 ``gb300-prom-write`` (see :data:`DEPLOY_TAGS`). Templates render with the one environment of
-:mod:`gb300.templating` (StrictUndefined); files that need a deploy-time value are placed as ``*.in`` with
+:mod:`gb300.node.templating` (StrictUndefined); files that need a deploy-time value are placed as ``*.in`` with
 ``@NAME@`` placeholders the step fills in.
 """
 
@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import shlex
 
-from gb300 import storage_facts, templating
 from gb300.bootstrap.context import ExtraFile as NodeFile  # one file type for write_files
 from gb300.bootstrap.software import load_checksums
 from gb300.components import monitoring as monitoring_component
 from gb300.config import StackConfig
+from gb300.facts import storage_facts
+from gb300.node import templating
 from gb300.paths import CLOUD_INIT_DIR, TEMPLATES_DIR
 
 # VM tags the program sets on every node and the steps read (tag -> what it holds).

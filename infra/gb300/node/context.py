@@ -2,15 +2,16 @@
 
 :func:`build` turns ``(StackConfig, role, pool)`` into a :class:`~gb300.bootstrap.BootstrapContext` that carries
 the stack itself; every value a step or a file needs is read from it here (or by the providers in
-:mod:`gb300.node_steps`), never from a default in a feature module. The functions below are the derived values
+:mod:`gb300.node.steps`), never from a default in a feature module. The functions below are the derived values
 several files share: the Slurm view of the cluster, the Slurm boot inputs, and the mounts the health gate checks.
 """
 
 from __future__ import annotations
 
-from gb300 import bootstrap, catalog, netplan
+from gb300 import bootstrap
 from gb300.components.secrets import MUNGE_SECRET_NAME
-from gb300.config import GpuPool, StackConfig
+from gb300.config import GpuPool, StackConfig, netplan
+from gb300.facts import catalog
 from gb300.slurm import config as slurm_config
 from gb300.slurm import files as slurm_files
 

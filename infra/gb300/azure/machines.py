@@ -1,6 +1,6 @@
 """Every VM the resources declare, scale sets and single VMs alike, in the shape quota and image rules read.
 
-A scale set (dynamic, typed or generic, see :mod:`gb300.inventory`) counts ``sku.capacity`` VMs; a typed
+A scale set (dynamic, typed or generic, see :mod:`gb300.azure.inventory`) counts ``sku.capacity`` VMs; a typed
 ``compute:VirtualMachine`` counts one.
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gb300 import inventory
-from gb300.inventory import Resource
+from gb300.azure import inventory
+from gb300.azure.inventory import Resource
 
 VM = "azure-native:compute:VirtualMachine"
 

@@ -12,7 +12,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from gb300.catalog import Sourced, _load_yaml, _sourced
+from gb300.facts.catalog import Sourced, _load_yaml, _sourced
 
 MB = 1_000_000
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gb300 import compute_resource
-from gb300.inventory import Resource
+from gb300.azure.inventory import Resource
 
 GENERIC = "azure-native:resources:Resource"
 # A generic resource's namespace/type -> the SDK model of its body.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from gb300.catalog import _load_yaml
+from gb300.facts.catalog import _load_yaml
 
 
 @functools.cache

@@ -8,16 +8,7 @@ resources (subnet room, quota, rack alignment) are rules in :mod:`gb300.rules`.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import difflib
-import ipaddress
-import json
-import re
-import struct
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
@@ -25,202 +16,34 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    ValidationError,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 
-from gb300 import catalog, stack_yaml, storage_facts
-from gb300.errors import ConfigError, Problem
-
-NAMESPACE = "gb300"
-
-# Key types Azure accepts for Linux VM SSH keys. Security-key (sk-) types are not accepted by Azure.
-_SSH_KEY_TYPES = ("ssh-ed25519", "ssh-rsa")
-_RSA_MIN_BITS = 2048
-
-
-def _check_name(value: str) -> str:
-    if not re.fullmatch(r"[a-z][a-z0-9-]*", value) or value.endswith("-") or "--" in value:
-        raise ValueError(
-            f"must be lowercase letters, digits and single hyphens, starting with a letter (got {value!r})"
-        )
-    return value
-
-
-# Names gb300.program gives its own parts after "<cluster>-" (head node, node identity, monitoring, storage,
-# resource group). A pool of the same name would name its resources like theirs: pool "head" makes two
-# resources with one URN (the head VM's and rack 1's log associations), which the Pulumi engine refuses.
-RESERVED_POOL_NAMES = ("head", "node", "mon", "lustre", "blob", "rg")
-
-
-def _check_pool_name(value: str) -> str:
-    if not re.fullmatch(r"[a-z][a-z0-9]*", value):
-        raise ValueError(f"must be lowercase letters and digits, starting with a letter (got {value!r})")
-    if value in RESERVED_POOL_NAMES:
-        raise ValueError(
-            f"is a name gb300 gives its own resources (got {value!r}); choose another, such as 'train' "
-            f"(reserved: {', '.join(RESERVED_POOL_NAMES)})"
-        )
-    return value
-
-
-def _check_location(value: str) -> str:
-    if not re.fullmatch(r"[a-z][a-z0-9]+", value):
-        raise ValueError(f"must be an Azure region name such as 'eastus2' (got {value!r})")
-    regions = catalog.load().limit("azureRegions")
-    if value not in regions:
-        close = difflib.get_close_matches(value, regions, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ValueError(
-            f"is not an Azure region (got {value!r}){hint} (`az account list-locations -o table` lists them; "
-            "a region newer than infra/gb300/data/platform.yaml goes there)"
-        )
-    return value
-
-
-def _check_tag_key(value: str) -> str:
-    limits = catalog.load()
-    prefixes = limits.limit("reservedTagPrefixes")
-    if any(value.lower().startswith(p) for p in prefixes):
-        raise ValueError(f"must not start with {', '.join(prefixes)}: Azure reserves those prefixes (got {value!r})")
-    longest = int(limits.limit("tagNameMaxLength"))
-    if len(value) > longest:
-        raise ValueError(
-            f"must be at most {longest} characters, Azure's limit for tags on storage accounts (got {len(value)})"
-        )
-    return value
-
-
-def _check_address_space(value: str) -> str:
-    net = ipaddress.IPv4Network(value)
-    ranges = [ipaddress.IPv4Network(r) for r in catalog.load().limit("vnetAddressRanges")]
-    if not any(net.subnet_of(r) for r in ranges):
-        raise ValueError(
-            f"must be private: inside {', '.join(str(r) for r in ranges)} (RFC 1918, RFC 6598) (got {value!r})"
-        )
-    return value
-
-
-def _zone_to_str(value: Any) -> Any:
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
-def _check_cidr(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"must be an IPv4 CIDR such as '10.40.0.0/16' (got {value!r})")
-    try:
-        net = ipaddress.IPv4Network(value, strict=False)
-    except ValueError:
-        raise ValueError(f"must be an IPv4 CIDR such as '10.40.0.0/16' (got {value!r})") from None
-    if "/" not in value:
-        raise ValueError(f"must give a prefix length, such as '{value}/32' (got {value!r})")
-    if str(net) != value:
-        raise ValueError(f"has host bits set; the network is {net} (got {value!r})")
-    return value
-
-
-def _check_ssh_public_key(value: str) -> str:
-    """One OpenSSH public key on one line, of a type Azure accepts, with a body that decodes to that type."""
-    text = value.strip()
-    if "PRIVATE KEY" in text:
-        raise ValueError("is a private key; give the public key (the .pub file), never the private one")
-    lines = text.splitlines()
-    if len(lines) > 1:
-        raise ValueError(
-            f"must be one public key on one line (got {len(lines)} lines); a second line would reach "
-            "authorized_keys unchecked"
-        )
-    if any(ord(c) < 32 or ord(c) == 127 for c in text):
-        raise ValueError(f"must not hold control characters such as tabs (got {_short(text)!r})")
-    parts = text.split()
-    hint = "must be an OpenSSH public key such as 'ssh-ed25519 AAAA... you@host'"
-    if len(parts) < 2:
-        raise ValueError(f"{hint} (got {_short(text)!r})")
-    kind, blob = parts[0], parts[1]
-    if kind not in _SSH_KEY_TYPES:
-        raise ValueError(f"{hint}; Azure accepts {', '.join(_SSH_KEY_TYPES)} (got type {_short(kind)!r})")
-    try:
-        raw = base64.b64decode(blob, validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError(f"{hint}; the key body is not base64 (got {_short(text)!r})") from None
-    fields = _ssh_fields(raw)
-    if not fields or fields[0] != kind.encode():
-        raise ValueError(f"{hint}; the key body does not encode a {kind} key (got {_short(text)!r})")
-    if kind == "ssh-ed25519" and (len(fields) != 2 or len(fields[1]) != 32):
-        raise ValueError(f"{hint}; the body is not a 32-byte Ed25519 key (got {_short(text)!r})")
-    if kind == "ssh-rsa":
-        if len(fields) != 3:
-            raise ValueError(f"{hint}; the body is not an RSA key (e, n) (got {_short(text)!r})")
-        bits = int.from_bytes(fields[2], "big").bit_length()
-        if bits < _RSA_MIN_BITS:
-            raise ValueError(
-                f"is an RSA key of {bits} bits; Azure needs at least {_RSA_MIN_BITS}. "
-                "Make a new one with 'ssh-keygen -t ed25519'"
-            )
-    return text
-
-
-def _ssh_fields(raw: bytes) -> list[bytes]:
-    fields: list[bytes] = []
-    pos = 0
-    while pos + 4 <= len(raw):
-        (length,) = struct.unpack(">I", raw[pos : pos + 4])
-        pos += 4
-        if pos + length > len(raw):
-            return []
-        fields.append(raw[pos : pos + length])
-        pos += length
-    return fields if pos == len(raw) else []
-
-
-def _short(text: str, limit: int = 40) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _check_username(value: str) -> str:
-    if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", value):
-        raise ValueError(f"must be a Linux user name: lowercase, digits, '_' or '-' (got {value!r})")
-    if value in catalog.load().limit("reservedAdminUsernames"):
-        raise ValueError(f"is reserved by Azure (got {value!r}); choose another name such as 'azureuser'")
-    return value
-
-
-def _check_gpu_size(value: str) -> str:
-    cat = catalog.load()
-    sku = cat.skus.get(value)
-    if sku is None or not sku.is_gpu:
-        known = ", ".join(sorted(n for n, s in cat.skus.items() if s.is_gpu))
-        raise ValueError(f"is not a GPU size in the catalog (got {value!r}); known: {known}")
-    return value
-
-
-def _check_size(value: str) -> str:
-    if value not in catalog.load().skus:
-        known = ", ".join(sorted(catalog.load().skus))
-        raise ValueError(f"is not a size in the catalog (got {value!r}); known: {known}")
-    return value
-
-
-_IMAGE_ID = re.compile(r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Compute/.+", re.IGNORECASE)
-
-
-def _check_image(value: str) -> str:
-    if value.startswith("/"):
-        if not _IMAGE_ID.fullmatch(value):
-            raise ValueError(f"must be an image resource id under Microsoft.Compute (got {_short(value)!r})")
-        return value
-    parts = value.split(":")
-    if len(parts) != 4 or not all(parts):
-        raise ValueError(f"must be a marketplace URN 'publisher:offer:sku:version' or an image id (got {value!r})")
-    return value
-
-
-def _check_resource_id(value: str) -> str:
-    if not value.startswith("/subscriptions/"):
-        raise ValueError(f"must be an Azure resource id starting with /subscriptions/ (got {_short(value)!r})")
-    return value
-
+from gb300.config.checks import (
+    _check_address_space,
+    _check_cidr,
+    _check_container_name,
+    _check_email,
+    _check_gpu_size,
+    _check_image,
+    _check_location,
+    _check_mount_path,
+    _check_name,
+    _check_pool_name,
+    _check_reason,
+    _check_resource_id,
+    _check_size,
+    _check_ssh_public_key,
+    _check_tag_key,
+    _check_username,
+    _check_webhook,
+    _PathError,
+    _suppression_from_text,
+    _zone_to_str,
+    format_path,
+)
+from gb300.facts import catalog, storage_facts
 
 Name = Annotated[str, Field(min_length=1, max_length=12), AfterValidator(_check_name)]
 PoolName = Annotated[str, Field(min_length=1, max_length=10), AfterValidator(_check_pool_name)]
@@ -355,21 +178,6 @@ _MOUNT_PATH = r"^/[A-Za-z0-9._/-]+$"
 _DAYS = Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 
-def _check_mount_path(value: str) -> str:
-    path = value.rstrip("/") or "/"
-    limits = catalog.load()
-    if ".." in path.split("/") or "//" in path:
-        raise ValueError(f"must be a plain absolute path without '..' or '//' (got {value!r})")
-    if path in limits.limit("reservedMountPoints"):
-        raise ValueError(f"must be a dedicated directory such as '/lustre', not {path} itself (got {value!r})")
-    for tree in limits.limit("reservedMountTrees"):
-        if path == tree or path.startswith(tree + "/"):
-            raise ValueError(
-                f"must not be in the system tree {tree} (got {value!r}); use a directory such as '/lustre'"
-            )
-    return path
-
-
 MountPath = Annotated[str, Field(pattern=_MOUNT_PATH), AfterValidator(_check_mount_path)]
 
 
@@ -408,15 +216,6 @@ class LustreSettings(_Model):
         if self.subnet_prefix_length is not None:
             return self.subnet_prefix_length
         return storage_facts.lustre_subnet_prefix(self.capacity_ti_b) or 0
-
-
-def _check_container_name(value: str) -> str:
-    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]", value) or "--" in value:
-        raise ValueError(
-            f"must be 3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or "
-            f"digit (got {value!r})"
-        )
-    return value
 
 
 ContainerName = Annotated[str, AfterValidator(_check_container_name)]
@@ -576,18 +375,6 @@ class GrafanaSettings(_Model):
     enabled: bool = True
 
 
-def _check_email(value: str) -> str:
-    if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", value):
-        raise ValueError(f"must be an email address such as 'oncall@example.com' (got {value!r})")
-    return value
-
-
-def _check_webhook(value: str) -> str:
-    if not re.fullmatch(r"https://[^\s/]+(/\S*)?", value):
-        raise ValueError(f"must be an https:// URL; alerts never go out in clear text (got {_short(value)!r})")
-    return value
-
-
 class AlertSettings(_Model):
     """``gb300:monitoring.alerts``: Prometheus alert rule groups and who is told."""
 
@@ -628,23 +415,6 @@ class HealthSettings(_Model):
 
 
 RuleId = Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
-
-
-def _check_reason(value: str) -> str:
-    text = value.strip()
-    if "\n" in text or len(text) < _REASON_MIN_CHARS:
-        raise ValueError(
-            f"must be one line of at least {_REASON_MIN_CHARS} characters saying why the rule does not apply "
-            f"(got {_short(text)!r})"
-        )
-    return text
-
-
-_REASON_MIN_CHARS = 10
-
-
-def _suppression_from_text(value: Any) -> Any:
-    return {"rule": value} if isinstance(value, str) else value
 
 
 class Suppression(_Model):
@@ -721,224 +491,3 @@ class StackConfig(_Model):
     def tags(self) -> dict[str, str]:
         """Tags on every taggable resource: the user's plus the toolkit's own."""
         return {**self.cluster.tags, "gb300-cluster": self.cluster.name, "managed-by": "gb300"}
-
-
-class _PathError(ValueError):
-    """A model-level problem that belongs to a specific key path."""
-
-    def __init__(self, loc: tuple[str | int, ...], message: str, *, relative: bool = False) -> None:
-        super().__init__(message)
-        self.loc = loc
-        self.relative = relative  # ``loc`` continues the path of the model that raised it (a list item)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Turning pydantic's errors into one line per key path.
-
-
-def format_path(loc: tuple[str | int, ...]) -> str:
-    """``('gpuPools', 0, 'racks')`` -> ``gb300:gpuPools[0].racks``."""
-    out = NAMESPACE
-    for i, part in enumerate(loc):
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += (":" if i == 0 else ".") + part
-    return out
-
-
-_MESSAGES: dict[str, Callable[[Any, dict[str, Any]], str]] = {
-    "missing": lambda got, ctx: "is required",
-    "greater_than_equal": lambda got, ctx: f"must be at least {ctx['ge']} (got {got!r})",
-    "less_than_equal": lambda got, ctx: f"must be at most {ctx['le']} (got {got!r})",
-    "int_type": lambda got, ctx: f"must be a whole number (got {got!r})",
-    "int_parsing": lambda got, ctx: f"must be a whole number (got {got!r})",
-    "int_from_float": lambda got, ctx: f"must be a whole number (got {got!r})",
-    "bool_type": lambda got, ctx: f"must be true or false (got {got!r})",
-    "bool_parsing": lambda got, ctx: f"must be true or false (got {got!r})",
-    "string_type": lambda got, ctx: f"must be a string (got {got!r}); quote numbers in YAML",
-    "list_type": lambda got, ctx: f"must be a list (got {got!r})",
-    "dict_type": lambda got, ctx: f"must be a mapping of keys to values (got {got!r})",
-    "model_type": lambda got, ctx: f"must be a mapping of keys to values (got {got!r})",
-    "model_attributes_type": lambda got, ctx: f"must be a mapping of keys to values (got {got!r})",
-    "literal_error": lambda got, ctx: f"must be one of {ctx['expected']} (got {got!r})",
-    "too_short": lambda got, ctx: f"must have at least {ctx['min_length']} item(s) (got {len(got or ())})",
-    "string_too_short": lambda got, ctx: "must not be empty",
-    "string_too_long": lambda got, ctx: f"must be at most {ctx['max_length']} characters (got {len(got)}: {got!r})",
-    "string_pattern_mismatch": lambda got, ctx: f"must match {ctx['pattern']} (got {got!r})",
-    "value_error": lambda got, ctx: str(ctx["error"]),
-}
-
-
-def _message(err: Mapping[str, Any], model_keys: list[str]) -> str:
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        key = str(err["loc"][-1])
-        close = difflib.get_close_matches(key, model_keys, n=1)
-        return "is not a known key" + (f"; did you mean {close[0]!r}?" if close else "")
-    ctx = dict(err.get("ctx") or {})
-    render = _MESSAGES.get(kind)
-    if render is None:
-        return f"{err['msg']} (got {err.get('input')!r})"
-    return render(err.get("input"), ctx)
-
-
-def _problems(exc: ValidationError) -> list[Problem]:
-    problems = []
-    for err in exc.errors(include_url=False):
-        loc = tuple(part for part in err["loc"] if part != "[key]")  # a bad mapping key: name the key itself
-        error = (err.get("ctx") or {}).get("error")
-        if isinstance(error, _PathError):
-            loc = (*loc, *error.loc) if error.relative else error.loc
-        problems.append(Problem(format_path(loc), _message(err, _keys_at(loc))))
-    return problems
-
-
-def _keys_at(loc: tuple[str | int, ...]) -> list[str]:
-    """The camelCase keys the model accepts next to ``loc``'s last element (for 'did you mean')."""
-    model: Any = StackConfig
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        fields = getattr(model, "model_fields", {})
-        field = next((f for n, f in fields.items() if (f.alias or n) == part), None)
-        if field is None:
-            return []
-        model = _model_of(field.annotation)
-    return [(f.alias or n) for n, f in getattr(model, "model_fields", {}).items()]
-
-
-def _model_of(annotation: Any) -> Any:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _model_of(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def _software_problems(raw: Mapping[str, Any]) -> list[Problem]:
-    """``gb300:software`` names components of the pinned versions file, with version strings."""
-    from gb300.bootstrap import check_software_overrides  # noqa: PLC0415 - the bootstrap reads its data lazily
-
-    software = raw.get("software")
-    if not isinstance(software, Mapping):
-        return []
-    problems = []
-    for path, message in check_software_overrides(software):
-        full = format_path(tuple(path.split(".", 1)))
-        problems.append(Problem(full, message.removeprefix(f"{full}: ")))
-    return problems
-
-
-def parse(raw: Mapping[str, Any]) -> StackConfig:
-    """Validate the ``gb300`` namespace (keys without the ``gb300:`` prefix) into a :class:`StackConfig`."""
-    problems = _software_problems(raw)
-    try:
-        cfg = StackConfig.model_validate(dict(raw))
-    except ValidationError as exc:
-        found = _problems(exc)
-        seen = {f.path for f in found}
-        raise ConfigError(found + [p for p in problems if p.path not in seen]) from None
-    if problems:
-        raise ConfigError(problems)
-    return cfg
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Where the raw namespace comes from: a stack file (gb300 plan) or the Pulumi engine (pulumi up).
-
-
-def namespace_from_stack_config(config: Mapping[str, Any], *, project: str = NAMESPACE) -> dict[str, Any]:
-    """The ``gb300`` keys of a stack file's ``config:`` block, prefix removed. Other namespaces are ignored."""
-    out: dict[str, Any] = {}
-    for key, value in config.items():
-        ns, sep, name = str(key).partition(":")
-        if not sep:
-            ns, name = project, str(key)
-        if ns == NAMESPACE:
-            out[name] = value
-    return out
-
-
-def load_stack_file(path: Path) -> dict[str, Any]:
-    """Read a stack file and return its ``gb300`` namespace. Raises ConfigError naming the file.
-
-    The file is read as strict YAML (:mod:`gb300.stack_yaml`): bounded in size, UTF-8, no duplicate keys,
-    no alias bombs.
-    """
-    doc = stack_yaml.load(path) or {}
-    if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
-        raise ConfigError([Problem(str(path), "must be a Pulumi stack file with a 'config:' mapping")])
-    return namespace_from_stack_config(doc.get("config") or {})
-
-
-def to_pulumi_config(raw: Mapping[str, Any]) -> dict[str, str]:
-    """The namespace as the Pulumi engine hands it to a program: ``gb300:key`` -> JSON text."""
-    return {f"{NAMESPACE}:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
-
-
-def from_pulumi_config(values: Mapping[str, str]) -> dict[str, Any]:
-    """Inverse of :func:`to_pulumi_config`, for the engine's config map (``gb300:key`` -> text)."""
-    out: dict[str, Any] = {}
-    for key, text in values.items():
-        ns, _, name = key.partition(":")
-        if ns != NAMESPACE:
-            continue
-        try:
-            out[name] = json.loads(text)
-        except (TypeError, ValueError):
-            out[name] = text
-    return out
-
-
-def json_schema() -> dict[str, Any]:
-    """A JSON Schema of a stack file's ``config:`` block, for editors (``gb300 schema``)."""
-    inner = StackConfig.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
-    defs = inner.pop("$defs", {})
-    props = {f"{NAMESPACE}:{k}": v for k, v in inner["properties"].items()}
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "gb300 stack file",
-        "description": "A Pulumi stack file (stacks/Pulumi.<stack>.yaml) for the gb300 project.",
-        "type": "object",
-        "properties": {
-            "config": {
-                "type": "object",
-                "properties": props,
-                "required": [f"{NAMESPACE}:{k}" for k in inner.get("required", [])],
-                "patternProperties": {"^(?!gb300:)[^:]+:.+$": {}},
-                "additionalProperties": False,
-            },
-            "secretsprovider": {"type": "string"},
-            "encryptedkey": {"type": "string"},
-            "encryptionsalt": {"type": "string"},
-            "environment": {},
-        },
-        "required": ["config"],
-        "$defs": defs,
-    }
-
-
-def key_paths() -> list[str]:
-    """Every documented key path of the namespace (``gb300:gpuPools[].racks``), from the JSON Schema."""
-    schema = json_schema()
-    defs: dict[str, Any] = schema["$defs"]
-    out: list[str] = []
-
-    def walk(node: dict[str, Any], path: str) -> None:
-        if "$ref" in node:
-            node = defs[node["$ref"].rsplit("/", 1)[-1]]
-        for sub in node.get("anyOf", []):
-            walk(sub, path)
-        if node.get("type") == "array" and isinstance(node.get("items"), dict):
-            walk(node["items"], path + "[]")
-        for name, sub in node.get("properties", {}).items():
-            out.append(f"{path}.{name}")
-            walk(sub, f"{path}.{name}")
-
-    for key, node in schema["properties"]["config"]["properties"].items():
-        out.append(key)
-        walk(node, key)
-    return out

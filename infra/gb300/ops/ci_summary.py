@@ -1,6 +1,6 @@
 """Render `gb300 plan --json` files as a short Markdown summary for a pull request comment.
 
-CI runs this file directly (`python3 -I infra/gb300/ci_summary.py --stacks '["dev"]' plan-*.json`) in a job
+CI runs this file directly (`python3 -I infra/gb300/ops/ci_summary.py --stacks '["dev"]' plan-*.json`) in a job
 that has not installed the project, so it uses the standard library only (`-I` keeps this directory off
 `sys.path`, where a sibling module could shadow a standard one). A stack named in `--stacks`
 without a plan file is reported as "no plan": `gb300 plan` stopped before writing one (exit 2, bad

@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gb300 import inventory
-from gb300.inventory import Resource
+from gb300.azure import inventory
+from gb300.azure.inventory import Resource
 from gb300.rules import reimage
 from gb300.rules.data_loss import DeployedResource
 from gb300.slurm.hostlist import compress, natural_key
