@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from gb300 import cli, config
+from gb300.errors import ConfigError
 from gb300.plan import PlanResult, run_plan
 from gb300.plan.state import parse_state
 from gb300.rules import destroy
@@ -195,7 +196,7 @@ def test_bad_retired_racks_name_the_key(reference_raw: dict[str, Any], retired: 
     """A retired rack outside 1..racks, or listed twice, is refused with its full key path."""
     raw = copy.deepcopy(reference_raw)
     raw["gpuPools"][0]["retiredRacks"] = retired
-    with pytest.raises(config.ConfigError) as err:
+    with pytest.raises(ConfigError) as err:
         config.parse(raw)
     assert expected in str(err.value)
 
