@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap_helpers import render_role
-from sandbox import Sandbox, hpc_image_machine
+from tests.support.bootstrap_helpers import render_role
+from tests.support.sandbox import Sandbox, hpc_image_machine
 
 pytestmark = pytest.mark.slow
 
