@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ci_files import (
+from gb300.cli import build_parser
+from tests.support.ci_files import (
     AZURE_PIPELINES,
     GITHUB_ACTIONS,
     GITHUB_WORKFLOWS,
@@ -30,7 +31,6 @@ from ci_files import (
     scripts,
     stacks_in_repo,
 )
-from gb300.cli import build_parser
 
 CHECK_JSONSCHEMA = str(Path(sys.executable).parent / "check-jsonschema")
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -124,7 +124,7 @@ PULUMI_SPEC = yaml.safe_load(PULUMI_CLI.read_text(encoding="utf-8"))
 
 @pytest.mark.parametrize("call", PULUMI_CALLS, ids=str)
 def test_pulumi_invocation_uses_documented_commands_and_flags(call: Any) -> None:
-    """Every `pulumi ...` the CI runs uses a command and flags listed in tests/data/pulumi-cli.yaml."""
+    """Every `pulumi ...` the CI runs uses a command and flags listed in tests/fixtures/pulumi-cli.yaml."""
     parsed = parse_pulumi(call.argv, PULUMI_SPEC)
     assert not parsed.problems, f"{call}: {parsed.problems}"
 
@@ -400,9 +400,9 @@ def test_command_extraction(script: str, expected: list[list[str]]) -> None:
 
 
 def test_deploy_identity_condition_covers_every_role_the_stack_assigns() -> None:
-    """The README's role-assignment condition (GitOps) allows each role id in data/roles.yaml."""
+    """The role-assignment condition in docs/gitops.md allows each role id in data/roles.yaml."""
     roles_file = ROOT / "infra" / "gb300" / "data" / "roles.yaml"
     wanted = set(yaml.safe_load(roles_file.read_text(encoding="utf-8"))["roles"].values())
-    line = re.search(r'^roles="([^"]*)"$', (ROOT / "README.md").read_text(), re.MULTILINE)
-    assert line, 'README.md (GitOps): no roles="..." line'
+    line = re.search(r'^roles="([^"]*)"$', (ROOT / "docs" / "gitops.md").read_text(), re.MULTILINE)
+    assert line, 'docs/gitops.md: no roles="..." line'
     assert set(re.findall(r"[0-9a-f-]{36}", line.group(1))) == wanted

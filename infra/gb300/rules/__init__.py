@@ -2,7 +2,7 @@
 
 Both front ends (``gb300 plan`` and the policy pack in ``policies/``) call :func:`evaluate`, so they give the
 same verdict on the same resources. Rule ids are kebab-case and shared by the check, the policy, the
-suppression list (``gb300:policy.suppress``) and the README's Rules section. One module per theme:
+suppression list (``gb300:policy.suppress``) and docs/rules.md. One module per theme:
 
 * :mod:`~gb300.rules.network`: ``vnet-avoids-rdma-range``, ``subnet-fits-pool``, ``lustre-subnet-size``,
   ``lustre-subnet-egress``
@@ -29,11 +29,11 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 
+from gb300.azure.inventory import Resource
+from gb300.azure.quota import QuotaSnapshot
 from gb300.config import PolicySettings, format_path
 from gb300.errors import Problem
 from gb300.findings import Finding, Level
-from gb300.inventory import Resource
-from gb300.quota import QuotaSnapshot
 from gb300.rules import checkpoint, compute, images, network, quota, security, software, storage, tags
 from gb300.rules.base import Rule, RuleContext
 

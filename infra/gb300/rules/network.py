@@ -7,9 +7,10 @@ import math
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
-from gb300 import catalog, inventory, storage_facts
+from gb300.azure import inventory
+from gb300.azure.inventory import Resource
+from gb300.facts import catalog, storage_facts
 from gb300.findings import Finding, Level
-from gb300.inventory import Resource
 from gb300.rules.base import RuleContext, count, items, mapping, network, short, text
 
 VNET = "azure-native:network:VirtualNetwork"
@@ -167,7 +168,7 @@ def lustre_subnet_size(resources: Sequence[Resource], ctx: RuleContext) -> Itera
                 f"subnet {short_subnet(sub)} ({net}): Azure documents /{wanted} or larger for a {capacity:g} TiB "
                 f"Managed Lustre filesystem (got /{net.prefixlen}), and a subnet cannot move once the filesystem "
                 f"is in it. Set gb300:storage.lustre.subnetPrefixLength to {wanted} or lower, or ask Azure first "
-                "(getRequiredAmlFSSubnetsSize; README, lustre-subnet-size).",
+                "(getRequiredAmlFSSubnetsSize; docs/rules.md#lustre-subnet-size).",
             )
 
 
