@@ -24,7 +24,11 @@ def load() -> dict:
 
 
 def save(state: dict) -> None:
-    STATE_FILE.write_text(json.dumps(state, indent=1, sort_keys=True))
+    # Replace, never rewrite in place: stand-ins run at once (a step's output piped to logger while the step calls
+    # others), and a reader must never see a half-written file.
+    tmp = STATE_FILE.with_name(f"{STATE_FILE.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
+    tmp.replace(STATE_FILE)
 
 
 def log_call(kind: str, argv: list[str]) -> None:
