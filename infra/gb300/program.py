@@ -14,6 +14,7 @@ from pulumi_azure_native import authorization, resources
 from gb300 import catalog, config, netplan, nodes, sizing
 from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs
 from gb300.components import monitoring as monitoring_component
+from gb300.components.arm_resource import drop_version_aliases
 from gb300.components import storage as storage_component
 from gb300.components.head import HeadNode, HeadNodeArgs
 from gb300.components.node_common import NodeCommon
@@ -271,5 +272,6 @@ def main() -> None:
         cfg = read_config()
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack configuration:\n{exc}") from None
+    pulumi.runtime.register_stack_transformation(drop_version_aliases)
     for key, value in build(cfg).items():
         pulumi.export(key, value)
