@@ -14,8 +14,8 @@ from pulumi_azure_native import authorization, resources
 from gb300 import config
 from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs
 from gb300.components import monitoring as monitoring_component
-from gb300.components.arm_resource import drop_version_aliases
 from gb300.components import storage as storage_component
+from gb300.components.arm_resource import drop_version_aliases
 from gb300.components.head import HeadNode, HeadNodeArgs
 from gb300.components.node_common import NodeCommon
 from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs

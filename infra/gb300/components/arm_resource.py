@@ -48,6 +48,6 @@ def drop_version_aliases(args: pulumi.ResourceTransformationArgs) -> pulumi.Reso
     """
     if not args.opts.aliases or not args.type_.startswith("azure-native:"):
         return None
-    opts = args.opts._copy()  # noqa: SLF001 - the SDK's own shallow copy of the options
+    opts = args.opts._copy()
     opts.aliases = None
     return pulumi.ResourceTransformationResult(args.props, opts)
