@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gb300 import inventory
+from gb300.errors import Gb300Error
 from gb300.inventory import Resource
 from gb300.rules import reimage
 from gb300.rules.data_loss import DeployedResource
@@ -137,7 +138,7 @@ def run_local(argv: Sequence[str]) -> str:
     return done.stdout
 
 
-class SlurmError(RuntimeError):
+class SlurmError(Gb300Error, RuntimeError):
     """A Slurm command failed."""
 
 
