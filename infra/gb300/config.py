@@ -31,6 +31,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from gb300 import catalog, stack_yaml, storage_facts
+from gb300 import tags as gb300_tags
 from gb300.errors import ConfigError, Problem
 
 NAMESPACE = "gb300"
@@ -671,7 +672,7 @@ class PolicySettings(_Model):
 
     fail_on: Literal["error", "warning", "info"] = "error"
     suppress: list[Annotated[Suppression, BeforeValidator(_suppression_from_text)]] = Field(default_factory=list)
-    required_tags: list[TagKey] = Field(default_factory=lambda: ["owner", "gb300-cluster"])
+    required_tags: list[TagKey] = Field(default_factory=lambda: ["owner", gb300_tags.CLUSTER])
     quota: Annotated[str, Field(min_length=1)] | None = None
     ssh_source_limit_prefix: Annotated[int, Field(ge=1, le=32, strict=True)] = Field(
         default_factory=lambda: int(catalog.load().limit("sshSourceLimitPrefix"))
@@ -720,7 +721,7 @@ class StackConfig(_Model):
     @property
     def tags(self) -> dict[str, str]:
         """Tags on every taggable resource: the user's plus the toolkit's own."""
-        return {**self.cluster.tags, "gb300-cluster": self.cluster.name, "managed-by": "gb300"}
+        return gb300_tags.cluster(self.cluster.tags, self.cluster.name)
 
 
 class _PathError(ValueError):

@@ -4,8 +4,7 @@ Which role carries them, and the steps that use them, are declared in the node r
 
 Everything here comes from the stack config alone, so custom data (and its hash) is known at plan time
 (:mod:`gb300.nodes`). Values that exist only after deployment reach nodes as VM tags that the steps read from
-IMDS with ``imds-tag``: ``gb300-lustre-mgs``, ``gb300-blob-account``, ``gb300-node-client-id`` and
-``gb300-prom-write`` (see :data:`DEPLOY_TAGS`). Templates render with the one environment of
+IMDS with ``imds-tag`` (:data:`gb300.tags.NODE_READS`). Templates render with the one environment of
 :mod:`gb300.templating` (StrictUndefined); files that need a deploy-time value are placed as ``*.in`` with
 ``@NAME@`` placeholders the step fills in.
 """
@@ -21,13 +20,6 @@ from gb300.components import monitoring as monitoring_component
 from gb300.config import StackConfig
 from gb300.paths import CLOUD_INIT_DIR, TEMPLATES_DIR
 
-# VM tags the program sets on every node and the steps read (tag -> what it holds).
-DEPLOY_TAGS: dict[str, str] = {
-    "gb300-lustre-mgs": "the Lustre filesystem's MGS address (72-lustre)",
-    "gb300-blob-account": "the storage account's name (74-blobfuse2)",
-    "gb300-node-client-id": "the node identity's client id (74-blobfuse2, 87-prometheus-agent)",
-    "gb300-prom-write": "the Prometheus remote-write URL of the collection rule (87-prometheus-agent)",
-}
 IMDS_TAG = "/usr/local/lib/gb300/imds-tag"
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gb300 import catalog, inventory
+from gb300 import tags as gb300_tags
 from gb300.findings import Finding, Level
 from gb300.inventory import Resource
 from gb300.rules.base import OPEN_SOURCES, RuleContext, items, mapping, network, short, text
@@ -237,7 +238,7 @@ def _public_ip_configs(nic_configs: Any) -> bool:
 def _is_gpu(resource: Resource, size: str | None) -> bool:
     sku = catalog.load().skus.get(size or "")
     tags = mapping(resource.inputs.get("tags"))
-    return bool((sku is not None and sku.is_gpu) or tags.get("gb300-pool"))
+    return bool((sku is not None and sku.is_gpu) or gb300_tags.pool_of(tags))
 
 
 def no_public_ip_on_nodes(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
@@ -258,7 +259,7 @@ def no_public_ip_on_nodes(resources: Sequence[Resource], ctx: RuleContext) -> It
             if _public_ip_configs(nics):
                 exposed.append((resource, _is_gpu(resource, size)))
         elif resource.type == NIC and _public_ip_configs([{"ipConfigurations": inputs.get("ipConfigurations")}]):
-            exposed.append((resource, bool(mapping(inputs.get("tags")).get("gb300-pool"))))
+            exposed.append((resource, bool(gb300_tags.pool_of(inputs.get("tags")))))
     if not exposed:
         return
     ssh = ssh_rules(resources)

@@ -73,7 +73,7 @@ class SlurmBootInputs:
     """
 
     head_hostname: str
-    keyvault_name: str | None = None  # None: the node reads its tag gb300-keyvault (the name is made at deploy)
+    keyvault_name: str | None = None  # None: the node reads its Key Vault tag (gb300.tags.KEYVAULT; made at deploy)
     munge_secret_name: str = "munge-key"  # noqa: S105 - the secret's name, not its value
     secret_wait_seconds: int = 0  # how long to retry 401/403/404 from Key Vault (0: one attempt)
     secret_retry_delay_seconds: int = 15
