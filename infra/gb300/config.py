@@ -344,7 +344,7 @@ class HeadSettings(_Model):
     slurmdbd: bool = False
 
 
-LustreSku = Literal[
+LustreSkuName = Literal[
     "AMLFS-Durable-Premium-40",
     "AMLFS-Durable-Premium-125",
     "AMLFS-Durable-Premium-250",
@@ -386,7 +386,7 @@ class MaintenanceWindow(_Model):
 class LustreSettings(_Model):
     """``gb300:storage.lustre``: an Azure Managed Lustre filesystem, mounted on every node over TCP LNet."""
 
-    sku: LustreSku
+    sku: LustreSkuName
     capacity_ti_b: Annotated[int, Field(ge=1, strict=True)] = Field(alias="capacityTiB")
     mount_path: MountPath = "/lustre"
     maintenance_window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)

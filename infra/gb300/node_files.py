@@ -15,8 +15,7 @@ import shlex
 
 from gb300 import storage_facts, templating
 from gb300.bootstrap.context import ExtraFile as NodeFile  # one file type for write_files
-from gb300.bootstrap.software import load_checksums
-from gb300.components import monitoring as monitoring_component
+from gb300.bootstrap.software import load_checksums, pin
 from gb300.config import StackConfig
 from gb300.paths import CLOUD_INIT_DIR, TEMPLATES_DIR
 
@@ -54,7 +53,7 @@ def storage_files(cfg: StackConfig) -> list[NodeFile]:
                     "fsname": client["fsname"],
                     "mount_path": lustre.mount_path if lustre else "",
                     "options": client["options"],
-                    "client_packages": list(client["packages"]["value"]),
+                    "client_packages": list(pin("lustreClientPackages")),
                 },
                 blob={
                     "cache_path": cache.disk_path if cache else "",
@@ -106,7 +105,6 @@ def monitoring_files(cfg: StackConfig, pool: str) -> list[NodeFile]:
     prom = cfg.monitoring.prometheus
     if not prom.enabled:
         return []
-    exporters = monitoring_component.facts()["exporters"]
     metrics = {"dcgm_listen": "127.0.0.1:9400", "node_listen": "127.0.0.1:9100"}
     return [
         NodeFile(
@@ -115,11 +113,11 @@ def monitoring_files(cfg: StackConfig, pool: str) -> list[NodeFile]:
                 "monitoring.env.j2",
                 exporters={
                     # By digest once `gb300 software lock` has pinned it (checksums.yaml images).
-                    "dcgm_image": load_checksums().image_ref(exporters["dcgmExporterImage"]["value"]),
-                    "node_package": exporters["nodeExporterPackage"]["value"],
+                    "dcgm_image": load_checksums().image_ref(pin("dcgmExporterImage")),
+                    "node_package": pin("nodeExporterPackage"),
                     **metrics,
                 },
-                prometheus={"package": exporters["prometheusPackage"]["value"]},
+                prometheus={"package": pin("prometheusPackage")},
             ),
         ),
         NodeFile(

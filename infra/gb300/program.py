@@ -11,7 +11,7 @@ import hashlib
 import pulumi
 from pulumi_azure_native import authorization, resources
 
-from gb300 import catalog, config, netplan, nodes, sizing
+from gb300 import catalog, config, netplan, nodes, rules, sizing
 from gb300 import tags as gb300_tags
 from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs
 from gb300.components import monitoring as monitoring_component
@@ -259,11 +259,17 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
 
 
 def read_config() -> StackConfig:
-    """The stack's ``gb300`` namespace from the Pulumi engine, validated."""
+    """The stack's ``gb300`` namespace from the Pulumi engine, validated as ``gb300 plan`` validates it: the
+    config itself, and ``gb300:policy.suppress`` against the rule registry (an unknown rule id, or a security rule
+    suppressed without a reason, fails ``pulumi preview``/``up`` as it fails the plan)."""
     values: dict[str, str] = {}
     values.update(pulumi.runtime.config.get_config_env())
     values.update(pulumi.runtime.config.CONFIG.get())
-    return config.parse(config.from_pulumi_config(values))
+    cfg = config.parse(config.from_pulumi_config(values))
+    problems = rules.unknown_suppressions(cfg.policy)
+    if problems:
+        raise ConfigError(problems)
+    return cfg
 
 
 def main() -> None:

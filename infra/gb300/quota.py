@@ -9,8 +9,8 @@ regional total (``cores``). Azure's side comes from a :class:`QuotaSnapshot`, re
   ``resource_skus.list``), which also tell whether the size is offered in the region and zone.
 
 Fetching does I/O and never raises for Azure's answers: a 401/403 or a timeout becomes a region marked
-*unverified* (a WARNING finding). :func:`findings` is pure and turns demand + snapshot into findings of
-rule ``quota-sufficient``. Family names match case-insensitively, ignoring spaces. Pools that target a
+*unverified* (a WARNING finding of the rule). :mod:`gb300.rules.quota` (rule ``quota-sufficient``) turns
+demand + snapshot into findings. Family names match case-insensitively, ignoring spaces. Pools that target a
 capacity reservation group skip the cores check: the reservation already consumed the quota.
 """
 
@@ -27,15 +27,11 @@ from typing import Any
 
 from gb300 import catalog
 from gb300.errors import Gb300Error
-from gb300.findings import Finding, Level
 from gb300.inventory import Resource
 from gb300.machines import machines
 
-RULE = "quota-sufficient"
 TOTAL = "cores"  # the usage entry of all vCPUs in a region ("Total Regional vCPUs")
 LIVE = "live"
-CONFIG_PATH = "gb300:policy.quota"  # where region-wide findings point: the quota source ...
-REGION_PATH = "gb300:cluster.location"  # ... and the region itself
 
 
 class QuotaFileError(Gb300Error):
@@ -345,175 +341,3 @@ def fetch(source: str, resources: Sequence[Resource], *, base: Path | None = Non
     if not path.is_absolute() and base is not None and not path.exists():
         path = base / path
     return from_file(path, regions)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Findings (pure).
-
-
-def _usage_check(region: str, family: str, requested: int, usage: Usage, *, urn: str, source: str) -> Finding | None:
-    available = usage.limit - usage.current
-    if requested <= available:
-        return None
-    return Finding(
-        RULE,
-        Level.ERROR,
-        urn,
-        f"quota {family} in {region}: requested {requested:,} vCPUs, in use {usage.current:,}, limit {usage.limit:,} "
-        f"({max(available, 0):,} free; from {source}). Ask Azure to raise {usage.localized} in {region} to at least "
-        f"{usage.current + requested:,} (Portal: Quotas > Compute, or a support request) before deploying.",
-    )
-
-
-def _offer_findings(d: Demand, region: RegionQuota) -> list[Finding]:
-    out: list[Finding] = []
-    if region.offers is None:
-        return out
-    for size in d.sizes:
-        offer = region.offers.get(size)
-        if offer is None:
-            out.append(
-                Finding(
-                    RULE,
-                    Level.ERROR,
-                    d.urn,
-                    f"size {size} is not offered in {d.region} to this subscription (Resource SKUs API). Choose a "
-                    f"region that offers it (az vm list-skus --size {size} --all -o table) or ask Azure for access.",
-                )
-            )
-            continue
-        for r in offer.restrictions:
-            if r.kind.lower() == "location" and (not r.locations or d.region in r.locations):
-                out.append(
-                    Finding(
-                        RULE,
-                        Level.ERROR,
-                        d.urn,
-                        f"size {size} is restricted in {d.region} for this subscription "
-                        f"({r.reason or 'no reason given'}). "
-                        "Ask Azure to enable the size for the subscription, or choose another region.",
-                    )
-                )
-            elif r.kind.lower() == "zone" and set(d.zones) & set(r.zones):
-                blocked = ", ".join(sorted(set(d.zones) & set(r.zones)))
-                out.append(
-                    Finding(
-                        RULE,
-                        Level.ERROR,
-                        d.urn,
-                        f"size {size} is restricted in {d.region} zone(s) {blocked} "
-                        f"({r.reason or 'no reason given'}). Set gb300:cluster.zone to one of "
-                        f"{', '.join(z for z in offer.zones if z not in r.zones) or 'none offered'}, or ask Azure.",
-                    )
-                )
-        missing = [z for z in d.zones if offer.zones and z not in offer.zones]
-        if missing:
-            out.append(
-                Finding(
-                    RULE,
-                    Level.ERROR,
-                    d.urn,
-                    f"size {size} is not offered in {d.region} zone {', '.join(missing)} (offered in zones "
-                    f"{', '.join(offer.zones)}). Set gb300:cluster.zone to one of those.",
-                )
-            )
-        if offer.family and normalize(offer.family) != normalize(d.family):
-            out.append(
-                Finding(
-                    RULE,
-                    Level.INFO,
-                    d.urn,
-                    f"size {size}: Azure names its quota family {offer.family}, the catalog {d.family}; gb300 used "
-                    "Azure's. Update quotaFamily in infra/gb300/data/skus.yaml.",
-                )
-            )
-    return out
-
-
-def _family_of(d: Demand, region: RegionQuota) -> tuple[str, bool]:
-    """The family to look up (Azure's, when the SKU API named one) and whether the name is certain."""
-    if region.offers is not None:
-        for size in d.sizes:
-            offer = region.offers.get(size)
-            if offer is not None and offer.family:
-                return offer.family, True
-    return d.family, d.family_status == "verified"
-
-
-def findings(resources: Sequence[Resource], snapshot: QuotaSnapshot | None) -> list[Finding]:
-    """Findings of ``quota-sufficient`` for the plan's scale sets against ``snapshot`` (None: no source)."""
-    demands, reserved = demand(resources)
-    out = [
-        Finding(
-            RULE,
-            Level.INFO,
-            r.urn,
-            f"pool {r.pool}: cores quota not checked, its scale sets draw on capacity reservation group "
-            f"{r.group.rsplit('/', 1)[-1]}, which already holds the quota.",
-        )
-        for r in reserved
-    ]
-    if not demands:
-        return out
-    if snapshot is None:
-        needs = "; ".join(f"{d.vcpus:,} vCPUs of {d.family} in {d.region}" for d in demands)
-        regions = sorted({d.region for d in demands})
-        out.append(
-            Finding(
-                RULE,
-                Level.INFO,
-                CONFIG_PATH,
-                f"quota not checked: the plan needs {needs}. Run `gb300 plan --quota live`, or save "
-                f"`az vm list-usage --location {regions[0]} -o json` and pass --quota FILE.",
-            )
-        )
-        return out
-    by_region: dict[str, list[Demand]] = defaultdict(list)
-    for d in demands:
-        by_region[d.region].append(d)
-    for name, group in sorted(by_region.items()):
-        region = snapshot.regions.get(name)
-        if region is None or region.unverified is not None:
-            why = region.unverified if region is not None else "no answer for this region"
-            needs = ", ".join(f"{d.vcpus:,} vCPUs of {d.family}" for d in group)
-            out.append(
-                Finding(
-                    RULE,
-                    Level.WARNING,
-                    CONFIG_PATH,
-                    f"quota not verified in {name} ({snapshot.source}: {why}). The plan needs {needs}. Check by "
-                    f"hand: az vm list-usage --location {name} -o table.",
-                )
-            )
-            continue
-        total = 0
-        for d in group:
-            total += d.vcpus
-            out.extend(_offer_findings(d, region))
-            family, certain = _family_of(d, region)
-            usage = region.usage(family)
-            if usage is None:
-                out.append(
-                    Finding(
-                        RULE,
-                        Level.ERROR if certain else Level.WARNING,
-                        d.urn,
-                        f"quota {family} in {name}: requested {d.vcpus:,} vCPUs, in use 0, limit 0 (the family "
-                        f"is not in the usage list from {snapshot.source}"
-                        + ("" if certain else "; the catalog's family name is unverified")
-                        + f"). Ask Azure for {d.vcpus:,} vCPUs of {family} in {name}, or check the name with "
-                        f"`az vm list-usage --location {name} -o table`.",
-                    )
-                )
-                continue
-            found = _usage_check(name, family, d.vcpus, usage, urn=d.urn, source=snapshot.source)
-            if found is not None:
-                out.append(found)
-        cores = region.usage(TOTAL)
-        if cores is not None:
-            found = _usage_check(
-                name, "Total Regional vCPUs (cores)", total, cores, urn=REGION_PATH, source=snapshot.source
-            )
-            if found is not None:
-                out.append(found)
-    return out

@@ -14,11 +14,10 @@ from collections.abc import Iterator, Sequence
 
 from gb300 import sizing
 from gb300 import tags as gb300_tags
-from gb300.findings import Finding, Level
+from gb300.findings import Level, Report
 from gb300.inventory import Resource, dig
-from gb300.rules.base import RuleContext
+from gb300.rules.base import RuleContext, resource_rule
 
-RULE_ID = "lustre-checkpoint-throughput"
 AMLFS = "azure-native:storagecache:AmlFilesystem"
 
 
@@ -30,7 +29,8 @@ def _number(text: object) -> float | None:
     return value if value > 0 else None
 
 
-def lustre_checkpoint_throughput(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+@resource_rule("lustre-checkpoint-throughput")
+def lustre_checkpoint_throughput(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """Warn when a Lustre filesystem is too slow to write the configured checkpoint in time."""
     del ctx  # reads only the resources
     for res in resources:
@@ -53,8 +53,7 @@ def lustre_checkpoint_throughput(resources: Sequence[Resource], ctx: RuleContext
         took = sizing.write_minutes(sku, int(capacity), params, per_param)
         gbps = sku.throughput_mbps(int(capacity)) / 1000
         size_gb = sizing.checkpoint_bytes(params, per_param) / 1e9
-        yield Finding(
-            RULE_ID,
+        yield Report(
             Level.WARNING,
             res.urn,
             f"gb300:storage.lustre: {int(capacity)} TiB of {sku.name} writes {gbps:,.1f} GB/s, "

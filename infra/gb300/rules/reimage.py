@@ -18,11 +18,11 @@ from typing import Any
 
 from gb300 import inventory
 from gb300 import tags as gb300_tags
-from gb300.findings import Finding, Level
+from gb300.findings import Level, Report
 from gb300.inventory import Resource
+from gb300.rules.base import state_rule
 from gb300.rules.data_loss import DeployedResource
 
-RULE_ID = "custom-data-changed"
 HASH_TAG = gb300_tags.CUSTOM_DATA_HASH
 VM = "azure-native:compute:VirtualMachine"
 
@@ -69,14 +69,14 @@ def replaced(resources: Sequence[Resource], deployed: Sequence[DeployedResource]
     return sorted(r.name for r in _stale(resources, deployed, vms=True))
 
 
-def findings(resources: Sequence[Resource], deployed: Sequence[DeployedResource]) -> list[Finding]:
+@state_rule("custom-data-changed", lambda resources, ctx: (resources, ctx.deployed or ()))
+def findings(resources: Sequence[Resource], deployed: Sequence[DeployedResource]) -> list[Report]:
     """One info per pool whose running nodes need a reimage; one warning per VM that the update replaces."""
     out = []
     for group, names in changed(resources, deployed).items():
         example = names[0]
         out.append(
-            Finding(
-                RULE_ID,
+            Report(
                 Level.INFO,
                 f"gb300:gpuPools[name={group}]",
                 f"{group}: the bootstrap changed; {len(names)} deployed scale set(s) keep the old one until "
@@ -87,8 +87,7 @@ def findings(resources: Sequence[Resource], deployed: Sequence[DeployedResource]
         )
     for name in replaced(resources, deployed):
         out.append(
-            Finding(
-                RULE_ID,
+            Report(
                 Level.WARNING,
                 "gb300:head",
                 f"{name}: the head's bootstrap changed, and Azure keeps a VM's custom data from its creation, so "
@@ -102,3 +101,6 @@ def findings(resources: Sequence[Resource], deployed: Sequence[DeployedResource]
             )
         )
     return out
+
+
+RULE_ID = findings.id

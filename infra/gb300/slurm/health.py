@@ -12,11 +12,9 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import yaml
-
 from gb300 import catalog
 from gb300.errors import DataError
-from gb300.paths import DATA_DIR
+from gb300.facts.loader import data
 from gb300.slurm.config import SlurmConfigError
 
 ImexMode = Literal["per-job", "static"]
@@ -93,9 +91,7 @@ class HealthSpec:
 
 @functools.cache
 def _data() -> dict[str, Any]:
-    with (DATA_DIR / "health.yaml").open(encoding="utf-8") as handle:
-        data: dict[str, Any] = yaml.safe_load(handle)
-    return data
+    return data("health.yaml")
 
 
 def _threshold(raw: dict[str, Any] | None) -> Threshold | None:
