@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gb300 import inventory
 from gb300 import tags as gb300_tags
+from gb300.azure import inventory
 from gb300.paths import CLOUD_INIT_DIR, PACKAGE_DIR, POLICIES_DIR, TEMPLATES_DIR
 from gb300.plan import PlanResult
 

@@ -7,9 +7,10 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from gb300 import catalog, inventory, machines
 from gb300 import tags as gb300_tags
+from gb300.azure import inventory, machines
 from gb300.config import StackConfig
+from gb300.facts import catalog
 from gb300.plan.runner import ResourceRecord
 
 

@@ -24,10 +24,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gb300.azure.inventory import Resource
+from gb300.azure.quota import QuotaSnapshot
 from gb300.config import PolicySettings, format_path
 from gb300.errors import Problem
 from gb300.findings import Finding, Level
-from gb300.inventory import Resource
 from gb300.rules import (
     checkpoint,
     compute,
@@ -45,8 +46,8 @@ from gb300.rules import (
 from gb300.rules.base import Kind, Rule, RuleContext
 
 if TYPE_CHECKING:
+    from gb300.azure.quota import QuotaSnapshot
     from gb300.config import StackConfig
-    from gb300.quota import QuotaSnapshot
     from gb300.rules.data_loss import DeployedResource
 
 REGISTRY: tuple[Rule[Any], ...] = (

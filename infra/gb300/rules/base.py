@@ -16,13 +16,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec
 
+from gb300.azure.inventory import Resource
 from gb300.config import PolicySettings
 from gb300.findings import Finding, Level, Report
-from gb300.inventory import Resource
 
 if TYPE_CHECKING:
+    from gb300.azure.quota import QuotaSnapshot
     from gb300.config import StackConfig
-    from gb300.quota import QuotaSnapshot
     from gb300.rules.data_loss import DeployedResource
 
 AZURE_NATIVE = "azure-native:"

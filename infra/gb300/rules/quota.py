@@ -1,6 +1,6 @@
-"""``quota-sufficient``: the plan's vCPUs fit Azure's quota per region and family (data: :mod:`gb300.quota`).
+"""``quota-sufficient``: the plan's vCPUs fit Azure's quota per region and family (data: :mod:`gb300.azure.quota`).
 
-:mod:`gb300.quota` sums the demand from the registered scale sets and reads Azure's side (a saved usage file or
+:mod:`gb300.azure.quota` sums the demand from the registered scale sets and reads Azure's side (a saved usage file or
 ``live``); the checks here are pure and turn demand + snapshot into findings. Family names match
 case-insensitively, ignoring spaces. Pools that target a capacity reservation group skip the cores check: the
 reservation already consumed the quota.
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+from gb300.azure.inventory import Resource
+from gb300.azure.quota import TOTAL, Demand, QuotaSnapshot, RegionQuota, Usage, demand, normalize
 from gb300.findings import Level, Report
-from gb300.inventory import Resource
-from gb300.quota import TOTAL, Demand, QuotaSnapshot, RegionQuota, Usage, demand, normalize
 from gb300.rules.base import RuleContext, resource_rule
 
 CONFIG_PATH = "gb300:policy.quota"  # where region-wide findings point: the quota source ...

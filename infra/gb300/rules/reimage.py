@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gb300 import inventory
 from gb300 import tags as gb300_tags
+from gb300.azure import inventory
+from gb300.azure.inventory import Resource
 from gb300.findings import Level, Report
-from gb300.inventory import Resource
 from gb300.rules.base import state_rule
 from gb300.rules.data_loss import DeployedResource
 

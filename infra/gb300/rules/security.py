@@ -17,10 +17,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gb300 import catalog, inventory
 from gb300 import tags as gb300_tags
+from gb300.azure import inventory
+from gb300.azure.inventory import Resource
+from gb300.facts import catalog
 from gb300.findings import Level, Report
-from gb300.inventory import Resource
 from gb300.rules.base import OPEN_SOURCES, RuleContext, items, mapping, network, resource_rule, short, text
 
 NSG = "azure-native:network:NetworkSecurityGroup"

@@ -1,7 +1,7 @@
 """The Slurm files each role's cloud-init places (contents only; the node registry decides who carries them).
 
 The Slurm steps themselves (``gb300-munge-key`` .. ``gb300-slurmd-setup``) are declared with every other node
-step in :mod:`gb300.node_steps`. The files here are the tools Slurm, systemd and the steps call (the installer,
+step in :mod:`gb300.node.steps`. The files here are the tools Slurm, systemd and the steps call (the installer,
 the health gate, the IMEX prolog and epilog, the fabric publisher, the topology refresh), their units, Slurm's
 configuration and the boot inputs. Every file below is a plain ``write_files`` entry; :func:`head_files` and
 :func:`gpu_files` return them.

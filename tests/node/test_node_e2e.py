@@ -1,0 +1,194 @@
+"""Each shipped stack's nodes, end to end: the custom data the plan sends to Azure, run on simulated VMs.
+
+Per stack, a head node and a GPU node boot from their own custom data (decoded from the plan), with stand-ins
+only for hardware, system commands, Azure endpoints and the Slurm controller they share (tests/support/node_e2e.py).
+The GPU node has exactly the mounts its stack configures. The head and a rack of GPU nodes then exchange
+their data through the path the stack defines (Slurm's node records; docs/shared-path.md).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gb300 import config, paths
+from gb300.node import context as node_context
+from gb300.plan import PlanResult
+from gb300.slurm.hostlist import expand
+from tests.support import node_e2e, plan_custom_data
+from tests.support.sandbox import Sandbox
+
+pytestmark = pytest.mark.slow  # plans both stacks and runs every node step in sandboxes
+
+TAGS = {
+    "gb300-lustre-mgs": "10.40.8.100",
+    "gb300-blob-account": "refst0001",
+    "gb300-node-client-id": "22222222-2222-2222-2222-222222222222",
+    "gb300-prom-write": "https://ref-mon.eastus2-1.metrics.ingest.monitor.azure.com/dataCollectionRules/dcr-1"
+    "/streams/Microsoft-PrometheusMetrics/api/v1/write?api-version=2023-04-24",
+    "gb300-keyvault": "kv-gb300-ref",
+}
+HEALTH = "/usr/local/sbin/gb300-health-check"
+
+
+@dataclass
+class Cluster:
+    """A stack's head and first GPU node, booted from the plan's custom data, sharing one Slurm controller."""
+
+    stack: str
+    cfg: config.StackConfig
+    head: node_e2e.Node
+    gpu: node_e2e.Node
+    slurm_state: Path
+    endpoint: str
+
+    @property
+    def gpu_name(self) -> str:
+        return f"{self.cfg.cluster.name}-train-r0001-000001"
+
+
+def _plan(request: pytest.FixtureRequest, stack: str) -> PlanResult:
+    plan: PlanResult = request.getfixturevalue(f"{stack}_plan")
+    return plan
+
+
+@pytest.fixture(scope="module", params=["reference", "dev"])
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The stack's head and one GPU node, each booted once from its role's custom data in the plan."""
+    stack = str(request.param)
+    plan = _plan(request, stack)
+    cfg = config.parse(config.load_stack_file(paths.stack_file(stack)))
+    base = tmp_path_factory.mktemp(f"e2e-{stack}")
+    slurm_state = base / "slurm.json"
+    with node_e2e.endpoints(node_e2e.Azure(tags=TAGS)) as url:
+        head = node_e2e.boot(
+            base / "head",
+            plan_custom_data.cloud_config(plan, node_context.HEAD),
+            node_e2e.head_machine(node_context.head_hostname(cfg)),
+            endpoint=url,
+            slurm_state=slurm_state,
+            address="10.40.1.4",
+        )
+        name = f"{cfg.cluster.name}-train-r0001-000001"
+        gpu = node_e2e.boot(
+            base / "gpu-1",
+            plan_custom_data.cloud_config(plan, node_context.GPU_NODE),
+            node_e2e.healthy_machine(name, "10.40.4.1"),
+            endpoint=url,
+            slurm_state=slurm_state,
+            address="10.40.4.1",
+        )
+        yield Cluster(stack, cfg, head, gpu, slurm_state, url)
+
+
+def test_head_reaches_ready(cluster: Cluster) -> None:
+    """The head node runs every step of its custom data and ends ready."""
+    assert cluster.head.run.ok, cluster.head.run.output[-2000:]
+    assert cluster.head.status()["state"] == "ready"
+    for _, step in cluster.head.box.config["runcmd"]:
+        assert cluster.head.box.path(f"/var/lib/gb300/steps/{step}.done").is_file(), step
+
+
+def test_gpu_node_reaches_ready_and_is_not_drained(cluster: Cluster) -> None:
+    """A healthy GPU node with exactly its stack's mounts ends ready, passes the health gate, and is not drained."""
+    assert cluster.gpu.run.ok, cluster.gpu.run.output[-2000:]
+    assert cluster.gpu.status()["state"] == "ready"
+    for _, step in cluster.gpu.box.config["runcmd"]:
+        assert cluster.gpu.box.path(f"/var/lib/gb300/steps/{step}.done").is_file(), step
+    assert cluster.gpu.box.read("/var/lib/gb300/health/boot.result") == "pass\n"
+    periodic = node_e2e.run_tool(cluster.gpu.box, HEALTH)
+    assert periodic.returncode == 0, periodic.stdout + periodic.stderr
+    record = node_e2e.slurm_nodes(cluster.slurm_state)[cluster.gpu_name]
+    assert "DRAIN" not in record["State"]
+    assert record["Reason"] == ""
+
+
+def test_health_gate_checks_exactly_the_configured_mounts(cluster: Cluster) -> None:
+    """The GPU node's health gate requires the NVMe scratch plus the stack's Lustre and Blob mounts, nothing else."""
+    env = cluster.gpu.box.read("/etc/gb300/health.env")
+    [line] = [x for x in env.splitlines() if x.startswith("GB300_MOUNTS=")]
+    wanted = ["/mnt/resource_nvme"]  # data/node.yaml's NVMe mount point, on every GPU node
+    if cluster.cfg.storage.lustre is not None:
+        wanted.append(cluster.cfg.storage.lustre.mount_path)
+    if cluster.cfg.storage.blob is not None:
+        wanted += [c.mount_path for c in cluster.cfg.storage.blob.containers if c.mount_path]
+    assert line.split("=", 1)[1].strip("'").split() == wanted
+    assert "/shared" not in cluster.gpu.box.read("/etc/gb300/health.env")
+
+
+def test_a_missing_configured_mount_drains_the_node_naming_it(cluster: Cluster, tmp_path: Path) -> None:
+    """With any one configured mount gone (a soft check), the health gate drains the node after
+    softFailuresToDrain runs in a row, with a reason that names the check and that mount."""
+    runs = cluster.cfg.health.soft_failures_to_drain
+    mounts = node_context.health_mounts(node_context.build(cluster.cfg, "gpu-node", cluster.cfg.gpu_pools[0]))
+    assert mounts
+    for i, mount in enumerate(mounts):
+        slurm_state = tmp_path / f"slurm-{i}.json"
+        shutil.copy(cluster.slurm_state, slurm_state)
+        node = node_e2e.clone(cluster.gpu.box, tmp_path / f"gpu-{i}", cluster.gpu_name, "10.40.4.1", slurm_state)
+        table = node.path("/proc/mounts")
+        table.write_text("".join(x + "\n" for x in table.read_text().splitlines() if x.split()[1] != mount))
+        for _ in range(runs - 1):
+            assert node_e2e.run_tool(node, HEALTH).returncode == 0, mount
+            assert "DRAIN" not in node_e2e.slurm_nodes(slurm_state)[cluster.gpu_name]["State"]
+        result = node_e2e.run_tool(node, HEALTH)
+        assert result.returncode == 1, mount
+        record = node_e2e.slurm_nodes(slurm_state)[cluster.gpu_name]
+        assert "DRAIN" in record["State"]
+        assert record["Reason"] == f"gb300: mounts: {mount} not mounted (failed {runs} runs in a row)"
+
+
+def _scontrol(box: Sandbox, *args: str) -> str:
+    out = subprocess.run(["scontrol", *args], env=box.env(), capture_output=True, text=True, check=True)
+    return out.stdout
+
+
+def test_head_and_a_rack_exchange_fabric_identity_and_imex_nodes(cluster: Cluster, tmp_path: Path) -> None:
+    """A rack of GPU nodes publishes its NVLink identity; the head's topology refresh writes the rack's block,
+    and the IMEX prolog on a node writes the job's node addresses."""
+    slurm_state = tmp_path / "slurm.json"
+    shutil.copy(cluster.slurm_state, slurm_state)
+    head_name = node_context.head_hostname(cluster.cfg)
+    head = node_e2e.clone(cluster.head.box, tmp_path / "head", head_name, "10.40.1.4", slurm_state)
+    prefix = f"{cluster.cfg.cluster.name}-train-r0001-"
+    nodes = [node_e2e.clone(cluster.gpu.box, tmp_path / "gpu-1", f"{prefix}000001", "10.40.4.1", slurm_state)]
+    for i in range(2, 19):  # the other 17 VMs of the rack: same image and custom data, own name and address
+        twin = node_e2e.clone(cluster.gpu.box, tmp_path / f"gpu-{i}", f"{prefix}{i:06d}", f"10.40.4.{i}", slurm_state)
+        setup = subprocess.run(
+            [str(twin.path("/usr/local/lib/gb300/run-step")), "gb300-slurmd-setup"],
+            env=twin.env(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert setup.returncode == 0, setup.stdout + setup.stderr
+        nodes.append(twin)
+
+    fabric = json.loads(nodes[0].read("/var/lib/gb300/fabric.json"))
+    seen = _scontrol(head, "show", "node", "-o", f"{prefix}000001")
+    assert f" Extra=gb300-nvlink:{fabric['ClusterUUID']}:{fabric['CliqueId']} " in seen + " "
+
+    refresh = node_e2e.run_tool(head, "/usr/local/sbin/gb300-topology-refresh")
+    assert refresh.returncode == 0, refresh.stdout + refresh.stderr
+    topology = head.read("/etc/slurm/topology.conf")
+    [block] = [line for line in topology.splitlines() if line.startswith("BlockName=")]
+    assert expand(block.split("Nodes=", 1)[1]) == [f"{prefix}{i:06d}" for i in range(1, 19)]
+    assert "\nTopologyPlugin=topology/block\n" in head.read("/etc/slurm/slurm.conf")
+
+    job = {"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": f"{prefix}[000001-000004]", "GB300_IMEX_TIMEOUT": "2"}
+    prolog = node_e2e.run_tool(nodes[0], "/usr/local/sbin/gb300-imex-prolog", env=job)
+    assert prolog.returncode == 0, prolog.stdout + prolog.stderr
+    assert nodes[0].read("/etc/nvidia-imex/nodes_config.cfg") == "".join(f"10.40.4.{i}\n" for i in range(1, 5))
+
+
+def test_reference_custom_data_stays_under_52_kb(reference_plan: PlanResult) -> None:
+    """Each role's custom data in the reference plan is at most 52 KB of base64, leaving room under Azure's 64 KB."""
+    sizes = {role: len(data) for role, data in plan_custom_data.encoded_custom_data(reference_plan).items()}
+    assert set(sizes) == {"gpu-node", "head"}
+    assert max(sizes.values()) <= 52 * 1024, sizes
