@@ -72,7 +72,7 @@ def test_each_lustre_sku_fact_has_one_type() -> None:
             for name, obj in inspect.getmembers(module, inspect.isclass)
             if name == "LustreSku" and obj.__module__ == info.name
         ]
-    assert defined == ["gb300.sizing.LustreSku"]
+    assert defined == ["gb300.facts.sizing.LustreSku"]
     sku = sizing.lustre_skus()["AMLFS-Durable-Premium-40"]
     assert (sku.max_tib.value, sku.max_alternative, sku.max_tib.status) == (768, 1536, "conflict")
 
