@@ -149,26 +149,47 @@ def _scontrol(box: Sandbox, *args: str) -> str:
     return out.stdout
 
 
-def test_head_and_a_rack_exchange_fabric_identity_and_imex_nodes(cluster: Cluster, tmp_path: Path) -> None:
-    """A rack of GPU nodes publishes its NVLink identity; the head's topology refresh writes the rack's block,
-    and the IMEX prolog on a node writes the job's node addresses."""
+@dataclass
+class Rack:
+    """The head and a full rack of 18 GPU nodes (clones of the booted one) on one stand-in Slurm controller."""
+
+    head: Sandbox
+    prefix: str
+    nodes: list[Sandbox]
+    slurm_state: Path
+
+
+def _register(cluster: Cluster, base: Path, name: str, address: str, slurm_state: Path) -> Sandbox:
+    """A GPU VM of the rack (same image and custom data, own name and address) whose slurmd registers."""
+    twin = node_e2e.clone(cluster.gpu.box, base, name, address, slurm_state)
+    setup = subprocess.run(
+        [str(twin.path("/usr/local/lib/gb300/run-step")), "gb300-slurmd-setup"],
+        env=twin.env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    return twin
+
+
+def _rack(cluster: Cluster, tmp_path: Path) -> Rack:
     slurm_state = tmp_path / "slurm.json"
     shutil.copy(cluster.slurm_state, slurm_state)
     head_name = node_context.head_hostname(cluster.cfg)
     head = node_e2e.clone(cluster.head.box, tmp_path / "head", head_name, "10.40.1.4", slurm_state)
     prefix = f"{cluster.cfg.cluster.name}-train-r0001-"
     nodes = [node_e2e.clone(cluster.gpu.box, tmp_path / "gpu-1", f"{prefix}000001", "10.40.4.1", slurm_state)]
-    for i in range(2, 19):  # the other 17 VMs of the rack: same image and custom data, own name and address
-        twin = node_e2e.clone(cluster.gpu.box, tmp_path / f"gpu-{i}", f"{prefix}{i:06d}", f"10.40.4.{i}", slurm_state)
-        setup = subprocess.run(
-            [str(twin.path("/usr/local/lib/gb300/run-step")), "gb300-slurmd-setup"],
-            env=twin.env(),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert setup.returncode == 0, setup.stdout + setup.stderr
-        nodes.append(twin)
+    for i in range(2, 19):  # the other 17 VMs of the rack
+        nodes.append(_register(cluster, tmp_path / f"gpu-{i}", f"{prefix}{i:06d}", f"10.40.4.{i}", slurm_state))
+    return Rack(head, prefix, nodes, slurm_state)
+
+
+def test_head_and_a_rack_exchange_fabric_identity_and_imex_nodes(cluster: Cluster, tmp_path: Path) -> None:
+    """A rack of GPU nodes publishes its NVLink identity; the head's topology refresh writes the rack's block,
+    and the IMEX prolog on a node writes the job's node addresses."""
+    rack = _rack(cluster, tmp_path)
+    head, prefix, nodes = rack.head, rack.prefix, rack.nodes
 
     fabric = json.loads(nodes[0].read("/var/lib/gb300/fabric.json"))
     seen = _scontrol(head, "show", "node", "-o", f"{prefix}000001")
@@ -185,6 +206,50 @@ def test_head_and_a_rack_exchange_fabric_identity_and_imex_nodes(cluster: Cluste
     prolog = node_e2e.run_tool(nodes[0], "/usr/local/sbin/gb300-imex-prolog", env=job)
     assert prolog.returncode == 0, prolog.stdout + prolog.stderr
     assert nodes[0].read("/etc/nvidia-imex/nodes_config.cfg") == "".join(f"10.40.4.{i}\n" for i in range(1, 5))
+
+
+def _stop_responding(slurm_state: Path, *names: str) -> None:
+    """What slurmctld records when it no longer hears from these nodes' slurmd: DOWN and NOT_RESPONDING."""
+    slurm = json.loads(slurm_state.read_text())
+    for name in names:
+        slurm["nodes"][name]["State"] = "DOWN+DYNAMIC_NORM+NOT_RESPONDING"
+    slurm_state.write_text(json.dumps(slurm))
+
+
+def _refresh(head: Sandbox) -> None:
+    result = node_e2e.run_tool(head, "/usr/local/sbin/gb300-topology-refresh")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_replaced_instance_record_is_deleted_and_a_rebooting_node_is_kept(cluster: Cluster, tmp_path: Path) -> None:
+    """VM 5 of a rack is replaced by a new instance (new name) while VM 7 reboots (same name): once the rack's
+    records show which is gone, the head's periodic refresh deletes VM 5's record only, and the rack's block
+    holds the new instance."""
+    rack = _rack(cluster, tmp_path)
+    old, rebooting, new = f"{rack.prefix}000005", f"{rack.prefix}000007", f"{rack.prefix}00000i"
+    _stop_responding(rack.slurm_state, old, rebooting)
+    _refresh(rack.head)  # 18 records for 18 VMs: either could be rebooting
+    assert {old, rebooting} <= set(node_e2e.slurm_nodes(rack.slurm_state))
+
+    _register(cluster, tmp_path / "gpu-new", new, "10.40.4.19", rack.slurm_state)
+    _refresh(rack.head)  # 19 records, 1 surplus, 2 silent: which one is gone cannot be told yet
+    assert {old, rebooting, new} <= set(node_e2e.slurm_nodes(rack.slurm_state))
+
+    back = subprocess.run(["systemctl", "restart", "slurmd"], env=rack.nodes[6].env(), check=False)
+    assert back.returncode == 0  # VM 7 is up again: its slurmd registers under its own name
+    _refresh(rack.head)
+
+    records = node_e2e.slurm_nodes(rack.slurm_state)
+    assert old not in records
+    assert new in records
+    assert "NOT_RESPONDING" not in records[rebooting]["State"]
+    assert old not in _scontrol(rack.head, "show", "node", "-o")
+    [block] = [x for x in rack.head.read("/etc/slurm/topology.conf").splitlines() if x.startswith("BlockName=")]
+    members = expand(block.split("Nodes=", 1)[1])
+    assert new in members
+    assert old not in members
+    assert len(members) == 18
+    assert f"deleted the Slurm record of replaced instance {old}" in (rack.head.base / "journal.log").read_text()
 
 
 def test_reference_custom_data_stays_under_52_kb(reference_plan: PlanResult) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -245,6 +246,47 @@ class Sandbox:
             results.append((" ".join(entry[1:]), proc.returncode))
             output.append(proc.stdout + proc.stderr)
         return RunResult(results, time.perf_counter() - started, "".join(output))
+
+    def write_runcmd_script(self) -> Path:
+        """Write runcmd as the shell script cloud-init keeps at /var/lib/cloud/instance/scripts/runcmd (one quoted
+        command per line, run in order whatever each returns), with each command's path under the root."""
+        lines = ["#!/bin/sh"]
+        for entry in self.config.get("runcmd", []):
+            argv = [str(self.path(entry[0])), *entry[1:]]
+            lines.append(" ".join("'" + a.replace("'", "'\\''") + "'" for a in argv))
+        script = self.path("/var/lib/cloud/instance/scripts/runcmd")
+        script.parent.mkdir(parents=True, exist_ok=True)
+        script.write_text("\n".join(lines) + "\n")
+        script.chmod(0o700)
+        return script
+
+    def reboot(self) -> None:
+        """What a reboot does to the disk: /run (a tmpfs) is empty again; everything else stays."""
+        shutil.rmtree(self.path("/run"), ignore_errors=True)
+
+    def start_unit(self, name: str) -> subprocess.CompletedProcess[str] | None:
+        """Start a oneshot unit placed under /etc/systemd/system as systemd does at boot: ``None`` when a
+        ``ConditionPathExists=`` is not met, else the result of its ``ExecStartPre=`` lines then ``ExecStart=``,
+        with its ``Environment=``. Node paths in the command lines are taken under the root."""
+        unit = self.read(f"/etc/systemd/system/{name}")
+        settings = [line.split("=", 1) for line in unit.splitlines() if "=" in line and not line.startswith("#")]
+        for key, value in settings:
+            if key == "ConditionPathExists":
+                negate, path = value.startswith("!"), value.lstrip("!")
+                if self.path(path).exists() == negate:
+                    return None
+        env = self.env()
+        env |= dict(v.split("=", 1) for k, v in settings if k == "Environment")
+        proc: subprocess.CompletedProcess[str] | None = None
+        for key, value in settings:
+            if key not in ("ExecStartPre", "ExecStart"):
+                continue
+            program, *args = value.split()
+            argv = [program, *(str(self.path(a)) if a.startswith("/") else a for a in args)]
+            proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=600)
+            if proc.returncode != 0:
+                return proc
+        return proc
 
     def calls(self) -> list[str]:
         """Every stand-in call so far, `READ ...` or `MUTATE ...`, in order."""

@@ -208,6 +208,9 @@ def _register_slurmd(state: dict) -> None:
     slurm = _slurm_load(state)
     node = slurm["nodes"].setdefault(state["hostname"], {"Extra": "", "State": "IDLE", "Reason": ""})
     node |= {"NodeAddr": state["address"], "AvailableFeatures": conf["Feature"], "Gres": conf["Gres"]}
+    # A registration answers for the node again: slurmctld drops NOT_RESPONDING and a DOWN it set for that.
+    flags = [f for f in node["State"].split("+") if f != "NOT_RESPONDING"]
+    node["State"] = "+".join(["IDLE" if flags[0] == "DOWN" else flags[0], *flags[1:]])
     _slurm_save(state, slurm)
 
 
@@ -255,9 +258,21 @@ def scontrol(args: list[str], state: dict) -> int:
             node["State"], node["Reason"] = "IDLE", ""
         _slurm_save(state, slurm)
         return 0
-    if args == ["reconfigure"]:
-        return 0
-    return unsupported(["scontrol", *args])
+    if args[:1] == ["delete"] and args[1].lower().startswith("nodename="):
+        return _delete_nodes(args[1], state, slurm)
+    return 0 if args == ["reconfigure"] else unsupported(["scontrol", *args])
+
+
+def _delete_nodes(arg: str, state: dict, slurm: dict) -> int:
+    """slurmctld's delete_nodes(): dynamic nodes only, none with a job (src/slurmctld/node_mgr.c)."""
+    for name in _hostlist(arg.split("=", 1)[1]):
+        node = slurm["nodes"].get(name)
+        if node is None or {"ALLOCATED", "MIXED", "COMPLETING"} & set(node["State"].split("+")):
+            sys.stderr.write(f"delete_node {arg}: Requested nodes are busy or unknown\n")
+            return 1
+        del slurm["nodes"][name]
+    _slurm_save(state, slurm)
+    return 0
 
 
 def sinfo(args: list[str], state: dict) -> int:
@@ -562,7 +577,7 @@ MIXED = {
     "sysctl": (sysctl, lambda a: a[0] != "-n"),
     "apt-mark": (apt_mark, lambda a: a[0] != "showhold"),
     "mdadm": (mdadm, lambda a: a[0] in ("--create", "--assemble")),
-    "scontrol": (scontrol, lambda a: a[0] in ("update", "reconfigure")),
+    "scontrol": (scontrol, lambda a: a[0] in ("update", "reconfigure", "delete")),
 }
 # Present so that `command -v` finds them (the image carries them); the steps never run them directly.
 PRESENT = ("blobfuse2", "mount.lustre", "prometheus", "slurmd", "slurmctld", "munge")
@@ -572,6 +587,12 @@ COMMANDS = sorted({*READ_ONLY, *MUTATING, *MIXED, *PRESENT})
 def main() -> int:
     name, args = sys.argv[1], sys.argv[2:]
     state = load()
+    if state.get("hang") and " ".join([name, *args]).startswith(state["hang"]):
+        # A call that never returns (a stalled download, a wedged driver): the test kills the bootstrap here.
+        log_call("HANG", [name, *args])
+        import time  # noqa: PLC0415
+
+        time.sleep(3600)
     if name in MIXED:
         func, mutates = MIXED[name]
         log_call("MUTATE" if mutates(args) else "READ", [name, *args])

@@ -237,7 +237,7 @@ FILES: tuple[Files, ...] = (
     Files("modprobe", GPU, "bootstrap", _template("/etc/modprobe.d/90-gb300-nvidia.conf", "modprobe-nvidia.conf.j2")),
     Files("nccl.conf", GPU, "bootstrap", _template("/etc/nccl.conf", "nccl.conf.j2")),
     Files("numa", GPU, "bootstrap", _template("/etc/systemd/system.conf.d/90-gb300-numa.conf", "systemd-numa.conf.j2")),
-    Files("resume unit", GPU, "bootstrap",
+    Files("resume unit", BOTH, "bootstrap",
           _template("/etc/systemd/system/gb300-resume.service", "systemd/gb300-resume.service")),
     Files("nccl profile", GPU, "bootstrap", _template("/etc/profile.d/gb300-nccl.sh", "profile-nccl.sh.j2")),
     Files("build recipes", GPU, "bootstrap", _build_recipes),

@@ -3,7 +3,7 @@
 A rule's id is written once, where its check is declared (:func:`~gb300.rules.base.resource_rule`,
 :func:`~gb300.rules.base.config_rule`, :func:`~gb300.rules.base.state_rule`); its findings take the id from it.
 Rule ids are kebab-case and shared by the check, the policy, the suppression list (``gb300:policy.suppress``)
-and the rules reference. Kinds (:class:`~gb300.rules.base.Kind`):
+and docs/rules.md. Kinds (:class:`~gb300.rules.base.Kind`):
 
 * **resource**: reads the resources the program registers; the plan and the policy pack run it.
 * **config**: reads the typed stack config (software pins, images); the plan and the policy pack run it (the pack
