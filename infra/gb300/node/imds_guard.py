@@ -9,17 +9,14 @@ plus ``gb300:access.imdsAllowedUsers``. The node step ``00-imds-guard`` applies 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
-
-import yaml
 
 from gb300.bootstrap.context import BootstrapContext
 from gb300.bootstrap.context import ExtraFile as NodeFile
 from gb300.config import StackConfig
+from gb300.facts import loader
 from gb300.node import templating
-from gb300.paths import DATA_DIR
 
 GUARD = "/usr/local/sbin/gb300-imds-guard"
 UNIT = "/etc/systemd/system/gb300-imds-guard.service"
@@ -27,12 +24,9 @@ TABLE = "inet gb300_imds"
 """The nftables table the guard owns (family and name)."""
 
 
-@functools.cache
 def facts() -> dict[str, Any]:
     """``data/imds.yaml``: the IMDS address and the agents that need a token from it."""
-    with (DATA_DIR / "imds.yaml").open(encoding="utf-8") as fh:
-        loaded: dict[str, Any] = yaml.safe_load(fh)
-    return loaded
+    return loader.data("imds.yaml")
 
 
 def address() -> str:
