@@ -517,12 +517,28 @@ class CheckpointSettings(_Model):
 StatefulStore = Literal["lustre", "account", "containers"]
 
 
+class NodePayloadSettings(_Model):
+    """``gb300:storage.nodePayload``: where the node payloads live in the cluster's storage account.
+
+    Every role's scripts, templates and settings are one content-addressed archive in this container; the node
+    identity reads it (Storage Blob Data Reader on this container only) over the account's private endpoint
+    (docs/node-payload.md). ``pulumi up`` uploads it over the data plane, so it must reach the account: from
+    inside the VNet (the account has no public network access), or from the addresses listed in
+    ``uploadSourceRanges``, which open the account's public endpoint to those addresses only (Entra ID still
+    required).
+    """
+
+    container: ContainerName = "gb300-node-payload"
+    upload_source_ranges: list[Cidr] = Field(default_factory=list)
+
+
 class StorageSettings(_Model):
     """``gb300:storage``: shared storage (Lustre, Blob) for datasets and checkpoints."""
 
     lustre: LustreSettings | None = None
     blob: BlobSettings | None = None
     checkpoint: CheckpointSettings | None = None
+    node_payload: NodePayloadSettings = Field(default_factory=NodePayloadSettings)
     allow_replace: list[StatefulStore] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -544,6 +560,17 @@ class StorageSettings(_Model):
                         f"overlaps {format_path(other_loc)} ({other}) (got {path!r}); each mount and the block cache "
                         "need their own directory, none inside another",
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _payload_container_is_its_own(self) -> StorageSettings:
+        names = [c.name for c in self.blob.containers] if self.blob is not None else []
+        if self.node_payload.container in names:
+            raise _PathError(
+                ("storage", "nodePayload", "container"),
+                f"must differ from every gb300:storage.blob.containers name (got {self.node_payload.container!r}): "
+                "the node payloads get a container of their own, readable by the nodes and nothing else",
+            )
         return self
 
     @model_validator(mode="after")

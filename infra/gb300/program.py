@@ -15,7 +15,9 @@ from gb300 import catalog, config, netplan, nodes, sizing
 from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs
 from gb300.components import monitoring as monitoring_component
 from gb300.components import storage as storage_component
+from gb300.bootstrap.payload import PAYLOAD_TAG
 from gb300.components.head import HeadNode, HeadNodeArgs
+from gb300.components.node_payload import NodePayloadArgs, NodePayloads, PayloadFile
 from gb300.components.node_common import NodeCommon
 from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from gb300.config import StackConfig
@@ -146,26 +148,52 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             ),
         )
         outputs["lustreMgsAddress"] = deploy_tags["gb300-lustre-mgs"] = lustre.mgs_address
-    if storage.blob is not None:
-        blob = storage_component.BlobStore(
-            f"{name}-blob",
-            storage_component.BlobStoreArgs(
-                resource_group_name=rg.name,
-                location=location,
-                account_name=client.subscription_id.apply(lambda sub: storage_account_name(cfg, sub)),
-                containers=[storage_component.ContainerAccess(c.name, c.access) for c in storage.blob.containers],
-                endpoints_subnet_id=net.subnet_ids["endpoints"],
-                vnet_id=net.vnet_id,
-                node_principal_id=identity.principal_id,
-                soft_delete_days=storage.blob.soft_delete_days,
-                hierarchical_namespace=storage.blob.hierarchical_namespace,
-                versioning=storage.blob.versioning,
-                allow_replace="account" in storage.allow_replace,
-                allow_replace_containers="containers" in storage.allow_replace,
-                tags=tags,
-            ),
-        )
+    # Every role's node payload, rendered from the config alone: the custom data fetches it (docs/node-payload.md).
+    head_data = nodes.render(nodes.HEAD, cfg)
+    pool_data = {pool.name: nodes.render(nodes.GPU_NODE, cfg, pool) for pool in cfg.gpu_pools}
+    # Every stack has the account: it holds the node payloads, and with gb300:storage.blob the data containers.
+    blob_cfg = storage.blob
+    blob_settings = blob_cfg if blob_cfg is not None else config.BlobSettings()
+    blob = storage_component.BlobStore(
+        f"{name}-blob",
+        storage_component.BlobStoreArgs(
+            resource_group_name=rg.name,
+            location=location,
+            account_name=client.subscription_id.apply(lambda sub: storage_account_name(cfg, sub)),
+            containers=[storage_component.ContainerAccess(c.name, c.access) for c in blob_cfg.containers]
+            if blob_cfg is not None
+            else [],
+            endpoints_subnet_id=net.subnet_ids["endpoints"],
+            vnet_id=net.vnet_id,
+            node_principal_id=identity.principal_id,
+            soft_delete_days=blob_settings.soft_delete_days,
+            hierarchical_namespace=blob_settings.hierarchical_namespace,
+            versioning=blob_settings.versioning,
+            # Holding node payloads only (no gb300:storage.blob), the account keeps nothing that cannot be made again.
+            allow_replace="account" in storage.allow_replace or blob_cfg is None,
+            allow_replace_containers="containers" in storage.allow_replace,
+            upload_source_ranges=tuple(storage.node_payload.upload_source_ranges),
+            tags=tags,
+        ),
+    )
+    if blob_cfg is not None:
         outputs["storageAccountName"] = deploy_tags["gb300-blob-account"] = blob.name
+    payloads = NodePayloads(
+        f"{name}-payload",
+        NodePayloadArgs(
+            resource_group_name=rg.name,
+            account_name=blob.name,
+            blob_endpoint=blob.blob_endpoint,
+            container=storage.node_payload.container,
+            payloads=[
+                PayloadFile(d.payload.blob_name, d.payload.sha256, d.payload.archive, d.role)
+                for d in (head_data, *pool_data.values())
+            ],
+            node_principal_id=identity.principal_id,
+            deployer_principal_id=client.object_id,
+        ),
+    )
+    outputs["nodePayloadUrl"] = deploy_tags[PAYLOAD_TAG] = payloads.url
     mon = cfg.monitoring
     monitoring = monitoring_component.Monitoring(
         f"{name}-mon",
@@ -186,7 +214,8 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     if monitoring.remote_write_url is not None:
         outputs["prometheusRemoteWriteUrl"] = deploy_tags["gb300-prom-write"] = monitoring.remote_write_url
     # Nodes learn deploy-time values from their own tags (IMDS), so custom data holds no secret and does not
-    # change when a generated name does: the vault, and (node_files.DEPLOY_TAGS) Lustre, Blob and Prometheus.
+    # change when a generated name does: the vault, the payload container's URL, and (node_files.DEPLOY_TAGS)
+    # Lustre, Blob and Prometheus.
     node_tags: dict[str, pulumi.Input[str]] = {
         **tags,
         "gb300-keyvault": secrets.vault_name,
@@ -201,9 +230,8 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         identity_id=identity.id,
         zone=cfg.cluster.zone,
         tags=node_tags,
-        boot_dependencies=secrets.boot_dependencies,
+        boot_dependencies=(*secrets.boot_dependencies, *payloads.boot_dependencies),
     )
-    head_data = nodes.render(nodes.HEAD, cfg)
     head = HeadNode(
         nodes.head_hostname(cfg),
         HeadNodeArgs(
@@ -223,7 +251,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     monitoring.attach_vm(head.vm_name, head.vm_id, identity.id, location=location, resource_group_name=rg.name)
     for pool in cfg.gpu_pools:
         sku = pool.sku
-        custom = nodes.render(nodes.GPU_NODE, cfg, pool)
+        custom = pool_data[pool.name]
         gpu_pool = GpuPool(
             f"{name}-{pool.name}",
             GpuPoolArgs(

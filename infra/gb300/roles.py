@@ -37,8 +37,12 @@ def assign(
     scope: pulumi.Input[str],
     principal_id: pulumi.Input[str],
     parent: pulumi.Resource,
+    principal_type: str | None = "ServicePrincipal",
 ) -> authorization.RoleAssignment:
     """Grant ``role`` to a service principal (a managed identity) on exactly ``scope``.
+
+    ``principal_type`` None leaves the type to Azure: the deployer running ``pulumi up`` may be a user or a
+    service principal, and a wrong type is refused.
 
     The assignment's name is :func:`assignment_name` of the scope, role and principal: stable across runs, and
     different in every subscription (the scope is a resource id that starts with it). Azure refuses a second
@@ -53,7 +57,7 @@ def assign(
         ),
         role_definition_id=definition,
         principal_id=principal_id,
-        principal_type="ServicePrincipal",
+        principal_type=principal_type,
         scope=scope,
         opts=pulumi.ResourceOptions(parent=parent, delete_before_replace=True),
     )

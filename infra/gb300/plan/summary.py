@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from gb300 import catalog, inventory, machines
@@ -44,6 +45,13 @@ def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str
             role = str((vm.inputs.get("tags") or {}).get("gb300-role", vm.name))
             custom_data[role] = max(custom_data.get(role, 0), len(data))
 
+    payload: dict[str, int] = {}
+    for blob in inventory.of_type(resources, "azure-native:storage:Blob"):
+        role = (blob.inputs.get("metadata") or {}).get("role")
+        path = (blob.inputs.get("source") or {}).get("path")
+        if isinstance(role, str) and isinstance(path, str) and Path(path).is_file():
+            payload[role] = max(payload.get(role, 0), Path(path).stat().st_size)
+
     for machine in machines.machines(resources):  # every VM, the head node included, needs quota
         msku = cat.skus.get(machine.size)
         if msku is not None:
@@ -76,6 +84,7 @@ def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str
         "pools": pools,
         "subnets": subnets,
         "customDataBytes": custom_data,
+        "nodePayloadBytes": dict(sorted(payload.items())),
         "resourceCount": len(resources),
         "resourcesByType": dict(sorted(Counter(r.type for r in resources).items())),
     }
