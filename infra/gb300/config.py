@@ -530,6 +530,10 @@ class NodePayloadSettings(_Model):
 
     container: ContainerName = "gb300-node-payload"
     upload_source_ranges: list[Cidr] = Field(default_factory=list)
+    deployer_principal_type: Literal["User", "ServicePrincipal", "none"] = "User"
+    """Who runs ``pulumi up``: the program grants that identity Storage Blob Data Contributor on the container,
+    and Azure refuses an assignment whose principal type is wrong; ``none`` grants nothing (the deployer holds
+    a data role already)."""
 
 
 class StorageSettings(_Model):

@@ -191,6 +191,9 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             ],
             node_principal_id=identity.principal_id,
             deployer_principal_id=client.object_id,
+            deployer_principal_type=None
+            if storage.node_payload.deployer_principal_type == "none"
+            else storage.node_payload.deployer_principal_type,
         ),
     )
     outputs["nodePayloadUrl"] = deploy_tags[PAYLOAD_TAG] = payloads.url

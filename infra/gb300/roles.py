@@ -37,12 +37,10 @@ def assign(
     scope: pulumi.Input[str],
     principal_id: pulumi.Input[str],
     parent: pulumi.Resource,
-    principal_type: str | None = "ServicePrincipal",
+    principal_type: str = "ServicePrincipal",
 ) -> authorization.RoleAssignment:
-    """Grant ``role`` to a service principal (a managed identity) on exactly ``scope``.
-
-    ``principal_type`` None leaves the type to Azure: the deployer running ``pulumi up`` may be a user or a
-    service principal, and a wrong type is refused.
+    """Grant ``role`` to a service principal (a managed identity; ``principal_type`` ``User`` for a person) on
+    exactly ``scope``.
 
     The assignment's name is :func:`assignment_name` of the scope, role and principal: stable across runs, and
     different in every subscription (the scope is a resource id that starts with it). Azure refuses a second

@@ -47,6 +47,8 @@ class NodePayloadArgs:
     payloads: Sequence[PayloadFile]
     node_principal_id: pulumi.Input[str]
     deployer_principal_id: pulumi.Input[str]
+    deployer_principal_type: str | None
+    """``User`` or ``ServicePrincipal``: who runs ``pulumi up``; None grants the deployer nothing."""
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 
@@ -92,14 +94,18 @@ class NodePayloads(pulumi.ComponentResource):
         self.reader = roles.assign(
             f"{name}-nodes", role=READER, scope=container.id, principal_id=args.node_principal_id, parent=self
         )
-        writer = roles.assign(
-            f"{name}-deployer",
-            role=WRITER,
-            scope=container.id,
-            principal_id=args.deployer_principal_id,
-            parent=self,
-            principal_type=None,  # a user or a service principal, whoever runs `pulumi up`
-        )
+        uploads_after: list[pulumi.Resource] = [container]
+        if args.deployer_principal_type is not None:
+            uploads_after.append(
+                roles.assign(
+                    f"{name}-deployer",
+                    role=WRITER,
+                    scope=container.id,
+                    principal_id=args.deployer_principal_id,
+                    parent=self,
+                    principal_type=args.deployer_principal_type,
+                )
+            )
         self.blobs = []
         seen: set[str] = set()
         for payload in args.payloads:
@@ -117,7 +123,7 @@ class NodePayloads(pulumi.ComponentResource):
                     content_type="application/gzip",
                     metadata={"sha256": payload.sha256, "role": payload.role},
                     source=pulumi.FileAsset(str(write_payload(payload))),
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[writer], retain_on_delete=True),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=uploads_after, retain_on_delete=True),
                 )
             )
         self.url = pulumi.Output.concat(
