@@ -174,7 +174,8 @@ def test_tampered_payload_stops_the_bootstrap_naming_it(tmp_path: Path, dev: con
     assert azure.blob_requests == [f"{CONTAINER}/{data.payload.blob_name}"] * 3
     assert not box.path("/usr/local/lib/gb300/lib.sh").exists()
     assert not box.path("/var/lib/gb300/payload.sha256").exists()
-    assert codes[0][1] == 1 and codes[1][1] != 0
+    assert codes[0][1] == 1
+    assert codes[1][1] != 0
 
 
 @pytest.mark.slow

@@ -12,13 +12,13 @@ import pulumi
 from pulumi_azure_native import authorization, resources
 
 from gb300 import catalog, config, netplan, nodes, sizing
+from gb300.bootstrap.payload import PAYLOAD_TAG
 from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs
 from gb300.components import monitoring as monitoring_component
 from gb300.components import storage as storage_component
-from gb300.bootstrap.payload import PAYLOAD_TAG
 from gb300.components.head import HeadNode, HeadNodeArgs
-from gb300.components.node_payload import NodePayloadArgs, NodePayloads, PayloadFile
 from gb300.components.node_common import NodeCommon
+from gb300.components.node_payload import NodePayloadArgs, NodePayloads, PayloadFile
 from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from gb300.config import StackConfig
 from gb300.errors import ConfigError

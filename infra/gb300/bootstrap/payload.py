@@ -23,8 +23,6 @@ import tarfile
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from gb300.bootstrap.context import BootstrapContext
 from gb300.bootstrap.errors import BootstrapError
 from gb300.bootstrap.render import (

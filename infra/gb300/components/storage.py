@@ -146,7 +146,9 @@ def network_access(ranges: tuple[str, ...]) -> tuple[str, storage.NetworkRuleSet
     """``publicNetworkAccess`` and the rule set: closed, or open to ``ranges`` only (default action Deny)."""
     if not ranges:
         return "Disabled", storage.NetworkRuleSetArgs(default_action=storage.DefaultAction.DENY, bypass="None")
-    rules = storage.NetworkRuleSetArgs(default_action=storage.DefaultAction.DENY, bypass="None", ip_rules=ip_rules(ranges))
+    rules = storage.NetworkRuleSetArgs(
+        default_action=storage.DefaultAction.DENY, bypass="None", ip_rules=ip_rules(ranges)
+    )
     return "Enabled", rules
 
 

@@ -13,6 +13,17 @@ from gb300.config import StackConfig
 from gb300.plan.runner import ResourceRecord
 
 
+def payload_bytes(resources: Sequence[ResourceRecord]) -> dict[str, int]:
+    """Role -> bytes of the node payload its custom data fetches (the blob's file, as ``pulumi up`` uploads it)."""
+    payload: dict[str, int] = {}
+    for blob in inventory.of_type(resources, "azure-native:storage:Blob"):
+        role = (blob.inputs.get("metadata") or {}).get("role")
+        path = (blob.inputs.get("source") or {}).get("path")
+        if isinstance(role, str) and isinstance(path, str) and Path(path).is_file():
+            payload[role] = max(payload.get(role, 0), Path(path).stat().st_size)
+    return dict(sorted(payload.items()))
+
+
 def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str, Any]:
     """Racks, VMs, GPUs, vCPUs per quota family, address use per subnet, resources by type, custom data sizes."""
     cat = catalog.load()
@@ -44,13 +55,6 @@ def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str
         if isinstance(data, str):
             role = str((vm.inputs.get("tags") or {}).get("gb300-role", vm.name))
             custom_data[role] = max(custom_data.get(role, 0), len(data))
-
-    payload: dict[str, int] = {}
-    for blob in inventory.of_type(resources, "azure-native:storage:Blob"):
-        role = (blob.inputs.get("metadata") or {}).get("role")
-        path = (blob.inputs.get("source") or {}).get("path")
-        if isinstance(role, str) and isinstance(path, str) and Path(path).is_file():
-            payload[role] = max(payload.get(role, 0), Path(path).stat().st_size)
 
     for machine in machines.machines(resources):  # every VM, the head node included, needs quota
         msku = cat.skus.get(machine.size)
@@ -84,7 +88,7 @@ def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str
         "pools": pools,
         "subnets": subnets,
         "customDataBytes": custom_data,
-        "nodePayloadBytes": dict(sorted(payload.items())),
+        "nodePayloadBytes": payload_bytes(resources),
         "resourceCount": len(resources),
         "resourcesByType": dict(sorted(Counter(r.type for r in resources).items())),
     }
