@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 import node_e2e
-from gb300 import config, node_context, nodes, paths
+from gb300 import config, node_context, node_steps, nodes, paths
 from gb300.bootstrap.payload import FETCH_PAYLOAD, build_payload, render_small_custom_data
 from sandbox import Sandbox
 
@@ -209,3 +209,22 @@ def test_transient_fetch_failure_is_retried_to_success(tmp_path: Path, dev: conf
     assert again.returncode == 0, again.stderr
     assert "already in place" in again.stderr
     assert azure.blob_requests == [name] * 3
+
+
+def test_inline_files_and_first_commands_run_before_the_fetch(
+    dev: config.StackConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registry file marked inline travels in the custom data too, and its `first` command runs before the
+    fetch (what a step that must precede any download, such as closing IMDS to other users, needs)."""
+    guard = "/usr/local/sbin/gb300-first"
+
+    def render(_ctx: object, _steps: object) -> list[node_steps.NodeFile]:
+        return [node_steps.NodeFile(guard, "#!/usr/bin/env bash\nset -euo pipefail\necho first\n", "0755")]
+
+    entry = node_steps.Files("first", node_steps.BOTH, "bootstrap", render, inline=True, first=guard)
+    monkeypatch.setattr(node_steps, "FILES", (entry, *node_steps.FILES))
+    data = nodes.render(nodes.HEAD, dev)
+    doc = yaml.safe_load(data.cloud_config)
+    assert [f["path"] for f in doc["write_files"]] == [guard, FETCH_PAYLOAD, "/etc/gb300/payload.env"]
+    assert doc["runcmd"][:2] == [[guard], [FETCH_PAYLOAD]]
+    assert "usr/local/sbin/gb300-first" in data.payload.paths

@@ -156,12 +156,18 @@ def render_small_custom_data(ctx: BootstrapContext) -> SmallCustomData:
     full = build_cloud_config(ctx)
     payload = build_payload(ctx, full)
     config: dict[str, Any] = {k: v for k, v in full.items() if k not in ("write_files", "runcmd")}
+    inline, first = node_steps.inline_for(ctx, node_steps.steps_for(ctx))
     files = [
+        *({"path": f.path, "owner": "root:root", "permissions": f.permissions, "content": f.content} for f in inline),
         {"path": FETCH_PAYLOAD, "owner": "root:root", "permissions": "0755", "content": _fetch_script()},
         {"path": PAYLOAD_ENV, "owner": "root:root", "permissions": "0644", "content": _payload_env(ctx, payload)},
     ]
     config["write_files"] = files
-    config["runcmd"] = [[FETCH_PAYLOAD], *([node_steps.RUN_STEP, step] for step in payload.steps)]
+    config["runcmd"] = [
+        *([command] for command in first),
+        [FETCH_PAYLOAD],
+        *([node_steps.RUN_STEP, step] for step in payload.steps),
+    ]
     header = f"# Fetches node payload {payload.blob_name} ({payload.size} bytes) and runs its steps.\n"
     text = dump_cloud_config(ctx, config, note=header)
     found = find_secret_material(text)
