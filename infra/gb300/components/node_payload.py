@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,7 +64,8 @@ def write_payload(payload: PayloadFile) -> Path:
     """The payload's file for upload: written once, left as is when the same bytes are there already."""
     path = payload_dir() / payload.blob_name
     if not path.is_file() or path.read_bytes() != payload.archive:
-        tmp = path.with_suffix(".tmp")
+        # A name of this process's own, then an atomic rename: concurrent plans never see a partial file.
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_bytes(payload.archive)
         tmp.replace(path)
     return path
