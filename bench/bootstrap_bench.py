@@ -1,4 +1,4 @@
-"""Node bootstrap time in the cloud-init sandbox (``tests/sandbox.py``), when the repository has one.
+"""Node bootstrap time in the cloud-init sandbox (``tests/support/sandbox.py``), when the repository has one.
 
 Runs the GPU node's custom data, taken from the plan the benchmark just made (what Azure would receive), on a
 sandboxed VM of Azure's Ubuntu-HPC GB image: first the fast path (the image already has everything, so nothing is
@@ -125,15 +125,15 @@ def _standin_cost(box: Any) -> tuple[float, float]:
 
 def measure(repo: Path, plan_file: Path, tmp: Path) -> dict[str, Any]:
     """Fast path and re-run times, or a status saying why they could not be taken."""
-    if not (repo / "tests" / "sandbox.py").exists():
-        return {"status": "not available (tests/sandbox.py is not in this checkout)"}
+    if not (repo / "tests" / "support" / "sandbox.py").exists():
+        return {"status": "not available (tests/support/sandbox.py is not in this checkout)"}
     data = custom_data_by_role(plan_file).get("gpu-node") if plan_file.exists() else None
     cloud_config = _decode(data) if data else None
     if cloud_config is None or "runcmd" not in cloud_config:
         return {"status": "not available (the plan's gpu-node custom data has no bootstrap)"}
-    sys.path.insert(0, str(repo / "tests"))
+    sys.path.insert(0, str(repo))
     try:
-        import sandbox  # noqa: PLC0415
+        from tests.support import sandbox  # noqa: PLC0415
 
         skipped = _runnable(sandbox, cloud_config, tmp)
         box = sandbox.Sandbox(tmp / "node", _without(cloud_config, skipped), _machine(sandbox, skipped))
@@ -146,7 +146,7 @@ def measure(repo: Path, plan_file: Path, tmp: Path) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - a changed sandbox API must not sink the plan numbers
         return {"status": f"failed ({type(exc).__name__}: {exc})"}
     finally:
-        sys.path.remove(str(repo / "tests"))
+        sys.path.remove(str(repo))
     # The scripts' own work: CPU of everything the run started, less the stand-ins' (hardware and apt emulation).
     own_first = first_cpu - calls_first * per_call_cpu
     own_again = again_cpu - calls_again * per_call_cpu

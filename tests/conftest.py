@@ -11,6 +11,8 @@ import pytest
 
 from gb300.plan.mocks import AzureMocks
 
+pytest.register_assert_rewrite("tests.support.files")  # golden mismatches show their diff
+
 # Mocks first: the SDK requires them before the program (gb300.program) is imported anywhere.
 pulumi.runtime.set_mocks(AzureMocks(), project="gb300", stack="test", preview=True)
 

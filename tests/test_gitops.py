@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ci_files import (
+from gb300.cli import build_parser
+from tests.support.ci_files import (
     AZURE_PIPELINES,
     GITHUB_ACTIONS,
     GITHUB_WORKFLOWS,
@@ -30,7 +31,6 @@ from ci_files import (
     scripts,
     stacks_in_repo,
 )
-from gb300.cli import build_parser
 
 CHECK_JSONSCHEMA = str(Path(sys.executable).parent / "check-jsonschema")
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -124,7 +124,7 @@ PULUMI_SPEC = yaml.safe_load(PULUMI_CLI.read_text(encoding="utf-8"))
 
 @pytest.mark.parametrize("call", PULUMI_CALLS, ids=str)
 def test_pulumi_invocation_uses_documented_commands_and_flags(call: Any) -> None:
-    """Every `pulumi ...` the CI runs uses a command and flags listed in tests/data/pulumi-cli.yaml."""
+    """Every `pulumi ...` the CI runs uses a command and flags listed in tests/fixtures/pulumi-cli.yaml."""
     parsed = parse_pulumi(call.argv, PULUMI_SPEC)
     assert not parsed.problems, f"{call}: {parsed.problems}"
 

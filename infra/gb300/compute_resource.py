@@ -20,6 +20,9 @@ The inputs (and the outputs, which repeat them and add ``id``) are::
 
 The provider is pickled by reference (this module is importable from the installed ``gb300`` package), so the
 ``__provider`` input each resource carries is a few hundred bytes and does not change between runs.
+Because the pickle names this module, it stays at ``gb300.compute_resource`` (at the package root, not in
+:mod:`gb300.azure` with its readers): moving or renaming it would change the ``__provider`` input of every
+deployed rack scale set and interconnect block, and ``pulumi up`` would show them all as changed.
 """
 
 from __future__ import annotations

@@ -47,10 +47,11 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
-from gb300 import config, paths, quota, rules
+from gb300 import config, paths, rules
+from gb300.azure import quota
+from gb300.azure.inventory import Resource
 from gb300.config import PolicySettings
 from gb300.findings import Finding, Level
-from gb300.inventory import Resource
 from gb300.rules.base import UNKNOWN
 
 PACK_NAME = "gb300"

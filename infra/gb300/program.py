@@ -11,7 +11,7 @@ import hashlib
 import pulumi
 from pulumi_azure_native import authorization, resources
 
-from gb300 import catalog, config, netplan, nodes, sizing
+from gb300 import config
 from gb300.bootstrap.payload import PAYLOAD_TAG
 from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs
 from gb300.components import monitoring as monitoring_component
@@ -20,8 +20,10 @@ from gb300.components.head import HeadNode, HeadNodeArgs
 from gb300.components.node_common import NodeCommon
 from gb300.components.node_payload import NodePayloadArgs, NodePayloads, PayloadFile
 from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
-from gb300.config import StackConfig
+from gb300.config import StackConfig, netplan
 from gb300.errors import ConfigError
+from gb300.facts import catalog, sizing
+from gb300.node import custom_data as nodes
 
 
 def subnet_plan(cfg: StackConfig) -> list[netplan.SubnetPlan]:

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from gb300 import catalog, config, nodes
+from gb300 import config
 from gb300.errors import ConfigError
+from gb300.facts import catalog
+from gb300.node import custom_data as nodes
 from gb300.paths import DATA_DIR, REPO_ROOT
 from gb300.slurm.health import HealthSpec, health_env_for, health_spec
 

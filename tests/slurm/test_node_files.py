@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from gb300.node_steps import STEPS
+from gb300.node.steps import STEPS
 from gb300.slurm.config import SlurmCluster, SlurmPool
 from gb300.slurm.files import SlurmBootInputs, gpu_files, head_files, render_slurm_env
 from gb300.slurm.health import health_spec, render_health_env

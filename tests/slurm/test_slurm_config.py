@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
 
 import jinja2
 import pytest
 
-from gb300 import templating
+from gb300.node import templating
 from gb300.slurm.config import (
     SlurmCluster,
     SlurmConfigError,
@@ -18,8 +17,7 @@ from gb300.slurm.config import (
     render,
     render_accounting,
 )
-
-from .conftest import FIXTURES
+from tests.support.files import assert_golden
 
 GB300 = "Standard_ND128isr_GB300_v6"
 TRAIN = SlurmPool("train", "gpu-", 72, GB300, 4, 128, real_memory_mib(864))
@@ -240,12 +238,7 @@ def test_invalid_cluster_names_the_field(cluster: SlurmCluster, message: str) ->
 
 def test_slurm_conf_golden() -> None:
     """The reference slurm.conf matches the reviewed golden file (GB300_UPDATE_GOLDEN=1 rewrites it)."""
-    golden = FIXTURES / "golden" / "slurm.conf"
-    text = render(CLUSTER)["slurm.conf"]
-    if os.environ.get("GB300_UPDATE_GOLDEN") == "1":
-        golden.parent.mkdir(exist_ok=True)
-        golden.write_text(text)
-    assert text == golden.read_text()
+    assert_golden("slurm/slurm.conf", render(CLUSTER)["slurm.conf"])
 
 
 def test_large_cluster_config_stays_small() -> None:

@@ -6,8 +6,9 @@ import copy
 
 import pytest
 
-from gb300 import config, nodes, paths
+from gb300 import config, paths
 from gb300.bootstrap import apply_software_overrides
+from gb300.node import custom_data as nodes
 from gb300.slurm import config as slurm_config
 from gb300.slurm import options
 from gb300.slurm.topology import NodeFabric, build

@@ -50,8 +50,8 @@ class ExtraFile:
 class BootstrapContext:
     """Inputs of one role's custom data for one pool: the one context every node file is rendered from.
 
-    `stack` is the typed stack config the node belongs to (`gb300.node_context.build` sets it); the steps and
-    files of `gb300.node_steps` are selected and rendered from it. Without a stack (the bootstrap's own
+    `stack` is the typed stack config the node belongs to (`gb300.node.context.build` sets it); the steps and
+    files of `gb300.node.steps` are selected and rendered from it. Without a stack (the bootstrap's own
     tests) only the registry's `bootstrap` part is rendered.
     `extra_env` carries plain, non-secret `GB300_*` values for /etc/gb300/cluster.env.
     """

@@ -102,7 +102,7 @@ def _tar_gz(entries: list[tuple[str, bytes, int]]) -> bytes:
 
 def build_payload(ctx: BootstrapContext, config: dict[str, Any] | None = None) -> Payload:
     """``ctx.role``'s payload: the files of its full cloud-config (``config``, else built) as one archive."""
-    from gb300 import node_steps  # noqa: PLC0415 - the registry's providers import this package
+    from gb300.node import steps as node_steps  # noqa: PLC0415 - the registry's providers import this package
 
     config = build_cloud_config(ctx) if config is None else config
     text = dump_cloud_config(ctx, config)
@@ -133,7 +133,7 @@ def build_payload(ctx: BootstrapContext, config: dict[str, Any] | None = None) -
 
 
 def _fetch_script() -> str:
-    from gb300 import node_steps  # noqa: PLC0415
+    from gb300.node import steps as node_steps  # noqa: PLC0415
 
     return node_steps.compact((CLOUD_INIT_DIR / "lib" / "fetch-payload").read_text(encoding="utf-8"))
 
@@ -151,7 +151,7 @@ def _payload_env(ctx: BootstrapContext, payload: Payload) -> str:
 
 def render_small_custom_data(ctx: BootstrapContext) -> SmallCustomData:
     """``ctx.role``'s payload and the small custom data that fetches, checks and runs it."""
-    from gb300 import node_steps  # noqa: PLC0415
+    from gb300.node import steps as node_steps  # noqa: PLC0415
 
     full = build_cloud_config(ctx)
     payload = build_payload(ctx, full)

@@ -1,7 +1,7 @@
 """Render a role's cloud-config as data, serialize it with yaml, and pack it as Azure custom data.
 
 The cloud-config is a dict built here: the role fragments' keys, `write_files` (every file and step script
-the node registry, `gb300.node_steps`, selects for the role and stack) and `runcmd` (one list-form entry per
+the node registry, `gb300.node.steps`, selects for the role and stack) and `runcmd` (one list-form entry per
 step, in registry order, checked there). Only file contents come from templates or Python providers.
 The result is gzip-compressed (cloud-init accepts gzip user data) and base64-encoded, and must stay under
 Azure's 64 KB custom data limit.
@@ -76,7 +76,7 @@ def _file_entry(path: str, content: str, permissions: str) -> dict[str, Any]:
 
 def build_cloud_config(ctx: BootstrapContext) -> dict[str, Any]:
     """The role's cloud-config as a dict (what `render_custom_data` serializes)."""
-    from gb300 import node_steps  # noqa: PLC0415 - the registry's providers import this package
+    from gb300.node import steps as node_steps  # noqa: PLC0415 - the registry's providers import this package
 
     common, fragment = load_role(ctx.role, CLOUD_INIT_DIR)
     steps = node_steps.steps_for(ctx)

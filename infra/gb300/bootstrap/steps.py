@@ -1,7 +1,7 @@
 """The per-role cloud-config fragments (cloud-init/roles/).
 
 A fragment holds a role's cloud-config keys only. The steps a role runs and the files it carries are declared
-once, in the node registry (`gb300.node_steps`); adding a role is a fragment cloud-init/roles/<role>.yaml and
+once, in the node registry (`gb300.node.steps`); adding a role is a fragment cloud-init/roles/<role>.yaml and
 its entries in that registry.
 """
 
@@ -38,7 +38,7 @@ def _load_fragment(path: Path, name: str) -> RoleFragment:
     if unknown:
         msg = (
             f"{path}: only cloud_config belongs here (got {', '.join(unknown)}); "
-            "files and steps are declared in gb300.node_steps"
+            "files and steps are declared in gb300.node.steps"
         )
         raise BootstrapDataError(msg)
     cloud_config = raw.get("cloud_config") or {}
@@ -47,7 +47,7 @@ def _load_fragment(path: Path, name: str) -> RoleFragment:
         raise BootstrapDataError(msg)
     for reserved in ("write_files", "runcmd"):
         if reserved in cloud_config:
-            msg = f"{path}: cloud_config.{reserved} is generated from the node registry (gb300.node_steps)"
+            msg = f"{path}: cloud_config.{reserved} is generated from the node registry (gb300.node.steps)"
             raise BootstrapDataError(msg)
     return RoleFragment(name=name, cloud_config=dict(cloud_config))
 

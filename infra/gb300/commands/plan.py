@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gb300 import config, paths, quota, rules
+from gb300 import config, paths, rules
+from gb300.azure import quota
 from gb300.errors import UsageError
 from gb300.plan import run_plan
 from gb300.plan.render import suppressed_lines, text

@@ -10,9 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gb300 import config, rollout
+from gb300 import config
 from gb300.commands.plan import _stack
 from gb300.errors import UsageError
+from gb300.ops import rollout
 from gb300.plan.state import load_state
 
 NAME = "rollout"

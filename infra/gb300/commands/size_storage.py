@@ -7,8 +7,8 @@ import json
 import math
 from typing import Any
 
-from gb300 import sizing
 from gb300.errors import UsageError
+from gb300.facts import sizing
 
 NAME = "size-storage"
 

@@ -25,7 +25,7 @@ from gb300.bootstrap.errors import BootstrapError
 from gb300.bootstrap.software import SoftwareSet, apply_software_overrides, load_software
 from gb300.components import monitoring
 from gb300.errors import UsageError
-from gb300.software_lock import gaps, image_gaps, lock, write_checksums
+from gb300.ops.software_lock import gaps, image_gaps, lock, write_checksums
 
 NAME = "software"
 

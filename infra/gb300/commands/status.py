@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gb300 import fleet_status, rollout
 from gb300.errors import UsageError
+from gb300.ops import fleet_status, rollout
 from gb300.plan.state import load_state
 
 NAME = "status"

@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import Any
 
-from gb300 import catalog
+from gb300.facts import catalog
 from gb300.slurm import topology
 
 NAME = "topology"

@@ -20,7 +20,6 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import network
 
-from gb300.catalog import FabricModel, Sku
 from gb300.components import scale_set
 from gb300.components.node_common import NodeCommon
 from gb300.compute_resource import (
@@ -29,6 +28,7 @@ from gb300.compute_resource import (
     RACK_SCALE_SET,
     ComputeResource,
 )
+from gb300.facts.catalog import FabricModel, Sku
 
 RACK_INDEX_WIDTH = 4  # r0001..r9999: names never change when a pool grows past 99 or 999 racks
 

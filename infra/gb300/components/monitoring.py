@@ -26,10 +26,10 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import alertsmanagement, compute, dashboard, monitor, operationalinsights
 
-from gb300 import roles
-from gb300.alerts import alert_groups, iso_duration
-from gb300.catalog import _load_yaml
 from gb300.components.arm_resource import ArmResource
+from gb300.facts import roles
+from gb300.facts.alerts import alert_groups, iso_duration
+from gb300.facts.catalog import _load_yaml
 from gb300.paths import TEMPLATES_DIR
 
 DASHBOARDS_DIR = TEMPLATES_DIR / "dashboards"

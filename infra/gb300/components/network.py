@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import pulumi
 from pulumi_azure_native import network
 
-from gb300 import storage_facts
-from gb300.netplan import Role, SubnetPlan
+from gb300.config.netplan import Role, SubnetPlan
+from gb300.facts import storage_facts
 
 # Subnets whose resources need outbound access: nodes (packages, Azure APIs) and Azure Managed Lustre.
 EGRESS_ROLES: frozenset[Role] = frozenset({"gpu", "head", "storage"})
@@ -35,7 +35,7 @@ _DENY_INTERNET = network.SecurityRuleArgs(
 
 @dataclass(frozen=True)
 class NetworkArgs:
-    """Inputs of :class:`Network`. ``subnets`` come from :func:`gb300.netplan.carve`."""
+    """Inputs of :class:`Network`. ``subnets`` come from :func:`gb300.config.netplan.carve`."""
 
     resource_group_name: pulumi.Input[str]
     location: str

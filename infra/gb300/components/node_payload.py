@@ -21,7 +21,7 @@ from pathlib import Path
 import pulumi
 from pulumi_azure_native import storage
 
-from gb300 import roles
+from gb300.facts import roles
 
 READER = "Storage Blob Data Reader"
 WRITER = "Storage Blob Data Contributor"

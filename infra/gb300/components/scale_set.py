@@ -3,7 +3,7 @@
 The scale set is a :class:`~gb300.compute_resource.ComputeResource` at the fabric model's Compute
 API version (``fabricModels`` in ``data/skus.yaml``): pulumi-azure-native's typed class lacks the interconnect
 fields and its generic resource lacks ``zones``. The body is camelCase ARM, exactly what Azure receives, and
-``tests/test_contract.py`` checks every key of it against Azure's SDK models.
+``tests/azure/test_contract.py`` checks every key of it against Azure's SDK models.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pulumi
 
-from gb300.catalog import FabricModel, Sku
+from gb300.facts.catalog import FabricModel, Sku
 
 
 @dataclass(frozen=True)

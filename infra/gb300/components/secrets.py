@@ -14,8 +14,8 @@ import pulumi
 import pulumi_random as random
 from pulumi_azure_native import keyvault
 
-from gb300 import roles
 from gb300.components.private_link import PrivateLinkArgs, private_endpoint
+from gb300.facts import roles
 
 MUNGE_SECRET_NAME = "munge-key"  # noqa: S105 - the name of the secret, not its value
 KEY_VAULT_ZONE = "privatelink.vaultcore.azure.net"  # Azure private DNS zone of the vault sub-resource

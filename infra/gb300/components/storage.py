@@ -27,8 +27,8 @@ from typing import Literal
 import pulumi
 from pulumi_azure_native import authorization, storage, storagecache
 
-from gb300 import roles, storage_facts
 from gb300.components.private_link import PrivateLinkArgs, private_endpoint
+from gb300.facts import roles, storage_facts
 
 ROLE_FOR_ACCESS = {"read": "Storage Blob Data Reader", "readWrite": "Storage Blob Data Contributor"}
 LOCK_NAME = "gb300-keep-data"

@@ -17,9 +17,11 @@ from pulumi.runtime.rpc import is_rpc_secret
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from gb300 import catalog, config, lustre_live
+from gb300 import config
+from gb300.azure import lustre_live
 from gb300.config import StackConfig
 from gb300.errors import ConfigError, Gb300Error
+from gb300.facts import catalog
 from gb300.findings import Finding
 from gb300.plan.mocks import AzureMocks, RecordingMonitor, Registration
 
@@ -223,7 +225,7 @@ def run_plan(
     stateful storage (``storage-data-loss``) and machines, containers or subnets (``destroys-deployed``).
     """
     from gb300 import paths, rules  # noqa: PLC0415 - rules import the plan's record type
-    from gb300 import quota as quotas  # noqa: PLC0415
+    from gb300.azure import quota as quotas  # noqa: PLC0415
     from gb300.plan import summary  # noqa: PLC0415
     from gb300.rules import data_loss, destroy, reimage  # noqa: PLC0415
     from gb300.rules import images as images_rule  # noqa: PLC0415

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gb300 import catalog, inventory, machines
+from gb300.azure import inventory, machines
 from gb300.config import StackConfig
+from gb300.facts import catalog
 from gb300.plan.runner import ResourceRecord
 
 

@@ -29,11 +29,11 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 
+from gb300.azure.inventory import Resource
+from gb300.azure.quota import QuotaSnapshot
 from gb300.config import PolicySettings, format_path
 from gb300.errors import Problem
 from gb300.findings import Finding, Level
-from gb300.inventory import Resource
-from gb300.quota import QuotaSnapshot
 from gb300.rules import checkpoint, compute, images, network, quota, security, software, storage, tags
 from gb300.rules.base import Rule, RuleContext
 

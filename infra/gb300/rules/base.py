@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gb300.azure.inventory import Resource
 from gb300.config import PolicySettings
 from gb300.findings import Finding
-from gb300.inventory import Resource
 
 if TYPE_CHECKING:
-    from gb300.quota import QuotaSnapshot
+    from gb300.azure.quota import QuotaSnapshot
 
 AZURE_NATIVE = "azure-native:"
 # What the policy pack puts where a preview cannot know a value yet (the id of a resource not created).

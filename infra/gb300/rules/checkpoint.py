@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from gb300 import sizing
+from gb300.azure.inventory import Resource, dig
+from gb300.facts import sizing
 from gb300.findings import Finding, Level
-from gb300.inventory import Resource, dig
 from gb300.rules.base import RuleContext
 
 RULE_ID = "lustre-checkpoint-throughput"

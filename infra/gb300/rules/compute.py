@@ -7,10 +7,11 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from gb300 import catalog, contract, inventory
+from gb300.azure import contract, inventory
+from gb300.azure.inventory import Resource, ScaleSetView
+from gb300.azure.machines import machines
+from gb300.facts import catalog
 from gb300.findings import Finding, Level
-from gb300.inventory import Resource, ScaleSetView
-from gb300.machines import machines
 from gb300.rules.base import UNKNOWN, RuleContext, count, mapping, text
 
 

@@ -20,9 +20,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gb300 import storage_facts
+from gb300.azure.inventory import Resource
+from gb300.facts import storage_facts
 from gb300.findings import Finding, Level
-from gb300.inventory import Resource
 
 RULE_ID = "storage-data-loss"
 

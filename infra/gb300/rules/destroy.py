@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gb300 import compute_resource
+from gb300.azure.inventory import Resource
 from gb300.config import AllowDestroy
 from gb300.findings import Finding, Level
-from gb300.inventory import Resource
 from gb300.rules.base import count, mapping, whole
 from gb300.rules.data_loss import DeployedResource
 

@@ -13,9 +13,9 @@ pins (``versions.yaml`` with ``gb300:software``).
 
 from __future__ import annotations
 
-from gb300 import catalog
 from gb300.bootstrap.software import apply_software_overrides
 from gb300.config import StackConfig
+from gb300.facts import catalog
 from gb300.findings import Finding, Level
 
 RULE_ID = "image-version-pinned"

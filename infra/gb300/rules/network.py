@@ -7,9 +7,10 @@ import math
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
-from gb300 import catalog, inventory, storage_facts
+from gb300.azure import inventory
+from gb300.azure.inventory import Resource
+from gb300.facts import catalog, storage_facts
 from gb300.findings import Finding, Level
-from gb300.inventory import Resource
 from gb300.rules.base import RuleContext, count, items, mapping, network, short, text
 
 VNET = "azure-native:network:VirtualNetwork"

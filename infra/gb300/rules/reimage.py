@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gb300 import inventory
+from gb300.azure import inventory
+from gb300.azure.inventory import Resource
 from gb300.findings import Finding, Level
-from gb300.inventory import Resource
 from gb300.rules.data_loss import DeployedResource
 
 RULE_ID = "custom-data-changed"

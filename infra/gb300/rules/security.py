@@ -17,9 +17,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gb300 import catalog, inventory
+from gb300.azure import inventory
+from gb300.azure.inventory import Resource
+from gb300.facts import catalog
 from gb300.findings import Finding, Level
-from gb300.inventory import Resource
 from gb300.rules.base import OPEN_SOURCES, RuleContext, items, mapping, network, short, text
 
 NSG = "azure-native:network:NetworkSecurityGroup"

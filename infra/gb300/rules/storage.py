@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
-from gb300 import inventory
+from gb300.azure import inventory
+from gb300.azure.inventory import Resource
 from gb300.findings import Finding, Level
-from gb300.inventory import Resource
 from gb300.paths import DATA_DIR
 from gb300.rules.base import UNKNOWN, RuleContext, items, mapping, short, text
 

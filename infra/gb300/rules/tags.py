@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from gb300.azure.inventory import Resource
 from gb300.findings import Finding, Level
-from gb300.inventory import Resource
 from gb300.rules.base import RuleContext, is_azure, short, tags_of
 
 # Tags gb300 sets itself on every resource; a missing one means a resource was declared outside the components.

@@ -20,7 +20,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from gb300 import templating
+from gb300.node import templating
 
 FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "plugstack.conf")
 ACCOUNTING_FILES = ("slurmdbd.conf", "mariadb-slurmdbd.cnf")

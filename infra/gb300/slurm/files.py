@@ -1,7 +1,7 @@
 """The Slurm files each role's cloud-init places (contents only; the node registry decides who carries them).
 
 The Slurm steps themselves (``gb300-munge-key`` .. ``gb300-slurmd-setup``) are declared with every other node
-step in :mod:`gb300.node_steps`. The files here are the tools Slurm, systemd and the steps call (the installer,
+step in :mod:`gb300.node.steps`. The files here are the tools Slurm, systemd and the steps call (the installer,
 the health gate, the IMEX prolog and epilog, the fabric publisher, the topology refresh), their units, Slurm's
 configuration and the boot inputs. Every file below is a plain ``write_files`` entry; :func:`head_files` and
 :func:`gpu_files` return them.
@@ -46,7 +46,7 @@ _DBD_UNITS = ("slurmdbd-gb300.conf",)  # slurmdbd.service drop-in: run as the sl
 SLURMDBD_CONF = "/etc/slurm/slurmdbd.conf"
 MARIADB_DROPIN = "/etc/mysql/mariadb.conf.d/60-gb300-slurmdbd.cnf"
 _GPU_UNITS = ("gb300-health-boot.service", "gb300-fabric-publish.service")
-_GENERATOR = ("__init__.py", "hostlist.py", "topology.py")
+_GENERATOR = ("__init__.py", "hostlist.py", "topology.py", "stale.py")
 _VAULT = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$")
 _POOL = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 _NODE_SHAPE = ("pool", "cpus", "real_memory_mib", "gpus")

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import yaml
 
-from gb300 import catalog
+from gb300.facts import catalog
 from gb300.paths import DATA_DIR
 
 ImexMode = Literal["per-job", "static"]
@@ -238,7 +238,7 @@ def render_health_env(
             f"{mode}:{spec.command_timeout_s[mode]}:{spec.dcgm_diag_timeout_s[mode]}" for mode in RUN_MODES
         ),
         "GB300_NVME_MOUNT": nvme_mount,
-        # Exactly the mounts the stack configures on the node (gb300.node_context.health_mounts); may be empty.
+        # Exactly the mounts the stack configures on the node (gb300.node.context.health_mounts); may be empty.
         "GB300_MOUNTS": " ".join(mounts),
         "GB300_IMEX_MODE": imex_mode,
         "GB300_KERNEL_MODULES": " ".join(("nvidia", "nvidia_peermem", *(("lustre",) if lustre else ()))),

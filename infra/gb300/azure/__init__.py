@@ -1,0 +1,12 @@
+"""Azure's view of the plan: the resources the program declares, read back as typed views, and what Azure says.
+
+Used by the rules, the plan and the day-2 tools; it imports no rule, plan or command.
+
+- :mod:`~gb300.azure.inventory`: typed views over registered resources (scale sets, VMs, subnets, ...);
+- :mod:`~gb300.azure.machines`: every VM the resources declare, scale sets and single VMs alike;
+- :mod:`~gb300.azure.contract`: the ARM bodies gb300 writes itself, checked against Azure's SDK models;
+- :mod:`~gb300.azure.quota`: vCPU demand per region and family, and Azure's quota (a file or live);
+- :mod:`~gb300.azure.lustre_live`: Azure's own answer to how many addresses a Lustre filesystem needs.
+
+The rack scale sets' Pulumi dynamic provider stays in :mod:`gb300.compute_resource` (see there why).
+"""

@@ -1,0 +1,82 @@
+"""Layer 1, the stack configuration: a stack file's ``gb300:`` namespace as typed, validated models.
+
+The stack configuration contract (namespace ``gb300``). A stack file's ``config:`` block becomes a
+:class:`StackConfig`; every problem is reported at once, one line per key path, via
+:class:`gb300.errors.ConfigError`.
+
+- :mod:`~gb300.config.models`: the pydantic models (the contract itself);
+- :mod:`~gb300.config.checks`: field checks (names, CIDRs, SSH keys, sizes, paths);
+- :mod:`~gb300.config.messages`: pydantic errors -> one line per key path, and :func:`parse`;
+- :mod:`~gb300.config.loading`: reading a stack file or the Pulumi engine's config map;
+- :mod:`~gb300.config.schema`: the JSON Schema (``gb300 schema``) and the documented key paths;
+- :mod:`~gb300.config.stack_yaml`: strict YAML reading of stack files;
+- :mod:`~gb300.config.netplan`: carving the subnets out of ``gb300:network.addressSpace``.
+
+The names below are re-exported so that ``from gb300 import config; config.parse(...)`` reads as one module.
+"""
+
+from __future__ import annotations
+
+from gb300.config.checks import NAMESPACE, RESERVED_POOL_NAMES, format_path
+from gb300.config.loading import from_pulumi_config, load_stack_file, namespace_from_stack_config, to_pulumi_config
+from gb300.config.messages import parse
+from gb300.config.models import (
+    AccessSettings,
+    AlertSettings,
+    AllowDestroy,
+    BlobContainer,
+    BlobSettings,
+    BlockCache,
+    CheckpointSettings,
+    ClusterSettings,
+    GpuPool,
+    GrafanaSettings,
+    HeadSettings,
+    HealthSettings,
+    LogsSettings,
+    LustreSettings,
+    MaintenanceWindow,
+    MonitoringSettings,
+    NetworkSettings,
+    PolicySettings,
+    PrometheusSettings,
+    StackConfig,
+    StorageSettings,
+    Suppression,
+)
+from gb300.config.schema import json_schema, key_paths
+
+__all__ = [
+    "NAMESPACE",
+    "RESERVED_POOL_NAMES",
+    "AccessSettings",
+    "AlertSettings",
+    "AllowDestroy",
+    "BlobContainer",
+    "BlobSettings",
+    "BlockCache",
+    "CheckpointSettings",
+    "ClusterSettings",
+    "GpuPool",
+    "GrafanaSettings",
+    "HeadSettings",
+    "HealthSettings",
+    "LogsSettings",
+    "LustreSettings",
+    "MaintenanceWindow",
+    "MonitoringSettings",
+    "NetworkSettings",
+    "PolicySettings",
+    "PrometheusSettings",
+    "StackConfig",
+    "StorageSettings",
+    "Suppression",
+    "format_path",
+    "from_pulumi_config",
+    "json_schema",
+    "key_paths",
+    "load_stack_file",
+    "namespace_from_stack_config",
+    "parse",
+    "to_pulumi_config",
+]

@@ -1,0 +1,279 @@
+"""Field checks of the stack configuration: names, CIDRs, SSH keys, sizes, paths; and the path-aware error.
+
+Each ``_check_*`` takes a value pydantic has parsed and returns it (or its normal form) or raises
+``ValueError`` with the message the user sees after the key path. :class:`_PathError` lets a model-level
+check name a key path other than its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import difflib
+import ipaddress
+import re
+import struct
+from typing import Any
+
+from gb300.facts import catalog
+
+NAMESPACE = "gb300"
+
+# Key types Azure accepts for Linux VM SSH keys. Security-key (sk-) types are not accepted by Azure.
+_SSH_KEY_TYPES = ("ssh-ed25519", "ssh-rsa")
+_RSA_MIN_BITS = 2048
+
+
+def _check_name(value: str) -> str:
+    if not re.fullmatch(r"[a-z][a-z0-9-]*", value) or value.endswith("-") or "--" in value:
+        raise ValueError(
+            f"must be lowercase letters, digits and single hyphens, starting with a letter (got {value!r})"
+        )
+    return value
+
+
+# Names gb300.program gives its own parts after "<cluster>-" (head node, node identity, monitoring, storage,
+# resource group). A pool of the same name would name its resources like theirs: pool "head" makes two
+# resources with one URN (the head VM's and rack 1's log associations), which the Pulumi engine refuses.
+RESERVED_POOL_NAMES = ("head", "node", "mon", "lustre", "blob", "rg")
+
+
+def _check_pool_name(value: str) -> str:
+    if not re.fullmatch(r"[a-z][a-z0-9]*", value):
+        raise ValueError(f"must be lowercase letters and digits, starting with a letter (got {value!r})")
+    if value in RESERVED_POOL_NAMES:
+        raise ValueError(
+            f"is a name gb300 gives its own resources (got {value!r}); choose another, such as 'train' "
+            f"(reserved: {', '.join(RESERVED_POOL_NAMES)})"
+        )
+    return value
+
+
+def _check_location(value: str) -> str:
+    if not re.fullmatch(r"[a-z][a-z0-9]+", value):
+        raise ValueError(f"must be an Azure region name such as 'eastus2' (got {value!r})")
+    regions = catalog.load().limit("azureRegions")
+    if value not in regions:
+        close = difflib.get_close_matches(value, regions, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"is not an Azure region (got {value!r}){hint} (`az account list-locations -o table` lists them; "
+            "a region newer than infra/gb300/data/platform.yaml goes there)"
+        )
+    return value
+
+
+def _check_tag_key(value: str) -> str:
+    limits = catalog.load()
+    prefixes = limits.limit("reservedTagPrefixes")
+    if any(value.lower().startswith(p) for p in prefixes):
+        raise ValueError(f"must not start with {', '.join(prefixes)}: Azure reserves those prefixes (got {value!r})")
+    longest = int(limits.limit("tagNameMaxLength"))
+    if len(value) > longest:
+        raise ValueError(
+            f"must be at most {longest} characters, Azure's limit for tags on storage accounts (got {len(value)})"
+        )
+    return value
+
+
+def _check_address_space(value: str) -> str:
+    net = ipaddress.IPv4Network(value)
+    ranges = [ipaddress.IPv4Network(r) for r in catalog.load().limit("vnetAddressRanges")]
+    if not any(net.subnet_of(r) for r in ranges):
+        raise ValueError(
+            f"must be private: inside {', '.join(str(r) for r in ranges)} (RFC 1918, RFC 6598) (got {value!r})"
+        )
+    return value
+
+
+def _zone_to_str(value: Any) -> Any:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _check_cidr(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be an IPv4 CIDR such as '10.40.0.0/16' (got {value!r})")
+    try:
+        net = ipaddress.IPv4Network(value, strict=False)
+    except ValueError:
+        raise ValueError(f"must be an IPv4 CIDR such as '10.40.0.0/16' (got {value!r})") from None
+    if "/" not in value:
+        raise ValueError(f"must give a prefix length, such as '{value}/32' (got {value!r})")
+    if str(net) != value:
+        raise ValueError(f"has host bits set; the network is {net} (got {value!r})")
+    return value
+
+
+def _check_ssh_public_key(value: str) -> str:
+    """One OpenSSH public key on one line, of a type Azure accepts, with a body that decodes to that type."""
+    text = value.strip()
+    if "PRIVATE KEY" in text:
+        raise ValueError("is a private key; give the public key (the .pub file), never the private one")
+    lines = text.splitlines()
+    if len(lines) > 1:
+        raise ValueError(
+            f"must be one public key on one line (got {len(lines)} lines); a second line would reach "
+            "authorized_keys unchecked"
+        )
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ValueError(f"must not hold control characters such as tabs (got {_short(text)!r})")
+    parts = text.split()
+    hint = "must be an OpenSSH public key such as 'ssh-ed25519 AAAA... you@host'"
+    if len(parts) < 2:
+        raise ValueError(f"{hint} (got {_short(text)!r})")
+    kind, blob = parts[0], parts[1]
+    if kind not in _SSH_KEY_TYPES:
+        raise ValueError(f"{hint}; Azure accepts {', '.join(_SSH_KEY_TYPES)} (got type {_short(kind)!r})")
+    try:
+        raw = base64.b64decode(blob, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"{hint}; the key body is not base64 (got {_short(text)!r})") from None
+    fields = _ssh_fields(raw)
+    if not fields or fields[0] != kind.encode():
+        raise ValueError(f"{hint}; the key body does not encode a {kind} key (got {_short(text)!r})")
+    if kind == "ssh-ed25519" and (len(fields) != 2 or len(fields[1]) != 32):
+        raise ValueError(f"{hint}; the body is not a 32-byte Ed25519 key (got {_short(text)!r})")
+    if kind == "ssh-rsa":
+        if len(fields) != 3:
+            raise ValueError(f"{hint}; the body is not an RSA key (e, n) (got {_short(text)!r})")
+        bits = int.from_bytes(fields[2], "big").bit_length()
+        if bits < _RSA_MIN_BITS:
+            raise ValueError(
+                f"is an RSA key of {bits} bits; Azure needs at least {_RSA_MIN_BITS}. "
+                "Make a new one with 'ssh-keygen -t ed25519'"
+            )
+    return text
+
+
+def _ssh_fields(raw: bytes) -> list[bytes]:
+    fields: list[bytes] = []
+    pos = 0
+    while pos + 4 <= len(raw):
+        (length,) = struct.unpack(">I", raw[pos : pos + 4])
+        pos += 4
+        if pos + length > len(raw):
+            return []
+        fields.append(raw[pos : pos + length])
+        pos += length
+    return fields if pos == len(raw) else []
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check_username(value: str) -> str:
+    if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", value):
+        raise ValueError(f"must be a Linux user name: lowercase, digits, '_' or '-' (got {value!r})")
+    if value in catalog.load().limit("reservedAdminUsernames"):
+        raise ValueError(f"is reserved by Azure (got {value!r}); choose another name such as 'azureuser'")
+    return value
+
+
+def _check_gpu_size(value: str) -> str:
+    cat = catalog.load()
+    sku = cat.skus.get(value)
+    if sku is None or not sku.is_gpu:
+        known = ", ".join(sorted(n for n, s in cat.skus.items() if s.is_gpu))
+        raise ValueError(f"is not a GPU size in the catalog (got {value!r}); known: {known}")
+    return value
+
+
+def _check_size(value: str) -> str:
+    if value not in catalog.load().skus:
+        known = ", ".join(sorted(catalog.load().skus))
+        raise ValueError(f"is not a size in the catalog (got {value!r}); known: {known}")
+    return value
+
+
+_IMAGE_ID = re.compile(r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Compute/.+", re.IGNORECASE)
+
+
+def _check_image(value: str) -> str:
+    if value.startswith("/"):
+        if not _IMAGE_ID.fullmatch(value):
+            raise ValueError(f"must be an image resource id under Microsoft.Compute (got {_short(value)!r})")
+        return value
+    parts = value.split(":")
+    if len(parts) != 4 or not all(parts):
+        raise ValueError(f"must be a marketplace URN 'publisher:offer:sku:version' or an image id (got {value!r})")
+    return value
+
+
+def _check_resource_id(value: str) -> str:
+    if not value.startswith("/subscriptions/"):
+        raise ValueError(f"must be an Azure resource id starting with /subscriptions/ (got {_short(value)!r})")
+    return value
+
+
+def _check_mount_path(value: str) -> str:
+    path = value.rstrip("/") or "/"
+    limits = catalog.load()
+    if ".." in path.split("/") or "//" in path:
+        raise ValueError(f"must be a plain absolute path without '..' or '//' (got {value!r})")
+    if path in limits.limit("reservedMountPoints"):
+        raise ValueError(f"must be a dedicated directory such as '/lustre', not {path} itself (got {value!r})")
+    for tree in limits.limit("reservedMountTrees"):
+        if path == tree or path.startswith(tree + "/"):
+            raise ValueError(
+                f"must not be in the system tree {tree} (got {value!r}); use a directory such as '/lustre'"
+            )
+    return path
+
+
+def _check_container_name(value: str) -> str:
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]", value) or "--" in value:
+        raise ValueError(
+            f"must be 3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or "
+            f"digit (got {value!r})"
+        )
+    return value
+
+
+def _check_email(value: str) -> str:
+    if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", value):
+        raise ValueError(f"must be an email address such as 'oncall@example.com' (got {value!r})")
+    return value
+
+
+def _check_webhook(value: str) -> str:
+    if not re.fullmatch(r"https://[^\s/]+(/\S*)?", value):
+        raise ValueError(f"must be an https:// URL; alerts never go out in clear text (got {_short(value)!r})")
+    return value
+
+
+_REASON_MIN_CHARS = 10
+
+
+def _check_reason(value: str) -> str:
+    text = value.strip()
+    if "\n" in text or len(text) < _REASON_MIN_CHARS:
+        raise ValueError(
+            f"must be one line of at least {_REASON_MIN_CHARS} characters saying why the rule does not apply "
+            f"(got {_short(text)!r})"
+        )
+    return text
+
+
+def _suppression_from_text(value: Any) -> Any:
+    return {"rule": value} if isinstance(value, str) else value
+
+
+class _PathError(ValueError):
+    """A model-level problem that belongs to a specific key path."""
+
+    def __init__(self, loc: tuple[str | int, ...], message: str, *, relative: bool = False) -> None:
+        super().__init__(message)
+        self.loc = loc
+        self.relative = relative  # ``loc`` continues the path of the model that raised it (a list item)
+
+
+def format_path(loc: tuple[str | int, ...]) -> str:
+    """``('gpuPools', 0, 'racks')`` -> ``gb300:gpuPools[0].racks``."""
+    out = NAMESPACE
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += (":" if i == 0 else ".") + part
+    return out

@@ -1,0 +1,45 @@
+"""``data/storage.yaml``: which stored data dies with which resource change, private link zones, Lustre's network."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from gb300.facts.catalog import _load_yaml
+
+
+@functools.cache
+def load() -> dict[str, Any]:
+    """The storage facts, read once per process."""
+    return _load_yaml("storage.yaml")
+
+
+def stateful() -> dict[str, Any]:
+    """Stateful resource types -> ``{key, what, replaceOn, source, status}``."""
+    result: dict[str, Any] = load()["stateful"]
+    return result
+
+
+def lustre_network_rules() -> list[dict[str, str]]:
+    """NSG rules the Azure Managed Lustre subnet needs beyond Azure's defaults (``lustreNetwork.rules``)."""
+    rules: list[dict[str, str]] = load()["lustreNetwork"]["rules"]
+    return rules
+
+
+def private_link_zones() -> dict[str, str]:
+    """Private endpoint sub-resource (``blob``, ``dfs``) -> private DNS zone name."""
+    return {k: str(v) for k, v in load()["privateLink"].items() if k != "source"}
+
+
+@functools.cache
+def _lustre_subnet_table() -> tuple[tuple[float, int], ...]:
+    raw: dict[str, Any] = _load_yaml("lustre.yaml")["subnetPrefix"]
+    return tuple((float(row["maxTiB"]), int(row["prefix"])) for row in raw["table"])
+
+
+def lustre_subnet_prefix(capacity_tib: float) -> int | None:
+    """The subnet prefix Azure documents for a Lustre filesystem of ``capacity_tib`` (None: beyond the table)."""
+    for max_tib, prefix in _lustre_subnet_table():
+        if capacity_tib <= max_tib:
+            return prefix
+    return None

@@ -1,0 +1,163 @@
+"""The one context a node's custom data is rendered from, built from the typed stack config.
+
+:func:`build` turns ``(StackConfig, role, pool)`` into a :class:`~gb300.bootstrap.BootstrapContext` that carries
+the stack itself; every value a step or a file needs is read from it here (or by the providers in
+:mod:`gb300.node.steps`), never from a default in a feature module. The functions below are the derived values
+several files share: the Slurm view of the cluster, the Slurm boot inputs, and the mounts the health gate checks.
+"""
+
+from __future__ import annotations
+
+from gb300 import bootstrap
+from gb300.components.secrets import MUNGE_SECRET_NAME
+from gb300.config import GpuPool, StackConfig, netplan
+from gb300.facts import catalog
+from gb300.slurm import config as slurm_config
+from gb300.slurm import files as slurm_files
+
+HEAD = "head"
+GPU_NODE = "gpu-node"
+
+
+def head_hostname(cfg: StackConfig) -> str:
+    """The head node's host name (Slurm's controller)."""
+    return f"{cfg.cluster.name}-head"
+
+
+def max_gpu_nodes(cfg: StackConfig) -> int:
+    """Slurm's MaxNodeCount: the GPU subnet's usable addresses, the most GPU nodes that can ever register.
+
+    It depends on the address space alone (the GPU subnet never moves, docs/day2.md), not on the pools' sizes,
+    so resizing a pool leaves the head's custom data, and with it the head VM, unchanged.
+    """
+    gpu = netplan.gpu_network(cfg.network.address_space, cfg.network.gpu_subnet_prefix_length)
+    reserved = int(catalog.load().limit("subnetReservedAddresses"))
+    return max(int(gpu.num_addresses) - reserved, sum(p.vms for p in cfg.gpu_pools))
+
+
+def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
+    """The Slurm view of the cluster: one partition per GPU pool, the head node as controller."""
+    pools = []
+    for pool in cfg.gpu_pools:
+        sku = pool.sku
+        pools.append(
+            slurm_config.SlurmPool(
+                name=pool.name,
+                node_prefix=f"{cfg.cluster.name}-{pool.name}-",
+                count=pool.vms,
+                vm_size=pool.vm_size,
+                gpus_per_node=sku.gpus,
+                cpus=sku.vcpus,
+                memory_mib=slurm_config.real_memory_mib(float(sku.memory_gib.value)),
+            )
+        )
+    return slurm_config.SlurmCluster(
+        cluster_name=cfg.cluster.name,
+        head_hostname=head_hostname(cfg),
+        pools=tuple(pools),
+        max_nodes=max_gpu_nodes(cfg),
+        accounting_host=head_hostname(cfg) if cfg.head.slurmdbd else None,
+    )
+
+
+def stack_of(ctx: bootstrap.BootstrapContext) -> StackConfig:
+    """The stack config a node context was built from (providers of stack-derived files need one)."""
+    if ctx.stack is None:
+        msg = f"role {ctx.role!r}: this file derives from the stack config; build the context with node_context.build"
+        raise bootstrap.BootstrapError(msg)
+    return ctx.stack
+
+
+def gpu_pool_of(ctx: bootstrap.BootstrapContext) -> GpuPool:
+    """The GPU pool of a gpu-node context."""
+    cfg = stack_of(ctx)
+    [pool] = [p for p in cfg.gpu_pools if p.name == ctx.pool_name]
+    return pool
+
+
+def boot_inputs(ctx: bootstrap.BootstrapContext) -> slurm_files.SlurmBootInputs:
+    """What the Slurm steps read at boot (``/etc/gb300/slurm.env``), from the stack and its software pins."""
+    cfg = stack_of(ctx)
+    software = ctx.software
+    enroot = software.component("enroot")
+    pyxis = software.component("pyxis")
+    slurm = software.component("slurm")
+    racks = [p.sku.vms_per_nvlink_domain for p in cfg.gpu_pools if p.sku.is_rack_scale]
+    inputs = slurm_files.SlurmBootInputs(
+        head_hostname=head_hostname(cfg),
+        keyvault_name=None,  # the node reads its gb300-keyvault tag
+        munge_secret_name=MUNGE_SECRET_NAME,  # the secret the program creates in the cluster's Key Vault
+        secret_wait_seconds=ctx.node.secret_wait_seconds,  # data/node.yaml secret_fetch
+        secret_retry_delay_seconds=ctx.node.secret_retry_delay_seconds,
+        block_size=racks[0] if racks else 1,  # VMs per NVLink domain of the pools' SKU (topology/block)
+        slurmdbd=cfg.head.slurmdbd,  # GB300_SLURMDBD: gb300-slurmdbd-setup installs MariaDB and slurmdbd
+        slurm_version=slurm.version,  # Microsoft's slurm-smd packages at this version, held
+        slurm_apt_version=slurm.apt_version,
+        slurm_packages=slurm.packages,
+        slurm_repo=next(r for r in software.repos if r.name == slurm.repo),
+        enroot_version=enroot.version,
+        enroot_debs=tuple((f.url, f.sha256) for f in enroot.files),
+        install_enroot=ctx.role == GPU_NODE,  # containers start on GPU nodes; the head's srun needs pyxis only
+        pyxis_version=pyxis.version,
+        pyxis_source=(pyxis.files[0].url, pyxis.files[0].sha256) if pyxis.files else None,
+    )
+    if ctx.role != GPU_NODE:
+        return inputs
+    [slurm_pool] = [p for p in slurm_cluster(cfg).pools if p.name == ctx.pool_name]
+    # slurmd registers as a dynamic node with the pool's name as its feature and the pool's node shape
+    return inputs.for_pool(slurm_pool)
+
+
+def health_mounts(ctx: bootstrap.BootstrapContext) -> tuple[str, ...]:
+    """The mounts a GPU node's health gate requires: exactly what the stack configures on it.
+
+    The NVMe scratch (70-nvme-raid, every GPU node), the Lustre filesystem when ``gb300:storage.lustre`` is
+    set, and every Blob container with a ``mountPath``; nothing else (no shared mount of gb300's own).
+    """
+    cfg = stack_of(ctx)
+    mounts = [ctx.node.nvme_mount_point]
+    if cfg.storage.lustre is not None:
+        mounts.append(cfg.storage.lustre.mount_path)
+    if cfg.storage.blob is not None:
+        mounts.extend(c.mount_path for c in cfg.storage.blob.containers if c.mount_path)
+    return tuple(mounts)
+
+
+def release(version: str) -> str:
+    """A Debian version as the release it packages: no epoch, no ``-<digits>`` revision (``1:4.5.3-1`` -> ``4.5.3``)."""
+    version = version.split(":", 1)[-1]
+    head, _, revision = version.rpartition("-")
+    return head if head and revision.isdigit() else version
+
+
+def image_env(image: str) -> dict[str, str]:
+    """What 00-preflight checks of the booted image: its URN and, for a version the image catalog knows, the
+    image's record file followed by the ``KEY=version`` pairs that version records there."""
+    env = {"GB300_IMAGE": image}
+    known = catalog.load().image(image)
+    entry = known.versions.get(image.rsplit(":", 1)[-1]) if known else None
+    if known is not None and entry is not None and known.record_file:
+        pairs = [
+            f"{key}={release(entry.components[name])}"
+            for name, key in known.record_keys.items()
+            if name in entry.components
+        ]
+        env["GB300_IMAGE_RECORD"] = " ".join([known.record_file, *pairs])
+    return env
+
+
+def build(cfg: StackConfig, role: str, pool: GpuPool | None = None) -> bootstrap.BootstrapContext:
+    """The context of ``role`` (``head``, or ``gpu-node`` of ``pool``) for stack ``cfg``."""
+    if role == GPU_NODE and pool is None:
+        raise ValueError("a gpu-node's custom data needs its pool")
+    # The software set (versions.yaml with gb300:software applied) serves the Slurm pins and the bootstrap alike.
+    return bootstrap.BootstrapContext(
+        role=role,
+        cluster_name=cfg.cluster.name,
+        pool_name=pool.name if pool is not None and role == GPU_NODE else HEAD,
+        software=bootstrap.apply_software_overrides(cfg.software),
+        extra_env=tuple(
+            sorted(image_env(pool.image if pool is not None and role == GPU_NODE else cfg.head.image).items())
+        ),
+        stack=cfg,
+    )

@@ -1,0 +1,332 @@
+"""The one registry of what a node runs and carries: every step and every file, per role, in order.
+
+A node's custom data is :data:`FILES` and :data:`STEPS` selected for its role and stack (:func:`select`), packed
+by :func:`gb300.bootstrap.render_custom_data`. Each step is declared once, here: its name, its script (a path
+under ``cloud-init/``), the roles that run it, the steps it must come after, and a condition on the typed stack
+config. The list order is the run order; :func:`select` refuses an order that breaks an ``after`` or does not
+end with ``99-ready``. Every step script lands in one node directory, ``/usr/local/lib/gb300/steps/<name>.sh``,
+and runs from ``runcmd`` through ``run-step``. Files are declared the same way; their providers (templates,
+repository files, Python functions) render contents only. docs/node-steps.md says how to add a step.
+
+A context built without a stack (the bootstrap's own tests) selects the ``bootstrap`` part only: the other parts
+derive their files from the stack config.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from gb300.bootstrap import BootstrapContext, BootstrapError, ExtraFile
+from gb300.config import StackConfig
+from gb300.node import context as node_context
+from gb300.node import files as node_files
+from gb300.node import templating
+from gb300.paths import CLOUD_INIT_DIR
+from gb300.slurm import files as slurm_files
+from gb300.slurm.health import health_env_for
+
+NodeFile = ExtraFile
+Part = Literal["bootstrap", "storage", "monitoring", "slurm"]
+Condition = Callable[[StackConfig], bool]
+
+LIB_DIR = "/usr/local/lib/gb300"
+STEP_DIR = f"{LIB_DIR}/steps"
+RUN_STEP = f"{LIB_DIR}/run-step"
+READY_STEP = "99-ready"
+GPU = ("gpu-node",)
+HEAD = ("head",)
+BOTH = ("gpu-node", "head")
+_NAME = re.compile(r"^([0-9]{2}|gb300)-[a-z0-9][a-z0-9-]*$")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One ordered node step: a script under cloud-init/, run by ``run-step <name>`` on the roles listed."""
+
+    name: str
+    script: str
+    roles: tuple[str, ...]
+    part: Part
+    description: str
+    after: tuple[str, ...] = ()
+    when: Condition | None = None
+
+    @property
+    def node_path(self) -> str:
+        """Where the script lands on the node (run-step runs it from there)."""
+        return f"{STEP_DIR}/{self.name}.sh"
+
+
+@dataclass(frozen=True)
+class Files:
+    """Files a role carries: ``render`` gives their paths, contents and modes for a node context.
+
+    Every file is in the role's node payload (docs/node-payload.md). ``inline`` files also travel in the custom
+    data, for what must be in place before the payload is fetched; ``first`` is a command among them that
+    ``runcmd`` runs before the fetch (self-contained: the step library is in the payload).
+    """
+
+    name: str
+    roles: tuple[str, ...]
+    part: Part
+    render: Callable[[BootstrapContext, Sequence[Step]], Iterable[NodeFile]]
+    when: Condition | None = None
+    inline: bool = False
+    first: str | None = None
+
+
+def _lustre(cfg: StackConfig) -> bool:
+    return cfg.storage.lustre is not None
+
+
+def _blob_mounts(cfg: StackConfig) -> bool:
+    return cfg.storage.blob is not None and any(c.mount_path for c in cfg.storage.blob.containers)
+
+
+def _prometheus(cfg: StackConfig) -> bool:
+    return cfg.monitoring.prometheus.enabled
+
+
+def _storage(cfg: StackConfig) -> bool:
+    return _lustre(cfg) or _blob_mounts(cfg)
+
+
+def _imds_tags(cfg: StackConfig) -> bool:
+    return _storage(cfg) or _prometheus(cfg)
+
+
+# The steps, in run order. Add a step here (one entry) and its script under cloud-init/: docs/node-steps.md.
+STEPS: tuple[Step, ...] = (
+    Step("00-preflight", "scripts/00-preflight.sh", BOTH, "bootstrap",
+         "check the environment files are in place and record the image's facts"),
+    Step("10-tuning", "scripts/10-tuning.sh", BOTH, "bootstrap",
+         "apply the sysctl settings Azure's HPC image uses (limits are placed as a file)", ("00-preflight",)),
+    Step("15-kernel", "scripts/15-kernel.sh", GPU, "bootstrap",
+         "boot the Grace kernel (linux-azure-nvidia) with Azure's command line; on plain Ubuntu install it and "
+         "reboot once, gb300-resume.service resuming the bootstrap", ("10-tuning",)),
+    Step("20-nvidia-driver", "scripts/20-nvidia-driver.sh", GPU, "bootstrap",
+         "verify or install the NVIDIA open driver, nvidia_peermem and the persistence daemon", ("15-kernel",)),
+    Step("25-doca-ofed", "scripts/25-doca-ofed.sh", GPU, "bootstrap",
+         "verify or install DOCA-OFED", ("00-preflight",)),
+    Step("30-cuda", "scripts/30-cuda.sh", GPU, "bootstrap",
+         "verify or install the CUDA toolkit and runtime", ("20-nvidia-driver",)),
+    Step("35-nvidia-imex", "scripts/35-nvidia-imex.sh", GPU, "bootstrap",
+         "verify or install nvidia-imex and IMEX channel0", ("20-nvidia-driver",)),
+    Step("40-nccl", "scripts/40-nccl.sh", GPU, "bootstrap",
+         "verify or install NCCL; build nccl-tests (and the optional sharp plugin) from pinned source when absent; "
+         "check the NCCL environment", ("30-cuda", "25-doca-ofed")),
+    Step("45-dcgm", "scripts/45-dcgm.sh", GPU, "bootstrap",
+         "verify or install DCGM and run its host engine", ("20-nvidia-driver",)),
+    Step("50-containers", "scripts/50-containers.sh", GPU, "bootstrap",
+         "verify or install the container runtime, nvidia-container-toolkit (CDI), enroot and pyxis",
+         ("20-nvidia-driver",)),
+    Step("55-hold-packages", "scripts/55-hold-packages.sh", GPU, "bootstrap",
+         "hold every pinned package with apt-mark so upgrades cannot drift the stack", ("50-containers",)),
+    Step("60-infiniband", "scripts/60-infiniband.sh", GPU, "bootstrap",
+         "enable IPoIB through waagent and verify 4 IB ports Active with a full-member pkey", ("25-doca-ofed",)),
+    Step("70-nvme-raid", "scripts/70-nvme-raid.sh", GPU, "bootstrap",
+         "RAID0 the data NVMe namespaces at /mnt/resource_nvme, persistent across reboot", ("00-preflight",)),
+    Step("72-lustre", "scripts/72-lustre.sh", BOTH, "storage",
+         "verify the Lustre client and mount Azure Managed Lustre over TCP LNet at gb300:storage.lustre.mountPath",
+         ("10-tuning",), _lustre),
+    # GPU nodes only: the block cache lives on the NVMe RAID, which the head node does not have.
+    Step("74-blobfuse2", "scripts/74-blobfuse2.sh", GPU, "storage",
+         "mount the configured Blob containers with BlobFuse2 in block-cache mode (cache on the NVMe RAID)",
+         ("70-nvme-raid",), _blob_mounts),
+    Step("80-fabric", "scripts/80-fabric.sh", GPU, "bootstrap",
+         "read the NVLink fabric identity (ClusterUUID, CliqueId) into /var/lib/gb300/fabric.json",
+         ("20-nvidia-driver",)),
+    Step("85-dcgm-exporter", "scripts/85-dcgm-exporter.sh", GPU, "monitoring",
+         "run the DCGM exporter on 127.0.0.1:9400, attached to nvidia-dcgm's host engine when it runs",
+         ("45-dcgm", "80-fabric"), _prometheus),
+    Step("86-node-exporter", "scripts/86-node-exporter.sh", BOTH, "monitoring",
+         "run the node exporter (InfiniBand, textfile collectors) and the gb300 node-metrics timer",
+         ("85-dcgm-exporter",), _prometheus),
+    Step("87-prometheus-agent", "scripts/87-prometheus-agent.sh", BOTH, "monitoring",
+         "run Prometheus in agent mode, remote-writing to the Azure Monitor workspace with the node identity",
+         ("86-node-exporter",), _prometheus),
+    Step("gb300-munge-key", "slurm/gb300-munge-key", BOTH, "slurm",
+         "fetch the munge key from Key Vault with the VM's managed identity and start munge", ("00-preflight",)),
+    Step("gb300-pyxis-setup", "slurm/gb300-pyxis-setup", BOTH, "slurm",
+         "install pyxis (and enroot on GPU nodes, data on the NVMe scratch) at the pinned versions",
+         ("gb300-munge-key", "70-nvme-raid", "50-containers")),
+    Step("gb300-state-disk", "slurm/gb300-state-disk", HEAD, "slurm",
+         "mount the head's state disk (LUN 0) and bind slurmctld's state and MariaDB's data from it (docs/day2.md)",
+         ("00-preflight",)),
+    Step("gb300-slurmdbd-setup", "slurm/gb300-slurmdbd-setup", HEAD, "slurm",
+         "with gb300:head.slurmdbd, run MariaDB and slurmdbd on the head before slurmctld",
+         ("gb300-munge-key", "gb300-state-disk")),
+    Step("gb300-slurmctld-setup", "slurm/gb300-slurmctld-setup", HEAD, "slurm",
+         "start slurmctld with gb300's configuration and the topology refresh timer",
+         ("gb300-munge-key", "gb300-state-disk", "gb300-slurmdbd-setup")),
+    Step("gb300-slurmd-setup", "slurm/gb300-slurmd-setup", GPU, "slurm",
+         "register slurmd as a dynamic node of its pool after the boot health check, then publish the fabric "
+         "identity in its Slurm record",
+         ("gb300-munge-key", "gb300-pyxis-setup", "80-fabric", "72-lustre", "74-blobfuse2", "70-nvme-raid")),
+    Step(READY_STEP, "scripts/99-ready.sh", BOTH, "bootstrap",
+         "mark the node ready: write /var/lib/gb300/bootstrap.done last"),
+)  # fmt: skip
+
+
+Provider = Callable[[BootstrapContext, Sequence[Step]], Iterable[NodeFile]]
+
+
+def _repo(node_path: str, source: str, mode: str = "0644") -> Provider:
+    def render(_ctx: BootstrapContext, _steps: Sequence[Step]) -> list[NodeFile]:
+        return [NodeFile(node_path, (CLOUD_INIT_DIR / source).read_text(encoding="utf-8"), mode)]
+
+    return render
+
+
+def _template(node_path: str, template: str) -> Provider:
+    def render(ctx: BootstrapContext, steps: Sequence[Step]) -> list[NodeFile]:
+        variables = {"ctx": ctx, "software": ctx.software, "node": ctx.node, "nccl": ctx.nccl, "steps": steps}
+        return [NodeFile(node_path, templating.render(template, **variables))]
+
+    return render
+
+
+def _build_recipes(ctx: BootstrapContext, _steps: Sequence[Step]) -> list[NodeFile]:
+    """The build recipes (cloud-init/build/) of the ``install: source`` components."""
+    files = []
+    for comp in ctx.software.components:
+        if comp.install != "source" or comp.recipe is None:
+            continue
+        source = CLOUD_INIT_DIR / "build" / f"{comp.recipe}.sh"
+        if not source.is_file():
+            msg = f"versions.yaml components.{comp.name}.recipe: no build recipe {source} (got {comp.recipe!r})"
+            raise BootstrapError(msg)
+        files.append(NodeFile(f"{LIB_DIR}/build/{comp.recipe}.sh", source.read_text(encoding="utf-8"), "0755"))
+    return files
+
+
+def _storage_env(ctx: BootstrapContext, _steps: Sequence[Step]) -> list[NodeFile]:
+    return node_files.storage_files(node_context.stack_of(ctx))[:1]
+
+
+def _blob_files(ctx: BootstrapContext, _steps: Sequence[Step]) -> list[NodeFile]:
+    return node_files.storage_files(node_context.stack_of(ctx))[1:]
+
+
+def _monitoring(ctx: BootstrapContext, _steps: Sequence[Step]) -> list[NodeFile]:
+    return node_files.monitoring_files(node_context.stack_of(ctx), ctx.pool_name)
+
+
+def _slurm_head(ctx: BootstrapContext, _steps: Sequence[Step]) -> tuple[NodeFile, ...]:
+    cfg = node_context.stack_of(ctx)
+    return slurm_files.head_files(node_context.slurm_cluster(cfg), node_context.boot_inputs(ctx))
+
+
+def _slurm_gpu(ctx: BootstrapContext, _steps: Sequence[Step]) -> tuple[NodeFile, ...]:
+    pool = node_context.gpu_pool_of(ctx)
+    health_env = health_env_for(
+        pool.vm_size,
+        soft_failures_to_drain=node_context.stack_of(ctx).health.soft_failures_to_drain,
+        nvme_mount=ctx.node.nvme_mount_point,
+        mounts=node_context.health_mounts(ctx),
+        lustre=node_context.stack_of(ctx).storage.lustre is not None,  # the kernel must have the lustre module
+    )
+    return slurm_files.gpu_files(node_context.boot_inputs(ctx), health_env)
+
+
+# Every file a node carries besides the step scripts themselves.
+FILES: tuple[Files, ...] = (
+    Files("step library", BOTH, "bootstrap", _repo(f"{LIB_DIR}/lib.sh", "lib/gb300-lib.sh")),
+    Files("run-step", BOTH, "bootstrap", _repo(RUN_STEP, "lib/run-step", "0755")),
+    Files("cluster.env", BOTH, "bootstrap", _template("/etc/gb300/cluster.env", "cluster.env.j2")),
+    Files("node.env", BOTH, "bootstrap", _template("/etc/gb300/node.env", "node.env.j2")),
+    Files("sysctl", BOTH, "bootstrap", _template("/etc/sysctl.d/90-gb300.conf", "sysctl.conf.j2")),
+    Files("limits", BOTH, "bootstrap", _template("/etc/security/limits.d/90-gb300.conf", "limits.conf.j2")),
+    Files("versions.env", GPU, "bootstrap", _template("/etc/gb300/versions.env", "versions.env.j2")),
+    Files("modprobe", GPU, "bootstrap", _template("/etc/modprobe.d/90-gb300-nvidia.conf", "modprobe-nvidia.conf.j2")),
+    Files("nccl.conf", GPU, "bootstrap", _template("/etc/nccl.conf", "nccl.conf.j2")),
+    Files("numa", GPU, "bootstrap", _template("/etc/systemd/system.conf.d/90-gb300-numa.conf", "systemd-numa.conf.j2")),
+    Files("resume unit", BOTH, "bootstrap",
+          _template("/etc/systemd/system/gb300-resume.service", "systemd/gb300-resume.service")),
+    Files("nccl profile", GPU, "bootstrap", _template("/etc/profile.d/gb300-nccl.sh", "profile-nccl.sh.j2")),
+    Files("build recipes", GPU, "bootstrap", _build_recipes),
+    Files("imds-tag", BOTH, "storage", _repo(node_files.IMDS_TAG, "scripts/gb300-imds-tag", "0755"), _imds_tags),
+    Files("storage.env", BOTH, "storage", _storage_env, _storage),
+    Files("blobfuse2", GPU, "storage", _blob_files, _blob_mounts),
+    Files("monitoring", BOTH, "monitoring", _monitoring, _prometheus),
+    Files("slurm head", HEAD, "slurm", _slurm_head),
+    Files("slurm gpu", GPU, "slurm", _slurm_gpu),
+)  # fmt: skip
+
+
+def _wanted(roles: tuple[str, ...], part: Part, when: Condition | None, ctx: BootstrapContext) -> bool:
+    if ctx.role not in roles:
+        return False
+    if ctx.stack is None:
+        return part == "bootstrap"
+    return when is None or when(ctx.stack)
+
+
+def check_registry(steps: Sequence[Step] | None = None) -> None:
+    """Refuse a registry whose names, scripts or ``after`` lists are wrong (raises BootstrapError)."""
+    steps = STEPS if steps is None else steps
+    seen: set[str] = set()
+    names = {s.name for s in steps}
+    for step in steps:
+        if not _NAME.match(step.name) or step.name in seen:
+            msg = f"node step {step.name!r}: names must be unique NN-name or gb300-name"
+            raise BootstrapError(msg)
+        if not (CLOUD_INIT_DIR / step.script).is_file():
+            msg = f"node step {step.name!r}: no script cloud-init/{step.script}"
+            raise BootstrapError(msg)
+        for dep in step.after:
+            if dep not in names:
+                msg = f"node step {step.name!r}: runs after {dep!r}, which is no step"
+                raise BootstrapError(msg)
+            if dep not in seen:
+                msg = f"node step {step.name!r} must come after {dep!r} in the registry (it is listed before it)"
+                raise BootstrapError(msg)
+        seen.add(step.name)
+
+
+def steps_for(ctx: BootstrapContext, steps: Sequence[Step] | None = None) -> tuple[Step, ...]:
+    """The steps ``ctx``'s role runs for its stack, in order; the order is checked, ``99-ready`` last."""
+    steps = STEPS if steps is None else steps
+    check_registry(steps)
+    chosen = tuple(s for s in steps if _wanted(s.roles, s.part, s.when, ctx))
+    if not chosen or chosen[-1].name != READY_STEP:
+        msg = f"role {ctx.role!r}: the last step must be {READY_STEP} (got {[s.name for s in chosen][-1:]})"
+        raise BootstrapError(msg)
+    return chosen
+
+
+def compact(content: str) -> str:
+    """A shell script without its header comment block (the lines after the shebang up to the first other line).
+
+    The header documents the script in the repository; custom data has a 64 KB limit and carries the code only,
+    with one line saying where the documentation is. ``# shellcheck`` directives are kept.
+    """
+    lines = content.split("\n")
+    if not lines[0].startswith("#!") or "bash" not in lines[0]:
+        return content
+    end = 1
+    while end < len(lines) and lines[end].startswith("#") and not lines[end].startswith("# shellcheck"):
+        end += 1
+    if end == 1:
+        return content
+    note = "# Documented in the gb300 repository (cloud-init/); comments trimmed for custom data."
+    return "\n".join([lines[0], note, *lines[end:]])
+
+
+def inline_for(ctx: BootstrapContext, steps: Sequence[Step]) -> tuple[list[NodeFile], list[str]]:
+    """The files ``ctx``'s role carries in its custom data as well as its payload, and the commands ``runcmd``
+    runs before fetching the payload, in registry order; shell scripts compacted."""
+    entries = [e for e in FILES if (e.inline or e.first) and _wanted(e.roles, e.part, e.when, ctx)]
+    files = [NodeFile(f.path, compact(f.content), f.permissions) for e in entries for f in e.render(ctx, steps)]
+    return files, [e.first for e in entries if e.first]
+
+
+def files_for(ctx: BootstrapContext, steps: Sequence[Step]) -> list[NodeFile]:
+    """Every file ``ctx``'s role carries (the step scripts last), in registry order; shell scripts compacted."""
+    files = [f for e in FILES if _wanted(e.roles, e.part, e.when, ctx) for f in e.render(ctx, steps)]
+    for step in steps:
+        files.append(NodeFile(step.node_path, (CLOUD_INIT_DIR / step.script).read_text(encoding="utf-8"), "0755"))
+    return [NodeFile(f.path, compact(f.content), f.permissions) for f in files]

@@ -1,0 +1,177 @@
+"""Render `gb300 plan --json` files as a short Markdown summary for a pull request comment.
+
+CI runs this file directly (`python3 -I infra/gb300/ops/ci_summary.py --stacks '["dev"]' plan-*.json`) in a job
+that has not installed the project, so it uses the standard library only (`-I` keeps this directory off
+`sys.path`, where a sibling module could shadow a standard one). A stack named in `--stacks`
+without a plan file is reported as "no plan": `gb300 plan` stopped before writing one (exit 2, bad
+config), and the job log says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MARKER = "<!-- gb300-plan -->"
+MAX_FINDINGS = 20
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding as the plan JSON carries it."""
+
+    rule: str
+    level: str
+    resource: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Suppression:
+    """A rule the stack's gb300:policy.suppress switched off, why, and how many findings it hides."""
+
+    rule: str
+    reason: str
+    hidden: int
+
+
+@dataclass(frozen=True)
+class PlanDigest:
+    """What the summary shows of one stack's plan."""
+
+    stack: str
+    racks: int | None
+    vms: int | None
+    gpus: int | None
+    vcpus: Mapping[str, int]
+    findings: tuple[Finding, ...]
+    suppressed: tuple[Suppression, ...] = ()
+
+    def count(self, level: str) -> int:
+        """Number of findings at `level` (case-insensitive)."""
+        return sum(1 for f in self.findings if f.level.lower() == level)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def digest(plan: Mapping[str, Any], fallback_stack: str) -> PlanDigest:
+    """Reduce a plan JSON document to the fields the summary shows; missing fields stay empty."""
+    summary_raw = plan.get("summary")
+    summary: Mapping[str, Any] = summary_raw if isinstance(summary_raw, Mapping) else {}
+    vcpus_raw = summary.get("vcpus")
+    vcpus: dict[str, int] = {}
+    if isinstance(vcpus_raw, Mapping):
+        vcpus = {str(k): v for k, v in vcpus_raw.items() if isinstance(v, int)}
+    elif isinstance(vcpus_raw, int):
+        vcpus = {"total": vcpus_raw}
+    findings_raw = plan.get("findings")
+    findings = tuple(
+        Finding(
+            rule=str(f.get("rule", "")),
+            level=str(f.get("level", "")),
+            resource=str(f.get("resource", "")),
+            message=str(f.get("message", "")),
+        )
+        for f in (findings_raw if isinstance(findings_raw, list) else [])
+        if isinstance(f, Mapping)
+    )
+    suppressed_raw = plan.get("suppressed")
+    suppressed = tuple(
+        Suppression(
+            rule=str(s.get("rule", "")),
+            reason=str(s.get("reason") or "no reason given"),
+            hidden=len(s["hidden"]) if isinstance(s.get("hidden"), list) else 0,
+        )
+        for s in (suppressed_raw if isinstance(suppressed_raw, list) else [])
+        if isinstance(s, Mapping)
+    )
+    return PlanDigest(
+        stack=str(plan.get("stack") or fallback_stack),
+        racks=_int_or_none(summary.get("racks")),
+        vms=_int_or_none(summary.get("vms")),
+        gpus=_int_or_none(summary.get("gpus")),
+        vcpus=vcpus,
+        findings=findings,
+        suppressed=suppressed,
+    )
+
+
+def _num(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render(digests: Iterable[PlanDigest], expected: Sequence[str] = (), run_url: str = "") -> str:
+    """Markdown: one table row per stack, then the error and warning findings (at most MAX_FINDINGS)."""
+    by_stack = {d.stack: d for d in digests}
+    lines = [MARKER, "### gb300 plan", ""]
+    lines += ["| stack | racks | VMs | GPUs | vCPUs by quota family | errors | warnings |"]
+    lines += ["|---|---:|---:|---:|---|---:|---:|"]
+    for stack in sorted(set(expected) | set(by_stack)):
+        d = by_stack.get(stack)
+        if d is None:
+            lines.append(f"| `{stack}` | no plan: see the job log | | | | | |")
+            continue
+        vcpus = ", ".join(f"{n:,} {family}" for family, n in sorted(d.vcpus.items())) or "-"
+        row = [f"`{stack}`", _num(d.racks), _num(d.vms), _num(d.gpus), vcpus]
+        row += [str(d.count("error")), str(d.count("warning"))]
+        lines.append("| " + " | ".join(row) + " |")
+    suppressed = [(d.stack, s) for d in by_stack.values() for s in d.suppressed]
+    if suppressed:  # never folded away: a switched-off rule is something a reviewer must see
+        lines += ["", f"**Suppressed rules ({len(suppressed)})**, from `gb300:policy.suppress`:", ""]
+        lines += ["| stack | rule | reason | findings hidden |", "|---|---|---|---:|"]
+        for stack, sup in sorted(suppressed, key=lambda ss: (ss[0], ss[1].rule)):
+            lines.append(f"| `{stack}` | `{sup.rule}` | {_cell(sup.reason)} | {sup.hidden} |")
+    notable = [(d.stack, f) for d in by_stack.values() for f in d.findings if f.level.lower() in {"error", "warning"}]
+    notable.sort(key=lambda sf: (sf[1].level.lower() != "error", sf[0], sf[1].rule))
+    if notable:
+        lines += ["", f"<details><summary>Errors and warnings ({len(notable)})</summary>", ""]
+        lines += ["| stack | level | rule | where | message |", "|---|---|---|---|---|"]
+        for stack, f in notable[:MAX_FINDINGS]:
+            cells = [f"`{stack}`", f.level.upper(), f"`{f.rule}`", _cell(f.resource), _cell(f.message)]
+            lines.append("| " + " | ".join(cells) + " |")
+        if len(notable) > MAX_FINDINGS:
+            lines.append(f"\n{len(notable) - MAX_FINDINGS} more in the plan artifacts.")
+        lines += ["", "</details>"]
+    if run_url:
+        lines += ["", f"Plans (JSON) and previews: {run_url}"]
+    return "\n".join(lines) + "\n"
+
+
+def load(paths: Iterable[Path]) -> list[PlanDigest]:
+    """Read plan files; a path that does not exist (an unmatched shell glob) is skipped."""
+    digests = []
+    for path in paths:
+        if not path.is_file():
+            continue
+        fallback = path.name.removeprefix("plan-").removesuffix(".json")
+        digests.append(digest(json.loads(path.read_text(encoding="utf-8")), fallback))
+    return digests
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the summary of the given plan files to stdout."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("plans", nargs="*", type=Path, help="plan JSON files (gb300 plan --json)")
+    parser.add_argument("--stacks", default="[]", help="JSON array of the stacks that should have a plan")
+    parser.add_argument("--run-url", default="", help="link to the CI run with the artifacts")
+    args = parser.parse_args(argv)
+    expected = json.loads(args.stacks)
+    if not isinstance(expected, list):
+        parser.error(f"'--stacks' must be a JSON array of names (got {args.stacks!r})")
+    sys.stdout.write(render(load(args.plans), [str(s) for s in expected], args.run_url))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

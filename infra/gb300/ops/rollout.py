@@ -1,0 +1,440 @@
+"""Roll a changed bootstrap out rack by rack: drain in Slurm, wait for jobs, reimage, health gate, resume.
+
+The racks come from the plan and the deployed state (``pulumi stack export``): every deployed rack scale set
+whose ``gb300-custom-data-sha256`` tag differs from the plan's (:func:`gb300.rules.reimage.stale`), in pool
+and rack order. Each batch of ``concurrency`` racks goes through:
+
+1. the rack's host names from Azure (``virtualMachineScaleSets/<rack>/virtualMachines``: a Uniform scale set's
+   computer names, which are the Slurm dynamic nodes' names and survive a reimage);
+2. ``scontrol update nodename=<hosts> state=drain reason="gb300-rollout: ..."``;
+3. wait until ``squeue -w <hosts>`` lists no job (bounded: ``job_timeout_s``);
+4. ``POST .../virtualMachineScaleSets/<rack>/reimage`` (every instance's OS disk), waited for;
+5. the health gate: every host registered again with a boot time after the reimage started, not down, and not
+   drained by ``gb300-health-check`` (whose reasons start with ``gb300:``) (bounded: ``health_timeout_s``);
+6. ``scontrol update nodename=<hosts> state=resume``.
+
+The first rack that fails stops the rollout; it stays drained, and the report names it and why. Racks of the
+same batch that passed are resumed. Slurm is reached through :class:`Slurm`, which runs ``scontrol`` and
+``squeue`` through a command prefix (empty on the head itself, ``ssh admin@head`` from elsewhere); the Azure
+calls go through azure-mgmt-compute's ``ComputeManagementClient``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gb300.azure import inventory
+from gb300.azure.inventory import Resource
+from gb300.rules import reimage
+from gb300.rules.data_loss import DeployedResource
+from gb300.slurm.hostlist import compress, natural_key
+
+DRAIN_PREFIX = "gb300-rollout:"
+"""Reason prefix of the rollout's drains. ``gb300-health-check`` resumes only its own ``gb300:`` drains."""
+HEALTH_PREFIX = "gb300:"
+"""Reason prefix of ``gb300-health-check``'s drains: a node drained with it failed the health gate."""
+_DOWN = {"DOWN", "NOT_RESPONDING", "NO_RESPOND", "POWERED_DOWN", "POWER_DOWN", "FAIL", "UNKNOWN", "FUTURE"}
+
+
+@dataclass(frozen=True)
+class Rack:
+    """One deployed rack scale set whose bootstrap is out of date, with where it lives in Azure."""
+
+    pool: str
+    index: int
+    name: str
+    subscription_id: str
+    resource_group: str
+    vms: int
+
+    def label(self) -> str:
+        return f"{self.name} (pool {self.pool}, rack {self.index}, {self.vms} VMs)"
+
+
+def _tags(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+    tags = inputs.get("tags")
+    return tags if isinstance(tags, Mapping) else {}
+
+
+def racks_to_roll(resources: Sequence[Resource], deployed: Sequence[DeployedResource]) -> list[Rack]:
+    """The deployed rack scale sets whose custom data hash differs from the plan's, by pool then rack number.
+
+    Addresses (subscription, resource group, name) come from the deployed state, which holds Azure's real
+    values; the plan's are the mock monitor's.
+    """
+    by_urn = {d.urn: d for d in deployed}
+    out = []
+    for resource in reimage.stale(resources, deployed):
+        if not inventory.is_scale_set(resource):
+            continue
+        old = by_urn[resource.urn].inputs
+        tags = _tags(resource.inputs)
+        sku = old.get("sku") if isinstance(old.get("sku"), Mapping) else {}
+        rack = str(tags.get("gb300-rack") or "0")
+        out.append(
+            Rack(
+                pool=str(tags.get("gb300-pool") or resource.name),
+                index=int(rack) if rack.isdigit() else 0,
+                name=str(old.get("resourceName") or resource.name),
+                subscription_id=str(old.get("subscriptionId") or ""),
+                resource_group=str(old.get("resourceGroupName") or ""),
+                vms=int(sku.get("capacity") or 0) if isinstance(sku, Mapping) else 0,
+            )
+        )
+    return sorted(out, key=lambda r: (r.pool, r.index, natural_key(r.name)))
+
+
+def batches(racks: Sequence[Rack], concurrency: int) -> list[list[Rack]]:
+    """Racks in groups of ``concurrency``, in order: each group is drained, reimaged and resumed together."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1 (got {concurrency})")
+    return [list(racks[i : i + concurrency]) for i in range(0, len(racks), concurrency)]
+
+
+def dry_run_lines(racks: Sequence[Rack], concurrency: int, stack: str) -> list[str]:
+    """The plan, one line per batch, as ``gb300 rollout --dry-run`` prints it."""
+    groups = batches(racks, concurrency)
+    lines = [
+        f"gb300 rollout: stack {stack}: {len(racks)} rack(s) to reimage, concurrency {concurrency}, "
+        f"{len(groups)} batch(es)"
+    ]
+    width = len(str(len(groups)))
+    for number, group in enumerate(groups, 1):
+        lines.append(f"batch {number:>{width}}: " + ", ".join(r.label() for r in group))
+    if not racks:
+        lines.append("nothing to roll out: every deployed rack has the stack's custom data")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Slurm
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """What the controller says about one node: state words (``IDLE``, ``DRAIN``...), reason and boot time."""
+
+    name: str
+    states: frozenset[str]
+    reason: str
+    boot_time: float
+
+
+Runner = Callable[[Sequence[str]], str]
+
+
+def run_local(argv: Sequence[str]) -> str:
+    """Run a command and return its standard output; a non-zero exit raises :class:`SlurmError`."""
+    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode != 0:
+        raise SlurmError(f"`{shlex.join(argv)}` exited {done.returncode}: {done.stderr.strip()[:300]}")
+    return done.stdout
+
+
+class SlurmError(RuntimeError):
+    """A Slurm command failed."""
+
+
+class Slurm:
+    """``scontrol`` and ``squeue``, run on the head (empty ``via``) or through a prefix such as ``ssh admin@head``."""
+
+    def __init__(self, via: Sequence[str] = (), run: Runner = run_local) -> None:
+        self.via = tuple(via)
+        self._run = run
+
+    def _call(self, argv: Sequence[str]) -> str:
+        # ssh hands the remote shell one string: quote the command so a reason with spaces stays one word.
+        return self._run([*self.via, shlex.join(argv)] if self.via else list(argv))
+
+    def drain(self, hosts: Sequence[str], reason: str) -> None:
+        self._call(["scontrol", "update", f"nodename={compress(hosts)}", "state=drain", f"reason={reason}"])
+
+    def resume(self, hosts: Sequence[str]) -> None:
+        self._call(["scontrol", "update", f"nodename={compress(hosts)}", "state=resume"])
+
+    def jobs(self, hosts: Sequence[str]) -> list[str]:
+        """Ids of the jobs running (or completing) on any of ``hosts``."""
+        out = self._call(["squeue", "--noheader", "--format=%A", f"--nodelist={compress(hosts)}"])
+        return [line.strip() for line in out.splitlines() if line.strip()]
+
+    def nodes(self, hosts: Sequence[str]) -> dict[str, SlurmNode]:
+        """The controller's records of ``hosts`` (``scontrol --json show node``); unknown hosts are absent."""
+        doc = json.loads(self._call(["scontrol", "--json", "show", "node", compress(hosts)]) or "{}")
+        wanted = set(hosts)
+        out = {}
+        for raw in doc.get("nodes") or []:
+            name = str(raw.get("name") or raw.get("hostname") or "")
+            if name not in wanted:
+                continue
+            out[name] = SlurmNode(name, _states(raw), str(raw.get("reason") or ""), _number(raw.get("boot_time")))
+        return out
+
+
+def _states(raw: Mapping[str, Any]) -> frozenset[str]:
+    """State words from ``state`` (a list since Slurm 23.02, a string before) and ``state_flags``."""
+    words: list[str] = []
+    for key in ("state", "state_flags"):
+        value = raw.get(key)
+        items = value if isinstance(value, list) else str(value or "").replace("+", " ").split()
+        words.extend(str(v).upper() for v in items)
+    return frozenset(words)
+
+
+def _number(value: Any) -> float:
+    """A Slurm JSON time: a plain number, or ``{"set": true, "number": N}`` (Slurm 23.11+)."""
+    if isinstance(value, Mapping):
+        return float(value.get("number") or 0) if value.get("set", True) else 0.0
+    return float(value or 0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Azure
+
+
+class Azure:
+    """The rack's hosts and its reimage, through azure-mgmt-compute (one client per subscription)."""
+
+    def __init__(self, client_for: Callable[[str], Any]) -> None:
+        self._client_for = client_for
+
+    def hosts(self, rack: Rack) -> list[str]:
+        """Computer names of the rack's VMs, which are the Slurm node names."""
+        client = self._client_for(rack.subscription_id)
+        names = []
+        for vm in client.virtual_machine_scale_set_vms.list(rack.resource_group, rack.name):
+            profile = getattr(vm, "os_profile", None)
+            names.append(str(getattr(profile, "computer_name", None) or vm.name))
+        return sorted(names, key=natural_key)
+
+    def begin_reimage(self, rack: Rack) -> Any:
+        """Start reimaging every VM of the rack (OS disk, new custom data); returns the poller."""
+        return self._client_for(rack.subscription_id).virtual_machine_scale_sets.begin_reimage(
+            rack.resource_group, rack.name
+        )
+
+
+def azure_client_factory(credential: Any = None, **client_kwargs: Any) -> Callable[[str], Any]:
+    """``subscription id -> ComputeManagementClient``; DefaultAzureCredential unless one is given."""
+    from azure.mgmt.compute import ComputeManagementClient  # noqa: PLC0415 - the SDK loads only when live
+
+    if credential is None:
+        from azure.identity import DefaultAzureCredential  # noqa: PLC0415
+
+        credential = DefaultAzureCredential()
+    clients: dict[str, Any] = {}
+
+    def client_for(subscription_id: str) -> Any:
+        if subscription_id not in clients:
+            clients[subscription_id] = ComputeManagementClient(credential, subscription_id, **client_kwargs)
+        return clients[subscription_id]
+
+    return client_for
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The rollout
+
+
+@dataclass
+class RackFailure:
+    """Why a rack stopped the rollout, and at which step."""
+
+    rack: Rack
+    step: str
+    reason: str
+
+
+@dataclass
+class Report:
+    """What the rollout did: racks done, the rack that failed (if any), racks not started."""
+
+    done: list[Rack] = field(default_factory=list)
+    failed: list[RackFailure] = field(default_factory=list)
+    not_started: list[Rack] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+@dataclass
+class Rollout:
+    """Drives the batches; ``log`` receives one line per step, ``sleep``/``now`` are the clock (tests fake it)."""
+
+    azure: Azure
+    slurm: Slurm
+    job_timeout_s: float
+    health_timeout_s: float
+    poll_s: float = 30.0
+    log: Callable[[str], None] = print
+    sleep: Callable[[float], None] = time.sleep
+    now: Callable[[], float] = time.time
+
+    def run(self, racks: Sequence[Rack], concurrency: int) -> Report:
+        report = Report()
+        groups = batches(racks, concurrency)
+        for number, group in enumerate(groups, 1):
+            self.log(f"batch {number}/{len(groups)}: {', '.join(r.name for r in group)}")
+            failed = self._batch(group, report)
+            if failed:
+                report.not_started = [r for g in groups[number:] for r in g]
+                break
+        return report
+
+    def _batch(self, group: list[Rack], report: Report) -> bool:
+        hosts: dict[str, list[str]] = {}
+        live: list[Rack] = []
+
+        def fail(rack: Rack, step: str, reason: str) -> None:
+            report.failed.append(RackFailure(rack, step, reason))
+            self.log(f"  {rack.name}: FAILED at {step}: {reason}")
+
+        for rack in group:
+            try:
+                hosts[rack.name] = self.azure.hosts(rack)
+            except Exception as exc:  # noqa: BLE001 - any Azure error stops at this rack with its message
+                fail(rack, "list", _short(exc))
+                continue
+            if not hosts[rack.name]:
+                fail(rack, "list", "the scale set has no VM")
+                continue
+            try:
+                self.slurm.drain(hosts[rack.name], f"{DRAIN_PREFIX} reimage {rack.name}")
+            except Exception as exc:  # noqa: BLE001
+                fail(rack, "drain", _short(exc))
+                continue
+            self.log(f"  {rack.name}: drained {compress(hosts[rack.name])}")
+            live.append(rack)
+        live = self._wait_jobs(live, hosts, fail)
+        started = self.now()
+        pollers = {}
+        for rack in live:
+            try:
+                pollers[rack.name] = self.azure.begin_reimage(rack)
+            except Exception as exc:  # noqa: BLE001
+                fail(rack, "reimage", _short(exc))
+        reimaged = []
+        for rack in live:
+            if rack.name not in pollers:
+                continue
+            try:
+                pollers[rack.name].result()
+            except Exception as exc:  # noqa: BLE001
+                fail(rack, "reimage", _short(exc))
+                continue
+            self.log(f"  {rack.name}: reimaged")
+            reimaged.append(rack)
+        for rack in self._wait_health(reimaged, hosts, started, fail):
+            try:
+                self.slurm.resume(hosts[rack.name])
+            except Exception as exc:  # noqa: BLE001
+                fail(rack, "resume", _short(exc))
+                continue
+            self.log(f"  {rack.name}: resumed {len(hosts[rack.name])} node(s)")
+            report.done.append(rack)
+        return any(f.rack in group for f in report.failed)
+
+    def _wait_jobs(
+        self, racks: list[Rack], hosts: Mapping[str, list[str]], fail: Callable[[Rack, str, str], None]
+    ) -> list[Rack]:
+        deadline = self.now() + self.job_timeout_s
+        waiting = list(racks)
+        ready: list[Rack] = []
+        while True:
+            still: list[Rack] = []
+            for rack in waiting:
+                try:
+                    jobs = self.slurm.jobs(hosts[rack.name])
+                except Exception as exc:  # noqa: BLE001
+                    fail(rack, "wait for jobs", _short(exc))
+                    continue
+                if not jobs:
+                    self.log(f"  {rack.name}: no job left")
+                    ready.append(rack)
+                elif self.now() >= deadline:
+                    fail(
+                        rack,
+                        "wait for jobs",
+                        f"{len(jobs)} job(s) still running after {self.job_timeout_s:.0f}s "
+                        f"({', '.join(jobs[:5])}); the rack stays drained",
+                    )
+                else:
+                    still.append(rack)
+            if not still:
+                return [r for r in racks if r in ready]
+            waiting = still
+            self.sleep(self.poll_s)
+
+    def _wait_health(
+        self,
+        racks: list[Rack],
+        hosts: Mapping[str, list[str]],
+        started: float,
+        fail: Callable[[Rack, str, str], None],
+    ) -> list[Rack]:
+        deadline = self.now() + self.health_timeout_s
+        waiting = list(racks)
+        ready: list[Rack] = []
+        while waiting:
+            still: list[Rack] = []
+            for rack in waiting:
+                names = hosts[rack.name]
+                try:
+                    nodes = self.slurm.nodes(names)
+                except Exception as exc:  # noqa: BLE001
+                    fail(rack, "health gate", _short(exc))
+                    continue
+                bad = [n for n in nodes.values() if n.reason.startswith(HEALTH_PREFIX)]
+                if bad:
+                    first = bad[0]
+                    fail(
+                        rack, "health gate", f"{len(bad)} node(s) failed the health check; {first.name}: {first.reason}"
+                    )
+                    continue
+                pending = [h for h in names if not _back(nodes.get(h), started)]
+                if not pending:
+                    self.log(f"  {rack.name}: {len(names)}/{len(names)} node(s) passed the health gate")
+                    ready.append(rack)
+                elif self.now() >= deadline:
+                    fail(
+                        rack,
+                        "health gate",
+                        f"{len(pending)} of {len(names)} node(s) not back after {self.health_timeout_s:.0f}s: "
+                        f"{compress(pending)}",
+                    )
+                else:
+                    still.append(rack)
+            waiting = still
+            if waiting:
+                self.sleep(self.poll_s)
+        return [r for r in racks if r in ready]
+
+
+def _back(node: SlurmNode | None, started: float) -> bool:
+    """The node registered again after the reimage started and is up (drained by the rollout is fine)."""
+    return node is not None and node.boot_time >= started and not (node.states & _DOWN)
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def report_lines(report: Report) -> list[str]:
+    """The closing summary: racks done, the failure with its step and reason, racks not started."""
+    lines = [f"rollout: {len(report.done)} rack(s) reimaged and resumed"]
+    for failure in report.failed:
+        lines.append(
+            f"rollout stopped: rack {failure.rack.name} (pool {failure.rack.pool}, rack {failure.rack.index}) "
+            f"failed at {failure.step}: {failure.reason}"
+        )
+    if report.not_started:
+        names: Iterable[str] = (r.name for r in report.not_started)
+        lines.append(f"not started ({len(report.not_started)}): {', '.join(names)}")
+    return lines

@@ -1,0 +1,118 @@
+"""The contract test: every ARM body gb300 writes as data, in every shipped stack's plan JSON, is one Azure's own
+SDK models (azure-mgmt-compute) accept, key by key."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gb300 import cli, compute_resource, paths
+from gb300.azure import contract
+from gb300.plan import PlanResult
+from gb300.plan.runner import ResourceRecord
+from tests.support.policy_support import run
+
+STACKS = sorted(
+    p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (paths.REPO_ROOT / "stacks").glob("*.yaml")
+)
+
+
+def _plan_json(stack: str, tmp_path: Path) -> list[ResourceRecord]:
+    out = tmp_path / f"{stack}.json"
+    assert cli.main(["plan", "--stack", stack, "--json", str(out), "--quiet"]) in (0, 1)
+    doc = json.loads(out.read_text())
+    return [
+        ResourceRecord(r["urn"], r["type"], r["name"], r["parent"], r["protect"], r["id"], r["inputs"])
+        for r in doc["resources"]
+    ]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_shipped_stacks_match_azures_models(stack: str, tmp_path: Path) -> None:
+    """Each shipped stack's plan JSON holds data-declared bodies, and every key of every one passes the models."""
+    resources = _plan_json(stack, tmp_path)
+    checked = [r for r in resources if contract.body_of(r) is not None]
+    assert checked  # the racks at least: a check of nothing would pass by accident
+    assert [str(v) for v in contract.violations(resources)] == []
+
+
+def _rack(plan: PlanResult) -> ResourceRecord:
+    return next(r for r in plan.resources if r.inputs.get(compute_resource.MARKER) == compute_resource.RACK_SCALE_SET)
+
+
+def _broken(rack: ResourceRecord, change: Any) -> ResourceRecord:
+    inputs = copy.deepcopy(rack.inputs)
+    change(inputs)
+    return ResourceRecord(rack.urn, rack.type, rack.name, rack.parent, rack.protect, rack.id, inputs)
+
+
+def _old_group_shape(inputs: dict[str, Any]) -> None:
+    profile = inputs["properties"]["virtualMachineProfile"]["networkProfile"]
+    profile["interconnectGroupProfile"] = {"id": profile["interconnectGroupProfile"]["interconnectGroup"]["id"]}
+
+
+def _bad_enum(inputs: dict[str, Any]) -> None:
+    inputs["properties"]["orchestrationMode"] = "Uniformly"
+
+
+def _read_only(inputs: dict[str, Any]) -> None:
+    inputs["properties"]["uniqueId"] = "0000"
+
+
+def _wrong_type(inputs: dict[str, Any]) -> None:
+    inputs["zones"] = "1"
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "words"),
+    [
+        pytest.param(
+            _old_group_shape,
+            "properties.virtualMachineProfile.networkProfile.interconnectGroupProfile.id",
+            "unknown key",
+            id="unknown-key",
+        ),
+        pytest.param(_bad_enum, "properties.orchestrationMode", "'Uniformly' is not a value", id="enum"),
+        pytest.param(_read_only, "properties.uniqueId", "read-only key", id="read-only"),
+        pytest.param(_wrong_type, "zones", "must be an array (got string)", id="type"),
+    ],
+)
+def test_a_broken_key_is_named_with_its_path(dev_plan: PlanResult, change: Any, path: str, words: str) -> None:
+    """A key broken on purpose fails the check, which names the rack and the key's full path."""
+    found = contract.violations([_broken(_rack(dev_plan), change)])
+    assert [v.path for v in found] == [path]
+    assert words in found[0].problem
+    assert str(found[0]).startswith(f"dev-train-r0001: {path}: ")
+
+
+def test_another_api_version_is_refused(dev_plan: PlanResult) -> None:
+    """A body declared for an API version other than the models' is a violation on ``apiVersion``."""
+    rack = _broken(_rack(dev_plan), lambda i: i.update(apiVersion="2024-11-01"))
+    found = contract.violations([rack])
+    assert [v.path for v in found] == ["apiVersion"]
+    assert contract.sdk_api_version() in found[0].problem
+
+
+def test_a_generic_resource_of_an_unknown_type_is_named(dev_plan: PlanResult) -> None:
+    """A generic azure-native resource whose type has no SDK model here cannot pass unchecked."""
+    generic = ResourceRecord(
+        "urn:x",
+        contract.GENERIC,
+        "odd",
+        None,
+        False,
+        None,
+        {"resourceProviderNamespace": "Microsoft.Compute", "resourceType": "galleries", "properties": {}},
+    )
+    assert [v.path for v in contract.violations([generic])] == ["resourceType"]
+
+
+def test_the_plan_rule_reports_the_path(dev_plan: PlanResult) -> None:
+    """``gb300 plan`` runs the same check as the error rule arm-body-matches-sdk."""
+    found = run("arm-body-matches-sdk", [_broken(_rack(dev_plan), _old_group_shape)])
+    assert [f.level.label for f in found] == ["error"]
+    assert "interconnectGroupProfile.id: unknown key" in found[0].message

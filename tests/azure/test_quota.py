@@ -1,0 +1,348 @@
+"""Quota before deployment: demand from the plan's resources, saved usage files, and Azure's SDK over a fake
+HTTP transport (azure-core's seam), with permission errors and timeouts turned into warnings."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import requests
+import urllib3
+from azure.core.credentials import AccessToken, AccessTokenInfo
+from azure.core.pipeline.transport import RequestsTransport
+
+from gb300 import cli
+from gb300.azure import quota
+from gb300.findings import Finding
+from gb300.plan import PlanResult
+from gb300.rules import quota as quota_rule
+from tests.support import files
+from tests.support.policy_support import scale_set
+
+FIXTURES = files.FIXTURES / "quota"
+SUBSCRIPTION = "11111111-2222-3333-4444-555555555555"
+GB300_FAMILY = "standardNDISRGB300V6Family"
+
+
+def _load(name: str) -> Any:
+    return json.loads((FIXTURES / name).read_text())
+
+
+def _quota_findings(plan: PlanResult, snapshot: quota.QuotaSnapshot | None) -> list[Finding]:
+    return quota_rule.findings(plan.resources, snapshot)
+
+
+def test_demand_of_the_reference_stack(reference_plan: PlanResult) -> None:
+    """The reference stack needs 147,456 GB300 vCPUs (64 racks) and 16 head-node vCPUs in eastus2, zone 1."""
+    demands, reserved = quota.demand(reference_plan.resources)
+    assert {(d.region, d.family): d.vcpus for d in demands} == {
+        ("eastus2", GB300_FAMILY): 147_456,
+        ("eastus2", "standardDDSv5Family"): 16,
+    }
+    gb = next(d for d in demands if d.family == GB300_FAMILY)
+    assert gb.zones == ("1",)
+    assert gb.pools == ("train",)
+    assert reserved == []
+
+
+@pytest.mark.parametrize("name", ["eastus2-enough.json", "eastus2-enough-rest.json"])
+def test_enough_quota_is_silent(reference_plan: PlanResult, name: str) -> None:
+    """With enough quota, from either the az CLI list or the REST body, quota yields no finding."""
+    snapshot = quota.from_file(FIXTURES / name, ["eastus2"])
+    assert _quota_findings(reference_plan, snapshot) == []
+
+
+def test_too_little_quota_shows_requested_used_limit(reference_plan: PlanResult) -> None:
+    """Too little quota is an error per family and for the regional total, with requested / in use / limit."""
+    snapshot = quota.from_file(FIXTURES / "eastus2-too-little.json", ["eastus2"])
+    found = _quota_findings(reference_plan, snapshot)
+    assert [f.level.label for f in found] == ["error", "error"]
+    family = next(f for f in found if GB300_FAMILY in f.message)
+    assert "requested 147,456 vCPUs, in use 2,304, limit 100,000" in family.message
+    assert "raise Standard NDISRGB300V6 Family vCPUs in eastus2 to at least 149,760" in family.message
+    total = next(f for f in found if "cores" in f.message)
+    assert "requested 147,472 vCPUs, in use 10,000, limit 150,000" in total.message
+
+
+def test_family_listed_with_zero_limit(reference_plan: PlanResult) -> None:
+    """A subscription never granted GB300 quota gets an error asking for the whole amount."""
+    found = _quota_findings(reference_plan, quota.from_file(FIXTURES / "eastus2-no-gb300.json", ["eastus2"]))
+    gb = [f for f in found if GB300_FAMILY in f.message]
+    assert len(gb) == 1
+    assert "limit 0" in gb[0].message
+
+
+def test_family_missing_from_usage_list(reference_plan: PlanResult) -> None:
+    """A family absent from the usage list is a warning when the catalog's family name is unverified."""
+    usages = [u for u in _load("eastus2-enough.json") if u["name"]["value"] != GB300_FAMILY]
+    snapshot = quota.QuotaSnapshot("test", {"eastus2": quota.RegionQuota("eastus2", tuple(quota.parse_usages(usages)))})
+    found = _quota_findings(reference_plan, snapshot)
+    assert [f.level.label for f in found] == ["warning"]
+    assert "unverified" in found[0].message
+
+
+def test_family_names_match_ignoring_case_and_spaces() -> None:
+    """'Standard NDISRGB300V6 Family' and 'standardndisrgb300v6family' are the same family."""
+    region = quota.RegionQuota("eastus2", (quota.Usage("Standard NDISRGB300V6 Family", "x", 1, 2),))
+    assert region.usage("standardNDISRGB300V6Family") is not None
+
+
+def test_no_source_is_info(reference_plan: PlanResult) -> None:
+    """Without a quota source the rule notes what it would need, at info level."""
+    found = _quota_findings(reference_plan, None)
+    assert [f.level.label for f in found] == ["info"]
+    assert "147,456 vCPUs" in found[0].message
+    assert "--quota" in found[0].message
+
+
+def test_capacity_reservation_skips_the_cores_check() -> None:
+    """A pool targeting a capacity reservation group is not counted against quota, and says so."""
+    crg = "/subscriptions/s/resourceGroups/r/providers/Microsoft.Compute/capacityReservationGroups/gb300-crg"
+    resources = [scale_set("r1", reservation=crg), scale_set("r2", reservation=crg)]
+    snapshot = quota.from_file(FIXTURES / "eastus2-no-gb300.json", ["eastus2"])
+    found = quota_rule.findings(resources, snapshot)
+    assert [f.level.label for f in found] == ["info"]
+    assert "gb300-crg" in found[0].message
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        pytest.param("not json", "is not JSON", id="not-json"),
+        pytest.param('{"values": []}', "must be a list", id="wrong-shape"),
+        pytest.param('[{"name": {"value": "cores"}}]', "entry 0", id="missing-numbers"),
+    ],
+)
+def test_bad_usage_files_are_usage_errors(tmp_path: Path, content: str, words: str) -> None:
+    """A quota file that is not a usage list is a clear error naming the file."""
+    path = tmp_path / "usage.json"
+    path.write_text(content)
+    with pytest.raises(quota.QuotaFileError, match=words):
+        quota.read_usage_file(path)
+
+
+def test_cli_too_little_quota_exits_1_and_prints_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    """`gb300 plan --stack reference --quota <too-little>` exits 1 and prints requested / in use / limit."""
+    code = cli.main(["plan", "--stack", "reference", "--quota", str(FIXTURES / "eastus2-too-little.json"), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "requested 147,456 vCPUs, in use 2,304, limit 100,000" in out
+    assert "quota-sufficient" in out
+
+
+def test_cli_missing_quota_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A --quota file that does not exist is a usage error (exit 2) before anything is planned."""
+    assert cli.main(["plan", "--stack", "dev", "--quota", str(tmp_path / "nope.json")]) == 2
+    assert "cannot be read" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Live: the real azure-mgmt-compute client over azure-core's RequestsTransport, whose requests session
+# answers from saved Azure bodies instead of the network.
+
+
+class StaticCredential:
+    """A token credential that hands out a fixed bearer token (no Entra ID call)."""
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+        return AccessToken("fake-token", int(time.time()) + 3600)
+
+    def get_token_info(self, *scopes: str, options: Any = None) -> AccessTokenInfo:
+        return AccessTokenInfo("fake-token", int(time.time()) + 3600)
+
+
+Handler = Callable[[requests.PreparedRequest], requests.Response]
+
+
+class FakeAzure(requests.adapters.BaseAdapter):
+    """Answers ARM requests by path: usages and resource SKUs, or an error the test picks."""
+
+    def __init__(self, routes: dict[str, Handler]) -> None:
+        super().__init__()
+        self.routes = routes
+        self.seen: list[str] = []
+
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+        url = urlparse(request.url or "")
+        self.seen.append(f"{request.method} {url.path}?{url.query}")
+        assert request.headers.get("Authorization") == "Bearer fake-token"
+        for suffix, handler in self.routes.items():
+            if url.path.endswith(suffix):
+                return handler(request)
+        return _json(request, 404, {"error": {"code": "NotFound", "message": url.path}})
+
+    def close(self) -> None:
+        pass
+
+
+def _json(request: requests.PreparedRequest, status: int, body: Any) -> requests.Response:
+    response = requests.Response()
+    response.status_code = status
+    response.reason = {200: "OK", 403: "Forbidden", 404: "Not Found"}.get(status, "")
+    content = json.dumps(body).encode()
+    response._content = content
+    response.raw = urllib3.HTTPResponse(body=io.BytesIO(content), status=status, preload_content=False)
+    response.headers["Content-Type"] = "application/json; charset=utf-8"
+    response.headers["x-ms-request-id"] = "00000000-0000-0000-0000-000000000001"
+    response.url = request.url or ""
+    response.request = request
+    return response
+
+
+def _serve(name: str) -> Handler:
+    return lambda request: _json(request, 200, _load(name))
+
+
+def _forbidden(request: requests.PreparedRequest) -> requests.Response:
+    return _json(
+        request,
+        403,
+        {
+            "error": {
+                "code": "AuthorizationFailed",
+                "message": "The client 'x' does not have authorization to perform action "
+                "'Microsoft.Compute/locations/usages/read' over scope '/subscriptions/1111'.",
+            }
+        },
+    )
+
+
+def _timeout(request: requests.PreparedRequest) -> requests.Response:
+    raise requests.exceptions.ReadTimeout("Read timed out. (read timeout=20)")
+
+
+def _live(routes: dict[str, Handler]) -> tuple[FakeAzure, Callable[[list[str]], quota.QuotaSnapshot]]:
+    adapter = FakeAzure(routes)
+    session = requests.Session()
+    session.mount("https://", adapter)
+    transport = RequestsTransport(session=session, session_owner=False)
+
+    def fetch(regions: list[str]) -> quota.QuotaSnapshot:
+        return quota.fetch_live(
+            regions, subscription_id=SUBSCRIPTION, credential=StaticCredential(), transport=transport, retry_total=0
+        )
+
+    return adapter, fetch
+
+
+def _usage_body(name: str) -> Handler:
+    return lambda request: _json(request, 200, {"value": _load(name)})
+
+
+def test_live_enough_quota_and_size_offered(reference_plan: PlanResult) -> None:
+    """Live, the SDK reads usages and resource SKUs for eastus2 and finds nothing wrong."""
+    adapter, fetch = _live(
+        {"/locations/eastus2/usages": _usage_body("eastus2-enough.json"), "/skus": _serve("eastus2-resource-skus.json")}
+    )
+    snapshot = fetch(["eastus2"])
+    region = snapshot.regions["eastus2"]
+    assert region.unverified is None
+    assert region.offers is not None
+    assert region.offers["Standard_ND128isr_GB300_v6"].zones == ("1", "2", "3")
+    assert _quota_findings(reference_plan, snapshot) == []
+    sku_call = next(s for s in adapter.seen if "/skus" in s)
+    assert parse_qs(sku_call.split("?", 1)[1])["$filter"] == ["location eq 'eastus2'"]
+    assert any(
+        f"/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Compute/locations/eastus2/usages" in s for s in adapter.seen
+    )
+
+
+def test_live_too_little_quota(reference_plan: PlanResult) -> None:
+    """Live usages with too little quota give the same errors as the saved file."""
+    _, fetch = _live(
+        {
+            "/locations/eastus2/usages": _usage_body("eastus2-too-little.json"),
+            "/skus": _serve("eastus2-resource-skus.json"),
+        }
+    )
+    found = _quota_findings(reference_plan, fetch(["eastus2"]))
+    assert [f.level.label for f in found] == ["error", "error"]
+    assert any("requested 147,456 vCPUs, in use 2,304, limit 100,000" in f.message for f in found)
+
+
+def test_live_size_restricted_for_subscription(reference_plan: PlanResult) -> None:
+    """A size the SKU API restricts for the subscription in the region is an error, apart from quota."""
+    _, fetch = _live(
+        {
+            "/locations/eastus2/usages": _usage_body("eastus2-enough.json"),
+            "/skus": _serve("eastus2-resource-skus-restricted.json"),
+        }
+    )
+    found = _quota_findings(reference_plan, fetch(["eastus2"]))
+    assert [f.level.label for f in found] == ["error"]
+    assert "restricted in eastus2" in found[0].message
+    assert "NotAvailableForSubscription" in found[0].message
+
+
+def test_live_zone_restricted(reference_plan: PlanResult) -> None:
+    """A size restricted in the stack's zone is an error naming the zones that are offered."""
+    _, fetch = _live(
+        {
+            "/locations/eastus2/usages": _usage_body("eastus2-enough.json"),
+            "/skus": _serve("eastus2-resource-skus-zone1-restricted.json"),
+        }
+    )
+    found = _quota_findings(reference_plan, fetch(["eastus2"]))
+    assert [f.level.label for f in found] == ["error"]
+    assert "zone(s) 1" in found[0].message
+    assert "2, 3" in found[0].message
+
+
+def test_live_size_not_offered(reference_plan: PlanResult) -> None:
+    """A size missing from the region's SKU list is an error telling how to find a region that has it."""
+    body = _load("eastus2-resource-skus.json")
+    body["value"] = [s for s in body["value"] if s["name"] != "Standard_ND128isr_GB300_v6"]
+    _, fetch = _live(
+        {
+            "/locations/eastus2/usages": _usage_body("eastus2-enough.json"),
+            "/skus": lambda request: _json(request, 200, body),
+        }
+    )
+    found = _quota_findings(reference_plan, fetch(["eastus2"]))
+    assert any("not offered in eastus2" in f.message for f in found)
+
+
+def test_live_forbidden_is_a_warning(reference_plan: PlanResult) -> None:
+    """HTTP 403 from Azure becomes a warning that quota was not verified, never a crash."""
+    _, fetch = _live({"/locations/eastus2/usages": _forbidden, "/skus": _serve("eastus2-resource-skus.json")})
+    snapshot = fetch(["eastus2"])
+    assert snapshot.regions["eastus2"].unverified is not None
+    found = _quota_findings(reference_plan, snapshot)
+    assert [f.level.label for f in found] == ["warning"]
+    assert "not verified" in found[0].message
+    assert "HTTP 403" in found[0].message
+
+
+def test_live_timeout_is_a_warning(reference_plan: PlanResult) -> None:
+    """A timeout talking to Azure becomes a warning that quota was not verified."""
+    _, fetch = _live({"/locations/eastus2/usages": _timeout})
+    found = _quota_findings(reference_plan, fetch(["eastus2"]))
+    assert [f.level.label for f in found] == ["warning"]
+    assert "did not answer in time" in found[0].message
+
+
+def test_live_without_subscription_is_a_warning(monkeypatch: pytest.MonkeyPatch, reference_plan: PlanResult) -> None:
+    """With no subscription id anywhere, live quota is a warning that says which variable to set."""
+    monkeypatch.delenv("AZURE_SUBSCRIPTION_ID", raising=False)
+    monkeypatch.delenv("ARM_SUBSCRIPTION_ID", raising=False)
+    snapshot = quota.fetch_live(["eastus2"], credential=StaticCredential())
+    found = _quota_findings(reference_plan, snapshot)
+    assert [f.level.label for f in found] == ["warning"]
+    assert "AZURE_SUBSCRIPTION_ID" in found[0].message
+
+
+def test_quota_rule_inside_the_plan(reference_plan: PlanResult, reference_raw: dict[str, Any]) -> None:
+    """gb300:policy.quota in the stack config reaches the plan's findings as rule quota-sufficient."""
+    from gb300 import rules  # noqa: PLC0415
+
+    snapshot = quota.fetch(str(FIXTURES / "eastus2-too-little.json"), reference_plan.resources)
+    found = rules.evaluate(reference_plan.resources, reference_plan.config.policy, quota=snapshot)
+    assert {f.rule for f in found} == {"quota-sufficient"}
+    assert all(f.level.label == "error" for f in found)
+    del reference_raw

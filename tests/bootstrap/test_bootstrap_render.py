@@ -1,0 +1,188 @@
+"""Rendered custom data: valid cloud-config, reviewable goldens, small, secret-free, hash-tracked."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gb300.bootstrap import (
+    AZURE_CUSTOM_DATA_LIMIT,
+    BootstrapContext,
+    BootstrapError,
+    UnknownRoleError,
+    find_secret_material,
+    render_custom_data,
+)
+from gb300.node.steps import STEPS, steps_for
+from tests.support.bootstrap_helpers import REFERENCE_CLUSTER, ROLES, reference_context, render_role
+from tests.support.files import assert_golden
+
+
+def _cloud_init() -> str:
+    found = shutil.which("cloud-init")
+    if found is None:
+        message = "Debian's cloud-init is not installed (scripts/ensure-test-tools installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("role", ROLES)
+def test_every_role_passes_cloud_init_schema(role: str, tmp_path: Path) -> None:
+    """Each role's cloud-config is accepted by the real `cloud-init schema`."""
+    cloud_init = _cloud_init()
+    config = tmp_path / f"{role}.yaml"
+    config.write_text(render_role(role).cloud_config)
+    result = subprocess.run(
+        [cloud_init, "schema", "--config-file", str(config)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Valid cloud-config" in result.stdout
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_rendered_cloud_config_matches_golden(role: str) -> None:
+    """A change to any role's cloud-config shows up as a golden-file diff in review."""
+    assert_golden(f"bootstrap/{role}.cloud-config.yaml", render_role(role).cloud_config)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_custom_data_is_gzip_base64_well_under_the_azure_limit(role: str) -> None:
+    """Each role's custom data decodes to its cloud-config and uses under half of Azure's 64 KB."""
+    rendered = render_role(role)
+    assert gzip.decompress(base64.b64decode(rendered.custom_data)).decode() == rendered.cloud_config
+    assert rendered.size_bytes == len(rendered.custom_data)
+    print(f"{role}: custom data {rendered.size_bytes} bytes base64 ({len(rendered.cloud_config)} bytes plain)")
+    assert rendered.size_bytes < AZURE_CUSTOM_DATA_LIMIT // 2
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_custom_data_carries_no_secrets(role: str) -> None:
+    """No role's custom data contains keys, passwords or tokens."""
+    text = render_role(role).cloud_config
+    assert find_secret_material(text) == []
+    lowered = text.lower()
+    for marker in ("private key", "accountkey=", "sig=", "client_secret", "password:", "ssh_authorized_keys"):
+        assert marker not in lowered
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("password: hunter2", ["password assignment"]),
+        ("DB_PASSWORD='s3cr3t!'", ["password assignment"]),
+        ("API_KEY=abcdef123456", ["password assignment"]),
+        ("GB300_MUNGE_SECRET_NAME=munge-key", []),
+        ('SECRET="${GB300_MUNGE_SECRET_NAME:-munge-key}"', []),
+        ("token_json=$(curl -sS http://169.254.169.254/)", []),
+        ("-----BEGIN OPENSSH PRIVATE KEY-----", ["private key block"]),
+    ],
+    ids=["yaml-password", "env-password", "api-key", "secret-name", "expansion", "command-substitution", "pem"],
+)
+def test_secret_detector_table(text: str, found: list[str]) -> None:
+    """Literal secrets are caught; the name of a secret and shell expansions that fetch one at boot are not."""
+    assert find_secret_material(text) == found
+
+
+def test_secret_looking_feature_input_is_refused() -> None:
+    """A later feature that tries to pass a secret through custom data fails to render."""
+    ctx = BootstrapContext.for_pool(
+        role="gpu-node",
+        cluster_name=REFERENCE_CLUSTER,
+        pool_name="gpu-a",
+        extra_env={"GB300_BLOB_URL": "https://acct.blob.core.windows.net/c?sv=2024&sig=AbCdEfGhIjKlMnOpQrStUvWx%3D"},
+    )
+    with pytest.raises(BootstrapError, match="must not carry secrets"):
+        render_custom_data(ctx)
+
+
+def test_runcmd_runs_each_step_in_order_in_list_form() -> None:
+    """runcmd is one list-form entry per step, in the node registry's order, ending with the ready step."""
+    config = yaml.safe_load(render_role("gpu-node").cloud_config)
+    names = [step.name for step in steps_for(reference_context("gpu-node"))]
+    assert config["runcmd"] == [["/usr/local/lib/gb300/run-step", name] for name in names]
+    assert names[-1] == "99-ready"
+    placed = {entry["path"] for entry in config["write_files"]}
+    assert {f"/usr/local/lib/gb300/steps/{name}.sh" for name in names} <= placed
+
+
+def test_every_step_runs_on_some_role_and_head_is_marked_ready() -> None:
+    """Every step in the node registry belongs to a role, and the head role also ends by marking ready."""
+    assert all(step.roles for step in STEPS)
+    assert [s.name for s in steps_for(reference_context("head"))][-1] == "99-ready"
+
+
+def test_gpu_node_custom_data_covers_every_component_of_the_issue() -> None:
+    """The GPU node's custom data names every component the bootstrap must verify or install."""
+    text = render_role("gpu-node").cloud_config
+    for needle in (
+        "nvidia-driver",
+        "NVreg_CoherentGPUMemoryMode=driver",
+        "nvidia_peermem",
+        "nvidia-persistenced",
+        "doca-ofed",
+        "nvidia-imex",
+        "channel0",
+        "cuda",
+        "libnccl2",
+        "nccl-rdma-sharp-plugins",
+        "nccl-tests",
+        "dcgm",
+        "moby",
+        "nvidia-container-toolkit",
+        "cdi",
+        "enroot",
+        "pyxis",
+        "apt-mark hold",
+        "OS.EnableRDMA",
+        "ibstat",
+        "pkeys",
+        "NCCL_MNNVL_ENABLE=1",
+        "/etc/nccl.conf",
+        "/etc/profile.d/gb300-nccl.sh",
+        "mdadm",
+        "/mnt/resource_nvme",
+        "fstab",
+        "sysctl",
+        "limits.d",
+        "ClusterUUID",
+        "CliqueId",
+        "fabric.json",
+        "bootstrap.done",
+    ):
+        assert needle in text, needle
+
+
+def test_content_hash_is_stable_and_changes_with_a_software_pin() -> None:
+    """The same inputs give the same hash; a new NCCL pin gives a new hash (pool needs reimage)."""
+    first, again = render_role("gpu-node"), render_role("gpu-node")
+    assert first.sha256 == again.sha256
+    assert first.custom_data == again.custom_data
+    bumped = render_role("gpu-node", nccl="2.30.1")
+    assert bumped.sha256 != first.sha256
+    assert "GB300_SW_NCCL_VERSION=2.30.1" in bumped.cloud_config
+
+
+def test_pools_differ_only_in_their_identity() -> None:
+    """Two GPU pools of one cluster get different custom data (their pool name) from the same steps."""
+    a = render_custom_data(reference_context("gpu-node"))
+    b = render_custom_data(
+        BootstrapContext.for_pool(role="gpu-node", cluster_name=REFERENCE_CLUSTER, pool_name="gpu-b")
+    )
+    assert a.sha256 != b.sha256
+    assert "GB300_POOL=gpu-b" in b.cloud_config
+
+
+def test_unknown_role_names_the_known_ones() -> None:
+    """Asking for a role with no fragment says which roles exist."""
+    with pytest.raises(UnknownRoleError, match="role must be one of gpu-node, head"):
+        render_custom_data(reference_context("login"))

@@ -1,0 +1,131 @@
+"""The alert rules as Azure receives them, evaluated by Prometheus's own `promtool` on synthetic series.
+
+The rule file under test is rebuilt from the plan's ``alertsmanagement:PrometheusRuleGroup`` resources (ISO 8601
+durations turned back into Prometheus ones), so a rule the monitoring component renders wrongly fails here too.
+Cases live in ``tests/fixtures/alerts/gb300_test.yaml``; every rendered alert must fire in one and stay quiet in
+another.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gb300.plan import PlanResult
+from tests.support.files import FIXTURES
+
+CASES = FIXTURES / "alerts" / "gb300_test.yaml"
+
+
+def _promtool() -> str:
+    found = shutil.which("promtool")
+    if found is None:
+        message = "promtool is not installed (scripts/ensure-test-tools installs Debian's)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return found
+
+
+def _prometheus_duration(iso: str) -> str:
+    """Azure's ``PT5M`` back into Prometheus's ``5m``."""
+    match = re.fullmatch(r"PT(\d+)([SMH])", iso)
+    assert match, iso
+    return f"{match.group(1)}{match.group(2).lower()}"
+
+
+def rendered_rule_file(plan: PlanResult, *, annotations: bool = True) -> dict[str, Any]:
+    """A Prometheus rule file holding every PrometheusRuleGroup of ``plan``, as Azure would evaluate it."""
+    groups = []
+    for resource in plan.resources:
+        if resource.type != "azure-native:alertsmanagement:PrometheusRuleGroup":
+            continue
+        rules = []
+        for rule in resource.inputs["rules"]:
+            rendered: dict[str, Any] = {
+                "alert": rule["alert"],
+                "expr": rule["expression"],
+                "for": _prometheus_duration(rule["for"]),
+            }
+            if rule.get("labels"):
+                rendered["labels"] = rule["labels"]
+            if annotations and rule.get("annotations"):
+                rendered["annotations"] = rule["annotations"]
+            rules.append(rendered)
+        groups.append(
+            {
+                "name": resource.inputs["ruleGroupName"],
+                "interval": _prometheus_duration(resource.inputs["interval"]),
+                "rules": rules,
+            }
+        )
+    return {"groups": groups}
+
+
+def _alert_names(rule_file: dict[str, Any]) -> set[str]:
+    return {rule["alert"] for group in rule_file["groups"] for rule in group["rules"]}
+
+
+def _cases() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(CASES.read_text(encoding="utf-8"))
+    return doc
+
+
+def test_rendered_rules_pass_promtool_check(reference_plan: PlanResult, tmp_path: Path) -> None:
+    """`promtool check rules` accepts the rendered groups, annotation templates included."""
+    promtool = _promtool()
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump(rendered_rule_file(reference_plan), sort_keys=False))
+    result = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_alert_fires_and_stays_quiet(reference_plan: PlanResult, tmp_path: Path) -> None:
+    """`promtool test rules` passes: each alert fires on its synthetic fault and is silent on healthy series."""
+    promtool = _promtool()
+    rules = tmp_path / "rules.yaml"
+    # The cases assert which alerts fire with which labels; the annotation texts are checked by `check rules`.
+    rules.write_text(yaml.safe_dump(rendered_rule_file(reference_plan, annotations=False), sort_keys=False))
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(yaml.safe_dump({"rule_files": [str(rules)], **_cases()}, sort_keys=False))
+    result = subprocess.run([promtool, "test", "rules", str(cases)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout + result.stderr
+
+
+def test_promtool_catches_a_broken_rule(reference_plan: PlanResult, tmp_path: Path) -> None:
+    """A rule whose threshold is wrong makes `promtool test rules` fail, so the cases can catch a regression."""
+    promtool = _promtool()
+    broken = rendered_rule_file(reference_plan, annotations=False)
+    for group in broken["groups"]:
+        for rule in group["rules"]:
+            if rule["alert"] == "InfinibandPortDown":
+                rule["expr"] = rule["expr"].replace("!= 4", "!= 1")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump(broken, sort_keys=False))
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(yaml.safe_dump({"rule_files": [str(rules)], **_cases()}, sort_keys=False))
+    result = subprocess.run([promtool, "test", "rules", str(cases)], capture_output=True, text=True, check=False)
+    assert result.returncode != 0
+    assert "InfinibandPortDown" in result.stdout + result.stderr
+
+
+def test_every_alert_has_a_firing_and_a_quiet_case(reference_plan: PlanResult) -> None:
+    """Each rendered alert has a case where it fires and one where it is quiet; a new alert needs both."""
+    firing: set[str] = set()
+    quiet: set[str] = set()
+    for case in _cases()["tests"]:
+        for check in case["alert_rule_test"]:
+            (firing if check["exp_alerts"] else quiet).add(check["alertname"])
+    alerts = _alert_names(rendered_rule_file(reference_plan))
+    assert alerts, "the reference stack renders no alert rules"
+    assert alerts - firing == set(), "alerts without a case where they fire"
+    assert alerts - quiet == set(), "alerts without a case where they stay quiet"
+    assert (firing | quiet) - alerts == set(), "cases for alerts that no longer exist"

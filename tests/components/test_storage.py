@@ -1,0 +1,384 @@
+"""Shared storage: the Lustre filesystem, the private storage account, and how the plan protects their data."""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gb300 import cli
+from gb300.facts import storage_facts
+from gb300.findings import Level
+from gb300.plan import PlanResult, ResourceRecord, mocks
+from gb300.plan.runner import register
+from gb300.plan.state import parse_state
+from gb300.rules.data_loss import DeployedResource, data_loss
+
+AMLFS = "azure-native:storagecache:AmlFilesystem"
+ACCOUNT = "azure-native:storage:StorageAccount"
+
+
+def _one(plan: PlanResult, typ: str) -> ResourceRecord:
+    found = [r for r in plan.resources if r.type == typ]
+    assert len(found) == 1, typ
+    return found[0]
+
+
+def _subnet(plan: PlanResult, name: str) -> ResourceRecord:
+    return next(r for r in plan.resources if r.type == "azure-native:network:Subnet" and r.inputs["subnetName"] == name)
+
+
+def test_lustre_filesystem_inputs(reference_plan: PlanResult) -> None:
+    """The reference Lustre is 128 TiB of the 500 MB/s tier in zone 1, in the storage subnet, with a window."""
+    fs = _one(reference_plan, AMLFS)
+    assert fs.inputs["sku"] == {"name": "AMLFS-Durable-Premium-500"}
+    assert fs.inputs["storageCapacityTiB"] == 128
+    assert fs.inputs["zones"] == ["1"]
+    assert fs.inputs["filesystemSubnet"] == _subnet(reference_plan, "storage").id
+    assert fs.inputs["maintenanceWindow"] == {"dayOfWeek": "Sunday", "timeOfDayUTC": "02:00"}
+
+
+@pytest.mark.parametrize("typ", [AMLFS, ACCOUNT])
+def test_stateful_storage_is_protected(reference_plan: PlanResult, typ: str) -> None:
+    """Lustre and the account are protected, retained on delete, and replaced only on the inputs Azure cannot change."""
+    res = _one(reference_plan, typ)
+    assert res.protect is True
+    assert res.retain_on_delete is True
+    assert res.delete_before_replace is False
+    assert set(res.replace_on_changes) == set(storage_facts.stateful()[typ]["replaceOn"])
+
+
+def test_allow_replace_lifts_the_guards_of_one_store_only(dev_raw: dict[str, Any]) -> None:
+    """gb300:storage.allowReplace: [account] unprotects the account and leaves Lustre protected."""
+    raw = copy.deepcopy(dev_raw)
+    raw["storage"] = {
+        "lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4},
+        "blob": {},
+        "allowReplace": ["account"],
+    }
+    records = {r.type: r for r in register("dev", raw)}
+    assert (records[ACCOUNT].protect, records[ACCOUNT].retain_on_delete) == (False, False)
+    assert records[ACCOUNT].delete_before_replace is True
+    assert (records[AMLFS].protect, records[AMLFS].retain_on_delete) == (True, True)
+
+
+def test_storage_account_is_private_and_keyless(reference_plan: PlanResult) -> None:
+    """The account has a flat namespace, no public or anonymous access, no shared keys, TLS 1.2 and HTTPS only."""
+    inputs = _one(reference_plan, ACCOUNT).inputs
+    assert inputs["isHnsEnabled"] is False  # a flat namespace, so blob versioning is on (test_blob_protection)
+    assert inputs["allowBlobPublicAccess"] is False
+    assert inputs["allowSharedKeyAccess"] is False
+    assert inputs["minimumTlsVersion"] == "TLS1_2"
+    assert inputs["publicNetworkAccess"] == "Disabled"
+    assert inputs["enableHttpsTrafficOnly"] is True
+    assert inputs["networkRuleSet"] == {"defaultAction": "Deny", "bypass": "None"}
+    assert inputs["kind"] == "StorageV2"
+    assert 3 <= len(inputs["accountName"]) <= 24
+    assert inputs["accountName"].isalnum()
+
+
+def test_containers_are_private(reference_plan: PlanResult) -> None:
+    """The datasets and checkpoints containers, and the node payloads', exist in the account with no public
+    access."""
+    account = _one(reference_plan, ACCOUNT)
+    containers = [r for r in reference_plan.resources if r.type == "azure-native:storage:BlobContainer"]
+    assert sorted(c.inputs["containerName"] for c in containers) == ["checkpoints", "datasets", "gb300-node-payload"]
+    for c in containers:
+        assert c.inputs["publicAccess"] == "None"
+        assert c.inputs["accountName"] == account.inputs["accountName"]
+        assert c.id is not None
+        assert c.id.startswith(f"{account.id}/blobServices/default/containers/")
+
+
+def test_private_endpoints_and_dns(reference_plan: PlanResult) -> None:
+    """Blob and dfs each get a private endpoint in the endpoints subnet and a private DNS zone linked to the VNet."""
+    account = _one(reference_plan, ACCOUNT)
+    vnet = _one(reference_plan, "azure-native:network:VirtualNetwork")
+    expected = storage_facts.private_link_zones()
+    ours = [r for r in reference_plan.resources if r.parent and "gb300:storage:BlobStore" in r.parent]
+    endpoints = [r for r in ours if r.type == "azure-native:network:PrivateEndpoint"]
+    zones = {r.id: r for r in ours if r.type == "azure-native:privatedns:PrivateZone"}
+    links = [r for r in ours if r.type == "azure-native:privatedns:VirtualNetworkLink"]
+    groups = [r for r in ours if r.type == "azure-native:network:PrivateDnsZoneGroup"]
+    assert sorted(g for e in endpoints for c in e.inputs["privateLinkServiceConnections"] for g in c["groupIds"]) == [
+        "blob",
+        "dfs",
+    ]
+    for e in endpoints:
+        assert e.inputs["subnet"]["id"] == _subnet(reference_plan, "endpoints").id
+        assert e.inputs["privateLinkServiceConnections"][0]["privateLinkServiceId"] == account.id
+    assert sorted(z.inputs["privateZoneName"] for z in zones.values()) == sorted(expected.values())
+    assert all(link.inputs["virtualNetwork"]["id"] == vnet.id for link in links)
+    assert all(link.inputs["registrationEnabled"] is False for link in links)
+    for g in groups:
+        (config,) = g.inputs["privateDnsZoneConfigs"]
+        assert zones[config["privateDnsZoneId"]].inputs["privateZoneName"] == expected[config["name"]]
+
+
+def test_storage_subnet_sized_by_config(dev_raw: dict[str, Any]) -> None:
+    """The storage subnet is Azure's documented /27 for 4 TiB, and subnetPrefixLength overrides it."""
+    raw = copy.deepcopy(dev_raw)
+    raw["storage"] = {"lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4}}
+    assert ipaddress.IPv4Network(_subnet_of(register("dev", raw), "storage")).prefixlen == 27
+    raw["storage"]["lustre"]["subnetPrefixLength"] = 25
+    assert ipaddress.IPv4Network(_subnet_of(register("dev", raw), "storage")).prefixlen == 25
+
+
+def _subnet_of(records: list[ResourceRecord], name: str) -> str:
+    return str(
+        next(r for r in records if r.type == "azure-native:network:Subnet" and r.inputs["subnetName"] == name).inputs[
+            "addressPrefix"
+        ]
+    )
+
+
+@pytest.mark.parametrize("answer", [11, 4_091])
+def test_reference_subnets_ignore_the_mocked_lustre_answer(
+    reference_plan: PlanResult, reference_raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch, answer: int
+) -> None:
+    """Whatever the mocks answer to getRequiredAmlFSSubnetsSize, the reference plan carves the same subnets."""
+    monkeypatch.setattr(mocks, "amlfs_subnet_addresses", lambda capacity_tib: answer)
+    records = register("reference", copy.deepcopy(reference_raw))
+    names = ("gpu", "head", "storage", "endpoints", "AzureBastionSubnet")
+    assert {n: _subnet_of(records, n) for n in names} == {
+        n: _subnet(reference_plan, n).inputs["addressPrefix"] for n in names
+    }
+
+
+def test_lustre_beyond_documented_sizes_needs_a_subnet_size(
+    write_stack: Any, dev_raw: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Above the capacities Azure documents a size for, the stack must set subnetPrefixLength (exit 2, key path)."""
+    raw = copy.deepcopy(dev_raw)
+    raw["storage"] = {"lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 404}}
+    assert cli.main(["plan", "--stack-file", str(write_stack(raw)), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "gb300:storage.lustre.subnetPrefixLength: is required for capacityTiB above" in err
+    assert "Traceback" not in err
+
+
+def test_reference_storage_subnet_fits_128_tib(reference_plan: PlanResult) -> None:
+    """The reference stack's 128 TiB filesystem gets the /24 Azure recommends for 96-196 TiB."""
+    assert ipaddress.IPv4Network(_subnet(reference_plan, "storage").inputs["addressPrefix"]).prefixlen == 24
+
+
+def _nsg_of(plan_resources: list[ResourceRecord], subnet: ResourceRecord) -> ResourceRecord:
+    nsg_id = subnet.inputs["networkSecurityGroup"]["id"]
+    return next(r for r in plan_resources if r.id == nsg_id)
+
+
+def test_lustre_subnet_reaches_azure_services(reference_plan: PlanResult) -> None:
+    """The Lustre subnet egresses through the NAT gateway, and its NSG allows Azure Monitor in and AzureCloud out."""
+    subnet = _subnet(reference_plan, "storage")
+    (nat,) = [r for r in reference_plan.resources if r.type == "azure-native:network:NatGateway"]
+    assert subnet.inputs["defaultOutboundAccess"] is False
+    assert subnet.inputs["natGateway"] == {"id": nat.id}
+    rules = _nsg_of(reference_plan.resources, subnet).inputs["securityRules"]
+    allowed = {(r["direction"], r["sourceAddressPrefix"], r["destinationAddressPrefix"]) for r in rules
+               if r["access"] == "Allow"}  # fmt: skip
+    # Azure Managed Lustre's network prerequisites and NSG guidance (learn.microsoft.com azure-managed-lustre).
+    assert ("Inbound", "AzureMonitor", "VirtualNetwork") in allowed
+    assert ("Outbound", "VirtualNetwork", "AzureCloud") in allowed
+    monitor = next(r for r in rules if r["sourceAddressPrefix"] == "AzureMonitor")
+    assert monitor["protocol"] == "Tcp"
+    deny = next(r for r in rules if r["name"] == "deny-internet-inbound")
+    inbound = [r for r in rules if r["access"] == "Allow" and r["direction"] == "Inbound"]
+    assert all(r["priority"] < deny["priority"] for r in inbound)
+
+
+def _with_blob(dev_raw: dict[str, Any]) -> dict[str, Any]:
+    raw = copy.deepcopy(dev_raw)
+    raw["storage"] = {"blob": {}}
+    return raw
+
+
+def test_account_name_differs_per_subscription(dev_raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two subscriptions deploying one stack file get different account names; one subscription always the same."""
+    from gb300.plan import mocks  # noqa: PLC0415
+
+    def account_name(subscription: str) -> str:
+        monkeypatch.setattr(mocks, "SUBSCRIPTION_ID", subscription)
+        (account,) = [r for r in register("dev", _with_blob(dev_raw)) if r.type == ACCOUNT]
+        name: str = account.inputs["accountName"]
+        assert re.fullmatch(r"[a-z0-9]{3,24}", name), name
+        return name
+
+    first = account_name("aaaaaaaa-0000-0000-0000-000000000001")
+    assert account_name("bbbbbbbb-0000-0000-0000-000000000002") != first
+    assert account_name("aaaaaaaa-0000-0000-0000-000000000001") == first
+
+
+def test_explicit_account_name_is_kept(dev_raw: dict[str, Any]) -> None:
+    """gb300:storage.blob.accountName is used as written, whatever the subscription."""
+    raw = _with_blob(dev_raw)
+    raw["storage"]["blob"]["accountName"] = "myclusterckpt"
+    (account,) = [r for r in register("dev", raw) if r.type == ACCOUNT]
+    assert account.inputs["accountName"] == "myclusterckpt"
+
+
+# --- the resource group that holds the data ------------------------------------------------------------------
+
+
+def _group(resources: list[ResourceRecord]) -> ResourceRecord:
+    (group,) = [r for r in resources if r.type == "azure-native:resources:ResourceGroup"]
+    return group
+
+
+def test_group_holding_stores_is_protected_and_retained(reference_plan: PlanResult) -> None:
+    """The resource group of Lustre and the account is protected and retained, so Pulumi never deletes it."""
+    group = _group(reference_plan.resources)
+    assert (group.protect, group.retain_on_delete) == (True, True)
+
+
+def test_lustre_lock_blocks_group_deletion(reference_plan: PlanResult) -> None:
+    """A CanNotDelete lock on the filesystem makes Azure refuse to delete the group (no partial deletion)."""
+    fs = _one(reference_plan, AMLFS)
+    (lock,) = [r for r in reference_plan.resources if r.type == "azure-native:authorization:ManagementLockByScope"]
+    assert lock.inputs["scope"] == fs.id
+    assert lock.inputs["level"] == "CanNotDelete"
+    # Unprotected in Pulumi's state: allowReplace must be able to remove it before the filesystem goes.
+    assert (lock.protect, lock.retain_on_delete) == (False, False)
+
+
+def test_allow_replace_of_every_store_frees_the_group(dev_raw: dict[str, Any]) -> None:
+    """With both stores in allowReplace the group is neither protected nor retained, and the lock is gone."""
+    raw = copy.deepcopy(dev_raw)
+    raw["storage"] = {
+        "lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4},
+        "blob": {},
+        "allowReplace": ["lustre", "account"],
+    }
+    resources = register("dev", raw)
+    assert (_group(resources).protect, _group(resources).retain_on_delete) == (False, False)
+    assert not [r for r in resources if r.type == "azure-native:authorization:ManagementLockByScope"]
+
+
+def test_group_without_stores_is_not_protected(dev_raw: dict[str, Any]) -> None:
+    """A stack without stateful storage keeps an ordinary resource group that pulumi destroy removes."""
+    raw = copy.deepcopy(dev_raw)
+    raw.pop("storage", None)
+    group = _group(register("dev", raw))
+    assert (group.protect, group.retain_on_delete) == (False, False)
+
+
+def test_no_data_storage_when_not_configured(dev_raw: dict[str, Any]) -> None:
+    """A stack without gb300:storage declares no Lustre and no data container: its account holds the node
+    payloads alone, unprotected (nothing in it cannot be made again), and private."""
+    raw = copy.deepcopy(dev_raw)
+    raw.pop("storage", None)
+    resources = register("dev", raw)
+    assert AMLFS not in {r.type for r in resources}
+    containers = [r for r in resources if r.type == "azure-native:storage:BlobContainer"]
+    assert [c.inputs["containerName"] for c in containers] == ["gb300-node-payload"]
+    [account] = [r for r in resources if r.type == ACCOUNT]
+    assert (account.protect, account.retain_on_delete) == (False, False)
+    assert account.inputs["publicNetworkAccess"] == "Disabled"
+
+
+def test_upload_source_ranges_open_the_account_to_those_addresses_only(dev_raw: dict[str, Any]) -> None:
+    """gb300:storage.nodePayload.uploadSourceRanges opens the account's public endpoint to those addresses only,
+    default action Deny; a /32 becomes the single address Azure requires."""
+    raw = copy.deepcopy(dev_raw)
+    raw["storage"] = {"nodePayload": {"uploadSourceRanges": ["203.0.113.0/24", "198.51.100.7/32"]}}
+    [account] = [r for r in register("dev", raw) if r.type == ACCOUNT]
+    assert account.inputs["publicNetworkAccess"] == "Enabled"
+    rules = account.inputs["networkRuleSet"]
+    assert rules["defaultAction"] == "Deny"
+    assert [r["iPAddressOrRange"] for r in rules["ipRules"]] == ["203.0.113.0/24", "198.51.100.7"]
+
+
+# --- data-loss protection ------------------------------------------------------------------------------------
+
+
+def _deployed(plan: PlanResult, **changes: Any) -> list[DeployedResource]:
+    """The reference plan as if deployed, with some inputs of the Lustre filesystem as they were at creation."""
+    out = []
+    for r in plan.resources:
+        inputs = dict(r.inputs)
+        if r.type == AMLFS:
+            inputs.update(changes)
+        out.append(DeployedResource(r.urn, r.type, r.name, r.id, inputs))
+    return out
+
+
+def test_unchanged_storage_is_not_data_loss(reference_plan: PlanResult) -> None:
+    """A plan identical to the deployed state reports no data loss."""
+    assert list(data_loss(reference_plan.resources, _deployed(reference_plan), [])) == []
+
+
+@pytest.mark.parametrize(
+    ("deployed_inputs", "shown"),
+    [
+        ({"storageCapacityTiB": 64}, "storageCapacityTiB: 64 -> 128"),
+        (
+            {"sku": {"name": "AMLFS-Durable-Premium-250"}},
+            "sku: 'AMLFS-Durable-Premium-250' -> 'AMLFS-Durable-Premium-500'",
+        ),
+        ({"zones": ["2"]}, "zones: ['2'] -> ['1']"),
+    ],
+)
+def test_lustre_replacement_is_a_data_loss_error(
+    reference_plan: PlanResult, deployed_inputs: dict[str, Any], shown: str
+) -> None:
+    """Changing what Azure cannot change on a deployed Lustre filesystem is an error naming the change."""
+    (finding,) = data_loss(reference_plan.resources, _deployed(reference_plan, **deployed_inputs), [])
+    assert finding.level == Level.ERROR
+    assert finding.rule == "storage-data-loss"
+    assert shown in finding.message
+    assert "gb300:storage.allowReplace" in finding.message
+
+
+def test_allowed_replacement_is_a_warning(reference_plan: PlanResult) -> None:
+    """With gb300:storage.allowReplace: [lustre] the same change is a warning that still says what is lost."""
+    (finding,) = data_loss(reference_plan.resources, _deployed(reference_plan, storageCapacityTiB=64), ["lustre"])
+    assert finding.level == Level.WARNING
+    assert "data would be lost" in finding.message
+
+
+def test_removing_deployed_storage_is_a_data_loss_error(reference_plan: PlanResult) -> None:
+    """A deployed storage account that the plan no longer declares would be deleted: an error."""
+    deployed = _deployed(reference_plan)
+    planned = [r for r in reference_plan.resources if r.type != ACCOUNT]
+    (finding,) = data_loss(planned, deployed, [])
+    assert finding.level == Level.ERROR
+    assert "would delete the storage account" in finding.message
+
+
+def test_state_file_drives_the_plan_verdict(tmp_path: Path, reference_plan: PlanResult) -> None:
+    """gb300 plan --state with a smaller deployed Lustre exits 1 with exactly one error: storage-data-loss."""
+    resources = []
+    for r in reference_plan.resources:
+        inputs = dict(r.inputs)
+        if r.type == AMLFS:
+            inputs["storageCapacityTiB"] = 64
+        resources.append({"urn": r.urn, "type": r.type, "id": r.id, "inputs": inputs, "outputs": {}})
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"version": 3, "deployment": {"manifest": {}, "resources": resources}}))
+    out = tmp_path / "plan.json"
+    assert cli.main(["plan", "--stack", "reference", "--state", str(state), "--json", str(out), "--quiet"]) == 1
+    findings = json.loads(out.read_text())["findings"]
+    assert [f["rule"] for f in findings if f["level"] == "error"] == ["storage-data-loss"]
+
+
+def test_state_file_must_be_a_stack_export(tmp_path: Path) -> None:
+    """A state file that is not a 'pulumi stack export' document is a usage error (exit 2), not a traceback."""
+    bad = tmp_path / "state.json"
+    bad.write_text("[]")
+    assert cli.main(["plan", "--stack", "dev", "--state", str(bad), "--quiet"]) == 2
+    assert (
+        parse_state(
+            {"deployment": {"resources": [{"urn": "urn:pulumi:dev::gb300::t::u", "type": "t", "delete": True}]}}
+        )
+        == []
+    )
+
+
+def test_never_deployed_stack_has_nothing_to_lose() -> None:
+    """The export of a stack never deployed (no deployment, or no resources) compares as empty, not as an error."""
+    assert parse_state({"version": 3}) == []
+    assert parse_state({"version": 3, "deployment": {"manifest": {}}}) == []

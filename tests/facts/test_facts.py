@@ -1,0 +1,34 @@
+"""Facts the catalog states: the corrected quota family and fabric cap, and sources users can open."""
+
+from __future__ import annotations
+
+import subprocess
+
+from gb300 import paths
+from gb300.facts import catalog
+
+SIZE_PAGE_GPUS = 100_000  # nd-gb300-v6-series.md: one InfiniBand fabric reaches "up to 100,000 GPUs"
+
+
+def test_rack_cap_is_the_most_racks_within_the_size_pages_gpus() -> None:
+    """maxRacksPerFabric is the largest whole number of NVL72 racks whose GPUs stay within 100,000."""
+    cat = catalog.load()
+    sku = cat.sku("Standard_ND128isr_GB300_v6")
+    cap = cat.fabric_models["interconnect-group"].max_racks_per_fabric
+    assert cap is not None
+    gpus_per_rack = sku.gpus * sku.vms_per_nvlink_domain
+    racks = int(cap.value)
+    assert racks * gpus_per_rack <= SIZE_PAGE_GPUS < (racks + 1) * gpus_per_rack
+
+
+def test_h200_quota_family_is_the_isr_family() -> None:
+    """The H200 size counts against standardNDISRH200V5Family, the family Azure's usage API reports."""
+    assert catalog.load().sku("Standard_ND96isr_H200_v5").quota_family.value == "standardNDISRH200V5Family"
+
+
+def test_no_file_but_the_readme_cites_the_private_domain_notes() -> None:
+    """Sources name public pages or repository paths: no file but README.md (issue 19) cites the private notes."""
+    files = subprocess.run(
+        ["git", "grep", "-l", "DOMAIN" + ".md"], cwd=paths.REPO_ROOT, capture_output=True, text=True, check=False
+    ).stdout.split()
+    assert [f for f in files if f != "README.md"] == []

@@ -1,0 +1,1 @@
+"""Tests of :mod:`gb300.rules` and the policy pack that wraps them."""
