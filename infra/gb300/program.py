@@ -11,8 +11,8 @@ import hashlib
 import pulumi
 from pulumi_azure_native import authorization, resources
 
-from gb300 import config
-from gb300.bootstrap.payload import PAYLOAD_TAG
+from gb300 import config, rules
+from gb300 import tags as gb300_tags
 from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs
 from gb300.components import monitoring as monitoring_component
 from gb300.components import storage as storage_component
@@ -75,13 +75,12 @@ def checkpoint_tags(cfg: StackConfig) -> dict[str, str]:
     ckpt = cfg.storage.checkpoint
     if ckpt is None:
         return {}
-    tags = {
-        "gb300-checkpoint-parameters": sizing.fmt_count(ckpt.parameters),
-        "gb300-checkpoint-minutes": f"{ckpt.budget_minutes:g}",
-    }
-    if ckpt.bytes_per_parameter is not None:
-        tags["gb300-checkpoint-bytes-per-parameter"] = f"{ckpt.bytes_per_parameter:g}"
-    return tags
+    per_parameter = ckpt.bytes_per_parameter
+    return gb300_tags.checkpoint(
+        sizing.fmt_count(ckpt.parameters),
+        f"{ckpt.budget_minutes:g}",
+        f"{per_parameter:g}" if per_parameter is not None else None,
+    )
 
 
 def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
@@ -131,7 +130,6 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         ),
     )
     outputs: dict[str, pulumi.Output[str]] = {}
-    deploy_tags: dict[str, pulumi.Input[str]] = {}
     storage = cfg.storage
     if storage.lustre is not None:
         lustre = storage_component.Lustre(
@@ -149,7 +147,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 tags={**tags, **checkpoint_tags(cfg)},
             ),
         )
-        outputs["lustreMgsAddress"] = deploy_tags["gb300-lustre-mgs"] = lustre.mgs_address
+        outputs["lustreMgsAddress"] = lustre.mgs_address
     # Every role's node payload, rendered from the config alone: the custom data fetches it (docs/node-payload.md).
     head_data = nodes.render(nodes.HEAD, cfg)
     pool_data = {pool.name: nodes.render(nodes.GPU_NODE, cfg, pool) for pool in cfg.gpu_pools}
@@ -179,7 +177,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         ),
     )
     if blob_cfg is not None:
-        outputs["storageAccountName"] = deploy_tags["gb300-blob-account"] = blob.name
+        outputs["storageAccountName"] = blob.name
     payloads = NodePayloads(
         f"{name}-payload",
         NodePayloadArgs(
@@ -198,7 +196,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             else storage.node_payload.deployer_principal_type,
         ),
     )
-    outputs["nodePayloadUrl"] = deploy_tags[PAYLOAD_TAG] = payloads.url
+    outputs["nodePayloadUrl"] = payloads.url
     mon = cfg.monitoring
     monitoring = monitoring_component.Monitoring(
         f"{name}-mon",
@@ -217,16 +215,19 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         ),
     )
     if monitoring.remote_write_url is not None:
-        outputs["prometheusRemoteWriteUrl"] = deploy_tags["gb300-prom-write"] = monitoring.remote_write_url
+        outputs["prometheusRemoteWriteUrl"] = monitoring.remote_write_url
     # Nodes learn deploy-time values from their own tags (IMDS), so custom data holds no secret and does not
-    # change when a generated name does: the vault, the payload container's URL, and (node_files.DEPLOY_TAGS)
-    # Lustre, Blob and Prometheus.
-    node_tags: dict[str, pulumi.Input[str]] = {
-        **tags,
-        "gb300-keyvault": secrets.vault_name,
-        "gb300-node-client-id": identity.client_id,
-        **deploy_tags,
-    }
+    # change when a generated name does: the vault, the identity, the payload container, and Lustre, Blob and
+    # Prometheus when deployed.
+    node_tags: dict[str, pulumi.Input[str]] = gb300_tags.node(
+        tags,
+        keyvault=secrets.vault_name,
+        node_client_id=identity.client_id,
+        payload_url=payloads.url,
+        lustre_mgs=outputs.get("lustreMgsAddress"),
+        blob_account=outputs.get("storageAccountName"),
+        prom_write=outputs.get("prometheusRemoteWriteUrl"),
+    )
     node = NodeCommon(
         resource_group_name=rg.name,
         location=location,
@@ -291,11 +292,17 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
 
 
 def read_config() -> StackConfig:
-    """The stack's ``gb300`` namespace from the Pulumi engine, validated."""
+    """The stack's ``gb300`` namespace from the Pulumi engine, validated as ``gb300 plan`` validates it: the
+    config itself, and ``gb300:policy.suppress`` against the rule registry (an unknown rule id, or a security rule
+    suppressed without a reason, fails ``pulumi preview``/``up`` as it fails the plan)."""
     values: dict[str, str] = {}
     values.update(pulumi.runtime.config.get_config_env())
     values.update(pulumi.runtime.config.CONFIG.get())
-    return config.parse(config.from_pulumi_config(values))
+    cfg = config.parse(config.from_pulumi_config(values))
+    problems = rules.unknown_suppressions(cfg.policy)
+    if problems:
+        raise ConfigError(problems)
+    return cfg
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ import tarfile
 from dataclasses import dataclass
 from typing import Any
 
+from gb300 import tags
 from gb300.bootstrap.context import BootstrapContext
 from gb300.bootstrap.errors import BootstrapError
 from gb300.bootstrap.render import (
@@ -48,7 +49,7 @@ FETCH_PAYLOAD = "/usr/local/lib/gb300/fetch-payload"
 """Where the fetch script lands (inline, from the custom data)."""
 PAYLOAD_ENV = "/etc/gb300/payload.env"
 """The payload's blob name, sha256 and retry settings (inline, from the custom data)."""
-PAYLOAD_TAG = "gb300-payload-url"
+PAYLOAD_TAG = tags.PAYLOAD_URL
 """The VM tag holding the payload container's URL (a deploy-time value: the account's blob endpoint)."""
 _MTIME = 0
 

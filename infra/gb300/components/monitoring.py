@@ -29,7 +29,7 @@ from pulumi_azure_native import alertsmanagement, compute, dashboard, monitor, o
 from gb300.components.arm_resource import ArmResource
 from gb300.facts import roles
 from gb300.facts.alerts import alert_groups, iso_duration
-from gb300.facts.catalog import _load_yaml
+from gb300.facts.loader import data
 from gb300.paths import TEMPLATES_DIR
 
 DASHBOARDS_DIR = TEMPLATES_DIR / "dashboards"
@@ -39,7 +39,7 @@ ASSOCIATION = "azure-native:monitor:DataCollectionRuleAssociation"
 @functools.cache
 def facts() -> dict[str, Any]:
     """``data/monitoring.yaml``."""
-    return _load_yaml("monitoring.yaml")
+    return data("monitoring.yaml")
 
 
 def _value(raw: Any) -> Any:
