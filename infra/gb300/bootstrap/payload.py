@@ -10,7 +10,8 @@ The custom data is a small cloud-config: any inline step (one that must run befo
 ``fetch-payload`` (IMDS token as root, GET the blob over the private endpoint, sha256 checked before anything
 is extracted or run, bounded retries, a status naming the failure), then ``run-step`` for each of the role's
 steps in order, exactly as the full cloud-config would run them. The custom data carries the payload's sha256,
-so its own hash (the ``gb300-custom-data-sha256`` tag) changes exactly when the payload or the custom data does.
+so its own hash (the custom data hash tag, ``tags.CUSTOM_DATA_HASH``) changes exactly when the payload or the
+custom data does.
 """
 
 from __future__ import annotations
