@@ -16,6 +16,7 @@ from gb300 import tags as gb300_tags
 from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs
 from gb300.components import monitoring as monitoring_component
 from gb300.components import storage as storage_component
+from gb300.components.arm_resource import drop_version_aliases
 from gb300.components.head import HeadNode, HeadNodeArgs
 from gb300.components.node_common import NodeCommon
 from gb300.components.node_payload import NodePayloadArgs, NodePayloads, PayloadFile
@@ -311,5 +312,6 @@ def main() -> None:
         cfg = read_config()
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack configuration:\n{exc}") from None
+    pulumi.runtime.register_stack_transformation(drop_version_aliases)
     for key, value in build(cfg).items():
         pulumi.export(key, value)
