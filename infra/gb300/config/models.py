@@ -355,11 +355,23 @@ class StorageSettings(_Model):
         return self
 
 
+class BootstrapAlertSettings(_Model):
+    """``gb300:monitoring.logs.bootstrapAlert``: a log alert per node whose bootstrap failed (docs/lifecycle.md).
+
+    ``severity``: Azure's alert severity, 0 (critical) to 4 (verbose). The alert notifies the action group of
+    ``gb300:monitoring.alerts.emails`` and ``webhooks``.
+    """
+
+    enabled: bool = True
+    severity: Annotated[int, Field(ge=0, le=4, strict=True)] = 1
+
+
 class LogsSettings(_Model):
     """``gb300:monitoring.logs``: Log Analytics, the Azure Monitor Agent and the log data collection rules."""
 
     enabled: bool = True
     retention_days: Annotated[int, Field(ge=30, le=730, strict=True)] = 30
+    bootstrap_alert: BootstrapAlertSettings = Field(default_factory=BootstrapAlertSettings)
 
 
 class PrometheusSettings(_Model):
