@@ -400,9 +400,9 @@ def test_command_extraction(script: str, expected: list[list[str]]) -> None:
 
 
 def test_deploy_identity_condition_covers_every_role_the_stack_assigns() -> None:
-    """The README's role-assignment condition (GitOps) allows each role id in data/roles.yaml."""
+    """The role-assignment condition in docs/gitops.md allows each role id in data/roles.yaml."""
     roles_file = ROOT / "infra" / "gb300" / "data" / "roles.yaml"
     wanted = set(yaml.safe_load(roles_file.read_text(encoding="utf-8"))["roles"].values())
-    line = re.search(r'^roles="([^"]*)"$', (ROOT / "README.md").read_text(), re.MULTILINE)
-    assert line, 'README.md (GitOps): no roles="..." line'
+    line = re.search(r'^roles="([^"]*)"$', (ROOT / "docs" / "gitops.md").read_text(), re.MULTILINE)
+    assert line, 'docs/gitops.md: no roles="..." line'
     assert set(re.findall(r"[0-9a-f-]{36}", line.group(1))) == wanted

@@ -1,6 +1,6 @@
 """The ``gb300`` command line. User mistakes exit 2 with one line per problem, never a traceback.
 
-Exit codes, the same for every command (README, "Exit codes"):
+Exit codes, the same for every command (docs/cli.md, generated from this module by ``gb300 docs``):
 
 * 0: done; for ``gb300 plan``, no finding at or above ``gb300:policy.failOn``;
 * 1: ``gb300 plan`` found at least one finding at or above ``failOn`` (the plan itself worked);
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gb300",
         description="Turn one Pulumi stack file into an Azure ND GB300 v6 (NVL72) training cluster.",
-        epilog="Deploy for real with the Pulumi CLI: pulumi preview / pulumi up (see README.md).",
+        epilog="Deploy for real with the Pulumi CLI: pulumi preview / pulumi up (see README.md and docs/).",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:

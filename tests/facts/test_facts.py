@@ -26,9 +26,9 @@ def test_h200_quota_family_is_the_isr_family() -> None:
     assert catalog.load().sku("Standard_ND96isr_H200_v5").quota_family.value == "standardNDISRH200V5Family"
 
 
-def test_no_file_but_the_readme_cites_the_private_domain_notes() -> None:
-    """Sources name public pages or repository paths: no file but README.md (issue 19) cites the private notes."""
+def test_no_file_cites_the_private_domain_notes() -> None:
+    """Sources name public pages or repository paths: no tracked file, README and docs included, cites the notes."""
     files = subprocess.run(
         ["git", "grep", "-l", "DOMAIN" + ".md"], cwd=paths.REPO_ROOT, capture_output=True, text=True, check=False
     ).stdout.split()
-    assert [f for f in files if f != "README.md"] == []
+    assert files == []

@@ -1,4 +1,4 @@
-"""The README's Rules section documents every rule: id, level, what it checks, and the az command."""
+"""docs/rules.md documents every rule: id, level, what it checks, why, the fix, and the az command."""
 
 from __future__ import annotations
 
@@ -8,17 +8,21 @@ import pytest
 
 from gb300 import paths, policy_pack, rules
 from gb300.config import PolicySettings
+from gb300.rules import data_loss, destroy, reimage
 
-DOC = (paths.REPO_ROOT / "README.md").read_text(encoding="utf-8")
+DOC = (paths.REPO_ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
+STATE_RULES = {destroy.RULE_ID, data_loss.RULE_ID, reimage.RULE_ID}
+"""Rules ``gb300 plan --state`` runs against the deployed state."""
+ALL_RULES = {*rules.RULES, *rules.CONFIG_RULES, *STATE_RULES}
 
 
 def _section(rule_id: str) -> str:
-    match = re.search(rf"^#### `{re.escape(rule_id)}`\n(.*?)(?=^#{{2,4}} |\Z)", DOC, re.DOTALL | re.MULTILINE)
-    assert match, f"README.md has no section '#### `{rule_id}`'"
+    match = re.search(rf"^### `{re.escape(rule_id)}`\n(.*?)(?=^#{{1,3}} |\Z)", DOC, re.DOTALL | re.MULTILINE)
+    assert match, f"docs/rules.md has no section '### `{rule_id}`'"
     return match.group(1)
 
 
-@pytest.mark.parametrize("rule_id", sorted({*rules.RULES, *rules.CONFIG_RULES}))
+@pytest.mark.parametrize("rule_id", sorted(ALL_RULES))
 def test_every_rule_is_documented(rule_id: str) -> None:
     """Each rule has a section with its level, what it checks, why, the fix and an `az` command."""
     section = _section(rule_id)
@@ -36,6 +40,6 @@ def test_every_rule_is_registered_in_both_front_ends(rule_id: str) -> None:
 
 
 def test_no_documented_rule_is_missing_from_the_code() -> None:
-    """Every rule section in the README names a rule that exists."""
-    documented = set(re.findall(r"^#### `([a-z0-9-]+)`", DOC, re.MULTILINE))
-    assert documented == {*rules.RULES, *rules.CONFIG_RULES}
+    """Every rule section in docs/rules.md names a rule that exists."""
+    documented = set(re.findall(r"^### `([a-z0-9-]+)`", DOC, re.MULTILINE))
+    assert documented == ALL_RULES

@@ -104,7 +104,7 @@ def findings(answer: Answer, subnet_prefix: str, reserved: int, *, sku: str, cap
                 Level.WARNING,
                 WHERE,
                 f"Azure's subnet size for the Lustre filesystem could not be checked: {answer.unverified}. The "
-                "storage subnet keeps the size in config; ask Azure by hand (README, lustre-subnet-size).",
+                "storage subnet keeps the size in config; ask Azure by hand (docs/rules.md#lustre-subnet-size).",
             )
         ]
     free = ipaddress.IPv4Network(subnet_prefix).num_addresses - reserved

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from gb300.commands import plan, rollout, schema, size_storage, software, status, topology
+from gb300.commands import docs, plan, rollout, schema, size_storage, software, status, topology
 
-COMMANDS: tuple[ModuleType, ...] = (plan, schema, topology, size_storage, software, rollout, status)
+COMMANDS: tuple[ModuleType, ...] = (plan, schema, topology, size_storage, software, rollout, status, docs)
 
 __all__ = ["COMMANDS"]

@@ -3,7 +3,7 @@
 The typed ``pulumi_azure_native.resources.Resource`` adds 25 aliases, one per older API-version type token
 (``azure-native:resources/v20151101:Resource`` ...). The Python SDK turns every alias into URN outputs as the
 resource is constructed (pulumi/pulumi#10010), about 1 ms of CPU each on the benchmark machine: 85% of the CPU
-of a 1,389-rack plan, which declares one such resource per rack (README, Benchmarks). Aliases matter only to
+of a 1,389-rack plan, which declares one such resource per rack (bench/README.md). Aliases matter only to
 a stack whose state holds the resource under one of those old tokens; gb300 has only ever declared the
 unversioned token. :class:`ArmResource` registers the same type, name, inputs and provider version, without
 them: for the resources declared once per rack (the scale set, its data collection rule associations).

@@ -4,7 +4,8 @@ The stack configuration contract (namespace ``gb300``). A stack file's ``config:
 :class:`StackConfig`; every problem is reported at once, one line per key path, via
 :class:`gb300.errors.ConfigError`.
 
-- :mod:`~gb300.config.models`: the pydantic models (the contract itself);
+- :mod:`~gb300.config.models`: the pydantic models (the contract itself), :mod:`~gb300.config.storage` those of
+  ``gb300:storage``, :mod:`~gb300.config.base` their common base (a field's docstring is its description);
 - :mod:`~gb300.config.checks`: field checks (names, CIDRs, SSH keys, sizes, paths);
 - :mod:`~gb300.config.messages`: pydantic errors -> one line per key path, and :func:`parse`;
 - :mod:`~gb300.config.loading`: reading a stack file or the Pulumi engine's config map;
@@ -24,27 +25,29 @@ from gb300.config.models import (
     AccessSettings,
     AlertSettings,
     AllowDestroy,
-    BlobContainer,
-    BlobSettings,
-    BlockCache,
-    CheckpointSettings,
     ClusterSettings,
     GpuPool,
     GrafanaSettings,
     HeadSettings,
     HealthSettings,
     LogsSettings,
-    LustreSettings,
-    MaintenanceWindow,
     MonitoringSettings,
     NetworkSettings,
     PolicySettings,
     PrometheusSettings,
     StackConfig,
-    StorageSettings,
     Suppression,
 )
 from gb300.config.schema import json_schema, key_paths
+from gb300.config.storage import (
+    BlobContainer,
+    BlobSettings,
+    BlockCache,
+    CheckpointSettings,
+    LustreSettings,
+    MaintenanceWindow,
+    StorageSettings,
+)
 
 __all__ = [
     "NAMESPACE",

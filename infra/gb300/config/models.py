@@ -3,32 +3,24 @@
 A stack file's ``config:`` block becomes a :class:`StackConfig`. Every problem is reported at once,
 one line per key path (``gb300:gpuPools[0].racks: must be at least 1 (got 0)``), via
 :class:`gb300.errors.ConfigError`. Syntax and ranges live here; checks that need the declared
-resources (subnet room, quota, rack alignment) are rules in :mod:`gb300.rules`.
+resources (subnet room, quota, rack alignment) are rules in :mod:`gb300.rules`. The storage models are in
+:mod:`gb300.config.storage`; every model derives from :class:`gb300.config.base.ConfigModel`.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    model_validator,
-)
-from pydantic.alias_generators import to_camel
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
+from gb300.config.base import ConfigModel
 from gb300.config.checks import (
     _check_address_space,
     _check_cidr,
-    _check_container_name,
     _check_email,
     _check_gpu_size,
     _check_image,
     _check_location,
-    _check_mount_path,
     _check_name,
     _check_pool_name,
     _check_reason,
@@ -41,9 +33,9 @@ from gb300.config.checks import (
     _PathError,
     _suppression_from_text,
     _zone_to_str,
-    format_path,
 )
-from gb300.facts import catalog, storage_facts
+from gb300.config.storage import StorageSettings
+from gb300.facts import catalog
 
 Name = Annotated[str, Field(min_length=1, max_length=12), AfterValidator(_check_name)]
 PoolName = Annotated[str, Field(min_length=1, max_length=10), AfterValidator(_check_pool_name)]
@@ -53,19 +45,22 @@ TagKey = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^<>%&\\?
 TagValue = Annotated[str, Field(max_length=256)]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, strict=False
-    )
-
-
-class ClusterSettings(_Model):
+class ClusterSettings(ConfigModel):
     """``gb300:cluster``: identity, region and tags of the cluster."""
 
     name: Name
+    """1-12 lowercase letters, digits, single hyphens; starts with a letter. Prefixes every Azure name."""
     location: Annotated[str, AfterValidator(_check_location)]
+    """Azure region, e.g. `eastus2`; names outside `data/platform.yaml` `azureRegions` are refused with a "did you
+    mean". GB300 availability is a question for Azure's Resource SKUs API.
+    """
     zone: Zone | None = None
+    """Availability zone of NAT, Lustre and the GPU pools' scale sets (their ARM `zones`)."""
     tags: dict[TagKey, TagValue] = Field(default_factory=dict)
+    """Tags on every taggable resource, plus `gb300-cluster` and `managed-by: gb300`. Azure's limits are checked: at
+    most 36 (50 per resource less 14 for gb300's own), names up to 128 characters without the prefixes `azure`,
+    `microsoft`, `windows`, values up to 256.
+    """
 
     @model_validator(mode="after")
     def _tag_count(self) -> ClusterSettings:
@@ -81,37 +76,71 @@ class ClusterSettings(_Model):
         return self
 
 
-class AccessSettings(_Model):
+class AccessSettings(ConfigModel):
     """``gb300:access``: who may log in, and from where."""
 
     admin_username: Annotated[str, AfterValidator(_check_username)] = "azureuser"
+    """Linux admin user; Azure's reserved names (root, admin, ...) are refused."""
     ssh_public_key: Annotated[str, AfterValidator(_check_ssh_public_key)]
+    """One OpenSSH public key on one line, `ssh-ed25519` or `ssh-rsa` (2048 bits or more, counted from the modulus); a
+    second line, control characters or `authorized_keys` options are refused. Password login is always off.
+    """
     ssh_source_ranges: list[Cidr] = Field(default_factory=list)
+    """CIDRs that may reach SSH on the login node; empty = only from inside the VNet / Bastion."""
     login_public_ip: bool = False
+    """Give the login node a public IP (only allowed together with `sshSourceRanges`)."""
 
 
-class NetworkSettings(_Model):
+class NetworkSettings(ConfigModel):
     """``gb300:network``: the address space the toolkit carves its subnets from."""
 
     address_space: Annotated[Cidr, AfterValidator(_check_address_space)] = "10.40.0.0/16"
+    """A CIDR: the VNet's space; gb300 carves `gpu`, `head`, `storage`, `endpoints` and `AzureBastionSubnet` from it.
+    Must be private (RFC 1918 or RFC 6598 `100.64.0.0/10`) and must not overlap 172.16.0.0/16 (Azure's RDMA network).
+    """
     bastion: bool = True
+    """Azure Bastion (Standard, tunnelling on) for SSH without public IPs."""
     nat_gateway: bool = True
+    """NAT gateway for egress of the GPU, head and Lustre (`storage`) subnets; default outbound access is off, and Azure
+    Managed Lustre needs to reach Azure services (docs/azure-resources.md#lustre-subnet-egress-and-nsg-rules).
+    """
     gpu_subnet_prefix_length: Annotated[int, Field(ge=8, le=29, strict=True)] | None = None
+    """Size of the GPU subnet, the last block of the space (e.g. `20` = 4,091 VMs); unset = the upper half of the space.
+    It never depends on the racks, so adding racks moves no subnet (docs/day2.md); changing it moves the subnet,
+    which `gb300 plan --state` refuses.
+    """
 
 
-class GpuPool(_Model):
+class GpuPool(ConfigModel):
     """One entry of ``gb300:gpuPools``: one InfiniBand fabric of whole NVLink domains (racks)."""
 
     name: PoolName
+    """1-10 lowercase letters/digits; becomes the Slurm partition and part of host names. `head`, `node`, `mon`,
+    `lustre`, `blob`, `rg` are refused: gb300 names its own resources so (docs/engine-contract.md).
+    """
     vm_size: Annotated[str, AfterValidator(_check_gpu_size)] = "Standard_ND128isr_GB300_v6"
+    """A GPU size from the catalog (GB300, GB200, H100, H200)."""
     racks: Annotated[int, Field(ge=1, le=2000, strict=True)]
+    """NVLink domains: NVL72 racks of 18 VMs for GB sizes (VMs = racks x 18); single VMs for H100/H200."""
     image: Annotated[str, AfterValidator(_check_image)] = "microsoft-dsvm:ubuntu-hpc:2404-gb:24.04.2026052801"
+    """Marketplace URN `publisher:offer:sku:version` or an image resource id. Pin a version
+    `infra/gb300/data/images.yaml` knows (rule `image-version-pinned`).
+    """
     os_disk_size_gb: Annotated[int, Field(ge=64, le=4095, strict=True)] = Field(256, alias="osDiskSizeGB")
+    """OS disk size in GB (Premium SSD)."""
     capacity_reservation_group_id: Annotated[str, AfterValidator(_check_resource_id)] | None = None
-    # Off by default: Azure's GB300 tests say blocks are not needed with dedicated quota (docs/fabric.md).
+    """Resource id of a capacity reservation group to target; the quota check then skips cores (the reservation holds
+    them).
+    """
     interconnect_blocks: Annotated[bool, Field(strict=True)] = False
-    # Rack numbers (1..racks) that are not deployed: a failed rack retired without renumbering the others.
+    """Give each rack a zonal `Microsoft.Compute/interconnectBlocks` (its capacity, in the pool's interconnect group)
+    that its scale set names; GB sizes only. Off: Azure's GB300 tests say blocks are not needed with dedicated quota
+    (docs/fabric.md).
+    """
     retired_racks: list[Annotated[int, Field(ge=1, strict=True)]] = Field(default_factory=list)
+    """Rack numbers `1..racks` not deployed: retire a failed rack (`[5]` deletes `<cluster>-<pool>-r0005` only) without
+    renumbering the others; GB sizes only (docs/day2.md).
+    """
 
     @model_validator(mode="after")
     def _retired_within_racks(self) -> GpuPool:
@@ -155,253 +184,89 @@ class GpuPool(_Model):
         return len(self.rack_indices) * self.sku.vms_per_nvlink_domain
 
 
-class HeadSettings(_Model):
+class HeadSettings(ConfigModel):
     """``gb300:head``: the Slurm controller and login node."""
 
     vm_size: Annotated[str, AfterValidator(_check_size)] = "Standard_D16ds_v5"
+    """Any size in the catalog, x86_64 or arm64 (the image must match)."""
     image: Annotated[str, AfterValidator(_check_image)] = "canonical:ubuntu-24_04-lts:server:latest"
+    """Marketplace URN or image id."""
     os_disk_size_gb: Annotated[int, Field(ge=64, le=4095, strict=True)] = Field(128, alias="osDiskSizeGB")
+    """OS disk size in GB."""
     # The managed data disk that holds slurmctld's state and the accounting database across reimages.
     state_disk_size_gb: Annotated[int, Field(ge=32, le=4095, strict=True)] = Field(64, alias="stateDiskSizeGB")
+    """Size in GB of the head's state disk (Premium SSD, protected, retained, detached not deleted with the VM):
+    slurmctld's `StateSaveLocation` and the accounting database survive a reimage or replacement
+    (docs/day2.md#a-head-that-keeps-its-state).
+    """
     slurmdbd: bool = False
-
-
-LustreSku = Literal[
-    "AMLFS-Durable-Premium-40",
-    "AMLFS-Durable-Premium-125",
-    "AMLFS-Durable-Premium-250",
-    "AMLFS-Durable-Premium-500",
-]
-
-
-_MOUNT_PATH = r"^/[A-Za-z0-9._/-]+$"
-_DAYS = Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
-
-
-MountPath = Annotated[str, Field(pattern=_MOUNT_PATH), AfterValidator(_check_mount_path)]
-
-
-class MaintenanceWindow(_Model):
-    """``gb300:storage.lustre.maintenanceWindow``: when Azure may update the filesystem (30 minutes)."""
-
-    day_of_week: _DAYS = "Sunday"
-    time_of_day_utc: Annotated[str, Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")] = Field(
-        "02:00", alias="timeOfDayUTC"
-    )
-
-
-class LustreSettings(_Model):
-    """``gb300:storage.lustre``: an Azure Managed Lustre filesystem, mounted on every node over TCP LNet."""
-
-    sku: LustreSku
-    capacity_ti_b: Annotated[int, Field(ge=1, strict=True)] = Field(alias="capacityTiB")
-    mount_path: MountPath = "/lustre"
-    maintenance_window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)
-    # The storage subnet's size. Unset: the prefix Azure documents for the capacity (data/lustre.yaml).
-    subnet_prefix_length: Annotated[int, Field(ge=16, le=28, strict=True)] | None = None
-
-    @model_validator(mode="after")
-    def _a_subnet_size(self) -> LustreSettings:
-        if self.subnet_prefix_length is None and storage_facts.lustre_subnet_prefix(self.capacity_ti_b) is None:
-            raise _PathError(
-                ("storage", "lustre", "subnetPrefixLength"),
-                f"is required for capacityTiB above the sizes Azure documents (got capacityTiB "
-                f"{self.capacity_ti_b}); ask Azure for the subnet size this filesystem needs and set it",
-            )
-        return self
-
-    @property
-    def subnet_prefix(self) -> int:
-        """The storage subnet's prefix length: ``subnetPrefixLength``, else Azure's documented size."""
-        if self.subnet_prefix_length is not None:
-            return self.subnet_prefix_length
-        return storage_facts.lustre_subnet_prefix(self.capacity_ti_b) or 0
-
-
-ContainerName = Annotated[str, AfterValidator(_check_container_name)]
-
-
-class BlobContainer(_Model):
-    """One entry of ``gb300:storage.blob.containers``: a container, the nodes' access to it, its mount."""
-
-    name: ContainerName
-    access: Literal["read", "readWrite"] = "readWrite"
-    mount_path: MountPath | None = None
-
-
-def _default_containers() -> list[BlobContainer]:
-    return [BlobContainer(name="datasets", access="read"), BlobContainer(name="checkpoints", access="readWrite")]
-
-
-class BlockCache(_Model):
-    """``gb300:storage.blob.blockCache``: BlobFuse2 block-cache settings for every mounted container."""
-
-    block_size_mi_b: Annotated[int, Field(ge=1, le=1024, strict=True)] = Field(16, alias="blockSizeMiB")
-    memory_mi_b: Annotated[int, Field(ge=256, le=262144, strict=True)] = Field(16384, alias="memoryMiB")
-    disk_path: MountPath = "/mnt/resource_nvme/blobfuse2"
-    disk_size_gi_b: Annotated[int, Field(ge=1, le=15000, strict=True)] = Field(1024, alias="diskSizeGiB")
-
-
-class BlobSettings(_Model):
-    """``gb300:storage.blob``: a private storage account for datasets and checkpoints.
-
-    Deleted blobs and containers stay recoverable for ``softDeleteDays``; with ``versioning`` every overwrite
-    keeps the previous version. Azure offers versioning only without a hierarchical namespace, so the two are
-    exclusive (``data/storage.yaml`` ``blobDataProtection``).
+    """Job accounting (`sacct`, `sreport`): the head step `gb300-slurmdbd-setup` installs MariaDB and slurmdbd on the
+    head node and slurm.conf stores into it. No password anywhere: the database account `slurm`@`localhost` is
+    `IDENTIFIED VIA unix_socket`. The database lives on the head's state disk, so it survives a reimage or
+    replacement of the head VM (docs/slurm.md#job-accounting-gb300headslurmdbd).
     """
 
-    account_name: Annotated[str, Field(pattern=r"^[a-z0-9]{3,24}$")] | None = None
-    containers: Annotated[list[BlobContainer], Field(min_length=1)] = Field(default_factory=_default_containers)
-    block_cache: BlockCache = Field(default_factory=BlockCache)
-    hierarchical_namespace: bool = False
-    versioning: bool = True
-    soft_delete_days: Annotated[int, Field(ge=1, le=365, strict=True)] = 14
 
-    @model_validator(mode="after")
-    def _versioning_needs_flat_namespace(self) -> BlobSettings:
-        if self.versioning and self.hierarchical_namespace:
-            raise _PathError(
-                ("storage", "blob", "versioning"),
-                "needs hierarchicalNamespace: false; Azure does not offer blob versioning on accounts with a "
-                "hierarchical namespace. Set versioning: false (soft delete still protects deleted blobs) or "
-                "hierarchicalNamespace: false",
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _unique_containers(self) -> BlobSettings:
-        seen: set[str] = set()
-        for i, container in enumerate(self.containers):
-            if container.name in seen:
-                raise _PathError(
-                    ("storage", "blob", "containers", i, "name"),
-                    f"duplicates another container (got {container.name!r}); container names must be unique",
-                )
-            seen.add(container.name)
-        return self
-
-
-class CheckpointSettings(_Model):
-    """``gb300:storage.checkpoint``: the model whose checkpoints Lustre must absorb, and how fast."""
-
-    parameters: Annotated[float, Field(gt=0, le=1e15, allow_inf_nan=False)]
-    write_minutes: Annotated[float, Field(gt=0, le=1440, allow_inf_nan=False)] | None = None
-    interval_minutes: Annotated[float, Field(gt=0, le=10080, allow_inf_nan=False)] | None = None
-    bytes_per_parameter: Annotated[float, Field(gt=0, le=64, allow_inf_nan=False)] | None = None
-
-    @model_validator(mode="after")
-    def _a_time_budget(self) -> CheckpointSettings:
-        if self.write_minutes is None and self.interval_minutes is None:
-            raise _PathError(
-                ("storage", "checkpoint", "writeMinutes"),
-                "is required when intervalMinutes is not given: set the minutes one checkpoint may take to write",
-            )
-        if (
-            self.write_minutes is not None
-            and self.interval_minutes is not None
-            and self.write_minutes > self.interval_minutes
-        ):
-            raise _PathError(
-                ("storage", "checkpoint", "writeMinutes"),
-                f"must be at most intervalMinutes ({self.interval_minutes:g}) (got {self.write_minutes:g})",
-            )
-        return self
-
-    @property
-    def budget_minutes(self) -> float:
-        """The minutes one checkpoint may take: writeMinutes, else the whole interval."""
-        return self.write_minutes if self.write_minutes is not None else float(self.interval_minutes or 0)
-
-
-StatefulStore = Literal["lustre", "account", "containers"]
-
-
-class StorageSettings(_Model):
-    """``gb300:storage``: shared storage (Lustre, Blob) for datasets and checkpoints."""
-
-    lustre: LustreSettings | None = None
-    blob: BlobSettings | None = None
-    checkpoint: CheckpointSettings | None = None
-    allow_replace: list[StatefulStore] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _mounts_do_not_overlap(self) -> StorageSettings:
-        mounts: list[tuple[tuple[str | int, ...], str]] = []
-        if self.lustre is not None:
-            mounts.append((("storage", "lustre", "mountPath"), self.lustre.mount_path))
-        if self.blob is not None:
-            for i, container in enumerate(self.blob.containers):
-                if container.mount_path is not None:
-                    mounts.append((("storage", "blob", "containers", i, "mountPath"), container.mount_path))
-            if any(c.mount_path for c in self.blob.containers):
-                mounts.append((("storage", "blob", "blockCache", "diskPath"), self.blob.block_cache.disk_path))
-        for j, (loc, path) in enumerate(mounts):
-            for other_loc, other in mounts[:j]:
-                if path == other or path.startswith(other + "/") or other.startswith(path + "/"):
-                    raise _PathError(
-                        loc,
-                        f"overlaps {format_path(other_loc)} ({other}) (got {path!r}); each mount and the block cache "
-                        "need their own directory, none inside another",
-                    )
-        return self
-
-    @model_validator(mode="after")
-    def _checkpoint_needs_lustre(self) -> StorageSettings:
-        if self.checkpoint is not None and self.lustre is None:
-            raise _PathError(
-                ("storage", "checkpoint"),
-                "needs gb300:storage.lustre: checkpoints are sized against the Lustre filesystem's throughput",
-            )
-        return self
-
-
-class BootstrapAlertSettings(_Model):
-    """``gb300:monitoring.logs.bootstrapAlert``: a log alert per node whose bootstrap failed (docs/lifecycle.md).
-
-    ``severity``: Azure's alert severity, 0 (critical) to 4 (verbose). The alert notifies the action group of
-    ``gb300:monitoring.alerts.emails`` and ``webhooks``.
-    """
+class BootstrapAlertSettings(ConfigModel):
+    """``gb300:monitoring.logs.bootstrapAlert``: a log alert (a scheduled query rule on the workspace) for each node
+    whose bootstrap fails, from the first step on (docs/lifecycle.md#bootstrap-failures-in-azure-monitor)."""
 
     enabled: bool = True
+    """`false` turns the alert off (it needs `logs.enabled`)."""
     severity: Annotated[int, Field(ge=0, le=4, strict=True)] = 1
+    """Azure's alert severity, 0 (critical) to 4 (verbose); the alert notifies the action group of
+    `gb300:monitoring.alerts.emails` and `webhooks`."""
 
 
-class LogsSettings(_Model):
+class LogsSettings(ConfigModel):
     """``gb300:monitoring.logs``: Log Analytics, the Azure Monitor Agent and the log data collection rules."""
 
     enabled: bool = True
+    """`false` turns logs off."""
     retention_days: Annotated[int, Field(ge=30, le=730, strict=True)] = 30
+    """Workspace and table retention, days."""
     bootstrap_alert: BootstrapAlertSettings = Field(default_factory=BootstrapAlertSettings)
+    """A log alert for each node whose bootstrap fails (docs/lifecycle.md#bootstrap-failures-in-azure-monitor)."""
 
 
-class PrometheusSettings(_Model):
+class PrometheusSettings(ConfigModel):
     """``gb300:monitoring.prometheus``: Azure Monitor workspace; exporters and a remote-writing agent on nodes."""
 
     enabled: bool = True
+    """`false` turns managed Prometheus off, and with it Grafana and alerts."""
     scrape_interval_seconds: Annotated[int, Field(ge=5, le=300, strict=True)] = 30
+    """The agents' scrape interval, seconds."""
 
 
-class GrafanaSettings(_Model):
+class GrafanaSettings(ConfigModel):
     """``gb300:monitoring.grafana``: Azure Managed Grafana over the Azure Monitor workspace."""
 
     enabled: bool = True
+    """Azure Managed Grafana; needs `prometheus.enabled`."""
 
 
-class AlertSettings(_Model):
+class AlertSettings(ConfigModel):
     """``gb300:monitoring.alerts``: Prometheus alert rule groups and who is told."""
 
     enabled: bool = True
+    """Alert rules and the action group; need `prometheus.enabled`."""
     emails: list[Annotated[str, AfterValidator(_check_email)]] = Field(default_factory=list)
+    """Email addresses that are notified."""
     webhooks: list[Annotated[str, AfterValidator(_check_webhook)]] = Field(default_factory=list)
+    """Https URLs called by every alert (common alert schema)."""
 
 
-class MonitoringSettings(_Model):
+class MonitoringSettings(ConfigModel):
     """``gb300:monitoring``: Azure Monitor, managed Prometheus and Grafana. Every piece is on unless disabled."""
 
     logs: LogsSettings = Field(default_factory=LogsSettings)
+    """Log Analytics (PerGB2018), the Azure Monitor Agent on every node, syslog/cloud-init/health log collection."""
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
+    """Azure Monitor workspace; DCGM and node exporters and a remote-writing Prometheus agent on every node."""
     grafana: GrafanaSettings = Field(default_factory=GrafanaSettings)
+    """Azure Managed Grafana linked to the workspace."""
     alerts: AlertSettings = Field(default_factory=AlertSettings)
+    """Prometheus alert rule groups (`templates/alerts/`) and an action group."""
 
     @model_validator(mode="after")
     def _needs_prometheus(self) -> MonitoringSettings:
@@ -416,7 +281,7 @@ class MonitoringSettings(_Model):
         return self
 
 
-class HealthSettings(_Model):
+class HealthSettings(ConfigModel):
     """``gb300:health``: the GPU node health gate (``gb300-health-check``, see docs/health.md).
 
     ``softFailuresToDrain``: how many consecutive failures of a soft check (one that can be transient: a service,
@@ -424,12 +289,15 @@ class HealthSettings(_Model):
     """
 
     soft_failures_to_drain: Annotated[int, Field(ge=1, le=20, strict=True)] = 3
+    """Failed runs in a row before a soft check (service, mount, IB port, temperature, ...) drains the node; hardware
+    faults drain at once.
+    """
 
 
 RuleId = Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
 
 
-class Suppression(_Model):
+class Suppression(ConfigModel):
     """One entry of ``gb300:policy.suppress``: a rule id, and why the stack does not want its findings.
 
     A plain string is a rule id without a reason, enough for rules that are not about security; a security
@@ -438,10 +306,14 @@ class Suppression(_Model):
     """
 
     rule: RuleId
+    """The rule not to run."""
     reason: Annotated[str, Field(max_length=300), AfterValidator(_check_reason)] | None = None
+    """Why, on one line of 10-300 characters; required for the security rules `no-ssh-from-internet`,
+    `no-public-ip-on-nodes`, `storage-no-public-access` (a bare id is refused, exit 2).
+    """
 
 
-class PolicySettings(_Model):
+class PolicySettings(ConfigModel):
     """``gb300:policy``: which findings fail the plan, which rules are suppressed, and what the rules check against.
 
     ``requiredTags``: tag keys every taggable Azure resource must carry (rule ``required-tags``).
@@ -452,12 +324,23 @@ class PolicySettings(_Model):
     """
 
     fail_on: Literal["error", "warning", "info"] = "error"
+    """The lowest level that makes `gb300 plan` exit 1."""
     suppress: list[Annotated[Suppression, BeforeValidator(_suppression_from_text)]] = Field(default_factory=list)
+    """Rules not to run, each a rule id or `{rule, reason}`; every plan, `--quiet` included, and the PR summary list
+    each one with its reason and the findings it hides.
+    """
     required_tags: list[TagKey] = Field(default_factory=lambda: ["owner", "gb300-cluster"])
+    """Tag keys every taggable Azure resource must carry (rule `required-tags`, a warning)."""
     quota: Annotated[str, Field(min_length=1)] | None = None
+    """Where `quota-sufficient` reads Azure's usage: `live`, or the path of a saved `az vm list-usage` file (`gb300 plan
+    --quota` overrides); unset: quota is not checked, an info says so (docs/rules.md#quota).
+    """
     ssh_source_limit_prefix: Annotated[int, Field(ge=1, le=32, strict=True)] = Field(
         default_factory=lambda: int(catalog.load().limit("sshSourceLimitPrefix"))
     )
+    """The public SSH sources of one NSG, united, may cover at most one block of this prefix length (rule
+    `no-ssh-from-internet`); the default is `data/skus.yaml`'s.
+    """
 
     @property
     def suppressed(self) -> frozenset[str]:
@@ -465,27 +348,46 @@ class PolicySettings(_Model):
         return frozenset(s.rule for s in self.suppress)
 
 
-class AllowDestroy(_Model):
+class AllowDestroy(ConfigModel):
     """One entry of ``gb300:allowDestroy``: consent to one expected deletion or replacement (docs/day2.md)."""
 
     resource: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._*?\[\]-]+$")]
+    """The Pulumi or Azure name of the resource (`ref-train-r0005`), or a glob (`ref-train-r*`)."""
     reason: Annotated[str, Field(min_length=1, max_length=500)]
+    """Why; shown in the plan's warning."""
 
 
-class StackConfig(_Model):
+class StackConfig(ConfigModel):
     """The whole ``gb300`` namespace of a stack file."""
 
     cluster: ClusterSettings
+    """The cluster's identity: its name, region, zone and tags."""
     access: AccessSettings
+    """Who logs in, and from where."""
     network: NetworkSettings = Field(default_factory=NetworkSettings)
+    """The VNet gb300 carves its subnets from."""
     gpu_pools: Annotated[list[GpuPool], Field(min_length=1)]
+    """GPU pools; each is one InfiniBand fabric of whole NVLink domains (racks)."""
     head: HeadSettings = Field(default_factory=HeadSettings)
+    """The Slurm controller and login node: one VM in the head subnet."""
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    """Shared storage for datasets and checkpoints: Azure Managed Lustre and a storage account (docs/storage.md)."""
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
+    """Azure Monitor, managed Prometheus, Grafana, alerts; every piece is on unless disabled (docs/monitoring.md)."""
     health: HealthSettings = Field(default_factory=HealthSettings)
+    """The GPU node health gate (docs/health.md)."""
     policy: PolicySettings = Field(default_factory=PolicySettings)
+    """Which findings fail the plan, which rules are suppressed, and what the rules check against
+    (docs/rules.md#settings-gb300policy).
+    """
     software: dict[str, str] = Field(default_factory=dict)
+    """Override pinned node software versions: component name (from `data/versions.yaml`) to version
+    (docs/node-bootstrap.md#pinning-software-gb300software).
+    """
     allow_destroy: list[AllowDestroy] = Field(default_factory=list)
+    """Consent to expected deletions, replacements or subnet moves of deployed resources: `gb300 plan --state` reports
+    them as warnings instead of `destroys-deployed` errors (docs/day2.md).
+    """
 
     @model_validator(mode="after")
     def _unique_pool_names(self) -> StackConfig:

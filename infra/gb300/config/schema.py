@@ -4,15 +4,44 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic.json_schema import GenerateJsonSchema, NoDefault
+from pydantic_core import core_schema
+
 from gb300.config.checks import (
     NAMESPACE,
 )
 from gb300.config.models import StackConfig
 
 
+class _SchemaWithAllDefaults(GenerateJsonSchema):
+    """Pydantic's schema generator, also stating the defaults that come from a ``default_factory`` (``[]``, ``{}``)."""
+
+    def get_default_value(self, schema: core_schema.WithDefaultSchema) -> Any:
+        factory = schema.get("default_factory")
+        if factory is not None and not schema.get("default_factory_takes_data"):
+            return factory()  # type: ignore[call-arg]
+        return schema.get("default", NoDefault)
+
+
+def _one_line_descriptions(node: Any) -> None:
+    """Field docstrings wrap like code; a schema description is one line of text."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "description" and isinstance(value, str):
+                node[key] = " ".join(value.split())
+            else:
+                _one_line_descriptions(value)
+    elif isinstance(node, list):
+        for item in node:
+            _one_line_descriptions(item)
+
+
 def json_schema() -> dict[str, Any]:
     """A JSON Schema of a stack file's ``config:`` block, for editors (``gb300 schema``)."""
-    inner = StackConfig.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
+    inner = StackConfig.model_json_schema(
+        by_alias=True, ref_template="#/$defs/{model}", schema_generator=_SchemaWithAllDefaults
+    )
+    _one_line_descriptions(inner)
     defs = inner.pop("$defs", {})
     props = {f"{NAMESPACE}:{k}": v for k, v in inner["properties"].items()}
     return {

@@ -145,7 +145,7 @@ def gc_paused() -> Iterator[None]:
 
     The SDK allocates a web of futures and outputs per resource that live until the program ends, so every
     collection re-walks a growing heap: about a third of the CPU of a 1,389-rack plan, for about 10 MiB more
-    peak memory (README, Benchmarks). The first collection after the block takes any cycles left behind.
+    peak memory (bench/README.md). The first collection after the block takes any cycles left behind.
     """
     enabled = gc.isenabled()
     gc.disable()

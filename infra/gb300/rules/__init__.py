@@ -2,7 +2,7 @@
 
 Both front ends (``gb300 plan`` and the policy pack in ``policies/``) call :func:`evaluate`, so they give the
 same verdict on the same resources. Rule ids are kebab-case and shared by the check, the policy, the
-suppression list (``gb300:policy.suppress``) and the README's Rules section. One module per theme:
+suppression list (``gb300:policy.suppress``) and docs/rules.md. One module per theme:
 
 * :mod:`~gb300.rules.network`: ``vnet-avoids-rdma-range``, ``subnet-fits-pool``, ``lustre-subnet-size``,
   ``lustre-subnet-egress``

@@ -168,7 +168,7 @@ def lustre_subnet_size(resources: Sequence[Resource], ctx: RuleContext) -> Itera
                 f"subnet {short_subnet(sub)} ({net}): Azure documents /{wanted} or larger for a {capacity:g} TiB "
                 f"Managed Lustre filesystem (got /{net.prefixlen}), and a subnet cannot move once the filesystem "
                 f"is in it. Set gb300:storage.lustre.subnetPrefixLength to {wanted} or lower, or ask Azure first "
-                "(getRequiredAmlFSSubnetsSize; README, lustre-subnet-size).",
+                "(getRequiredAmlFSSubnetsSize; docs/rules.md#lustre-subnet-size).",
             )
 
 

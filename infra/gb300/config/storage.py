@@ -1,0 +1,255 @@
+"""The storage models of the stack config: ``gb300:storage`` (Azure Managed Lustre, Blob, checkpoints)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from gb300.config.base import ConfigModel
+from gb300.config.checks import (
+    _check_container_name,
+    _check_mount_path,
+    _PathError,
+    format_path,
+)
+from gb300.facts import storage_facts
+
+LustreSku = Literal[
+    "AMLFS-Durable-Premium-40",
+    "AMLFS-Durable-Premium-125",
+    "AMLFS-Durable-Premium-250",
+    "AMLFS-Durable-Premium-500",
+]
+
+
+_MOUNT_PATH = r"^/[A-Za-z0-9._/-]+$"
+_DAYS = Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+
+
+MountPath = Annotated[str, Field(pattern=_MOUNT_PATH), AfterValidator(_check_mount_path)]
+
+
+class MaintenanceWindow(ConfigModel):
+    """``gb300:storage.lustre.maintenanceWindow``: when Azure may update the filesystem (30 minutes)."""
+
+    day_of_week: _DAYS = "Sunday"
+    """Maintenance day."""
+    time_of_day_utc: Annotated[str, Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")] = Field(
+        "02:00", alias="timeOfDayUTC"
+    )
+    """Maintenance start, `HH:MM` in UTC."""
+
+
+class LustreSettings(ConfigModel):
+    """``gb300:storage.lustre``: an Azure Managed Lustre filesystem, mounted on every node over TCP LNet."""
+
+    sku: LustreSku
+    """Throughput tier, MB/s per TiB of capacity."""
+    capacity_ti_b: Annotated[int, Field(ge=1, strict=True)] = Field(alias="capacityTiB")
+    """Capacity in TiB; must meet the SKU's minimum and increment (`data/lustre.yaml`). Size it with `gb300
+    size-storage`.
+    """
+    mount_path: MountPath = "/lustre"
+    """Path where every node mounts it (`<mgs>@tcp:/lustrefs`, `noatime,flock`). Every mount path (also
+    `containers[].mountPath`, `blockCache.diskPath`) must be its own directory: not in `/etc`, `/root`, `/usr`, `/boot`,
+    `/var/lib` and the other system trees, not `/`, `/home`, `/mnt`, `/tmp` themselves, and not inside another mount
+    (`data/platform.yaml`).
+    """
+    maintenance_window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)
+    """When Azure may update the filesystem (30 minutes)."""
+    # The storage subnet's size. Unset: the prefix Azure documents for the capacity (data/lustre.yaml).
+    subnet_prefix_length: Annotated[int, Field(ge=16, le=28, strict=True)] | None = None
+    """Size of the `storage` subnet; unset = the prefix Azure documents for `capacityTiB` (`data/lustre.yaml`), required
+    above 400 TiB. Never a live answer (docs/storage-subnet.md).
+    """
+
+    @model_validator(mode="after")
+    def _a_subnet_size(self) -> LustreSettings:
+        if self.subnet_prefix_length is None and storage_facts.lustre_subnet_prefix(self.capacity_ti_b) is None:
+            raise _PathError(
+                ("storage", "lustre", "subnetPrefixLength"),
+                f"is required for capacityTiB above the sizes Azure documents (got capacityTiB "
+                f"{self.capacity_ti_b}); ask Azure for the subnet size this filesystem needs and set it",
+            )
+        return self
+
+    @property
+    def subnet_prefix(self) -> int:
+        """The storage subnet's prefix length: ``subnetPrefixLength``, else Azure's documented size."""
+        if self.subnet_prefix_length is not None:
+            return self.subnet_prefix_length
+        return storage_facts.lustre_subnet_prefix(self.capacity_ti_b) or 0
+
+
+ContainerName = Annotated[str, AfterValidator(_check_container_name)]
+
+
+class BlobContainer(ConfigModel):
+    """One entry of ``gb300:storage.blob.containers``: a container, the nodes' access to it, its mount."""
+
+    name: ContainerName
+    """The container's name."""
+    access: Literal["read", "readWrite"] = "readWrite"
+    """The nodes' role on this container: Storage Blob Data Reader (`read`) or Contributor (`readWrite`)."""
+    mount_path: MountPath | None = None
+    """Path where every GPU node mounts it with BlobFuse2 (block cache); unset: not mounted."""
+
+
+def _default_containers() -> list[BlobContainer]:
+    return [BlobContainer(name="datasets", access="read"), BlobContainer(name="checkpoints", access="readWrite")]
+
+
+class BlockCache(ConfigModel):
+    """``gb300:storage.blob.blockCache``: BlobFuse2 block-cache settings for every mounted container."""
+
+    block_size_mi_b: Annotated[int, Field(ge=1, le=1024, strict=True)] = Field(16, alias="blockSizeMiB")
+    """Block size, MiB."""
+    memory_mi_b: Annotated[int, Field(ge=256, le=262144, strict=True)] = Field(16384, alias="memoryMiB")
+    """Memory cache per mount, MiB."""
+    disk_path: MountPath = "/mnt/resource_nvme/blobfuse2"
+    """Path of the disk cache, on the NVMe RAID."""
+    disk_size_gi_b: Annotated[int, Field(ge=1, le=15000, strict=True)] = Field(1024, alias="diskSizeGiB")
+    """Disk cache size per mount, GiB."""
+
+
+class BlobSettings(ConfigModel):
+    """``gb300:storage.blob``: a private storage account for datasets and checkpoints.
+
+    Deleted blobs and containers stay recoverable for ``softDeleteDays``; with ``versioning`` every overwrite
+    keeps the previous version. Azure offers versioning only without a hierarchical namespace, so the two are
+    exclusive (``data/storage.yaml`` ``blobDataProtection``).
+    """
+
+    account_name: Annotated[str, Field(pattern=r"^[a-z0-9]{3,24}$")] | None = None
+    """Globally unique account name, 3-24 lowercase letters and digits; unset = `<cluster>st<hash of subscription id,
+    cluster and region>`, so two subscriptions deploying one stack file do not collide
+    (docs/azure-resources.md#names-that-cannot-collide-storage-account-and-role-assignments).
+    """
+    containers: Annotated[list[BlobContainer], Field(min_length=1)] = Field(default_factory=_default_containers)
+    """Containers; the node identity gets one role per container. Default: `datasets` (read) and `checkpoints`
+    (readWrite), not mounted.
+    """
+    block_cache: BlockCache = Field(default_factory=BlockCache)
+    """BlobFuse2 block-cache settings for mounted containers."""
+    hierarchical_namespace: bool = False
+    """ADLS Gen2 namespace (atomic directory renames, POSIX ACLs); Azure offers no blob versioning with it. Fixed at
+    creation: changing it replaces the account (a `storage-data-loss` error).
+    """
+    versioning: bool = True
+    """Keep the previous version of every overwritten blob; needs `hierarchicalNamespace: false`."""
+    soft_delete_days: Annotated[int, Field(ge=1, le=365, strict=True)] = 14
+    """Days deleted blobs and deleted containers stay recoverable (`az storage blob undelete`, `az storage container
+    restore`).
+    """
+
+    @model_validator(mode="after")
+    def _versioning_needs_flat_namespace(self) -> BlobSettings:
+        if self.versioning and self.hierarchical_namespace:
+            raise _PathError(
+                ("storage", "blob", "versioning"),
+                "needs hierarchicalNamespace: false; Azure does not offer blob versioning on accounts with a "
+                "hierarchical namespace. Set versioning: false (soft delete still protects deleted blobs) or "
+                "hierarchicalNamespace: false",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _unique_containers(self) -> BlobSettings:
+        seen: set[str] = set()
+        for i, container in enumerate(self.containers):
+            if container.name in seen:
+                raise _PathError(
+                    ("storage", "blob", "containers", i, "name"),
+                    f"duplicates another container (got {container.name!r}); container names must be unique",
+                )
+            seen.add(container.name)
+        return self
+
+
+class CheckpointSettings(ConfigModel):
+    """``gb300:storage.checkpoint``: the model whose checkpoints Lustre must absorb, and how fast."""
+
+    parameters: Annotated[float, Field(gt=0, le=1e15, allow_inf_nan=False)]
+    """Model parameters, e.g. `1.0e+12`."""
+    write_minutes: Annotated[float, Field(gt=0, le=1440, allow_inf_nan=False)] | None = None
+    """Minutes one checkpoint may take to write."""
+    interval_minutes: Annotated[float, Field(gt=0, le=10080, allow_inf_nan=False)] | None = None
+    """Minutes between checkpoints; the budget when `writeMinutes` is absent."""
+    bytes_per_parameter: Annotated[float, Field(gt=0, le=64, allow_inf_nan=False)] | None = None
+    """Checkpoint bytes per parameter; unset = 16 (mixed-precision Adam, `data/checkpoint.yaml`)."""
+
+    @model_validator(mode="after")
+    def _a_time_budget(self) -> CheckpointSettings:
+        if self.write_minutes is None and self.interval_minutes is None:
+            raise _PathError(
+                ("storage", "checkpoint", "writeMinutes"),
+                "is required when intervalMinutes is not given: set the minutes one checkpoint may take to write",
+            )
+        if (
+            self.write_minutes is not None
+            and self.interval_minutes is not None
+            and self.write_minutes > self.interval_minutes
+        ):
+            raise _PathError(
+                ("storage", "checkpoint", "writeMinutes"),
+                f"must be at most intervalMinutes ({self.interval_minutes:g}) (got {self.write_minutes:g})",
+            )
+        return self
+
+    @property
+    def budget_minutes(self) -> float:
+        """The minutes one checkpoint may take: writeMinutes, else the whole interval."""
+        return self.write_minutes if self.write_minutes is not None else float(self.interval_minutes or 0)
+
+
+StatefulStore = Literal["lustre", "account", "containers"]
+
+
+class StorageSettings(ConfigModel):
+    """``gb300:storage``: shared storage (Lustre, Blob) for datasets and checkpoints."""
+
+    lustre: LustreSettings | None = None
+    """An Azure Managed Lustre filesystem, mounted on every node over TCP LNet; unset: none."""
+    blob: BlobSettings | None = None
+    """A private storage account (private endpoints, no shared keys, TLS 1.2, blob and container soft delete,
+    versioning); unset: none.
+    """
+    checkpoint: CheckpointSettings | None = None
+    """The model whose checkpoints Lustre must absorb: `gb300 plan` warns (`lustre-checkpoint-throughput`) when it
+    cannot; unset: not checked.
+    """
+    allow_replace: list[StatefulStore] = Field(default_factory=list)
+    """Stateful stores (`lustre`, `account`, `containers`) that may be replaced, losing their data; any other is
+    protected, and a replacing change is a `storage-data-loss` error in `gb300 plan --state`.
+    """
+
+    @model_validator(mode="after")
+    def _mounts_do_not_overlap(self) -> StorageSettings:
+        mounts: list[tuple[tuple[str | int, ...], str]] = []
+        if self.lustre is not None:
+            mounts.append((("storage", "lustre", "mountPath"), self.lustre.mount_path))
+        if self.blob is not None:
+            for i, container in enumerate(self.blob.containers):
+                if container.mount_path is not None:
+                    mounts.append((("storage", "blob", "containers", i, "mountPath"), container.mount_path))
+            if any(c.mount_path for c in self.blob.containers):
+                mounts.append((("storage", "blob", "blockCache", "diskPath"), self.blob.block_cache.disk_path))
+        for j, (loc, path) in enumerate(mounts):
+            for other_loc, other in mounts[:j]:
+                if path == other or path.startswith(other + "/") or other.startswith(path + "/"):
+                    raise _PathError(
+                        loc,
+                        f"overlaps {format_path(other_loc)} ({other}) (got {path!r}); each mount and the block cache "
+                        "need their own directory, none inside another",
+                    )
+        return self
+
+    @model_validator(mode="after")
+    def _checkpoint_needs_lustre(self) -> StorageSettings:
+        if self.checkpoint is not None and self.lustre is None:
+            raise _PathError(
+                ("storage", "checkpoint"),
+                "needs gb300:storage.lustre: checkpoints are sized against the Lustre filesystem's throughput",
+            )
+        return self
