@@ -5,7 +5,8 @@ Exit codes, the same for every command (docs/cli.md, generated from this module 
 * 0: done; for ``gb300 plan``, no finding at or above ``gb300:policy.failOn``;
 * 1: ``gb300 plan`` found at least one finding at or above ``failOn`` (the plan itself worked);
 * 2: the input is wrong: usage, a stack file, a state or quota file, an output path. One line per problem;
-* 3: gb300 itself failed (a bug): one line naming the exception. ``GB300_TRACEBACK=1`` shows the traceback;
+* 3: gb300 itself failed (a bug, or a malformed data file it ships, :class:`~gb300.errors.DataError`): one line
+  naming the exception. ``GB300_TRACEBACK=1`` shows the traceback;
 * 130: interrupted (Ctrl-C).
 """
 
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gb300.commands import COMMANDS
-from gb300.errors import ConfigError, Gb300Error
+from gb300.errors import ConfigError, DataError, Gb300Error
 
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
@@ -51,6 +52,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return EXIT_USAGE
+    except DataError as exc:  # a file shipped with gb300 is wrong: a bug, not the user's input
+        print(
+            f"gb300 {args.command}: internal error: {exc}. This is a bug in gb300: please report it with the "
+            "command line",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
     except Gb300Error as exc:
         print(f"gb300 {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,4 +1,21 @@
-"""The exception hierarchy for mistakes a user can fix (see the package docstring)."""
+"""The one exception hierarchy of gb300: every error it raises on purpose derives from :class:`Gb300Error`.
+
+::
+
+    Gb300Error                     anything gb300 raises on purpose; the CLI prints it, never a traceback
+     +-- ConfigError               invalid stack configuration, one Problem per key path      (exit 2)
+     +-- UsageError                bad command line or input file                               (exit 2)
+     +-- DataError                 a data file or registry shipped with gb300 is malformed      (exit 3)
+     +-- BootstrapError            a node's bootstrap cannot be rendered (gb300.bootstrap)      (exit 2)
+     |    +-- BootstrapDataError   ... because a bootstrap data file is malformed (also a DataError, exit 3)
+     |    +-- UnknownRoleError     ... for a role with no fragment (also a DataError, exit 3)
+     |    +-- SoftwareOverrideError  ... for a bad ``gb300:software`` entry                     (exit 2)
+     +-- SlurmConfigError          a Slurm cluster description that cannot be rendered (gb300.slurm; exit 2)
+
+The CLI's exit codes: 0 pass, 1 findings, 2 bad input, 3 internal error (a :class:`DataError` or a bug).
+``gb300.slurm.hostlist`` and ``gb300.slurm.topology`` run on the controller as standalone stdlib scripts, so they
+raise plain ``ValueError`` (every Slurm error here is also a ``ValueError``).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +24,7 @@ from dataclasses import dataclass
 
 
 class Gb300Error(Exception):
-    """Base of every error the CLI turns into a clear message and exit 2, never a traceback."""
+    """Base of every error gb300 raises on purpose: the CLI turns it into a clear message, never a traceback."""
 
 
 @dataclass(frozen=True)
@@ -31,3 +48,7 @@ class ConfigError(Gb300Error):
 
 class UsageError(Gb300Error):
     """The command line is wrong (a missing file, a stack that does not exist)."""
+
+
+class DataError(Gb300Error):
+    """A data file, template or registry shipped with gb300 is malformed: a bug in gb300, not in the user's input."""

@@ -38,3 +38,18 @@ class Finding:
             "resource": self.resource,
             "message": self.message,
         }
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a rule's check says about one resource or key path; the rule names it (:meth:`named`) with its id.
+
+    A check never writes its rule's id: :class:`gb300.rules.base.Rule` turns each report into a :class:`Finding`.
+    """
+
+    level: Level
+    resource: str
+    message: str
+
+    def named(self, rule: str) -> Finding:
+        return Finding(rule, self.level, self.resource, self.message)

@@ -1,7 +1,9 @@
-"""The CrossGuard front end: every rule of :data:`gb300.rules.RULES` as a stack validation policy.
+"""The CrossGuard front end: every rule of the registry (:data:`gb300.rules.PACK_RULES`) as a stack policy.
 
-``pulumi preview --policy-pack policies`` runs it. It gives the verdict ``gb300 plan`` gives on the same
-resources because it runs the same rules with the same settings:
+``pulumi preview --policy-pack policies`` runs it. It gives the findings ``gb300 plan`` gives on the same
+resources because it evaluates the same registry with the same settings: the resource rules over the resources,
+the config rules over the stack's config (which the engine hands the pack as it hands it to the program). Only
+the state rules stay with ``gb300 plan --state``: a pack is not handed the deployed state.
 
 * **Settings** come from the stack's own ``gb300:policy`` (``failOn``, ``suppress``, ``requiredTags``,
   ``quota``), which the Pulumi engine hands to policy packs as it hands it to the program. A policy pack
@@ -12,7 +14,9 @@ resources because it runs the same rules with the same settings:
   the preview fails exactly when the plan does. Findings below ``failOn`` (the plan prints them too) are
   reported by the *advisory* policy ``gb300-advisories``, which never fails a preview.
 * **Suppressions** (``gb300:policy.suppress``) are never silent: ``gb300-advisories`` reports each one with its
-  reason and the findings it hides. A security rule suppressed without a reason is not suppressed at all.
+  reason and the findings it hides. A security rule suppressed without a reason (or an unknown id) is not
+  suppressed at all, and the program itself refuses such a list under ``pulumi preview``/``up``, as
+  ``gb300 plan`` does.
 
 **What the rules read.** The engine hands a stack policy each resource's *outputs*; in a preview those are,
 for a resource being created, only what its provider can foresee (azure-native: the keys of the response
@@ -29,6 +33,7 @@ Properties a preview cannot know yet (ids of resources not created) reach the ru
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -50,14 +55,15 @@ from pulumi_policy.proxy import UnknownValueError
 from gb300 import config, paths, rules
 from gb300.azure import quota
 from gb300.azure.inventory import Resource
-from gb300.config import PolicySettings
+from gb300.config import PolicySettings, StackConfig
+from gb300.errors import ConfigError
 from gb300.findings import Finding, Level
 from gb300.rules.base import UNKNOWN
 
 PACK_NAME = "gb300"
 ADVISORIES = "gb300-advisories"
 INPUTS_POLICY = "gb300-resource-inputs"
-QUOTA_RULE = "quota-sufficient"
+QUOTA_RULE = rules.quota.quota_sufficient.id
 QUOTA_SCHEMA = PolicyConfigSchema(
     properties={"quota": {"type": "string", "description": "'live' or a saved `az vm list-usage -o json` file"}}
 )
@@ -148,12 +154,16 @@ def views(args: StackValidationArgs, seen: InputsSeen = SEEN) -> list[Resource]:
     return out
 
 
+def _engine_config() -> dict[str, str]:
+    import pulumi  # noqa: PLC0415 - the engine's config is read at validation time, not import time
+
+    return {**pulumi.runtime.config.get_config_env(), **pulumi.runtime.config.CONFIG.get()}
+
+
 def stack_settings(values: Mapping[str, str] | None = None) -> PolicySettings:
     """``gb300:policy`` from the stack configuration the engine passes to the pack (defaults when unset)."""
     if values is None:
-        import pulumi  # noqa: PLC0415 - the engine's config is read at validation time, not import time
-
-        values = {**pulumi.runtime.config.get_config_env(), **pulumi.runtime.config.CONFIG.get()}
+        values = _engine_config()
     raw = config.from_pulumi_config(values).get("policy")
     if raw is None:
         return PolicySettings()
@@ -166,6 +176,24 @@ def stack_settings(values: Mapping[str, str] | None = None) -> PolicySettings:
         # A security rule suppressed without a reason (or an unknown id): suppress nothing, so every rule runs.
         return settings.model_copy(update={"suppress": []})
     return settings
+
+
+_CONFIGS: dict[str, StackConfig | None] = {}
+
+
+def stack_config(values: Mapping[str, str] | None = None) -> StackConfig | None:
+    """The whole stack config, typed, for the config rules; None when it is invalid (the program then fails the
+    preview naming each key) or has no ``gb300`` namespace. Parsed once per distinct configuration."""
+    if values is None:
+        values = _engine_config()
+    key = json.dumps(dict(values), sort_keys=True)
+    if key not in _CONFIGS:
+        raw = config.from_pulumi_config(values)
+        try:
+            _CONFIGS[key] = config.parse(raw) if raw else None
+        except ConfigError:
+            _CONFIGS[key] = None
+    return _CONFIGS[key]
 
 
 _SNAPSHOTS: dict[tuple[str, tuple[str, ...]], quota.QuotaSnapshot] = {}
@@ -182,50 +210,65 @@ def _snapshot(source: str | None, resources: Sequence[Resource]) -> quota.QuotaS
 
 
 SettingsSource = Callable[[], PolicySettings]
+ConfigSource = Callable[[], StackConfig | None]
 
 
-def _context(args: StackValidationArgs, resources: Sequence[Resource], settings: PolicySettings) -> rules.RuleContext:
+def _context(
+    args: StackValidationArgs, resources: Sequence[Resource], settings: PolicySettings, stack: ConfigSource
+) -> rules.RuleContext:
     source = str(args.get_config().get("quota") or "") or settings.quota
-    return rules.RuleContext(policy=settings, quota=_snapshot(source, resources))
+    return rules.RuleContext(policy=settings, quota=_snapshot(source, resources), config=stack())
 
 
-def _report(finding: Finding, report_violation: ReportViolation) -> None:
+def violation(finding: Finding, *, advisory: bool = False) -> tuple[str, str | None]:
+    """(message, urn) of a finding as the pack reports it. A rule's own policy names the rule; the advisory
+    policy, which reports every rule's findings, writes the rule id after the level."""
     urn = finding.resource if finding.resource.startswith("urn:") else None
     where = "" if urn else f"{finding.resource}: "
-    report_violation(f"[{finding.level.label}] {where}{finding.message}", urn)
+    rule = f"{finding.rule}: " if advisory else ""
+    return f"[{finding.level.label}] {rule}{where}{finding.message}", urn
 
 
-def rule_validator(rule_id: str, settings: SettingsSource = stack_settings) -> Callable[..., None]:
+def _report(finding: Finding, report_violation: ReportViolation, *, advisory: bool = False) -> None:
+    message, urn = violation(finding, advisory=advisory)
+    report_violation(message, urn)
+
+
+def rule_validator(
+    rule_id: str, settings: SettingsSource = stack_settings, stack: ConfigSource = stack_config
+) -> Callable[..., None]:
     """The validate function of rule ``rule_id``'s policy: it reports the findings that fail the plan."""
+    rule = rules.BY_ID[rule_id]
 
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
         policy = settings()
         if rule_id in policy.suppressed:
             return
         resources = views(args)
-        ctx = _context(args, resources, policy)
-        for finding in rules.failing(rules.run_rule(rule_id, resources, ctx), policy):
+        ctx = _context(args, resources, policy, stack)
+        for finding in rules.failing(rules.assess(resources, ctx, rules=[rule]).findings, policy):
             _report(finding, report_violation)
 
     return validate
 
 
-def advisory_validator(settings: SettingsSource = stack_settings) -> Callable[..., None]:
+def advisory_validator(
+    settings: SettingsSource = stack_settings, stack: ConfigSource = stack_config
+) -> Callable[..., None]:
     """The validate function of ``gb300-advisories``: every finding below ``failOn``, never failing."""
 
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
         policy = settings()
         resources = views(args)
-        ctx = _context(args, resources, policy)
+        ctx = _context(args, resources, policy, stack)
         threshold = Level.parse(policy.fail_on)
         reasons = {s.rule: s.reason for s in policy.suppress}
-        for rule_id in rules.RULES:
-            if rule_id in policy.suppressed:
-                _report_suppressed(rule_id, reasons[rule_id], rules.run_rule(rule_id, resources, ctx), report_violation)
-                continue
-            for finding in rules.run_rule(rule_id, resources, ctx):
-                if finding.level < threshold:
-                    _report(finding, report_violation)
+        assessed = rules.assess(resources, ctx, rules=rules.PACK_RULES)
+        for rule_id, hidden in assessed.hidden.items():
+            _report_suppressed(rule_id, reasons[rule_id], hidden, report_violation)
+        for finding in assessed.findings:
+            if finding.level < threshold:
+                _report(finding, report_violation, advisory=True)
 
     return validate
 
@@ -245,7 +288,7 @@ def _report_suppressed(
         report_violation(f"[suppressed {finding.level.label}] {rule_id}: {finding.message}", urn)
 
 
-def policies(settings: SettingsSource = stack_settings) -> list[Policy]:
+def policies(settings: SettingsSource = stack_settings, stack: ConfigSource = stack_config) -> list[Policy]:
     """One mandatory policy per rule id (description: the rule's docstring), the advisory policy, and the
     resource policy that keeps each resource's inputs for them."""
     out: list[Policy] = [
@@ -256,15 +299,14 @@ def policies(settings: SettingsSource = stack_settings) -> list[Policy]:
             validate=inputs_recorder(),
         )
     ]
-    for rule_id, rule in rules.RULES.items():
-        doc = (rule.__doc__ or rule_id).strip().splitlines()[0]
+    for rule in rules.PACK_RULES:
         out.append(
             StackValidationPolicy(
-                name=rule_id,
-                description=doc,
+                name=rule.id,
+                description=rule.summary,
                 enforcement_level=EnforcementLevel.MANDATORY,
-                validate=rule_validator(rule_id, settings),
-                config_schema=QUOTA_SCHEMA if rule_id == QUOTA_RULE else None,
+                validate=rule_validator(rule.id, settings, stack),
+                config_schema=QUOTA_SCHEMA if rule.id == QUOTA_RULE else None,
             )
         )
     out.append(
@@ -272,7 +314,7 @@ def policies(settings: SettingsSource = stack_settings) -> list[Policy]:
             name=ADVISORIES,
             description="gb300 findings below gb300:policy.failOn (shown, never failing the preview)",
             enforcement_level=EnforcementLevel.ADVISORY,
-            validate=advisory_validator(settings),
+            validate=advisory_validator(settings, stack),
             config_schema=QUOTA_SCHEMA,
         )
     )

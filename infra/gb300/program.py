@@ -11,10 +11,12 @@ import hashlib
 import pulumi
 from pulumi_azure_native import authorization, resources
 
-from gb300 import config
+from gb300 import config, rules
+from gb300 import tags as gb300_tags
 from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs
 from gb300.components import monitoring as monitoring_component
 from gb300.components import storage as storage_component
+from gb300.components.arm_resource import drop_version_aliases
 from gb300.components.head import HeadNode, HeadNodeArgs
 from gb300.components.node_common import NodeCommon
 from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
@@ -73,13 +75,12 @@ def checkpoint_tags(cfg: StackConfig) -> dict[str, str]:
     ckpt = cfg.storage.checkpoint
     if ckpt is None:
         return {}
-    tags = {
-        "gb300-checkpoint-parameters": sizing.fmt_count(ckpt.parameters),
-        "gb300-checkpoint-minutes": f"{ckpt.budget_minutes:g}",
-    }
-    if ckpt.bytes_per_parameter is not None:
-        tags["gb300-checkpoint-bytes-per-parameter"] = f"{ckpt.bytes_per_parameter:g}"
-    return tags
+    per_parameter = ckpt.bytes_per_parameter
+    return gb300_tags.checkpoint(
+        sizing.fmt_count(ckpt.parameters),
+        f"{ckpt.budget_minutes:g}",
+        f"{per_parameter:g}" if per_parameter is not None else None,
+    )
 
 
 def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
@@ -129,7 +130,6 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         ),
     )
     outputs: dict[str, pulumi.Output[str]] = {}
-    deploy_tags: dict[str, pulumi.Input[str]] = {}
     storage = cfg.storage
     if storage.lustre is not None:
         lustre = storage_component.Lustre(
@@ -147,7 +147,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 tags={**tags, **checkpoint_tags(cfg)},
             ),
         )
-        outputs["lustreMgsAddress"] = deploy_tags["gb300-lustre-mgs"] = lustre.mgs_address
+        outputs["lustreMgsAddress"] = lustre.mgs_address
     if storage.blob is not None:
         blob = storage_component.BlobStore(
             f"{name}-blob",
@@ -167,7 +167,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 tags=tags,
             ),
         )
-        outputs["storageAccountName"] = deploy_tags["gb300-blob-account"] = blob.name
+        outputs["storageAccountName"] = blob.name
     mon = cfg.monitoring
     monitoring = monitoring_component.Monitoring(
         f"{name}-mon",
@@ -187,15 +187,17 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         ),
     )
     if monitoring.remote_write_url is not None:
-        outputs["prometheusRemoteWriteUrl"] = deploy_tags["gb300-prom-write"] = monitoring.remote_write_url
+        outputs["prometheusRemoteWriteUrl"] = monitoring.remote_write_url
     # Nodes learn deploy-time values from their own tags (IMDS), so custom data holds no secret and does not
-    # change when a generated name does: the vault, and (node_files.DEPLOY_TAGS) Lustre, Blob and Prometheus.
-    node_tags: dict[str, pulumi.Input[str]] = {
-        **tags,
-        "gb300-keyvault": secrets.vault_name,
-        "gb300-node-client-id": identity.client_id,
-        **deploy_tags,
-    }
+    # change when a generated name does: the vault, the identity, and Lustre, Blob and Prometheus when deployed.
+    node_tags: dict[str, pulumi.Input[str]] = gb300_tags.node(
+        tags,
+        keyvault=secrets.vault_name,
+        node_client_id=identity.client_id,
+        lustre_mgs=outputs.get("lustreMgsAddress"),
+        blob_account=outputs.get("storageAccountName"),
+        prom_write=outputs.get("prometheusRemoteWriteUrl"),
+    )
     node = NodeCommon(
         resource_group_name=rg.name,
         location=location,
@@ -261,11 +263,17 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
 
 
 def read_config() -> StackConfig:
-    """The stack's ``gb300`` namespace from the Pulumi engine, validated."""
+    """The stack's ``gb300`` namespace from the Pulumi engine, validated as ``gb300 plan`` validates it: the
+    config itself, and ``gb300:policy.suppress`` against the rule registry (an unknown rule id, or a security rule
+    suppressed without a reason, fails ``pulumi preview``/``up`` as it fails the plan)."""
     values: dict[str, str] = {}
     values.update(pulumi.runtime.config.get_config_env())
     values.update(pulumi.runtime.config.CONFIG.get())
-    return config.parse(config.from_pulumi_config(values))
+    cfg = config.parse(config.from_pulumi_config(values))
+    problems = rules.unknown_suppressions(cfg.policy)
+    if problems:
+        raise ConfigError(problems)
+    return cfg
 
 
 def main() -> None:
@@ -274,5 +282,6 @@ def main() -> None:
         cfg = read_config()
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack configuration:\n{exc}") from None
+    pulumi.runtime.register_stack_transformation(drop_version_aliases)
     for key, value in build(cfg).items():
         pulumi.export(key, value)

@@ -22,6 +22,7 @@ from gb300.azure import quota
 from gb300.findings import Finding
 from gb300.plan import PlanResult
 from gb300.rules import quota as quota_rule
+from gb300.rules.base import RuleContext
 from tests.support import files
 from tests.support.policy_support import scale_set
 
@@ -35,7 +36,7 @@ def _load(name: str) -> Any:
 
 
 def _quota_findings(plan: PlanResult, snapshot: quota.QuotaSnapshot | None) -> list[Finding]:
-    return quota_rule.findings(plan.resources, snapshot)
+    return quota_rule.quota_sufficient(plan.resources, RuleContext(quota=snapshot))
 
 
 def test_demand_of_the_reference_stack(reference_plan: PlanResult) -> None:
@@ -106,7 +107,7 @@ def test_capacity_reservation_skips_the_cores_check() -> None:
     crg = "/subscriptions/s/resourceGroups/r/providers/Microsoft.Compute/capacityReservationGroups/gb300-crg"
     resources = [scale_set("r1", reservation=crg), scale_set("r2", reservation=crg)]
     snapshot = quota.from_file(FIXTURES / "eastus2-no-gb300.json", ["eastus2"])
-    found = quota_rule.findings(resources, snapshot)
+    found = quota_rule.quota_sufficient(resources, RuleContext(quota=snapshot))
     assert [f.level.label for f in found] == ["info"]
     assert "gb300-crg" in found[0].message
 

@@ -15,7 +15,7 @@ from gb300.findings import Level
 from gb300.plan.runner import register
 from gb300.policy_pack import PolicyResourceView
 from gb300.rules import RULES, RuleContext, evaluate
-from gb300.rules.checkpoint import RULE_ID, lustre_checkpoint_throughput
+from gb300.rules.checkpoint import lustre_checkpoint_throughput
 
 
 @pytest.mark.parametrize(
@@ -86,7 +86,7 @@ def test_size_storage_rejects_bad_numbers(bad: str) -> None:
 
 def test_checkpoint_rule_is_registered() -> None:
     """lustre-checkpoint-throughput is wired into the rules both front ends run."""
-    assert RULE_ID in RULES
+    assert lustre_checkpoint_throughput.id in RULES
 
 
 def _amlfs(capacity: int, tags: dict[str, str], sku: str = "AMLFS-Durable-Premium-500") -> PolicyResourceView:
@@ -135,11 +135,13 @@ def test_plan_warns_when_lustre_is_too_small(dev_raw: dict[str, Any]) -> None:
         "lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 8},
         "checkpoint": {"parameters": "1e12", "writeMinutes": 5},
     }
-    (finding,) = [f for f in evaluate(register("dev", raw), PolicySettings()) if f.rule == RULE_ID]
+    (finding,) = [
+        f for f in evaluate(register("dev", raw), PolicySettings()) if f.rule == lustre_checkpoint_throughput.id
+    ]
     assert "Set capacityTiB to at least 108" in finding.message
     assert "--params 1e12 --checkpoint-minutes 5" in finding.message
 
 
 def test_reference_stack_keeps_up_with_its_checkpoints(reference_plan: Any) -> None:
     """The reference stack's 128 TiB on the 500 tier writes its 1e12-parameter checkpoint within 5 minutes."""
-    assert not [f for f in reference_plan.findings if f.rule == RULE_ID]
+    assert not [f for f in reference_plan.findings if f.rule == lustre_checkpoint_throughput.id]

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from gb300 import config
+from gb300 import tags as gb300_tags
 from gb300.azure import inventory
 from gb300.node import context as node_context
 from gb300.node import custom_data as nodes
@@ -361,7 +362,7 @@ def test_nodes_carry_deploy_time_values_as_tags(reference_plan: PlanResult) -> N
     nodes_ += [r for r in reference_plan.resources if r.type == "azure-native:compute:VirtualMachine"]
     for node in nodes_:
         tags = node.inputs["tags"]
-        assert set(node_files.DEPLOY_TAGS) <= set(tags), node.name
+        assert set(gb300_tags.NODE_READS) <= set(tags), node.name
         assert tags["gb300-prom-write"].startswith("https://")
         assert "/dataCollectionRules/dcr-" in tags["gb300-prom-write"]
         assert len(tags["gb300-prom-write"]) <= 256  # Azure's tag value limit

@@ -5,16 +5,11 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
-import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import grpc
 import pytest
-from google.protobuf import json_format, struct_pb2
-from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+from google.protobuf import json_format
 from pulumi_policy import (
     EnforcementLevel,
     PolicyCustomTimeouts,
@@ -27,14 +22,14 @@ from pulumi_policy import (
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
-from gb300 import paths, policy_pack, rules
+from gb300 import policy_pack, rules
 from gb300.azure import inventory
 from gb300.config import PolicySettings
 from gb300.findings import Finding
 from gb300.plan import PlanResult
 from gb300.plan.runner import ResourceRecord
 from tests.support.files import FIXTURES
-from tests.support.policy_support import account, lustre, with_inputs
+from tests.support.policy_support import account, lustre, struct, with_inputs
 
 PROVIDER = PolicyProviderResource(
     "pulumi:providers:azure-native",
@@ -44,17 +39,15 @@ PROVIDER = PolicyProviderResource(
 )
 
 
-def _struct(inputs: dict[str, Any]) -> struct_pb2.Struct:
-    struct = struct_pb2.Struct()
-    struct.update(json.loads(json.dumps(inputs)))
-    return struct
-
-
 def policy_resource(rec: ResourceRecord, inputs: dict[str, Any] | None = None) -> PolicyResource:
     """A resource as the analyzer builds it from the engine's gRPC message (Struct -> deserialize -> proxy)."""
-    props = unknown_checking_proxy(deserialize_properties(json_format.MessageToDict(_struct(inputs or rec.inputs))))
+    props = unknown_checking_proxy(deserialize_properties(json_format.MessageToDict(struct(inputs or rec.inputs))))
     opts = PolicyResourceOptions(rec.protect, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], rec.parent)
     return PolicyResource(rec.type, props, rec.urn, rec.name, opts, PROVIDER, None, [], {})
+
+
+def _NO_CONFIG() -> None:  # noqa: N802 - a constant-like source: the stack config is not read
+    return None
 
 
 def _args(records: Sequence[ResourceRecord], config: dict[str, Any] | None = None) -> StackValidationArgs:
@@ -68,7 +61,9 @@ def _pack_verdict(
     mandatory: list[tuple[str, str | None, str]] = []
     advisory: list[tuple[str, str | None, str]] = []
     args = _args(records, config)
-    for policy in policy_pack.policies(lambda: settings):
+    for policy in policy_pack.policies(
+        lambda: settings, _NO_CONFIG
+    ):  # resources only: config rules are in the engine tests
         if not isinstance(policy, StackValidationPolicy):
             continue  # the inputs recorder reports nothing
         sink = advisory if policy.enforcement_level == EnforcementLevel.ADVISORY else mandatory
@@ -77,9 +72,8 @@ def _pack_verdict(
 
 
 def _as_violation(f: Finding, policy: str) -> tuple[str, str | None, str]:
-    urn = f.resource if f.resource.startswith("urn:") else None
-    where = "" if urn else f"{f.resource}: "
-    return (policy, urn, f"[{f.level.label}] {where}{f.message}")
+    message, urn = policy_pack.violation(f, advisory=policy == policy_pack.ADVISORIES)
+    return (policy, urn, message)
 
 
 def _plan_verdict(
@@ -118,10 +112,12 @@ def violating(reference_plan: PlanResult) -> list[ResourceRecord]:
 
 
 def test_every_rule_is_a_policy_of_the_pack() -> None:
-    """Each rule id in RULES is a mandatory stack policy, plus the advisory policy and the inputs recorder."""
+    """Each resource and config rule of the registry is a mandatory stack policy, plus the advisory policy and the
+    inputs recorder; the state rules are not (a pack is not handed the deployed state)."""
     policies = {p.name: p for p in policy_pack.policies(PolicySettings)}
-    assert set(policies) == {*rules.RULES, policy_pack.ADVISORIES, policy_pack.INPUTS_POLICY}
-    for rule_id in rules.RULES:
+    assert set(policies) == {*rules.RULES, *rules.CONFIG_RULES, policy_pack.ADVISORIES, policy_pack.INPUTS_POLICY}
+    assert not rules.STATE_RULES & set(policies)
+    for rule_id in {*rules.RULES, *rules.CONFIG_RULES}:
         assert policies[rule_id].enforcement_level == EnforcementLevel.MANDATORY
         assert policies[rule_id].description
     assert policies[policy_pack.ADVISORIES].enforcement_level == EnforcementLevel.ADVISORY
@@ -183,7 +179,7 @@ def test_unknown_preview_values_do_not_break_rules(reference_plan: PlanResult) -
             ipc["subnet"]["id"] = UNKNOWN_STRING_VALUE
         records.append(policy_resource(rec, inputs))
     failures: list[str] = []
-    for policy in policy_pack.policies(PolicySettings):
+    for policy in policy_pack.policies(PolicySettings, _NO_CONFIG):
         if not isinstance(policy, StackValidationPolicy):
             continue
         if policy.enforcement_level == EnforcementLevel.MANDATORY:
@@ -206,91 +202,3 @@ def test_stack_settings_come_from_the_stack_config() -> None:
     assert settings.fail_on == "warning"
     assert settings.suppressed == {"required-tags"}
     assert policy_pack.stack_settings({}) == PolicySettings()
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The pack as Pulumi runs it: a process speaking the analyzer gRPC protocol.
-
-
-@pytest.fixture(scope="module")
-def pack_process() -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
-    """`python policies/__main__.py` with a stack config that fails on warnings, as `pulumi preview` starts it."""
-    env = {
-        **os.environ,
-        "PULUMI_CONFIG": json.dumps({"gb300:policy": json.dumps({"failOn": "warning"})}),
-        "PULUMI_PROJECT": "gb300",
-        "PULUMI_STACK": "reference",
-        "PULUMI_DRY_RUN": "true",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, str(paths.POLICIES_DIR / "__main__.py")],
-        cwd=paths.POLICIES_DIR,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline().decode().strip() or "0")
-        assert port, proc.stderr.read().decode() if proc.stderr else "no port"
-        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-        yield analyzer_pb2_grpc.AnalyzerStub(channel)
-        channel.close()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-def test_pack_loads_and_lists_every_rule(pack_process: analyzer_pb2_grpc.AnalyzerStub) -> None:
-    """The pack process starts and announces one policy per rule id, plus the advisory policy."""
-    from google.protobuf import empty_pb2  # noqa: PLC0415
-
-    info = pack_process.GetAnalyzerInfo(empty_pb2.Empty())
-    assert info.name == policy_pack.PACK_NAME
-    assert {p.name for p in info.policies} == {*rules.RULES, policy_pack.ADVISORIES, policy_pack.INPUTS_POLICY}
-
-
-def test_pack_process_applies_stack_settings(
-    pack_process: analyzer_pb2_grpc.AnalyzerStub, reference_plan: PlanResult
-) -> None:
-    """Over gRPC, with failOn: warning from the stack config, a missing tag fails the preview as it fails the plan."""
-    records = [
-        with_inputs(r, tags={k: v for k, v in (r.inputs.get("tags") or {}).items() if k != "owner"})
-        if r.name == "ref-rg"
-        else r
-        for r in reference_plan.resources
-    ]
-    request = analyzer_pb2.AnalyzeStackRequest(
-        resources=[
-            analyzer_pb2.AnalyzerResource(type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name)
-            for r in records
-        ]
-    )
-    response = pack_process.AnalyzeStack(request)
-    mandatory = [d for d in response.diagnostics if d.policyName != policy_pack.ADVISORIES]
-    assert [d.policyName for d in mandatory] == ["required-tags"]
-    assert "missing owner" in mandatory[0].message
-    settings = PolicySettings(failOn="warning")
-    assert [f.rule for f in rules.failing(rules.evaluate(records, settings), settings)] == ["required-tags"]
-
-
-def test_pack_process_takes_the_quota_source_from_pack_config(
-    pack_process: analyzer_pb2_grpc.AnalyzerStub, reference_plan: PlanResult
-) -> None:
-    """Over gRPC, `--policy-pack-config` naming a usage file makes quota-sufficient fail the preview."""
-    too_little = str(FIXTURES / "quota" / "eastus2-too-little.json")
-    pack_process.Configure(
-        analyzer_pb2.ConfigureAnalyzerRequest(
-            policyConfig={"quota-sufficient": analyzer_pb2.PolicyConfig(properties=_struct({"quota": too_little}))}
-        )
-    )
-    request = analyzer_pb2.AnalyzeStackRequest(
-        resources=[
-            analyzer_pb2.AnalyzerResource(type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name)
-            for r in reference_plan.resources
-        ]
-    )
-    response = pack_process.AnalyzeStack(request)
-    mandatory = [d for d in response.diagnostics if d.policyName != policy_pack.ADVISORIES]
-    assert [d.policyName for d in mandatory] == ["quota-sufficient", "quota-sufficient"]
-    assert any("requested 147,456 vCPUs, in use 2,304, limit 100,000" in d.message for d in mandatory)

@@ -5,16 +5,18 @@ resource with its inputs, then ``AnalyzeStack`` once with every resource's *outp
 stack those outputs are what each provider foresees: azure-native answers with the keys of the resource's
 response schema (computed ones unknown); a provider without preview support (Pulumi's Python dynamic
 provider) answers with the inputs (``pkg/resource/plugin/provider_plugin.go``, ``Create`` with ``Preview``).
-Ids of resources not created yet are unknown everywhere. These tests build exactly that and compare the pack's
-failing policies with the error rules ``gb300 plan`` reports.
+Ids of resources not created yet are unknown everywhere. These tests build exactly that and compare what the
+pack reports with what ``gb300 plan`` reports: both evaluate the one rule registry.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -23,15 +25,18 @@ from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import struct_pb2
+from google.protobuf import empty_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
-from gb300 import paths, policy_pack, rules
-from gb300.plan import run_plan
+from gb300 import config, paths, policy_pack, rules
+from gb300.config import PolicySettings
+from gb300.findings import Finding, Level
+from gb300.plan import PlanResult, run_plan
 from gb300.plan.mocks import SUBSCRIPTION_ID
 from gb300.plan.runner import ResourceRecord
 from tests.support.files import FIXTURES
+from tests.support.policy_support import struct, with_inputs
 
 TOO_LITTLE = FIXTURES / "quota" / "eastus2-too-little.json"
 X86_IMAGE = "canonical:ubuntu-24_04-lts:server:latest"
@@ -78,12 +83,6 @@ def preview_outputs(rec: ResourceRecord) -> dict[str, Any]:
     return {k: inputs.get(k, UNKNOWN_STRING_VALUE) for k in sorted(names)}
 
 
-def _struct(props: dict[str, Any]) -> struct_pb2.Struct:
-    struct = struct_pb2.Struct()
-    struct.update(json.loads(json.dumps(props)))
-    return struct
-
-
 def _start_pack(stack_config: dict[str, str]) -> tuple[subprocess.Popen[bytes], grpc.Channel]:
     env = {
         **os.environ,
@@ -105,10 +104,10 @@ def _start_pack(stack_config: dict[str, str]) -> tuple[subprocess.Popen[bytes], 
     return proc, grpc.insecure_channel(f"127.0.0.1:{port}")
 
 
-@pytest.fixture
-def fresh_pack() -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
-    """A new pack process per test, as the engine starts one per preview; the stack sets no gb300:policy."""
-    proc, channel = _start_pack({})
+@contextlib.contextmanager
+def _pack(stack_config: dict[str, str]) -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
+    """A pack process for one preview, as the engine starts one, with ``stack_config`` as the stack's config."""
+    proc, channel = _start_pack(stack_config)
     try:
         yield analyzer_pb2_grpc.AnalyzerStub(channel)
     finally:
@@ -117,21 +116,34 @@ def fresh_pack() -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
         proc.wait(timeout=10)
 
 
-def _preview(
+@pytest.fixture
+def fresh_pack() -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
+    """A new pack process per test, as the engine starts one per preview; the stack sets no gb300:policy."""
+    with _pack({}) as pack:
+        yield pack
+
+
+@pytest.fixture(scope="module")
+def pack_process() -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
+    """One pack process with a stack config that fails on warnings, shared by the tests that only read from it."""
+    with _pack({"gb300:policy": json.dumps({"failOn": "warning"})}) as pack:
+        yield pack
+
+
+def _diagnostics(
     pack: analyzer_pb2_grpc.AnalyzerStub, records: Sequence[ResourceRecord], *, analyze: bool = True
-) -> set[str]:
-    """Drive one preview: Analyze per resource (inputs), then AnalyzeStack (outputs); the failing policies."""
-    failing: set[str] = set()
+) -> list[Any]:
+    """Drive one preview: Analyze per resource (inputs), then AnalyzeStack (outputs); the stack's diagnostics."""
     for rec in records if analyze else ():
         resource = analyzer_pb2.AnalyzerResource(
-            type=rec.type, properties=_struct(_unknown_ids(rec.inputs)), urn=rec.urn, name=rec.name
+            type=rec.type, properties=struct(_unknown_ids(rec.inputs)), urn=rec.urn, name=rec.name
         )
         response = pack.Analyze(resource)
         assert [d.message for d in response.diagnostics] == []  # the inputs recorder never reports
     stack = [
         analyzer_pb2.AnalyzerResource(
             type=r.type,
-            properties=_struct(preview_outputs(r)),
+            properties=struct(preview_outputs(r)),
             urn=r.urn,
             name=r.name,
             parent=r.parent or "",
@@ -139,18 +151,55 @@ def _preview(
         )
         for r in records
     ]
-    response = pack.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=stack))
-    for d in response.diagnostics:
-        if d.enforcementLevel == analyzer_pb2.MANDATORY:
-            failing.add(d.policyName)
-    return failing
+    return list(pack.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=stack)).diagnostics)
+
+
+def _preview(
+    pack: analyzer_pb2_grpc.AnalyzerStub, records: Sequence[ResourceRecord], *, analyze: bool = True
+) -> set[str]:
+    """The policies that fail one preview."""
+    diagnostics = _diagnostics(pack, records, analyze=analyze)
+    return {d.policyName for d in diagnostics if d.enforcementLevel == analyzer_pb2.MANDATORY}
+
+
+_VIOLATION = re.compile(r"\[(?P<level>info|warning|error)\] (?P<text>.*)", re.DOTALL)
+_SUPPRESSED = re.compile(r"\[suppressed (?P<level>info|warning|error)\] (?P<rule>[a-z0-9-]+): (?P<text>.*)", re.DOTALL)
+
+
+def _finding(rule: str, level: str, urn: str, text: str) -> Finding:
+    """A finding back from the pack's words: the URN, else the key path the message starts with."""
+    resource, message = (urn, text) if urn else text.split(": ", 1)
+    return Finding(rule, Level.parse(level), resource, message)
+
+
+def _pack_findings(diagnostics: Sequence[Any]) -> tuple[list[Finding], dict[str, list[Finding]]]:
+    """The findings the pack reported (each rule's policy and the advisory one), and those its suppressions hid."""
+    shown: list[Finding] = []
+    hidden: dict[str, list[Finding]] = {}
+    for d in diagnostics:
+        said = d.message.removeprefix(f"{d.description}\n")  # the engine's message leads with the description
+        if d.policyName == policy_pack.INPUTS_POLICY or said.startswith("[suppressed] "):
+            continue
+        note = _SUPPRESSED.fullmatch(said)
+        if note:
+            finding = _finding(note["rule"], note["level"], d.urn, note["text"])
+            hidden.setdefault(finding.rule, []).append(finding)
+            continue
+        match = _VIOLATION.fullmatch(said)
+        assert match, said
+        text = match["text"]
+        rule = d.policyName
+        if rule == policy_pack.ADVISORIES:
+            rule, text = text.split(": ", 1)
+        shown.append(_finding(rule, match["level"], d.urn, text))
+    return sorted(shown), {k: sorted(v) for k, v in hidden.items()}
 
 
 def _configure_quota(pack: analyzer_pb2_grpc.AnalyzerStub, source: Path) -> None:
     """`--policy-pack-config {"quota-sufficient": {"quota": FILE}}`, as the engine passes it: with the policy's
     own enforcement level filled in (pulumi/pulumi ``pkg/resource/analyzer/config.go`` ReconcilePolicyPackConfig)."""
     config = analyzer_pb2.PolicyConfig(
-        enforcementLevel=analyzer_pb2.MANDATORY, properties=_struct({"quota": str(source)})
+        enforcementLevel=analyzer_pb2.MANDATORY, properties=struct({"quota": str(source)})
     )
     pack.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={"quota-sufficient": config}))
 
@@ -214,3 +263,92 @@ def test_scale_sets_are_recognised_from_outputs_alone(
     resources, errors = _plan_errors(_broken(reference_raw))
     assert "image-arch-matches-sku" in errors
     assert "image-arch-matches-sku" in _preview(fresh_pack, resources, analyze=False)
+
+
+def test_pack_loads_and_lists_every_rule(pack_process: analyzer_pb2_grpc.AnalyzerStub) -> None:
+    """The pack process starts and announces one policy per resource and config rule, plus its own two."""
+    info = pack_process.GetAnalyzerInfo(empty_pb2.Empty())
+    assert info.name == policy_pack.PACK_NAME
+    assert {p.name for p in info.policies} == {
+        *(r.id for r in rules.PACK_RULES),
+        policy_pack.ADVISORIES,
+        policy_pack.INPUTS_POLICY,
+    }
+
+
+def _stack_request(records: Sequence[ResourceRecord]) -> analyzer_pb2.AnalyzeStackRequest:
+    return analyzer_pb2.AnalyzeStackRequest(
+        resources=[
+            analyzer_pb2.AnalyzerResource(type=r.type, properties=struct(r.inputs), urn=r.urn, name=r.name)
+            for r in records
+        ]
+    )
+
+
+def test_pack_process_applies_stack_settings(
+    pack_process: analyzer_pb2_grpc.AnalyzerStub, reference_plan: PlanResult
+) -> None:
+    """Over gRPC, with failOn: warning from the stack config, a missing tag fails the preview as it fails the plan."""
+    records = [
+        with_inputs(r, tags={k: v for k, v in (r.inputs.get("tags") or {}).items() if k != "owner"})
+        if r.name == "ref-rg"
+        else r
+        for r in reference_plan.resources
+    ]
+    response = pack_process.AnalyzeStack(_stack_request(records))
+    mandatory = [d for d in response.diagnostics if d.policyName != policy_pack.ADVISORIES]
+    assert [d.policyName for d in mandatory] == ["required-tags"]
+    assert "missing owner" in mandatory[0].message
+    settings = PolicySettings(failOn="warning")
+    assert [f.rule for f in rules.failing(rules.evaluate(records, settings), settings)] == ["required-tags"]
+
+
+def test_pack_process_takes_the_quota_source_from_pack_config(
+    fresh_pack: analyzer_pb2_grpc.AnalyzerStub, reference_plan: PlanResult
+) -> None:
+    """Over gRPC, `--policy-pack-config` naming a usage file makes quota-sufficient fail the preview."""
+    _configure_quota(fresh_pack, TOO_LITTLE)
+    response = fresh_pack.AnalyzeStack(_stack_request(reference_plan.resources))
+    mandatory = [d for d in response.diagnostics if d.policyName != policy_pack.ADVISORIES]
+    assert [d.policyName for d in mandatory] == ["quota-sufficient", "quota-sufficient"]
+    assert any("requested 147,456 vCPUs, in use 2,304, limit 100,000" in d.message for d in mandatory)
+
+
+def _broken_with_suppression(raw: dict[str, Any]) -> dict[str, Any]:
+    """The broken stack (x86 image, so config rules fire too) with too little quota (gb300:policy.quota, which
+    the plan and every policy of the pack read), suppressing a rule that has findings."""
+    broken = _broken(raw)
+    broken["cluster"]["tags"] = {k: v for k, v in broken["cluster"].get("tags", {}).items() if k != "owner"}
+    broken["policy"] = {
+        **broken.get("policy", {}),
+        "quota": str(TOO_LITTLE),
+        "suppress": [{"rule": "required-tags", "reason": "tagged later"}],
+    }
+    return broken
+
+
+@pytest.mark.parametrize("case", ["reference", "broken"])
+def test_plan_and_pack_report_the_same_findings(case: str, reference_raw: dict[str, Any]) -> None:
+    """Previewed as the engine does with the stack's own config, the pack reports exactly the plan's findings, at
+    the same levels and with the same words, and hides the same findings behind the same suppressions."""
+    raw = copy.deepcopy(reference_raw) if case == "reference" else _broken_with_suppression(reference_raw)
+    plan = run_plan("reference", raw)
+    with _pack(config.to_pulumi_config(raw)) as pack:
+        shown, hidden = _pack_findings(_diagnostics(pack, plan.resources))
+    assert shown == sorted(plan.findings)
+    assert hidden == {s.rule: sorted(s.hidden) for s in plan.suppressed}
+    kinds = {rules.BY_ID[f.rule].kind for f in plan.findings}
+    if case == "broken":  # the comparison covers resource and config rules, errors, warnings and a suppression
+        assert kinds == {rules.Kind.RESOURCE, rules.Kind.CONFIG}
+        assert {f.level for f in plan.findings} >= {Level.ERROR, Level.WARNING}
+        assert hidden["required-tags"]
+
+
+def test_an_unexplained_security_suppression_fails_the_program_under_the_engine(dev_raw: dict[str, Any]) -> None:
+    """A security rule suppressed without a reason fails `pulumi preview`/`up` (the program) as it fails the plan."""
+    from gb300.plan.runner import register  # noqa: PLC0415
+
+    raw = copy.deepcopy(dev_raw)
+    raw["policy"] = {"suppress": ["no-ssh-from-internet"]}
+    with pytest.raises(Exception, match="suppresses the security rule 'no-ssh-from-internet' without a reason"):
+        register("dev", raw)

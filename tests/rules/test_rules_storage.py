@@ -10,21 +10,22 @@ from typing import Any
 
 import pytest
 
+from gb300.facts import sizing
 from gb300.plan.runner import ResourceRecord
-from gb300.rules import storage
 from tests.support.policy_support import SECURE_ACCOUNT, account, levels, lustre, record, run, scale_set
 
 
 def test_lustre_table_matches_domain_facts() -> None:
     """The Lustre SKU table holds Azure's documented minimum/increment per tier and marks the conflicting maxima."""
-    table = storage.lustre_skus()
+    table = sizing.lustre_skus()
     assert {n: (s.min_tib, s.increment_tib) for n, s in table.items()} == {
         "AMLFS-Durable-Premium-40": (48, 48),
         "AMLFS-Durable-Premium-125": (16, 16),
         "AMLFS-Durable-Premium-250": (8, 8),
         "AMLFS-Durable-Premium-500": (4, 4),
     }
-    assert table["AMLFS-Durable-Premium-40"].max_status == "conflict"
+    assert table["AMLFS-Durable-Premium-40"].max_tib.status == "conflict"
+    assert table["AMLFS-Durable-Premium-40"].max_alternative == 1536
 
 
 @pytest.mark.parametrize(

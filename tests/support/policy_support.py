@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from google.protobuf import struct_pb2
 
 from gb300 import compute_resource, rules
 from gb300.azure.quota import QuotaSnapshot
@@ -177,3 +180,10 @@ def with_inputs(rec: ResourceRecord, **changes: Any) -> ResourceRecord:
     inputs = copy.deepcopy(rec.inputs)
     inputs.update(changes)
     return ResourceRecord(rec.urn, rec.type, rec.name, rec.parent, rec.protect, rec.id, inputs)
+
+
+def struct(props: dict[str, Any]) -> struct_pb2.Struct:
+    """Properties as the engine sends them over gRPC (a protobuf Struct)."""
+    out = struct_pb2.Struct()
+    out.update(json.loads(json.dumps(props)))
+    return out

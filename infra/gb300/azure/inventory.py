@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gb300 import compute_resource
+from gb300 import tags as gb300_tags
 
 GENERIC = "azure-native:resources:Resource"
 TYPED_VMSS = "azure-native:compute:VirtualMachineScaleSet"
@@ -53,7 +54,7 @@ class ScaleSetView:
 
     @property
     def pool(self) -> str | None:
-        return self.tags.get("gb300-pool")
+        return gb300_tags.pool_of(self.tags)
 
 
 def dig(data: Any, *path: str | int) -> Any:

@@ -18,9 +18,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from gb300.findings import Finding, Level
+from gb300.findings import Level, Report
 
-RULE = "lustre-subnet-size"
 API_VERSION = "2024-03-01"  # the version pulumi-azure-native 3.29's getRequiredAmlFSSubnetsSize invoke uses
 ARM = "https://management.azure.com"
 WHERE = "gb300:storage.lustre.subnetPrefixLength"
@@ -95,12 +94,11 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def findings(answer: Answer, subnet_prefix: str, reserved: int, *, sku: str, capacity_tib: float) -> list[Finding]:
+def findings(answer: Answer, subnet_prefix: str, reserved: int, *, sku: str, capacity_tib: float) -> list[Report]:
     """An error when Azure asks for more free addresses than the storage subnet has; a warning when unverified."""
     if answer.unverified is not None:
         return [
-            Finding(
-                RULE,
+            Report(
                 Level.WARNING,
                 WHERE,
                 f"Azure's subnet size for the Lustre filesystem could not be checked: {answer.unverified}. The "
@@ -110,8 +108,7 @@ def findings(answer: Answer, subnet_prefix: str, reserved: int, *, sku: str, cap
     free = ipaddress.IPv4Network(subnet_prefix).num_addresses - reserved
     if answer.addresses is not None and answer.addresses > free:
         return [
-            Finding(
-                RULE,
+            Report(
                 Level.ERROR,
                 WHERE,
                 f"storage subnet {subnet_prefix}: Azure says a {capacity_tib:g} TiB {sku} filesystem needs "

@@ -9,8 +9,8 @@ regional total (``cores``). Azure's side comes from a :class:`QuotaSnapshot`, re
   ``resource_skus.list``), which also tell whether the size is offered in the region and zone.
 
 Fetching does I/O and never raises for Azure's answers: a 401/403 or a timeout becomes a region marked
-*unverified* (a WARNING finding). The pure rule that turns demand + snapshot into findings of ``quota-sufficient`` is
-:func:`gb300.rules.quota.findings`. Family names match case-insensitively, ignoring spaces. Pools that target a
+*unverified* (a WARNING finding of the rule). :mod:`gb300.rules.quota` (rule ``quota-sufficient``) turns
+demand + snapshot into findings. Family names match case-insensitively, ignoring spaces. Pools that target a
 capacity reservation group skip the cores check: the reservation already consumed the quota.
 """
 

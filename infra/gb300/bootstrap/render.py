@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from gb300 import tags
 from gb300.bootstrap.context import BootstrapContext
 from gb300.bootstrap.errors import BootstrapError
 from gb300.bootstrap.resources import CLOUD_INIT_DIR
@@ -33,7 +34,7 @@ __all__ = [
 
 AZURE_CUSTOM_DATA_LIMIT = 65_536
 """Azure's limit on base64 custom data, in bytes (azure-compute-docs virtual-machines/custom-data.md)."""
-CUSTOM_DATA_HASH_TAG = "gb300-custom-data-sha256"
+CUSTOM_DATA_HASH_TAG = tags.CUSTOM_DATA_HASH
 """The scale set tag that carries `RenderedCustomData.sha256`; a differing value means reimage."""
 _HEADER = "#cloud-config\n"
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from gb300 import paths
 from gb300.bootstrap.errors import BootstrapDataError
+from gb300.errors import DataError
+from gb300.facts.loader import read_mapping
 
 __all__ = [
     "CLOUD_INIT_DIR",
@@ -19,30 +19,16 @@ __all__ = [
 ]
 
 
-def _repo_root() -> Path:
-    # gb300.paths (the foundation's) names the repository root; fall back to this file's position:
-    # infra/gb300/bootstrap/resources.py -> parents[3] is the repository root.
-    try:
-        paths = importlib.import_module("gb300.paths")
-    except ImportError:
-        return Path(__file__).resolve().parents[3]
-    return Path(paths.REPO_ROOT)
-
-
-REPO_ROOT: Path = _repo_root()
-DATA_DIR: Path = Path(__file__).resolve().parents[1] / "data"
-CLOUD_INIT_DIR: Path = REPO_ROOT / "cloud-init"
-TEMPLATES_DIR: Path = REPO_ROOT / "templates"
+REPO_ROOT: Path = paths.REPO_ROOT
+DATA_DIR: Path = paths.DATA_DIR
+CLOUD_INIT_DIR: Path = paths.CLOUD_INIT_DIR
+TEMPLATES_DIR: Path = paths.TEMPLATES_DIR
 
 
 def load_yaml_mapping(path: Path) -> dict[str, Any]:
-    """Read a YAML file whose top level must be a mapping."""
+    """A bootstrap input whose top level must be a mapping, read by the facts loader
+    (:func:`gb300.facts.loader.read_mapping`); a malformed file raises :class:`BootstrapDataError`."""
     try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        msg = f"{path}: cannot be read as YAML ({exc})"
-        raise BootstrapDataError(msg) from exc
-    if not isinstance(loaded, dict):
-        msg = f"{path}: must hold a mapping at the top level (got {type(loaded).__name__})"
-        raise BootstrapDataError(msg)
-    return loaded
+        return read_mapping(path)
+    except DataError as exc:
+        raise BootstrapDataError(str(exc)) from exc

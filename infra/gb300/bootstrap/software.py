@@ -20,6 +20,7 @@ from typing import Any, Literal, cast
 
 from gb300.bootstrap.errors import BootstrapDataError, SoftwareOverrideError
 from gb300.bootstrap.resources import DATA_DIR, load_yaml_mapping
+from gb300.facts.loader import data
 
 __all__ = [
     "CHECKSUMS_FILE",
@@ -479,3 +480,14 @@ def apply_software_overrides(
         raise SoftwareOverrideError("\n".join(message for _, message in problems))
     clean = {name: str(value) for name, value in (overrides or {}).items()}
     return _build(load_yaml_mapping(path or VERSIONS_FILE), clean, load_checksums(checksums))
+
+
+def pin(name: str) -> Any:
+    """The value of ``pins.<name>`` in versions.yaml: a package or image the storage and monitoring steps install
+    by name (``lustreClientPackages``, ``blobfuse2Package``, ``dcgmExporterImage``, ``nodeExporterPackage``,
+    ``prometheusPackage``)."""
+    entry = data("versions.yaml").get("pins", {}).get(name)
+    if not isinstance(entry, dict) or "value" not in entry:
+        msg = f"versions.yaml pins.{name}: must be a mapping with a value (and its status and source)"
+        raise BootstrapDataError(msg)
+    return entry["value"]

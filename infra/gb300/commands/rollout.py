@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gb300 import config
+from gb300 import tags as gb300_tags
 from gb300.commands.plan import _stack
 from gb300.errors import UsageError
 from gb300.ops import rollout
@@ -25,7 +26,7 @@ def add_parser(subparsers: Any) -> None:
         help="reimage the racks whose custom data changed, rack by rack, behind the Slurm health gate",
         description=(
             "Compare the stack with the deployed state (--state, from 'pulumi stack export') and reimage every "
-            "deployed rack scale set whose gb300-custom-data-sha256 tag differs from the stack's, in pool and "
+            f"deployed rack scale set whose {gb300_tags.CUSTOM_DATA_HASH} tag differs from the stack's, in pool and "
             "rack order, --concurrency racks at a time. For each batch: drain the racks' nodes in Slurm, wait "
             "for their jobs (--job-timeout), reimage the scale sets through the Azure SDK, wait until every node "
             "registers again and passes gb300-health-check (--health-timeout), resume the nodes. The first rack "

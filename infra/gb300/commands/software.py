@@ -23,7 +23,6 @@ from gb300 import config, paths
 from gb300.bootstrap import software
 from gb300.bootstrap.errors import BootstrapError
 from gb300.bootstrap.software import SoftwareSet, apply_software_overrides, load_software
-from gb300.components import monitoring
 from gb300.errors import UsageError
 from gb300.ops.software_lock import gaps, image_gaps, lock, write_checksums
 
@@ -77,7 +76,7 @@ def software_sets(stacks: list[str]) -> list[SoftwareSet]:
 
 def container_images() -> dict[str, str]:
     """The container images nodes pull (service -> registry/repository:tag), pinned by digest in checksums.yaml."""
-    return {"dcgm-exporter": str(monitoring.facts()["exporters"]["dcgmExporterImage"]["value"])}
+    return {"dcgm-exporter": str(software.pin("dcgmExporterImage"))}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gb300 import tags as gb300_tags
 from gb300.errors import UsageError
 from gb300.ops import fleet_status, rollout
 from gb300.plan.state import load_state
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace, *, client_for: Callable[[str], Any] | None = N
             raise UsageError(f"--rack {', '.join(unknown)}: not a deployed rack in {args.state}")
         racks = [r for r in racks if r.name in args.rack]
     if not racks:
-        raise UsageError(f"--state {args.state}: no deployed rack scale set (tag gb300-rack)")
+        raise UsageError(f"--state {args.state}: no deployed rack scale set (tag {gb300_tags.RACK})")
     reader = fleet_status.FleetStatus(client_for or rollout.azure_client_factory(), workers=args.workers)
     out, ready = fleet_status.lines((rack, reader.rack(rack)) for rack in racks)
     for line in out:

@@ -20,6 +20,7 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import network
 
+from gb300 import tags as gb300_tags
 from gb300.components import scale_set
 from gb300.components.node_common import NodeCommon
 from gb300.compute_resource import (
@@ -78,11 +79,7 @@ class GpuPool(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuPoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gb300:compute:GpuPool", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        tags = {
-            **args.node.tags,
-            "gb300-pool": args.pool_name,
-            "gb300-custom-data-sha256": args.custom_data_sha256,
-        }
+        tags = gb300_tags.gpu_pool(args.node.tags, args.pool_name, args.custom_data_sha256)
         self.interconnect_group_id = None
         self.scale_set_ids = []
         if args.fabric.scale_set_per == "rack":
@@ -104,7 +101,7 @@ class GpuPool(pulumi.ComponentResource):
             self.interconnect_group_id = group.id
             for index in args.rack_indices:
                 rack = rack_name(args.cluster_name, args.pool_name, index)
-                rack_tags = {**tags, "gb300-rack": str(index)}
+                rack_tags = gb300_tags.rack(tags, index)
                 block_id = self._block(rack, args, group.id, rack_tags) if args.interconnect_blocks else None
                 self.scale_set_ids.append(
                     self._scale_set(

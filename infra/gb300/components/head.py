@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_azure_native import compute, network
 
+from gb300 import tags as gb300_tags
 from gb300.components.node_common import NodeCommon
 from gb300.components.scale_set import image_reference
 
@@ -46,7 +47,7 @@ class HeadNode(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         node = args.node
         zones = [node.zone] if node.zone else None
-        tags = {**node.tags, "gb300-role": "head", "gb300-custom-data-sha256": args.custom_data_sha256}
+        tags = gb300_tags.head(node.tags, args.custom_data_sha256)
         public_ip = None
         if args.public_ip:
             pip = network.PublicIPAddress(
@@ -90,7 +91,7 @@ class HeadNode(pulumi.ComponentResource):
             sku=compute.DiskSkuArgs(name="Premium_LRS"),
             creation_data=compute.CreationDataArgs(create_option="Empty"),
             disk_size_gb=args.state_disk_size_gb,
-            tags={**node.tags, "gb300-role": "head-state"},
+            tags=gb300_tags.head_state(node.tags),
             opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True),
         )
         self.hostname = name

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
+from gb300 import tags as gb300_tags
 from gb300.config.base import ConfigModel
 from gb300.config.checks import (
     _check_address_space,
@@ -57,9 +58,9 @@ class ClusterSettings(ConfigModel):
     zone: Zone | None = None
     """Availability zone of NAT, Lustre and the GPU pools' scale sets (their ARM `zones`)."""
     tags: dict[TagKey, TagValue] = Field(default_factory=dict)
-    """Tags on every taggable resource, plus `gb300-cluster` and `managed-by: gb300`. Azure's limits are checked: at
-    most 36 (50 per resource less 14 for gb300's own), names up to 128 characters without the prefixes `azure`,
-    `microsoft`, `windows`, values up to 256.
+    """Tags on every taggable resource, plus gb300's own two: the cluster's name and gb300 as its manager (the keys
+    are in `infra/gb300/tags.py`). Azure's limits are checked: at most 36 (50 per resource less 14 for gb300's
+    own), names up to 128 characters without the prefixes `azure`, `microsoft`, `windows`, values up to 256.
     """
 
     @model_validator(mode="after")
@@ -329,7 +330,7 @@ class PolicySettings(ConfigModel):
     """Rules not to run, each a rule id or `{rule, reason}`; every plan, `--quiet` included, and the PR summary list
     each one with its reason and the findings it hides.
     """
-    required_tags: list[TagKey] = Field(default_factory=lambda: ["owner", "gb300-cluster"])
+    required_tags: list[TagKey] = Field(default_factory=lambda: ["owner", gb300_tags.CLUSTER])
     """Tag keys every taggable Azure resource must carry (rule `required-tags`, a warning)."""
     quota: Annotated[str, Field(min_length=1)] | None = None
     """Where `quota-sufficient` reads Azure's usage: `live`, or the path of a saved `az vm list-usage` file (`gb300 plan
@@ -404,4 +405,4 @@ class StackConfig(ConfigModel):
     @property
     def tags(self) -> dict[str, str]:
         """Tags on every taggable resource: the user's plus the toolkit's own."""
-        return {**self.cluster.tags, "gb300-cluster": self.cluster.name, "managed-by": "gb300"}
+        return gb300_tags.cluster(self.cluster.tags, self.cluster.name)

@@ -15,7 +15,7 @@ from gb300.config.checks import (
 )
 from gb300.facts import storage_facts
 
-LustreSku = Literal[
+LustreSkuName = Literal[
     "AMLFS-Durable-Premium-40",
     "AMLFS-Durable-Premium-125",
     "AMLFS-Durable-Premium-250",
@@ -44,7 +44,7 @@ class MaintenanceWindow(ConfigModel):
 class LustreSettings(ConfigModel):
     """``gb300:storage.lustre``: an Azure Managed Lustre filesystem, mounted on every node over TCP LNet."""
 
-    sku: LustreSku
+    sku: LustreSkuName
     """Throughput tier, MB/s per TiB of capacity."""
     capacity_ti_b: Annotated[int, Field(ge=1, strict=True)] = Field(alias="capacityTiB")
     """Capacity in TiB; must meet the SKU's minimum and increment (`data/lustre.yaml`). Size it with `gb300

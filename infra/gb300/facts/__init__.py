@@ -2,6 +2,8 @@
 
 The lowest layer, below the stack configuration: it imports no other gb300 layer.
 
+- :mod:`~gb300.facts.loader`: the one loader: every data file (and every other YAML file gb300 ships) is parsed
+  there, once per process;
 - :mod:`~gb300.facts.catalog`: SKUs, images, quota families, platform limits;
 - :mod:`~gb300.facts.storage_facts`: which stored data dies with which change, private link zones, Lustre's network;
 - :mod:`~gb300.facts.roles`: built-in Azure role definitions by name;

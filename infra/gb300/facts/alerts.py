@@ -9,8 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import yaml
-
+from gb300.facts.loader import read_yaml
 from gb300.paths import TEMPLATES_DIR
 
 ALERTS_DIR = TEMPLATES_DIR / "alerts"
@@ -49,7 +48,7 @@ def alert_groups() -> list[AlertGroup]:
     """Every rule group of every file in ``templates/alerts/`` (Prometheus rule-file format)."""
     groups: list[AlertGroup] = []
     for path in sorted(ALERTS_DIR.glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        doc = read_yaml(path) or {}
         for group in doc.get("groups", []):
             rules = tuple(
                 AlertRule(

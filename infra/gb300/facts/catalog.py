@@ -10,9 +10,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import yaml
-
-from gb300.paths import DATA_DIR
+from gb300.facts.loader import data
 
 Arch = Literal["arm64", "x64"]
 
@@ -141,12 +139,6 @@ class Catalog:
         return known.carries_gb_stack if known else None
 
 
-def _load_yaml(name: str) -> dict[str, Any]:
-    with (DATA_DIR / name).open(encoding="utf-8") as fh:
-        data: dict[str, Any] = yaml.safe_load(fh)
-    return data
-
-
 def _fabric(name: str, raw: dict[str, Any]) -> FabricModel:
     return FabricModel(
         name=name,
@@ -199,15 +191,15 @@ def _image(urn: str, raw: dict[str, Any]) -> Image:
 @functools.cache
 def load() -> Catalog:
     """The catalog, read once per process."""
-    skus_raw = _load_yaml("skus.yaml")
-    images_raw = _load_yaml("images.yaml")["images"]
+    skus_raw = data("skus.yaml")
+    images_raw = data("images.yaml")["images"]
     return Catalog(
         skus={name: _sku(name, raw) for name, raw in skus_raw["skus"].items()},
         images={urn.lower(): _image(urn, raw) for urn, raw in images_raw.items()},
         fabric_models={name: _fabric(name, raw) for name, raw in skus_raw["fabricModels"].items()},
         limits={
             name: _sourced(raw)
-            for doc in (skus_raw, _load_yaml("platform.yaml"))  # sizes' limits; Azure's and Linux's (config checks)
+            for doc in (skus_raw, data("platform.yaml"))  # sizes' limits; Azure's and Linux's (config checks)
             for name, raw in doc["limits"].items()
         },
     )

@@ -6,16 +6,14 @@ import functools
 import uuid
 
 import pulumi
-import yaml
 from pulumi_azure_native import authorization
 
-from gb300.paths import DATA_DIR
+from gb300.facts.loader import data
 
 
 @functools.cache
 def _roles() -> dict[str, str]:
-    with (DATA_DIR / "roles.yaml").open(encoding="utf-8") as fh:
-        roles: dict[str, str] = yaml.safe_load(fh)["roles"]
+    roles: dict[str, str] = data("roles.yaml")["roles"]
     return roles
 
 

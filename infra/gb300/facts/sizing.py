@@ -12,20 +12,28 @@ import functools
 import math
 from dataclasses import dataclass
 
-from gb300.facts.catalog import Sourced, _load_yaml, _sourced
+from pydantic import BaseModel, ConfigDict
+
+from gb300.facts.catalog import Sourced, _sourced
+from gb300.facts.loader import data
 
 MB = 1_000_000
 
 
-@dataclass(frozen=True)
-class LustreSku:
-    """One Azure Managed Lustre SKU: throughput per TiB and the capacities Azure accepts."""
+class LustreSku(BaseModel):
+    """One Azure Managed Lustre SKU (``data/lustre.yaml``): throughput per TiB and the capacities Azure accepts.
+
+    The one type of this fact: the sizing, the storage rules and ``gb300 size-storage`` all read it.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     name: str
     mbps_per_tib: int
     min_tib: int
     increment_tib: int
-    max_tib: Sourced
+    max_tib: Sourced  # the smaller documented maximum, with its status (conflict where documents disagree)
+    max_alternative: int | None = None  # the larger maximum another Azure document gives, if any
 
     def valid_capacity(self, tib: int) -> bool:
         """True when Azure accepts ``tib`` for this SKU (at least the minimum, a whole number of increments)."""
@@ -61,7 +69,7 @@ class Sizing:
 @functools.cache
 def lustre_skus() -> dict[str, LustreSku]:
     """The Lustre SKU table, read once per process."""
-    raw = _load_yaml("lustre.yaml")["skus"]
+    raw = data("lustre.yaml")["skus"]
     return {
         name: LustreSku(
             name=name,
@@ -69,6 +77,7 @@ def lustre_skus() -> dict[str, LustreSku]:
             min_tib=int(row["minTiB"]),
             increment_tib=int(row["incrementTiB"]),
             max_tib=_sourced(row["maxTiB"]),
+            max_alternative=row["maxTiB"].get("alternative") if isinstance(row["maxTiB"], dict) else None,
         )
         for name, row in raw.items()
     }
@@ -77,7 +86,7 @@ def lustre_skus() -> dict[str, LustreSku]:
 @functools.cache
 def bytes_per_parameter() -> Sourced:
     """Bytes one model parameter adds to a checkpoint (data/checkpoint.yaml)."""
-    return _sourced(_load_yaml("checkpoint.yaml")["bytesPerParameter"])
+    return _sourced(data("checkpoint.yaml")["bytesPerParameter"])
 
 
 def checkpoint_bytes(parameters: float, per_parameter: float | None = None) -> float:

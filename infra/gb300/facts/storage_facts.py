@@ -5,13 +5,13 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from gb300.facts.catalog import _load_yaml
+from gb300.facts.loader import data
 
 
 @functools.cache
 def load() -> dict[str, Any]:
     """The storage facts, read once per process."""
-    return _load_yaml("storage.yaml")
+    return data("storage.yaml")
 
 
 def stateful() -> dict[str, Any]:
@@ -33,7 +33,7 @@ def private_link_zones() -> dict[str, str]:
 
 @functools.cache
 def _lustre_subnet_table() -> tuple[tuple[float, int], ...]:
-    raw: dict[str, Any] = _load_yaml("lustre.yaml")["subnetPrefix"]
+    raw: dict[str, Any] = data("lustre.yaml")["subnetPrefix"]
     return tuple((float(row["maxTiB"]), int(row["prefix"])) for row in raw["table"])
 
 

@@ -85,7 +85,7 @@ def boot_inputs(ctx: bootstrap.BootstrapContext) -> slurm_files.SlurmBootInputs:
     racks = [p.sku.vms_per_nvlink_domain for p in cfg.gpu_pools if p.sku.is_rack_scale]
     inputs = slurm_files.SlurmBootInputs(
         head_hostname=head_hostname(cfg),
-        keyvault_name=None,  # the node reads its gb300-keyvault tag
+        keyvault_name=None,  # the node reads its Key Vault tag (gb300.tags.KEYVAULT)
         munge_secret_name=MUNGE_SECRET_NAME,  # the secret the program creates in the cluster's Key Vault
         secret_wait_seconds=ctx.node.secret_wait_seconds,  # data/node.yaml secret_fetch
         secret_retry_delay_seconds=ctx.node.secret_retry_delay_seconds,

@@ -3,9 +3,8 @@
 Which role carries them, and the steps that use them, are declared in the node registry (:mod:`gb300.node.steps`).
 
 Everything here comes from the stack config alone, so custom data (and its hash) is known at plan time
-(:mod:`gb300.node.custom_data`). Values that exist only after deployment reach nodes as VM tags that the steps read from
-IMDS with ``imds-tag``: ``gb300-lustre-mgs``, ``gb300-blob-account``, ``gb300-node-client-id`` and
-``gb300-prom-write`` (see :data:`DEPLOY_TAGS`). Templates render with the one environment of
+(:mod:`gb300.node.custom_data`). Values that exist only after deployment reach nodes as VM tags that the steps
+read from IMDS with ``imds-tag`` (:data:`gb300.tags.NODE_READS`). Templates render with the one environment of
 :mod:`gb300.node.templating` (StrictUndefined); files that need a deploy-time value are placed as ``*.in`` with
 ``@NAME@`` placeholders the step fills in.
 """
@@ -15,20 +14,12 @@ from __future__ import annotations
 import shlex
 
 from gb300.bootstrap.context import ExtraFile as NodeFile  # one file type for write_files
-from gb300.bootstrap.software import load_checksums
-from gb300.components import monitoring as monitoring_component
+from gb300.bootstrap.software import load_checksums, pin
 from gb300.config import StackConfig
 from gb300.facts import storage_facts
 from gb300.node import templating
 from gb300.paths import CLOUD_INIT_DIR, TEMPLATES_DIR
 
-# VM tags the program sets on every node and the steps read (tag -> what it holds).
-DEPLOY_TAGS: dict[str, str] = {
-    "gb300-lustre-mgs": "the Lustre filesystem's MGS address (72-lustre)",
-    "gb300-blob-account": "the storage account's name (74-blobfuse2)",
-    "gb300-node-client-id": "the node identity's client id (74-blobfuse2, 87-prometheus-agent)",
-    "gb300-prom-write": "the Prometheus remote-write URL of the collection rule (87-prometheus-agent)",
-}
 IMDS_TAG = "/usr/local/lib/gb300/imds-tag"
 
 
@@ -63,7 +54,7 @@ def storage_files(cfg: StackConfig) -> list[NodeFile]:
                     "fsname": client["fsname"],
                     "mount_path": lustre.mount_path if lustre else "",
                     "options": client["options"],
-                    "client_packages": list(client["packages"]["value"]),
+                    "client_packages": list(pin("lustreClientPackages")),
                 },
                 blob={
                     "cache_path": cache.disk_path if cache else "",
@@ -115,7 +106,6 @@ def monitoring_files(cfg: StackConfig, pool: str) -> list[NodeFile]:
     prom = cfg.monitoring.prometheus
     if not prom.enabled:
         return []
-    exporters = monitoring_component.facts()["exporters"]
     metrics = {"dcgm_listen": "127.0.0.1:9400", "node_listen": "127.0.0.1:9100"}
     return [
         NodeFile(
@@ -124,11 +114,11 @@ def monitoring_files(cfg: StackConfig, pool: str) -> list[NodeFile]:
                 "monitoring.env.j2",
                 exporters={
                     # By digest once `gb300 software lock` has pinned it (checksums.yaml images).
-                    "dcgm_image": load_checksums().image_ref(exporters["dcgmExporterImage"]["value"]),
-                    "node_package": exporters["nodeExporterPackage"]["value"],
+                    "dcgm_image": load_checksums().image_ref(pin("dcgmExporterImage")),
+                    "node_package": pin("nodeExporterPackage"),
                     **metrics,
                 },
-                prometheus={"package": exporters["prometheusPackage"]["value"]},
+                prometheus={"package": pin("prometheusPackage")},
             ),
         ),
         NodeFile(

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from gb300 import tags as gb300_tags
 from gb300.azure import inventory
 from gb300.ops.rollout import Rack, _short
 from gb300.rules.data_loss import DeployedResource
@@ -43,19 +44,19 @@ class NodeStatus:
 
 
 def deployed_racks(deployed: Sequence[DeployedResource]) -> list[Rack]:
-    """The deployed rack scale sets (tag ``gb300-rack``) in pool and rack order, with their capacity."""
+    """The deployed rack scale sets (tag :data:`gb300.tags.RACK`) in pool and rack order, with their capacity."""
     out = []
     for d in deployed:
         if not inventory.is_dynamic(d, inventory.SCALE_SET_TYPE):
             continue
         tags = _mapping(d.inputs.get("tags"))
-        rack = str(tags.get("gb300-rack") or "")
+        rack = gb300_tags.rack_of(tags) or ""
         if not rack.isdigit():
             continue
         sku = _mapping(d.inputs.get("sku"))
         out.append(
             Rack(
-                pool=str(tags.get("gb300-pool") or ""),
+                pool=gb300_tags.pool_of(tags) or "",
                 index=int(rack),
                 name=str(d.inputs.get("resourceName") or d.name),
                 subscription_id=str(d.inputs.get("subscriptionId") or ""),

@@ -1,8 +1,8 @@
 """Roll a changed bootstrap out rack by rack: drain in Slurm, wait for jobs, reimage, health gate, resume.
 
 The racks come from the plan and the deployed state (``pulumi stack export``): every deployed rack scale set
-whose ``gb300-custom-data-sha256`` tag differs from the plan's (:func:`gb300.rules.reimage.stale`), in pool
-and rack order. Each batch of ``concurrency`` racks goes through:
+whose custom data hash tag (:data:`gb300.tags.CUSTOM_DATA_HASH`) differs from the plan's
+(:func:`gb300.rules.reimage.stale`), in pool and rack order. Each batch of ``concurrency`` racks goes through:
 
 1. the rack's host names from Azure (``virtualMachineScaleSets/<rack>/virtualMachines``: a Uniform scale set's
    computer names, which are the Slurm dynamic nodes' names and survive a reimage);
@@ -29,8 +29,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gb300 import tags as gb300_tags
 from gb300.azure import inventory
 from gb300.azure.inventory import Resource
+from gb300.errors import Gb300Error
 from gb300.rules import reimage
 from gb300.rules.data_loss import DeployedResource
 from gb300.slurm.hostlist import compress, natural_key
@@ -76,10 +78,10 @@ def racks_to_roll(resources: Sequence[Resource], deployed: Sequence[DeployedReso
         old = by_urn[resource.urn].inputs
         tags = _tags(resource.inputs)
         sku = old.get("sku") if isinstance(old.get("sku"), Mapping) else {}
-        rack = str(tags.get("gb300-rack") or "0")
+        rack = gb300_tags.rack_of(tags) or "0"
         out.append(
             Rack(
-                pool=str(tags.get("gb300-pool") or resource.name),
+                pool=gb300_tags.pool_of(tags) or resource.name,
                 index=int(rack) if rack.isdigit() else 0,
                 name=str(old.get("resourceName") or resource.name),
                 subscription_id=str(old.get("subscriptionId") or ""),
@@ -137,7 +139,7 @@ def run_local(argv: Sequence[str]) -> str:
     return done.stdout
 
 
-class SlurmError(RuntimeError):
+class SlurmError(Gb300Error, RuntimeError):
     """A Slurm command failed."""
 
 

@@ -20,7 +20,7 @@ from gb300.azure import lustre_live
 from gb300.config import StackConfig
 from gb300.errors import ConfigError, Gb300Error
 from gb300.facts import catalog
-from gb300.findings import Finding
+from gb300.findings import Finding, Report
 from gb300.plan.mocks import AzureMocks, RecordingMonitor, Registration
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ def register(stack: str, raw: Mapping[str, Any], program: Callable[[], None] | N
     return records
 
 
-def _lustre_live(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> list[Finding]:
+def _lustre_live(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> list[Report]:
     """With the plan gone live, Azure's own Lustre subnet size against the storage subnet (lustre-subnet-size)."""
     lustre = cfg.storage.lustre
     if lustre is None:
@@ -211,9 +211,7 @@ def run_plan(
     from gb300 import paths, rules  # noqa: PLC0415 - rules import the plan's record type
     from gb300.azure import quota as quotas  # noqa: PLC0415
     from gb300.plan import summary  # noqa: PLC0415
-    from gb300.rules import data_loss, destroy, reimage  # noqa: PLC0415
-    from gb300.rules import images as images_rule  # noqa: PLC0415
-    from gb300.rules import software as software_rule  # noqa: PLC0415
+    from gb300.rules import destroy, network, reimage  # noqa: PLC0415
 
     cfg = config.parse(raw)
     unknown = rules.unknown_suppressions(cfg.policy)
@@ -223,31 +221,20 @@ def run_plan(
     result = PlanResult(stack=stack, config=cfg, resources=resources)
     source = quota or cfg.policy.quota
     snapshot = quotas.fetch(source, resources, base=paths.REPO_ROOT) if source else None
-    findings = rules.evaluate(resources, cfg.policy, quota=snapshot)
-    hidden = rules.suppressed_findings(resources, cfg.policy, quota=snapshot)
+    ctx = rules.RuleContext(policy=cfg.policy, quota=snapshot, config=cfg, deployed=deployed)
+    assessed = rules.assess(resources, ctx)
+    findings, hidden = assessed.findings, assessed.hidden
     if source and source.strip().lower() == quotas.LIVE:
-        live = _lustre_live(cfg, resources)
-        if lustre_live.RULE in cfg.policy.suppressed:
-            hidden.setdefault(lustre_live.RULE, []).extend(live)
+        live = network.lustre_subnet_size.named(_lustre_live(cfg, resources))
+        if network.lustre_subnet_size.id in cfg.policy.suppressed:
+            hidden.setdefault(network.lustre_subnet_size.id, []).extend(live)
         else:
             findings += live
-    if software_rule.RULE_ID not in cfg.policy.suppressed:
-        findings += software_rule.findings(cfg)
-    else:
-        hidden[software_rule.RULE_ID] = list(software_rule.findings(cfg))
-    if images_rule.RULE_ID not in cfg.policy.suppressed:
-        findings += images_rule.findings(cfg)
-    else:
-        hidden[images_rule.RULE_ID] = list(images_rule.findings(cfg))
     result.suppressed = [
         SuppressedRule(s.rule, s.reason, tuple(sorted(hidden.get(s.rule, []), key=lambda f: (-f.level, f.resource))))
         for s in cfg.policy.suppress
     ]
-    if deployed is not None:  # not suppressible: gb300:storage.allowReplace is the explicit consent
-        findings += data_loss.data_loss(resources, deployed, cfg.storage.allow_replace)
-        findings += destroy.findings(resources, deployed, cfg.allow_destroy)  # consent: gb300:allowDestroy
-        findings += reimage.findings(resources, deployed)
-    result.findings = sorted(findings, key=lambda f: (-f.level, f.rule, f.resource))
+    result.findings = rules.sort_findings(findings)
     result.summary = summary.summarise(cfg, resources)
     if deployed is not None:
         result.summary["needsReimage"] = {g: len(n) for g, n in reimage.changed(resources, deployed).items()}

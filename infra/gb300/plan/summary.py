@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from gb300 import tags as gb300_tags
 from gb300.azure import inventory, machines
 from gb300.config import StackConfig
 from gb300.facts import catalog
@@ -36,13 +37,13 @@ def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str
             subnet_use[subnet_id] += ss.capacity
         data = inventory.dig(ss.properties, "virtualMachineProfile", "osProfile", "customData")
         if isinstance(data, str):
-            role = str(ss.tags.get("gb300-role", "gpu-node"))
+            role = gb300_tags.role_of(ss.tags) or gb300_tags.ROLE_GPU_NODE
             custom_data[role] = max(custom_data.get(role, 0), len(data))
 
     for vm in inventory.of_type(resources, "azure-native:compute:VirtualMachine"):
         data = inventory.dig(vm.inputs, "osProfile", "customData")
         if isinstance(data, str):
-            role = str((vm.inputs.get("tags") or {}).get("gb300-role", vm.name))
+            role = gb300_tags.role_of(vm.inputs.get("tags")) or vm.name
             custom_data[role] = max(custom_data.get(role, 0), len(data))
 
     for machine in machines.machines(resources):  # every VM, the head node included, needs quota

@@ -1,99 +1,132 @@
-"""Rules over the resources the program registers. Each rule is a pure function yielding findings.
+"""The one rule registry: every rule gb300 checks, with its kind, evaluated by ``gb300 plan`` and the policy pack.
 
-Both front ends (``gb300 plan`` and the policy pack in ``policies/``) call :func:`evaluate`, so they give the
-same verdict on the same resources. Rule ids are kebab-case and shared by the check, the policy, the
-suppression list (``gb300:policy.suppress``) and docs/rules.md. One module per theme:
+A rule's id is written once, where its check is declared (:func:`~gb300.rules.base.resource_rule`,
+:func:`~gb300.rules.base.config_rule`, :func:`~gb300.rules.base.state_rule`); its findings take the id from it.
+Rule ids are kebab-case and shared by the check, the policy, the suppression list (``gb300:policy.suppress``)
+and docs/rules.md. Kinds (:class:`~gb300.rules.base.Kind`):
 
-* :mod:`~gb300.rules.network`: ``vnet-avoids-rdma-range``, ``subnet-fits-pool``, ``lustre-subnet-size``,
-  ``lustre-subnet-egress``
-* :mod:`~gb300.rules.compute`: ``gpu-pool-rack-aligned``, ``ib-fabric-within-limits``,
-  ``image-arch-matches-sku``, ``custom-data-size``, ``arm-body-matches-sdk``
-* :mod:`~gb300.rules.security`: ``no-ssh-from-internet``, ``no-public-ip-on-nodes``
-* :mod:`~gb300.rules.storage`: ``lustre-capacity-valid``, ``zone-consistent``, ``storage-no-public-access``,
-  ``blob-soft-delete``
-* :mod:`~gb300.rules.checkpoint`: ``lustre-checkpoint-throughput``
+* **resource**: reads the resources the program registers; the plan and the policy pack run it.
+* **config**: reads the typed stack config (software pins, images); the plan and the policy pack run it (the pack
+  reads the stack's config as the program does).
+* **state**: compares the plan with the deployed state; only ``gb300 plan --state`` has that state. Not
+  suppressible: ``gb300:storage.allowReplace`` and ``gb300:allowDestroy`` are the explicit consent.
 
-* :mod:`~gb300.rules.tags`: ``required-tags``
-* :mod:`~gb300.rules.quota`: ``quota-sufficient``
-
-``storage-data-loss`` (:mod:`~gb300.rules.data_loss`) is not in :data:`RULES`: it compares against the deployed
-state, which only ``gb300 plan --state`` has, and only ``gb300:storage.allowReplace`` silences it.
-``software-checksums`` (:mod:`~gb300.rules.software`) reads the stack's software and images rather than
-resources, so only ``gb300 plan`` runs it (not the policy pack); it is in :data:`CONFIG_RULES` and may be
-suppressed like any rule. ``image-version-pinned`` (:mod:`~gb300.rules.images`) is the same kind: it reads the
-pools' images, the image catalog and the software pins.
+One module per theme: :mod:`~gb300.rules.network`, :mod:`~gb300.rules.compute`, :mod:`~gb300.rules.security`,
+:mod:`~gb300.rules.storage`, :mod:`~gb300.rules.checkpoint`, :mod:`~gb300.rules.tags`, :mod:`~gb300.rules.quota`
+(resource); :mod:`~gb300.rules.software`, :mod:`~gb300.rules.images` (config); :mod:`~gb300.rules.data_loss`,
+:mod:`~gb300.rules.destroy`, :mod:`~gb300.rules.reimage` (state).
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from gb300.azure.inventory import Resource
 from gb300.azure.quota import QuotaSnapshot
 from gb300.config import PolicySettings, format_path
 from gb300.errors import Problem
 from gb300.findings import Finding, Level
-from gb300.rules import checkpoint, compute, images, network, quota, security, software, storage, tags
-from gb300.rules.base import Rule, RuleContext
-
-RULES: dict[str, Rule] = {
-    "vnet-avoids-rdma-range": network.vnet_avoids_rdma_range,
-    "subnet-fits-pool": network.subnet_fits_pool,
-    "lustre-subnet-size": network.lustre_subnet_size,
-    "lustre-subnet-egress": network.lustre_subnet_egress,
-    "gpu-pool-rack-aligned": compute.gpu_pool_rack_aligned,
-    "ib-fabric-within-limits": compute.ib_fabric_within_limits,
-    "image-arch-matches-sku": compute.image_arch_matches_sku,
-    "custom-data-size": compute.custom_data_size,
-    "arm-body-matches-sdk": compute.arm_body_matches_sdk,
-    "no-ssh-from-internet": security.no_ssh_from_internet,
-    "no-public-ip-on-nodes": security.no_public_ip_on_nodes,
-    "lustre-capacity-valid": storage.lustre_capacity_valid,
-    "zone-consistent": storage.zone_consistent,
-    "storage-no-public-access": storage.storage_no_public_access,
-    storage.SOFT_DELETE_RULE: storage.blob_soft_delete,
-    checkpoint.RULE_ID: checkpoint.lustre_checkpoint_throughput,
-    "required-tags": tags.required_tags,
-    "quota-sufficient": quota.quota_sufficient,
-}
-
-CONFIG_RULES: frozenset[str] = frozenset({software.RULE_ID, images.RULE_ID})
-"""Rule ids checked from the stack config by ``gb300 plan`` only; suppressible like :data:`RULES`."""
-
-SECURITY_RULES: frozenset[str] = frozenset(
-    {"no-ssh-from-internet", "no-public-ip-on-nodes", "storage-no-public-access"}
+from gb300.rules import (
+    checkpoint,
+    compute,
+    data_loss,
+    destroy,
+    images,
+    network,
+    quota,
+    reimage,
+    security,
+    software,
+    storage,
+    tags,
 )
+from gb300.rules.base import Kind, Rule, RuleContext
+
+if TYPE_CHECKING:
+    from gb300.azure.quota import QuotaSnapshot
+    from gb300.config import StackConfig
+    from gb300.rules.data_loss import DeployedResource
+
+REGISTRY: tuple[Rule[Any], ...] = (
+    network.vnet_avoids_rdma_range,
+    network.subnet_fits_pool,
+    network.lustre_subnet_size,
+    network.lustre_subnet_egress,
+    compute.gpu_pool_rack_aligned,
+    compute.ib_fabric_within_limits,
+    compute.image_arch_matches_sku,
+    compute.custom_data_size,
+    compute.arm_body_matches_sdk,
+    security.no_ssh_from_internet,
+    security.no_public_ip_on_nodes,
+    storage.lustre_capacity_valid,
+    storage.zone_consistent,
+    storage.storage_no_public_access,
+    storage.blob_soft_delete,
+    checkpoint.lustre_checkpoint_throughput,
+    tags.required_tags,
+    quota.quota_sufficient,
+    software.findings,
+    images.findings,
+    data_loss.data_loss,
+    destroy.findings,
+    reimage.findings,
+)
+"""Every rule, in the order the policy pack lists them."""
+
+BY_ID: dict[str, Rule[Any]] = {r.id: r for r in REGISTRY}
+
+RULES: dict[str, Rule[Any]] = {r.id: r for r in REGISTRY if r.kind is Kind.RESOURCE}
+"""The resource rules by id."""
+
+CONFIG_RULES: frozenset[str] = frozenset(r.id for r in REGISTRY if r.kind is Kind.CONFIG)
+STATE_RULES: frozenset[str] = frozenset(r.id for r in REGISTRY if r.kind is Kind.STATE)
+SECURITY_RULES: frozenset[str] = frozenset(r.id for r in REGISTRY if r.security)
 """Rules about exposure: ``gb300:policy.suppress`` takes them only with a ``reason``, shown in every plan."""
 
+PACK_RULES: tuple[Rule[Any], ...] = tuple(r for r in REGISTRY if r.kind is not Kind.STATE)
+"""The rules the policy pack runs: all but the state rules (a policy pack is not handed the deployed state)."""
+
 __all__ = [
+    "BY_ID",
     "CONFIG_RULES",
+    "PACK_RULES",
+    "REGISTRY",
     "RULES",
     "SECURITY_RULES",
+    "STATE_RULES",
+    "Assessment",
+    "Kind",
     "Rule",
     "RuleContext",
+    "assess",
     "evaluate",
     "failing",
     "run_rule",
+    "sort_findings",
     "suppressed_findings",
     "unknown_suppressions",
 ]
 
 
 def unknown_suppressions(policy: PolicySettings) -> list[Problem]:
-    """One problem per ``gb300:policy.suppress`` entry that names no rule (a typo would silently suppress
-    nothing), or names a security rule without a reason (an exposure nobody explained)."""
+    """One problem per ``gb300:policy.suppress`` entry that names no suppressible rule (a typo would silently
+    suppress nothing), or names a security rule without a reason (an exposure nobody explained)."""
     problems = []
+    known = [r.id for r in REGISTRY if r.suppressible]
     for i, entry in enumerate(policy.suppress):
         rule_id = entry.rule
-        if rule_id not in RULES and rule_id not in CONFIG_RULES:
-            known = [*RULES, *sorted(CONFIG_RULES)]
+        rule = BY_ID.get(rule_id)
+        if rule is None or not rule.suppressible:
             close = difflib.get_close_matches(rule_id, known, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; rule ids: {', '.join(known)}"
             problems.append(
                 Problem(format_path(("policy", "suppress", i)), f"is not a rule id (got {rule_id!r}){hint}")
             )
-        elif rule_id in SECURITY_RULES and not entry.reason:
+        elif rule.security and not entry.reason:
             problems.append(
                 Problem(
                     format_path(("policy", "suppress", i)),
@@ -105,41 +138,68 @@ def unknown_suppressions(policy: PolicySettings) -> list[Problem]:
     return problems
 
 
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Worst first, then by rule and resource: the order every front end shows."""
+    return sorted(findings, key=lambda f: (-f.level, f.rule, f.resource))
+
+
+@dataclass
+class Assessment:
+    """What the registry found: the findings shown, and per suppressed rule what it would have reported."""
+
+    findings: list[Finding] = field(default_factory=list)
+    hidden: dict[str, list[Finding]] = field(default_factory=dict)
+
+
+def assess(resources: Sequence[Resource], ctx: RuleContext, *, rules: Iterable[Rule[Any]] = REGISTRY) -> Assessment:
+    """Run every rule of ``rules`` that ``ctx`` allows; a suppressed rule's findings go to ``hidden``."""
+    out = Assessment()
+    suppressed = ctx.policy.suppressed
+    for rule in rules:
+        found = rule.evaluate(resources, ctx)
+        if rule.suppressible and rule.id in suppressed:
+            out.hidden[rule.id] = found
+        else:
+            out.findings.extend(found)
+    out.findings = sort_findings(out.findings)
+    return out
+
+
+def _context(
+    policy: PolicySettings,
+    quota: QuotaSnapshot | None,
+    config: StackConfig | None,
+    deployed: Sequence[DeployedResource] | None,
+) -> RuleContext:
+    return RuleContext(policy=policy, quota=quota, config=config, deployed=deployed)
+
+
+def evaluate(
+    resources: Sequence[Resource],
+    policy: PolicySettings,
+    *,
+    quota: QuotaSnapshot | None = None,
+    config: StackConfig | None = None,
+    deployed: Sequence[DeployedResource] | None = None,
+) -> list[Finding]:
+    """All findings of all rules not suppressed by ``gb300:policy.suppress``, sorted worst first."""
+    return assess(resources, _context(policy, quota, config, deployed)).findings
+
+
 def suppressed_findings(
-    resources: Sequence[Resource], policy: PolicySettings, *, quota: QuotaSnapshot | None = None
+    resources: Sequence[Resource],
+    policy: PolicySettings,
+    *,
+    quota: QuotaSnapshot | None = None,
+    config: StackConfig | None = None,
 ) -> dict[str, list[Finding]]:
-    """Per suppressed rule of :data:`RULES`, the findings it would report: what the suppression hides."""
-    ctx = RuleContext(policy=policy, quota=quota)
-    return {rule_id: run_rule(rule_id, resources, ctx) for rule_id in RULES if rule_id in policy.suppressed}
+    """Per suppressed rule, the findings it would report: what the suppression hides."""
+    return assess(resources, _context(policy, quota, config, None)).hidden
 
 
 def run_rule(rule_id: str, resources: Sequence[Resource], ctx: RuleContext) -> list[Finding]:
     """One rule's findings; a rule that breaks on input nobody foresaw yields a WARNING, never a traceback."""
-    try:
-        return list(RULES[rule_id](resources, ctx))
-    except Exception as exc:  # noqa: BLE001 - a rule bug must not hide every other finding
-        return [
-            Finding(
-                rule_id,
-                Level.WARNING,
-                "gb300:policy",
-                f"rule {rule_id} could not finish ({type(exc).__name__}: {exc}); its check was skipped. "
-                "Please report this with the plan JSON (gb300 plan --json).",
-            )
-        ]
-
-
-def evaluate(
-    resources: Sequence[Resource], policy: PolicySettings, *, quota: QuotaSnapshot | None = None
-) -> list[Finding]:
-    """All findings of all rules not suppressed by ``gb300:policy.suppress``, sorted worst first."""
-    ctx = RuleContext(policy=policy, quota=quota)
-    findings: list[Finding] = []
-    for rule_id in RULES:
-        if rule_id in policy.suppressed:
-            continue
-        findings.extend(run_rule(rule_id, resources, ctx))
-    return sorted(findings, key=lambda f: (-f.level, f.rule, f.resource))
+    return BY_ID[rule_id].evaluate(resources, ctx)
 
 
 def failing(findings: Iterable[Finding], policy: PolicySettings) -> list[Finding]:

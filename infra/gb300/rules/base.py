@@ -1,23 +1,29 @@
-"""What every rule shares: the context it reads, its signature, and small readers for resource inputs.
+"""What every rule shares: the context it reads, the :class:`Rule` type with its :class:`Kind`, and small
+readers for resource inputs.
 
-A rule is a pure function ``(resources, context) -> findings``. It reads the camelCase inputs of the
-resources (the plan's records and the policy pack's resources look alike), never calls the cloud, and
-never raises: a missing or odd property means "cannot know", and the rule says nothing about it.
+A rule is a pure check function wrapped by one of :func:`resource_rule`, :func:`config_rule` or
+:func:`state_rule`, which is the one place its id is written: the check yields :class:`~gb300.findings.Report`
+values and the rule names each with its id. A resource rule reads the camelCase inputs of the resources (the
+plan's records and the policy pack's resources look alike); no rule calls the cloud or raises: a missing or odd
+property means "cannot know", and the rule says nothing about it.
 """
 
 from __future__ import annotations
 
+import enum
 import ipaddress
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec
 
 from gb300.azure.inventory import Resource
 from gb300.config import PolicySettings
-from gb300.findings import Finding
+from gb300.findings import Finding, Level, Report
 
 if TYPE_CHECKING:
     from gb300.azure.quota import QuotaSnapshot
+    from gb300.config import StackConfig
+    from gb300.rules.data_loss import DeployedResource
 
 AZURE_NATIVE = "azure-native:"
 # What the policy pack puts where a preview cannot know a value yet (the id of a resource not created).
@@ -29,13 +35,132 @@ OPEN_SOURCES = frozenset({"*", "internet", "any", "0.0.0.0/0", "0.0.0.0", "::/0"
 
 @dataclass(frozen=True)
 class RuleContext:
-    """What a rule may read besides the resources: the policy settings and, for quota, Azure's usage."""
+    """What a rule may read besides the resources: the policy settings, for quota Azure's usage, the typed stack
+    config (config rules; None where it cannot be read) and the deployed state (state rules; None without one)."""
 
     policy: PolicySettings = field(default_factory=PolicySettings)
     quota: QuotaSnapshot | None = None
+    config: StackConfig | None = None
+    deployed: Sequence[DeployedResource] | None = None
 
 
-Rule = Callable[[Sequence[Resource], RuleContext], Iterable[Finding]]
+class Kind(enum.Enum):
+    """What a rule reads, and so which front end can run it."""
+
+    RESOURCE = "resource"
+    """The resources the program registers: ``gb300 plan`` and the policy pack."""
+    CONFIG = "config"
+    """The typed stack config (software pins, images): ``gb300 plan`` and the policy pack."""
+    STATE = "state"
+    """The planned resources against the deployed state: ``gb300 plan --state`` only. Not suppressible: each
+    takes its consent from its own key (``gb300:storage.allowReplace``, ``gb300:allowDestroy``)."""
+
+
+P = ParamSpec("P")
+Adapter = Callable[[Sequence[Resource], RuleContext], Iterable[Report]]
+
+
+class Rule(Generic[P]):
+    """A check with its id and kind. Calling the rule calls the check and names its reports with the id."""
+
+    def __init__(
+        self, rule_id: str, kind: Kind, check: Callable[P, Iterable[Report]], adapt: Adapter, *, security: bool
+    ) -> None:
+        self.id = rule_id
+        self.kind = kind
+        self.check = check
+        self.security = security
+        self._adapt = adapt
+        self.__doc__ = check.__doc__
+        self.__name__ = getattr(check, "__name__", rule_id)
+
+    def __repr__(self) -> str:
+        return f"Rule({self.id!r}, {self.kind.value})"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> list[Finding]:
+        return self.named(self.check(*args, **kwargs))
+
+    @property
+    def summary(self) -> str:
+        """The first line of the check's docstring: the policy's description and the rule's one-line summary."""
+        return (self.check.__doc__ or self.id).strip().splitlines()[0]
+
+    @property
+    def suppressible(self) -> bool:
+        return self.kind is not Kind.STATE
+
+    def named(self, reports: Iterable[Report]) -> list[Finding]:
+        """``reports`` of this rule as findings carrying its id."""
+        return [r.named(self.id) for r in reports]
+
+    def applies(self, ctx: RuleContext) -> bool:
+        """Whether ``ctx`` holds what the rule reads (a config rule needs the config, a state rule the state)."""
+        if self.kind is Kind.CONFIG:
+            return ctx.config is not None
+        if self.kind is Kind.STATE:
+            return ctx.config is not None and ctx.deployed is not None
+        return True
+
+    def evaluate(self, resources: Sequence[Resource], ctx: RuleContext) -> list[Finding]:
+        """The rule's findings; a rule that breaks on input nobody foresaw yields a WARNING, never a traceback."""
+        if not self.applies(ctx):
+            return []
+        try:
+            return self.named(self._adapt(resources, ctx))
+        except Exception as exc:  # noqa: BLE001 - a rule bug must not hide every other finding
+            return [
+                Finding(
+                    self.id,
+                    Level.WARNING,
+                    "gb300:policy",
+                    f"rule {self.id} could not finish ({type(exc).__name__}: {exc}); its check was skipped. "
+                    "Please report this with the plan JSON (gb300 plan --json).",
+                )
+            ]
+
+
+ResourceCheck = Callable[[Sequence[Resource], RuleContext], Iterable[Report]]
+ConfigCheck = Callable[["StackConfig"], Iterable[Report]]
+
+
+def resource_rule(
+    rule_id: str, *, security: bool = False
+) -> Callable[[ResourceCheck], Rule[[Sequence[Resource], RuleContext]]]:
+    """Declare a resource rule: ``check(resources, ctx)``. ``security``: suppressing it needs a reason."""
+
+    def wrap(check: ResourceCheck) -> Rule[[Sequence[Resource], RuleContext]]:
+        return Rule(rule_id, Kind.RESOURCE, check, check, security=security)
+
+    return wrap
+
+
+def config_rule(rule_id: str) -> Callable[[ConfigCheck], Rule[[StackConfig]]]:
+    """Declare a config rule: ``check(cfg)`` over the typed stack config."""
+
+    def wrap(check: ConfigCheck) -> Rule[[StackConfig]]:
+        def adapt(resources: Sequence[Resource], ctx: RuleContext) -> Iterable[Report]:
+            del resources
+            assert ctx.config is not None  # noqa: S101 - Rule.applies checked it
+            return check(ctx.config)
+
+        return Rule(rule_id, Kind.CONFIG, check, adapt, security=False)
+
+    return wrap
+
+
+def state_rule(
+    rule_id: str, args: Callable[[Sequence[Resource], RuleContext], tuple[Any, ...]]
+) -> Callable[[Callable[P, Iterable[Report]]], Rule[P]]:
+    """Declare a state rule; ``args(resources, ctx)`` are the check's arguments (the deployed state, the consent)."""
+
+    def wrap(check: Callable[P, Iterable[Report]]) -> Rule[P]:
+        def adapt(resources: Sequence[Resource], ctx: RuleContext) -> Iterable[Report]:
+            call: Callable[..., Iterable[Report]] = check
+            return call(*args(resources, ctx))
+
+        return Rule(rule_id, Kind.STATE, check, adapt, security=False)
+
+    return wrap
 
 
 def mapping(value: Any) -> Mapping[str, Any]:

@@ -1,8 +1,8 @@
 """``lustre-checkpoint-throughput``: the Lustre filesystem writes one checkpoint within the stack's time budget.
 
-The program carries ``gb300:storage.checkpoint`` onto the filesystem as tags (``gb300-checkpoint-parameters``,
-``gb300-checkpoint-minutes``, optionally ``gb300-checkpoint-bytes-per-parameter``), so this rule reads only the
-resources, like every rule, and gives the same verdict in ``gb300 plan`` and in the policy pack.
+The program carries ``gb300:storage.checkpoint`` onto the filesystem as tags (:func:`gb300.tags.checkpoint`),
+so this rule reads only the resources, like every rule, and gives the same verdict in ``gb300 plan`` and in the
+policy pack.
 
 Manual check: ``gb300 size-storage --params <parameters> --checkpoint-minutes <minutes>`` and compare the row of
 the filesystem's SKU with its ``storageCapacityTiB``.
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from gb300 import tags as gb300_tags
 from gb300.azure.inventory import Resource, dig
 from gb300.facts import sizing
-from gb300.findings import Finding, Level
-from gb300.rules.base import RuleContext
+from gb300.findings import Level, Report
+from gb300.rules.base import RuleContext, resource_rule
 
-RULE_ID = "lustre-checkpoint-throughput"
 AMLFS = "azure-native:storagecache:AmlFilesystem"
 
 
@@ -29,18 +29,19 @@ def _number(text: object) -> float | None:
     return value if value > 0 else None
 
 
-def lustre_checkpoint_throughput(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+@resource_rule("lustre-checkpoint-throughput")
+def lustre_checkpoint_throughput(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """Warn when a Lustre filesystem is too slow to write the configured checkpoint in time."""
     del ctx  # reads only the resources
     for res in resources:
         if res.type != AMLFS:
             continue
         tags = res.inputs.get("tags")
-        if not isinstance(tags, dict) or "gb300-checkpoint-parameters" not in tags:
+        if not isinstance(tags, dict) or gb300_tags.CHECKPOINT_PARAMETERS not in tags:
             continue
-        params = _number(tags.get("gb300-checkpoint-parameters"))
-        minutes = _number(tags.get("gb300-checkpoint-minutes"))
-        per_param_tag = tags.get("gb300-checkpoint-bytes-per-parameter")
+        params = _number(tags.get(gb300_tags.CHECKPOINT_PARAMETERS))
+        minutes = _number(tags.get(gb300_tags.CHECKPOINT_MINUTES))
+        per_param_tag = tags.get(gb300_tags.CHECKPOINT_BYTES_PER_PARAMETER)
         per_param = _number(per_param_tag) if per_param_tag is not None else None
         sku = sizing.lustre_skus().get(str(dig(res.inputs, "sku", "name")))
         capacity = res.inputs.get("storageCapacityTiB")
@@ -52,8 +53,7 @@ def lustre_checkpoint_throughput(resources: Sequence[Resource], ctx: RuleContext
         took = sizing.write_minutes(sku, int(capacity), params, per_param)
         gbps = sku.throughput_mbps(int(capacity)) / 1000
         size_gb = sizing.checkpoint_bytes(params, per_param) / 1e9
-        yield Finding(
-            RULE_ID,
+        yield Report(
             Level.WARNING,
             res.urn,
             f"gb300:storage.lustre: {int(capacity)} TiB of {sku.name} writes {gbps:,.1f} GB/s, "

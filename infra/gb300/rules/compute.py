@@ -11,11 +11,12 @@ from gb300.azure import contract, inventory
 from gb300.azure.inventory import Resource, ScaleSetView
 from gb300.azure.machines import machines
 from gb300.facts import catalog
-from gb300.findings import Finding, Level
-from gb300.rules.base import UNKNOWN, RuleContext, count, mapping, text
+from gb300.findings import Level, Report
+from gb300.rules.base import UNKNOWN, RuleContext, count, mapping, resource_rule, text
 
 
-def gpu_pool_rack_aligned(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+@resource_rule("gpu-pool-rack-aligned")
+def gpu_pool_rack_aligned(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """GPU scale sets of NVL72 sizes hold whole racks (a multiple of the NVLink domain, 18 VMs)."""
     del ctx
     cat = catalog.load()
@@ -26,8 +27,7 @@ def gpu_pool_rack_aligned(resources: Sequence[Resource], ctx: RuleContext) -> It
         rack = sku.vms_per_nvlink_domain
         if ss.capacity % rack:
             lower, upper = ss.capacity // rack * rack, (ss.capacity // rack + 1) * rack
-            yield Finding(
-                "gpu-pool-rack-aligned",
+            yield Report(
                 Level.ERROR,
                 ss.urn,
                 f"scale set {ss.name} ({sku.name}): capacity must be a multiple of {rack} VMs, one NVL72 rack "
@@ -43,7 +43,8 @@ def _groups(resources: Sequence[Resource]) -> dict[str, list[ScaleSetView]]:
     return pools
 
 
-def ib_fabric_within_limits(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+@resource_rule("ib-fabric-within-limits")
+def ib_fabric_within_limits(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """A GPU pool is one InfiniBand fabric within its fabric model's limits, never silently split."""
     del ctx
     cat = catalog.load()
@@ -93,7 +94,7 @@ def ib_fabric_within_limits(resources: Sequence[Resource], ctx: RuleContext) -> 
         yield from _split(pool, members, fabric.scale_set_per, fabric.single_placement_group)
 
 
-def _split(pool: str, members: list[ScaleSetView], per: str, single_pg: bool) -> Iterator[Finding]:
+def _split(pool: str, members: list[ScaleSetView], per: str, single_pg: bool) -> Iterator[Report]:
     if per == "rack":
         groups: dict[str | None, list[str]] = defaultdict(list)
         for ss in members:
@@ -136,8 +137,8 @@ def _last(resource_id: str) -> str:
     return resource_id.rstrip("/").rsplit("/", 1)[-1]
 
 
-def _finding(urn: str, message: str) -> Finding:
-    return Finding("ib-fabric-within-limits", Level.ERROR, urn, message)
+def _finding(urn: str, message: str) -> Report:
+    return Report(Level.ERROR, urn, message)
 
 
 def _image_text(reference: Mapping[str, Any]) -> str | None:
@@ -149,7 +150,8 @@ def _image_text(reference: Mapping[str, Any]) -> str | None:
     return None
 
 
-def image_arch_matches_sku(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+@resource_rule("image-arch-matches-sku")
+def image_arch_matches_sku(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """The image boots the CPU architecture of the VM size: no x86_64 image on arm64 GB300, or the reverse."""
     del ctx
     cat = catalog.load()
@@ -161,8 +163,7 @@ def image_arch_matches_sku(resources: Sequence[Resource], ctx: RuleContext) -> I
         arch = cat.image_arch(image)
         key = "gb300:gpuPools[].image" if m.pool else "the image"
         if arch is None:
-            yield Finding(
-                "image-arch-matches-sku",
+            yield Report(
                 Level.WARNING,
                 m.urn,
                 f"{m.name} ({sku.name}, {sku.cpu_arch}): the architecture of image {image} is unknown to the "
@@ -171,8 +172,7 @@ def image_arch_matches_sku(resources: Sequence[Resource], ctx: RuleContext) -> I
             )
         elif arch != sku.cpu_arch:
             hint = ", ".join(sorted(i.urn_prefix for i in cat.images.values() if i.arch == sku.cpu_arch))
-            yield Finding(
-                "image-arch-matches-sku",
+            yield Report(
                 Level.ERROR,
                 m.urn,
                 f"{m.name}: image must boot {sku.cpu_arch} like {sku.name} (got {image}, an {arch} image); the VM "
@@ -192,7 +192,8 @@ def _custom_data(resource: Resource) -> str | None:
     return None
 
 
-def custom_data_size(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+@resource_rule("custom-data-size")
+def custom_data_size(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """Custom data (base64, as Azure receives it) stays under Azure's 64 KB limit, with a warning at 52 KB."""
     del ctx
     cat = catalog.load()
@@ -204,16 +205,14 @@ def custom_data_size(resources: Sequence[Resource], ctx: RuleContext) -> Iterato
         size = len(data)
         where = f"{resource.name}: custom data"
         if size > limit:
-            yield Finding(
-                "custom-data-size",
+            yield Report(
                 Level.ERROR,
                 resource.urn,
                 f"{where} must be at most {limit:,} bytes in base64, Azure's limit (got {size:,}); Azure rejects the "
                 "deployment. Move large files out of cloud-init (fetch them at boot) or gzip the user data.",
             )
         elif size > warn:
-            yield Finding(
-                "custom-data-size",
+            yield Report(
                 Level.WARNING,
                 resource.urn,
                 f"{where} is {size:,} bytes in base64, within {limit - size:,} bytes of Azure's {limit:,}-byte limit "
@@ -221,12 +220,12 @@ def custom_data_size(resources: Sequence[Resource], ctx: RuleContext) -> Iterato
             )
 
 
-def arm_body_matches_sdk(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+@resource_rule("arm-body-matches-sdk")
+def arm_body_matches_sdk(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """ARM bodies gb300 writes as data match Azure's SDK models: no unknown or read-only key, no unknown enum value."""
     del ctx
     for violation in contract.violations(resources):
-        yield Finding(
-            "arm-body-matches-sdk",
+        yield Report(
             Level.ERROR,
             violation.urn,
             f"{violation.resource}: {violation.path}: {violation.problem}. Azure would reject the body or silently "

@@ -22,9 +22,8 @@ from typing import Any
 
 from gb300.azure.inventory import Resource
 from gb300.facts import storage_facts
-from gb300.findings import Finding, Level
-
-RULE_ID = "storage-data-loss"
+from gb300.findings import Level, Report
+from gb300.rules.base import RuleContext, state_rule
 
 
 @dataclass(frozen=True)
@@ -58,9 +57,15 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
+def _state(resources: Sequence[Resource], ctx: RuleContext) -> tuple[object, ...]:
+    """The check's arguments: the plan, the deployed state and the consent, gb300:storage.allowReplace."""
+    return (resources, ctx.deployed or (), ctx.config.storage.allow_replace if ctx.config else ())
+
+
+@state_rule("storage-data-loss", _state)
 def data_loss(
     planned: Sequence[Resource], deployed: Sequence[DeployedResource], allow_replace: Sequence[str]
-) -> Iterator[Finding]:
+) -> Iterator[Report]:
     """Findings for every deployed stateful resource the plan would replace or delete."""
     stateful = storage_facts.stateful()
     by_urn = {r.urn: r for r in planned}
@@ -80,8 +85,7 @@ def data_loss(
         if new is None:
             same_type = [r for r in planned if r.type == old.type]
             moved = " (the plan declares one under another URN: add an alias instead)" if same_type else ""
-            yield Finding(
-                RULE_ID,
+            yield Report(
                 level,
                 old.urn,
                 f"the plan would delete {spec['what']} ({old.name}){moved}; its data would be lost. {advice}",
@@ -93,10 +97,12 @@ def data_loss(
             if _norm(old.inputs.get(prop)) != _norm(new.inputs.get(prop))
         ]
         if changes:
-            yield Finding(
-                RULE_ID,
+            yield Report(
                 level,
                 old.urn,
                 f"{'; '.join(changes)} replaces {spec['what']} ({old.name}): Azure cannot change these in place, "
                 f"so the data would be lost. {advice}",
             )
+
+
+RULE_ID = data_loss.id

@@ -28,11 +28,10 @@ from typing import Any
 from gb300 import compute_resource
 from gb300.azure.inventory import Resource
 from gb300.config import AllowDestroy
-from gb300.findings import Finding, Level
-from gb300.rules.base import count, mapping, whole
+from gb300.findings import Level, Report
+from gb300.rules.base import RuleContext, count, mapping, state_rule, whole
 from gb300.rules.data_loss import DeployedResource
 
-RULE_ID = "destroys-deployed"
 VM = "azure-native:compute:VirtualMachine"
 SUBNET = "azure-native:network:Subnet"
 NIC = "azure-native:network:NetworkInterface"
@@ -178,9 +177,15 @@ _LOSS = {
 }
 
 
+def _state(resources: Sequence[Resource], ctx: RuleContext) -> tuple[object, ...]:
+    """The check's arguments: the plan, the deployed state and the consent, gb300:allowDestroy."""
+    return (resources, ctx.deployed or (), ctx.config.allow_destroy if ctx.config else ())
+
+
+@state_rule("destroys-deployed", _state)
 def findings(
     planned: Sequence[Resource], deployed: Sequence[DeployedResource], allow: Sequence[AllowDestroy]
-) -> Iterator[Finding]:
+) -> Iterator[Report]:
     """One finding per destroyed resource (ERROR, or WARNING with consent), one WARNING per unused consent."""
     items = destroyed(planned, deployed)
     for item in items:
@@ -193,12 +198,9 @@ def findings(
             f"{'; ' + loss if loss else ''})."
         )
         if consent is not None:
-            yield Finding(
-                RULE_ID, Level.WARNING, item.old.urn, f"{head} Allowed by gb300:allowDestroy ({consent.reason})."
-            )
+            yield Report(Level.WARNING, item.old.urn, f"{head} Allowed by gb300:allowDestroy ({consent.reason}).")
         else:
-            yield Finding(
-                RULE_ID,
+            yield Report(
                 Level.ERROR,
                 item.old.urn,
                 f"{head} Revert the change, or, if it is intended, add {{resource: {name}, reason: <why>}} to "
@@ -206,8 +208,7 @@ def findings(
             )
     for i, entry in enumerate(allow):
         if not any(_consent(entry, item) for item in items):
-            yield Finding(
-                RULE_ID,
+            yield Report(
                 Level.WARNING,
                 f"gb300:allowDestroy[{i}].resource",
                 f"{entry.resource!r} names nothing this plan deletes, replaces or moves; remove the entry once "
@@ -219,3 +220,6 @@ def summary(planned: Sequence[Resource], deployed: Sequence[DeployedResource]) -
     """Counts for the plan's summary: resources destroyed or moved, and the VMs they hold."""
     items = destroyed(planned, deployed)
     return {"resources": len(items), "vms": sum(i.vms for i in items if i.what != "subnet")}
+
+
+RULE_ID = findings.id

@@ -16,9 +16,8 @@ from __future__ import annotations
 from gb300.bootstrap.software import apply_software_overrides
 from gb300.config import StackConfig
 from gb300.facts import catalog
-from gb300.findings import Finding, Level
-
-RULE_ID = "image-version-pinned"
+from gb300.findings import Level, Report
+from gb300.rules.base import config_rule
 
 
 def _plain(version: str) -> str:
@@ -39,11 +38,12 @@ def image_version(image: str) -> tuple[str, str] | None:
     return (":".join(parts[:3]), parts[3]) if len(parts) == 4 else None
 
 
-def findings(cfg: StackConfig) -> list[Finding]:
+@config_rule("image-version-pinned")
+def findings(cfg: StackConfig) -> list[Report]:
     """Pools on ``latest``, on a version the catalog does not know, or on one whose contents differ from the pins."""
     cat = catalog.load()
     pins = {c.name: c.version for c in apply_software_overrides(cfg.software).components if c.version}
-    out: list[Finding] = []
+    out: list[Report] = []
     for index, pool in enumerate(cfg.gpu_pools):
         split = image_version(pool.image)
         if split is None:
@@ -55,8 +55,7 @@ def findings(cfg: StackConfig) -> list[Finding]:
         suggestion = f" such as {urn}:{newest}" if newest else ""
         if version.lower() == "latest":
             out.append(
-                Finding(
-                    RULE_ID,
+                Report(
                     Level.WARNING,
                     key,
                     f"pool {pool.name} boots {pool.image}: must pin an image version (got latest). When Azure "
@@ -70,8 +69,7 @@ def findings(cfg: StackConfig) -> list[Finding]:
         entry = known.versions.get(version)
         if entry is None:
             out.append(
-                Finding(
-                    RULE_ID,
+                Report(
                     Level.WARNING,
                     key,
                     f"pool {pool.name} boots {pool.image}: version {version} is unknown to the image catalog, so "
@@ -88,8 +86,7 @@ def findings(cfg: StackConfig) -> list[Finding]:
         ]
         if differ:
             out.append(
-                Finding(
-                    RULE_ID,
+                Report(
                     Level.ERROR,
                     key,
                     f"pool {pool.name} boots {pool.image}, which carries {', '.join(differ)}: every node would stop "
@@ -98,3 +95,6 @@ def findings(cfg: StackConfig) -> list[Finding]:
                 )
             )
     return out
+
+
+RULE_ID = findings.id

@@ -10,15 +10,16 @@ from collections.abc import Iterator, Sequence
 from gb300.azure import inventory
 from gb300.azure.inventory import Resource
 from gb300.facts import catalog, storage_facts
-from gb300.findings import Finding, Level
-from gb300.rules.base import RuleContext, count, items, mapping, network, short, text
+from gb300.findings import Level, Report
+from gb300.rules.base import RuleContext, count, items, mapping, network, resource_rule, short, text
 
 VNET = "azure-native:network:VirtualNetwork"
 SUBNET = inventory.SUBNET
 LUSTRE = "azure-native:storagecache:AmlFilesystem"
 
 
-def vnet_avoids_rdma_range(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+@resource_rule("vnet-avoids-rdma-range")
+def vnet_avoids_rdma_range(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """A VNet address space must not overlap Azure's RDMA network (172.16.0.0/16)."""
     del ctx
     rdma = ipaddress.IPv4Network(catalog.load().limit("rdmaReservedRange"))
@@ -27,8 +28,7 @@ def vnet_avoids_rdma_range(resources: Sequence[Resource], ctx: RuleContext) -> I
         for prefix in prefixes:
             net = network(prefix)
             if net is not None and net.overlaps(rdma):
-                yield Finding(
-                    "vnet-avoids-rdma-range",
+                yield Report(
                     Level.ERROR,
                     vnet.urn,
                     f"VNet {short(vnet)}: address space must not overlap {rdma}, which Azure's InfiniBand RDMA "
@@ -79,12 +79,11 @@ def _subnets(resources: Sequence[Resource]) -> dict[tuple[str, str], SubnetEntry
     return subnets
 
 
-def _placement(vnet_name: str, space: list[Net], entries: list[SubnetEntry]) -> Iterator[Finding]:
+def _placement(vnet_name: str, space: list[Net], entries: list[SubnetEntry]) -> Iterator[Report]:
     """Subnets outside their VNet's address space, and subnets overlapping each other."""
     for sub, net in entries:
         if space and not any(net.subnet_of(s) for s in space):
-            yield Finding(
-                "subnet-fits-pool",
+            yield Report(
                 Level.ERROR,
                 sub.urn,
                 f"subnet {short_subnet(sub)}: must lie inside VNet {vnet_name}'s address space "
@@ -95,8 +94,7 @@ def _placement(vnet_name: str, space: list[Net], entries: list[SubnetEntry]) -> 
     for i, (sub, net) in enumerate(ordered):
         earlier = [f"{short_subnet(o)} ({o_net})" for o, o_net in ordered[:i] if o_net.overlaps(net)]
         if earlier:
-            yield Finding(
-                "subnet-fits-pool",
+            yield Report(
                 Level.ERROR,
                 sub.urn,
                 f"subnet {short_subnet(sub)}: must not overlap another subnet (got {net}, overlapping "
@@ -105,7 +103,8 @@ def _placement(vnet_name: str, space: list[Net], entries: list[SubnetEntry]) -> 
             )
 
 
-def subnet_fits_pool(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+@resource_rule("subnet-fits-pool")
+def subnet_fits_pool(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """Each subnet lies inside its VNet, overlaps no other subnet, and has room for the VMs its scale sets place."""
     del ctx
     reserved = int(catalog.load().limit("subnetReservedAddresses"))
@@ -131,8 +130,7 @@ def subnet_fits_pool(resources: Sequence[Resource], ctx: RuleContext) -> Iterato
         sub, net = subnets[key]
         usable = net.num_addresses - reserved
         if vms > usable:
-            yield Finding(
-                "subnet-fits-pool",
+            yield Report(
                 Level.ERROR,
                 sub.urn,
                 f"subnet {short_subnet(sub)} ({net}): must have room for {count(vms, 'VM')} of pool(s) "
@@ -149,7 +147,8 @@ def short_subnet(sub: Resource) -> str:
 AML = "azure-native:storagecache:AmlFilesystem"
 
 
-def lustre_subnet_size(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+@resource_rule("lustre-subnet-size")
+def lustre_subnet_size(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """The Lustre filesystem's subnet is at least the size Azure documents for its capacity."""
     del ctx
     subnets = _subnets(resources)
@@ -161,8 +160,7 @@ def lustre_subnet_size(resources: Sequence[Resource], ctx: RuleContext) -> Itera
         sub, net = subnets[key]
         wanted = storage_facts.lustre_subnet_prefix(float(capacity))
         if wanted is not None and net.prefixlen > wanted:
-            yield Finding(
-                "lustre-subnet-size",
+            yield Report(
                 Level.WARNING,
                 sub.urn,
                 f"subnet {short_subnet(sub)} ({net}): Azure documents /{wanted} or larger for a {capacity:g} TiB "
@@ -172,7 +170,8 @@ def lustre_subnet_size(resources: Sequence[Resource], ctx: RuleContext) -> Itera
             )
 
 
-def lustre_subnet_egress(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+@resource_rule("lustre-subnet-egress")
+def lustre_subnet_egress(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """The Lustre filesystem's subnet must reach Azure services: a NAT gateway, or default outbound access."""
     del ctx
     by_key = {
@@ -189,8 +188,7 @@ def lustre_subnet_egress(resources: Sequence[Resource], ctx: RuleContext) -> Ite
         nat = text(mapping(sub.inputs.get("natGateway")).get("id"))
         if nat or sub.inputs.get("defaultOutboundAccess") is not False:
             continue
-        yield Finding(
-            "lustre-subnet-egress",
+        yield Report(
             Level.ERROR,
             fs.urn,
             f"Lustre {short(fs)}: its subnet {short_subnet(sub)} must have outbound access to Azure services "

@@ -1,7 +1,9 @@
-"""The quota rule: the plan's vCPUs fit Azure's quota per region and family.
+"""``quota-sufficient``: the plan's vCPUs fit Azure's quota per region and family (data: :mod:`gb300.azure.quota`).
 
-Demand and Azure's side (a :class:`~gb300.azure.quota.QuotaSnapshot`) come from :mod:`gb300.azure.quota`;
-:func:`findings` is pure and turns them into findings of rule ``quota-sufficient``.
+:mod:`gb300.azure.quota` sums the demand from the registered scale sets and reads Azure's side (a saved usage file or
+``live``); the checks here are pure and turn demand + snapshot into findings. Family names match
+case-insensitively, ignoring spaces. Pools that target a capacity reservation group skip the cores check: the
+reservation already consumed the quota.
 """
 
 from __future__ import annotations
@@ -10,34 +12,25 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from gb300.azure.inventory import Resource
-from gb300.azure.quota import (
-    TOTAL,
-    Demand,
-    QuotaSnapshot,
-    RegionQuota,
-    Usage,
-    demand,
-    normalize,
-)
-from gb300.findings import Finding, Level
-from gb300.rules.base import RuleContext
+from gb300.azure.quota import TOTAL, Demand, QuotaSnapshot, RegionQuota, Usage, demand, normalize
+from gb300.findings import Level, Report
+from gb300.rules.base import RuleContext, resource_rule
 
-RULE = "quota-sufficient"
 CONFIG_PATH = "gb300:policy.quota"  # where region-wide findings point: the quota source ...
 REGION_PATH = "gb300:cluster.location"  # ... and the region itself
 
 
-def quota_sufficient(resources: Sequence[Resource], ctx: RuleContext) -> list[Finding]:
+@resource_rule("quota-sufficient")
+def quota_sufficient(resources: Sequence[Resource], ctx: RuleContext) -> list[Report]:
     """The vCPUs of every quota family (and the regional total) fit Azure's quota; the size is offered and allowed."""
     return findings(resources, ctx.quota)
 
 
-def _usage_check(region: str, family: str, requested: int, usage: Usage, *, urn: str, source: str) -> Finding | None:
+def _usage_check(region: str, family: str, requested: int, usage: Usage, *, urn: str, source: str) -> Report | None:
     available = usage.limit - usage.current
     if requested <= available:
         return None
-    return Finding(
-        RULE,
+    return Report(
         Level.ERROR,
         urn,
         f"quota {family} in {region}: requested {requested:,} vCPUs, in use {usage.current:,}, limit {usage.limit:,} "
@@ -46,16 +39,15 @@ def _usage_check(region: str, family: str, requested: int, usage: Usage, *, urn:
     )
 
 
-def _offer_findings(d: Demand, region: RegionQuota) -> list[Finding]:
-    out: list[Finding] = []
+def _offer_findings(d: Demand, region: RegionQuota) -> list[Report]:
+    out: list[Report] = []
     if region.offers is None:
         return out
     for size in d.sizes:
         offer = region.offers.get(size)
         if offer is None:
             out.append(
-                Finding(
-                    RULE,
+                Report(
                     Level.ERROR,
                     d.urn,
                     f"size {size} is not offered in {d.region} to this subscription (Resource SKUs API). Choose a "
@@ -66,8 +58,7 @@ def _offer_findings(d: Demand, region: RegionQuota) -> list[Finding]:
         for r in offer.restrictions:
             if r.kind.lower() == "location" and (not r.locations or d.region in r.locations):
                 out.append(
-                    Finding(
-                        RULE,
+                    Report(
                         Level.ERROR,
                         d.urn,
                         f"size {size} is restricted in {d.region} for this subscription "
@@ -78,8 +69,7 @@ def _offer_findings(d: Demand, region: RegionQuota) -> list[Finding]:
             elif r.kind.lower() == "zone" and set(d.zones) & set(r.zones):
                 blocked = ", ".join(sorted(set(d.zones) & set(r.zones)))
                 out.append(
-                    Finding(
-                        RULE,
+                    Report(
                         Level.ERROR,
                         d.urn,
                         f"size {size} is restricted in {d.region} zone(s) {blocked} "
@@ -90,8 +80,7 @@ def _offer_findings(d: Demand, region: RegionQuota) -> list[Finding]:
         missing = [z for z in d.zones if offer.zones and z not in offer.zones]
         if missing:
             out.append(
-                Finding(
-                    RULE,
+                Report(
                     Level.ERROR,
                     d.urn,
                     f"size {size} is not offered in {d.region} zone {', '.join(missing)} (offered in zones "
@@ -100,8 +89,7 @@ def _offer_findings(d: Demand, region: RegionQuota) -> list[Finding]:
             )
         if offer.family and normalize(offer.family) != normalize(d.family):
             out.append(
-                Finding(
-                    RULE,
+                Report(
                     Level.INFO,
                     d.urn,
                     f"size {size}: Azure names its quota family {offer.family}, the catalog {d.family}; gb300 used "
@@ -121,12 +109,11 @@ def _family_of(d: Demand, region: RegionQuota) -> tuple[str, bool]:
     return d.family, d.family_status == "verified"
 
 
-def findings(resources: Sequence[Resource], snapshot: QuotaSnapshot | None) -> list[Finding]:
-    """Findings of ``quota-sufficient`` for the plan's scale sets against ``snapshot`` (None: no source)."""
+def findings(resources: Sequence[Resource], snapshot: QuotaSnapshot | None) -> list[Report]:
+    """What the plan's scale sets ask of Azure's quota against ``snapshot`` (None: no source)."""
     demands, reserved = demand(resources)
     out = [
-        Finding(
-            RULE,
+        Report(
             Level.INFO,
             r.urn,
             f"pool {r.pool}: cores quota not checked, its scale sets draw on capacity reservation group "
@@ -140,8 +127,7 @@ def findings(resources: Sequence[Resource], snapshot: QuotaSnapshot | None) -> l
         needs = "; ".join(f"{d.vcpus:,} vCPUs of {d.family} in {d.region}" for d in demands)
         regions = sorted({d.region for d in demands})
         out.append(
-            Finding(
-                RULE,
+            Report(
                 Level.INFO,
                 CONFIG_PATH,
                 f"quota not checked: the plan needs {needs}. Run `gb300 plan --quota live`, or save "
@@ -158,8 +144,7 @@ def findings(resources: Sequence[Resource], snapshot: QuotaSnapshot | None) -> l
             why = region.unverified if region is not None else "no answer for this region"
             needs = ", ".join(f"{d.vcpus:,} vCPUs of {d.family}" for d in group)
             out.append(
-                Finding(
-                    RULE,
+                Report(
                     Level.WARNING,
                     CONFIG_PATH,
                     f"quota not verified in {name} ({snapshot.source}: {why}). The plan needs {needs}. Check by "
@@ -175,8 +160,7 @@ def findings(resources: Sequence[Resource], snapshot: QuotaSnapshot | None) -> l
             usage = region.usage(family)
             if usage is None:
                 out.append(
-                    Finding(
-                        RULE,
+                    Report(
                         Level.ERROR if certain else Level.WARNING,
                         d.urn,
                         f"quota {family} in {name}: requested {d.vcpus:,} vCPUs, in use 0, limit 0 (the family "

@@ -2,7 +2,7 @@
 
 Scale sets use ``upgradePolicy: Manual`` so a new cloud-config never reimages a training rack by surprise;
 the flip side (peers' pain) is that a changed custom data silently never reaches running VMs. Each scale set
-and the head VM carry the tag ``gb300-custom-data-sha256``; with the deployed state
+and the head VM carry the tag :data:`gb300.tags.CUSTOM_DATA_HASH`; with the deployed state
 (``gb300 plan --state FILE``) the plan compares the tags and names every pool whose nodes need a reimage,
 with the command that rolls it out one rack at a time. The head is a single VM, whose custom data Azure never
 updates after creation: it is declared with ``replaceOnChanges: [osProfile.customData]`` (and
@@ -16,26 +16,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gb300 import tags as gb300_tags
 from gb300.azure import inventory
 from gb300.azure.inventory import Resource
-from gb300.findings import Finding, Level
+from gb300.findings import Level, Report
+from gb300.rules.base import state_rule
 from gb300.rules.data_loss import DeployedResource
 
-RULE_ID = "custom-data-changed"
-HASH_TAG = "gb300-custom-data-sha256"
+HASH_TAG = gb300_tags.CUSTOM_DATA_HASH
 VM = "azure-native:compute:VirtualMachine"
 
 
 def _hash(inputs: Mapping[str, Any]) -> str | None:
-    tags = inputs.get("tags")
-    value = tags.get(HASH_TAG) if isinstance(tags, Mapping) else None
-    return value if isinstance(value, str) else None
+    return gb300_tags.custom_data_hash(inputs.get("tags"))
 
 
 def _group(resource: Resource) -> str:
     tags = resource.inputs.get("tags")
-    tags = tags if isinstance(tags, Mapping) else {}
-    return str(tags.get("gb300-pool") or tags.get("gb300-role") or resource.name)
+    return gb300_tags.pool_of(tags) or gb300_tags.role_of(tags) or resource.name
 
 
 def _stale(resources: Sequence[Resource], deployed: Sequence[DeployedResource], *, vms: bool) -> list[Resource]:
@@ -71,14 +69,14 @@ def replaced(resources: Sequence[Resource], deployed: Sequence[DeployedResource]
     return sorted(r.name for r in _stale(resources, deployed, vms=True))
 
 
-def findings(resources: Sequence[Resource], deployed: Sequence[DeployedResource]) -> list[Finding]:
+@state_rule("custom-data-changed", lambda resources, ctx: (resources, ctx.deployed or ()))
+def findings(resources: Sequence[Resource], deployed: Sequence[DeployedResource]) -> list[Report]:
     """One info per pool whose running nodes need a reimage; one warning per VM that the update replaces."""
     out = []
     for group, names in changed(resources, deployed).items():
         example = names[0]
         out.append(
-            Finding(
-                RULE_ID,
+            Report(
                 Level.INFO,
                 f"gb300:gpuPools[name={group}]",
                 f"{group}: the bootstrap changed; {len(names)} deployed scale set(s) keep the old one until "
@@ -89,8 +87,7 @@ def findings(resources: Sequence[Resource], deployed: Sequence[DeployedResource]
         )
     for name in replaced(resources, deployed):
         out.append(
-            Finding(
-                RULE_ID,
+            Report(
                 Level.WARNING,
                 "gb300:head",
                 f"{name}: the head's bootstrap changed, and Azure keeps a VM's custom data from its creation, so "
@@ -104,3 +101,6 @@ def findings(resources: Sequence[Resource], deployed: Sequence[DeployedResource]
             )
         )
     return out
+
+
+RULE_ID = findings.id

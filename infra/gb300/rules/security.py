@@ -17,11 +17,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gb300 import tags as gb300_tags
 from gb300.azure import inventory
 from gb300.azure.inventory import Resource
 from gb300.facts import catalog
-from gb300.findings import Finding, Level
-from gb300.rules.base import OPEN_SOURCES, RuleContext, items, mapping, network, short, text
+from gb300.findings import Level, Report
+from gb300.rules.base import OPEN_SOURCES, RuleContext, items, mapping, network, resource_rule, short, text
 
 NSG = "azure-native:network:NetworkSecurityGroup"
 SECURITY_RULE = "azure-native:network:SecurityRule"
@@ -191,7 +192,8 @@ def ssh_rules(resources: Sequence[Resource]) -> list[SshRule]:
     return out
 
 
-def no_ssh_from_internet(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+@resource_rule("no-ssh-from-internet", security=True)
+def no_ssh_from_internet(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """No NSG admits SSH (port 22) from more public addresses, united, than one block of sshSourceLimitPrefix."""
     limit = source_limit(ctx)
     for exposure in exposures(ssh_rules(resources)):
@@ -200,8 +202,7 @@ def no_ssh_from_internet(resources: Sequence[Resource], ctx: RuleContext) -> Ite
         for rule in exposure.rules:
             if not rule.public_sources:
                 continue
-            yield Finding(
-                "no-ssh-from-internet",
+            yield Report(
                 Level.ERROR,
                 rule.owner.urn,
                 f"NSG {exposure.nsg} rule {rule.name}: must not allow SSH (port 22) from the Internet: with the "
@@ -238,10 +239,11 @@ def _public_ip_configs(nic_configs: Any) -> bool:
 def _is_gpu(resource: Resource, size: str | None) -> bool:
     sku = catalog.load().skus.get(size or "")
     tags = mapping(resource.inputs.get("tags"))
-    return bool((sku is not None and sku.is_gpu) or tags.get("gb300-pool"))
+    return bool((sku is not None and sku.is_gpu) or gb300_tags.pool_of(tags))
 
 
-def no_public_ip_on_nodes(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+@resource_rule("no-public-ip-on-nodes", security=True)
+def no_public_ip_on_nodes(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """GPU nodes have no public IP; a login node may have one only when SSH admits restricted source ranges."""
     exposed: list[tuple[Resource, bool]] = []  # (resource, is a GPU node)
     for resource in resources:
@@ -259,7 +261,7 @@ def no_public_ip_on_nodes(resources: Sequence[Resource], ctx: RuleContext) -> It
             if _public_ip_configs(nics):
                 exposed.append((resource, _is_gpu(resource, size)))
         elif resource.type == NIC and _public_ip_configs([{"ipConfigurations": inputs.get("ipConfigurations")}]):
-            exposed.append((resource, bool(mapping(inputs.get("tags")).get("gb300-pool"))))
+            exposed.append((resource, bool(gb300_tags.pool_of(inputs.get("tags")))))
     if not exposed:
         return
     ssh = ssh_rules(resources)
@@ -270,8 +272,7 @@ def no_public_ip_on_nodes(resources: Sequence[Resource], ctx: RuleContext) -> It
     restricted = not wide and any(r.public_sources for r in ssh)
     for resource, gpu in exposed:
         if gpu:
-            yield Finding(
-                "no-public-ip-on-nodes",
+            yield Report(
                 Level.ERROR,
                 resource.urn,
                 f"{short(resource)}: GPU nodes must have no public IP (got a public IP configuration on its NIC). "
@@ -279,8 +280,7 @@ def no_public_ip_on_nodes(resources: Sequence[Resource], ctx: RuleContext) -> It
                 "reach them through Bastion or the login node.",
             )
         elif not restricted:
-            yield Finding(
-                "no-public-ip-on-nodes",
+            yield Report(
                 Level.ERROR,
                 resource.urn,
                 f"{short(resource)}: a login node may have a public IP only when SSH admits restricted source ranges "

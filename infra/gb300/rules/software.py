@@ -15,9 +15,9 @@ from __future__ import annotations
 from gb300.bootstrap.software import SoftwareSet, apply_software_overrides
 from gb300.config import StackConfig
 from gb300.facts import catalog
-from gb300.findings import Finding, Level
+from gb300.findings import Level, Report
+from gb300.rules.base import config_rule
 
-RULE_ID = "software-checksums"
 _FIX = "run `gb300 software lock` on a machine with Internet access and commit infra/gb300/data/checksums.yaml"
 
 
@@ -34,20 +34,20 @@ def _unpinned_by_component(software: SoftwareSet) -> dict[str, list[str]]:
     return out
 
 
-def findings(cfg: StackConfig) -> list[Finding]:
+@config_rule("software-checksums")
+def findings(cfg: StackConfig) -> list[Report]:
     """What the stack's nodes will refuse to download, and what follows from it."""
     software = apply_software_overrides(cfg.software)
     missing = _unpinned_by_component(software)
     if not missing:
         return []
     deferred = {c.name for c in software.components if c.deferred}
-    out: list[Finding] = []
+    out: list[Report] = []
     containers = sorted(n for n in missing if n in deferred)
     if containers:
         count = sum(len(missing[n]) for n in containers)
         out.append(
-            Finding(
-                RULE_ID,
+            Report(
                 Level.WARNING,
                 "gb300:software",
                 f"{', '.join(containers)}: {count} download(s) have no pinned checksum, so nodes skip them: Slurm "
@@ -70,8 +70,7 @@ def findings(cfg: StackConfig) -> list[Finding]:
         else:
             level, effect = Level.ERROR, "its nodes' bootstrap stops at the first one and they never join Slurm"
         out.append(
-            Finding(
-                RULE_ID,
+            Report(
                 level,
                 f"gb300:gpuPools[{index}].image",
                 f"pool {pool.name} boots {pool.image}, which downloads {names} without a pinned checksum or key "
@@ -79,3 +78,6 @@ def findings(cfg: StackConfig) -> list[Finding]:
             )
         )
     return out
+
+
+RULE_ID = findings.id

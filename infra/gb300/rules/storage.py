@@ -7,65 +7,29 @@ Written against the pulumi-azure-native shapes: ``storagecache.AmlFilesystem`` (
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
-
-import yaml
 
 from gb300.azure import inventory
 from gb300.azure.inventory import Resource
-from gb300.findings import Finding, Level
-from gb300.paths import DATA_DIR
-from gb300.rules.base import UNKNOWN, RuleContext, items, mapping, short, text
+from gb300.facts import sizing
+from gb300.findings import Level, Report
+from gb300.rules.base import UNKNOWN, RuleContext, items, mapping, resource_rule, short, text
 
 AML = "azure-native:storagecache:AmlFilesystem"
 STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
 TYPED_VMSS = inventory.TYPED_VMSS
 
 
-@dataclass(frozen=True)
-class LustreSku:
-    """One Managed Lustre tier from ``data/lustre.yaml``."""
-
-    name: str
-    mbps_per_tib: int
-    min_tib: int
-    increment_tib: int
-    max_tib: int | None
-    max_alternative: int | None
-    max_status: str
-
-
-@functools.cache
-def lustre_skus() -> dict[str, LustreSku]:
-    """The Lustre SKU table, read once."""
-    with (DATA_DIR / "lustre.yaml").open(encoding="utf-8") as fh:
-        raw: dict[str, Any] = yaml.safe_load(fh)
-    out: dict[str, LustreSku] = {}
-    for name, sku in raw["skus"].items():
-        top = mapping(sku.get("maxTiB"))
-        out[name] = LustreSku(
-            name=name,
-            mbps_per_tib=int(sku["mbpsPerTiB"]),
-            min_tib=int(sku["minTiB"]),
-            increment_tib=int(sku["incrementTiB"]),
-            max_tib=top.get("value"),
-            max_alternative=top.get("alternative"),
-            max_status=str(top.get("status", "verified")),
-        )
-    return out
-
-
 def _lustre_sku(resource: Resource) -> str | None:
     return text(resource.inputs.get("skuName")) or text(mapping(resource.inputs.get("sku")).get("name"))
 
 
-def lustre_capacity_valid(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+@resource_rule("lustre-capacity-valid")
+def lustre_capacity_valid(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """Managed Lustre capacity meets its SKU's minimum and increment (and notes sizes above the documented maximum)."""
     del ctx
-    table = lustre_skus()
+    table = sizing.lustre_skus()
     for fs in inventory.of_type(resources, AML):
         sku_name = _lustre_sku(fs)
         capacity = fs.inputs.get("storageCapacityTiB")
@@ -74,8 +38,7 @@ def lustre_capacity_valid(resources: Sequence[Resource], ctx: RuleContext) -> It
             continue
         sku = table.get(sku_name)
         if sku is None:
-            yield Finding(
-                "lustre-capacity-valid",
+            yield Report(
                 Level.ERROR,
                 fs.urn,
                 f"{where}: SKU must be one of {', '.join(sorted(table))} (got {sku_name!r}). "
@@ -87,8 +50,7 @@ def lustre_capacity_valid(resources: Sequence[Resource], ctx: RuleContext) -> It
         tib = float(capacity)
         fix = f"Set gb300:storage.lustre.capacityTiB to a multiple of {sku.increment_tib} TiB, at least {sku.min_tib}."
         if tib < sku.min_tib:
-            yield Finding(
-                "lustre-capacity-valid",
+            yield Report(
                 Level.ERROR,
                 fs.urn,
                 f"{where} ({sku.name}): capacity must be at least {sku.min_tib} TiB (got {capacity:g} TiB). {fix}",
@@ -96,22 +58,20 @@ def lustre_capacity_valid(resources: Sequence[Resource], ctx: RuleContext) -> It
         elif tib % sku.increment_tib:
             down = int(tib // sku.increment_tib * sku.increment_tib)
             up = down + sku.increment_tib
-            yield Finding(
-                "lustre-capacity-valid",
+            yield Report(
                 Level.ERROR,
                 fs.urn,
                 f"{where} ({sku.name}): capacity must be a multiple of {sku.increment_tib} TiB (got {capacity:g} TiB); "
                 f"use {max(down, sku.min_tib)} or {up} TiB. Size cannot change after creation.",
             )
-        elif sku.max_tib is not None and tib > sku.max_tib:
+        elif sku.max_tib.value is not None and tib > sku.max_tib.value:
             alt = sku.max_alternative
-            larger = f" another gives {alt} TiB;" if alt and alt != sku.max_tib else ""
-            yield Finding(
-                "lustre-capacity-valid",
+            larger = f" another gives {alt} TiB;" if alt and alt != sku.max_tib.value else ""
+            yield Report(
                 Level.INFO,
                 fs.urn,
-                f"{where} ({sku.name}): {capacity:g} TiB is above the documented maximum of {sku.max_tib} TiB "
-                f"(one Azure document;{larger} status {sku.max_status}). Larger filesystems need Azure's approval: "
+                f"{where} ({sku.name}): {capacity:g} TiB is above the documented maximum of {sku.max_tib.value} TiB "
+                f"(one Azure document;{larger} status {sku.max_tib.status}). Larger filesystems need Azure's approval: "
                 "confirm with Azure support before deploying.",
             )
 
@@ -125,7 +85,8 @@ def _pool_zones(resources: Sequence[Resource]) -> dict[str, set[str]]:
     return out
 
 
-def zone_consistent(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+@resource_rule("zone-consistent")
+def zone_consistent(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """Managed Lustre sits in the same availability zone as the GPU pools that mount it."""
     del ctx
     pools = _pool_zones(resources)
@@ -136,16 +97,14 @@ def zone_consistent(resources: Sequence[Resource], ctx: RuleContext) -> Iterator
         for pool, zones in sorted(pools.items()):
             where = f"Lustre filesystem {short(fs)} (zone {', '.join(sorted(fs_zones))})"
             if not zones:
-                yield Finding(
-                    "zone-consistent",
+                yield Report(
                     Level.WARNING,
                     fs.urn,
                     f"{where}: GPU pool {pool}'s scale sets carry no zones, so its VMs may land in another zone and "
                     "cross zones for every read. Set gb300:cluster.zone.",
                 )
             elif not zones <= fs_zones:
-                yield Finding(
-                    "zone-consistent",
+                yield Report(
                     Level.ERROR,
                     fs.urn,
                     f"{where}: must be in the zone of GPU pool {pool} (got pool zone(s) {', '.join(sorted(zones))}). "
@@ -164,7 +123,8 @@ def _is_false(value: Any) -> bool:
 _TLS_ORDER = {"TLS1_0": 0, "TLS1_1": 1, "TLS1_2": 2, "TLS1_3": 3}
 
 
-def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+@resource_rule("storage-no-public-access", security=True)
+def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """Storage accounts allow no public blob access or shared keys, need TLS 1.2, and are closed to the Internet."""
     del ctx
     for account in inventory.of_type(resources, STORAGE_ACCOUNT):
@@ -198,8 +158,7 @@ def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) ->
         default_action = text(mapping(inputs.get("networkRuleSet")).get("defaultAction"))
         if str(network_access).lower() != "disabled" and (default_action or "").lower() != "deny":
             got = "unset, which Azure treats as Enabled" if network_access is None else repr(network_access)
-            yield Finding(
-                "storage-no-public-access",
+            yield Report(
                 Level.WARNING,
                 account.urn,
                 f"{where}: publicNetworkAccess should be Disabled, or networkRuleSet.defaultAction Deny (got {got}, "
@@ -208,15 +167,15 @@ def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) ->
             )
 
 
-def _error(urn: str, message: str) -> Finding:
-    return Finding("storage-no-public-access", Level.ERROR, urn, message)
+def _error(urn: str, message: str) -> Report:
+    return Report(Level.ERROR, urn, message)
 
 
 BLOB_SERVICE = "azure-native:storage:BlobServiceProperties"
-SOFT_DELETE_RULE = "blob-soft-delete"
 
 
-def blob_soft_delete(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
+@resource_rule("blob-soft-delete")
+def blob_soft_delete(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """Every storage account keeps deleted blobs and deleted containers for a while (soft delete on both)."""
     del ctx
     services = inventory.of_type(resources, BLOB_SERVICE)
@@ -225,8 +184,7 @@ def blob_soft_delete(resources: Sequence[Resource], ctx: RuleContext) -> Iterato
         # A preview may not know the account name a service names yet (UNKNOWN): it may be this account's.
         mine = [s for s in services if text(s.inputs.get("accountName")) in (name, UNKNOWN)]
         if not mine:
-            yield Finding(
-                SOFT_DELETE_RULE,
+            yield Report(
                 Level.ERROR,
                 account.urn,
                 f"storage account {name}: no blob service properties, so a deleted blob or container is gone at once "
@@ -236,8 +194,7 @@ def blob_soft_delete(resources: Sequence[Resource], ctx: RuleContext) -> Iterato
             continue
         for key, what in (("deleteRetentionPolicy", "blob"), ("containerDeleteRetentionPolicy", "container")):
             if not any(mapping(s.inputs.get(key)).get("enabled") in (True, UNKNOWN) for s in mine):
-                yield Finding(
-                    SOFT_DELETE_RULE,
+                yield Report(
                     Level.ERROR,
                     account.urn,
                     f"storage account {name}: {key}.enabled must be true (got "

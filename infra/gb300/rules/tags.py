@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from gb300 import tags as gb300_tags
 from gb300.azure.inventory import Resource
-from gb300.findings import Finding, Level
-from gb300.rules.base import RuleContext, is_azure, short, tags_of
+from gb300.findings import Level, Report
+from gb300.rules.base import RuleContext, is_azure, resource_rule, short, tags_of
 
-# Tags gb300 sets itself on every resource; a missing one means a resource was declared outside the components.
-TOOLKIT_TAGS = frozenset({"gb300-cluster", "managed-by"})
+TOOLKIT_TAGS = gb300_tags.TOOLKIT
 
 
-def required_tags(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Finding]:
-    """Every taggable Azure resource carries the tags in gb300:policy.requiredTags (default owner, gb300-cluster)."""
+@resource_rule("required-tags")
+def required_tags(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
+    """Every taggable Azure resource carries the tags in gb300:policy.requiredTags (default: owner, the cluster's)."""
     wanted = list(dict.fromkeys(ctx.policy.required_tags))
     if not wanted:
         return
@@ -34,8 +35,7 @@ def required_tags(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[F
             if user
             else "Declare it through a gb300 component, which tags every child with the cluster's tags"
         )
-        yield Finding(
-            "required-tags",
+        yield Report(
             Level.WARNING,
             resource.urn,
             f"{resource.type.rsplit(':', 1)[-1]} {short(resource)}: must carry tag(s) {', '.join(wanted)} "

@@ -20,6 +20,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from gb300.errors import Gb300Error
 from gb300.node import templating
 
 FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "plugstack.conf")
@@ -34,8 +35,8 @@ SPARE_FRACTION = 0.10
 """Share of the GPU nodes added to MaxNodeCount for node records that outlive their VM (see default_spare_nodes)."""
 
 
-class SlurmConfigError(ValueError):
-    """A Slurm cluster description that cannot be rendered; the message names the field."""
+class SlurmConfigError(Gb300Error, ValueError):
+    """A Slurm cluster description (or a node's Slurm inputs) that cannot be rendered; the message names the field."""
 
 
 @dataclass(frozen=True)

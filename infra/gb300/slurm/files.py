@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from gb300.bootstrap.context import ExtraFile as NodeFile  # one file type for write_files
 from gb300.bootstrap.software import AptRepo
 from gb300.paths import CLOUD_INIT_DIR, PACKAGE_DIR
-from gb300.slurm.config import SlurmCluster, SlurmPool, render, render_accounting
+from gb300.slurm.config import SlurmCluster, SlurmConfigError, SlurmPool, render, render_accounting
 
 SCRIPT_DIR = CLOUD_INIT_DIR / "slurm"
 SBIN = "/usr/local/sbin"
@@ -73,7 +73,7 @@ class SlurmBootInputs:
     """
 
     head_hostname: str
-    keyvault_name: str | None = None  # None: the node reads its tag gb300-keyvault (the name is made at deploy)
+    keyvault_name: str | None = None  # None: the node reads its Key Vault tag (gb300.tags.KEYVAULT; made at deploy)
     munge_secret_name: str = "munge-key"  # noqa: S105 - the secret's name, not its value
     secret_wait_seconds: int = 0  # how long to retry 401/403/404 from Key Vault (0: one attempt)
     secret_retry_delay_seconds: int = 15
@@ -102,17 +102,19 @@ class SlurmBootInputs:
 
 
 def render_slurm_env(inputs: SlurmBootInputs) -> str:
-    """``/etc/gb300/slurm.env``: KEY='value' lines the Slurm steps source; raises ValueError when invalid."""
+    """``/etc/gb300/slurm.env``: KEY='value' lines the Slurm steps source; raises SlurmConfigError when invalid."""
     if inputs.keyvault_name is not None and not _VAULT.match(inputs.keyvault_name):
-        raise ValueError(f"'keyvault_name' must be a Key Vault name, 3-24 characters (got {inputs.keyvault_name!r})")
+        raise SlurmConfigError(
+            f"'keyvault_name' must be a Key Vault name, 3-24 characters (got {inputs.keyvault_name!r})"
+        )
     if inputs.block_size < 1:
-        raise ValueError(f"'block_size' must be at least 1 (got {inputs.block_size!r})")
+        raise SlurmConfigError(f"'block_size' must be at least 1 (got {inputs.block_size!r})")
     if inputs.pool is not None and not _POOL.match(inputs.pool):
-        raise ValueError(f"'pool' must be lowercase letters, digits or '_' (got {inputs.pool!r})")
+        raise SlurmConfigError(f"'pool' must be lowercase letters, digits or '_' (got {inputs.pool!r})")
     for name in _NODE_SHAPE[1:]:
         value = getattr(inputs, name)
         if value is not None and value < 1:
-            raise ValueError(f"'{name}' must be at least 1 (got {value!r})")
+            raise SlurmConfigError(f"'{name}' must be at least 1 (got {value!r})")
     debs = inputs.enroot_debs if inputs.install_enroot else None
     values = {
         "GB300_HEAD_HOSTNAME": inputs.head_hostname,
@@ -178,11 +180,11 @@ def head_files(cluster: SlurmCluster, inputs: SlurmBootInputs) -> tuple[NodeFile
     """Files for the head node: Slurm's configuration, boot inputs, the topology refresh and its generator.
 
     With accounting on, also slurmdbd.conf (0600; the step hands it to the slurm user), the MariaDB drop-in
-    and the slurmdbd unit drop-in. Raises ValueError when ``inputs.slurmdbd`` and the cluster's
+    and the slurmdbd unit drop-in. Raises SlurmConfigError when ``inputs.slurmdbd`` and the cluster's
     ``accounting_host`` disagree.
     """
     if inputs.slurmdbd != (cluster.accounting_host is not None):
-        raise ValueError(
+        raise SlurmConfigError(
             f"'slurmdbd' must be {cluster.accounting_host is not None} when the cluster's accounting_host is "
             f"{cluster.accounting_host!r} (got {inputs.slurmdbd!r}). Set both from gb300:head.slurmdbd."
         )
@@ -207,11 +209,11 @@ def gpu_files(inputs: SlurmBootInputs, health_env: str) -> tuple[NodeFile, ...]:
     """Files for a GPU node: boot inputs, health expectations, the health gate, IMEX hooks, fabric publisher.
 
     ``inputs`` must carry the node's pool and shape (``inputs.for_pool(pool)``): slurmd registers as a
-    dynamic node with them. Raises ValueError naming the first missing field.
+    dynamic node with them. Raises SlurmConfigError naming the first missing field.
     """
     missing = [name for name in _NODE_SHAPE if getattr(inputs, name) is None]
     if missing:
-        raise ValueError(
+        raise SlurmConfigError(
             f"'{missing[0]}' must be set for a GPU node (got None). Pass inputs.for_pool(<the node's SlurmPool>)."
         )
     envs = [

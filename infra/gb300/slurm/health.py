@@ -12,10 +12,10 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import yaml
-
+from gb300.errors import DataError
 from gb300.facts import catalog
-from gb300.paths import DATA_DIR
+from gb300.facts.loader import data
+from gb300.slurm.config import SlurmConfigError
 
 ImexMode = Literal["per-job", "static"]
 
@@ -91,9 +91,7 @@ class HealthSpec:
 
 @functools.cache
 def _data() -> dict[str, Any]:
-    with (DATA_DIR / "health.yaml").open(encoding="utf-8") as handle:
-        data: dict[str, Any] = yaml.safe_load(handle)
-    return data
+    return data("health.yaml")
 
 
 def _threshold(raw: dict[str, Any] | None) -> Threshold | None:
@@ -114,11 +112,11 @@ def _checks(raw: dict[str, Any]) -> tuple[CheckSpec, ...]:
     for name, entry in raw.items():
         check_class = entry["class"]
         if check_class not in ("hard", "soft"):
-            raise ValueError(f"health.yaml defaults.checks.{name}.class must be hard or soft (got {check_class!r})")
+            raise DataError(f"health.yaml defaults.checks.{name}.class must be hard or soft (got {check_class!r})")
         runs = tuple(entry["runs"])
         unknown = [mode for mode in runs if mode not in RUN_MODES]
         if unknown:
-            raise ValueError(f"health.yaml defaults.checks.{name}.runs: unknown run modes {unknown!r}")
+            raise DataError(f"health.yaml defaults.checks.{name}.runs: unknown run modes {unknown!r}")
         checks.append(CheckSpec(name, check_class, runs))
     return tuple(checks)
 
@@ -128,7 +126,7 @@ def _watches(raw: list[dict[str, Any]], checks: tuple[CheckSpec, ...]) -> tuple[
     watches = []
     for entry in raw:
         if entry["check"] not in known:
-            raise ValueError(f"health.yaml field watch {entry['check']!r} has no entry in defaults.checks")
+            raise DataError(f"health.yaml field watch {entry['check']!r} has no entry in defaults.checks")
         threshold = entry["threshold"]
         values = threshold if isinstance(threshold, list) else [threshold]
         watches.append(
@@ -208,7 +206,7 @@ def render_health_env(
     lustre module too.
     """
     if soft_failures_to_drain < 1:
-        raise ValueError(f"'soft_failures_to_drain' must be at least 1 (got {soft_failures_to_drain!r})")
+        raise SlurmConfigError(f"'soft_failures_to_drain' must be at least 1 (got {soft_failures_to_drain!r})")
     values: dict[str, str] = {
         "GB300_VM_SIZE": spec.vm_size,
         "GB300_EXPECTED_GPUS": str(spec.gpus),

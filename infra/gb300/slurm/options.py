@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gb300.bootstrap.resources import DATA_DIR, load_yaml_mapping
+from gb300.slurm.config import SlurmConfigError
 
 __all__ = ["OPTIONS_FILE", "ReleaseOptions", "load", "problems", "release_of"]
 
@@ -42,7 +43,7 @@ def release_of(version: str) -> str:
     """The release (``25.11``) of a Slurm package version (``25.11.5``, ``23.11.4-1.2ubuntu5``)."""
     match = _RELEASE.match(version)
     if match is None:
-        raise ValueError(f"'version' must start with a Slurm release such as 25.11 (got {version!r})")
+        raise SlurmConfigError(f"'version' must start with a Slurm release such as 25.11 (got {version!r})")
     return f"{match[1]}.{match[2]}"
 
 

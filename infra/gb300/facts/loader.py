@@ -1,0 +1,55 @@
+"""The one loader of gb300's facts: every YAML file gb300 ships is parsed here, and nowhere else.
+
+The data files under ``infra/gb300/data/`` (facts with a ``source:`` and a ``status:``) are read once per
+process (:func:`data`); role fragments, alert templates and test copies of data files are read by path
+(:func:`read_mapping`, :func:`read_yaml`). A file that is missing, is not YAML or has the wrong shape raises
+:class:`gb300.errors.DataError` naming it: a bug in gb300, never the user's input. The user's stack files have
+their own strict reader (:mod:`gb300.stack_yaml`).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gb300.errors import DataError
+from gb300.paths import DATA_DIR
+
+__all__ = ["DATA_DIR", "data", "read_mapping", "read_yaml"]
+
+
+# libyaml's parser with PyYAML's safe constructor and resolver (the values yaml.safe_load gives), several times
+# faster on the files every plan reads; the pure-Python loader where PyYAML was built without libyaml.
+_SAFE_LOADER: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def read_yaml(path: Path) -> Any:
+    """The document of a YAML file gb300 ships (any top level; an empty file is None)."""
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        msg = f"{path}: cannot be read as YAML ({exc})"
+        raise DataError(msg) from exc
+
+
+def read_mapping(path: Path) -> dict[str, Any]:
+    """A YAML file whose top level must be a mapping."""
+    loaded = read_yaml(path)
+    if not isinstance(loaded, dict):
+        msg = f"{path}: must hold a mapping at the top level (got {type(loaded).__name__})"
+        raise DataError(msg)
+    return loaded
+
+
+@functools.cache
+def _data(name: str) -> dict[str, Any]:
+    return read_mapping(DATA_DIR / name)
+
+
+def data(name: str) -> dict[str, Any]:
+    """``infra/gb300/data/<name>``, parsed once per process; each caller gets its own copy to read or change."""
+    return copy.deepcopy(_data(name))
