@@ -441,6 +441,10 @@ class Monitoring(pulumi.ComponentResource):
                 type_=ASSOCIATION,
             )
 
+    def scale_set_extensions(self, identity_id: pulumi.Input[str]) -> tuple[dict[str, Any], ...]:
+        """The VM extensions every scale set runs: the Azure Monitor Agent when logs are on."""
+        return (agent_extension(identity_id),) if self._args.logs else ()
+
     def attach_vm(
         self,
         vm_name: str,
