@@ -144,6 +144,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             alerts=mon.alerts.enabled,
             alert_emails=tuple(mon.alerts.emails),
             alert_webhooks=tuple(mon.alerts.webhooks),
+            bootstrap_alert_severity=mon.logs.bootstrap_alert.severity if mon.logs.bootstrap_alert.enabled else None,
             tags=tags,
         ),
     )
