@@ -63,13 +63,20 @@ class Step:
 
 @dataclass(frozen=True)
 class Files:
-    """Files a role carries: ``render`` gives their paths, contents and modes for a node context."""
+    """Files a role carries: ``render`` gives their paths, contents and modes for a node context.
+
+    Every file is in the role's node payload (docs/node-payload.md). ``inline`` files also travel in the custom
+    data, for what must be in place before the payload is fetched; ``first`` is a command among them that
+    ``runcmd`` runs before the fetch (self-contained: the step library is in the payload).
+    """
 
     name: str
     roles: tuple[str, ...]
     part: Part
     render: Callable[[BootstrapContext, Sequence[Step]], Iterable[NodeFile]]
     when: Condition | None = None
+    inline: bool = False
+    first: str | None = None
 
 
 def _lustre(cfg: StackConfig) -> bool:
@@ -232,7 +239,8 @@ def _slurm_gpu(ctx: BootstrapContext, _steps: Sequence[Step]) -> tuple[NodeFile,
 
 # Every file a node carries besides the step scripts themselves.
 FILES: tuple[Files, ...] = (
-    Files("imds guard", BOTH, "bootstrap", imds_guard.files),
+    # Inline and run before the payload is fetched: IMDS is closed before anything else runs (docs/security.md).
+    Files("imds guard", BOTH, "bootstrap", imds_guard.files, inline=True, first=imds_guard.GUARD),
     Files("step library", BOTH, "bootstrap", _repo(f"{LIB_DIR}/lib.sh", "lib/gb300-lib.sh")),
     Files("run-step", BOTH, "bootstrap", _repo(RUN_STEP, "lib/run-step", "0755")),
     Files("cluster.env", BOTH, "bootstrap", _template("/etc/gb300/cluster.env", "cluster.env.j2")),
@@ -317,6 +325,14 @@ def compact(content: str) -> str:
         return content
     note = "# Documented in the gb300 repository (cloud-init/); comments trimmed for custom data."
     return "\n".join([lines[0], note, *lines[end:]])
+
+
+def inline_for(ctx: BootstrapContext, steps: Sequence[Step]) -> tuple[list[NodeFile], list[str]]:
+    """The files ``ctx``'s role carries in its custom data as well as its payload, and the commands ``runcmd``
+    runs before fetching the payload, in registry order; shell scripts compacted."""
+    entries = [e for e in FILES if (e.inline or e.first) and _wanted(e.roles, e.part, e.when, ctx)]
+    files = [NodeFile(f.path, compact(f.content), f.permissions) for e in entries for f in e.render(ctx, steps)]
+    return files, [e.first for e in entries if e.first]
 
 
 def files_for(ctx: BootstrapContext, steps: Sequence[Step]) -> list[NodeFile]:
