@@ -61,13 +61,22 @@ def reference_raw() -> dict[str, Any]:
 
 def large_raw(racks: int = LARGE_RACKS) -> dict[str, Any]:
     """The reference stack with ``racks`` racks in its pool and the smallest address space whose subnets fit."""
-    from gb300 import config, program  # noqa: PLC0415
+    from gb300 import config  # noqa: PLC0415
+    from gb300.components import network  # noqa: PLC0415
 
     raw = copy.deepcopy(reference_raw())
     raw["gpuPools"][0]["racks"] = racks
     for prefix in (16, 15, 14, 13):
         raw["network"] = {**raw.get("network", {}), "addressSpace": f"10.40.0.0/{prefix}"}
-        plans = program.subnet_plan(config.parse(raw))
+        cfg = config.parse(raw)
+        lustre = cfg.storage.lustre
+        plans = network.plan_subnets(
+            cfg.network.address_space,
+            gpu_vms=sum(p.vms for p in cfg.gpu_pools),
+            bastion=cfg.network.bastion,
+            storage_prefix=lustre.subnet_prefix if lustre is not None else None,
+            gpu_prefix=cfg.network.gpu_subnet_prefix_length,
+        )
         if all(p.fits for p in plans):
             gpu = next(p for p in plans if p.role == "gpu")
             assert gpu.size - 5 >= gpu.needed, gpu  # noqa: S101 - a broken stack would make the numbers meaningless

@@ -474,21 +474,45 @@ def nvidia_ctk(args: list[str], state: dict) -> int:
 
 
 def logger(args: list[str], state: dict) -> int:
-    tag, echo, message = "logger", False, []
+    """journal.log gets `<tag>: <line>`; syslog.jsonl gets tag, priority (logger's default user.notice) and line,
+    what rsyslog hands the Azure Monitor Agent."""
+    tag, echo, priority, message = "logger", False, "user.notice", []
     it = iter(args)
     for arg in it:
         if arg == "-t":
             tag = next(it)
+        elif arg == "-p":
+            priority = next(it)
         elif arg == "-s":
             echo = True
-        else:
+        elif arg != "--":
             message.append(arg)
     lines = [" ".join(message)] if message else sys.stdin.read().splitlines()
-    with (SANDBOX / "journal.log").open("a") as fh:
+    with (SANDBOX / "journal.log").open("a") as fh, (SANDBOX / "syslog.jsonl").open("a") as syslog:
         for line in lines:
             fh.write(f"{tag}: {line}\n")
+            syslog.write(json.dumps({"tag": tag, "priority": priority, "message": line}) + "\n")
             if echo:
                 sys.stderr.write(f"<{tag}> {line}\n")
+    return 0
+
+
+def systemd_run(args: list[str], state: dict) -> int:
+    """A transient timer: recorded in state["transient"] (unit -> when and what), never run by itself."""
+    first = next(i for i, a in enumerate(args) if not a.startswith("--"))  # options, then the command and its args
+    options = dict(a.split("=", 1) for a in args[:first])
+    command = args[first:]
+    unit = options["--unit"]
+    transient = state.setdefault("transient", {})
+    if unit in transient:
+        sys.stderr.write(f"Failed to start transient timer unit: Unit {unit}.timer was already loaded\n")
+        return 1
+    transient[unit] = {
+        "on_active": options.get("--on-active"),
+        "on_unit_active": options.get("--on-unit-active"),
+        "command": command,
+    }
+    save(state)
     return 0
 
 
@@ -570,6 +594,7 @@ MUTATING = {
     "make": make,
     "chown": lambda a, s: 0,
     "docker": docker,
+    "systemd-run": systemd_run,
 }
 # These mutate only for some verbs; the others are reads.
 MIXED = {
