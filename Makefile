@@ -31,8 +31,11 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
+# The baseline the benchmark measures beside this checkout: main before issue 20 (bench/RESULTS.md).
+BENCH_BASELINE ?= adc3c9c
+
 bench: $(STAMP)
-	$(BIN)/python bench/plan_bench.py
+	$(BIN)/python bench/plan_bench.py --baseline-ref $(BENCH_BASELINE)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,10 +1,15 @@
-"""Plan cost at 4,608 and 100,008 GPUs against the Pulumi SDK's own floor; bootstrap time; custom data headroom.
+"""Plan cost, Pulumi state and custom data at 64 and 1,388 racks, against the Pulumi SDK's own floor and a baseline.
 
-Run ``make bench`` (or ``.venv/bin/python bench/plan_bench.py [--json FILE] [--repeat N]``). Not part of the test
-suite. Every measurement runs in a fresh interpreter (see ``workloads.py``); the runs of one scale are interleaved
-(toolkit, typed floor, raw floor, in a rotating order) so that load from other processes hits all of them alike.
-Claims are ratios of medians: overhead = toolkit / floor, growth = per-resource time at 1,389 racks / at 64 racks.
+Run ``make bench`` (or ``.venv/bin/python bench/plan_bench.py [--json FILE] [--repeat N] [--baseline-ref REF]``).
+Not part of the test suite (a test runs it once on two racks, never for time). Every measurement runs in a fresh
+interpreter (see ``workloads.py``); the runs of one scale are interleaved in a rotating order so that load from
+other processes hits all of them alike. Claims are ratios of medians: overhead = toolkit CPU / raw SDK floor CPU.
 Peak memory is each child's ``getrusage(RUSAGE_SELF).ru_maxrss`` (the whole interpreter, SDK included).
+
+With ``--baseline-ref REF`` (``make bench`` passes the commit in ``bench/RESULTS.md``) the same children also run
+the toolkit and the raw floor of that commit (``git archive`` into a temporary directory, first on
+``PYTHONPATH``), interleaved with this checkout's, so every number is printed next to the baseline's from the same
+time window. State bytes come from the plans' inputs (``state_size.py``).
 """
 
 from __future__ import annotations
@@ -28,10 +33,20 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 sys.path.insert(0, str(BENCH_DIR))
 
-MODES = ("toolkit", "floor-typed", "floor-raw")
-LARGE_RACKS = 1388  # 1,388 x 72 = 99,936 GPUs: the size page's "up to 100,000 GPUs" on one fabric
+import state_size  # noqa: E402 - after the bench directory is on the path
+
+MODES = ("toolkit", "floor-raw", "floor-typed")
+BASE = "base-"  # prefix of a baseline mode: the same measurement on the baseline commit's code
+REFERENCE_RACKS = 64
+LARGE_RACKS = 1388  # 1,388 x 72 = 99,936 GPUs: the most one InfiniBand fabric reaches (the size page)
 CUSTOM_DATA_LIMIT = 65536  # bytes of base64 Azure accepts (azure-compute-docs articles/virtual-machines/custom-data.md)
-TARGETS = {"overhead": 1.25, "growth": 1.25, "peak_mib_100k": 2048, "reference_wall_s": 10.0}
+TARGETS = {
+    "overhead": 1.25,  # toolkit CPU / raw SDK floor CPU at 1,388 racks
+    "peak_mib_large": 400,  # plan peak RSS at 1,388 racks
+    "state_bytes_per_rack": 8192,  # inputs per rack in the state
+    "custom_data_bytes": 8192,  # per role
+    "reference_wall_s": 10.0,
+}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -46,13 +61,22 @@ def reference_raw() -> dict[str, Any]:
 
 def large_raw(racks: int = LARGE_RACKS) -> dict[str, Any]:
     """The reference stack with ``racks`` racks in its pool and the smallest address space whose subnets fit."""
-    from gb300 import config, program  # noqa: PLC0415
+    from gb300 import config  # noqa: PLC0415
+    from gb300.components import network  # noqa: PLC0415
 
     raw = copy.deepcopy(reference_raw())
     raw["gpuPools"][0]["racks"] = racks
     for prefix in (16, 15, 14, 13):
         raw["network"] = {**raw.get("network", {}), "addressSpace": f"10.40.0.0/{prefix}"}
-        plans = program.subnet_plan(config.parse(raw))
+        cfg = config.parse(raw)
+        lustre = cfg.storage.lustre
+        plans = network.plan_subnets(
+            cfg.network.address_space,
+            gpu_vms=sum(p.vms for p in cfg.gpu_pools),
+            bastion=cfg.network.bastion,
+            storage_prefix=lustre.subnet_prefix if lustre is not None else None,
+            gpu_prefix=cfg.network.gpu_subnet_prefix_length,
+        )
         if all(p.fits for p in plans):
             gpu = next(p for p in plans if p.role == "gpu")
             assert gpu.size - 5 >= gpu.needed, gpu  # noqa: S101 - a broken stack would make the numbers meaningless
@@ -65,18 +89,51 @@ def write_stack(raw: dict[str, Any], path: Path) -> Path:
     return path
 
 
+def baseline_tree(ref: str, into: Path) -> Path | None:
+    """The files of commit ``ref`` under ``into`` (``git archive``; its ``infra`` goes first on ``PYTHONPATH``), or
+    None when this checkout lacks the commit (a shallow clone): then only this checkout is measured."""
+    archive = subprocess.run(["git", "archive", ref], cwd=REPO, capture_output=True, check=False)
+    if archive.returncode != 0:
+        reason = archive.stderr.decode(errors="replace").strip().splitlines()
+        print(
+            f"baseline {ref} not measured ({reason[-1] if reason else 'git archive failed'}); "
+            "compare with bench/RESULTS.md",
+            file=sys.stderr,
+        )
+        return None
+    into.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Children.
 
 
-def child(mode: str, stack: str, stack_file: Path, plan: Path, *, write_plan: bool) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__)), "--child", mode, "--stack", stack, "--stack-file", str(stack_file)]
-    cmd += ["--plan", str(plan)] + (["--write-plan"] if write_plan else [])
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=REPO)
-    if proc.returncode != 0:
-        raise SystemExit(f"{mode} {stack} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
+class Runner:
+    """Starts the children of one bench run: this checkout's modes, and the baseline's with its tree on the path."""
+
+    def __init__(self, tmp: Path, baseline: Path | None) -> None:
+        self.tmp = tmp
+        self.baseline = baseline
+
+    def plan_file(self, stack: str, mode: str) -> Path:
+        return self.tmp / f"{stack}{'.base' if mode.startswith(BASE) else ''}.plan.json"
+
+    def child(self, mode: str, stack: str, stack_file: Path, *, write_plan: bool) -> dict[str, Any]:
+        own = mode.removeprefix(BASE)
+        plan = self.plan_file(stack, mode)
+        cmd = [sys.executable, str(Path(__file__)), "--child", own, "--stack", stack, "--stack-file", str(stack_file)]
+        cmd += ["--plan", str(plan)] + (["--write-plan"] if write_plan else [])
+        env = dict(os.environ)
+        if mode.startswith(BASE):
+            assert self.baseline is not None  # noqa: S101 - base modes exist only with a baseline tree
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.baseline / "infra"), env.get("PYTHONPATH")]))
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=REPO, env=env)
+        if proc.returncode != 0:
+            raise SystemExit(f"{mode} {stack} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        return result
 
 
 def run_child(args: argparse.Namespace) -> None:
@@ -93,21 +150,26 @@ def run_child(args: argparse.Namespace) -> None:
 # Measuring and judging.
 
 
-def measure(stack: str, raw: dict[str, Any], repeat: int, tmp: Path) -> dict[str, Any]:
-    stack_file = write_stack(raw, tmp / f"Pulumi.{stack}.yaml")
-    plan = tmp / f"{stack}.plan.json"
-    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
+def measure(stack: str, raw: dict[str, Any], modes: list[str], repeat: int, runner: Runner) -> dict[str, Any]:
+    stack_file = write_stack(raw, runner.tmp / f"Pulumi.{stack}.yaml")
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    # The toolkits run first in the first round: they write the plans their floors re-register.
+    first = [m for m in modes if m.removeprefix(BASE) == "toolkit"] + [m for m in modes if "floor" in m]
     for rep in range(repeat):
-        order = MODES[rep % 3 :] + MODES[: rep % 3]
+        order = first if rep == 0 else first[rep % len(first) :] + first[: rep % len(first)]
         for mode in order:
-            result = child(mode, stack, stack_file, plan, write_plan=rep == 0)
+            result = runner.child(mode, stack, stack_file, write_plan=rep == 0 and mode.endswith("toolkit"))
             runs[mode].append(result)
             print(
-                f"  {stack:<10} {mode:<12} run {rep + 1}/{repeat}: {result['wall_s']:7.2f} s wall "
+                f"  {stack:<10} {mode:<17} run {rep + 1}/{repeat}: {result['wall_s']:7.2f} s wall "
                 f"{result['cpu_s']:7.2f} s CPU {result['peak_rss_mib']:7.0f} MiB",
                 file=sys.stderr,
             )
-    return summarise_scale(runs)
+    out = summarise_scale(runs)
+    out["state"] = state_size.of_plan(runner.plan_file(stack, "toolkit"))
+    if any(m.startswith(BASE) for m in modes):
+        out["baseState"] = state_size.of_plan(runner.plan_file(stack, BASE + "toolkit"))
+    return out
 
 
 def _median(runs: list[dict[str, Any]], key: str) -> float:
@@ -118,11 +180,13 @@ def summarise_scale(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     tk = runs["toolkit"]
     out: dict[str, Any] = {"resources": tk[0]["resources"], "gpus": tk[0]["gpus"], "racks": tk[0]["racks"]}
     for mode, rs in runs.items():
+        own_toolkit = runs[BASE + "toolkit" if mode.startswith(BASE) else "toolkit"]
         phases = {
             phase: {clock: statistics.median(r["phases"][phase][clock] for r in rs) for clock in ("wall_s", "cpu_s")}
             for phase in rs[0]["phases"]
         }
         out[mode] = {
+            "resources": rs[0]["resources"],
             "wall_s": _median(rs, "wall_s"),
             "wall_min_s": min(r["wall_s"] for r in rs),
             "cpu_s": _median(rs, "cpu_s"),
@@ -130,38 +194,36 @@ def summarise_scale(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "peak_rss_mib": max(r["peak_rss_mib"] for r in rs),
             "loadavg_1m": _median(rs, "loadavg_1m"),
             "phases": phases,
-            "same_resources_as_plan": all(r["digest"] == tk[0]["digest"] for r in rs),
+            "same_resources_as_plan": all(r["digest"] == own_toolkit[0]["digest"] for r in rs),
         }
-    for floor in ("floor-typed", "floor-raw"):
-        # Paired ratios (run i of the toolkit over run i of the floor), then their median: robust to drifting load.
-        for clock in ("wall_s", "cpu_s"):
-            pairs = [t[clock] / f[clock] for t, f in zip(tk, runs[floor], strict=True)]
-            out[f"overhead_vs_{floor}_{clock[:-2]}"] = statistics.median(pairs)
+    for prefix in ("", BASE):
+        toolkit = runs.get(prefix + "toolkit")
+        for floor in ("floor-typed", "floor-raw"):
+            if toolkit is None or prefix + floor not in runs:
+                continue
+            # Paired ratios (run i of the toolkit over run i of the floor), then their median: robust to drifting load.
+            for clock in ("wall_s", "cpu_s"):
+                pairs = [t[clock] / f[clock] for t, f in zip(toolkit, runs[prefix + floor], strict=True)]
+                out[f"{prefix}overhead_vs_{floor}_{clock[:-2]}"] = statistics.median(pairs)
     out["customDataBytes"] = tk[0]["customDataBytes"]
+    if BASE + "toolkit" in runs:
+        out["baseCustomDataBytes"] = runs[BASE + "toolkit"][0]["customDataBytes"]
     out["findings"] = tk[0]["findings"]
     out["runs"] = runs
     return out
 
 
-def growth(small: dict[str, Any], large: dict[str, Any]) -> dict[str, float]:
-    """Per-resource time at the large scale over per-resource time at the small scale, per mode and clock.
-
-    ``*_register_cpu`` counts only the registration phase (no imports, which are paid once): the linearity test.
-    """
+def growth(small: dict[str, Any], large: dict[str, Any], modes: list[str]) -> dict[str, float]:
+    """Per-resource time at the large scale over per-resource time at the small scale, per mode and clock, and
+    the marginal CPU per added resource (fixed costs such as imports drop out)."""
     out = {}
-    for mode in MODES:
+    for mode in modes:
         for clock in ("wall_s", "cpu_s", "register_cpu_s"):
-            per_small = small[mode][clock] / small["resources"]
-            per_large = large[mode][clock] / large["resources"]
+            per_small = small[mode][clock] / small[mode]["resources"]
+            per_large = large[mode][clock] / large[mode]["resources"]
             out[f"{mode}_{clock[:-2]}"] = per_large / per_small
-    # Marginal overhead: CPU per added resource, toolkit over floor; fixed costs (imports, network) drop out.
-    added = large["resources"] - small["resources"]
-    for floor in ("floor-typed", "floor-raw"):
-        tk = (large["toolkit"]["cpu_s"] - small["toolkit"]["cpu_s"]) / added
-        fl = (large[floor]["cpu_s"] - small[floor]["cpu_s"]) / added
-        out[f"marginal_overhead_vs_{floor}_cpu"] = tk / fl
-        out[f"marginal_ms_per_resource_{floor}"] = 1000 * fl
-    out["marginal_ms_per_resource_toolkit"] = 1000 * (large["toolkit"]["cpu_s"] - small["toolkit"]["cpu_s"]) / added
+        added = large[mode]["resources"] - small[mode]["resources"]
+        out[f"{mode}_marginal_ms_per_resource"] = 1000 * (large[mode]["cpu_s"] - small[mode]["cpu_s"]) / added
     return out
 
 
@@ -187,6 +249,7 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "commit": commit + ("+dirty" if dirty else ""),
+        "loadavg": [round(x, 1) for x in os.getloadavg()],
         "packages": versions,
     }
 
@@ -198,38 +261,38 @@ def headroom(sizes: dict[str, int]) -> dict[str, dict[str, Any]]:
     }
 
 
+def _verdict(value: float, target: str, met: bool) -> dict[str, Any]:
+    return {"value": value, "target": target, "met": met}
+
+
 def verdicts(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     scales = report["scales"]
     out: dict[str, dict[str, Any]] = {}
     limit = TARGETS["overhead"]
     for name, sc in scales.items():
-        for floor in ("floor-typed", "floor-raw"):
-            value = sc[f"overhead_vs_{floor}_cpu"]
-            target = f"toolkit CPU <= {limit}x the {floor.removeprefix('floor-')} SDK floor"
-            out[f"overhead-{name}-{floor.removeprefix('floor-')}"] = {"value": value, "target": target}
-            out[f"overhead-{name}-{floor.removeprefix('floor-')}"]["met"] = value <= limit
-    if "growth" in report:
-        value = report["growth"]["toolkit_register_cpu"]
-        target = f"registration CPU per resource, 1,389 vs 64 racks, <= {TARGETS['growth']}x"
-        out["linear"] = {"value": value, "target": target, "met": value <= TARGETS["growth"]}
-    if "100k" in scales:
-        value = scales["100k"]["toolkit"]["peak_rss_mib"]
-        limit = TARGETS["peak_mib_100k"]
-        out["memory-100k"] = {"value": value, "target": f"peak RSS < {limit} MiB", "met": value < limit}
+        if "overhead_vs_floor-raw_cpu" in sc:
+            value = sc["overhead_vs_floor-raw_cpu"]
+            out[f"overhead-{name}-raw"] = _verdict(value, f"toolkit CPU <= {limit}x the raw SDK floor", value <= limit)
+    if "large" in scales:
+        value = scales["large"]["toolkit"]["peak_rss_mib"]
+        limit = TARGETS["peak_mib_large"]
+        out["memory-large"] = _verdict(value, f"peak RSS <= {limit} MiB", value <= limit)
+    if "perRack" in report:
+        value = report["perRack"]["bytes"]
+        limit = TARGETS["state_bytes_per_rack"]
+        out["state-per-rack"] = _verdict(value, f"state inputs per rack <= {limit:,} bytes", value <= limit)
+    for role, h in report["customData"].items():
+        limit = TARGETS["custom_data_bytes"]
+        out[f"custom-data-{role}"] = _verdict(h["bytes"], f"<= {limit:,} bytes", h["bytes"] <= limit)
     if "reference" in scales:
-        ref = scales["reference"]["toolkit"]
+        best = scales["reference"]["toolkit"]["wall_min_s"]
         limit = TARGETS["reference_wall_s"]
         # The best wall time of the interleaved runs is the one least slowed by other processes on the machine.
-        out["reference-time"] = {
-            "value": ref["wall_min_s"],
-            "target": f"best wall < {limit} s",
-            "met": ref["wall_min_s"] < limit,
-        }
+        out["reference-time"] = _verdict(best, f"best wall < {limit} s", best < limit)
     boot = report.get("bootstrap", {})
     if "met" in boot:
         value = max(boot["fast_path_own_cpu_s"], boot["rerun_own_cpu_s"])
-        out["bootstrap-own-work"] = {"value": value, "target": boot["target"] + " (CPU, stand-ins excluded)"}
-        out["bootstrap-own-work"]["met"] = boot["met"]
+        out["bootstrap-own-work"] = _verdict(value, boot["target"] + " (CPU, stand-ins excluded)", boot["met"])
     return out
 
 
@@ -237,46 +300,76 @@ def verdicts(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # Output.
 
 
+def _pair(now: float, base: float | None, fmt: str) -> str:
+    """``now`` next to the baseline's value and their ratio: ``12.3 (base 20.1, 0.61x)``."""
+    if base is None:
+        return format(now, fmt)
+    ratio = f"{now / base:.2f}x" if base else "-"
+    return f"{format(now, fmt)} (base {format(base, fmt)}, {ratio})"
+
+
 def table(report: dict[str, Any]) -> str:
     m = report["machine"]
+    base_ref = report.get("baselineRef")
     lines = [
-        f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Python {m['python']}; commit {m['commit']}",
-        f"pulumi {m['packages']['pulumi']}, pulumi-azure-native {m['packages']['pulumi-azure-native']}",
+        f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Python {m['python']}; commit {m['commit']}"
+        + (f"; baseline {base_ref}" if base_ref else ""),
+        f"pulumi {m['packages']['pulumi']}, pulumi-azure-native {m['packages']['pulumi-azure-native']}; "
+        f"load average at start {m['loadavg']}",
+        f"{report['repeat']} interleaved runs per mode; medians of CPU seconds, the highest peak RSS"
+        + ("; (base X, r) = the baseline's value and now/baseline, measured in the same window" if base_ref else ""),
         "",
-        f"{'scale':<10} {'resources':>9} {'mode':<12} {'wall s':>8} {'best':>7} {'CPU s':>8} {'reg. CPU':>8} "
-        f"{'peak MiB':>9} {'load':>5}  same resources",
     ]
     for name, sc in report["scales"].items():
+        has_base = BASE + "toolkit" in sc
+        lines.append(f"{name}: {sc['racks']:,} racks, {sc['gpus']:,} GPUs")
         for mode in MODES:
-            r = sc[mode]
+            if mode not in sc:
+                continue
+            r, b = sc[mode], sc.get(BASE + mode)
             lines.append(
-                f"{name:<10} {sc['resources']:>9,} {mode:<12} {r['wall_s']:>8.2f} {r['wall_min_s']:>7.2f} "
-                f"{r['cpu_s']:>8.2f} {r['register_cpu_s']:>8.2f} {r['peak_rss_mib']:>9.0f} {r['loadavg_1m']:>5.1f}  "
-                f"{'yes' if r['same_resources_as_plan'] else 'NO'}"
+                f"  {mode:<12} resources {_pair(r['resources'], b and b['resources'], ',d')}; "
+                f"CPU s {_pair(r['cpu_s'], b and b['cpu_s'], '.2f')}; "
+                f"peak MiB {_pair(r['peak_rss_mib'], b and b['peak_rss_mib'], '.0f')}; "
+                f"same resources {'yes' if r['same_resources_as_plan'] else 'NO'}"
             )
+        if "overhead_vs_floor-raw_cpu" in sc:
+            base = sc.get("base-overhead_vs_floor-raw_cpu") if has_base else None
+            lines.append(f"  toolkit / raw SDK floor (CPU): {_pair(sc['overhead_vs_floor-raw_cpu'], base, '.2f')}")
+        st, bst = sc["state"], sc.get("baseState")
         lines.append(
-            f"{'':<10} overhead toolkit/typed floor {sc['overhead_vs_floor-typed_cpu']:.2f}x CPU "
-            f"({sc['overhead_vs_floor-typed_wall']:.2f}x wall); toolkit/raw floor "
-            f"{sc['overhead_vs_floor-raw_cpu']:.2f}x CPU ({sc['overhead_vs_floor-raw_wall']:.2f}x wall)"
+            f"  state inputs: {_pair(st['inputBytes'], bst and bst['inputBytes'], ',d')} bytes; "
+            f"one rack's scale set {_pair(st['rackScaleSetBytes'], bst and bst['rackScaleSetBytes'], ',d')} bytes"
         )
+    if "perRack" in report:
+        pr, bpr = report["perRack"], report.get("basePerRack")
+        lines.append("")
+        lines.append(
+            f"state per rack ({report['perRackSpan']}): {_pair(pr['bytes'], bpr and bpr['bytes'], ',.0f')} bytes, "
+            f"{_pair(pr['resources'], bpr and bpr['resources'], '.0f')} resources"
+        )
+        for t in sorted(set(pr["byType"]) | set((bpr or {}).get("byType", {}))):
+            row = pr["byType"].get(t, {"count": 0, "bytes": 0})
+            brow = (bpr or {}).get("byType", {}).get(t) if bpr else None
+            lines.append(
+                f"  {t:<52} {row['count']:.0f} x, {row['bytes']:>9,.0f} bytes"
+                + (f"   (base {brow['count']:.0f} x, {brow['bytes']:,.0f} bytes)" if brow else "")
+            )
+        keys = report["scales"][next(iter(report["scales"]))]["state"]["rackScaleSetKeys"]
+        lines.append("  one rack scale set's inputs by key: " + ", ".join(f"{k} {v:,}" for k, v in keys.items()))
     if "growth" in report:
         g = report["growth"]
-        lines.append("growth of per-resource time, 64 -> 1,389 racks (registration CPU / total CPU / wall):")
-        lines += [
-            f"  {mode:<12} {g[f'{mode}_register_cpu']:.2f}x / {g[f'{mode}_cpu']:.2f}x / {g[f'{mode}_wall']:.2f}x"
-            for mode in MODES
-        ]
+        lines.append("")
         lines.append(
-            f"marginal CPU per added resource: toolkit {g['marginal_ms_per_resource_toolkit']:.1f} ms, "
-            f"typed floor {g['marginal_ms_per_resource_floor-typed']:.1f} ms, "
-            f"raw floor {g['marginal_ms_per_resource_floor-raw']:.1f} ms "
-            f"(toolkit/raw {g['marginal_overhead_vs_floor-raw_cpu']:.2f}x)"
+            "marginal CPU per added resource: "
+            + ", ".join(f"{mode} {g[f'{mode}_marginal_ms_per_resource']:.2f} ms" for mode in report["modes"])
         )
     lines += ["", "custom data (base64 of gzip, as Azure receives it) against 65,536 bytes; without gzip in brackets"]
+    base_cd = report.get("baseCustomData", {})
     for role, h in report["customData"].items():
         lines.append(
-            f"  {role:<12} {h['bytes']:>7,} bytes, {h['headroom_bytes']:>7,} left ({h['used_pct']:.1f}% used) "
-            f"[{h.get('uncompressed_base64_bytes', 0):,}]"
+            f"  {role:<12} {_pair(h['bytes'], base_cd.get(role), ',d')} bytes, {h['headroom_bytes']:,} left "
+            f"({h['used_pct']:.1f}% used) [{h.get('uncompressed_base64_bytes', 0):,}]"
         )
     b = report["bootstrap"]
     lines += ["", f"bootstrap: {b['status']}"]
@@ -285,15 +378,21 @@ def table(report: dict[str, Any]) -> str:
             lines.append(f"  {key}: {value}")
     lines += ["", "targets"]
     for name, v in report["verdicts"].items():
-        lines.append(f"  {'MET ' if v['met'] else 'MISS'} {name:<26} {v['value']:8.2f}  ({v['target']})")
+        lines.append(f"  {'MET ' if v['met'] else 'MISS'} {name:<26} {v['value']:10,.2f}  ({v['target']})")
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear script
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results here")
     p.add_argument("--repeat", type=int, default=3, help="interleaved runs per mode and scale (default 3)")
-    p.add_argument("--scales", default="reference,100k", help="comma-separated: reference, 100k (default both)")
+    p.add_argument(
+        "--scales", default="reference,large", help="comma-separated: reference, large (or 100k) (default both)"
+    )
+    p.add_argument("--large-racks", type=int, default=LARGE_RACKS, help=f"racks of the large scale ({LARGE_RACKS})")
+    p.add_argument("--small-racks", type=int, help="racks of the reference scale (default: the reference stack's)")
+    p.add_argument("--modes", default="toolkit,floor-raw", help="comma-separated among " + ", ".join(MODES))
+    p.add_argument("--baseline-ref", metavar="REF", help="also measure this commit's toolkit and raw floor")
     p.add_argument("--skip-bootstrap", action="store_true", help="do not time the node bootstrap in the sandbox")
     p.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     p.add_argument("--stack", help=argparse.SUPPRESS)
@@ -307,24 +406,47 @@ def main(argv: list[str] | None = None) -> int:
 
     import bootstrap_bench  # noqa: PLC0415
 
-    builders = {"reference": reference_raw, "100k": large_raw}
-    names = [s.strip() for s in args.scales.split(",") if s.strip()]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if "toolkit" not in modes or not set(modes) <= set(MODES):
+        p.error(f"--modes must include toolkit and name only {', '.join(MODES)}")
+    builders = {
+        "reference": (lambda: large_raw(args.small_racks)) if args.small_racks else reference_raw,
+        "large": lambda: large_raw(args.large_racks),
+    }
+    names = [{"100k": "large"}.get(s.strip(), s.strip()) for s in args.scales.split(",") if s.strip()]
+    if not set(names) <= set(builders):
+        p.error("--scales names only reference and large")
     report: dict[str, Any] = {"machine": machine(), "repeat": args.repeat, "targets": TARGETS, "scales": {}}
-    with tempfile.TemporaryDirectory(prefix="gb300-bench-") as tmp:
+    report["modes"] = modes
+    with tempfile.TemporaryDirectory(prefix="gb300-bench-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        baseline = baseline_tree(args.baseline_ref, tmp / "baseline") if args.baseline_ref else None
+        modes_run = modes
+        if baseline is not None:
+            report["baselineRef"] = args.baseline_ref
+            modes_run = modes + [BASE + m for m in modes if m != "floor-typed"]
+        runner = Runner(tmp, baseline)
         for name in names:
             print(f"measuring {name}...", file=sys.stderr)
-            report["scales"][name] = measure(name, builders[name](), args.repeat, Path(tmp))
+            report["scales"][name] = measure(name, builders[name](), modes_run, args.repeat, runner)
         first = report["scales"][names[0]]
         report["customData"] = headroom(first["customDataBytes"])
-        uncompressed = bootstrap_bench.uncompressed_sizes(Path(tmp) / f"{names[0]}.plan.json")
+        report["baseCustomData"] = first.get("baseCustomDataBytes", {})
+        uncompressed = bootstrap_bench.uncompressed_sizes(runner.plan_file(names[0], "toolkit"))
         for role, size in uncompressed.items():
             report["customData"].setdefault(role, {})["uncompressed_base64_bytes"] = size
-        if {"reference", "100k"} <= set(report["scales"]):
-            report["growth"] = growth(report["scales"]["reference"], report["scales"]["100k"])
+        if {"reference", "large"} <= set(report["scales"]):
+            small, large = report["scales"]["reference"], report["scales"]["large"]
+            report["growth"] = growth(small, large, [m for m in modes_run if m in small and m in large])
+            racks = (small["racks"], large["racks"])
+            report["perRackSpan"] = f"{racks[0]:,} -> {racks[1]:,} racks"
+            report["perRack"] = state_size.per_rack(small["state"], large["state"], *racks)
+            if "baseState" in small:
+                report["basePerRack"] = state_size.per_rack(small["baseState"], large["baseState"], *racks)
         if args.skip_bootstrap:
             report["bootstrap"] = {"status": "skipped (--skip-bootstrap)"}
         else:
-            report["bootstrap"] = bootstrap_bench.measure(REPO, Path(tmp) / f"{names[0]}.plan.json", Path(tmp))
+            report["bootstrap"] = bootstrap_bench.measure(REPO, runner.plan_file(names[0], "toolkit"), tmp)
     report["verdicts"] = verdicts(report)
     print(table(report))
     if args.json:

@@ -19,10 +19,11 @@ The inputs (and the outputs, which repeat them and add ``id``) are::
     location, zones, sku, identity, placement, properties, tags    (the ARM body, camelCase, as Azure receives it)
 
 The provider is pickled by reference (this module is importable from the installed ``gb300`` package), so the
-``__provider`` input each resource carries is a few hundred bytes and does not change between runs.
-Because the pickle names this module, it stays at ``gb300.compute_resource`` (at the package root, not in
-:mod:`gb300.azure` with its readers): moving or renaming it would change the ``__provider`` input of every
-deployed rack scale set and interconnect block, and ``pulumi up`` would show them all as changed.
+``__provider`` input each resource carries is about a hundred bytes and does not change between runs; it is
+pickled once per process (:func:`serialized_provider`). Because the pickle names this module, it stays at
+``gb300.compute_resource`` (at the package root, not in :mod:`gb300.azure` with its readers): moving or renaming it
+would change the ``__provider`` input of every deployed rack scale set and interconnect block, and ``pulumi up``
+would show them all as changed.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ import pulumi.dynamic
 # pulumi.dynamic's serialize_provider (pulumi 3.x, dynamic.py) wraps ``pickle._Pickler._batch_setitems`` in a new
 # sorting wrapper on every call and never restores it: each dynamic resource adds one stack frame to every later
 # pickle, and a process that registers a few thousand of them (a 1,389-rack pool, or a test session planning the
-# reference stack many times) ends in RecursionError. Each ComputeResource puts the original back first, so the
-# SDK wraps it exactly once per resource.
+# reference stack many times) ends in RecursionError. :func:`serialized_provider` calls it once per process and
+# puts the original back before and after.
 _PICKLER_BATCH_SETITEMS = pickle._Pickler._batch_setitems  # type: ignore[attr-defined]
 
 MARKER = "gb300Kind"
@@ -230,6 +231,23 @@ class ComputeProvider(pulumi.dynamic.ResourceProvider):
 
 
 _PROVIDER = ComputeProvider()
+_SERIALIZED: list[str] = []  # the provider as pulumi.dynamic pickles it, computed once per process
+
+
+def serialized_provider() -> str:
+    """The ``__provider`` input every resource carries: ``pulumi.dynamic.serialize_provider(_PROVIDER)``, once.
+
+    The SDK pickles the provider again for every dynamic resource (dill, about a millisecond each); the provider
+    captures nothing that differs between resources (no client factory, no secret), so every pickle is the same
+    string. One shared string also keeps a 1,388-rack plan from holding 1,388 equal copies.
+    """
+    if not _SERIALIZED:
+        pickle._Pickler._batch_setitems = _PICKLER_BATCH_SETITEMS  # type: ignore[attr-defined]
+        try:
+            _SERIALIZED.append(pulumi.dynamic.dynamic.serialize_provider(_PROVIDER))
+        finally:
+            pickle._Pickler._batch_setitems = _PICKLER_BATCH_SETITEMS  # type: ignore[attr-defined]
+    return _SERIALIZED[0]
 
 
 class ComputeResource(pulumi.dynamic.Resource):
@@ -259,8 +277,10 @@ class ComputeResource(pulumi.dynamic.Resource):
             "resourceName": resource_name,
             **{k: arm_body[k] for k in BODY_KEYS if k in arm_body},
         }
-        pickle._Pickler._batch_setitems = _PICKLER_BATCH_SETITEMS  # type: ignore[attr-defined]
-        super().__init__(_PROVIDER, name, inputs, opts)
+        # What pulumi.dynamic.Resource.__init__ does (the provider is never a secret: serialize_as_secret_always is
+        # False and it captures no output), with the provider pickled once per process instead of per resource.
+        inputs[pulumi.dynamic.dynamic.PROVIDER_KEY] = serialized_provider()
+        pulumi.CustomResource.__init__(self, f"pulumi-python:{self._resource_type_name}", name, inputs, opts)
 
 
 def is_kind(inputs: Mapping[str, Any], kinds: Sequence[str]) -> bool:

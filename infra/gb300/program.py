@@ -6,8 +6,6 @@ mock monitor. Both read the same config and declare the same resources.
 
 from __future__ import annotations
 
-import hashlib
-
 import pulumi
 from pulumi_azure_native import authorization, resources
 
@@ -15,50 +13,16 @@ from gb300 import config, rules
 from gb300 import tags as gb300_tags
 from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs
 from gb300.components import monitoring as monitoring_component
+from gb300.components import network as network_component
 from gb300.components import storage as storage_component
+from gb300.components.arm_resource import drop_version_aliases
 from gb300.components.head import HeadNode, HeadNodeArgs
 from gb300.components.node_common import NodeCommon
 from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
-from gb300.config import StackConfig, netplan
+from gb300.config import StackConfig
 from gb300.errors import ConfigError
-from gb300.facts import catalog, sizing
+from gb300.facts import catalog
 from gb300.node import custom_data as nodes
-
-
-def subnet_plan(cfg: StackConfig) -> list[netplan.SubnetPlan]:
-    """The subnets carved from ``gb300:network.addressSpace`` for this config.
-
-    Every size comes from the config (``gb300:storage.lustre.subnetPrefixLength`` for the storage subnet, its
-    default Azure's documented size for the capacity), never from a live answer: the offline plan shows the
-    CIDRs a real preview produces, and nothing Azure says later re-carves subnets in use. Rule
-    ``lustre-subnet-size`` compares the storage subnet with Azure's requirement.
-    """
-    roles: tuple[netplan.Role, ...] = ("gpu", "head", "storage", "endpoints")
-    if cfg.network.bastion:
-        roles = (*roles, "bastion")
-    lustre = cfg.storage.lustre
-    return netplan.carve(
-        cfg.network.address_space,
-        gpu_vms=sum(p.vms for p in cfg.gpu_pools),
-        reserved=catalog.load().limit("subnetReservedAddresses"),
-        roles=roles,
-        storage_prefix=lustre.subnet_prefix if lustre is not None else None,
-        gpu_prefix=cfg.network.gpu_subnet_prefix_length,
-    )
-
-
-def storage_account_name(cfg: StackConfig, subscription_id: str) -> str:
-    """``gb300:storage.blob.accountName``, else a name from the subscription, cluster name and region (<= 24 chars).
-
-    Account names are global: the subscription id in the hash keeps two deployers of one stack file apart, and
-    the name stays the same on every run of one stack in one subscription (nothing random to lose with the state).
-    """
-    blob = cfg.storage.blob
-    if blob is not None and blob.account_name:
-        return blob.account_name
-    seed = f"gb300/{subscription_id.lower()}/{cfg.cluster.name}/{cfg.cluster.location}"
-    digest = hashlib.sha256(seed.encode()).hexdigest()[:8]
-    return f"{cfg.cluster.name.replace('-', '')}st{digest}"
 
 
 def keeps_data(cfg: StackConfig) -> bool:
@@ -67,19 +31,6 @@ def keeps_data(cfg: StackConfig) -> bool:
     lustre = storage.lustre is not None and "lustre" not in storage.allow_replace
     account = storage.blob is not None and "account" not in storage.allow_replace
     return lustre or account
-
-
-def checkpoint_tags(cfg: StackConfig) -> dict[str, str]:
-    """Tags that carry ``gb300:storage.checkpoint`` onto the Lustre filesystem, where the rule reads them."""
-    ckpt = cfg.storage.checkpoint
-    if ckpt is None:
-        return {}
-    per_parameter = ckpt.bytes_per_parameter
-    return gb300_tags.checkpoint(
-        sizing.fmt_count(ckpt.parameters),
-        f"{ckpt.budget_minutes:g}",
-        f"{per_parameter:g}" if per_parameter is not None else None,
-    )
 
 
 def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
@@ -100,13 +51,20 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         opts=pulumi.ResourceOptions(protect=keep, retain_on_delete=keep),
     )
     client = authorization.get_client_config_output()
+    storage = cfg.storage
     net = Network(
         name,
         NetworkArgs(
             resource_group_name=rg.name,
             location=location,
             address_space=cfg.network.address_space,
-            subnets=subnet_plan(cfg),
+            subnets=network_component.plan_subnets(
+                cfg.network.address_space,
+                gpu_vms=sum(p.vms for p in cfg.gpu_pools),
+                bastion=cfg.network.bastion,
+                storage_prefix=storage.lustre.subnet_prefix if storage.lustre is not None else None,
+                gpu_prefix=cfg.network.gpu_subnet_prefix_length,
+            ),
             ssh_source_ranges=list(cfg.access.ssh_source_ranges),
             nat_gateway=cfg.network.nat_gateway,
             bastion=cfg.network.bastion,
@@ -129,8 +87,8 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         ),
     )
     outputs: dict[str, pulumi.Output[str]] = {}
-    storage = cfg.storage
     if storage.lustre is not None:
+        checkpoint = storage.checkpoint
         lustre = storage_component.Lustre(
             f"{name}-lustre",
             storage_component.LustreArgs(
@@ -143,7 +101,10 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 maintenance_time_utc=storage.lustre.maintenance_window.time_of_day_utc,
                 zone=cfg.cluster.zone,
                 allow_replace="lustre" in storage.allow_replace,
-                tags={**tags, **checkpoint_tags(cfg)},
+                tags=tags,
+                checkpoint_parameters=checkpoint.parameters if checkpoint else None,
+                checkpoint_minutes=checkpoint.budget_minutes if checkpoint else None,
+                checkpoint_bytes_per_parameter=checkpoint.bytes_per_parameter if checkpoint else None,
             ),
         )
         outputs["lustreMgsAddress"] = lustre.mgs_address
@@ -153,7 +114,9 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             storage_component.BlobStoreArgs(
                 resource_group_name=rg.name,
                 location=location,
-                account_name=client.subscription_id.apply(lambda sub: storage_account_name(cfg, sub)),
+                cluster_name=name,
+                subscription_id=client.subscription_id,
+                account_name=storage.blob.account_name,
                 containers=[storage_component.ContainerAccess(c.name, c.access) for c in storage.blob.containers],
                 endpoints_subnet_id=net.subnet_ids["endpoints"],
                 vnet_id=net.vnet_id,
@@ -205,6 +168,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         zone=cfg.cluster.zone,
         tags=node_tags,
         boot_dependencies=secrets.boot_dependencies,
+        monitoring=monitoring,
     )
     head_data = nodes.render(nodes.HEAD, cfg)
     head = HeadNode(
@@ -222,12 +186,10 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             public_ip=cfg.access.login_public_ip,
         ),
     )
-    extensions = (monitoring_component.agent_extension(identity.id),) if mon.logs.enabled else ()
-    monitoring.attach_vm(head.vm_name, head.vm_id, identity.id, location=location, resource_group_name=rg.name)
     for pool in cfg.gpu_pools:
         sku = pool.sku
         custom = nodes.render(nodes.GPU_NODE, cfg, pool)
-        gpu_pool = GpuPool(
+        GpuPool(
             f"{name}-{pool.name}",
             GpuPoolArgs(
                 node=node,
@@ -245,10 +207,8 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 subscription_id=client.subscription_id,
                 interconnect_blocks=pool.interconnect_blocks,
                 capacity_reservation_group_id=pool.capacity_reservation_group_id,
-                extensions=extensions,
             ),
         )
-        monitoring.attach(gpu_pool.scale_set_ids, prefix=f"{name}-{pool.name}")
     return {
         "resourceGroupName": rg.name,
         "vnetId": net.vnet_id,
@@ -280,5 +240,6 @@ def main() -> None:
         cfg = read_config()
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack configuration:\n{exc}") from None
+    pulumi.runtime.register_stack_transformation(drop_version_aliases)
     for key, value in build(cfg).items():
         pulumi.export(key, value)

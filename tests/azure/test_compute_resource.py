@@ -300,3 +300,16 @@ def test_registering_many_scale_sets_does_not_deepen_the_pickler() -> None:
             break
         fn, depth = cells[0], depth + 1
     assert depth <= 1
+
+
+def test_every_rack_carries_the_provider_the_sdk_would_pickle(reference_plan: PlanResult) -> None:
+    """Each rack's ``__provider`` is exactly what ``pulumi.dynamic`` pickles for the provider, and it unpickles to a
+    working :class:`ComputeProvider` (pickled once per process, not once per rack)."""
+    import dill  # type: ignore[import-untyped]  # noqa: PLC0415 - what pulumi.dynamic's provider host unpickles with
+    import pulumi.dynamic.dynamic as sdk_dynamic  # noqa: PLC0415
+
+    racks = [r for r in reference_plan.resources if inventory.is_scale_set(r)]
+    expected = sdk_dynamic.serialize_provider(ComputeProvider())
+    assert {r.inputs["__provider"] for r in racks} == {expected}
+    restored = dill.loads(base64.b64decode(expected))  # noqa: S301 - our own pickle, made just above
+    assert isinstance(restored, ComputeProvider)

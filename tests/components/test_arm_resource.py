@@ -9,7 +9,7 @@ import pulumi
 import pytest
 from pulumi_azure_native import monitor, resources
 
-from gb300.components.arm_resource import ArmResource
+from gb300.components.arm_resource import ArmResource, drop_version_aliases
 from gb300.plan import PlanResult, runner
 from gb300.plan.mocks import RecordingMonitor
 
@@ -59,3 +59,43 @@ def test_rack_log_association_is_what_the_typed_class_registers(dev_plan: PlanRe
     expected = next(r for r in runner.register("dev", {}, program=typed) if r.name == rec.name)
     assert (rec.type, rec.urn, rec.parent) == (expected.type, expected.urn, expected.parent)
     assert json.dumps(rec.inputs, sort_keys=True) == json.dumps(expected.inputs, sort_keys=True)
+
+
+def test_planning_computes_no_version_alias(monkeypatch: pytest.MonkeyPatch, dev_raw: dict[str, Any]) -> None:
+    """The program registers its typed azure-native resources (network, monitor, storage, ...) without their
+    per-API-version alias lists: the SDK computes no alias URN while planning the dev stack."""
+    import pulumi.resource as sdk_resource  # noqa: PLC0415
+
+    collapsed: list[Any] = []
+    original = sdk_resource.collapse_alias_to_urn
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        collapsed.append(args[0])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(sdk_resource, "collapse_alias_to_urn", counting)
+    records = runner.register("dev", dev_raw)
+    assert any(r.type == "azure-native:network:VirtualNetwork" for r in records)  # a typed class with 60 aliases
+    assert collapsed == []
+
+
+def test_aliases_of_other_providers_stay() -> None:
+    """Only azure-native resources lose their aliases; an alias on any other resource reaches the SDK."""
+    args = pulumi.ResourceTransformationArgs(
+        resource=None,  # type: ignore[arg-type]
+        type_="random:index/randomString:RandomString",
+        name="x",
+        props={},
+        opts=pulumi.ResourceOptions(aliases=[pulumi.Alias(name="old")]),
+    )
+    assert drop_version_aliases(args) is None
+    typed = pulumi.ResourceTransformationArgs(
+        resource=None,  # type: ignore[arg-type]
+        type_="azure-native:network:Subnet",
+        name="x",
+        props={},
+        opts=pulumi.ResourceOptions(aliases=[pulumi.Alias(type_="azure-native:network/v20230201:Subnet")]),
+    )
+    result = drop_version_aliases(typed)
+    assert result is not None
+    assert not result.opts.aliases

@@ -190,7 +190,11 @@ def test_log_collection_rule_and_associations(reference_plan: PlanResult) -> Non
     (head,) = _of(reference_plan, "compute:VirtualMachine")
     nodes = {r.id for r in reference_plan.resources if inventory.is_scale_set(r)} | {head.id}
     assert {a.inputs["resourceUri"] for a in associations if a.inputs.get("dataCollectionRuleId") == rule.id} == nodes
-    assert {a.inputs["resourceUri"] for a in associations if a.inputs.get("dataCollectionEndpointId")} == nodes
+    # One association per node: the rule names the endpoint its text logs need; the agent reads its configuration
+    # from Azure Monitor's public endpoint, so no per-node endpoint association (needed only with Private Link).
+    assert len(associations) == len(nodes)
+    (dce,) = _of(reference_plan, "monitor:DataCollectionEndpoint")
+    assert rule.inputs["dataCollectionEndpointId"] == dce.id
 
 
 def test_managed_prometheus_and_remote_write(reference_plan: PlanResult) -> None:

@@ -109,3 +109,13 @@ def test_gpu_subnet_sized_for_growth(dev_raw: dict[str, Any]) -> None:
     gpu = next(s for s in plan.summary["subnets"] if s["name"] == "gpu")
     assert gpu == {"name": "gpu", "prefix": "10.41.252.0/22", "usable": 1019, "used": 18}
     assert not [f for f in plan.findings if f.level.label == "error"]
+
+
+def test_racks_share_one_copy_of_their_custom_data(reference_plan: PlanResult) -> None:
+    """The plan holds the GPU nodes' custom data once, not once per rack (1,388 racks held 1,388 copies)."""
+    racks = [
+        r for r in reference_plan.resources if r.inputs.get(compute_resource.MARKER) == compute_resource.RACK_SCALE_SET
+    ]
+    data = [r.inputs["properties"]["virtualMachineProfile"]["osProfile"]["customData"] for r in racks]
+    assert len(racks) == 64
+    assert len({id(d) for d in data}) == 1

@@ -78,7 +78,10 @@ def _check_output(path: Path) -> None:
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
     try:
-        path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+        # Streamed: at 1,388 racks the document is about 100 MB of text, which need not exist as one string.
+        with path.open("w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1, sort_keys=False)
+            fh.write("\n")
     except OSError as exc:
         raise UsageError(f"--json {path} cannot be written ({exc.strerror or exc})") from None
 

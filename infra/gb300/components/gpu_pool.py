@@ -120,6 +120,9 @@ class GpuPool(pulumi.ComponentResource):
                     f"{args.cluster_name}-{args.pool_name}", args, kind=POOL_SCALE_SET, capacity=args.vms, tags=tags
                 )
             )
+        monitoring = args.node.monitoring
+        if monitoring is not None:
+            monitoring.attach(self.scale_set_ids, prefix=name)
         self.register_outputs(
             {
                 "scaleSetIds": self.scale_set_ids,
@@ -178,7 +181,10 @@ class GpuPool(pulumi.ComponentResource):
             interconnect_group_id=interconnect_group_id,
             interconnect_block_id=interconnect_block_id,
             capacity_reservation_group_id=args.capacity_reservation_group_id,
-            extensions=args.extensions,
+            extensions=(
+                *args.extensions,
+                *(args.node.monitoring.scale_set_extensions(args.node.identity_id) if args.node.monitoring else ()),
+            ),
         )
         vmss = ComputeResource(
             name,

@@ -159,5 +159,9 @@ class HeadNode(pulumi.ComponentResource):
             ),
         )
         self.vm_id = vm.id
+        if node.monitoring is not None:
+            node.monitoring.attach_vm(
+                name, vm.id, node.identity_id, location=node.location, resource_group_name=node.resource_group_name
+            )
         self.private_ip = nic.ip_configurations.apply(lambda cfgs: (cfgs[0].private_ip_address or "") if cfgs else "")
         self.register_outputs({"hostname": name, "privateIp": self.private_ip})

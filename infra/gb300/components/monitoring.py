@@ -361,10 +361,17 @@ class Monitoring(pulumi.ComponentResource):
             )
 
     def attach(self, scale_set_ids: Sequence[pulumi.Input[str]], prefix: str) -> None:
-        """Associate the logs collection rule and endpoint with each scale set (the agent reads them from there)."""
-        if self.logs_rule_id is None or self.endpoint_id is None:
+        """Associate the logs collection rule with each scale set: one association per rack, the only per-rack
+        resource besides the scale set (docs/scale.md).
+
+        The rule itself names the collection endpoint (its text log sources need one), and the agent fetches its
+        configuration from Azure Monitor's public endpoint: a ``configurationAccessEndpoint`` association of the
+        endpoint with each node is needed only behind Azure Monitor Private Link (learn.microsoft.com
+        azure-monitor/data-collection/data-collection-endpoint-overview, "When is a DCE required?").
+        """
+        if self.logs_rule_id is None:
             return
-        # Two per rack: registered without the typed class's 9 aliases each (see gb300.components.arm_resource).
+        # Registered without the typed class's 9 aliases (see gb300.components.arm_resource).
         for i, scale_set_id in enumerate(scale_set_ids, start=1):
             ArmResource(
                 f"{prefix}-{i:04d}-logs",
@@ -376,16 +383,10 @@ class Monitoring(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
                 type_=ASSOCIATION,
             )
-            ArmResource(
-                f"{prefix}-{i:04d}-dce",
-                {
-                    "associationName": "configurationAccessEndpoint",
-                    "dataCollectionEndpointId": self.endpoint_id,
-                    "resourceUri": scale_set_id,
-                },
-                opts=pulumi.ResourceOptions(parent=self),
-                type_=ASSOCIATION,
-            )
+
+    def scale_set_extensions(self, identity_id: pulumi.Input[str]) -> tuple[dict[str, Any], ...]:
+        """The VM extensions every scale set runs: the Azure Monitor Agent when logs are on."""
+        return (agent_extension(identity_id),) if self._args.logs else ()
 
     def attach_vm(
         self,

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 import pulumi
 from pulumi_azure_native import network
 
+from gb300.config import netplan
 from gb300.config.netplan import Role, SubnetPlan
-from gb300.facts import storage_facts
+from gb300.facts import catalog, storage_facts
 
 # Subnets whose resources need outbound access: nodes (packages, Azure APIs) and Azure Managed Lustre.
 EGRESS_ROLES: frozenset[Role] = frozenset({"gpu", "head", "storage"})
@@ -33,9 +34,37 @@ _DENY_INTERNET = network.SecurityRuleArgs(
 )
 
 
+def plan_subnets(
+    address_space: str,
+    *,
+    gpu_vms: int,
+    bastion: bool,
+    storage_prefix: int | None,
+    gpu_prefix: int | None,
+) -> list[SubnetPlan]:
+    """The subnets carved from the address space (``gb300:network.addressSpace``).
+
+    Every size comes from the config (``gb300:storage.lustre.subnetPrefixLength`` for the storage subnet, its
+    default Azure's documented size for the capacity), never from a live answer: the offline plan shows the
+    CIDRs a real preview produces, and nothing Azure says later re-carves subnets in use. Rule
+    ``lustre-subnet-size`` compares the storage subnet with Azure's requirement.
+    """
+    roles: tuple[Role, ...] = ("gpu", "head", "storage", "endpoints")
+    if bastion:
+        roles = (*roles, "bastion")
+    return netplan.carve(
+        address_space,
+        gpu_vms=gpu_vms,
+        reserved=catalog.load().limit("subnetReservedAddresses"),
+        roles=roles,
+        storage_prefix=storage_prefix,
+        gpu_prefix=gpu_prefix,
+    )
+
+
 @dataclass(frozen=True)
 class NetworkArgs:
-    """Inputs of :class:`Network`. ``subnets`` come from :func:`gb300.config.netplan.carve`."""
+    """Inputs of :class:`Network`. ``subnets`` come from :func:`plan_subnets`."""
 
     resource_group_name: pulumi.Input[str]
     location: str

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pulumi
+
+if TYPE_CHECKING:
+    from gb300.components.monitoring import Monitoring
 
 
 @dataclass(frozen=True)
@@ -26,3 +30,6 @@ class NodeCommon:
     # Resources a node's first boot reads (its secret, the role that lets it read it, the private DNS that
     # resolves the vault): every VM and scale set is created after them (``depends_on``).
     boot_dependencies: tuple[pulumi.Resource, ...] = ()
+    # Where the nodes send logs: every scale set runs the Azure Monitor Agent as an extension and the head VM
+    # as a VM extension (each component attaches its own machines); None: no monitoring.
+    monitoring: Monitoring | None = None

@@ -18,14 +18,16 @@ retained, and lifted only by ``gb300:storage.allowReplace: [containers]``.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Literal
 
 import pulumi
 from pulumi_azure_native import authorization, storage, storagecache
 
+from gb300 import tags as gb300_tags
 from gb300.components.private_link import PrivateLinkArgs, private_endpoint
-from gb300.facts import roles, storage_facts
+from gb300.facts import roles, sizing, storage_facts
 
 ROLE_FOR_ACCESS = {"read": "Storage Blob Data Reader", "readWrite": "Storage Blob Data Contributor"}
 LOCK_NAME = "gb300-keep-data"
@@ -57,6 +59,25 @@ class LustreArgs:
     zone: str | None = None
     allow_replace: bool = False
     tags: dict[str, str] = field(default_factory=dict)
+    # gb300:storage.checkpoint, carried onto the filesystem as tags where rule lustre-checkpoint-throughput reads it
+    checkpoint_parameters: float | None = None
+    checkpoint_minutes: float | None = None
+    checkpoint_bytes_per_parameter: float | None = None
+
+    @property
+    def all_tags(self) -> dict[str, str]:
+        """The filesystem's tags: the cluster's plus the checkpoint's (:func:`gb300.tags.checkpoint`)."""
+        if self.checkpoint_parameters is None or self.checkpoint_minutes is None:
+            return dict(self.tags)
+        per = self.checkpoint_bytes_per_parameter
+        return {
+            **self.tags,
+            **gb300_tags.checkpoint(
+                sizing.fmt_count(self.checkpoint_parameters),
+                f"{self.checkpoint_minutes:g}",
+                f"{per:g}" if per is not None else None,
+            ),
+        }
 
 
 class Lustre(pulumi.ComponentResource):
@@ -80,7 +101,7 @@ class Lustre(pulumi.ComponentResource):
                 day_of_week=storagecache.MaintenanceDayOfWeekType(args.maintenance_day),
                 time_of_day_utc=args.maintenance_time_utc,
             ),
-            tags=args.tags,
+            tags=args.all_tags,
             opts=stateful_options("azure-native:storagecache:AmlFilesystem", self, allow_replace=args.allow_replace),
         )
         if not args.allow_replace:
@@ -114,7 +135,8 @@ class BlobStoreArgs:
 
     resource_group_name: pulumi.Input[str]
     location: str
-    account_name: pulumi.Input[str]
+    cluster_name: str
+    subscription_id: pulumi.Input[str]
     containers: list[ContainerAccess]
     endpoints_subnet_id: pulumi.Input[str]
     vnet_id: pulumi.Input[str]
@@ -125,6 +147,20 @@ class BlobStoreArgs:
     allow_replace: bool = False
     allow_replace_containers: bool = False
     tags: dict[str, str] = field(default_factory=dict)
+    account_name: str | None = None  # gb300:storage.blob.accountName; None: see account_name()
+
+
+def account_name(args: BlobStoreArgs, subscription_id: str) -> str:
+    """``gb300:storage.blob.accountName``, else a name from the subscription, cluster name and region (<= 24 chars).
+
+    Account names are global: the subscription id in the hash keeps two deployers of one stack file apart, and
+    the name stays the same on every run of one stack in one subscription (nothing random to lose with the state).
+    """
+    if args.account_name:
+        return args.account_name
+    seed = f"gb300/{subscription_id.lower()}/{args.cluster_name}/{args.location}"
+    digest = hashlib.sha256(seed.encode()).hexdigest()[:8]
+    return f"{args.cluster_name.replace('-', '')}st{digest}"
 
 
 class BlobStore(pulumi.ComponentResource):
@@ -139,7 +175,7 @@ class BlobStore(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         account = storage.StorageAccount(
             f"{name}-account",
-            account_name=args.account_name,
+            account_name=pulumi.Output.from_input(args.subscription_id).apply(lambda sub: account_name(args, sub)),
             resource_group_name=args.resource_group_name,
             location=args.location,
             kind="StorageV2",

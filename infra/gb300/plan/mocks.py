@@ -25,6 +25,7 @@ from gb300 import compute_resource
 SUBSCRIPTION_ID = "00000000-0000-0000-0000-000000000000"
 ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
 TENANT_ID = "11111111-1111-1111-1111-111111111111"
+SHARED_STRING_BYTES = 1024  # inputs at least this long are kept once (custom data, scripts), not once per resource
 
 # Pulumi module -> ARM resource provider namespace.
 NAMESPACES = {
@@ -230,8 +231,28 @@ class AzureMocks(Mocks):
 
     def __init__(self) -> None:
         self.recorder: RecordingMonitor | None = None
+        self._strings: dict[str, str] = {}
+
+    def _share(self, value: Any) -> Any:
+        """``value`` with every long string replaced, in place, by the first equal one seen.
+
+        The SDK hands each registration's inputs over as a fresh copy: 1,388 racks carry 1,388 copies of the same
+        custom data, which the plan keeps. One shared copy is what the program itself holds (docs/scale.md).
+        """
+        if isinstance(value, str):
+            return self._strings.setdefault(value, value) if len(value) >= SHARED_STRING_BYTES else value
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(item, str | dict | list):
+                    value[key] = self._share(item)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, str | dict | list):
+                    value[i] = self._share(item)
+        return value
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        self._share(args.inputs)
         id_ = arm_id(args.typ, args.name, args.inputs) if args.custom else None
         state = {**args.inputs, "name": azure_name(args.typ, args.name, args.inputs)}
         if args.typ == compute_resource.DYNAMIC_TYPE:  # the provider's outputs: its inputs and the Azure id
