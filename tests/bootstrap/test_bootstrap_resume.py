@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,17 @@ STUCK = "nvidia-smi -q"  # 80-fabric's query: the call the bootstrap is in when 
 def _set_state(box: Sandbox, **changes: object) -> None:
     state = box.state() | changes
     (box.base / "state.json").write_text(json.dumps(state, indent=1, sort_keys=True))
+
+
+def _power_off(session: int) -> None:
+    """What a power cut does to the bootstrap: every process of its session dies at once, without cleanup
+    (``timeout`` runs each step in a process group of its own, so killing one group is not enough)."""
+    for _ in range(3):
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with suppress(OSError):
+                fields = stat.read_text().rsplit(")", 1)[1].split()  # state ppid pgrp session ...
+                if int(fields[3]) == session:
+                    os.kill(int(stat.parent.name), signal.SIGKILL)
 
 
 def _interrupted(tmp_path: Path) -> Sandbox:
@@ -44,7 +56,7 @@ def _interrupted(tmp_path: Path) -> Sandbox:
         assert proc.poll() is None, "the bootstrap ended before it reached the stalled call"
         assert time.monotonic() < deadline, "the bootstrap never reached the stalled call"
         time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)  # the power goes: no step gets to clean up
+    _power_off(proc.pid)
     proc.wait()
     _set_state(box, hang="")
     return box

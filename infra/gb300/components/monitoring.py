@@ -11,6 +11,9 @@
   (``Monitoring Reader`` + ``Monitoring Data Reader``) and, with logs on, the Log Analytics workspace.
 * **Alerts**: Prometheus rule groups from ``templates/alerts/*.yaml`` evaluated against the workspace, notifying
   an action group of the configured emails and webhooks.
+* **Bootstrap alert**: a log alert (scheduled query rule) on the Log Analytics workspace that fires for each node
+  whose bootstrap logged a failure (``bootstrapAlert`` in ``data/monitoring.yaml``; docs/lifecycle.md), notifying
+  the same action group.
 
 Every piece is optional; the component takes plain flags, never stack config.
 """
@@ -78,6 +81,7 @@ class MonitoringArgs:
     alerts: bool = True
     alert_emails: Sequence[str] = ()
     alert_webhooks: Sequence[str] = ()
+    bootstrap_alert_severity: int | None = None  # the log alert's severity (0-4); None: no bootstrap alert
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -98,6 +102,7 @@ class Monitoring(pulumi.ComponentResource):
         rg = args.resource_group_name
         self.workspace_id = self.monitor_workspace_id = self.remote_write_url = None
         self.logs_rule_id = self.endpoint_id = None
+        self._oncall: pulumi.Output[str] | None = None
 
         endpoint: monitor.DataCollectionEndpoint | None = None
         if args.logs or args.prometheus:
@@ -116,6 +121,8 @@ class Monitoring(pulumi.ComponentResource):
         if args.logs and endpoint is not None:
             workspace = self._logs(name, args, endpoint)
             self.workspace_id = workspace.id
+            if args.bootstrap_alert_severity is not None:
+                self._bootstrap_alert(name, args, workspace)
 
         amw: monitor.AzureMonitorWorkspace | None = None
         if args.prometheus and endpoint is not None:
@@ -305,10 +312,12 @@ class Monitoring(pulumi.ComponentResource):
         if workspace is not None:
             self._assign(f"{name}-grafana-logs-reader", "Log Analytics Reader", principal, workspace.id)
 
-    def _alerts(self, name: str, args: MonitoringArgs, amw: monitor.AzureMonitorWorkspace) -> None:
-        child = pulumi.ResourceOptions(parent=self)
-        actions: list[alertsmanagement.PrometheusRuleGroupActionArgs] = []
-        if args.alert_emails or args.alert_webhooks:
+    def _action_group(self, name: str, args: MonitoringArgs) -> pulumi.Output[str] | None:
+        """The id of the action group of the configured emails and webhooks (one, shared by every alert), or None."""
+        if not (args.alert_emails or args.alert_webhooks):
+            return None
+        if self._oncall is None:
+            child = pulumi.ResourceOptions(parent=self)
             group = monitor.ActionGroup(
                 f"{name}-oncall",
                 action_group_name=f"{name}-oncall",
@@ -329,7 +338,55 @@ class Monitoring(pulumi.ComponentResource):
                 tags=args.tags,
                 opts=child,
             )
-            actions.append(alertsmanagement.PrometheusRuleGroupActionArgs(action_group_id=group.id))
+            self._oncall = group.id
+        return self._oncall
+
+    def _bootstrap_alert(self, name: str, args: MonitoringArgs, workspace: operationalinsights.Workspace) -> None:
+        """A log alert per node whose bootstrap logged a failure line, split by computer and failed step."""
+        spec = facts()["bootstrapAlert"]
+        group = self._action_group(name, args)
+        monitor.ScheduledQueryRule(
+            f"{name}-bootstrap-failed",
+            rule_name=f"{name}-bootstrap-failed",
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            kind="LogAlert",
+            display_name="gb300: node bootstrap failed",
+            description="A node's bootstrap failed at a step (run-step's gb300-bootstrap line); docs/lifecycle.md",
+            enabled=True,
+            scopes=[workspace.id],
+            severity=args.bootstrap_alert_severity,
+            evaluation_frequency=_value(spec["evaluationFrequency"]),
+            window_size=_value(spec["windowSize"]),
+            criteria=monitor.ScheduledQueryRuleCriteriaArgs(
+                all_of=[
+                    monitor.ConditionArgs(
+                        query=str(spec["query"]),
+                        time_aggregation="Count",
+                        operator="GreaterThan",
+                        threshold=0,
+                        dimensions=[
+                            monitor.DimensionArgs(name=column, operator="Include", values=["*"])
+                            for column in ("Computer", "Step")
+                        ],
+                        failing_periods=monitor.ConditionFailingPeriodsArgs(
+                            number_of_evaluation_periods=1, min_failing_periods_to_alert=1
+                        ),
+                    )
+                ]
+            ),
+            auto_mitigate=True,
+            actions=monitor.ActionsArgs(action_groups=[group]) if group is not None else None,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _alerts(self, name: str, args: MonitoringArgs, amw: monitor.AzureMonitorWorkspace) -> None:
+        child = pulumi.ResourceOptions(parent=self)
+        actions: list[alertsmanagement.PrometheusRuleGroupActionArgs] = []
+        group = self._action_group(name, args)
+        if group is not None:
+            actions.append(alertsmanagement.PrometheusRuleGroupActionArgs(action_group_id=group))
         for spec in alert_groups():
             alertsmanagement.PrometheusRuleGroup(
                 f"{name}-{spec.name}",

@@ -208,6 +208,17 @@ class HeadSettings(ConfigModel):
     """
 
 
+class BootstrapAlertSettings(ConfigModel):
+    """``gb300:monitoring.logs.bootstrapAlert``: a log alert (a scheduled query rule on the workspace) for each node
+    whose bootstrap fails, from the first step on (docs/lifecycle.md#bootstrap-failures-in-azure-monitor)."""
+
+    enabled: bool = True
+    """`false` turns the alert off (it needs `logs.enabled`)."""
+    severity: Annotated[int, Field(ge=0, le=4, strict=True)] = 1
+    """Azure's alert severity, 0 (critical) to 4 (verbose); the alert notifies the action group of
+    `gb300:monitoring.alerts.emails` and `webhooks`."""
+
+
 class LogsSettings(ConfigModel):
     """``gb300:monitoring.logs``: Log Analytics, the Azure Monitor Agent and the log data collection rules."""
 
@@ -215,6 +226,8 @@ class LogsSettings(ConfigModel):
     """`false` turns logs off."""
     retention_days: Annotated[int, Field(ge=30, le=730, strict=True)] = 30
     """Workspace and table retention, days."""
+    bootstrap_alert: BootstrapAlertSettings = Field(default_factory=BootstrapAlertSettings)
+    """A log alert for each node whose bootstrap fails (docs/lifecycle.md#bootstrap-failures-in-azure-monitor)."""
 
 
 class PrometheusSettings(ConfigModel):
