@@ -11,11 +11,13 @@ from gb300.paths import CLOUD_INIT_DIR, PACKAGE_DIR, POLICIES_DIR, TEMPLATES_DIR
 from gb300.plan import PlanResult
 
 TAG = r"(gb300-[a-z0-9-]+)"
-# How a node script asks IMDS for one tag: the imds-tag helper (by path or as "$tag"), or a tagsList lookup.
+# How a node script asks IMDS for one tag: the imds-tag helper (by path or as "$tag"), or a tagsList lookup (one
+# name, or a map of the list read by name, as fetch-payload does).
 READS = [
     re.compile(r"imds-tag\"?\s+" + TAG),
     re.compile(r"\"\$tag\"\s+" + TAG),
     re.compile(r"\[\"name\"\]\s*==\s*\"" + TAG + '"'),
+    re.compile(r"tags\.get\(\"" + TAG + '"'),
 ]
 
 

@@ -18,6 +18,7 @@ from gb300.components import storage as storage_component
 from gb300.components.arm_resource import drop_version_aliases
 from gb300.components.head import HeadNode, HeadNodeArgs
 from gb300.components.node_common import NodeCommon
+from gb300.components.node_payload import NodePayloadArgs, NodePayloads, PayloadFile
 from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from gb300.config import StackConfig
 from gb300.errors import ConfigError
@@ -108,28 +109,57 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             ),
         )
         outputs["lustreMgsAddress"] = lustre.mgs_address
-    if storage.blob is not None:
-        blob = storage_component.BlobStore(
-            f"{name}-blob",
-            storage_component.BlobStoreArgs(
-                resource_group_name=rg.name,
-                location=location,
-                cluster_name=name,
-                subscription_id=client.subscription_id,
-                account_name=storage.blob.account_name,
-                containers=[storage_component.ContainerAccess(c.name, c.access) for c in storage.blob.containers],
-                endpoints_subnet_id=net.subnet_ids["endpoints"],
-                vnet_id=net.vnet_id,
-                node_principal_id=identity.principal_id,
-                soft_delete_days=storage.blob.soft_delete_days,
-                hierarchical_namespace=storage.blob.hierarchical_namespace,
-                versioning=storage.blob.versioning,
-                allow_replace="account" in storage.allow_replace,
-                allow_replace_containers="containers" in storage.allow_replace,
-                tags=tags,
-            ),
-        )
+    # Every role's node payload, rendered from the config alone: the custom data fetches it (docs/node-payload.md).
+    head_data = nodes.render(nodes.HEAD, cfg)
+    pool_data = {pool.name: nodes.render(nodes.GPU_NODE, cfg, pool) for pool in cfg.gpu_pools}
+    # Every stack has the account: it holds the node payloads, and with gb300:storage.blob the data containers.
+    blob_cfg = storage.blob
+    blob_settings = blob_cfg if blob_cfg is not None else config.BlobSettings()
+    blob = storage_component.BlobStore(
+        f"{name}-blob",
+        storage_component.BlobStoreArgs(
+            resource_group_name=rg.name,
+            location=location,
+            cluster_name=name,
+            subscription_id=client.subscription_id,
+            account_name=blob_settings.account_name,
+            containers=[storage_component.ContainerAccess(c.name, c.access) for c in blob_cfg.containers]
+            if blob_cfg is not None
+            else [],
+            endpoints_subnet_id=net.subnet_ids["endpoints"],
+            vnet_id=net.vnet_id,
+            node_principal_id=identity.principal_id,
+            soft_delete_days=blob_settings.soft_delete_days,
+            hierarchical_namespace=blob_settings.hierarchical_namespace,
+            versioning=blob_settings.versioning,
+            # Holding node payloads only (no gb300:storage.blob), the account keeps nothing that cannot be made again.
+            allow_replace="account" in storage.allow_replace or blob_cfg is None,
+            allow_replace_containers="containers" in storage.allow_replace,
+            upload_source_ranges=tuple(storage.node_payload.upload_source_ranges),
+            tags=tags,
+        ),
+    )
+    if blob_cfg is not None:
         outputs["storageAccountName"] = blob.name
+    payloads = NodePayloads(
+        f"{name}-payload",
+        NodePayloadArgs(
+            resource_group_name=rg.name,
+            account_name=blob.name,
+            blob_endpoint=blob.blob_endpoint,
+            container=storage.node_payload.container,
+            payloads=[
+                PayloadFile(d.payload.blob_name, d.payload.sha256, d.payload.archive, d.role)
+                for d in (head_data, *pool_data.values())
+            ],
+            node_principal_id=identity.principal_id,
+            deployer_principal_id=client.object_id,
+            deployer_principal_type=None
+            if storage.node_payload.deployer_principal_type == "none"
+            else storage.node_payload.deployer_principal_type,
+        ),
+    )
+    outputs["nodePayloadUrl"] = payloads.url
     mon = cfg.monitoring
     monitoring = monitoring_component.Monitoring(
         f"{name}-mon",
@@ -151,11 +181,13 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     if monitoring.remote_write_url is not None:
         outputs["prometheusRemoteWriteUrl"] = monitoring.remote_write_url
     # Nodes learn deploy-time values from their own tags (IMDS), so custom data holds no secret and does not
-    # change when a generated name does: the vault, the identity, and Lustre, Blob and Prometheus when deployed.
+    # change when a generated name does: the vault, the identity, the payload container, and Lustre, Blob and
+    # Prometheus when deployed.
     node_tags: dict[str, pulumi.Input[str]] = gb300_tags.node(
         tags,
         keyvault=secrets.vault_name,
         node_client_id=identity.client_id,
+        payload_url=payloads.url,
         lustre_mgs=outputs.get("lustreMgsAddress"),
         blob_account=outputs.get("storageAccountName"),
         prom_write=outputs.get("prometheusRemoteWriteUrl"),
@@ -168,10 +200,9 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         identity_id=identity.id,
         zone=cfg.cluster.zone,
         tags=node_tags,
-        boot_dependencies=secrets.boot_dependencies,
+        boot_dependencies=(*secrets.boot_dependencies, *payloads.boot_dependencies),
         monitoring=monitoring,
     )
-    head_data = nodes.render(nodes.HEAD, cfg)
     head = HeadNode(
         nodes.head_hostname(cfg),
         HeadNodeArgs(
@@ -189,7 +220,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     )
     for pool in cfg.gpu_pools:
         sku = pool.sku
-        custom = nodes.render(nodes.GPU_NODE, cfg, pool)
+        custom = pool_data[pool.name]
         GpuPool(
             f"{name}-{pool.name}",
             GpuPoolArgs(

@@ -22,8 +22,9 @@ UNTAGGABLE = {
     "azure-native:authorization:ManagementLockByScope",
     "azure-native:network:PrivateDnsZoneGroup",
     # ARM takes no tags on these: blob containers and the blob service, Log Analytics tables, collection rule
-    # associations.
+    # associations; a blob is a data-plane object (the node payloads carry metadata instead).
     "azure-native:storage:BlobContainer",
+    "azure-native:storage:Blob",
     "azure-native:storage:BlobServiceProperties",
     "azure-native:operationalinsights:Table",
     "azure-native:monitor:DataCollectionRuleAssociation",

@@ -83,10 +83,11 @@ def test_storage_account_is_private_and_keyless(reference_plan: PlanResult) -> N
 
 
 def test_containers_are_private(reference_plan: PlanResult) -> None:
-    """The datasets and checkpoints containers exist in the account with no public access."""
+    """The datasets and checkpoints containers, and the node payloads', exist in the account with no public
+    access."""
     account = _one(reference_plan, ACCOUNT)
     containers = [r for r in reference_plan.resources if r.type == "azure-native:storage:BlobContainer"]
-    assert sorted(c.inputs["containerName"] for c in containers) == ["checkpoints", "datasets"]
+    assert sorted(c.inputs["containerName"] for c in containers) == ["checkpoints", "datasets", "gb300-node-payload"]
     for c in containers:
         assert c.inputs["publicAccess"] == "None"
         assert c.inputs["accountName"] == account.inputs["accountName"]
@@ -265,12 +266,30 @@ def test_group_without_stores_is_not_protected(dev_raw: dict[str, Any]) -> None:
     assert (group.protect, group.retain_on_delete) == (False, False)
 
 
-def test_no_storage_when_not_configured(dev_raw: dict[str, Any]) -> None:
-    """A stack without gb300:storage declares no Lustre, account, container or storage component."""
+def test_no_data_storage_when_not_configured(dev_raw: dict[str, Any]) -> None:
+    """A stack without gb300:storage declares no Lustre and no data container: its account holds the node
+    payloads alone, unprotected (nothing in it cannot be made again), and private."""
     raw = copy.deepcopy(dev_raw)
     raw.pop("storage", None)
-    types = {r.type for r in register("dev", raw)}
-    assert not types & {AMLFS, ACCOUNT, "azure-native:storage:BlobContainer", "gb300:storage:BlobStore"}
+    resources = register("dev", raw)
+    assert AMLFS not in {r.type for r in resources}
+    containers = [r for r in resources if r.type == "azure-native:storage:BlobContainer"]
+    assert [c.inputs["containerName"] for c in containers] == ["gb300-node-payload"]
+    [account] = [r for r in resources if r.type == ACCOUNT]
+    assert (account.protect, account.retain_on_delete) == (False, False)
+    assert account.inputs["publicNetworkAccess"] == "Disabled"
+
+
+def test_upload_source_ranges_open_the_account_to_those_addresses_only(dev_raw: dict[str, Any]) -> None:
+    """gb300:storage.nodePayload.uploadSourceRanges opens the account's public endpoint to those addresses only,
+    default action Deny; a /32 becomes the single address Azure requires."""
+    raw = copy.deepcopy(dev_raw)
+    raw["storage"] = {"nodePayload": {"uploadSourceRanges": ["203.0.113.0/24", "198.51.100.7/32"]}}
+    [account] = [r for r in register("dev", raw) if r.type == ACCOUNT]
+    assert account.inputs["publicNetworkAccess"] == "Enabled"
+    rules = account.inputs["networkRuleSet"]
+    assert rules["defaultAction"] == "Deny"
+    assert [r["iPAddressOrRange"] for r in rules["ipRules"]] == ["203.0.113.0/24", "198.51.100.7"]
 
 
 # --- data-loss protection ------------------------------------------------------------------------------------

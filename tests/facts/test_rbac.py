@@ -50,7 +50,8 @@ def test_every_scope_is_one_registered_resource(reference_plan: PlanResult) -> N
 
 
 def test_node_identity_gets_exactly_what_nodes_need(reference_plan: PlanResult) -> None:
-    """Nodes read datasets, write checkpoints, publish metrics and read the munge key secret only, nothing else."""
+    """Nodes read datasets and their node payloads, write checkpoints, publish metrics and read the munge key
+    secret only, nothing else."""
     ids = _by_id(reference_plan)
     node = _node_principal(reference_plan)
     granted = sorted(
@@ -67,8 +68,27 @@ def test_node_identity_gets_exactly_what_nodes_need(reference_plan: PlanResult) 
         ("Monitoring Metrics Publisher", "DataCollectionRule", "ref-mon-prom-dcr"),
         ("Storage Blob Data Contributor", "BlobContainer", "ref-blob-checkpoints"),
         ("Storage Blob Data Reader", "BlobContainer", "ref-blob-datasets"),
+        ("Storage Blob Data Reader", "BlobContainer", "ref-payload-container"),
     ]
-    assert all(ra.inputs["principalType"] == "ServicePrincipal" for ra in _assignments(reference_plan))
+    assert all(
+        ra.inputs["principalType"] == "ServicePrincipal"
+        for ra in _assignments(reference_plan)
+        if ra.inputs["principalId"] == node
+    )
+
+
+def test_deployer_writes_only_the_node_payload_container(reference_plan: PlanResult) -> None:
+    """The identity running `pulumi up` gets one data role, to upload node payloads, on that one container, as
+    the principal type the stack names (User unless gb300:storage.nodePayload.deployerPrincipalType says)."""
+    ids = _by_id(reference_plan)
+    [deployer] = [ra for ra in _assignments(reference_plan) if ra.name == "ref-payload-deployer"]
+    assert roles.name_of(deployer.inputs["roleDefinitionId"]) == "Storage Blob Data Contributor"
+    container = ids[deployer.inputs["scope"]]
+    assert (container.type, container.inputs["containerName"]) == (
+        "azure-native:storage:BlobContainer",
+        "gb300-node-payload",
+    )
+    assert deployer.inputs["principalType"] == "User"
 
 
 def test_grafana_reads_only_the_workspaces(reference_plan: PlanResult) -> None:
@@ -78,7 +98,7 @@ def test_grafana_reads_only_the_workspaces(reference_plan: PlanResult) -> None:
     others = Counter(
         (roles.name_of(ra.inputs["roleDefinitionId"]), ids[ra.inputs["scope"]].type)
         for ra in _assignments(reference_plan)
-        if ra.inputs["principalId"] != node
+        if ra.inputs["principalId"] != node and ra.name != "ref-payload-deployer"
     )
     assert others == Counter(
         {

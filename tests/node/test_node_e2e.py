@@ -8,6 +8,7 @@ their data through the path the stack defines (Slurm's node records; docs/shared
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -33,6 +34,7 @@ TAGS = {
     "gb300-prom-write": "https://ref-mon.eastus2-1.metrics.ingest.monitor.azure.com/dataCollectionRules/dcr-1"
     "/streams/Microsoft-PrometheusMetrics/api/v1/write?api-version=2023-04-24",
     "gb300-keyvault": "kv-gb300-ref",
+    "gb300-payload-url": "",  # the stack's payload container (node_e2e.PAYLOAD_CONTAINER_URL's account)
 }
 HEALTH = "/usr/local/sbin/gb300-health-check"
 
@@ -47,6 +49,8 @@ class Cluster:
     gpu: node_e2e.Node
     slurm_state: Path
     endpoint: str
+    plan: PlanResult
+    azure: node_e2e.Azure
 
     @property
     def gpu_name(self) -> str:
@@ -66,7 +70,12 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     cfg = config.parse(config.load_stack_file(paths.stack_file(stack)))
     base = tmp_path_factory.mktemp(f"e2e-{stack}")
     slurm_state = base / "slurm.json"
-    with node_e2e.endpoints(node_e2e.Azure(tags=TAGS)) as url:
+    container = cfg.storage.node_payload.container
+    # The stand-in Blob endpoint serves exactly the bytes the plan would upload, under the stack's container.
+    blobs = {f"{container}/{name}": data for name, data in plan_custom_data.payloads(plan).items()}
+    tags = TAGS | {"gb300-payload-url": node_e2e.PAYLOAD_CONTAINER_URL.rsplit("/", 1)[0] + f"/{container}"}
+    azure = node_e2e.Azure(tags=tags, blobs=blobs)
+    with node_e2e.endpoints(azure) as url:
         head = node_e2e.boot(
             base / "head",
             plan_custom_data.cloud_config(plan, node_context.HEAD),
@@ -84,22 +93,41 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
             slurm_state=slurm_state,
             address="10.40.4.1",
         )
-        yield Cluster(stack, cfg, head, gpu, slurm_state, url)
+        yield Cluster(stack, cfg, head, gpu, slurm_state, url, plan, azure)
+
+
+def _steps(box: Sandbox) -> list[str]:
+    """The steps a node's runcmd runs through run-step (after fetch-payload)."""
+    return [entry[1] for entry in box.config["runcmd"] if len(entry) == 2]
+
+
+def _fetched_its_payload(cluster: Cluster, node: node_e2e.Node, role: str) -> None:
+    name, data = plan_custom_data.payload_of(cluster.plan, role)
+    assert node.box.config["runcmd"][0] == ["/usr/local/lib/gb300/fetch-payload"]
+    assert f"{cluster.cfg.storage.node_payload.container}/{name}" in cluster.azure.blob_requests
+    assert node.box.read("/var/lib/gb300/payload.sha256").strip() == hashlib.sha256(data).hexdigest()
+    # Every file of the payload is on the node, as the plan would upload it.
+    full = plan_custom_data.full_cloud_config(cluster.plan, role)
+    for entry in full["write_files"]:
+        assert node.box.read(entry["path"]) == entry["content"], entry["path"]
 
 
 def test_head_reaches_ready(cluster: Cluster) -> None:
-    """The head node runs every step of its custom data and ends ready."""
+    """The head node fetches its node payload from the Blob endpoint, runs every step and ends ready."""
     assert cluster.head.run.ok, cluster.head.run.output[-2000:]
     assert cluster.head.status()["state"] == "ready"
-    for _, step in cluster.head.box.config["runcmd"]:
+    _fetched_its_payload(cluster, cluster.head, node_context.HEAD)
+    for step in _steps(cluster.head.box):
         assert cluster.head.box.path(f"/var/lib/gb300/steps/{step}.done").is_file(), step
 
 
 def test_gpu_node_reaches_ready_and_is_not_drained(cluster: Cluster) -> None:
-    """A healthy GPU node with exactly its stack's mounts ends ready, passes the health gate, and is not drained."""
+    """A healthy GPU node with exactly its stack's mounts fetches its payload, ends ready, passes the health gate,
+    and is not drained."""
     assert cluster.gpu.run.ok, cluster.gpu.run.output[-2000:]
     assert cluster.gpu.status()["state"] == "ready"
-    for _, step in cluster.gpu.box.config["runcmd"]:
+    _fetched_its_payload(cluster, cluster.gpu, node_context.GPU_NODE)
+    for step in _steps(cluster.gpu.box):
         assert cluster.gpu.box.path(f"/var/lib/gb300/steps/{step}.done").is_file(), step
     assert cluster.gpu.box.read("/var/lib/gb300/health/boot.result") == "pass\n"
     periodic = node_e2e.run_tool(cluster.gpu.box, HEALTH)
@@ -252,8 +280,10 @@ def test_a_replaced_instance_record_is_deleted_and_a_rebooting_node_is_kept(clus
     assert f"deleted the Slurm record of replaced instance {old}" in (rack.head.base / "journal.log").read_text()
 
 
-def test_reference_custom_data_stays_under_52_kb(reference_plan: PlanResult) -> None:
-    """Each role's custom data in the reference plan is at most 52 KB of base64, leaving room under Azure's 64 KB."""
+def test_reference_custom_data_stays_under_8_kb(reference_plan: PlanResult) -> None:
+    """Each role's custom data in the reference plan is at most 8 KB of base64: the node payload carries the rest."""
     sizes = {role: len(data) for role, data in plan_custom_data.encoded_custom_data(reference_plan).items()}
     assert set(sizes) == {"gpu-node", "head"}
-    assert max(sizes.values()) <= 52 * 1024, sizes
+    print(f"custom data bytes (base64): {sizes}")
+    print(f"node payload bytes (gzip): { {r: len(plan_custom_data.payload_of(reference_plan, r)[1]) for r in sizes} }")
+    assert max(sizes.values()) <= 8 * 1024, sizes

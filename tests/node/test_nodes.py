@@ -20,6 +20,7 @@ from gb300.azure import inventory
 from gb300.bootstrap import AZURE_CUSTOM_DATA_LIMIT, find_secret_material, load_software
 from gb300.node import custom_data as nodes
 from gb300.plan import PlanResult
+from tests.support import plan_custom_data
 from tests.support.files import assert_golden
 
 GPU_STEPS = [
@@ -64,12 +65,21 @@ def _roles(plan: PlanResult) -> dict[str, tuple[str, dict[str, Any]]]:
 
 
 def _runcmd_steps(cloud_config: str) -> list[str]:
+    """The steps runcmd runs through run-step (the custom data's first entry fetches the payload)."""
     doc = yaml.safe_load(cloud_config)
     names = []
     for cmd in doc["runcmd"]:
         assert isinstance(cmd, list), "runcmd entries are in list form"
+        if cmd == ["/usr/local/lib/gb300/fetch-payload"]:
+            continue
         names.append(next(arg for arg in cmd if arg[:2].isdigit() or arg.startswith("gb300-")))
     return names
+
+
+def _node_text(plan: PlanResult, role: str) -> str:
+    """Everything ``role``'s node receives in ``plan``: its custom data and every file of the payload it fetches."""
+    doc = plan_custom_data.full_cloud_config(plan, role)
+    return plan_custom_data.cloud_config(plan, role) + "".join(f["content"] for f in doc["write_files"])
 
 
 @pytest.mark.slow
@@ -135,7 +145,8 @@ def test_head_with_slurmdbd_fits_custom_data_and_holds_no_secret(head_with_slurm
     print(f"head with slurmdbd: custom data {head_with_slurmdbd.size} bytes base64")
     assert head_with_slurmdbd.size < AZURE_CUSTOM_DATA_LIMIT
     assert find_secret_material(head_with_slurmdbd.cloud_config) == []
-    doc = yaml.safe_load(head_with_slurmdbd.cloud_config)
+    assert find_secret_material(head_with_slurmdbd.payload.cloud_config) == []
+    doc = yaml.safe_load(head_with_slurmdbd.payload.cloud_config)
     [dbd] = [f for f in doc["write_files"] if f["path"] == "/etc/slurm/slurmdbd.conf"]
     assert "StoragePass" not in dbd["content"]
     assert dbd["permissions"] == "0600"
@@ -143,7 +154,7 @@ def test_head_with_slurmdbd_fits_custom_data_and_holds_no_secret(head_with_slurm
 
 def test_head_with_slurmdbd_starts_it_before_slurmctld(head_with_slurmdbd: nodes.CustomData) -> None:
     """With slurmdbd on, the head's slurm.env turns the step on and runcmd runs it before slurmctld's setup."""
-    doc = yaml.safe_load(head_with_slurmdbd.cloud_config)
+    doc = yaml.safe_load(head_with_slurmdbd.payload.cloud_config)
     [env] = [f["content"] for f in doc["write_files"] if f["path"] == "/etc/gb300/slurm.env"]
     assert "GB300_SLURMDBD=1" in env.splitlines()
     steps = _runcmd_steps(head_with_slurmdbd.cloud_config)
@@ -159,8 +170,10 @@ def test_custom_data_hash_tag_matches_content(reference_plan: PlanResult, role: 
 
 @pytest.mark.parametrize("role", ["gpu-node", "head"])
 def test_custom_data_holds_no_vault_name_or_key(reference_plan: PlanResult, role: str) -> None:
-    """The munge key and the vault's generated name never travel in custom data; the vault comes from a tag."""
-    text, tags = _roles(reference_plan)[role]
+    """The munge key and the vault's generated name never travel in custom data or the node payload; the vault
+    comes from a tag."""
+    _, tags = _roles(reference_plan)[role]
+    text = _node_text(reference_plan, role)
     assert tags["gb300-keyvault"] not in text
     assert "GB300_KEYVAULT_NAME=" not in text  # slurm.env leaves it to the tag
     assert "munge.key" in text  # the script that fetches it is there, the key is not
@@ -168,14 +181,21 @@ def test_custom_data_holds_no_vault_name_or_key(reference_plan: PlanResult, role
 
 
 @pytest.mark.parametrize("role", ["gpu-node", "head"])
-def test_reference_cloud_config_matches_golden(reference_plan: PlanResult, role: str) -> None:
-    """The reference stack's cloud-config per role is a golden file, so every change shows in review."""
+def test_reference_cloud_config_matches_golden(
+    reference_plan: PlanResult, reference_raw: dict[str, Any], role: str
+) -> None:
+    """The reference stack's custom data and the full cloud-config its node payload is packed from are golden
+    files per role, so every change shows in review; the plan uploads exactly that payload."""
     text, _ = _roles(reference_plan)[role]
-    assert_golden(f"reference/{role}.cloud-config.yaml", text)
+    assert_golden(f"reference/{role}.custom-data.yaml", text)
+    cfg = config.parse(copy.deepcopy(reference_raw))
+    custom = nodes.render(role, cfg, cfg.gpu_pools[0] if role == "gpu-node" else None)
+    assert plan_custom_data.payload_of(reference_plan, role)[1] == custom.payload.archive
+    assert_golden(f"reference/{role}.cloud-config.yaml", custom.payload.cloud_config)
 
 
 def _slurm_env(custom: nodes.CustomData) -> dict[str, str]:
-    doc = yaml.safe_load(custom.cloud_config)
+    doc = yaml.safe_load(custom.payload.cloud_config)
     [env] = [f["content"] for f in doc["write_files"] if f["path"] == "/etc/gb300/slurm.env"]
     return dict(line.split("=", 1) for line in env.splitlines() if "=" in line and not line.startswith("#"))
 
@@ -199,7 +219,7 @@ def test_every_role_installs_the_pinned_slurm_and_an_override_moves_it(reference
 
 
 def _placed(custom: nodes.CustomData, path: str) -> str:
-    [content] = [f["content"] for f in yaml.safe_load(custom.cloud_config)["write_files"] if f["path"] == path]
+    [content] = [f["content"] for f in yaml.safe_load(custom.payload.cloud_config)["write_files"] if f["path"] == path]
     return str(content)
 
 

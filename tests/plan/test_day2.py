@@ -211,4 +211,5 @@ def test_resizing_a_pool_leaves_the_head_custom_data_unchanged(reference_raw: di
     raw["gpuPools"][0]["racks"] = racks
     after = nodes.render(nodes.HEAD, config.parse(raw))
     assert after.sha256 == before.sha256
-    assert "MaxNodeCount=32763" in after.cloud_config
+    assert after.payload.archive == before.payload.archive
+    assert "MaxNodeCount=32763" in after.payload.cloud_config

@@ -124,7 +124,7 @@ def test_soft_failures_to_drain_comes_from_the_stack(dev_raw: dict[str, Any]) ->
     raw = copy.deepcopy(dev_raw)
     raw["health"] = {"softFailuresToDrain": 5}
     cfg = config.parse(raw)
-    cloud_config = nodes.render(nodes.GPU_NODE, cfg, cfg.gpu_pools[0]).cloud_config
+    cloud_config = nodes.render(nodes.GPU_NODE, cfg, cfg.gpu_pools[0]).payload.cloud_config
     assert "GB300_SOFT_FAILURES_TO_DRAIN=5\n" in cloud_config
 
 

@@ -28,6 +28,8 @@ from tests.support.sandbox import Machine, RunResult, Sandbox, hpc_image_machine
 
 MUNGE_KEY = base64.b64encode(bytes(range(256)) * 4).decode()
 TOKEN = "standin-token"  # noqa: S105 - a stand-in bearer token, no secret
+BLOB_ACCOUNT = "refst0001"
+PAYLOAD_CONTAINER_URL = f"https://{BLOB_ACCOUNT}.blob.core.windows.net/gb300-node-payload"
 
 
 @dataclass
@@ -37,9 +39,16 @@ class Azure:
     tags: dict[str, str] = field(default_factory=dict)
     scale_set: str = "ref-train-r0001"
     vault: str = "kv-gb300-ref"
+    # The storage account's Blob endpoint: "<container>/<blob>" -> bytes (the node payloads the plan uploads).
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    # "<container>/<blob>" -> how many more GETs of it answer 503 (a transient failure) before it is served.
+    blob_failures: dict[str, int] = field(default_factory=dict)
+    blob_requests: list[str] = field(default_factory=list)
 
-    def answer(self, host: str, path: str, headers: Any) -> tuple[int, str]:
+    def answer(self, host: str, path: str, headers: Any) -> tuple[int, str | bytes]:
         """Status and body for a GET of ``host`` + ``path``."""
+        if host == f"{BLOB_ACCOUNT}.blob.core.windows.net":
+            return self._blob(path.lstrip("/"), headers)
         local = {
             ("127.0.0.1:9400", "/metrics"): 'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 0\n',
             ("127.0.0.1:9100", "/metrics"): 'node_infiniband_state_id{device="mlx5_ib0",port="1"} 4\n',
@@ -54,6 +63,20 @@ class Azure:
                 return 401, "no token"
             return 200, json.dumps({"value": MUNGE_KEY})
         return 404, f"no stand-in for {host}{path}"
+
+    def _blob(self, name: str, headers: Any) -> tuple[int, str | bytes]:
+        """Azure Blob's GET Blob: a bearer token (OAuth needs x-ms-version 2017-11-09 or later), then the bytes."""
+        self.blob_requests.append(name)
+        if headers.get("Authorization") != f"Bearer {TOKEN}":
+            return 401, "NoAuthenticationInformation"
+        if headers.get("x-ms-version", "") < "2017-11-09":
+            return 400, "InvalidHeaderValue: x-ms-version"
+        if self.blob_failures.get(name, 0) > 0:
+            self.blob_failures[name] -= 1
+            return 503, "ServerBusy"
+        if name not in self.blobs:
+            return 404, "BlobNotFound"
+        return 200, self.blobs[name]
 
     def _imds(self, path: str, headers: Any) -> tuple[int, str]:
         if headers.get("Metadata") != "true":
@@ -75,7 +98,7 @@ def endpoints(azure: Azure) -> Iterator[str]:
         def do_GET(self) -> None:
             url = urlsplit(self.path)
             status, body = azure.answer(url.netloc or self.headers.get("Host", ""), url.path, self.headers)
-            data = body.encode()
+            data = body if isinstance(body, bytes) else body.encode()
             self.send_response(status)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

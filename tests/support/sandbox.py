@@ -242,8 +242,13 @@ class Sandbox:
         output: list[str] = []
         for entry in self.config.get("runcmd", []):
             argv = [str(self.path(entry[0])), *entry[1:]]
+            label = " ".join(entry[1:]) or Path(entry[0]).name
+            if not Path(argv[0]).is_file():  # cloud-init's shell: a command that is not there exits 127
+                results.append((label, 127))
+                output.append(f"{entry[0]}: not found\n")
+                continue
             proc = subprocess.run(argv, env=self.env(), capture_output=True, text=True, check=False)
-            results.append((" ".join(entry[1:]), proc.returncode))
+            results.append((label, proc.returncode))
             output.append(proc.stdout + proc.stderr)
         return RunResult(results, time.perf_counter() - started, "".join(output))
 

@@ -29,6 +29,7 @@ __all__ = [
     "CUSTOM_DATA_HASH_TAG",
     "RenderedCustomData",
     "build_cloud_config",
+    "dump_cloud_config",
     "render_custom_data",
 ]
 
@@ -94,19 +95,24 @@ def build_cloud_config(ctx: BootstrapContext) -> dict[str, Any]:
     return config
 
 
+def dump_cloud_config(ctx: BootstrapContext, config: dict[str, Any], note: str = "") -> str:
+    """``config`` as cloud-config text: the header, a line naming the role, pool and cluster, then the YAML."""
+    body = yaml.dump(config, Dumper=_LiteralDumper, sort_keys=False, width=120, allow_unicode=False)
+    return (
+        _HEADER
+        + f"# gb300 bootstrap for role {ctx.role}, pool {ctx.pool_name}, cluster {ctx.cluster_name}.\n"
+        + "# Generated from cloud-init/, templates/ and infra/gb300/data/: edit those, not this.\n"
+        + note
+        + body
+    )
+
+
 def render_custom_data(ctx: BootstrapContext) -> RenderedCustomData:
     """Render `ctx.role`'s cloud-config for one pool and pack it as Azure custom data.
 
     Raises BootstrapError when the result carries secret-looking material or exceeds 64 KB.
     """
-    config = build_cloud_config(ctx)
-    body = yaml.dump(config, Dumper=_LiteralDumper, sort_keys=False, width=120, allow_unicode=False)
-    text = (
-        _HEADER
-        + f"# gb300 bootstrap for role {ctx.role}, pool {ctx.pool_name}, cluster {ctx.cluster_name}.\n"
-        + "# Generated from cloud-init/, templates/ and infra/gb300/data/: edit those, not this.\n"
-        + body
-    )
+    text = dump_cloud_config(ctx, build_cloud_config(ctx))
     found = find_secret_material(text)
     if found:
         msg = (

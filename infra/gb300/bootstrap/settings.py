@@ -55,6 +55,10 @@ class NodeSettings:
     """How often run-step tries a step again that failed without a reason of its own (a transient error)."""
     step_backoff_seconds: int = 0
     """The first wait before a retry; it doubles for each further retry."""
+    payload_attempts: int = 1
+    """How often fetch-payload asks for the node payload before the bootstrap fails (``payload_fetch``)."""
+    payload_backoff_seconds: int = 0
+    """The first wait between payload attempts; it doubles for each further attempt."""
     step_failure_reannounce_seconds: int = 0
     """How often a failed node logs its failure line again (the log alert's input; docs/lifecycle.md)."""
 
@@ -124,6 +128,8 @@ def load_node(path: Path = NODE_FILE) -> NodeSettings:
             step_timeouts=_pairs(_section(raw, "steps", path)["timeouts"]),
             step_retries=int(_section(raw, "steps", path)["retries"]),
             step_backoff_seconds=int(_section(raw, "steps", path)["backoff_seconds"]),
+            payload_attempts=int(_section(raw, "payload_fetch", path)["attempts"]),
+            payload_backoff_seconds=int(_section(raw, "payload_fetch", path)["backoff_seconds"]),
             step_failure_reannounce_seconds=int(_section(raw, "steps", path)["failure_reannounce_seconds"]),
         )
     except (KeyError, TypeError, ValueError) as exc:

@@ -8,8 +8,10 @@ both guards for one store only through ``gb300:storage.allowReplace``. The files
 protects and retains that group too); see docs/azure-resources.md for why the account has no lock.
 
 The account is reachable only through private endpoints (blob, dfs) resolved by private DNS zones linked to the
-VNet: no public network access, no anonymous blob access, no shared keys, TLS 1.2. Nodes reach containers with
-the node identity's role assignments, each scoped to one container.
+VNet: no public network access (unless ``gb300:storage.nodePayload.uploadSourceRanges`` opens it to those
+addresses only, for ``pulumi up``'s upload of the node payloads), no anonymous blob access, no shared keys,
+TLS 1.2. Nodes reach containers with the node identity's role assignments, each scoped to one container. Every
+stack has this account: without ``gb300:storage.blob`` it holds the node payload container alone.
 
 Deleted data stays recoverable: blob and container soft delete for ``soft_delete_days`` and, on a flat namespace,
 blob versioning (every overwrite keeps the previous version). Containers are stateful resources too: protected,
@@ -19,6 +21,7 @@ retained, and lifted only by ``gb300:storage.allowReplace: [containers]``.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -146,6 +149,8 @@ class BlobStoreArgs:
     versioning: bool = True
     allow_replace: bool = False
     allow_replace_containers: bool = False
+    upload_source_ranges: tuple[str, ...] = ()
+    """Public addresses that may reach the account (``gb300:storage.nodePayload.uploadSourceRanges``)."""
     tags: dict[str, str] = field(default_factory=dict)
     account_name: str | None = None  # gb300:storage.blob.accountName; None: see account_name()
 
@@ -163,16 +168,38 @@ def account_name(args: BlobStoreArgs, subscription_id: str) -> str:
     return f"{args.cluster_name.replace('-', '')}st{digest}"
 
 
+def ip_rules(ranges: tuple[str, ...]) -> list[storage.IPRuleArgs]:
+    """Storage IP rules for CIDRs: Azure takes /31 and /32 as single addresses only."""
+    rules = []
+    for cidr in ranges:
+        net = ipaddress.IPv4Network(cidr)
+        values = [str(a) for a in net] if net.prefixlen >= 31 else [cidr]
+        rules += [storage.IPRuleArgs(i_p_address_or_range=v, action=storage.Action.ALLOW) for v in values]
+    return rules
+
+
+def network_access(ranges: tuple[str, ...]) -> tuple[str, storage.NetworkRuleSetArgs]:
+    """``publicNetworkAccess`` and the rule set: closed, or open to ``ranges`` only (default action Deny)."""
+    if not ranges:
+        return "Disabled", storage.NetworkRuleSetArgs(default_action=storage.DefaultAction.DENY, bypass="None")
+    rules = storage.NetworkRuleSetArgs(
+        default_action=storage.DefaultAction.DENY, bypass="None", ip_rules=ip_rules(ranges)
+    )
+    return "Enabled", rules
+
+
 class BlobStore(pulumi.ComponentResource):
     """A private HNS storage account with containers, private endpoints and the nodes' per-container roles."""
 
     id: pulumi.Output[str]
     name: pulumi.Output[str]
+    blob_endpoint: pulumi.Output[str]
     container_ids: dict[str, pulumi.Output[str]]
 
     def __init__(self, name: str, args: BlobStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gb300:storage:BlobStore", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        public_access, rule_set = network_access(args.upload_source_ranges)
         account = storage.StorageAccount(
             f"{name}-account",
             account_name=pulumi.Output.from_input(args.subscription_id).apply(lambda sub: account_name(args, sub)),
@@ -187,8 +214,8 @@ class BlobStore(pulumi.ComponentResource):
             default_to_o_auth_authentication=True,
             minimum_tls_version="TLS1_2",
             enable_https_traffic_only=True,
-            public_network_access="Disabled",
-            network_rule_set=storage.NetworkRuleSetArgs(default_action=storage.DefaultAction.DENY, bypass="None"),
+            public_network_access=public_access,
+            network_rule_set=rule_set,
             allow_cross_tenant_replication=False,
             tags=args.tags,
             opts=stateful_options("azure-native:storage:StorageAccount", self, allow_replace=args.allow_replace),
@@ -244,4 +271,5 @@ class BlobStore(pulumi.ComponentResource):
             )
         self.id = account.id
         self.name = account.name
+        self.blob_endpoint = account.primary_endpoints.apply(lambda e: (e.blob if e else None) or "")
         self.register_outputs({"id": account.id, "name": account.name, "containerIds": self.container_ids})

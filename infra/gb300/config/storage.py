@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from gb300.config.base import ConfigModel
 from gb300.config.checks import (
+    _check_cidr,
     _check_container_name,
     _check_mount_path,
     _PathError,
@@ -206,6 +207,28 @@ class CheckpointSettings(ConfigModel):
 StatefulStore = Literal["lustre", "account", "containers"]
 
 
+class NodePayloadSettings(ConfigModel):
+    """``gb300:storage.nodePayload``: where the node payloads live in the cluster's storage account
+    (docs/node-payload.md)."""
+
+    container: Annotated[str, AfterValidator(_check_container_name)] = "gb300-node-payload"
+    """The container holding one `<sha256>.tar.gz` per distinct node payload: the node identity may read it
+    (Storage Blob Data Reader, this container only), the deployer write it; it must differ from the data
+    containers.
+    """
+    upload_source_ranges: list[Annotated[str, BeforeValidator(_check_cidr)]] = Field(default_factory=list)
+    """Public IPv4 CIDRs `pulumi up` uploads the payloads from when it does not run inside the VNet: they open the
+    account's public endpoint to those addresses only (default action Deny, Entra ID still required). Empty: the
+    account stays private and `pulumi up` must reach it through the private endpoint
+    (docs/node-payload.md#uploading).
+    """
+    deployer_principal_type: Literal["User", "ServicePrincipal", "none"] = "User"
+    """Who runs `pulumi up`: the program grants that identity Storage Blob Data Contributor on the payload
+    container so it can upload, and Azure refuses a grant of the wrong type (set `ServicePrincipal` in CI). `none`:
+    no grant, the deployer holds a Blob data write role already.
+    """
+
+
 class StorageSettings(ConfigModel):
     """``gb300:storage``: shared storage (Lustre, Blob) for datasets and checkpoints."""
 
@@ -218,6 +241,10 @@ class StorageSettings(ConfigModel):
     checkpoint: CheckpointSettings | None = None
     """The model whose checkpoints Lustre must absorb: `gb300 plan` warns (`lustre-checkpoint-throughput`) when it
     cannot; unset: not checked.
+    """
+    node_payload: NodePayloadSettings = Field(default_factory=NodePayloadSettings)
+    """Where the node payloads live: a container of the cluster's storage account, which every stack has
+    (docs/node-payload.md).
     """
     allow_replace: list[StatefulStore] = Field(default_factory=list)
     """Stateful stores (`lustre`, `account`, `containers`) that may be replaced, losing their data; any other is
@@ -243,6 +270,17 @@ class StorageSettings(ConfigModel):
                         f"overlaps {format_path(other_loc)} ({other}) (got {path!r}); each mount and the block cache "
                         "need their own directory, none inside another",
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _payload_container_is_its_own(self) -> StorageSettings:
+        names = [c.name for c in self.blob.containers] if self.blob is not None else []
+        if self.node_payload.container in names:
+            raise _PathError(
+                ("storage", "nodePayload", "container"),
+                f"must differ from every gb300:storage.blob.containers name (got {self.node_payload.container!r}): "
+                "the node payloads get a container of their own, readable by the nodes and nothing else",
+            )
         return self
 
     @model_validator(mode="after")

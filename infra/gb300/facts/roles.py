@@ -35,8 +35,10 @@ def assign(
     scope: pulumi.Input[str],
     principal_id: pulumi.Input[str],
     parent: pulumi.Resource,
+    principal_type: str = "ServicePrincipal",
 ) -> authorization.RoleAssignment:
-    """Grant ``role`` to a service principal (a managed identity) on exactly ``scope``.
+    """Grant ``role`` to a service principal (a managed identity; ``principal_type`` ``User`` for a person) on
+    exactly ``scope``.
 
     The assignment's name is :func:`assignment_name` of the scope, role and principal: stable across runs, and
     different in every subscription (the scope is a resource id that starts with it). Azure refuses a second
@@ -51,7 +53,7 @@ def assign(
         ),
         role_definition_id=definition,
         principal_id=principal_id,
-        principal_type="ServicePrincipal",
+        principal_type=principal_type,
         scope=scope,
         opts=pulumi.ResourceOptions(parent=parent, delete_before_replace=True),
     )

@@ -1,16 +1,18 @@
 """What each node role boots with: the steps and files of the node registry (:mod:`gb300.node.steps`) for the
-role and the stack, packed as Azure custom data.
+role and the stack, packed as a node payload (one content-addressed archive, stored once per cluster) and the
+small custom data that fetches it (:mod:`gb300.bootstrap.payload`, docs/node-payload.md).
 
-Custom data is rendered from the typed config alone (no deploy-time values), so its hash is known at plan
-time and tells which pools need a reimage. Deploy-time values a node needs (the Key Vault's generated name)
-reach it as VM tags read from IMDS, never as custom data.
+Both are rendered from the typed config alone (no deploy-time values), so the custom data's hash, which
+carries the payload's sha256, is known at plan time and tells which pools need a reimage. Deploy-time values a
+node needs (the Key Vault's generated name, the payload container's URL) reach it as VM tags read from IMDS,
+never as custom data.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gb300 import bootstrap
+from gb300.bootstrap.payload import Payload, render_small_custom_data
 from gb300.config import GpuPool, StackConfig
 from gb300.node import context as node_context
 from gb300.node.context import GPU_NODE, HEAD, head_hostname, slurm_cluster
@@ -20,12 +22,14 @@ __all__ = ["GPU_NODE", "HEAD", "CustomData", "head_hostname", "render", "slurm_c
 
 @dataclass(frozen=True)
 class CustomData:
-    """One role's rendered custom data, base64 of gzip as Azure takes it, with its content hash."""
+    """One role's rendered custom data, base64 of gzip as Azure takes it, with its content hash, and the node
+    payload it fetches (``payload.cloud_config`` is the full cloud-config the payload's files come from)."""
 
     role: str
     base64: str
     sha256: str
     cloud_config: str
+    payload: Payload
 
     @property
     def size(self) -> int:
@@ -34,5 +38,6 @@ class CustomData:
 
 def render(role: str, cfg: StackConfig, pool: GpuPool | None = None) -> CustomData:
     """The custom data of ``role`` (``head`` or ``gpu-node`` of ``pool``)."""
-    rendered = bootstrap.render_custom_data(node_context.build(cfg, role, pool))
-    return CustomData(role, rendered.custom_data, rendered.sha256, rendered.cloud_config)
+    small = render_small_custom_data(node_context.build(cfg, role, pool))
+    rendered = small.rendered
+    return CustomData(role, rendered.custom_data, rendered.sha256, rendered.cloud_config, small.payload)

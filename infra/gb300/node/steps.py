@@ -62,13 +62,20 @@ class Step:
 
 @dataclass(frozen=True)
 class Files:
-    """Files a role carries: ``render`` gives their paths, contents and modes for a node context."""
+    """Files a role carries: ``render`` gives their paths, contents and modes for a node context.
+
+    Every file is in the role's node payload (docs/node-payload.md). ``inline`` files also travel in the custom
+    data, for what must be in place before the payload is fetched; ``first`` is a command among them that
+    ``runcmd`` runs before the fetch (self-contained: the step library is in the payload).
+    """
 
     name: str
     roles: tuple[str, ...]
     part: Part
     render: Callable[[BootstrapContext, Sequence[Step]], Iterable[NodeFile]]
     when: Condition | None = None
+    inline: bool = False
+    first: str | None = None
 
 
 def _lustre(cfg: StackConfig) -> bool:
@@ -307,6 +314,14 @@ def compact(content: str) -> str:
         return content
     note = "# Documented in the gb300 repository (cloud-init/); comments trimmed for custom data."
     return "\n".join([lines[0], note, *lines[end:]])
+
+
+def inline_for(ctx: BootstrapContext, steps: Sequence[Step]) -> tuple[list[NodeFile], list[str]]:
+    """The files ``ctx``'s role carries in its custom data as well as its payload, and the commands ``runcmd``
+    runs before fetching the payload, in registry order; shell scripts compacted."""
+    entries = [e for e in FILES if (e.inline or e.first) and _wanted(e.roles, e.part, e.when, ctx)]
+    files = [NodeFile(f.path, compact(f.content), f.permissions) for e in entries for f in e.render(ctx, steps)]
+    return files, [e.first for e in entries if e.first]
 
 
 def files_for(ctx: BootstrapContext, steps: Sequence[Step]) -> list[NodeFile]:

@@ -34,8 +34,13 @@ def text(result: PlanResult, *, stack_file: str) -> str:
         for sub in s["subnets"]
     ]
     if s["customDataBytes"]:
-        lines += ["", "Custom data (base64, Azure's limit is 65,536 bytes)"]
-        lines += [f"  {role:<20} {_n(size):>7} bytes" for role, size in s["customDataBytes"].items()]
+        payload = s.get("nodePayloadBytes", {})
+        lines += ["", "Custom data (base64, Azure's limit is 65,536 bytes) and the node payload it fetches (gzip)"]
+        lines += [
+            f"  {role:<20} {_n(size):>7} bytes custom data"
+            + (f", {_n(payload[role]):>7} bytes payload" if role in payload else "")
+            for role, size in s["customDataBytes"].items()
+        ]
     if "needsReimage" in s:
         lines += ["", "Reimage needed after `pulumi up` (bootstrap changed since the deployed state)"]
         lines += [f"  {group:<20} {_n(count):>7} scale sets/VMs" for group, count in s["needsReimage"].items()]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import importlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pulumi
@@ -111,10 +113,24 @@ class SuppressedRule:
         return {"rule": self.rule, "reason": self.reason, "hidden": [f.as_json() for f in self.hidden]}
 
 
+ASSET_SIG = "4dabf18193072939515e22adb298388d"
+"""The key Pulumi marks an asset with in a resource's inputs and state (sdk/go/common/resource/sig)."""
+ASSET_SIG_VALUE = "c44067f5952c0a294b673a41bacd8c17"
+
+
+def _asset(value: pulumi.FileAsset) -> dict[str, str]:
+    """A file asset as Pulumi's state keeps it: its path and the sha256 of its content, never the content."""
+    path = Path(str(value.path))
+    digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+    return {ASSET_SIG: ASSET_SIG_VALUE, "hash": digest, "path": str(path)}
+
+
 def _plain(value: Any) -> Any:
     """Protobuf carries every number as a double; give whole numbers back as ints, as they were written."""
     if is_rpc_secret(value):
         return SECRET
+    if isinstance(value, pulumi.FileAsset):
+        return _asset(value)
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from gb300 import tags as gb300_tags
@@ -12,6 +13,17 @@ from gb300.azure import inventory, machines
 from gb300.config import StackConfig
 from gb300.facts import catalog
 from gb300.plan.runner import ResourceRecord
+
+
+def payload_bytes(resources: Sequence[ResourceRecord]) -> dict[str, int]:
+    """Role -> bytes of the node payload its custom data fetches (the blob's file, as ``pulumi up`` uploads it)."""
+    payload: dict[str, int] = {}
+    for blob in inventory.of_type(resources, "azure-native:storage:Blob"):
+        role = (blob.inputs.get("metadata") or {}).get("role")
+        path = (blob.inputs.get("source") or {}).get("path")
+        if isinstance(role, str) and isinstance(path, str) and Path(path).is_file():
+            payload[role] = max(payload.get(role, 0), Path(path).stat().st_size)
+    return dict(sorted(payload.items()))
 
 
 def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str, Any]:
@@ -78,6 +90,7 @@ def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str
         "pools": pools,
         "subnets": subnets,
         "customDataBytes": custom_data,
+        "nodePayloadBytes": payload_bytes(resources),
         "resourceCount": len(resources),
         "resourcesByType": dict(sorted(Counter(r.type for r in resources).items())),
     }

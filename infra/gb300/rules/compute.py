@@ -194,7 +194,8 @@ def _custom_data(resource: Resource) -> str | None:
 
 @resource_rule("custom-data-size")
 def custom_data_size(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
-    """Custom data (base64, as Azure receives it) stays under Azure's 64 KB limit, with a warning at 52 KB."""
+    """Custom data (base64, as Azure receives it) stays under Azure's 64 KB limit, with a warning above 8 KB (it
+    only fetches the node payload, docs/node-payload.md)."""
     del ctx
     cat = catalog.load()
     limit, warn = int(cat.limit("customDataMaxBytes")), int(cat.limit("customDataWarnBytes"))
@@ -209,14 +210,15 @@ def custom_data_size(resources: Sequence[Resource], ctx: RuleContext) -> Iterato
                 Level.ERROR,
                 resource.urn,
                 f"{where} must be at most {limit:,} bytes in base64, Azure's limit (got {size:,}); Azure rejects the "
-                "deployment. Move large files out of cloud-init (fetch them at boot) or gzip the user data.",
+                "deployment. Move files into the node payload (docs/node-payload.md), which nodes fetch at boot.",
             )
         elif size > warn:
             yield Report(
                 Level.WARNING,
                 resource.urn,
-                f"{where} is {size:,} bytes in base64, within {limit - size:,} bytes of Azure's {limit:,}-byte limit "
-                f"(warning above {warn:,}). Trim it or gzip it before the next change pushes it over.",
+                f"{where} is {size:,} bytes in base64, over the {warn:,} bytes a custom data that only fetches the "
+                f"node payload needs ({limit - size:,} bytes under Azure's {limit:,}-byte limit). Move what went "
+                "inline into the node payload (docs/node-payload.md).",
             )
 
 
