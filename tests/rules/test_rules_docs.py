@@ -8,12 +8,10 @@ import pytest
 
 from gb300 import paths, policy_pack, rules
 from gb300.config import PolicySettings
-from gb300.rules import data_loss, destroy, reimage
 
 DOC = (paths.REPO_ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
-STATE_RULES = {destroy.RULE_ID, data_loss.RULE_ID, reimage.RULE_ID}
-"""Rules ``gb300 plan --state`` runs against the deployed state."""
-ALL_RULES = {*rules.RULES, *rules.CONFIG_RULES, *STATE_RULES}
+ALL_RULES = set(rules.BY_ID)
+"""Every rule of the registry: resource, config and state rules."""
 
 
 def _section(rule_id: str) -> str:
