@@ -24,6 +24,8 @@ if ! command -v prometheus >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$GB300_PROMETHEUS_PACKAGE" ||
     fail "apt-get install ${GB300_PROMETHEUS_PACKAGE} failed"
 fi
+# The package creates the prometheus user: the agent asks IMDS for its token, so the guard lets that user through.
+"${GB300_ROOT:-}/usr/local/sbin/gb300-imds-guard" || fail "cannot let the prometheus user through the IMDS guard"
 # The distro package enables a full Prometheus server; gb300 runs only the agent.
 if systemctl is-enabled --quiet prometheus 2>/dev/null; then
   systemctl disable --now prometheus || fail "cannot stop the distribution's prometheus.service"

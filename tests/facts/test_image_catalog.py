@@ -108,8 +108,8 @@ def _preflight(tmp_path: Path, record: dict[str, str] | None) -> Sandbox:
         role="gpu-node", cluster_name="gb300-ref", pool_name="gpu-a", extra_env=node_context.image_env(image)
     )
     cloud_config = yaml.safe_load(render_custom_data(ctx).cloud_config)
-    cloud_config["runcmd"] = cloud_config["runcmd"][:1]
-    assert cloud_config["runcmd"] == [["/usr/local/lib/gb300/run-step", "00-preflight"]]
+    cloud_config["runcmd"] = cloud_config["runcmd"][:2]  # the IMDS guard, then preflight
+    assert cloud_config["runcmd"][1] == ["/usr/local/lib/gb300/run-step", "00-preflight"]
     machine = hpc_image_machine()
     if record is not None:
         machine.files["/opt/azurehpc/component_versions.txt"] = json.dumps(record, indent=2)  # as jq writes it

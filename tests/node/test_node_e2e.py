@@ -20,6 +20,8 @@ import pytest
 
 from gb300 import config, paths
 from gb300.node import context as node_context
+from gb300.node import imds_guard
+from gb300.node import steps as node_steps
 from gb300.plan import PlanResult
 from gb300.slurm.hostlist import expand
 from tests.support import node_e2e, plan_custom_data
@@ -103,7 +105,7 @@ def _steps(box: Sandbox) -> list[str]:
 
 def _fetched_its_payload(cluster: Cluster, node: node_e2e.Node, role: str) -> None:
     name, data = plan_custom_data.payload_of(cluster.plan, role)
-    assert node.box.config["runcmd"][0] == ["/usr/local/lib/gb300/fetch-payload"]
+    assert node.box.config["runcmd"][1] == ["/usr/local/lib/gb300/fetch-payload"]  # after the IMDS guard
     assert f"{cluster.cfg.storage.node_payload.container}/{name}" in cluster.azure.blob_requests
     assert node.box.read("/var/lib/gb300/payload.sha256").strip() == hashlib.sha256(data).hexdigest()
     # Every file of the payload is on the node, as the plan would upload it.
@@ -135,6 +137,25 @@ def test_gpu_node_reaches_ready_and_is_not_drained(cluster: Cluster) -> None:
     record = node_e2e.slurm_nodes(cluster.slurm_state)[cluster.gpu_name]
     assert "DRAIN" not in record["State"]
     assert record["Reason"] == ""
+
+
+def test_every_role_closes_imds_before_anything_else_changes_the_node(cluster: Cluster) -> None:
+    """On the head and a GPU node, the custom data runs the IMDS guard before it fetches anything: its table is
+    loaded before any other command changes the machine and lets through root and the agents' users the image has
+    (no one else); the guard's step, first of the steps, enables the boot unit."""
+    for node in (cluster.head, cluster.gpu):
+        # The custom data's own copy of the guard runs before the payload is fetched; its step runs first of all.
+        assert node.box.config["runcmd"][0] == [imds_guard.GUARD]
+        assert _steps(node.box)[0] == node_steps.GUARD_STEP
+        changes = [c for c in node.box.calls() if c.startswith("MUTATE")]
+        assert changes[0] == "MUTATE nft -f -", changes[:3]
+        state = node.box.state()
+        users = state["users"]
+        uids = ["0", *(str(users[u]) for u in imds_guard.allowed_users(cluster.cfg) if u in users)]
+        assert len(uids) == 3  # root, syslog (Azure Monitor Agent) and prometheus on both shipped stacks
+        [rules] = state["nft_loads"]  # loaded once: 87-prometheus-agent's second run of the guard changes nothing
+        assert f"ip daddr {imds_guard.address()} meta skuid != {{ {', '.join(uids)} }} reject" in rules
+        assert state["services"]["gb300-imds-guard"]["enabled"]
 
 
 def test_health_gate_checks_exactly_the_configured_mounts(cluster: Cluster) -> None:

@@ -313,6 +313,10 @@ def test_prometheus_agent_step_labels_targets(tmp_path: Path, files: dict[str, n
     (root / "etc/gb300/monitoring.env").write_text(files["/etc/gb300/monitoring.env"].content)
     (root / "etc/gb300/prometheus-agent.yml.in").write_text(files["/etc/gb300/prometheus-agent.yml.in"].content)
     _imds_tag_stub(root)
+    guard = root / "usr/local/sbin/gb300-imds-guard"  # the IMDS guard (tests/test_imds_guard.py runs the real one)
+    guard.parent.mkdir(parents=True)
+    guard.write_text('#!/bin/sh\necho "gb300-imds-guard" >>"$SANDBOX/calls.log"\n')
+    guard.chmod(0o755)
     (root / "var/lib/gb300").mkdir(parents=True)
     (root / "var/lib/gb300/fabric.json").write_text('{"ClusterUUID": "abcd-01", "CliqueId": 7, "gpus": 4}\n')
     bindir = _stub_bin(
@@ -352,6 +356,7 @@ def test_prometheus_agent_step_labels_targets(tmp_path: Path, files: dict[str, n
     assert config_doc["remote_write"][0]["azuread"]["managed_identity"]["client_id"] == TAGS["gb300-node-client-id"]
     calls = (tmp_path / "calls.log").read_text()
     assert calls.count("reload-or-restart") == 1  # the second run found the same configuration
+    assert calls.count("gb300-imds-guard") == 2  # after the package is in place, the guard lets its user through
     done = (root / "var/lib/gb300/steps/87-prometheus-agent.done").read_text()
     assert "rack ref-train-r0003, nvlink domain abcd-01/7" in done
 

@@ -25,6 +25,7 @@ from gb300 import config, paths
 from gb300.bootstrap.payload import FETCH_PAYLOAD, build_payload, render_small_custom_data
 from gb300.node import context as node_context
 from gb300.node import custom_data as nodes
+from gb300.node import imds_guard
 from gb300.node import steps as node_steps
 from tests.support import node_e2e
 from tests.support.sandbox import Sandbox
@@ -104,13 +105,14 @@ def test_custom_data_hash_changes_when_only_the_custom_data_changes(dev: config.
 
 
 def test_custom_data_fetches_then_runs_every_step(dev: config.StackConfig) -> None:
-    """The custom data places only the fetch script and its settings, fetches first, then runs the payload's
-    steps in the full cloud-config's order."""
+    """The custom data places only the IMDS guard (and its boot unit), the fetch script and its settings; it closes
+    IMDS, fetches, then runs the payload's steps in the full cloud-config's order."""
     data = nodes.render(nodes.GPU_NODE, dev, dev.gpu_pools[0])
     doc = yaml.safe_load(data.cloud_config)
-    assert [f["path"] for f in doc["write_files"]] == [FETCH_PAYLOAD, "/etc/gb300/payload.env"]
+    paths_ = [f["path"] for f in doc["write_files"]]
+    assert paths_ == [imds_guard.GUARD, imds_guard.UNIT, FETCH_PAYLOAD, "/etc/gb300/payload.env"]
     full = yaml.safe_load(data.payload.cloud_config)
-    assert doc["runcmd"] == [[FETCH_PAYLOAD], *full["runcmd"]]
+    assert doc["runcmd"] == [[imds_guard.GUARD], [FETCH_PAYLOAD], *full["runcmd"]]
     assert data.size <= 8 * 1024
 
 
@@ -137,8 +139,8 @@ def test_payload_cloud_config_passes_cloud_init_schema(dev: config.StackConfig, 
 def _fetch_only(
     tmp_path: Path, dev: config.StackConfig, blobs: dict[str, bytes], failures: dict[str, int] | None = None
 ) -> tuple[Sandbox, node_e2e.Azure, nodes.CustomData, list[tuple[str, int]]]:
-    """Boot the dev head's custom data in a sandbox: fetch-payload and the steps' runcmd entries, with 3 attempts
-    and no wait between them."""
+    """Boot the dev head's custom data in a sandbox: the IMDS guard, fetch-payload and the first step's runcmd
+    entries, with 3 attempts and no wait between them."""
     data = nodes.render(nodes.HEAD, dev)
     tags = {
         "gb300-payload-url": f"https://{node_e2e.BLOB_ACCOUNT}.blob.core.windows.net/{CONTAINER}",
@@ -146,7 +148,7 @@ def _fetch_only(
     }
     azure = node_e2e.Azure(tags=tags, blobs=blobs, blob_failures=dict(failures or {}))
     box = Sandbox(tmp_path / "node", data.cloud_config, node_e2e.head_machine("dev-head"))
-    box.config["runcmd"] = box.config["runcmd"][:2]  # the fetch and the first step: enough to see what ran
+    box.config["runcmd"] = box.config["runcmd"][:3]  # the guard, the fetch and the first step: enough to see
     with node_e2e.endpoints(azure) as url:
         state = box.state() | {"endpoint": url}
         (box.base / "state.json").write_text(json.dumps(state))
@@ -177,8 +179,8 @@ def test_tampered_payload_stops_the_bootstrap_naming_it(tmp_path: Path, dev: con
     assert azure.blob_requests == [f"{CONTAINER}/{data.payload.blob_name}"] * 3
     assert not box.path("/usr/local/lib/gb300/lib.sh").exists()
     assert not box.path("/var/lib/gb300/payload.sha256").exists()
-    assert codes[0][1] == 1
-    assert codes[1][1] != 0
+    assert codes[1][1] == 1
+    assert codes[2][1] != 0
 
 
 @pytest.mark.slow
@@ -191,7 +193,7 @@ def test_missing_payload_stops_the_bootstrap_naming_it(tmp_path: Path, dev: conf
     assert status["reason"] == f"payload fetch failed: HTTP 404 for {url} (attempt 3 of 3)"
     assert len(azure.blob_requests) == 3
     assert not box.path("/usr/local/lib/gb300/run-step").exists()
-    assert codes[0][1] == 1
+    assert codes[1][1] == 1
 
 
 @pytest.mark.slow
@@ -201,10 +203,10 @@ def test_transient_fetch_failure_is_retried_to_success(tmp_path: Path, dev: conf
     data = nodes.render(nodes.HEAD, dev)
     name = f"{CONTAINER}/{data.payload.blob_name}"
     box, azure, _, codes = _fetch_only(tmp_path, dev, {name: data.payload.archive}, {name: 2})
-    assert codes == [("fetch-payload", 0), ("00-preflight", 0)]
+    assert codes == [("gb300-imds-guard", 0), ("fetch-payload", 0), (node_steps.GUARD_STEP, 0)]
     assert azure.blob_requests == [name] * 3
     assert box.read("/var/lib/gb300/payload.sha256").strip() == data.payload.sha256
-    assert box.path("/var/lib/gb300/steps/00-preflight.done").is_file()
+    assert box.path(f"/var/lib/gb300/steps/{node_steps.GUARD_STEP}.done").is_file()
     assert not box.path("/var/lib/gb300/status").exists()
     again = subprocess.run(
         [str(box.path(FETCH_PAYLOAD))], env=box.env(), capture_output=True, text=True, check=False, timeout=60
@@ -228,6 +230,7 @@ def test_inline_files_and_first_commands_run_before_the_fetch(
     monkeypatch.setattr(node_steps, "FILES", (entry, *node_steps.FILES))
     data = nodes.render(nodes.HEAD, dev)
     doc = yaml.safe_load(data.cloud_config)
-    assert [f["path"] for f in doc["write_files"]] == [guard, FETCH_PAYLOAD, "/etc/gb300/payload.env"]
-    assert doc["runcmd"][:2] == [[guard], [FETCH_PAYLOAD]]
+    inline = [guard, imds_guard.GUARD, imds_guard.UNIT]
+    assert [f["path"] for f in doc["write_files"]] == [*inline, FETCH_PAYLOAD, "/etc/gb300/payload.env"]
+    assert doc["runcmd"][:3] == [[guard], [imds_guard.GUARD], [FETCH_PAYLOAD]]
     assert "usr/local/sbin/gb300-first" in data.payload.paths

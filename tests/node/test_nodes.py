@@ -24,6 +24,7 @@ from tests.support import plan_custom_data
 from tests.support.files import assert_golden
 
 GPU_STEPS = [
+    "00-imds-guard",
     "00-preflight",
     "10-tuning",
     "15-kernel",
@@ -65,12 +66,13 @@ def _roles(plan: PlanResult) -> dict[str, tuple[str, dict[str, Any]]]:
 
 
 def _runcmd_steps(cloud_config: str) -> list[str]:
-    """The steps runcmd runs through run-step (the custom data's first entry fetches the payload)."""
+    """The steps runcmd runs through run-step (before them, the custom data runs the IMDS guard and fetches the
+    payload)."""
     doc = yaml.safe_load(cloud_config)
     names = []
     for cmd in doc["runcmd"]:
         assert isinstance(cmd, list), "runcmd entries are in list form"
-        if cmd == ["/usr/local/lib/gb300/fetch-payload"]:
+        if cmd in (["/usr/local/sbin/gb300-imds-guard"], ["/usr/local/lib/gb300/fetch-payload"]):
             continue
         names.append(next(arg for arg in cmd if arg[:2].isdigit() or arg.startswith("gb300-")))
     return names

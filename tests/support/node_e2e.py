@@ -161,7 +161,8 @@ def boot(base: Path, cloud_config: str, machine: Machine, *, endpoint: str, slur
         "address": address,
         "kernel_modules": ["lustre", "nvidia", "nvidia_peermem"],
     }
-    state["users"] = {"munge": 110, "slurm": SLURM_UID}
+    # The image's system users: rsyslog's syslog, the prometheus package's user (the image carries prometheus here).
+    state["users"] = {"munge": 110, "slurm": SLURM_UID, "syslog": 104, "prometheus": 113}
     (base / "state.json").write_text(json.dumps(state, indent=1, sort_keys=True))
     box.extra_env = {"http_proxy": endpoint, "no_proxy": "", "GB300_PUBLISH_WAIT": "5"}
     return Node(box, box.run())

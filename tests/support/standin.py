@@ -24,7 +24,11 @@ def load() -> dict:
 
 
 def save(state: dict) -> None:
-    STATE_FILE.write_text(json.dumps(state, indent=1, sort_keys=True))
+    # Replace, never rewrite in place: stand-ins run at once (a step's output piped to logger while the step calls
+    # others), and a reader must never see a half-written file.
+    tmp = STATE_FILE.with_name(f"{STATE_FILE.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
+    tmp.replace(STATE_FILE)
 
 
 def log_call(kind: str, argv: list[str]) -> None:
@@ -371,6 +375,20 @@ def getent(args: list[str], state: dict) -> int:
     return 2
 
 
+def nft(args: list[str], state: dict) -> int:
+    """nftables: ``-f -`` loads a ruleset from stdin (kept whole in state["nft"], each load appended to
+    state["nft_loads"]); ``list table FAMILY NAME`` answers whether a loaded ruleset defines that table."""
+    if args == ["-f", "-"]:
+        rules = sys.stdin.read()
+        state["nft"] = rules
+        state.setdefault("nft_loads", []).append(rules)
+        save(state)
+        return 0
+    if args[:2] == ["list", "table"] and len(args) == 4:
+        return 0 if f"table {args[2]} {args[3]} {{" in state.get("nft", "") else 1
+    return unsupported(["nft", *args])
+
+
 def mdadm(args: list[str], state: dict) -> int:
     if args[0] == "--create":
         md = node_path(args[1])
@@ -638,6 +656,7 @@ MIXED = {
     "apt-mark": (apt_mark, lambda a: a[0] != "showhold"),
     "mdadm": (mdadm, lambda a: a[0] in ("--create", "--assemble")),
     "scontrol": (scontrol, lambda a: a[0] in ("update", "reconfigure", "delete")),
+    "nft": (nft, lambda a: a[0] != "list"),
 }
 # Present so that `command -v` finds them (the image carries them); the steps never run them directly.
 PRESENT = ("blobfuse2", "mount.lustre", "prometheus", "slurmd", "slurmctld", "munge")

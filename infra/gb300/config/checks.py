@@ -170,6 +170,14 @@ def _check_username(value: str) -> str:
     return value
 
 
+def _check_imds_user(value: str) -> str:
+    if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", value):
+        raise ValueError(f"must be a Linux user name: lowercase, digits, '_' or '-' (got {value!r})")
+    if value == "root":
+        raise ValueError("need not list root: root always reaches the instance metadata service")
+    return value
+
+
 def _check_gpu_size(value: str) -> str:
     cat = catalog.load()
     sku = cat.skus.get(value)

@@ -21,6 +21,7 @@ from gb300.config.checks import (
     _check_email,
     _check_gpu_size,
     _check_image,
+    _check_imds_user,
     _check_location,
     _check_name,
     _check_pool_name,
@@ -90,6 +91,13 @@ class AccessSettings(ConfigModel):
     """CIDRs that may reach SSH on the login node; empty = only from inside the VNet / Bastion."""
     login_public_ip: bool = False
     """Give the login node a public IP (only allowed together with `sshSourceRanges`)."""
+    imds_allowed_users: Annotated[list[Annotated[str, AfterValidator(_check_imds_user)]], Field(max_length=16)] = Field(
+        default_factory=list
+    )
+    """Service users besides root and the monitoring agents' own users that may reach the instance metadata service,
+    hence the node identity's token, on every node: Linux user names, at most 16; root is always allowed
+    (docs/security.md, "Node secrets").
+    """
 
 
 class NetworkSettings(ConfigModel):

@@ -23,7 +23,7 @@ from gb300.bootstrap import BootstrapContext, BootstrapError, ExtraFile
 from gb300.config import StackConfig
 from gb300.node import context as node_context
 from gb300.node import files as node_files
-from gb300.node import templating
+from gb300.node import imds_guard, templating
 from gb300.paths import CLOUD_INIT_DIR
 from gb300.slurm import files as slurm_files
 from gb300.slurm.health import health_env_for
@@ -36,6 +36,7 @@ LIB_DIR = "/usr/local/lib/gb300"
 STEP_DIR = f"{LIB_DIR}/steps"
 RUN_STEP = f"{LIB_DIR}/run-step"
 READY_STEP = "99-ready"
+GUARD_STEP = "00-imds-guard"
 GPU = ("gpu-node",)
 HEAD = ("head",)
 BOTH = ("gpu-node", "head")
@@ -100,6 +101,10 @@ def _imds_tags(cfg: StackConfig) -> bool:
 
 # The steps, in run order. Add a step here (one entry) and its script under cloud-init/: docs/node-steps.md.
 STEPS: tuple[Step, ...] = (
+    # First on every role: nothing else runs while a local user other than root can reach IMDS (docs/security.md).
+    Step(GUARD_STEP, "scripts/00-imds-guard.sh", BOTH, "bootstrap",
+         "close the instance metadata service to local users other than root and the allowed service users, "
+         "now and at every boot"),
     Step("00-preflight", "scripts/00-preflight.sh", BOTH, "bootstrap",
          "check the environment files are in place and record the image's facts"),
     Step("10-tuning", "scripts/10-tuning.sh", BOTH, "bootstrap",
@@ -234,6 +239,8 @@ def _slurm_gpu(ctx: BootstrapContext, _steps: Sequence[Step]) -> tuple[NodeFile,
 
 # Every file a node carries besides the step scripts themselves.
 FILES: tuple[Files, ...] = (
+    # Inline and run before the payload is fetched: IMDS is closed before anything else runs (docs/security.md).
+    Files("imds guard", BOTH, "bootstrap", imds_guard.files, inline=True, first=imds_guard.GUARD),
     Files("step library", BOTH, "bootstrap", _repo(f"{LIB_DIR}/lib.sh", "lib/gb300-lib.sh")),
     Files("run-step", BOTH, "bootstrap", _repo(RUN_STEP, "lib/run-step", "0755")),
     Files("cluster.env", BOTH, "bootstrap", _template("/etc/gb300/cluster.env", "cluster.env.j2")),
@@ -288,11 +295,15 @@ def check_registry(steps: Sequence[Step] | None = None) -> None:
 
 
 def steps_for(ctx: BootstrapContext, steps: Sequence[Step] | None = None) -> tuple[Step, ...]:
-    """The steps ``ctx``'s role runs for its stack, in order; the order is checked, ``99-ready`` last."""
+    """The steps ``ctx``'s role runs for its stack, in order; the order is checked, ``00-imds-guard`` first and
+    ``99-ready`` last."""
     steps = STEPS if steps is None else steps
     check_registry(steps)
     chosen = tuple(s for s in steps if _wanted(s.roles, s.part, s.when, ctx))
-    if not chosen or chosen[-1].name != READY_STEP:
+    if not chosen or chosen[0].name != GUARD_STEP:
+        msg = f"role {ctx.role!r}: the first step must be {GUARD_STEP} (got {[s.name for s in chosen][:1]})"
+        raise BootstrapError(msg)
+    if chosen[-1].name != READY_STEP:
         msg = f"role {ctx.role!r}: the last step must be {READY_STEP} (got {[s.name for s in chosen][-1:]})"
         raise BootstrapError(msg)
     return chosen

@@ -1,0 +1,294 @@
+"""The IMDS guard the plan's custom data installs, run for real: in a fresh network namespace with a stand-in
+metadata service on 169.254.169.254, the exact guard script from each role's custom data lets root and the
+allowed service users through and refuses every other user, at once.
+
+Needs root (or passwordless sudo), ``unshare``, ``setpriv``, ``curl`` and Debian's ``nft``
+(scripts/ensure-test-tools installs it). Without root or sudo the namespace tests skip, saying so; with them, a
+missing tool or a namespace that cannot be created fails the test.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gb300 import config
+from gb300.bootstrap import BootstrapError, render_custom_data
+from gb300.errors import ConfigError
+from gb300.node import context as node_context
+from gb300.node import imds_guard
+from gb300.node import steps as node_steps
+from gb300.plan import PlanResult
+from tests.support import plan_custom_data
+
+ADDRESS = "169.254.169.254"
+IMDS_PATH = "/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fvault.azure.net"
+PROMETHEUS_UID = 901  # what the node's passwd says in these tests (the package picks a free system uid)
+NOBODY = 65534
+
+
+def _custom_data_file(plan: PlanResult, role: str, path: str) -> str:
+    files = yaml.safe_load(plan_custom_data.cloud_config(plan, role))["write_files"]
+    return str(next(f["content"] for f in files if f["path"] == path))
+
+
+def _privileged() -> list[str]:
+    """The prefix that runs a command as root here: none as root, ``sudo -n`` where that works; else skip."""
+    if os.geteuid() == 0:
+        return []
+    if (
+        shutil.which("sudo")
+        and subprocess.run(["sudo", "-n", "true"], capture_output=True, check=False).returncode == 0
+    ):
+        return ["sudo", "-n"]
+    pytest.skip("not root and no passwordless sudo: a network namespace and nftables rules need root")
+
+
+def _tools() -> None:
+    for tool in ("unshare", "setpriv", "curl", "nft", "ip"):
+        if shutil.which(tool) is None and not Path("/usr/sbin", tool).exists():
+            pytest.fail(f"{tool} is not installed (scripts/ensure-test-tools installs Debian's nftables)")
+
+
+# In a fresh network namespace: loopback up, IMDS's address on it, an HTTP server answering 200 there (as
+# root, like Azure's service answers from outside the VM's users), then the guard, then one request per uid.
+DRIVER = textwrap.dedent(
+    """\
+    set -euo pipefail
+    ip link set lo up
+    ip addr add {address}/32 dev lo
+    python3 -c '
+    import http.server
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200); self.end_headers(); self.wfile.write(b"token")
+        def log_message(self, *a): pass
+    http.server.HTTPServer(("{address}", 80), H).serve_forever()
+    ' &
+    trap 'kill $!' EXIT
+    for _ in $(seq 100); do curl -s -o /dev/null "http://{address}/" && break; sleep 0.1; done
+    ask() {{
+      for uid in "$@"; do
+        code=$(setpriv --reuid "$uid" --regid "$uid" --clear-groups \\
+          curl -s -o /dev/null -w '%{{http_code}}' --max-time 5 -H Metadata:true "http://{address}{path}") || true
+        echo "uid $uid: $code"
+      done
+    }}
+    ask {uids}
+    PATH="$WORK/before:$PATH" GB300_ROOT="$WORK/root" "$WORK/guard"
+    echo "-- guarded"
+    ask {uids}
+    PATH="$WORK/after:$PATH" GB300_ROOT="$WORK/root" "$WORK/guard"
+    echo "-- guard run again"
+    ask {uids}
+    nft list table inet gb300_imds
+    """
+)
+
+
+def _getent(directory: Path, users: dict[str, int]) -> None:
+    """A ``getent passwd NAME`` that answers from ``users`` (the node's passwd, not this machine's)."""
+    directory.mkdir()
+    cases = "".join(
+        f"  {name}) echo '{name}:x:{uid}:{uid}::/nonexistent:/usr/sbin/nologin';;\n" for name, uid in users.items()
+    )
+    script = directory / "getent"
+    script.write_text(f'#!/bin/sh\n[ "$1" = passwd ] || exit 2\ncase "$2" in\n{cases}  *) exit 2;;\nesac\n')
+    script.chmod(0o755)
+
+
+def _run_in_namespace(guard: str, work: Path, *, before: dict[str, int], after: dict[str, int]) -> dict[str, list[str]]:
+    """Run DRIVER with ``guard``; the node's users are ``before`` at the first run of the guard, ``after`` at the
+    second. Returns the answers per phase (``uid N: CODE`` lines) and the loaded table."""
+    prefix = _privileged()
+    _tools()
+    (work / "guard").write_text(guard)
+    (work / "guard").chmod(0o755)
+    _getent(work / "before", before)
+    _getent(work / "after", after)
+    work.chmod(0o755)  # the uids the requests run as need to reach nothing here, but curl's cwd must be readable
+    uids = " ".join(str(u) for u in (0, NOBODY, PROMETHEUS_UID))
+    driver = DRIVER.format(address=ADDRESS, path=IMDS_PATH, uids=uids)
+    proc = subprocess.run(
+        [
+            *prefix,
+            "env",
+            f"WORK={work}",
+            f"PATH={os.environ['PATH']}:/usr/sbin:/sbin",
+            "unshare",
+            "-n",
+            "bash",
+            "-c",
+            driver,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=work,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"the namespace test could not run (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
+    phases: dict[str, list[str]] = {"open": [], "guarded": [], "again": [], "table": []}
+    phase = "open"
+    for line in proc.stdout.splitlines():
+        if line == "-- guarded":
+            phase = "guarded"
+        elif line == "-- guard run again":
+            phase = "again"
+        elif line.startswith("uid "):
+            phases[phase].append(line)
+        else:
+            phases["table"].append(line)
+    return phases
+
+
+@pytest.mark.parametrize("role", [node_context.GPU_NODE, node_context.HEAD])
+def test_the_plans_guard_refuses_a_non_root_user_and_lets_root_and_the_agent_through(
+    reference_plan: PlanResult, role: str, tmp_path: Path
+) -> None:
+    """With the guard from the role's own custom data applied, root and the Prometheus agent's user get their
+    token (200) and nobody (uid 65534) is refused without an answer; before the guard, everyone got one."""
+    guard = _custom_data_file(reference_plan, role, imds_guard.GUARD)
+    users = {"prometheus": PROMETHEUS_UID}
+    phases = _run_in_namespace(guard, tmp_path, before=users, after=users)
+    assert phases["open"] == ["uid 0: 200", f"uid {NOBODY}: 200", f"uid {PROMETHEUS_UID}: 200"]
+    assert phases["guarded"] == ["uid 0: 200", f"uid {NOBODY}: 000", f"uid {PROMETHEUS_UID}: 200"]
+    assert phases["again"] == phases["guarded"]
+    assert any(f"ip daddr {ADDRESS} meta skuid != {{ 0, {PROMETHEUS_UID} }} reject" in x for x in phases["table"])
+
+
+def test_an_agent_user_created_after_the_first_boot_step_is_let_through_when_the_guard_runs_again(
+    reference_plan: PlanResult, tmp_path: Path
+) -> None:
+    """At the first step the prometheus user does not exist yet (its package comes in 87-prometheus-agent), so
+    only root passes; once the user exists, running the guard again (as that step does) lets it through."""
+    guard = _custom_data_file(reference_plan, node_context.GPU_NODE, imds_guard.GUARD)
+    phases = _run_in_namespace(guard, tmp_path, before={}, after={"prometheus": PROMETHEUS_UID})
+    assert phases["guarded"] == ["uid 0: 200", f"uid {NOBODY}: 000", f"uid {PROMETHEUS_UID}: 000"]
+    assert phases["again"] == ["uid 0: 200", f"uid {NOBODY}: 000", f"uid {PROMETHEUS_UID}: 200"]
+    step = Path(node_steps.CLOUD_INIT_DIR, "scripts/87-prometheus-agent.sh").read_text()
+    assert step.index(imds_guard.GUARD) > step.index("apt-get install")
+
+
+def test_the_boot_unit_runs_the_guard_before_the_network_at_every_boot(
+    reference_plan: PlanResult, tmp_path: Path
+) -> None:
+    """Every role carries gb300-imds-guard.service: early (no default dependencies), before network-pre.target,
+    pulled in by sysinit.target, running the guard the custom data places; systemd-analyze verify accepts it."""
+    for role in (node_context.GPU_NODE, node_context.HEAD):
+        unit = _custom_data_file(reference_plan, role, imds_guard.UNIT)
+        lines = unit.splitlines()
+        assert {
+            "DefaultDependencies=no",
+            "Before=network-pre.target shutdown.target",
+            "Wants=network-pre.target",
+        } <= set(lines)
+        assert {
+            "Type=oneshot",
+            "RemainAfterExit=yes",
+            f"ExecStart={imds_guard.GUARD}",
+            "WantedBy=sysinit.target",
+        } <= set(lines)
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        return
+    root = tmp_path / "root"
+    guard = root / imds_guard.GUARD.lstrip("/")
+    guard.parent.mkdir(parents=True)
+    guard.write_text(_custom_data_file(reference_plan, node_context.HEAD, imds_guard.GUARD))
+    guard.chmod(0o755)
+    unit_file = root / imds_guard.UNIT.lstrip("/")
+    unit_file.parent.mkdir(parents=True)
+    unit_file.write_text(unit)
+    proc = subprocess.run(
+        [analyze, "verify", f"--root={root}", "--man=no", imds_guard.UNIT],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "gb300-imds-guard.service:" not in proc.stdout + proc.stderr  # systemd's warnings on a unit exit 0
+
+
+def _cfg(raw: dict[str, Any], **access: Any) -> config.StackConfig:
+    raw = copy.deepcopy(raw)
+    raw["access"] = {**raw["access"], **access}
+    return config.parse(raw)
+
+
+def test_allowed_users_follow_the_agents_the_stack_installs(reference_raw: dict[str, Any]) -> None:
+    """The Prometheus agent's user with Prometheus on, the Azure Monitor Agent's users with logs on, neither when
+    both are off; gb300:access.imdsAllowedUsers comes after them."""
+    cfg = config.parse(copy.deepcopy(reference_raw))
+    assert cfg.monitoring.prometheus.enabled
+    assert cfg.monitoring.logs.enabled
+    assert imds_guard.allowed_users(cfg) == ("prometheus", "syslog", "azuremetricsext")
+    raw = copy.deepcopy(reference_raw)
+    raw["monitoring"] = {part: {"enabled": False} for part in ("prometheus", "logs", "grafana", "alerts")}
+    assert imds_guard.allowed_users(config.parse(raw)) == ()
+    assert imds_guard.allowed_users(_cfg(reference_raw, imdsAllowedUsers=["telegraf"]))[-1] == "telegraf"
+
+
+def test_an_allowed_user_from_the_stack_reaches_the_rendered_guard(reference_raw: dict[str, Any]) -> None:
+    """gb300:access.imdsAllowedUsers lands in both roles' guard scripts; the other role's files do not change."""
+    cfg = _cfg(reference_raw, imdsAllowedUsers=["telegraf"])
+    for role, pool in ((node_context.GPU_NODE, cfg.gpu_pools[0]), (node_context.HEAD, None)):
+        text = yaml.safe_load(render_custom_data(node_context.build(cfg, role, pool)).cloud_config)
+        guard = next(f["content"] for f in text["write_files"] if f["path"] == imds_guard.GUARD)
+        assert "users=(prometheus syslog azuremetricsext telegraf)" in guard
+
+
+@pytest.mark.parametrize(
+    ("users", "message"),
+    [
+        (["root"], "gb300:access.imdsAllowedUsers[0]: need not list root"),
+        (["Bad User"], "gb300:access.imdsAllowedUsers[0]: must be a Linux user name"),
+        ([f"u{i}" for i in range(17)], "gb300:access.imdsAllowedUsers: "),
+    ],
+    ids=["root", "not-a-name", "too-many"],
+)
+def test_a_wrong_allowed_user_is_one_line_naming_the_key(
+    reference_raw: dict[str, Any], users: list[str], message: str
+) -> None:
+    """root (always allowed), a name Linux would refuse, or more than 16 users: one line naming the key."""
+    with pytest.raises(ConfigError) as info:
+        _cfg(reference_raw, imdsAllowedUsers=users)
+    lines = str(info.value).splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(message), lines
+
+
+def test_a_registry_whose_roles_do_not_start_with_the_guard_is_refused(reference_raw: dict[str, Any]) -> None:
+    """Moving 00-imds-guard after another step (or dropping it) is refused when custom data is rendered."""
+    cfg = config.parse(copy.deepcopy(reference_raw))
+    ctx = node_context.build(cfg, node_context.HEAD)
+    guard, preflight, *rest = node_steps.STEPS
+    for steps in ((preflight, guard, *rest), (preflight, *rest)):
+        with pytest.raises(BootstrapError, match="the first step must be 00-imds-guard"):
+            node_steps.steps_for(ctx, steps)
+    assert node_steps.steps_for(ctx)[0].name == guard.name == node_steps.GUARD_STEP
+
+
+def test_the_rendered_guard_passes_shellcheck(reference_raw: dict[str, Any], tmp_path: Path) -> None:
+    """The guard as rendered with the agents' users and with none (no monitoring) is clean shell."""
+    quiet = copy.deepcopy(reference_raw)
+    quiet["monitoring"] = {part: {"enabled": False} for part in ("prometheus", "logs", "grafana", "alerts")}
+    shellcheck = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
+    for name, raw in (("agents", reference_raw), ("none", quiet)):
+        cfg = config.parse(copy.deepcopy(raw))
+        [guard, _unit] = imds_guard.files(node_context.build(cfg, node_context.HEAD), ())
+        target = tmp_path / name
+        target.write_text(guard.content)
+        result = subprocess.run([shellcheck, str(target)], capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stdout
+    assert "users=()" in target.read_text()
