@@ -4,7 +4,7 @@ The data files under ``infra/gb300/data/`` (facts with a ``source:`` and a ``sta
 process (:func:`data`); role fragments, alert templates and test copies of data files are read by path
 (:func:`read_mapping`, :func:`read_yaml`). A file that is missing, is not YAML or has the wrong shape raises
 :class:`gb300.errors.DataError` naming it: a bug in gb300, never the user's input. The user's stack files have
-their own strict reader (:mod:`gb300.stack_yaml`).
+their own strict reader (:mod:`gb300.config.stack_yaml`).
 """
 
 from __future__ import annotations
