@@ -13,6 +13,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 SANDBOX = Path(os.environ.get("GB300_SANDBOX", "."))
 ROOT = os.environ.get("GB300_ROOT", "")
@@ -297,12 +298,13 @@ def docker(args: list[str], state: dict) -> int:
     return unsupported(["docker", *args])
 
 
-def http_get(args: list[str], state: dict) -> int:
-    """curl without -o: ask the stand-in Azure endpoints and local services (state["endpoint"], a test server)."""
-    import urllib.error  # noqa: PLC0415
+def _curl_request(args: list[str], url: str, state: dict) -> tuple[Any, Any] | None:
+    """The request a curl command line makes (its ``-H`` headers, ``-H @-`` read from stdin) and an opener that
+    sends it to the stand-in endpoints (state["endpoint"]); None when no endpoint runs (curl's exit 7). The
+    stand-in speaks plain HTTP: an https URL goes to it as a proxied http request for the same host and path."""
     import urllib.request  # noqa: PLC0415
 
-    url, headers = args[-1], {}
+    headers = {}
     it = iter(args[:-1])
     for arg in it:
         if arg == "-H":
@@ -313,12 +315,21 @@ def http_get(args: list[str], state: dict) -> int:
             headers[key.strip()] = value.strip()
     endpoint = state.get("endpoint")
     if not endpoint:
+        return None
+    request = urllib.request.Request("http://" + url.split("://", 1)[1], headers=headers)
+    return request, urllib.request.build_opener(urllib.request.ProxyHandler({"http": endpoint}))
+
+
+def http_get(args: list[str], state: dict) -> int:
+    """curl without -o: ask the stand-in Azure endpoints and local services (state["endpoint"], a test server)."""
+    import urllib.error  # noqa: PLC0415
+
+    sent = _curl_request(args, args[-1], state)
+    if sent is None:
         return 7
+    request, opener = sent
     fail = any(a == "--fail" or (a.startswith("-") and not a.startswith("--") and "f" in a) for a in args)
     write_out = args[args.index("-w") + 1] if "-w" in args else ""
-    # The stand-in speaks plain HTTP: an https URL goes to it as a proxied http request for the same host and path.
-    request = urllib.request.Request("http://" + url.split("://", 1)[1], headers=headers)
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": endpoint}))
     try:
         with opener.open(request, timeout=10) as response:
             status, body = response.status, response.read().decode()
@@ -336,23 +347,12 @@ def http_download(args: list[str], state: dict, out: str, url: str) -> int:
     """curl -o FILE -w '%{http_code}' of a Blob URL: ask the stand-in endpoints (state["endpoint"]) for the bytes,
     write the body to FILE whatever the status (as curl does without --fail) and print the status code."""
     import urllib.error  # noqa: PLC0415
-    import urllib.request  # noqa: PLC0415
 
-    headers = {}
-    it = iter(args[:-1])
-    for arg in it:
-        if arg == "-H":
-            header = next(it)
-            if header == "@-":
-                header = sys.stdin.read().strip()
-            key, _, value = header.partition(":")
-            headers[key.strip()] = value.strip()
-    endpoint = state.get("endpoint")
-    if not endpoint:
+    sent = _curl_request(args, url, state)
+    if sent is None:
         return 7
+    request, opener = sent
     write_out = args[args.index("-w") + 1] if "-w" in args else ""
-    request = urllib.request.Request("http://" + url.split("://", 1)[1], headers=headers)
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": endpoint}))
     try:
         with opener.open(request, timeout=10) as response:
             status, body = response.status, response.read()
