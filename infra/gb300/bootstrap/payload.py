@@ -16,7 +16,6 @@ custom data does.
 
 from __future__ import annotations
 
-import base64
 import gzip
 import hashlib
 import io
@@ -28,10 +27,10 @@ from gb300 import tags
 from gb300.bootstrap.context import BootstrapContext
 from gb300.bootstrap.errors import BootstrapError
 from gb300.bootstrap.render import (
-    AZURE_CUSTOM_DATA_LIMIT,
     RenderedCustomData,
     build_cloud_config,
     dump_cloud_config,
+    pack_custom_data,
 )
 from gb300.bootstrap.resources import CLOUD_INIT_DIR
 from gb300.bootstrap.secrets import find_secret_material
@@ -171,20 +170,5 @@ def render_small_custom_data(ctx: BootstrapContext) -> SmallCustomData:
         *([node_steps.RUN_STEP, step] for step in payload.steps),
     ]
     header = f"# Fetches node payload {payload.blob_name} ({payload.size} bytes) and runs its steps.\n"
-    text = dump_cloud_config(ctx, config, note=header)
-    found = find_secret_material(text)
-    if found:
-        msg = f"custom data for role {ctx.role!r} must not carry secrets (found: {', '.join(found)})."
-        raise BootstrapError(msg)
-    packed = base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
-    if len(packed) > AZURE_CUSTOM_DATA_LIMIT:
-        msg = f"custom data for role {ctx.role!r} must be at most {AZURE_CUSTOM_DATA_LIMIT} bytes (got {len(packed)})"
-        raise BootstrapError(msg)
-    rendered = RenderedCustomData(
-        role=ctx.role,
-        cloud_config=text,
-        custom_data=packed,
-        size_bytes=len(packed),
-        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
-    )
+    rendered = pack_custom_data(ctx, dump_cloud_config(ctx, config, note=header))
     return SmallCustomData(rendered, payload)

@@ -30,6 +30,7 @@ __all__ = [
     "RenderedCustomData",
     "build_cloud_config",
     "dump_cloud_config",
+    "pack_custom_data",
     "render_custom_data",
 ]
 
@@ -112,7 +113,14 @@ def render_custom_data(ctx: BootstrapContext) -> RenderedCustomData:
 
     Raises BootstrapError when the result carries secret-looking material or exceeds 64 KB.
     """
-    text = dump_cloud_config(ctx, build_cloud_config(ctx))
+    return pack_custom_data(ctx, dump_cloud_config(ctx, build_cloud_config(ctx)))
+
+
+def pack_custom_data(ctx: BootstrapContext, text: str) -> RenderedCustomData:
+    """Cloud-config ``text`` of ``ctx.role`` packed as Azure custom data (base64 of gzip, time 0) with its hash.
+
+    Raises BootstrapError when ``text`` carries secret-looking material or the packed form exceeds 64 KB.
+    """
     found = find_secret_material(text)
     if found:
         msg = (
