@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gb300.plan.runner import ResourceRecord
-from tests.support.policy_support import H100, levels, run, scale_set
+from tests.support.policy_support import H100, assert_findings, levels, run, scale_set
 
 X64_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2404", "version": "latest"}
 ARM_IMAGE = {"publisher": "canonical", "offer": "ubuntu-24_04-lts", "sku": "server-arm64", "version": "latest"}
@@ -67,10 +67,7 @@ def _racks(n: int, **kw: object) -> list[ResourceRecord]:
 def test_ib_fabric_within_limits(resources: list[ResourceRecord], expected: list[str], words: list[str]) -> None:
     """A pool split across fabrics, or beyond its fabric model's limits, is an error saying how."""
     found = run("ib-fabric-within-limits", resources)
-    assert levels(found) == expected
-    text = " ".join(f.message for f in found)
-    for word in words:
-        assert word in text
+    assert_findings(found, expected, words)
 
 
 def test_ib_fabric_rack_limit_comes_from_catalog(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,7 @@ import pytest
 from gb300.findings import Level
 from gb300.plan import run_plan
 from gb300.plan.runner import ResourceRecord
-from tests.support.policy_support import levels, lustre, run, scale_set, subnet, subnet_id, vnet
+from tests.support.policy_support import assert_findings, levels, lustre, run, scale_set, subnet, subnet_id, vnet
 
 
 @pytest.mark.parametrize(
@@ -66,10 +66,7 @@ def _net(gpu: str = "10.40.0.0/21", head: str = "10.40.8.0/27", space: str = "10
 def test_subnet_fits_pool(resources: list[ResourceRecord], expected: list[str], words: list[str]) -> None:
     """Subnets too small for their scale sets, outside the VNet or overlapping each other are errors."""
     found = run("subnet-fits-pool", resources)
-    assert levels(found) == expected
-    text = " ".join(f.message for f in found)
-    for word in words:
-        assert word in text
+    assert_findings(found, expected, words)
     assert all("gb300:network.addressSpace" in f.message for f in found)
 
 

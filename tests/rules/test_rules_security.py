@@ -8,7 +8,7 @@ import pytest
 
 from gb300.config import PolicySettings
 from gb300.plan.runner import ResourceRecord
-from tests.support.policy_support import TAGS, levels, nsg, record, run, scale_set, ssh_rule
+from tests.support.policy_support import TAGS, assert_findings, levels, nsg, record, run, scale_set, ssh_rule
 
 
 @pytest.mark.parametrize(
@@ -79,10 +79,7 @@ def _login(public: bool = True) -> ResourceRecord:
 def test_no_public_ip_on_nodes(resources: list[ResourceRecord], expected: list[str], words: list[str]) -> None:
     """GPU nodes never get a public IP; the login node only with restricted SSH source ranges."""
     found = run("no-public-ip-on-nodes", resources)
-    assert levels(found) == expected
-    text = " ".join(f.message for f in found)
-    for word in words:
-        assert word in text
+    assert_findings(found, expected, words)
 
 
 def test_public_ip_on_a_gpu_vm() -> None:

@@ -12,7 +12,16 @@ import pytest
 
 from gb300.facts import sizing
 from gb300.plan.runner import ResourceRecord
-from tests.support.policy_support import SECURE_ACCOUNT, account, levels, lustre, record, run, scale_set
+from tests.support.policy_support import (
+    SECURE_ACCOUNT,
+    account,
+    assert_findings,
+    levels,
+    lustre,
+    record,
+    run,
+    scale_set,
+)
 
 
 def test_lustre_table_matches_domain_facts() -> None:
@@ -55,10 +64,7 @@ def test_lustre_table_matches_domain_facts() -> None:
 def test_lustre_capacity_valid(resources: list[ResourceRecord], expected: list[str], words: list[str]) -> None:
     """Lustre below its SKU's minimum or off its increment is an error saying the valid sizes."""
     found = run("lustre-capacity-valid", resources)
-    assert levels(found) == expected
-    text = " ".join(f.message for f in found)
-    for word in words:
-        assert word in text
+    assert_findings(found, expected, words)
 
 
 @pytest.mark.parametrize(
@@ -128,7 +134,4 @@ def _acct(**changes: Any) -> list[ResourceRecord]:
 def test_storage_no_public_access(resources: list[ResourceRecord], expected: list[str], words: list[str]) -> None:
     """Public blobs, shared keys or TLS below 1.2 are errors; an Internet-reachable endpoint is a warning."""
     found = run("storage-no-public-access", resources)
-    assert levels(found) == expected
-    text = " ".join(f.message for f in found)
-    for word in words:
-        assert word in text
+    assert_findings(found, expected, words)

@@ -175,6 +175,14 @@ def levels(findings: Iterable[Finding]) -> list[str]:
     return sorted(f.level.label for f in findings)
 
 
+def assert_findings(found: list[Finding], expected: list[str], words: Iterable[str]) -> None:
+    """``found`` has exactly the ``expected`` levels (sorted), and their messages together hold every word."""
+    assert levels(found) == expected
+    text = " ".join(f.message for f in found)
+    for word in words:
+        assert word in text, f"{word!r} not in {text!r}"
+
+
 def with_inputs(rec: ResourceRecord, **changes: Any) -> ResourceRecord:
     """A copy of a recorded resource with some top-level inputs replaced."""
     inputs = copy.deepcopy(rec.inputs)
