@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import base64
 import gzip
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -23,16 +21,11 @@ from gb300.bootstrap import (
 from gb300.node.steps import STEPS, steps_for
 from tests.support.bootstrap_helpers import REFERENCE_CLUSTER, ROLES, reference_context, render_role
 from tests.support.files import assert_golden
+from tests.support.tools import CLOUD_INIT_MISSING, require_tool
 
 
 def _cloud_init() -> str:
-    found = shutil.which("cloud-init")
-    if found is None:
-        message = "Debian's cloud-init is not installed (scripts/ensure-test-tools installs it)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
+    return require_tool("cloud-init", CLOUD_INIT_MISSING)
 
 
 @pytest.mark.slow

@@ -8,30 +8,22 @@ another.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from gb300.plan import PlanResult
 from tests.support.files import FIXTURES
+from tests.support.tools import require_tool
 
 CASES = FIXTURES / "alerts" / "gb300_test.yaml"
 
 
 def _promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        message = "promtool is not installed (scripts/ensure-test-tools installs Debian's)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
+    return require_tool("promtool", "promtool is not installed (scripts/ensure-test-tools installs Debian's)")
 
 
 def _prometheus_duration(iso: str) -> str:

@@ -12,8 +12,6 @@ import gzip
 import hashlib
 import io
 import json
-import os
-import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -29,6 +27,7 @@ from gb300.node import imds_guard
 from gb300.node import steps as node_steps
 from tests.support import node_e2e
 from tests.support.sandbox import Sandbox
+from tests.support.tools import CLOUD_INIT_MISSING, require_tool
 
 CONTAINER = "gb300-node-payload"
 
@@ -120,11 +119,7 @@ def test_custom_data_fetches_then_runs_every_step(dev: config.StackConfig) -> No
 @pytest.mark.parametrize("role", ["head", "gpu-node"])
 def test_payload_cloud_config_passes_cloud_init_schema(dev: config.StackConfig, role: str, tmp_path: Path) -> None:
     """The full cloud-config the payload's files come from is still one the real cloud-init accepts."""
-    exe = shutil.which("cloud-init")
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("Debian's cloud-init is not installed (scripts/ensure-test-tools installs it)")
-        pytest.skip("cloud-init is not installed")
+    exe = require_tool("cloud-init", CLOUD_INIT_MISSING)
     pool = dev.gpu_pools[0] if role == "gpu-node" else None
     path = tmp_path / f"{role}.yaml"
     path.write_text(build_payload(node_context.build(dev, role, pool)).cloud_config, encoding="utf-8")

@@ -6,8 +6,6 @@ import base64
 import copy
 import gzip
 import hashlib
-import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from gb300.node import custom_data as nodes
 from gb300.plan import PlanResult
 from tests.support import plan_custom_data
 from tests.support.files import assert_golden
+from tests.support.tools import CLOUD_INIT_MISSING, require_tool
 
 GPU_STEPS = [
     "00-imds-guard",
@@ -88,11 +87,7 @@ def _node_text(plan: PlanResult, role: str) -> str:
 @pytest.mark.parametrize("role", ["gpu-node", "head"])
 def test_reference_custom_data_passes_cloud_init_schema(reference_plan: PlanResult, role: str, tmp_path: Path) -> None:
     """The reference plan's custom data decodes (gzip, base64) to a cloud-config the real cloud-init accepts."""
-    exe = shutil.which("cloud-init")
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("Debian's cloud-init is not installed (scripts/ensure-test-tools installs it)")
-        pytest.skip("cloud-init is not installed")
+    exe = require_tool("cloud-init", CLOUD_INIT_MISSING)
     text, _ = _roles(reference_plan)[role]
     path = tmp_path / f"{role}.yaml"
     path.write_text(text, encoding="utf-8")
@@ -131,11 +126,7 @@ def head_with_slurmdbd(reference_raw: dict[str, Any]) -> nodes.CustomData:
 @pytest.mark.slow
 def test_head_with_slurmdbd_passes_cloud_init_schema(head_with_slurmdbd: nodes.CustomData, tmp_path: Path) -> None:
     """With slurmdbd on, the head's cloud-config is still accepted by the real `cloud-init schema`."""
-    exe = shutil.which("cloud-init")
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("Debian's cloud-init is not installed (scripts/ensure-test-tools installs it)")
-        pytest.skip("cloud-init is not installed")
+    exe = require_tool("cloud-init", CLOUD_INIT_MISSING)
     path = tmp_path / "head.yaml"
     path.write_text(head_with_slurmdbd.cloud_config, encoding="utf-8")
     proc = subprocess.run([exe, "schema", "--config-file", str(path)], capture_output=True, text=True, check=False)
