@@ -20,6 +20,7 @@ from gb300.node.steps import RUN_STEP
 from gb300.plan import PlanResult, ResourceRecord
 from gb300.plan.runner import register
 from tests.support import kql
+from tests.support.arm import arm_body
 from tests.support.bootstrap_helpers import render_role
 from tests.support.sandbox import Sandbox, hpc_image_machine
 
@@ -144,12 +145,7 @@ def test_the_alert_rule_matches_azures_sdk_model(reference_plan: PlanResult) -> 
     from azure.mgmt.monitor import models  # noqa: PLC0415
 
     rule = _rule(reference_plan)
-    top = {"location", "kind", "tags"}
-    ignored = {"ruleName", "resourceGroupName"}
-    body = {
-        **{k: v for k, v in rule.inputs.items() if k in top},
-        "properties": {k: v for k, v in rule.inputs.items() if k not in top | ignored},
-    }
+    body = arm_body(rule.inputs, ("ruleName", "resourceGroupName"))
     parsed = models.ScheduledQueryRuleResource.deserialize(body)
     assert parsed.serialize() == body
     assert rule.inputs["kind"] in {k.value for k in models.Kind}

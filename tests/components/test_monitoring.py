@@ -20,6 +20,7 @@ from gb300.facts import alerts
 from gb300.paths import DATA_DIR, TEMPLATES_DIR
 from gb300.plan import PlanResult, ResourceRecord
 from gb300.plan.runner import register
+from tests.support.arm import arm_body
 
 DASHBOARDS = sorted((TEMPLATES_DIR / "dashboards").glob("*.json"))
 PROMQL_WORDS = {
@@ -298,12 +299,7 @@ def test_prometheus_rule_matches_azures_sdk_model(reference_plan: PlanResult) ->
     from azure.mgmt.monitor import models  # noqa: PLC0415
 
     rule = next(r for r in _of(reference_plan, "monitor:DataCollectionRule") if r.name.endswith("-prom-dcr"))
-    top = {"location", "kind", "tags"}
-    ignored = {"dataCollectionRuleName", "resourceGroupName"}
-    body = {
-        **{k: v for k, v in rule.inputs.items() if k in top},
-        "properties": {k: v for k, v in rule.inputs.items() if k not in top | ignored},
-    }
+    body = arm_body(rule.inputs, ("dataCollectionRuleName", "resourceGroupName"))
     parsed = models.DataCollectionRuleResource.deserialize(body)
     assert parsed.serialize() == body
     assert rule.inputs["kind"] in {k.value for k in models.KnownDataCollectionRuleResourceKind}
