@@ -135,14 +135,31 @@ def _racks(rack: ResourceRecord, count: int, change: Any = None, at: int | None 
     return out
 
 
-@pytest.mark.parametrize("at", [1, 700, 1388])
-def test_a_broken_rack_among_many_is_the_one_named(dev_plan: PlanResult, at: int) -> None:
+def _name_not_text(inputs: dict[str, Any]) -> None:
+    inputs["properties"]["virtualMachineProfile"]["osProfile"]["computerNamePrefix"] = 7
+
+
+GROUP_ID = "properties.virtualMachineProfile.networkProfile.interconnectGroupProfile.id"
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "at"),
+    [
+        pytest.param(_old_group_shape, GROUP_ID, 1, id="unknown-key-first"),
+        pytest.param(_old_group_shape, GROUP_ID, 700, id="unknown-key-700th"),
+        pytest.param(_old_group_shape, GROUP_ID, 1388, id="unknown-key-last"),
+        pytest.param(_bad_enum, "properties.orchestrationMode", 700, id="enum-700th"),
+        pytest.param(_read_only, "properties.uniqueId", 700, id="read-only-700th"),
+        pytest.param(_wrong_type, "zones", 700, id="type-700th"),
+        pytest.param(
+            _name_not_text, "properties.virtualMachineProfile.osProfile.computerNamePrefix", 700, id="name-700th"
+        ),
+    ],
+)
+def test_a_broken_rack_among_many_is_the_one_named(dev_plan: PlanResult, change: Any, path: str, at: int) -> None:
     """Of 1,388 racks alike but for their names, the one whose body breaks a key is named, and only that one."""
-    racks = _racks(_rack(dev_plan), 1388, _old_group_shape, at)
-    found = contract.violations(racks)
-    assert [(v.resource, v.path) for v in found] == [
-        (f"dev-train-r{at:04d}", "properties.virtualMachineProfile.networkProfile.interconnectGroupProfile.id")
-    ]
+    found = contract.violations(_racks(_rack(dev_plan), 1388, change, at))
+    assert [(v.resource, v.path) for v in found] == [(f"dev-train-r{at:04d}", path)]
 
 
 PRIMARY = "properties.virtualMachineProfile.networkProfile.networkInterfaceConfigurations[0].properties.primary"

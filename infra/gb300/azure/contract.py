@@ -173,7 +173,7 @@ def _expect(annotation: Any, json_type: str) -> _Expected:
 
 
 def _takes_any_string(annotation: Any) -> bool:
-    return annotation is None or _expect(annotation, "string") == _Expected()
+    return _expect(annotation, "string") == _Expected()
 
 
 def _describe(option: Any) -> str:
@@ -192,52 +192,81 @@ def _describe(option: Any) -> str:
 def _exact(value: Any) -> bytes | None:
     """``value`` as bytes that tell every type apart (``True`` from ``1``, ``1`` from ``1.0``, a list from a
     tuple): :mod:`marshal`'s version 2, which has no back-references, so equal values of equal types always give
-    equal bytes. None for a value marshal cannot write (an unresolved value, a custom mapping)."""
+    equal bytes (bytes and bytearray, which JSON does not carry, read alike). None for a value marshal cannot
+    write (an unresolved value, a custom mapping)."""
     try:
         return marshal.dumps(value, 2)
     except ValueError:
         return None
 
 
-class _Seen:
-    """The last sub-body checked at one key path against one model, and what was found in it."""
+# Where a sub-body holds strings the check takes as they are (names, ids, tag values): key or index -> the
+# places below it, None for the string itself. Enum values and everything else the check reads are not there.
+_Loose = dict[str | int, "_Loose | None"]
 
-    def __init__(self, data: Mapping[str, Any], found: list[tuple[str, str]]) -> None:
+
+def _restore(new: Any, old: Any, loose: _Loose | None) -> Any:
+    """``new`` with the strings at ``loose`` places that differ from ``old`` taken from ``old`` (copies, where
+    they differ; ``new`` itself is left alone)."""
+    if loose is None:
+        return old if isinstance(new, str) else new
+    if isinstance(new, dict) and isinstance(old, dict):
+        changed = {
+            k: _restore(new[k], old[k], below)
+            for k, below in loose.items()
+            if k in new and k in old and new[k] != old[k]
+        }
+        return {**new, **changed} if changed else new
+    if isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
+        out = list(new)
+        for i, below in loose.items():
+            if isinstance(i, int) and out[i] != old[i]:
+                out[i] = _restore(out[i], old[i], below)
+        return out
+    return new
+
+
+class _Seen:
+    """The last sub-body checked at one key path against one model: what was found, and its loose strings."""
+
+    def __init__(self, data: Mapping[str, Any], found: list[tuple[str, str]], loose: _Loose) -> None:
         self.data = data
         self.found = found
+        self.loose = loose
         self._bytes: bytes | None = None
 
     def matches(self, data: Mapping[str, Any]) -> bool:
-        """``data`` is the same value, types included: ``==`` (cheap) first, then the exact bytes, since ``==``
-        takes ``True`` for ``1`` and the models do not."""
-        if data is not self.data and data != self.data:
-            return False
+        """``data`` differs from the last sub-body at most in its loose strings: with them put back, it is the
+        same value, types included. Then the check would find the same, as it takes any string there."""
         if self._bytes is None:
             self._bytes = _exact(self.data)
-        return self._bytes is not None and self._bytes == _exact(data)
+        return self._bytes is not None and _exact(_restore(data, self.data, self.loose)) == self._bytes
 
 
 class _Checker:
     """The checks of one :func:`violations` call.
 
     The racks of a pool write the same body but for a few names and tags, so at each key path the model check
-    remembers the last sub-body it checked: a rack whose sub-body there is the same JSON gets the same problems
-    without a second walk, while the parts that differ (a name, a tag) are checked again, key by key.
+    remembers the last sub-body it checked: a body that differs from it only in strings the check takes as they
+    are (a name, a tag value) gets the same problems without a second walk; any other difference (a key, a
+    type, an enum value) is checked again, key by key.
     """
 
     def __init__(self) -> None:
         self._last: dict[tuple[type, str], _Seen] = {}
 
-    def model(self, data: Mapping[str, Any], cls: type, path: str) -> list[tuple[str, str]]:
-        """(key path, problem) for every key of ``data``, at ``path``, that model ``cls`` refuses in a request."""
+    def model(self, data: Mapping[str, Any], cls: type, path: str) -> _Seen:
+        """The check of ``data`` at ``path`` against model ``cls``: (key path, problem) for every key it refuses
+        (``found``), and its loose strings."""
         last = self._last.get((cls, path))
         if last is not None and last.matches(data):
-            return last.found
-        found = list(self._fields(data, cls, path))
-        self._last[cls, path] = _Seen(data, found)
-        return found
+            return last
+        loose: _Loose = {}
+        found = list(self._fields(data, cls, path, loose))
+        seen = self._last[cls, path] = _Seen(data, found, loose)
+        return seen
 
-    def _fields(self, data: Mapping[str, Any], cls: type, path: str) -> Iterator[tuple[str, str]]:
+    def _fields(self, data: Mapping[str, Any], cls: type, path: str, loose: _Loose) -> Iterator[tuple[str, str]]:
         fields = _fields(cls)
         for key, value in data.items():
             where = f"{path}.{key}" if path else key
@@ -248,10 +277,13 @@ class _Checker:
             if not writable:
                 yield where, f"read-only key: Azure sets {cls.__name__}.{key} and ignores it in a request"
                 continue
-            yield from self._value(value, annotation, where)
+            yield from self._value(value, annotation, where, loose, key)
 
-    def _value(self, value: Any, annotation: Any, path: str) -> Iterator[tuple[str, str]]:
-        if value is None or annotation is None:
+    def _value(
+        self, value: Any, annotation: Any, path: str, loose: _Loose, step: str | int
+    ) -> Iterator[tuple[str, str]]:
+        """Problems of ``value`` (``step`` of its parent), noting in ``loose`` the strings taken as they are."""
+        if value is None:
             return
         json_type = _json_type(value)
         expected = _expect(annotation, json_type)
@@ -261,20 +293,28 @@ class _Checker:
             if str(value).lower() not in expected.enum_values:
                 yield path, f"{value!r} is not a value Azure's model knows ({expected.enum_names})"
         elif expected.model is not None:
-            yield from self.model(value, expected.model, path)
-        elif expected.container is list:
-            for i, element in enumerate(value):
-                if not (expected.any_string_item and isinstance(element, str)):
-                    yield from self._value(element, expected.items, f"{path}[{i}]")
-        elif expected.container is dict:
-            for key, element in value.items():
-                if not (expected.any_string_item and isinstance(element, str)):
-                    yield from self._value(element, expected.items, f"{path}.{key}")
+            seen = self.model(value, expected.model, path)
+            if seen.loose:
+                loose[step] = seen.loose
+            yield from seen.found
+        elif expected.container is not None:
+            below: _Loose = {}
+            elements = enumerate(value) if expected.container is list else value.items()
+            for key, element in elements:
+                if expected.any_string_item and isinstance(element, str):
+                    below[key] = None
+                else:
+                    where = f"{path}[{key}]" if expected.container is list else f"{path}.{key}"
+                    yield from self._value(element, expected.items, where, below, key)
+            if below:
+                loose[step] = below
+        elif json_type == "string":
+            loose[step] = None
 
 
 def check_model(data: Mapping[str, Any], cls: type, path: str = "") -> list[tuple[str, str]]:
     """(key path, problem) for every key of ``data`` that model ``cls`` does not accept in a request."""
-    return _Checker().model(data, cls, path)
+    return _Checker().model(data, cls, path).found
 
 
 def body_of(resource: Resource) -> tuple[str, Mapping[str, Any], str | None] | None:
@@ -324,6 +364,6 @@ def violations(resources: Iterable[Resource]) -> list[Violation]:
                     f"body is checked against (got {declared})",
                 )
             )
-        problems = checker.model(body, model(name), "")
+        problems = checker.model(body, model(name), "").found
         out.extend(Violation(resource.name, resource.urn, path, problem) for path, problem in problems)
     return out
