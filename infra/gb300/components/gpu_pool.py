@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from pulumi_azure_native import network
 
 from gb300 import tags as gb300_tags
 from gb300.components import scale_set
+from gb300.components.arm_resource import ArmResource, token
 from gb300.components.node_common import NodeCommon
 from gb300.compute_resource import (
     INTERCONNECT_BLOCK,
@@ -84,19 +84,22 @@ class GpuPool(pulumi.ComponentResource):
         self.scale_set_ids = []
         if args.fabric.scale_set_per == "rack":
             ig = args.fabric.interconnect_group or {}
-            group = network.InterconnectGroup(
+            group = ArmResource(
                 f"{name}-ig",
-                interconnect_group_name=f"{name}-ig",
-                resource_group_name=args.node.resource_group_name,
-                location=args.node.location,
-                scope=ig.get("scope", "InfiniBand"),
-                subgroup_profile=network.SubgroupProfileArgs(
-                    vm_size=args.sku.name,
-                    scope=ig.get("subgroupScope", "VerticalConnect"),
-                    size=args.sku.vms_per_nvlink_domain,
-                ),
-                tags=tags,
-                opts=child,
+                {
+                    "interconnectGroupName": f"{name}-ig",
+                    "resourceGroupName": args.node.resource_group_name,
+                    "location": args.node.location,
+                    "scope": ig.get("scope", "InfiniBand"),
+                    "subgroupProfile": {
+                        "vmSize": args.sku.name,
+                        "scope": ig.get("subgroupScope", "VerticalConnect"),
+                        "size": args.sku.vms_per_nvlink_domain,
+                    },
+                    "tags": tags,
+                },
+                child,
+                type_=token("network", "InterconnectGroup"),
             )
             self.interconnect_group_id = group.id
             for index in args.rack_indices:
