@@ -126,7 +126,21 @@ def _asset(value: pulumi.FileAsset) -> dict[str, str]:
 
 
 def _plain(value: Any) -> Any:
-    """Protobuf carries every number as a double; give whole numbers back as ints, as they were written."""
+    """Protobuf carries every number as a double; give whole numbers back as ints, as they were written.
+
+    Dispatches on the exact type first: a 1,388-rack plan converts about 150,000 values, most of them strings.
+    """
+    kind = type(value)
+    if kind is str or kind is bool or kind is int or value is None:
+        return value
+    if kind is dict:
+        if is_rpc_secret(value):
+            return SECRET
+        return {k: _plain(v) for k, v in value.items()}
+    if kind is list:
+        return [_plain(v) for v in value]
+    if kind is float:
+        return int(value) if value.is_integer() else value
     if is_rpc_secret(value):
         return SECRET
     if isinstance(value, pulumi.FileAsset):
