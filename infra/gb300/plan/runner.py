@@ -128,29 +128,18 @@ def _asset(value: pulumi.FileAsset) -> dict[str, str]:
 def _plain(value: Any) -> Any:
     """Protobuf carries every number as a double; give whole numbers back as ints, as they were written.
 
-    Dispatches on the exact type first: a 1,388-rack plan converts about 150,000 values, most of them strings.
+    Strings go first: a 1,388-rack plan converts about 150,000 values, most of them strings.
     """
-    kind = type(value)
-    if kind is str or kind is bool or kind is int or value is None:
+    if type(value) is str:
         return value
-    if kind is dict:
-        if is_rpc_secret(value):
-            return SECRET
-        return {k: _plain(v) for k, v in value.items()}
-    if kind is list:
-        return [_plain(v) for v in value]
-    if kind is float:
-        return int(value) if value.is_integer() else value
-    if is_rpc_secret(value):
-        return SECRET
-    if isinstance(value, pulumi.FileAsset):
-        return _asset(value)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return SECRET if is_rpc_secret(value) else {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain(v) for v in value]
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, pulumi.FileAsset):
+        return _asset(value)
     return value
 
 
