@@ -14,7 +14,7 @@ from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIde
 from gb300.components import monitoring as monitoring_component
 from gb300.components import network as network_component
 from gb300.components import storage as storage_component
-from gb300.components.arm_resource import ArmResource, drop_version_aliases, invoke, token
+from gb300.components.arm_resource import ArmResource, invoke, token
 from gb300.components.head import HeadNode, HeadNodeArgs
 from gb300.components.node_common import NodeCommon
 from gb300.components.node_payload import NodePayloadArgs, NodePayloads, PayloadFile
@@ -276,6 +276,5 @@ def main() -> None:
         cfg = read_config()
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack configuration:\n{exc}") from None
-    pulumi.runtime.register_stack_transformation(drop_version_aliases)
     for key, value in build(cfg).items():
         pulumi.export(key, value)

@@ -65,19 +65,3 @@ def invoke(module: str, function: str, args: Mapping[str, Any] | None = None) ->
     dict, invoked with the provider version the typed functions pin."""
     opts = pulumi.InvokeOutputOptions.merge(_utilities.get_invoke_opts_defaults(), None)
     return pulumi.runtime.invoke_output(token(module, function), dict(args or {}), opts=opts)
-
-
-def drop_version_aliases(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
-    """A stack transformation that registers every typed azure-native resource without its alias list.
-
-    The typed classes add one alias per older API-version type token (60 for each network resource); the SDK
-    computes their URNs when the resource is constructed, before any transform that runs in the engine could drop
-    them, about 1,500 for the reference stack and half its fixed plan CPU (docs/scale.md). They matter only to a
-    state that holds a resource under one of those versioned tokens, and gb300 has only ever declared the
-    unversioned ones. Only the ``azure-native:`` resources' aliases go; any other stays.
-    """
-    if not args.opts.aliases or not args.type_.startswith("azure-native:"):
-        return None
-    opts = args.opts._copy()
-    opts.aliases = None
-    return pulumi.ResourceTransformationResult(args.props, opts)
