@@ -4,11 +4,15 @@ Each function runs in a fresh interpreter (see ``plan_bench.py``), starts its cl
 SDK is the common ground), and returns wall time, CPU time (all threads of the process), phases, the resource
 count and a digest of what was registered. The digest proves the floor registered exactly the plan's resources.
 
-The floors re-register every resource the plan recorded (same type, name, parent, protect flag and inputs, in
-parent-first order) under the same mocks (:class:`gb300.plan.mocks.AzureMocks` on the SDK's ``MockMonitor``),
-with none of the toolkit's logic: no config parsing, no rendering, no rules, no summary. References between
-resources stay references: an input that holds another resource's id (or the resource group's or VNet's name) is
-passed as that resource's output, as the toolkit passes it.
+The floors re-register every resource the plan recorded (same type, name, parent, inputs, dependencies,
+protect, retain-on-delete, replace-on-changes and delete-before-replace options, and for azure-native resources
+the same provider version, each after its parent and its dependencies) under the same mocks
+(:class:`gb300.plan.mocks.AzureMocks` on the SDK's ``MockMonitor``), with none of the toolkit's logic: no config
+parsing, no rendering, no rules, no summary. References between resources stay references: an input that holds
+another resource's id (or the resource group's or VNet's name) is passed as that resource's output, as the
+toolkit passes it; a dependency the inputs so wired do not carry (the toolkit's ``depends_on``, or an output the
+toolkit passes and the floor passes as its plain value) is passed as ``depends_on``, so that the engine would
+receive the same dependencies (the digest covers them).
 
 * ``floor-raw``: ``pulumi.CustomResource(type, name, props, opts)`` / ``pulumi.ComponentResource``: the least the
   SDK can do per resource.
@@ -68,9 +72,25 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+# What the digest covers: everything the engine receives for a registration that the plan records.
+DIGEST_KEYS = (
+    "urn",
+    "type",
+    "name",
+    "parent",
+    "protect",
+    "id",
+    "inputs",
+    "dependencies",
+    "retainOnDelete",
+    "replaceOnChanges",
+    "deleteBeforeReplace",
+)
+
+
 def digest(records: list[dict[str, Any]]) -> str:
-    """A hash of the registrations (urn, type, name, parent, protect, id, inputs), order-independent."""
-    keys = ("urn", "type", "name", "parent", "protect", "id", "inputs")
+    """A hash of the registrations (:data:`DIGEST_KEYS`), order-independent."""
+    keys = DIGEST_KEYS
     rows = sorted(json.dumps({k: r[k] for k in keys}, sort_keys=True) for r in records)
     return hashlib.sha256("\n".join(rows).encode()).hexdigest()
 
@@ -122,18 +142,29 @@ def toolkit(stack: str, stack_file: str, plan_out: str | None) -> dict[str, Any]
 # The SDK floor.
 
 
-def parent_first(records: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """The records with every parent before its children (depth first from the stack's direct children)."""
-    by_parent: dict[str | None, list[dict[str, Any]]] = {}
-    urns = {r["urn"] for r in records}
+def registration_order(records: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The records in an order the engine could have registered them: every record after its parent and after
+    every resource it depends on (so that an input naming another resource can be passed as its output)."""
+    by_urn = {r["urn"]: r for r in records}
+    done: set[str] = set()
+
+    def visit(rec: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        pending = [(rec, False)]
+        while pending:
+            current, ready = pending.pop()
+            urn = current["urn"]
+            if urn in done:
+                continue
+            if ready:
+                done.add(urn)
+                yield current
+                continue
+            pending.append((current, True))
+            before = [current["parent"], *current.get("dependencies", ())]
+            pending.extend((by_urn[u], False) for u in reversed(before) if u in by_urn and u not in done)
+
     for rec in records:
-        parent = rec["parent"] if rec["parent"] in urns else None
-        by_parent.setdefault(parent, []).append(rec)
-    stack: list[dict[str, Any]] = list(reversed(by_parent.get(None, [])))
-    while stack:
-        rec = stack.pop()
-        yield rec
-        stack.extend(reversed(by_parent.get(rec["urn"], [])))
+        yield from visit(rec)
 
 
 def _typed_class(typ: str) -> Any:
@@ -174,9 +205,15 @@ class FloorProgram:
         self.objects: dict[str, pulumi.Resource] = {}
         self.by_id: dict[str, pulumi.CustomResource] = {}
         self.by_name: dict[tuple[str, str], pulumi.Resource] = {}
+        self.wired: set[str] = set()  # URNs the record being registered references through its inputs
+        self.urn_of: dict[int, str] = {}  # id() of a registered resource -> its URN
+        from pulumi_azure_native import _utilities  # noqa: PLC0415 - the version pin azure-native resources carry
+
+        self.azure_defaults = _utilities.get_resource_opts_defaults()
 
     def wire(self, value: Any) -> Any:
         if isinstance(value, str) and value in self.by_id:
+            self.wired.add(self.urn_of[id(self.by_id[value])])
             return self.by_id[value].id
         if isinstance(value, dict):
             return {k: self.wire(v) for k, v in value.items()}
@@ -184,10 +221,26 @@ class FloorProgram:
             return [self.wire(v) for v in value]
         return value
 
+    def options(self, rec: dict[str, Any]) -> pulumi.ResourceOptions:
+        """The record's parent and options, and as explicit ``depends_on`` every dependency its inputs as wired
+        here do not carry (the toolkit's explicit ones, and outputs the floor passes as plain values)."""
+        depends_on = [self.objects[u] for u in rec["dependencies"] if u not in self.wired and u in self.objects]
+        opts = pulumi.ResourceOptions(
+            parent=self.objects.get(rec["parent"] or ""),
+            protect=rec["protect"] or None,
+            retain_on_delete=rec["retainOnDelete"] or None,
+            replace_on_changes=rec["replaceOnChanges"] or None,
+            delete_before_replace=rec["deleteBeforeReplace"] or None,
+            depends_on=depends_on or None,
+        )
+        if rec["type"].startswith("azure-native:"):
+            opts = pulumi.ResourceOptions.merge(self.azure_defaults, opts)
+        return opts
+
     def register(self, rec: dict[str, Any]) -> None:
-        opts = pulumi.ResourceOptions(parent=self.objects.get(rec["parent"] or ""), protect=rec["protect"] or None)
+        self.wired = set()
         if rec["id"] is None:
-            comp = pulumi.ComponentResource(rec["type"], rec["name"], None, opts)
+            comp = pulumi.ComponentResource(rec["type"], rec["name"], None, self.options(rec))
             comp.register_outputs({})
             self.objects[rec["urn"]] = comp
             return
@@ -195,13 +248,16 @@ class FloorProgram:
         for key, typ in NAME_REFERENCES.items():
             target = self.by_name.get((typ, str(inputs.get(key))))
             if target is not None and typ != rec["type"]:
+                self.wired.add(self.urn_of[id(target)])
                 inputs[key] = _name_output(target, inputs[key])
+        opts = self.options(rec)
         res: pulumi.CustomResource
         if self.classes is not None:
             cls = self.classes[rec["type"]]
             res = cls(rec["name"], opts=opts, **_kwargs_for(cls, inputs))
         else:
             res = pulumi.CustomResource(rec["type"], rec["name"], inputs, opts)
+        self.urn_of[id(res)] = rec["urn"]  # what wire() records as a dependency
         self.objects[rec["urn"]] = res
         self.by_id[rec["id"]] = res
         for key, typ in NAME_REFERENCES.items():
@@ -224,7 +280,7 @@ def floor(plan_file: str, *, typed: bool) -> dict[str, Any]:
 
     doc = json.loads(Path(plan_file).read_text(encoding="utf-8"))
     stack: str = doc["stack"]
-    records: list[dict[str, Any]] = list(parent_first(doc["resources"]))
+    records: list[dict[str, Any]] = list(registration_order(doc["resources"]))
 
     clock = Clock()
     classes = {r["type"]: _typed_class(r["type"]) for r in records if r["id"] is not None} if typed else None
@@ -240,7 +296,15 @@ def floor(plan_file: str, *, typed: bool) -> dict[str, Any]:
     out = clock.result()
     keys = ("urn", "type", "name", "parent", "protect", "id")
     registered = [
-        {**{k: getattr(r, k) for k in keys}, "inputs": runner._plain(r.inputs)} for r in monitor.registrations
+        {
+            **{k: getattr(r, k) for k in keys},
+            "inputs": runner._plain(r.inputs),
+            "dependencies": list(r.dependencies),
+            "retainOnDelete": r.retain_on_delete,
+            "replaceOnChanges": list(r.replace_on_changes),
+            "deleteBeforeReplace": r.delete_before_replace,
+        }
+        for r in monitor.registrations
     ]
     out |= {"resources": len(registered), "peak_rss_mib": peak_rss_mib(), "digest": digest(registered)}
     return out

@@ -7,7 +7,6 @@ mock monitor. Both read the same config and declare the same resources.
 from __future__ import annotations
 
 import pulumi
-from pulumi_azure_native import authorization, resources
 
 from gb300 import config, rules
 from gb300 import tags as gb300_tags
@@ -15,7 +14,7 @@ from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIde
 from gb300.components import monitoring as monitoring_component
 from gb300.components import network as network_component
 from gb300.components import storage as storage_component
-from gb300.components.arm_resource import drop_version_aliases
+from gb300.components.arm_resource import ArmResource, invoke, token
 from gb300.components.head import HeadNode, HeadNodeArgs
 from gb300.components.node_common import NodeCommon
 from gb300.components.node_payload import NodePayloadArgs, NodePayloads, PayloadFile
@@ -44,19 +43,24 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     # Deleting a resource group deletes everything in it, retained stores included: while it holds one, the group
     # is protected and retained too, so neither `pulumi destroy` nor a replacement of the group deletes it.
     keep = keeps_data(cfg)
-    rg = resources.ResourceGroup(
+    rg = ArmResource(
         f"{name}-rg",
-        resource_group_name=f"{name}-rg",
-        location=location,
-        tags=tags,
-        opts=pulumi.ResourceOptions(protect=keep, retain_on_delete=keep),
+        {"resourceGroupName": f"{name}-rg", "location": location, "tags": tags},
+        pulumi.ResourceOptions(protect=keep, retain_on_delete=keep),
+        type_=token("resources", "ResourceGroup"),
+        outputs=("name",),
     )
-    client = authorization.get_client_config_output()
+    rg_name: pulumi.Output[str] = rg.output("name")
+    # The deployer's tenant, subscription and object id, as azure-native's getClientConfig answers them.
+    client = invoke("authorization", "getClientConfig")
+    tenant_id: pulumi.Output[str] = client["tenantId"]
+    subscription_id: pulumi.Output[str] = client["subscriptionId"]
+    deployer_object_id: pulumi.Output[str] = client["objectId"]
     storage = cfg.storage
     net = Network(
         name,
         NetworkArgs(
-            resource_group_name=rg.name,
+            resource_group_name=rg_name,
             location=location,
             address_space=cfg.network.address_space,
             subnets=network_component.plan_subnets(
@@ -73,14 +77,14 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             tags=tags,
         ),
     )
-    identity = NodeIdentity(f"{name}-node", NodeIdentityArgs(rg.name, location, tags))
+    identity = NodeIdentity(f"{name}-node", NodeIdentityArgs(rg_name, location, tags))
     secrets = ClusterSecrets(
         name,
         ClusterSecretsArgs(
             cluster_name=name,
-            resource_group_name=rg.name,
+            resource_group_name=rg_name,
             location=location,
-            tenant_id=client.tenant_id,
+            tenant_id=tenant_id,
             vnet_id=net.vnet_id,
             endpoints_subnet_id=net.subnet_ids["endpoints"],
             node_principal_id=identity.principal_id,
@@ -93,7 +97,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         lustre = storage_component.Lustre(
             f"{name}-lustre",
             storage_component.LustreArgs(
-                resource_group_name=rg.name,
+                resource_group_name=rg_name,
                 location=location,
                 sku=storage.lustre.sku,
                 capacity_tib=storage.lustre.capacity_ti_b,
@@ -118,10 +122,10 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     blob = storage_component.BlobStore(
         f"{name}-blob",
         storage_component.BlobStoreArgs(
-            resource_group_name=rg.name,
+            resource_group_name=rg_name,
             location=location,
             cluster_name=name,
-            subscription_id=client.subscription_id,
+            subscription_id=subscription_id,
             account_name=blob_settings.account_name,
             containers=[storage_component.ContainerAccess(c.name, c.access) for c in blob_cfg.containers]
             if blob_cfg is not None
@@ -144,7 +148,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     payloads = NodePayloads(
         f"{name}-payload",
         NodePayloadArgs(
-            resource_group_name=rg.name,
+            resource_group_name=rg_name,
             account_name=blob.name,
             blob_endpoint=blob.blob_endpoint,
             container=storage.node_payload.container,
@@ -153,7 +157,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 for d in (head_data, *pool_data.values())
             ],
             node_principal_id=identity.principal_id,
-            deployer_principal_id=client.object_id,
+            deployer_principal_id=deployer_object_id,
             deployer_principal_type=None
             if storage.node_payload.deployer_principal_type == "none"
             else storage.node_payload.deployer_principal_type,
@@ -164,7 +168,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     monitoring = monitoring_component.Monitoring(
         f"{name}-mon",
         monitoring_component.MonitoringArgs(
-            resource_group_name=rg.name,
+            resource_group_name=rg_name,
             location=location,
             node_principal_id=identity.principal_id,
             logs=mon.logs.enabled,
@@ -193,7 +197,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         prom_write=outputs.get("prometheusRemoteWriteUrl"),
     )
     node = NodeCommon(
-        resource_group_name=rg.name,
+        resource_group_name=rg_name,
         location=location,
         admin_username=cfg.access.admin_username,
         ssh_public_key=cfg.access.ssh_public_key,
@@ -236,13 +240,13 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 subnet_id=net.subnet_ids["gpu"],
                 custom_data=custom.base64,
                 custom_data_sha256=custom.sha256,
-                subscription_id=client.subscription_id,
+                subscription_id=subscription_id,
                 interconnect_blocks=pool.interconnect_blocks,
                 capacity_reservation_group_id=pool.capacity_reservation_group_id,
             ),
         )
     return {
-        "resourceGroupName": rg.name,
+        "resourceGroupName": rg_name,
         "vnetId": net.vnet_id,
         "nodeIdentityId": identity.id,
         "keyVaultName": secrets.vault_name,
@@ -272,6 +276,5 @@ def main() -> None:
         cfg = read_config()
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack configuration:\n{exc}") from None
-    pulumi.runtime.register_stack_transformation(drop_version_aliases)
     for key, value in build(cfg).items():
         pulumi.export(key, value)

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from pulumi_azure_native import network
 
 from gb300 import tags as gb300_tags
 from gb300.components import scale_set
+from gb300.components.arm_resource import ArmResource, token
 from gb300.components.node_common import NodeCommon
 from gb300.compute_resource import (
     INTERCONNECT_BLOCK,
@@ -80,23 +80,36 @@ class GpuPool(pulumi.ComponentResource):
         super().__init__("gb300:compute:GpuPool", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = gb300_tags.gpu_pool(args.node.tags, args.pool_name, args.custom_data_sha256)
+        # What every scale set of the pool carries alike, built once for all its racks.
+        self._identity = pulumi.Output.from_input(args.node.identity_id).apply(
+            # ARM's shape: a map from identity id to {} (azure-native's list form is its own).
+            lambda identity: {"type": "UserAssigned", "userAssignedIdentities": {identity: {}}}
+        )
+        monitoring = args.node.monitoring
+        self._extensions = (
+            *args.extensions,
+            *(monitoring.scale_set_extensions(args.node.identity_id) if monitoring else ()),
+        )
         self.interconnect_group_id = None
         self.scale_set_ids = []
         if args.fabric.scale_set_per == "rack":
             ig = args.fabric.interconnect_group or {}
-            group = network.InterconnectGroup(
+            group = ArmResource(
                 f"{name}-ig",
-                interconnect_group_name=f"{name}-ig",
-                resource_group_name=args.node.resource_group_name,
-                location=args.node.location,
-                scope=ig.get("scope", "InfiniBand"),
-                subgroup_profile=network.SubgroupProfileArgs(
-                    vm_size=args.sku.name,
-                    scope=ig.get("subgroupScope", "VerticalConnect"),
-                    size=args.sku.vms_per_nvlink_domain,
-                ),
-                tags=tags,
-                opts=child,
+                {
+                    "interconnectGroupName": f"{name}-ig",
+                    "resourceGroupName": args.node.resource_group_name,
+                    "location": args.node.location,
+                    "scope": ig.get("scope", "InfiniBand"),
+                    "subgroupProfile": {
+                        "vmSize": args.sku.name,
+                        "scope": ig.get("subgroupScope", "VerticalConnect"),
+                        "size": args.sku.vms_per_nvlink_domain,
+                    },
+                    "tags": tags,
+                },
+                child,
+                type_=token("network", "InterconnectGroup"),
             )
             self.interconnect_group_id = group.id
             for index in args.rack_indices:
@@ -120,7 +133,6 @@ class GpuPool(pulumi.ComponentResource):
                     f"{args.cluster_name}-{args.pool_name}", args, kind=POOL_SCALE_SET, capacity=args.vms, tags=tags
                 )
             )
-        monitoring = args.node.monitoring
         if monitoring is not None:
             monitoring.attach(self.scale_set_ids, prefix=name)
         self.register_outputs(
@@ -181,10 +193,7 @@ class GpuPool(pulumi.ComponentResource):
             interconnect_group_id=interconnect_group_id,
             interconnect_block_id=interconnect_block_id,
             capacity_reservation_group_id=args.capacity_reservation_group_id,
-            extensions=(
-                *args.extensions,
-                *(args.node.monitoring.scale_set_extensions(args.node.identity_id) if args.node.monitoring else ()),
-            ),
+            extensions=self._extensions,
         )
         vmss = ComputeResource(
             name,
@@ -197,10 +206,7 @@ class GpuPool(pulumi.ComponentResource):
                 "location": args.node.location,
                 **self._zones(args),
                 "sku": scale_set.sku(spec),
-                # ARM's shape: a map from identity id to {} (azure-native's list form is its own).
-                "identity": pulumi.Output.from_input(args.node.identity_id).apply(
-                    lambda identity: {"type": "UserAssigned", "userAssignedIdentities": {identity: {}}}
-                ),
+                "identity": self._identity,
                 "properties": scale_set.properties(spec),
                 "tags": tags,
             },

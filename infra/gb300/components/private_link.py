@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_azure_native import network, privatedns
+
+from gb300.components.arm_resource import ArmResource, token
+from gb300.components.network import SUBNET_POLICY_DEFAULTS
 
 
 @dataclass(frozen=True)
@@ -30,52 +32,64 @@ class PrivateLinkArgs:
 class PrivateLink:
     """The endpoint, and the zone group that makes the service's name resolve to it (what a client waits for)."""
 
-    endpoint: network.PrivateEndpoint
-    zone_group: network.PrivateDnsZoneGroup
+    endpoint: ArmResource
+    zone_group: ArmResource
 
 
 def private_endpoint(prefix: str, args: PrivateLinkArgs, *, parent: pulumi.Resource) -> PrivateLink:
     """Declare ``<prefix>-zone``, ``-link``, ``-pe`` and ``-dns`` under ``parent``."""
     child = pulumi.ResourceOptions(parent=parent)
-    zone = privatedns.PrivateZone(
+    zone = ArmResource(
         f"{prefix}-zone",
-        private_zone_name=args.zone_name,
-        resource_group_name=args.resource_group_name,
-        location="global",
-        tags=args.tags,
-        opts=child,
+        {
+            "privateZoneName": args.zone_name,
+            "resourceGroupName": args.resource_group_name,
+            "location": "global",
+            "tags": args.tags,
+        },
+        child,
+        type_=token("privatedns", "PrivateZone"),
+        outputs=("name",),
     )
-    privatedns.VirtualNetworkLink(
+    ArmResource(
         f"{prefix}-link",
-        virtual_network_link_name=f"{prefix}-link",
-        private_zone_name=zone.name,
-        resource_group_name=args.resource_group_name,
-        location="global",
-        registration_enabled=False,
-        virtual_network=privatedns.SubResourceArgs(id=args.vnet_id),
-        tags=args.tags,
-        opts=child,
+        {
+            "virtualNetworkLinkName": f"{prefix}-link",
+            "privateZoneName": zone.output("name"),
+            "resourceGroupName": args.resource_group_name,
+            "location": "global",
+            "registrationEnabled": False,
+            "virtualNetwork": {"id": args.vnet_id},
+            "tags": args.tags,
+        },
+        child,
+        type_=token("privatedns", "VirtualNetworkLink"),
     )
-    endpoint = network.PrivateEndpoint(
+    endpoint = ArmResource(
         f"{prefix}-pe",
-        private_endpoint_name=f"{prefix}-pe",
-        resource_group_name=args.resource_group_name,
-        location=args.location,
-        subnet=network.SubnetArgs(id=args.subnet_id),
-        private_link_service_connections=[
-            network.PrivateLinkServiceConnectionArgs(
-                name=prefix, private_link_service_id=args.service_id, group_ids=[args.group]
-            )
-        ],
-        tags=args.tags,
-        opts=child,
+        {
+            "privateEndpointName": f"{prefix}-pe",
+            "resourceGroupName": args.resource_group_name,
+            "location": args.location,
+            "subnet": {"id": args.subnet_id, **SUBNET_POLICY_DEFAULTS},
+            "privateLinkServiceConnections": [
+                {"name": prefix, "privateLinkServiceId": args.service_id, "groupIds": [args.group]}
+            ],
+            "tags": args.tags,
+        },
+        child,
+        type_=token("network", "PrivateEndpoint"),
+        outputs=("name",),
     )
-    zone_group = network.PrivateDnsZoneGroup(
+    zone_group = ArmResource(
         f"{prefix}-dns",
-        private_dns_zone_group_name="default",
-        private_endpoint_name=endpoint.name,
-        resource_group_name=args.resource_group_name,
-        private_dns_zone_configs=[network.PrivateDnsZoneConfigArgs(name=args.group, private_dns_zone_id=zone.id)],
-        opts=child,
+        {
+            "privateDnsZoneGroupName": "default",
+            "privateEndpointName": endpoint.output("name"),
+            "resourceGroupName": args.resource_group_name,
+            "privateDnsZoneConfigs": [{"name": args.group, "privateDnsZoneId": zone.id}],
+        },
+        child,
+        type_=token("network", "PrivateDnsZoneGroup"),
     )
     return PrivateLink(endpoint, zone_group)

@@ -126,17 +126,20 @@ def _asset(value: pulumi.FileAsset) -> dict[str, str]:
 
 
 def _plain(value: Any) -> Any:
-    """Protobuf carries every number as a double; give whole numbers back as ints, as they were written."""
-    if is_rpc_secret(value):
-        return SECRET
-    if isinstance(value, pulumi.FileAsset):
-        return _asset(value)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+    """Protobuf carries every number as a double; give whole numbers back as ints, as they were written.
+
+    Strings go first: a 1,388-rack plan converts about 150,000 values, most of them strings.
+    """
+    if type(value) is str:
+        return value
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return SECRET if is_rpc_secret(value) else {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain(v) for v in value]
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, pulumi.FileAsset):
+        return _asset(value)
     return value
 
 
