@@ -131,7 +131,8 @@ def shared_reads() -> Iterator[None]:
 
 
 def read_once(resource: Resource, read: Callable[[Resource], T]) -> T:
-    """``read(resource)``, read once inside :func:`shared_reads` (rules only read their resources)."""
+    """``read(resource)``; inside :func:`shared_reads`, read once and shared (an assessment's rules only read
+    the resources, never change them)."""
     shared = _SHARED.get()
     if shared is None:
         return read(resource)
