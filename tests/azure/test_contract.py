@@ -116,3 +116,70 @@ def test_the_plan_rule_reports_the_path(dev_plan: PlanResult) -> None:
     found = run("arm-body-matches-sdk", [_broken(_rack(dev_plan), _old_group_shape)])
     assert [f.level.label for f in found] == ["error"]
     assert "interconnectGroupProfile.id: unknown key" in found[0].message
+
+
+def _racks(rack: ResourceRecord, count: int, change: Any = None, at: int | None = None) -> list[ResourceRecord]:
+    """``count`` copies of ``rack`` named as a pool names its racks (each its own name and rack tag), ``change``
+    applied to the inputs of rack number ``at`` (1-based) only."""
+    text = json.dumps(rack.inputs)
+    out = []
+    for n in range(1, count + 1):
+        inputs = json.loads(text)
+        name = f"dev-train-r{n:04d}"
+        inputs["resourceName"] = name
+        inputs["properties"]["virtualMachineProfile"]["osProfile"]["computerNamePrefix"] = f"{name}-"
+        inputs["tags"]["gb300-rack"] = str(n)
+        if n == at:
+            change(inputs)
+        out.append(ResourceRecord(f"{rack.urn}{n}", rack.type, name, rack.parent, rack.protect, rack.id, inputs))
+    return out
+
+
+def _name_not_text(inputs: dict[str, Any]) -> None:
+    inputs["properties"]["virtualMachineProfile"]["osProfile"]["computerNamePrefix"] = 7
+
+
+GROUP_ID = "properties.virtualMachineProfile.networkProfile.interconnectGroupProfile.id"
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "at"),
+    [
+        pytest.param(_old_group_shape, GROUP_ID, 1, id="unknown-key-first"),
+        pytest.param(_old_group_shape, GROUP_ID, 700, id="unknown-key-700th"),
+        pytest.param(_old_group_shape, GROUP_ID, 1388, id="unknown-key-last"),
+        pytest.param(_bad_enum, "properties.orchestrationMode", 700, id="enum-700th"),
+        pytest.param(_read_only, "properties.uniqueId", 700, id="read-only-700th"),
+        pytest.param(_wrong_type, "zones", 700, id="type-700th"),
+        pytest.param(
+            _name_not_text, "properties.virtualMachineProfile.osProfile.computerNamePrefix", 700, id="name-700th"
+        ),
+    ],
+)
+def test_a_broken_rack_among_many_is_the_one_named(dev_plan: PlanResult, change: Any, path: str, at: int) -> None:
+    """Of 1,388 racks alike but for their names, the one whose body breaks a key is named, and only that one."""
+    found = contract.violations(_racks(_rack(dev_plan), 1388, change, at))
+    assert [(v.resource, v.path) for v in found] == [(f"dev-train-r{at:04d}", path)]
+
+
+PRIMARY = "properties.virtualMachineProfile.networkProfile.networkInterfaceConfigurations[0].properties.primary"
+
+
+def _primary(value: Any) -> Any:
+    def change(inputs: dict[str, Any]) -> None:
+        inputs["properties"]["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"][0][
+            "properties"
+        ]["primary"] = value
+
+    return change
+
+
+@pytest.mark.parametrize(("others", "odd", "named"), [(True, 1, [2]), (False, 0, [2]), (1, True, [1, 3])])
+def test_a_number_is_not_taken_for_a_boolean(dev_plan: PlanResult, others: Any, odd: Any, named: list[int]) -> None:
+    """Racks whose network profiles are equal in Python (``1 == True``) but not in JSON are each checked."""
+    racks = _racks(_rack(dev_plan), 3, _primary(odd), at=2)
+    for rack in (racks[0], racks[2]):
+        _primary(others)(rack.inputs)
+    found = contract.violations(racks)
+    assert [(v.resource, v.path) for v in found] == [(f"dev-train-r{n:04d}", PRIMARY) for n in named]
+    assert all("must be a boolean (got number)" in v.problem for v in found)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import functools
-import json
+import marshal
 import types
 import typing
 from collections.abc import Iterable, Iterator, Mapping
@@ -77,12 +77,15 @@ def model(name: str) -> type:
 
 
 @functools.cache
-def _fields(cls: type) -> dict[str, tuple[Any, list[str] | None]]:
-    """JSON name -> (annotation, visibility) of a model class's REST fields."""
+def _fields(cls: type) -> dict[str, tuple[Any, bool]]:
+    """JSON name -> (annotation, whether a request may set it) of a model class's REST fields."""
     cls({})  # the SDK computes a class's field table on first construction
     hints = typing.get_type_hints(cls, globalns=_globals())
     table: dict[str, Any] = getattr(cls, "_attr_to_rest_field")  # noqa: B009 - the SDK's own metadata
-    return {rf._rest_name: (hints.get(attr), rf._visibility) for attr, rf in table.items()}
+    return {
+        rf._rest_name: (hints.get(attr), rf._visibility is None or bool(_WRITABLE & set(rf._visibility)))
+        for attr, rf in table.items()
+    }
 
 
 def _is_model(annotation: Any) -> bool:
@@ -99,64 +102,78 @@ def _options(annotation: Any) -> list[Any]:
 
 
 def _json_type(value: Any) -> str:
+    if isinstance(value, str):  # the common leaf first: names, ids, tags
+        return "string"
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int | float):
         return "number"
-    if isinstance(value, str):
-        return "string"
     if isinstance(value, list):
         return "array"
-    if isinstance(value, Mapping):
+    if isinstance(value, dict | Mapping):
         return "object"
     return "null" if value is None else type(value).__name__
 
 
-def _accepts(option: Any, value: Any) -> bool:  # noqa: PLR0911 - one answer per JSON type
-    """Whether ``value``'s JSON type fits one alternative (structure only; enums and models checked after)."""
+def _accepts(option: Any, json_type: str) -> bool:  # noqa: PLR0911 - one answer per JSON type
+    """Whether a value of ``json_type`` fits one alternative (structure only; enums and models checked after)."""
     origin = typing.get_origin(option)
     if _is_model(option) or origin is dict:
-        return isinstance(value, Mapping)
+        return json_type == "object"
     if origin is list:
-        return isinstance(value, list)
+        return json_type == "array"
     if isinstance(option, type) and issubclass(option, enum.Enum):
-        return isinstance(value, str)
+        return json_type == "string"
     if option is bool:
-        return isinstance(value, bool)
+        return json_type == "boolean"
     if option in (int, float):
-        return isinstance(value, int | float) and not isinstance(value, bool)
+        return json_type == "number"
     if option is str:
-        return isinstance(value, str)
+        return json_type == "string"
     return True  # datetime, bytes, Any: what JSON carries them as is not checked
 
 
-def _check(value: Any, annotation: Any, path: str) -> Iterator[tuple[str, str]]:
-    if value is None or annotation is None:
-        return
-    options = [o for o in _options(annotation) if _accepts(o, value)]
+@dataclass(frozen=True)
+class _Expected:
+    """What an annotation asks of a value of one JSON type, worked out once per pair: to be of another type
+    (``wanted``), to be one of an enum's values, or to pass a nested model, list or map check."""
+
+    wanted: str | None = None  # "an object or a string": the value's type fits no alternative
+    enum_values: frozenset[str] | None = None  # lowercase; set when only enums take the value
+    enum_names: str = ""  # "OrchestrationMode: Flexible, Uniform"
+    model: type | None = None
+    items: Any = None  # the annotation of a list's elements or a map's values
+    container: type | None = None  # list or dict
+    any_string_item: bool = False  # the items' annotation takes every string as it is (tags, names)
+
+
+@functools.cache
+def _expect(annotation: Any, json_type: str) -> _Expected:
+    alternatives = _options(annotation)
+    options = [o for o in alternatives if _accepts(o, json_type)]
     if not options:
-        wanted = " or ".join(sorted({_describe(o) for o in _options(annotation)}))
-        yield path, f"must be {wanted} (got {_json_type(value)})"
-        return
+        return _Expected(wanted=" or ".join(sorted({_describe(o) for o in alternatives})))
     enums = [o for o in options if isinstance(o, type) and issubclass(o, enum.Enum)]
-    if enums and len(enums) == len([o for o in _options(annotation) if o is not str]):
-        known = {str(e.value).lower() for cls in enums for e in cls}
-        if str(value).lower() not in known:
-            names = ", ".join(sorted(str(e.value) for cls in enums for e in cls))
-            yield path, f"{value!r} is not a value Azure's model knows ({enums[0].__name__}: {names})"
-        return
+    if enums and len(enums) == len([o for o in alternatives if o is not str]):
+        return _Expected(
+            enum_values=frozenset(str(e.value).lower() for cls in enums for e in cls),
+            enum_names=f"{enums[0].__name__}: " + ", ".join(sorted(str(e.value) for cls in enums for e in cls)),
+        )
     option = options[0]
     origin = typing.get_origin(option)
     if _is_model(option):
-        yield from check_model(value, option, path)
-    elif origin is list:
+        return _Expected(model=option)
+    if origin is list:
         (item,) = typing.get_args(option) or (None,)
-        for i, element in enumerate(value):
-            yield from _check(element, item, f"{path}[{i}]")
-    elif origin is dict:
+        return _Expected(items=item, container=list, any_string_item=_takes_any_string(item))
+    if origin is dict:
         _, item = typing.get_args(option) or (None, None)
-        for key, element in value.items():
-            yield from _check(element, item, f"{path}.{key}")
+        return _Expected(items=item, container=dict, any_string_item=_takes_any_string(item))
+    return _Expected()
+
+
+def _takes_any_string(annotation: Any) -> bool:
+    return _expect(annotation, "string") == _Expected()
 
 
 def _describe(option: Any) -> str:
@@ -172,40 +189,132 @@ def _describe(option: Any) -> str:
     return "a string"
 
 
-# Problems found per (model, body as JSON), for bodies up to this size: 1,388 racks' bodies differ only in a few
-# names and tags, so their identical parts (network, storage, extension profiles) are checked once.
-_CHECKED: dict[tuple[type, str], tuple[tuple[str, str], ...]] = {}
-_CHECKED_MAX_BYTES = 8192
-
-
-def check_model(data: Mapping[str, Any], cls: type, path: str = "") -> Iterator[tuple[str, str]]:
-    """(key path, problem) for every key of ``data`` that model ``cls`` does not accept in a request."""
+def _exact(value: Any) -> bytes | None:
+    """``value`` as bytes that tell every type apart (``True`` from ``1``, ``1`` from ``1.0``, a list from a
+    tuple): :mod:`marshal`'s version 2, which has no back-references, so equal values of equal types always give
+    equal bytes (bytes and bytearray, which JSON does not carry, read alike). None for a value marshal cannot
+    write (an unresolved value, a custom mapping)."""
     try:
-        text: str | None = json.dumps(data, sort_keys=True)
-    except (TypeError, ValueError):  # not JSON (an unresolved value): checked, never remembered
-        text = None
-    key = (cls, text) if text is not None and len(text) <= _CHECKED_MAX_BYTES else None
-    found = _CHECKED.get(key) if key is not None else None
-    if found is None:
-        found = tuple(_check_fields(data, cls))
-        if key is not None:
-            _CHECKED[key] = found
-    for where, problem in found:
-        yield (f"{path}.{where}" if path else where), problem
+        return marshal.dumps(value, 2)
+    except ValueError:
+        return None
 
 
-def _check_fields(data: Mapping[str, Any], cls: type) -> Iterator[tuple[str, str]]:
-    """:func:`check_model` at the top of ``data``: key paths relative to it."""
-    fields = _fields(cls)
-    for key, value in data.items():
-        if key not in fields:
-            yield key, f"unknown key: {cls.__name__} defines no {key!r}"
-            continue
-        annotation, visibility = fields[key]
-        if visibility is not None and not _WRITABLE & set(visibility):
-            yield key, f"read-only key: Azure sets {cls.__name__}.{key} and ignores it in a request"
-            continue
-        yield from _check(value, annotation, key)
+# Where a sub-body holds strings the check takes as they are (names, ids, tag values): key or index -> the
+# places below it, None for the string itself. Enum values and everything else the check reads are not there.
+_Loose = dict[str | int, "_Loose | None"]
+
+
+def _restore(new: Any, old: Any, loose: _Loose | None) -> Any:
+    """``new`` with the strings at ``loose`` places that differ from ``old`` taken from ``old`` (copies, where
+    they differ; ``new`` itself is left alone)."""
+    if loose is None:
+        return old if isinstance(new, str) else new
+    if isinstance(new, dict) and isinstance(old, dict):
+        changed = {
+            k: _restore(new[k], old[k], below)
+            for k, below in loose.items()
+            if k in new and k in old and new[k] != old[k]
+        }
+        return {**new, **changed} if changed else new
+    if isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
+        out = list(new)
+        for i, below in loose.items():
+            if isinstance(i, int) and out[i] != old[i]:
+                out[i] = _restore(out[i], old[i], below)
+        return out
+    return new
+
+
+class _Seen:
+    """The last sub-body checked at one key path against one model: what was found, and its loose strings."""
+
+    def __init__(self, data: Mapping[str, Any], found: list[tuple[str, str]], loose: _Loose) -> None:
+        self.data = data
+        self.found = found
+        self.loose = loose
+        self._bytes: bytes | None = None
+
+    def matches(self, data: Mapping[str, Any]) -> bool:
+        """``data`` differs from the last sub-body at most in its loose strings: with them put back, it is the
+        same value, types included. Then the check would find the same, as it takes any string there."""
+        if self._bytes is None:
+            self._bytes = _exact(self.data)
+        return self._bytes is not None and _exact(_restore(data, self.data, self.loose)) == self._bytes
+
+
+class _Checker:
+    """The checks of one :func:`violations` call.
+
+    The racks of a pool write the same body but for a few names and tags, so at each key path the model check
+    remembers the last sub-body it checked: a body that differs from it only in strings the check takes as they
+    are (a name, a tag value) gets the same problems without a second walk; any other difference (a key, a
+    type, an enum value) is checked again, key by key.
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[type, str], _Seen] = {}
+
+    def model(self, data: Mapping[str, Any], cls: type, path: str) -> _Seen:
+        """The check of ``data`` at ``path`` against model ``cls``: (key path, problem) for every key it refuses
+        (``found``), and its loose strings."""
+        last = self._last.get((cls, path))
+        if last is not None and last.matches(data):
+            return last
+        loose: _Loose = {}
+        found = list(self._fields(data, cls, path, loose))
+        seen = self._last[cls, path] = _Seen(data, found, loose)
+        return seen
+
+    def _fields(self, data: Mapping[str, Any], cls: type, path: str, loose: _Loose) -> Iterator[tuple[str, str]]:
+        fields = _fields(cls)
+        for key, value in data.items():
+            where = f"{path}.{key}" if path else key
+            if key not in fields:
+                yield where, f"unknown key: {cls.__name__} defines no {key!r}"
+                continue
+            annotation, writable = fields[key]
+            if not writable:
+                yield where, f"read-only key: Azure sets {cls.__name__}.{key} and ignores it in a request"
+                continue
+            yield from self._value(value, annotation, where, loose, key)
+
+    def _value(
+        self, value: Any, annotation: Any, path: str, loose: _Loose, step: str | int
+    ) -> Iterator[tuple[str, str]]:
+        """Problems of ``value`` (``step`` of its parent), noting in ``loose`` the strings taken as they are."""
+        if value is None:
+            return
+        json_type = _json_type(value)
+        expected = _expect(annotation, json_type)
+        if expected.wanted is not None:
+            yield path, f"must be {expected.wanted} (got {json_type})"
+        elif expected.enum_values is not None:
+            if str(value).lower() not in expected.enum_values:
+                yield path, f"{value!r} is not a value Azure's model knows ({expected.enum_names})"
+        elif expected.model is not None:
+            seen = self.model(value, expected.model, path)
+            if seen.loose:
+                loose[step] = seen.loose
+            yield from seen.found
+        elif expected.container is not None:
+            below: _Loose = {}
+            elements = enumerate(value) if expected.container is list else value.items()
+            for key, element in elements:
+                if expected.any_string_item and isinstance(element, str):
+                    below[key] = None
+                else:
+                    where = f"{path}[{key}]" if expected.container is list else f"{path}.{key}"
+                    yield from self._value(element, expected.items, where, below, key)
+            if below:
+                loose[step] = below
+        elif json_type == "string":
+            loose[step] = None
+
+
+def check_model(data: Mapping[str, Any], cls: type, path: str = "") -> list[tuple[str, str]]:
+    """(key path, problem) for every key of ``data`` that model ``cls`` does not accept in a request."""
+    return _Checker().model(data, cls, path).found
 
 
 def body_of(resource: Resource) -> tuple[str, Mapping[str, Any], str | None] | None:
@@ -234,6 +343,7 @@ def violations(resources: Iterable[Resource]) -> list[Violation]:
     """Every key of every data-declared ARM body that Azure's SDK models refuse."""
     out: list[Violation] = []
     version = sdk_api_version()
+    checker = _Checker()
     for resource in resources:
         found = body_of(resource)
         if found is None:
@@ -254,5 +364,6 @@ def violations(resources: Iterable[Resource]) -> list[Violation]:
                     f"body is checked against (got {declared})",
                 )
             )
-        out.extend(Violation(resource.name, resource.urn, p, problem) for p, problem in check_model(body, model(name)))
+        problems = checker.model(body, model(name), "").found
+        out.extend(Violation(resource.name, resource.urn, path, problem) for path, problem in problems)
     return out

@@ -4,13 +4,18 @@ Rules and the summary read resources, not config: they see exactly what ``pulumi
 appears as gb300's dynamic resource (:mod:`gb300.compute_resource`, which every GPU pool uses; recognised by
 its ``resourceType`` input or output), a typed ``compute:VirtualMachineScaleSet``, or a generic
 ``resources:Resource``; :func:`scale_sets` reads all three.
+
+Several rules read the same views: inside :func:`shared_reads` (one assessment of the rules) each resource is
+read into a view once (:func:`read_once`); outside it, every call reads afresh.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from gb300 import compute_resource
 from gb300 import tags as gb300_tags
@@ -106,11 +111,47 @@ def _count(value: Any) -> int:
     return 0
 
 
+T = TypeVar("T")
+
+# The views read inside the innermost shared_reads block, by (reader, id of the resource). Each entry keeps its
+# resource alive, so no other object can take that id while the block runs.
+_SHARED: ContextVar[dict[tuple[Callable[[Any], Any], int], tuple[Any, Any]] | None] = ContextVar(
+    "_SHARED", default=None
+)
+
+
+@contextlib.contextmanager
+def shared_reads() -> Iterator[None]:
+    """Inside the block, :func:`read_once` reads each resource once per reader; the views go when it ends."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def read_once(resource: Resource, read: Callable[[Resource], T]) -> T:
+    """``read(resource)``; inside :func:`shared_reads`, read once and shared (an assessment's rules only read
+    the resources, never change them)."""
+    shared = _SHARED.get()
+    if shared is None:
+        return read(resource)
+    key = (read, id(resource))
+    if key not in shared:
+        shared[key] = (resource, read(resource))
+    view: T = shared[key][1]
+    return view
+
+
 def scale_set(resource: Resource) -> ScaleSetView:
     """Read a scale set registration (typed or generic) into a :class:`ScaleSetView`.
 
     Odd input (a property missing, None or of the wrong type) reads as absent: this never raises.
     """
+    return read_once(resource, _read_scale_set)
+
+
+def _read_scale_set(resource: Resource) -> ScaleSetView:
     inputs = resource.inputs
     props = _mapping(inputs.get("properties")) if has_arm_body(resource) else inputs
     sku = _mapping(inputs.get("sku"))
@@ -143,7 +184,11 @@ def scale_set(resource: Resource) -> ScaleSetView:
 
 
 def scale_sets(resources: Iterable[Resource]) -> list[ScaleSetView]:
-    return [scale_set(r) for r in resources if is_scale_set(r)]
+    return [view for r in resources if (view := read_once(r, _scale_set_or_none)) is not None]
+
+
+def _scale_set_or_none(resource: Resource) -> ScaleSetView | None:
+    return scale_set(resource) if is_scale_set(resource) else None
 
 
 def of_type(resources: Iterable[Resource], typ: str) -> list[Resource]:

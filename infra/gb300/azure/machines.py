@@ -54,38 +54,37 @@ def _reservation(profile: Mapping[str, Any]) -> str | None:
 
 def machines(resources: Iterable[Resource]) -> list[Machine]:
     """One :class:`Machine` per scale set or VM, in URN order."""
-    out: list[Machine] = []
-    for resource in sorted(resources, key=lambda r: r.urn):
-        if inventory.is_scale_set(resource):
-            ss = inventory.scale_set(resource)
-            profile = _mapping(ss.properties.get("virtualMachineProfile"))
-            out.append(
-                Machine(
-                    urn=ss.urn,
-                    name=ss.name,
-                    size=ss.vm_size,
-                    count=ss.capacity,
-                    location=_location(resource),
-                    zones=_zones(resource),
-                    pool=ss.pool or ss.name,
-                    image_reference=_mapping(_mapping(profile.get("storageProfile")).get("imageReference")),
-                    capacity_reservation_group=_reservation(profile),
-                )
-            )
-        elif resource.type == VM:
-            inputs = resource.inputs
-            size = _mapping(inputs.get("hardwareProfile")).get("vmSize")
-            out.append(
-                Machine(
-                    urn=resource.urn,
-                    name=str(inputs.get("vmName") or resource.name),
-                    size=size if isinstance(size, str) else "",
-                    count=1,
-                    location=_location(resource),
-                    zones=_zones(resource),
-                    pool=None,
-                    image_reference=_mapping(_mapping(inputs.get("storageProfile")).get("imageReference")),
-                    capacity_reservation_group=_reservation(inputs),
-                )
-            )
-    return out
+    found = (inventory.read_once(r, _machine) for r in sorted(resources, key=lambda r: r.urn))
+    return [m for m in found if m is not None]
+
+
+def _machine(resource: Resource) -> Machine | None:
+    if inventory.is_scale_set(resource):
+        ss = inventory.scale_set(resource)
+        profile = _mapping(ss.properties.get("virtualMachineProfile"))
+        return Machine(
+            urn=ss.urn,
+            name=ss.name,
+            size=ss.vm_size,
+            count=ss.capacity,
+            location=_location(resource),
+            zones=_zones(resource),
+            pool=ss.pool or ss.name,
+            image_reference=_mapping(_mapping(profile.get("storageProfile")).get("imageReference")),
+            capacity_reservation_group=_reservation(profile),
+        )
+    if resource.type == VM:
+        inputs = resource.inputs
+        size = _mapping(inputs.get("hardwareProfile")).get("vmSize")
+        return Machine(
+            urn=resource.urn,
+            name=str(inputs.get("vmName") or resource.name),
+            size=size if isinstance(size, str) else "",
+            count=1,
+            location=_location(resource),
+            zones=_zones(resource),
+            pool=None,
+            image_reference=_mapping(_mapping(inputs.get("storageProfile")).get("imageReference")),
+            capacity_reservation_group=_reservation(inputs),
+        )
+    return None

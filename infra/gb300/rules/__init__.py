@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gb300.azure import inventory
 from gb300.azure.inventory import Resource
 from gb300.azure.quota import QuotaSnapshot
 from gb300.config import PolicySettings, format_path
@@ -155,12 +156,13 @@ def assess(resources: Sequence[Resource], ctx: RuleContext, *, rules: Iterable[R
     """Run every rule of ``rules`` that ``ctx`` allows; a suppressed rule's findings go to ``hidden``."""
     out = Assessment()
     suppressed = ctx.policy.suppressed
-    for rule in rules:
-        found = rule.evaluate(resources, ctx)
-        if rule.suppressible and rule.id in suppressed:
-            out.hidden[rule.id] = found
-        else:
-            out.findings.extend(found)
+    with inventory.shared_reads():  # the rules read each resource's views once between them
+        for rule in rules:
+            found = rule.evaluate(resources, ctx)
+            if rule.suppressible and rule.id in suppressed:
+                out.hidden[rule.id] = found
+            else:
+                out.findings.extend(found)
     out.findings = sort_findings(out.findings)
     return out
 
