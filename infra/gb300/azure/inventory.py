@@ -113,7 +113,7 @@ def _count(value: Any) -> int:
 
 T = TypeVar("T")
 
-# The views read inside the innermost shared_reads block, by (reader, id of the resource). Each entry keeps its
+# The views read inside the outermost shared_reads block, by (reader, id of the resource). Each entry keeps its
 # resource alive, so no other object can take that id while the block runs.
 _SHARED: ContextVar[dict[tuple[Callable[[Any], Any], int], tuple[Any, Any]] | None] = ContextVar(
     "_SHARED", default=None
@@ -122,7 +122,11 @@ _SHARED: ContextVar[dict[tuple[Callable[[Any], Any], int], tuple[Any, Any]] | No
 
 @contextlib.contextmanager
 def shared_reads() -> Iterator[None]:
-    """Inside the block, :func:`read_once` reads each resource once per reader; the views go when it ends."""
+    """Inside the block, :func:`read_once` reads each resource once per reader; the views go when it ends. A block
+    inside another shares the outer one's views (the plan's rules and its summary read the same resources)."""
+    if _SHARED.get() is not None:
+        yield
+        return
     token = _SHARED.set({})
     try:
         yield

@@ -18,7 +18,7 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from gb300 import config
-from gb300.azure import lustre_live
+from gb300.azure import inventory, lustre_live
 from gb300.config import StackConfig
 from gb300.errors import ConfigError, Gb300Error
 from gb300.facts import catalog
@@ -159,26 +159,34 @@ def _record(reg: Registration) -> ResourceRecord:
     )
 
 
+_GC_PAUSED: list[bool] = []  # one entry per gc_paused block this thread is in; only the outermost acts
+
+
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
-    """Collect only young garbage while the program registers (reference counting frees the rest).
+    """Collect only young garbage while a plan runs (reference counting frees the rest).
 
     The SDK allocates a web of futures and outputs per resource that live until the program ends, so a full
-    collection re-walks a growing heap: about a third of the CPU of a 1,389-rack plan (bench/README.md). With
-    the collector off, though, the short-lived cycles the SDK's tasks leave behind pile up until the end: about
+    collection re-walks a growing heap: about a third of the CPU of a 1,389-rack plan (bench/README.md), and,
+    once registration is over, a full collection inside the rules cost them as much as their own work. With the
+    collector off, though, the short-lived cycles the SDK's tasks leave behind pile up until the end: about
     40 MiB of a 1,388-rack plan's peak (docs/scale.md). So everything alive before the program runs is frozen
     (never scanned again), and only the youngest generation is collected, every :data:`YOUNG_GC_THRESHOLD`
-    allocations: the cycles go, the long-lived heap is not re-walked. A collector switched off stays off.
+    allocations: the cycles go, the long-lived heap is not re-walked. :func:`run_plan` keeps it so through the
+    rules and the summary; the heap is unfrozen when the plan is done. A collector switched off stays off; a
+    block inside another leaves the collector as the outer one set it.
     """
-    enabled = gc.isenabled()
+    enabled = gc.isenabled() and not _GC_PAUSED
     thresholds = gc.get_threshold()
     if enabled:
         gc.collect()
         gc.freeze()
         gc.set_threshold(YOUNG_GC_THRESHOLD, 50, 1000)
+    _GC_PAUSED.append(enabled)
     try:
         yield
     finally:
+        _GC_PAUSED.pop()
         if enabled:
             gc.set_threshold(*thresholds)
             gc.unfreeze()
@@ -236,15 +244,29 @@ def run_plan(
     current state (:mod:`gb300.plan.state`); with it the plan also reports changes that would replace or delete
     stateful storage (``storage-data-loss``) and machines, containers or subnets (``destroys-deployed``).
     """
-    from gb300 import paths, rules  # noqa: PLC0415 - rules import the plan's record type
-    from gb300.azure import quota as quotas  # noqa: PLC0415
-    from gb300.plan import summary  # noqa: PLC0415
-    from gb300.rules import destroy, network, reimage  # noqa: PLC0415
+    from gb300 import rules  # noqa: PLC0415 - rules import the plan's record type
 
     cfg = config.parse(raw)
     unknown = rules.unknown_suppressions(cfg.policy)
     if unknown:
         raise ConfigError(unknown)
+    with gc_paused(), inventory.shared_reads():  # the rules and the summary read each resource's views once
+        return _plan(stack, cfg, raw, quota=quota, deployed=deployed)
+
+
+def _plan(
+    stack: str,
+    cfg: StackConfig,
+    raw: Mapping[str, Any],
+    *,
+    quota: str | None,
+    deployed: Sequence[DeployedResource] | None,
+) -> PlanResult:
+    from gb300 import paths, rules  # noqa: PLC0415 - rules import the plan's record type
+    from gb300.azure import quota as quotas  # noqa: PLC0415
+    from gb300.plan import summary  # noqa: PLC0415
+    from gb300.rules import destroy, network, reimage  # noqa: PLC0415
+
     resources = register(stack, raw)
     result = PlanResult(stack=stack, config=cfg, resources=resources)
     source = quota or cfg.policy.quota
