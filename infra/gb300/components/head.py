@@ -12,6 +12,7 @@ import pulumi
 
 from gb300 import tags as gb300_tags
 from gb300.components.arm_resource import ArmResource, token
+from gb300.components.network import SUBNET_POLICY_DEFAULTS
 from gb300.components.node_common import NodeCommon
 from gb300.components.scale_set import image_reference
 
@@ -68,13 +69,8 @@ class HeadNode(pulumi.ComponentResource):
         ip_configuration = {
             "name": "ipconfig",
             "primary": True,
-            # The two policies are the defaults pulumi-azure-native's SubnetArgs fills in; the NIC's reference to its
-            # subnet keeps them so the inputs stay as they were.
-            "subnet": {
-                "id": args.subnet_id,
-                "privateEndpointNetworkPolicies": "Disabled",
-                "privateLinkServiceNetworkPolicies": "Enabled",
-            },
+            # A subnet reference carries the provider schema's subnet policy defaults, as the typed class sends it.
+            "subnet": {"id": args.subnet_id, **SUBNET_POLICY_DEFAULTS},
             "privateIPAllocationMethod": "Dynamic",
             "publicIPAddress": public_ip,
         }
