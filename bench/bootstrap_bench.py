@@ -1,8 +1,9 @@
 """Node bootstrap time in the cloud-init sandbox (``tests/support/sandbox.py``), when the repository has one.
 
-Runs the GPU node's custom data, taken from the plan the benchmark just made (what Azure would receive), on a
-sandboxed VM of Azure's Ubuntu-HPC GB image: first the fast path (the image already has everything, so nothing is
-installed), then the idempotent re-run. The sandbox's stand-ins for system commands (nvidia-smi, apt-get,
+Runs the GPU node's custom data, taken from the plan the benchmark just made (what Azure would receive), with
+the node payload that plan uploads laid out as the custom data's fetch would lay it out, on a sandboxed VM of
+Azure's Ubuntu-HPC GB image: first the fast path (the image already has everything, so nothing is installed),
+then the idempotent re-run. The sandbox's stand-ins for system commands (nvidia-smi, apt-get,
 systemctl, ...) are small Python programs; their CPU cost per call is measured and subtracted from the CPU of
 everything the run started (``getrusage(RUSAGE_CHILDREN)``), leaving the scripts' own work. Wall times are given
 too, stand-ins included. Waits are off in the sandbox (``GB300_IB_WAIT_SECONDS=0``).
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import yaml
@@ -52,6 +54,21 @@ def custom_data_by_role(plan_file: Path) -> dict[str, str]:
             role = str(tags.get("gb300-role", "gpu-node" if in_scale_set else rec["name"]))
             out[role] = max(out.get(role, ""), data, key=len)
     return out
+
+
+def _whole_node(plan_file: Path) -> str:
+    """The GPU node's cloud-config as the node has it once ``fetch-payload`` has run: the custom data with the node
+    payload the plan uploads laid out as its files (``tests/support/plan_custom_data.py``), without the fetch
+    itself, which needs the storage account (``tests/node/test_node_payload.py`` tests it)."""
+    from tests.support import plan_custom_data  # noqa: PLC0415 - the sandbox's checkout is on sys.path here
+
+    records = json.loads(plan_file.read_text(encoding="utf-8"))["resources"]
+    plan = SimpleNamespace(
+        resources=[SimpleNamespace(**{k: r[k] for k in ("type", "name", "inputs")}) for r in records]
+    )
+    doc = plan_custom_data.full_cloud_config(plan, "gpu-node")  # type: ignore[arg-type] - reads .resources only
+    doc["runcmd"] = [e for e in doc["runcmd"] if not str(e[0]).endswith("/fetch-payload")]
+    return "#cloud-config\n" + yaml.safe_dump(doc, sort_keys=False)
 
 
 def uncompressed_sizes(plan_file: Path) -> dict[str, int]:
@@ -128,13 +145,13 @@ def measure(repo: Path, plan_file: Path, tmp: Path) -> dict[str, Any]:
     if not (repo / "tests" / "support" / "sandbox.py").exists():
         return {"status": "not available (tests/support/sandbox.py is not in this checkout)"}
     data = custom_data_by_role(plan_file).get("gpu-node") if plan_file.exists() else None
-    cloud_config = _decode(data) if data else None
-    if cloud_config is None or "runcmd" not in cloud_config:
+    if data is None or "runcmd" not in _decode(data):
         return {"status": "not available (the plan's gpu-node custom data has no bootstrap)"}
     sys.path.insert(0, str(repo))
     try:
         from tests.support import sandbox  # noqa: PLC0415
 
+        cloud_config = _whole_node(plan_file)
         skipped = _runnable(sandbox, cloud_config, tmp)
         box = sandbox.Sandbox(tmp / "node", _without(cloud_config, skipped), _machine(sandbox, skipped))
         first, first_cpu = _timed_run(box)

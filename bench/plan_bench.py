@@ -269,10 +269,10 @@ def verdicts(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     scales = report["scales"]
     out: dict[str, dict[str, Any]] = {}
     limit = TARGETS["overhead"]
-    for name, sc in scales.items():
-        if "overhead_vs_floor-raw_cpu" in sc:
-            value = sc["overhead_vs_floor-raw_cpu"]
-            out[f"overhead-{name}-raw"] = _verdict(value, f"toolkit CPU <= {limit}x the raw SDK floor", value <= limit)
+    # The overhead target is at 1,388 racks: at 64 the fixed costs (imports, rendering) are most of the plan.
+    if "overhead_vs_floor-raw_cpu" in scales.get("large", {}):
+        value = scales["large"]["overhead_vs_floor-raw_cpu"]
+        out["overhead-large-raw"] = _verdict(value, f"toolkit CPU <= {limit}x the raw SDK floor", value <= limit)
     if "large" in scales:
         value = scales["large"]["toolkit"]["peak_rss_mib"]
         limit = TARGETS["peak_mib_large"]
