@@ -250,24 +250,26 @@ def run_plan(
     unknown = rules.unknown_suppressions(cfg.policy)
     if unknown:
         raise ConfigError(unknown)
-    with gc_paused(), inventory.shared_reads():  # the rules and the summary read each resource's views once
-        return _plan(stack, cfg, raw, quota=quota, deployed=deployed)
+    # One block, not a helper function: every resource records the call stack it was declared from, one frame
+    # deeper per level (docs/scale.md). The rules and the summary read each resource's views once.
+    with gc_paused(), inventory.shared_reads():
+        return _assess(stack, cfg, register(stack, raw), quota=quota, deployed=deployed)
 
 
-def _plan(
+def _assess(
     stack: str,
     cfg: StackConfig,
-    raw: Mapping[str, Any],
+    resources: list[ResourceRecord],
     *,
     quota: str | None,
     deployed: Sequence[DeployedResource] | None,
 ) -> PlanResult:
+    """The registered ``resources`` evaluated by the rules and summarised (see :func:`run_plan`)."""
     from gb300 import paths, rules  # noqa: PLC0415 - rules import the plan's record type
     from gb300.azure import quota as quotas  # noqa: PLC0415
     from gb300.plan import summary  # noqa: PLC0415
     from gb300.rules import destroy, network, reimage  # noqa: PLC0415
 
-    resources = register(stack, raw)
     result = PlanResult(stack=stack, config=cfg, resources=resources)
     source = quota or cfg.policy.quota
     snapshot = quotas.fetch(source, resources, base=paths.REPO_ROOT) if source else None
