@@ -94,12 +94,29 @@ def is_scale_set(resource: Resource) -> bool:
     )
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+# Readers of odd input: each takes any value and never raises. The rules read resources with them too, and the
+# quota reader counts with whole().
+
+
+def mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a mapping, else an empty one (odd input never raises)."""
     return value if isinstance(value, Mapping) else {}
 
 
-def _list(value: Any) -> list[Any]:
+def items(value: Any) -> list[Any]:
+    """``value`` as a list when it is a list or tuple, else an empty list."""
     return list(value) if isinstance(value, list | tuple) else []
+
+
+def whole(value: Any) -> int | None:
+    """``value`` as an int when it is a whole number (protobuf hands numbers over as floats), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
 
 
 def _count(value: Any) -> int:
@@ -157,14 +174,14 @@ def scale_set(resource: Resource) -> ScaleSetView:
 
 def _read_scale_set(resource: Resource) -> ScaleSetView:
     inputs = resource.inputs
-    props = _mapping(inputs.get("properties")) if has_arm_body(resource) else inputs
-    sku = _mapping(inputs.get("sku"))
-    nics = _list(dig(props, "virtualMachineProfile", "networkProfile", "networkInterfaceConfigurations"))
+    props = mapping(inputs.get("properties")) if has_arm_body(resource) else inputs
+    sku = mapping(inputs.get("sku"))
+    nics = items(dig(props, "virtualMachineProfile", "networkProfile", "networkInterfaceConfigurations"))
     subnets: list[str] = []
     for nic in nics:
-        nic_props = _mapping(nic.get("properties", nic)) if isinstance(nic, Mapping) else {}
-        for ipc in _list(nic_props.get("ipConfigurations")):
-            ipc_props = _mapping(ipc.get("properties", ipc)) if isinstance(ipc, Mapping) else {}
+        nic_props = mapping(nic.get("properties", nic)) if isinstance(nic, Mapping) else {}
+        for ipc in items(nic_props.get("ipConfigurations")):
+            ipc_props = mapping(ipc.get("properties", ipc)) if isinstance(ipc, Mapping) else {}
             subnet_id = dig(ipc_props, "subnet", "id")
             if isinstance(subnet_id, str):
                 subnets.append(subnet_id)
@@ -180,9 +197,9 @@ def _read_scale_set(resource: Resource) -> ScaleSetView:
         subnet_ids=tuple(subnets),
         interconnect_group_id=group if isinstance(group, str) else None,
         interconnect_block_id=block if isinstance(block, str) else None,
-        zones=tuple(str(z) for z in _list(inputs.get("zones"))),
+        zones=tuple(str(z) for z in items(inputs.get("zones"))),
         single_placement_group=spg if isinstance(spg, bool) else None,
-        tags={k: v for k, v in _mapping(inputs.get("tags")).items() if isinstance(v, str)},
+        tags={k: v for k, v in mapping(inputs.get("tags")).items() if isinstance(v, str)},
         properties=props,
     )
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gb300.azure.inventory import Resource
+from gb300.azure.inventory import Resource, whole
 from gb300.azure.machines import machines
 from gb300.errors import Gb300Error
 from gb300.facts import catalog
@@ -186,15 +186,9 @@ def parse_usages(doc: Any) -> list[Usage]:
 
 def _as_int(value: Any) -> int | None:
     """A count as Azure prints it: a whole number, or its text (table transforms print strings)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         return int(value)
-    return None
+    return whole(value)
 
 
 def _clip(value: Any) -> str:

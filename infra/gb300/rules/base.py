@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec
 
-from gb300.azure.inventory import Resource
+from gb300.azure.inventory import Resource, mapping
 from gb300.config import PolicySettings
 from gb300.findings import Finding, Level, Report
 
@@ -163,30 +163,9 @@ def state_rule(
     return wrap
 
 
-def mapping(value: Any) -> Mapping[str, Any]:
-    """``value`` when it is a mapping, else an empty one (odd input never raises)."""
-    return value if isinstance(value, Mapping) else {}
-
-
-def items(value: Any) -> list[Any]:
-    """``value`` as a list when it is a list or tuple, else an empty list."""
-    return list(value) if isinstance(value, list | tuple) else []
-
-
 def text(value: Any) -> str | None:
     """``value`` when it is a string, else None."""
     return value if isinstance(value, str) else None
-
-
-def whole(value: Any) -> int | None:
-    """``value`` as an int when it is a whole number (protobuf hands numbers over as floats), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
 
 
 def network(value: Any) -> ipaddress.IPv4Network | None:

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gb300 import compute_resource
-from gb300.azure.inventory import Resource
+from gb300.azure.inventory import Resource, mapping, whole
 from gb300.config import AllowDestroy
 from gb300.findings import Level, Report
-from gb300.rules.base import RuleContext, count, mapping, state_rule, whole
+from gb300.rules.base import RuleContext, count, state_rule
 from gb300.rules.data_loss import DeployedResource
 
 VM = "azure-native:compute:VirtualMachine"

@@ -8,10 +8,10 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
 from gb300.azure import inventory
-from gb300.azure.inventory import Resource
+from gb300.azure.inventory import Resource, items, mapping
 from gb300.facts import catalog, storage_facts
 from gb300.findings import Level, Report
-from gb300.rules.base import RuleContext, count, items, mapping, network, resource_rule, short, text
+from gb300.rules.base import RuleContext, count, network, resource_rule, short, text
 
 VNET = "azure-native:network:VirtualNetwork"
 SUBNET = inventory.SUBNET

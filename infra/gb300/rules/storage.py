@@ -11,10 +11,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gb300.azure import inventory
-from gb300.azure.inventory import Resource
+from gb300.azure.inventory import Resource, items, mapping
 from gb300.facts import sizing
 from gb300.findings import Level, Report
-from gb300.rules.base import UNKNOWN, RuleContext, items, mapping, resource_rule, short, text
+from gb300.rules.base import UNKNOWN, RuleContext, resource_rule, short, text
 
 AML = "azure-native:storagecache:AmlFilesystem"
 STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
