@@ -38,18 +38,44 @@ SUBNET_POLICY_DEFAULTS = {"privateEndpointNetworkPolicies": "Disabled", "private
 
 SecurityRule = dict[str, Any]  # one entry of a security group's securityRules, camelCase as the provider takes it
 
-_DENY_INTERNET: SecurityRule = {
-    "name": "deny-internet-inbound",
-    "priority": 4000,
-    "direction": "Inbound",
-    "access": "Deny",
-    "protocol": "*",
-    "sourceAddressPrefix": "Internet",
-    "sourcePortRange": "*",
-    "destinationAddressPrefix": "*",
-    "destinationPortRange": "*",
-    "description": "gb300: nothing on the Internet reaches the cluster directly",
-}
+
+def security_rule(
+    name: str,
+    priority: int,
+    *,
+    access: str,
+    protocol: str,
+    source: str,
+    destination: str,
+    ports: str,
+    description: str,
+    direction: str = "Inbound",
+) -> SecurityRule:
+    """One NSG rule from any source port, in the order the provider's schema lists the keys."""
+    return {
+        "name": name,
+        "priority": priority,
+        "direction": direction,
+        "access": access,
+        "protocol": protocol,
+        "sourceAddressPrefix": source,
+        "sourcePortRange": "*",
+        "destinationAddressPrefix": destination,
+        "destinationPortRange": ports,
+        "description": description,
+    }
+
+
+_DENY_INTERNET = security_rule(
+    "deny-internet-inbound",
+    4000,
+    access="Deny",
+    protocol="*",
+    source="Internet",
+    destination="*",
+    ports="*",
+    description="gb300: nothing on the Internet reaches the cluster directly",
+)
 
 
 def plan_subnets(
@@ -235,18 +261,16 @@ class Network(pulumi.ComponentResource):
                 sources.append(by_role["bastion"].prefix)
             for i, source in enumerate(sources):
                 rules.append(
-                    {
-                        "name": f"allow-ssh-{i}",
-                        "priority": 100 + i,
-                        "direction": "Inbound",
-                        "access": "Allow",
-                        "protocol": "Tcp",
-                        "sourceAddressPrefix": source,
-                        "sourcePortRange": "*",
-                        "destinationAddressPrefix": "*",
-                        "destinationPortRange": "22",
-                        "description": "gb300: SSH from gb300:access.sshSourceRanges or Bastion",
-                    }
+                    security_rule(
+                        f"allow-ssh-{i}",
+                        100 + i,
+                        access="Allow",
+                        protocol="Tcp",
+                        source=source,
+                        destination="*",
+                        ports="22",
+                        description="gb300: SSH from gb300:access.sshSourceRanges or Bastion",
+                    )
                 )
         if plan.role == "storage":
             rules.extend(_lustre_rule(rule) for rule in storage_facts.lustre_network_rules())
@@ -256,15 +280,14 @@ class Network(pulumi.ComponentResource):
 
 def _lustre_rule(rule: dict[str, str]) -> SecurityRule:
     """One NSG rule Azure Managed Lustre needs in its subnet, from ``lustreNetwork.rules``."""
-    return {
-        "name": rule["name"],
-        "priority": int(rule["priority"]),
-        "direction": rule["direction"],
-        "access": "Allow",
-        "protocol": rule["protocol"],
-        "sourceAddressPrefix": rule["source"],
-        "sourcePortRange": "*",
-        "destinationAddressPrefix": rule["destination"],
-        "destinationPortRange": str(rule["ports"]),
-        "description": rule["description"],
-    }
+    return security_rule(
+        rule["name"],
+        int(rule["priority"]),
+        direction=rule["direction"],
+        access="Allow",
+        protocol=rule["protocol"],
+        source=rule["source"],
+        destination=rule["destination"],
+        ports=str(rule["ports"]),
+        description=rule["description"],
+    )
