@@ -294,18 +294,8 @@ def floor(plan_file: str, *, typed: bool) -> dict[str, Any]:
         _sync_await(run_pulumi_func(FloorProgram(records, classes)))
     clock.mark("register")
     out = clock.result()
-    keys = ("urn", "type", "name", "parent", "protect", "id")
-    registered = [
-        {
-            **{k: getattr(r, k) for k in keys},
-            "inputs": runner._plain(r.inputs),
-            "dependencies": list(r.dependencies),
-            "retainOnDelete": r.retain_on_delete,
-            "replaceOnChanges": list(r.replace_on_changes),
-            "deleteBeforeReplace": r.delete_before_replace,
-        }
-        for r in monitor.registrations
-    ]
+    # The same record the toolkit's plan keeps of each registration, so the digests compare like with like.
+    registered = [runner._record(r).as_json() for r in monitor.registrations]
     out |= {"resources": len(registered), "peak_rss_mib": peak_rss_mib(), "digest": digest(registered)}
     return out
 
