@@ -159,7 +159,7 @@ def _record(reg: Registration) -> ResourceRecord:
     )
 
 
-_GC_PAUSED: list[bool] = []  # one entry per gc_paused block this thread is in; only the outermost acts
+_GC_PAUSED: list[bool] = []  # one entry per open gc_paused block (the collector is process-wide); the outermost acts
 
 
 @contextlib.contextmanager
