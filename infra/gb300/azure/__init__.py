@@ -8,5 +8,5 @@ Used by the rules, the plan and the day-2 tools; it imports no rule, plan or com
 - :mod:`~gb300.azure.quota`: vCPU demand per region and family, and Azure's quota (a file or live);
 - :mod:`~gb300.azure.lustre_live`: Azure's own answer to how many addresses a Lustre filesystem needs.
 
-The rack scale sets' Pulumi dynamic provider stays in :mod:`gb300.compute_resource` (see there why).
+The racks are azure-native resources of a parameterized compute package: :mod:`gb300.components.compute_package`.
 """

@@ -1,13 +1,15 @@
 """Check the ARM bodies gb300 writes itself against Azure's own SDK models, key by key.
 
-Typed pulumi-azure-native classes check their inputs against the provider's schema. The bodies gb300 writes as
-data (the dynamic compute resources of :mod:`gb300.compute_resource`, and any generic
+Typed pulumi-azure-native classes check their inputs against the provider's schema. The compute bodies gb300
+writes as data (the scale sets of azure-native's compute 2026-03-01 package, :mod:`gb300.components.compute_package`,
+whose ARM body :func:`arm_body` rebuilds from the flattened inputs, and any generic
 ``azure-native:resources:Resource``) are checked here against ``azure-mgmt-compute``'s models: the model
 classes' REST field metadata (each field's JSON name and visibility) and their type annotations (nested models,
 lists, maps and enums). Nothing is written by hand: a key the model does not define, a key Azure only reads,
 a value outside a known enum, or a value of the wrong JSON type is a :class:`Violation` naming the full key
 path. The models are one Compute API version (:func:`sdk_api_version`); a body declared for another version is
-a violation too, since the check would not be about what Azure receives.
+a violation too, since the check would not be about what Azure receives, unless ``data/skus.yaml`` names the
+models' version as the stand-in for it (``contractModels``, with the differences between the two versions).
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gb300 import compute_resource
-from gb300.azure.inventory import Resource
+from gb300.azure.inventory import Resource, mapping
+from gb300.components import compute_package
+from gb300.facts import catalog
 
 GENERIC = "azure-native:resources:Resource"
 # A generic resource's namespace/type -> the SDK model of its body.
@@ -317,14 +320,94 @@ def check_model(data: Mapping[str, Any], cls: type, path: str = "") -> list[tupl
     return _Checker().model(data, cls, path).found
 
 
+# The package's inputs that address the resource (path and query of the request), not its body.
+_ADDRESS_INPUTS = frozenset({"resourceGroupName", "vmScaleSetName", "interconnectBlockName"})
+_TOP_LEVEL = ("location", "zones", "sku", "identity", "plan", "placement", "tags", "extendedLocation")
+PACKAGE_MODELS = {
+    compute_package.SCALE_SET_TOKEN: "VirtualMachineScaleSet",
+}
+
+
+@functools.cache
+def _flattened(cls: type) -> frozenset[str]:
+    """JSON names of the fields a model carries in its ``properties`` envelope, which azure-native flattens into
+    its parent (the SDK marks them: ``__flattened_items``, from the REST specification's x-ms-client-flatten)."""
+    attrs = getattr(cls, f"_{cls.__name__}__flattened_items", None)
+    if not attrs:
+        return frozenset()
+    fields = _fields(cls)
+    properties = fields.get("properties", (None, False))[0]
+    inner = next((o for o in _options(properties) if _is_model(o)), None)
+    if inner is None:
+        return frozenset()
+    _fields(inner)  # builds the class's field table
+    table: dict[str, Any] = getattr(inner, "_attr_to_rest_field")  # noqa: B009 - the SDK's own metadata
+    return frozenset(table[a]._rest_name for a in attrs if a in table)
+
+
+def _unflatten(value: Any, annotation: Any) -> Any:
+    """``value`` with azure-native's flattening undone wherever ``annotation`` (a model, list or map) flattens."""
+    if isinstance(value, Mapping):
+        expected = _expect(annotation, "object")
+        if expected.model is not None:
+            return unflatten(value, expected.model)
+        if expected.container is dict:
+            return {k: _unflatten(v, expected.items) for k, v in value.items()}
+        return value
+    if isinstance(value, list):
+        expected = _expect(annotation, "array")
+        return [_unflatten(v, expected.items) for v in value] if expected.container is list else value
+    return value
+
+
+def unflatten(data: Mapping[str, Any], cls: type) -> dict[str, Any]:
+    """The ARM body of model ``cls`` from azure-native's flattened inputs: the keys the model carries in its
+    ``properties`` envelope go back under ``properties``, at every level."""
+    flat = _flattened(cls)
+    fields = _fields(cls)
+    out: dict[str, Any] = {}
+    inner: dict[str, Any] = {}
+    properties_model = next((o for o in _options(fields.get("properties", (None, False))[0]) if _is_model(o)), None)
+    for key, value in data.items():
+        if key in flat and properties_model is not None:
+            inner[key] = _unflatten(value, _fields(properties_model).get(key, (None, False))[0])
+        else:
+            out[key] = _unflatten(value, fields.get(key, (None, False))[0])
+    if inner:
+        out["properties"] = {**mapping(out.get("properties")), **inner}
+    return out
+
+
+def arm_body(resource: Resource) -> tuple[str, dict[str, Any]]:
+    """(model name, ARM body) of a resource of azure-native's compute package, rebuilt from its inputs: the
+    addressing inputs dropped, the top level's flattened ``properties`` and every nested envelope restored, and a
+    user-assigned identity list written as ARM's map."""
+    name = PACKAGE_MODELS[resource.type]
+    inputs = {k: v for k, v in resource.inputs.items() if k not in _ADDRESS_INPUTS and v is not None}
+    top = {k: inputs.pop(k) for k in _TOP_LEVEL if k in inputs}
+    cls = model(name)
+    props = {k: v for k, v in inputs.items() if k not in _PACKAGE_OUTPUTS_IGNORED}
+    properties_model = next(o for o in _options(_fields(cls).get("properties", (None, False))[0]) if _is_model(o))
+    body: dict[str, Any] = {k: _unflatten(v, _fields(cls).get(k, (None, False))[0]) for k, v in top.items()}
+    identity = mapping(body.get("identity"))
+    ids = identity.get("userAssignedIdentities")
+    if isinstance(ids, list):
+        body["identity"] = {**identity, "userAssignedIdentities": {str(i): {} for i in ids}}
+    if props:
+        body["properties"] = unflatten(props, properties_model)
+    return name, body
+
+
+# Outputs the package's resources declare (the generated class registers them as None inputs).
+_PACKAGE_OUTPUTS_IGNORED = frozenset({"name", "provisioningState", "type", "azureApiVersion"})
+
+
 def body_of(resource: Resource) -> tuple[str, Mapping[str, Any], str | None] | None:
     """(model name, ARM body, declared API version) of a resource gb300 declares as data, else None."""
     inputs = resource.inputs
-    if resource.type == compute_resource.DYNAMIC_TYPE:
-        kind = compute_resource.KINDS.get(str(inputs.get(compute_resource.MARKER)))
-        if kind is None:
-            return None
-        return kind.model, compute_resource.body(inputs), _text(inputs.get("apiVersion"))
+    if resource.type in PACKAGE_MODELS:
+        name, body = arm_body(resource)
+        return name, body, compute_package.API_VERSION
     if resource.type == GENERIC:
         arm_type = f"{inputs.get('resourceProviderNamespace', '')}/{inputs.get('resourceType', '')}".lower()
         name = GENERIC_MODELS.get(arm_type)
@@ -354,14 +437,15 @@ def violations(resources: Iterable[Resource]) -> list[Violation]:
                 Violation(resource.name, resource.urn, "resourceType", f"no azure-mgmt-compute model for {declared}")
             )
             continue
-        if declared != version:
+        if declared != version and catalog.load().contract_models.get(declared or "") != version:
             out.append(
                 Violation(
                     resource.name,
                     resource.urn,
                     "apiVersion",
                     f"must be {version}, the Compute API version of the installed azure-mgmt-compute models the "
-                    f"body is checked against (got {declared})",
+                    f"body is checked against, or a version data/skus.yaml contractModels lets those models stand in for "
+                    f"(got {declared})",
                 )
             )
         problems = checker.model(body, model(name), "").found

@@ -1,9 +1,10 @@
 """Typed views over registered resources, shared by the plan summary and the rules.
 
 Rules and the summary read resources, not config: they see exactly what ``pulumi up`` would send. A scale set
-appears as gb300's dynamic resource (:mod:`gb300.compute_resource`, which every GPU pool uses; recognised by
-its ``resourceType`` input or output), a typed ``compute:VirtualMachineScaleSet``, or a generic
-``resources:Resource``; :func:`scale_sets` reads all three.
+appears as a resource of azure-native's compute 2026-03-01 package (:mod:`gb300.components.compute_package`,
+which every GPU pool uses), a default-SDK ``compute:VirtualMachineScaleSet``, a generic ``resources:Resource``,
+or, in the state of a stack deployed by gb300 0.1, that release's Python dynamic resource (:data:`LEGACY_DYNAMIC`);
+:func:`scale_sets` reads them all.
 
 Several rules read the same views: inside :func:`shared_reads` (one assessment of the rules) each resource is
 read into a view once (:func:`read_once`); outside it, every call reads afresh.
@@ -17,13 +18,20 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from gb300 import compute_resource
 from gb300 import tags as gb300_tags
+from gb300.components.compute_package import SCALE_SET_TOKEN
 
 GENERIC = "azure-native:resources:Resource"
 TYPED_VMSS = "azure-native:compute:VirtualMachineScaleSet"
 SUBNET = "azure-native:network:Subnet"
-DYNAMIC = compute_resource.DYNAMIC_TYPE
+# gb300 0.1 declared racks as Python dynamic resources on azure-mgmt-compute, marked by a ``gb300Kind`` input, with
+# the ARM body under ``properties``. No plan declares them any more; deployed states may still hold them until
+# ``gb300 migrate racks`` (gb300.ops.migrate_racks) has moved them.
+LEGACY_DYNAMIC = "pulumi-python:dynamic:Resource"
+LEGACY_MARKER = "gb300Kind"
+LEGACY_KINDS = {"rack-scale-set": "rack scale set", "pool-scale-set": "scale set", "interconnect-block": "interconnect block"}
+LEGACY_SCALE_SETS = ("rack-scale-set", "pool-scale-set")
+DYNAMIC = LEGACY_DYNAMIC
 SCALE_SET_TYPE = "microsoft.compute/virtualmachinescalesets"
 INTERCONNECT_BLOCK_TYPE = "microsoft.compute/interconnectblocks"
 
@@ -79,13 +87,35 @@ def is_dynamic(resource: Resource, arm_type: str) -> bool:
     return resource.type == DYNAMIC and str(resource.inputs.get("resourceType", "")).lower() == arm_type
 
 
+def legacy_kind(resource: Resource) -> str | None:
+    """The ``gb300Kind`` of a gb300 0.1 dynamic rack, scale set or interconnect block; None for anything else."""
+    if resource.type != LEGACY_DYNAMIC:
+        return None
+    marker = resource.inputs.get(LEGACY_MARKER)
+    return marker if isinstance(marker, str) and marker in LEGACY_KINDS else None
+
+
+def arm_address(resource_id: str | None, inputs: Mapping[str, Any], fallback_name: str) -> tuple[str, str, str]:
+    """(subscription, resource group, name) of a deployed resource: from its Azure id, else from the inputs that
+    gb300 0.1's dynamic racks carried (``subscriptionId``, ``resourceGroupName``, ``resourceName``)."""
+    parts = (resource_id or "").strip("/").split("/")
+    if len(parts) >= 8 and parts[0].lower() == "subscriptions" and parts[2].lower() == "resourcegroups":  # noqa: PLR2004
+        return parts[1], parts[3], parts[-1]
+    name = next((inputs[k] for k in ("vmScaleSetName", "resourceName") if isinstance(inputs.get(k), str)), None)
+    return (
+        str(inputs.get("subscriptionId") or ""),
+        str(inputs.get("resourceGroupName") or ""),
+        str(name or fallback_name),
+    )
+
+
 def has_arm_body(resource: Resource) -> bool:
-    """The ARM body sits under ``properties`` (generic or dynamic), not flattened into the inputs (typed)."""
+    """The ARM body sits under ``properties`` (generic or gb300 0.1 dynamic), not flattened into the inputs."""
     return resource.type in (GENERIC, DYNAMIC)
 
 
 def is_scale_set(resource: Resource) -> bool:
-    if resource.type == TYPED_VMSS or is_dynamic(resource, SCALE_SET_TYPE):
+    if resource.type in (SCALE_SET_TOKEN, TYPED_VMSS) or is_dynamic(resource, SCALE_SET_TYPE):
         return True
     return (
         resource.type == GENERIC

@@ -20,15 +20,9 @@ from typing import Any
 import pulumi
 
 from gb300 import tags as gb300_tags
-from gb300.components import scale_set
+from gb300.components import compute_package, scale_set
 from gb300.components.arm_resource import ArmResource, token
 from gb300.components.node_common import NodeCommon
-from gb300.compute_resource import (
-    INTERCONNECT_BLOCK,
-    POOL_SCALE_SET,
-    RACK_SCALE_SET,
-    ComputeResource,
-)
 from gb300.facts.catalog import FabricModel, Sku
 
 RACK_INDEX_WIDTH = 4  # r0001..r9999: names never change when a pool grows past 99 or 999 racks
@@ -70,8 +64,120 @@ def rack_name(cluster: str, pool: str, index: int) -> str:
     return f"{cluster}-{pool}-r{index:0{RACK_INDEX_WIDTH}d}"
 
 
+# How long the engine waits for one rack operation before it fails it. A rack create returns once all 18 VMs
+# have provisioned (azure-native waits for the scale set's long-running PUT); docs/scale.md gives the figures.
+RACK_TIMEOUTS = pulumi.CustomTimeouts(create="90m", update="90m", delete="60m")
+RACK_TYPE = "gb300:compute:Rack"
+
+
+@dataclass(frozen=True)
+class PoolShared:
+    """What every scale set of a pool carries alike, built once for all its racks."""
+
+    identity: pulumi.Output[dict[str, Any]]
+    extensions: tuple[dict[str, Any], ...]
+    tags: dict[str, pulumi.Input[str]]
+    zones: list[str] | None
+
+
+def scale_set_inputs(
+    name: str,
+    args: GpuPoolArgs,
+    shared: PoolShared,
+    *,
+    capacity: int,
+    tags: dict[str, pulumi.Input[str]],
+    interconnect_group_id: pulumi.Input[str] | None = None,
+) -> dict[str, Any]:
+    """The keyword inputs of a pool's :class:`~gb300.components.compute_package.VirtualMachineScaleSet`."""
+    spec = scale_set.ScaleSetSpec(
+        sku=args.sku,
+        fabric=args.fabric,
+        capacity=capacity,
+        computer_name_prefix=f"{name}-",
+        image=args.image,
+        os_disk_size_gb=args.os_disk_size_gb,
+        admin_username=args.node.admin_username,
+        ssh_public_key=args.node.ssh_public_key,
+        subnet_id=args.subnet_id,
+        custom_data=args.custom_data,
+        interconnect_group_id=interconnect_group_id,
+        capacity_reservation_group_id=args.capacity_reservation_group_id,
+        extensions=shared.extensions,
+    )
+    return {
+        "resource_group_name": args.node.resource_group_name,
+        "vm_scale_set_name": name,
+        "location": args.node.location,
+        "zones": shared.zones,
+        "sku": scale_set.sku(spec),
+        "identity": shared.identity,
+        "orchestration_mode": "Uniform",
+        "single_placement_group": args.fabric.single_placement_group,
+        "overprovision": False,
+        "platform_fault_domain_count": 1,
+        # Manual: a changed custom data never silently reimages a training rack; the plan says which need one.
+        "upgrade_policy": {"mode": "Manual"},
+        "virtual_machine_profile": scale_set.virtual_machine_profile(spec),
+        "tags": tags,
+    }
+
+
+class Rack(pulumi.ComponentResource):
+    """One NVL72 rack: its scale set (18 VMs, one NVLink domain) and its logs association. ``pulumi stack`` shows a
+    rack as one subtree; retiring a rack removes it whole. (An interconnect block would be the rack's child too; the
+    Compute API version racks use has none: data/skus.yaml.)"""
+
+    scale_set_id: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        args: GpuPoolArgs,
+        shared: PoolShared,
+        *,
+        index: int,
+        interconnect_group_id: pulumi.Input[str],
+        logs_alias: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(RACK_TYPE, name, None, opts)
+        tags = gb300_tags.rack(shared.tags, index)
+        vmss = compute_package.VirtualMachineScaleSet(
+            name,
+            pulumi.ResourceOptions(
+                parent=self,
+                depends_on=list(args.node.boot_dependencies),
+                custom_timeouts=RACK_TIMEOUTS,
+                # Azure names are fixed: a replacement deletes the old rack before it creates the new one.
+                delete_before_replace=True,
+            ),
+            **scale_set_inputs(
+                name,
+                args,
+                shared,
+                capacity=args.sku.vms_per_nvlink_domain,
+                tags=tags,
+                interconnect_group_id=interconnect_group_id,
+            ),
+        )
+        self.scale_set_id = vmss.id
+        monitoring = args.node.monitoring
+        if monitoring is not None:
+            # Until racks were components, the association was the monitoring component's child, numbered by the
+            # rack's position in the pool: the alias keeps its URN (and the deployed association) as it was.
+            monitoring.associate(
+                f"{name}-logs",
+                vmss.id,
+                pulumi.ResourceOptions(
+                    parent=self, aliases=[pulumi.Alias(name=logs_alias, parent=monitoring)]
+                ),
+            )
+        self.register_outputs({"scaleSetId": self.scale_set_id})
+
+
 class GpuPool(pulumi.ComponentResource):
-    """The scale sets (and interconnect group) of one GPU pool."""
+    """The racks (or the one classic scale set) and the interconnect group of one GPU pool."""
 
     scale_set_ids: list[pulumi.Output[str]]
     interconnect_group_id: pulumi.Output[str] | None
@@ -80,15 +186,17 @@ class GpuPool(pulumi.ComponentResource):
         super().__init__("gb300:compute:GpuPool", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = gb300_tags.gpu_pool(args.node.tags, args.pool_name, args.custom_data_sha256)
-        # What every scale set of the pool carries alike, built once for all its racks.
-        self._identity = pulumi.Output.from_input(args.node.identity_id).apply(
-            # ARM's shape: a map from identity id to {} (azure-native's list form is its own).
-            lambda identity: {"type": "UserAssigned", "userAssignedIdentities": {identity: {}}}
-        )
         monitoring = args.node.monitoring
-        self._extensions = (
-            *args.extensions,
-            *(monitoring.scale_set_extensions(args.node.identity_id) if monitoring else ()),
+        shared = PoolShared(
+            identity=pulumi.Output.from_input(args.node.identity_id).apply(
+                lambda identity: {"type": "UserAssigned", "userAssignedIdentities": [identity]}
+            ),
+            extensions=(
+                *args.extensions,
+                *(monitoring.scale_set_extensions(args.node.identity_id) if monitoring else ()),
+            ),
+            tags=tags,
+            zones=[args.node.zone] if args.node.zone else None,
         )
         self.interconnect_group_id = None
         self.scale_set_ids = []
@@ -112,29 +220,32 @@ class GpuPool(pulumi.ComponentResource):
                 type_=token("network", "InterconnectGroup"),
             )
             self.interconnect_group_id = group.id
-            for index in args.rack_indices:
-                rack = rack_name(args.cluster_name, args.pool_name, index)
-                rack_tags = gb300_tags.rack(tags, index)
-                block_id = self._block(rack, args, group.id, rack_tags) if args.interconnect_blocks else None
-                self.scale_set_ids.append(
-                    self._scale_set(
-                        rack,
-                        args,
-                        kind=RACK_SCALE_SET,
-                        capacity=args.sku.vms_per_nvlink_domain,
-                        interconnect_group_id=group.id,
-                        interconnect_block_id=block_id,
-                        tags=rack_tags,
-                    )
+            for position, index in enumerate(args.rack_indices, start=1):
+                rack = Rack(
+                    rack_name(args.cluster_name, args.pool_name, index),
+                    args,
+                    shared,
+                    index=index,
+                    interconnect_group_id=group.id,
+                    logs_alias=f"{name}-{position:04d}-logs",
+                    opts=child,
                 )
+                self.scale_set_ids.append(rack.scale_set_id)
         else:
-            self.scale_set_ids.append(
-                self._scale_set(
-                    f"{args.cluster_name}-{args.pool_name}", args, kind=POOL_SCALE_SET, capacity=args.vms, tags=tags
-                )
+            scale_set_name = f"{args.cluster_name}-{args.pool_name}"
+            vmss = compute_package.VirtualMachineScaleSet(
+                scale_set_name,
+                pulumi.ResourceOptions(
+                    parent=self,
+                    depends_on=list(args.node.boot_dependencies),
+                    custom_timeouts=RACK_TIMEOUTS,
+                    delete_before_replace=True,
+                ),
+                **scale_set_inputs(scale_set_name, args, shared, capacity=args.vms, tags=tags),
             )
-        if monitoring is not None:
-            monitoring.attach(self.scale_set_ids, prefix=name)
+            self.scale_set_ids.append(vmss.id)
+            if monitoring is not None:
+                monitoring.associate(f"{name}-0001-logs", vmss.id, pulumi.ResourceOptions(parent=monitoring))
         self.register_outputs(
             {
                 "scaleSetIds": self.scale_set_ids,
@@ -142,74 +253,3 @@ class GpuPool(pulumi.ComponentResource):
                 "vms": args.vms,
             }
         )
-
-    def _zones(self, args: GpuPoolArgs) -> dict[str, list[str]]:
-        return {"zones": [args.node.zone]} if args.node.zone else {}
-
-    def _block(
-        self, rack: str, args: GpuPoolArgs, group_id: pulumi.Input[str], tags: dict[str, pulumi.Input[str]]
-    ) -> pulumi.Output[str]:
-        """The rack's interconnect block: its VMs' capacity, in the zone, inside the pool's interconnect group."""
-        block = ComputeResource(
-            f"{rack}-icb",
-            kind=INTERCONNECT_BLOCK,
-            api_version=args.fabric.scale_set_api_version.value,
-            subscription_id=args.subscription_id,
-            resource_group_name=args.node.resource_group_name,
-            resource_name=f"{rack}-icb",
-            arm_body={
-                "location": args.node.location,
-                **self._zones(args),
-                "sku": {"name": args.sku.name, "capacity": args.sku.vms_per_nvlink_domain},
-                "properties": {"interconnectGroup": {"id": group_id}},
-                "tags": tags,
-            },
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        return block.id
-
-    def _scale_set(
-        self,
-        name: str,
-        args: GpuPoolArgs,
-        *,
-        kind: str,
-        capacity: int,
-        tags: dict[str, pulumi.Input[str]],
-        interconnect_group_id: pulumi.Input[str] | None = None,
-        interconnect_block_id: pulumi.Input[str] | None = None,
-    ) -> pulumi.Output[str]:
-        spec = scale_set.ScaleSetSpec(
-            sku=args.sku,
-            fabric=args.fabric,
-            capacity=capacity,
-            computer_name_prefix=f"{name}-",
-            image=args.image,
-            os_disk_size_gb=args.os_disk_size_gb,
-            admin_username=args.node.admin_username,
-            ssh_public_key=args.node.ssh_public_key,
-            subnet_id=args.subnet_id,
-            custom_data=args.custom_data,
-            interconnect_group_id=interconnect_group_id,
-            interconnect_block_id=interconnect_block_id,
-            capacity_reservation_group_id=args.capacity_reservation_group_id,
-            extensions=self._extensions,
-        )
-        vmss = ComputeResource(
-            name,
-            kind=kind,
-            api_version=args.fabric.scale_set_api_version.value,
-            subscription_id=args.subscription_id,
-            resource_group_name=args.node.resource_group_name,
-            resource_name=name,
-            arm_body={
-                "location": args.node.location,
-                **self._zones(args),
-                "sku": scale_set.sku(spec),
-                "identity": self._identity,
-                "properties": scale_set.properties(spec),
-                "tags": tags,
-            },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.node.boot_dependencies)),
-        )
-        return vmss.id

@@ -409,9 +409,9 @@ class Monitoring(pulumi.ComponentResource):
                 type_=token("alertsmanagement", "PrometheusRuleGroup"),
             )
 
-    def attach(self, scale_set_ids: Sequence[pulumi.Input[str]], prefix: str) -> None:
-        """Associate the logs collection rule with each scale set: one association per rack, the only per-rack
-        resource besides the scale set (docs/scale.md).
+    def associate(self, name: str, resource_id: pulumi.Input[str], opts: pulumi.ResourceOptions) -> None:
+        """Associate the logs collection rule with one scale set or VM (a rack's association is the rack's child:
+        docs/scale.md).
 
         The rule itself names the collection endpoint (its text log sources need one), and the agent fetches its
         configuration from Azure Monitor's public endpoint: a ``configurationAccessEndpoint`` association of the
@@ -420,17 +420,16 @@ class Monitoring(pulumi.ComponentResource):
         """
         if self.logs_rule_id is None:
             return
-        for i, scale_set_id in enumerate(scale_set_ids, start=1):
-            ArmResource(
-                f"{prefix}-{i:04d}-logs",
-                {
-                    "associationName": f"{self._name}-logs",
-                    "dataCollectionRuleId": self.logs_rule_id,
-                    "resourceUri": scale_set_id,
-                },
-                opts=pulumi.ResourceOptions(parent=self),
-                type_=ASSOCIATION,
-            )
+        ArmResource(
+            name,
+            {
+                "associationName": f"{self._name}-logs",
+                "dataCollectionRuleId": self.logs_rule_id,
+                "resourceUri": resource_id,
+            },
+            opts=opts,
+            type_=ASSOCIATION,
+        )
 
     def scale_set_extensions(self, identity_id: pulumi.Input[str]) -> tuple[dict[str, Any], ...]:
         """The VM extensions every scale set runs: the Azure Monitor Agent when logs are on."""
@@ -463,7 +462,7 @@ class Monitoring(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self),
             type_=token("compute", "VirtualMachineExtension"),
         )
-        self.attach([vm_id], prefix=vm_name)
+        self.associate(f"{vm_name}-0001-logs", vm_id, pulumi.ResourceOptions(parent=self))
 
 
 def grafana_name(component_name: str) -> str:

@@ -1,9 +1,10 @@
-"""The ARM body of a GPU scale set, built as data.
+"""The inputs of a GPU scale set, built as data.
 
-The scale set is a :class:`~gb300.compute_resource.ComputeResource` at the fabric model's Compute
-API version (``fabricModels`` in ``data/skus.yaml``): pulumi-azure-native's typed class lacks the interconnect
-fields and its generic resource lacks ``zones``. The body is camelCase ARM, exactly what Azure receives, and
-``tests/azure/test_contract.py`` checks every key of it against Azure's SDK models.
+The scale set is a :class:`~gb300.components.compute_package.VirtualMachineScaleSet`: pulumi-azure-native's compute
+module at API 2026-03-01, a parameterized package (the default SDK's class, at 2024-11-01, lacks the interconnect
+fields). The inputs are the package's: camelCase, with the ``properties`` envelopes azure-native flattens
+flattened (the network and IP configurations' and the extensions'). ``tests/azure/test_contract.py`` rebuilds the
+ARM body from them and checks every key against Azure's SDK models.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class ScaleSetSpec:
     interconnect_group_id: pulumi.Input[str] | None = None
     interconnect_block_id: pulumi.Input[str] | None = None
     capacity_reservation_group_id: str | None = None
-    extensions: tuple[dict[str, Any], ...] = ()  # ARM extensionProfile entries (e.g. the Azure Monitor Agent)
+    extensions: tuple[dict[str, Any], ...] = ()  # extensionProfile entries, ARM shape (e.g. the Azure Monitor Agent)
 
 
 def image_reference(image: str) -> dict[str, str]:
@@ -44,22 +45,20 @@ def image_reference(image: str) -> dict[str, str]:
     return {"publisher": publisher, "offer": offer, "sku": sku, "version": version}
 
 
-def properties(spec: ScaleSetSpec) -> dict[str, Any]:
-    """The scale set's ``properties``: SSH-only Linux, accelerated networking, no public IP, manual upgrades."""
+def flat_extension(extension: dict[str, Any]) -> dict[str, Any]:
+    """An ARM ``extensionProfile.extensions`` entry as azure-native takes it: its ``properties`` flattened."""
+    return {"name": extension["name"], **extension.get("properties", {})}
+
+
+def virtual_machine_profile(spec: ScaleSetSpec) -> dict[str, Any]:
+    """The scale set's ``virtualMachineProfile``: SSH-only Linux, accelerated networking, no public IP."""
     network_profile: dict[str, Any] = {
         "networkInterfaceConfigurations": [
             {
                 "name": "eth0",
-                "properties": {
-                    "primary": True,
-                    "enableAcceleratedNetworking": True,
-                    "ipConfigurations": [
-                        {
-                            "name": "ipconfig",
-                            "properties": {"primary": True, "subnet": {"id": spec.subnet_id}},
-                        }
-                    ],
-                },
+                "primary": True,
+                "enableAcceleratedNetworking": True,
+                "ipConfigurations": [{"name": "ipconfig", "primary": True, "subnet": {"id": spec.subnet_id}}],
             }
         ]
     }
@@ -99,20 +98,12 @@ def properties(spec: ScaleSetSpec) -> dict[str, Any]:
         "securityProfile": {"securityType": "Standard"},
     }
     if spec.extensions:
-        vm_profile["extensionProfile"] = {"extensions": list(spec.extensions)}
+        vm_profile["extensionProfile"] = {"extensions": [flat_extension(e) for e in spec.extensions]}
     if spec.interconnect_block_id is not None:
         vm_profile["interconnectBlockProfile"] = {"interconnectBlock": {"id": spec.interconnect_block_id}}
     if spec.capacity_reservation_group_id:
         vm_profile["capacityReservation"] = {"capacityReservationGroup": {"id": spec.capacity_reservation_group_id}}
-    return {
-        "orchestrationMode": "Uniform",
-        "singlePlacementGroup": spec.fabric.single_placement_group,
-        "overprovision": False,
-        "platformFaultDomainCount": 1,
-        # Manual: a changed custom data never silently reimages a training rack; the plan says which need one.
-        "upgradePolicy": {"mode": "Manual"},
-        "virtualMachineProfile": vm_profile,
-    }
+    return vm_profile
 
 
 def sku(spec: ScaleSetSpec) -> dict[str, Any]:

@@ -37,6 +37,7 @@ class FabricModel:
     name: str
     scale_set_per: Literal["rack", "pool"]
     scale_set_api_version: Sourced
+    interconnect_blocks_available: bool
     single_placement_group: bool
     max_racks_per_fabric: Sourced | None
     max_vms_per_fabric: Sourced | None
@@ -109,6 +110,8 @@ class Catalog:
     images: dict[str, Image]
     fabric_models: dict[str, FabricModel]
     limits: dict[str, Sourced]
+    # API version a body is declared for -> the azure-mgmt-compute models' version that stands in for it
+    contract_models: dict[str, str] = field(default_factory=dict)
 
     def sku(self, name: str) -> Sku:
         return self.skus[name]
@@ -144,6 +147,7 @@ def _fabric(name: str, raw: dict[str, Any]) -> FabricModel:
         name=name,
         scale_set_per=raw["scaleSetPer"],
         scale_set_api_version=_sourced(raw["scaleSetApiVersion"]),
+        interconnect_blocks_available=bool(raw.get("interconnectBlocks", {}).get("available", False)),
         single_placement_group=bool(raw["singlePlacementGroup"]),
         max_racks_per_fabric=_sourced(raw["maxRacksPerFabric"]) if "maxRacksPerFabric" in raw else None,
         max_vms_per_fabric=_sourced(raw["maxVmsPerFabric"]) if "maxVmsPerFabric" in raw else None,
@@ -201,5 +205,8 @@ def load() -> Catalog:
             name: _sourced(raw)
             for doc in (skus_raw, data("platform.yaml"))  # sizes' limits; Azure's and Linux's (config checks)
             for name, raw in doc["limits"].items()
+        },
+        contract_models={
+            str(version): str(raw["models"]) for version, raw in (skus_raw.get("contractModels") or {}).items()
         },
     )

@@ -47,20 +47,21 @@ def deployed_racks(deployed: Sequence[DeployedResource]) -> list[Rack]:
     """The deployed rack scale sets (tag :data:`gb300.tags.RACK`) in pool and rack order, with their capacity."""
     out = []
     for d in deployed:
-        if not inventory.is_dynamic(d, inventory.SCALE_SET_TYPE):
+        if not inventory.is_scale_set(d):
             continue
         tags = _mapping(d.inputs.get("tags"))
         rack = gb300_tags.rack_of(tags) or ""
         if not rack.isdigit():
             continue
         sku = _mapping(d.inputs.get("sku"))
+        subscription, group, name = inventory.arm_address(d.id, d.inputs, d.name)
         out.append(
             Rack(
                 pool=gb300_tags.pool_of(tags) or "",
                 index=int(rack),
-                name=str(d.inputs.get("resourceName") or d.name),
-                subscription_id=str(d.inputs.get("subscriptionId") or ""),
-                resource_group=str(d.inputs.get("resourceGroupName") or ""),
+                name=name,
+                subscription_id=subscription,
+                resource_group=group,
                 vms=int(sku.get("capacity") or 0),
             )
         )

@@ -75,7 +75,9 @@ def racks_to_roll(resources: Sequence[Resource], deployed: Sequence[DeployedReso
     for resource in reimage.stale(resources, deployed):
         if not inventory.is_scale_set(resource):
             continue
-        old = by_urn[resource.urn].inputs
+        deployed_rack = by_urn[resource.urn]
+        old = deployed_rack.inputs
+        subscription, group, name = inventory.arm_address(deployed_rack.id, old, resource.name)
         tags = _tags(resource.inputs)
         sku = old.get("sku") if isinstance(old.get("sku"), Mapping) else {}
         rack = gb300_tags.rack_of(tags) or "0"
@@ -83,9 +85,9 @@ def racks_to_roll(resources: Sequence[Resource], deployed: Sequence[DeployedReso
             Rack(
                 pool=gb300_tags.pool_of(tags) or resource.name,
                 index=int(rack) if rack.isdigit() else 0,
-                name=str(old.get("resourceName") or resource.name),
-                subscription_id=str(old.get("subscriptionId") or ""),
-                resource_group=str(old.get("resourceGroupName") or ""),
+                name=name,
+                subscription_id=subscription,
+                resource_group=group,
                 vms=int(sku.get("capacity") or 0) if isinstance(sku, Mapping) else 0,
             )
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import threading
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ from pulumi.runtime import MockCallArgs, MockResourceArgs, Mocks
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.settings import get_project, get_stack
 
-from gb300 import compute_resource
+from gb300.components import compute_package
 
 SUBSCRIPTION_ID = "00000000-0000-0000-0000-000000000000"
 ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
@@ -46,6 +47,7 @@ NAMESPACES = {
 # Pulumi resource -> (ARM collection, input naming the resource, parent collection and its name input).
 _IRREGULAR: dict[str, tuple[str, str]] = {
     "managedidentity:UserAssignedIdentity": ("userAssignedIdentities", "resourceName"),
+    "compute:VirtualMachineScaleSet": ("virtualMachineScaleSets", "vmScaleSetName"),
     "network:PublicIPAddress": ("publicIPAddresses", "publicIpAddressName"),
     "storage:StorageAccount": ("storageAccounts", "accountName"),
     "storagecache:AmlFilesystem": ("amlFilesystems", "amlFilesystemName"),
@@ -94,8 +96,18 @@ def _guid(*parts: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(parts)))
 
 
+def azure_native_type(typ: str) -> str:
+    """``azure-native:<module>:<Resource>`` for a resource of azure-native or of one of its parameterized packages
+    (``azure-native_compute_v20260301:compute/v20260301:VirtualMachineScaleSet``); other types as they are."""
+    if compute_package.is_package_type(typ):
+        _, module_version, resource = typ.split(":")
+        return f"azure-native:{module_version.split('/')[0]}:{resource}"
+    return typ
+
+
 def azure_name(typ: str, name: str, inputs: dict[str, Any]) -> str:
     """The Azure name a resource gets: its explicit name input, else the Pulumi name."""
+    typ = azure_native_type(typ)
     _, module_type = typ.split(":", 1) if typ.count(":") == 2 else ("", typ)
     resource = module_type.split(":")[-1]
     key = _IRREGULAR.get(module_type, ("", f"{_lower_first(resource)}Name"))[1]
@@ -108,8 +120,7 @@ def azure_name(typ: str, name: str, inputs: dict[str, Any]) -> str:
 
 def arm_id(typ: str, name: str, inputs: dict[str, Any]) -> str:  # noqa: PLR0911 - one return per id shape
     """An id shaped like the real Azure resource id of a registration."""
-    if typ == compute_resource.DYNAMIC_TYPE and inputs.get(compute_resource.MARKER) in compute_resource.KINDS:
-        return compute_resource.arm_id(inputs)
+    typ = azure_native_type(typ)
     pkg, module, resource = typ.split(":")
     if pkg != "azure-native":
         return f"{typ}::{name}"
@@ -255,8 +266,6 @@ class AzureMocks(Mocks):
         self._share(args.inputs)
         id_ = arm_id(args.typ, args.name, args.inputs) if args.custom else None
         state = {**args.inputs, "name": azure_name(args.typ, args.name, args.inputs)}
-        if args.typ == compute_resource.DYNAMIC_TYPE:  # the provider's outputs: its inputs and the Azure id
-            state = {**args.inputs, "id": id_}
         state.update(computed_outputs(args.typ, args.name, args.inputs))
         if self.recorder is not None:
             self.recorder.record(args, id_)
@@ -291,6 +300,8 @@ class Registration:
     replace_on_changes: tuple[str, ...] = ()
     delete_before_replace: bool = False
     dependencies: tuple[str, ...] = ()  # URNs this resource waits for: depends_on and the inputs' resources
+    package: Mapping[str, str] | None = None  # the parameterized package its packageRef names (RegisterPackage)
+    custom_timeouts: Mapping[str, str] | None = None  # create/update/delete, as the engine receives them
 
 
 def engine_urn(stack: str, project: str, parent: str, type_: str, name: str) -> str:
@@ -305,6 +316,13 @@ def engine_urn(stack: str, project: str, parent: str, type_: str, name: str) -> 
     return f"urn:pulumi:{stack}::{project}::{type_}::{name}"
 
 
+def _timeouts(request: Any) -> dict[str, str] | None:
+    """A registration's custom timeouts (create, update, delete) that are set, or None."""
+    timeouts = request.customTimeouts if request.HasField("customTimeouts") else None
+    found = {k: getattr(timeouts, k) for k in ("create", "update", "delete") if timeouts and getattr(timeouts, k)}
+    return found or None
+
+
 class RecordingMonitor(MockMonitor):
     """The SDK's mock monitor, keeping every registration with its URN, parent and protect flag."""
 
@@ -316,6 +334,23 @@ class RecordingMonitor(MockMonitor):
         self._seen: set[str] = set()
         self._local = threading.local()
         self._lock = threading.Lock()
+        self.packages: dict[str, dict[str, str]] = {}  # package reference -> the RegisterPackage request
+
+    def RegisterPackage(self, request: Any) -> Any:  # noqa: N802 - the gRPC method name
+        """The SDK's answer (a reference), keeping what the program asked for: the base provider and the
+        parameterization (package name, version and the parameter bytes, base64 here) the plugin would get."""
+        response = super().RegisterPackage(request)  # type: ignore[no-untyped-call]
+        param = request.parameterization
+        with self._lock:
+            self.packages[response.ref] = {
+                "baseProvider": request.name,
+                "baseProviderVersion": request.version,
+                "downloadUrl": request.download_url,
+                "name": param.name,
+                "version": param.version,
+                "parameter": base64.b64encode(param.value).decode(),
+            }
+        return response
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
         """The engine's URN, not the SDK mock's (which keeps the stack type and only the parent's last type)."""
@@ -349,6 +384,8 @@ class RecordingMonitor(MockMonitor):
             replace_on_changes=tuple(getattr(request, "replaceOnChanges", ()) or ()),
             delete_before_replace=bool(getattr(request, "deleteBeforeReplace", False)),
             dependencies=tuple(sorted(set(request.dependencies))),
+            package=self.packages.get(request.packageRef) if request.packageRef else None,
+            custom_timeouts=_timeouts(request),
         )
         with self._lock:
             self.registrations.append(registration)

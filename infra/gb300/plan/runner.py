@@ -63,8 +63,15 @@ class ResourceRecord:
     replace_on_changes: tuple[str, ...] = ()
     delete_before_replace: bool = False
     dependencies: tuple[str, ...] = ()  # URNs created first: explicit depends_on and the inputs' resources
+    package: Mapping[str, str] | None = None  # the parameterized package it belongs to (azure-native's compute)
+    custom_timeouts: Mapping[str, str] | None = None
 
     def as_json(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.package is not None:
+            extra["package"] = dict(self.package)
+        if self.custom_timeouts is not None:
+            extra["customTimeouts"] = dict(self.custom_timeouts)
         return {
             "urn": self.urn,
             "type": self.type,
@@ -76,6 +83,7 @@ class ResourceRecord:
             "deleteBeforeReplace": self.delete_before_replace,
             "dependencies": list(self.dependencies),
             "id": self.id,
+            **extra,
             "inputs": self.inputs,
         }
 
@@ -156,6 +164,8 @@ def _record(reg: Registration) -> ResourceRecord:
         replace_on_changes=reg.replace_on_changes,
         delete_before_replace=reg.delete_before_replace,
         dependencies=reg.dependencies,
+        package=reg.package,
+        custom_timeouts=reg.custom_timeouts,
     )
 
 

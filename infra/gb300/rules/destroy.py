@@ -4,9 +4,13 @@ Like ``storage-data-loss`` it needs what is deployed (``gb300 plan --state FILE`
 so it runs in ``gb300 plan --state`` only. It compares every deployed resource of a watched kind with what
 the program declares now:
 
-* scale sets (``gb300Kind`` ``rack-scale-set`` / ``pool-scale-set``), interconnect blocks, interconnect
-  groups, VMs and managed disks (the head's state disk): deleted (no longer declared, or declared under another
-  URN, as when a pool is renamed or shrunk) or replaced (an input Azure cannot change in place changed);
+* scale sets (azure-native's compute 2026-03-01 package), interconnect groups, VMs and
+  managed disks (the head's state disk): deleted (no longer declared, or declared under another URN, as when a
+  pool is renamed or shrunk) or replaced (an input Azure cannot change in place changed);
+* racks still in the state as the Python dynamic resources of gb300 0.1 (``gb300Kind`` ``rack-scale-set``,
+  ``pool-scale-set``, ``interconnect-block``): the plan declares them under new URNs, so until ``gb300 migrate
+  racks`` has moved every one of them (docs/fabric.md, "Migrating racks"), each is a deletion: a half-done
+  migration is refused;
 * subnets: given another address prefix or replaced (Azure cannot re-address a subnet that holds NICs, a
   Lustre filesystem or private endpoints; a subnet must never move), or deleted while VMs are in it.
 
@@ -25,8 +29,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gb300 import compute_resource
-from gb300.azure.inventory import Resource, mapping, whole
+from gb300.azure.inventory import LEGACY_KINDS, LEGACY_SCALE_SETS, Resource, legacy_kind, mapping, whole
+from gb300.components import compute_package
 from gb300.config import AllowDestroy
 from gb300.findings import Level, Report
 from gb300.rules.base import RuleContext, count, state_rule
@@ -37,6 +41,7 @@ SUBNET = "azure-native:network:Subnet"
 NIC = "azure-native:network:NetworkInterface"
 GROUP = "azure-native:network:InterconnectGroup"
 DISK = "azure-native:compute:Disk"
+SCALE_SET = compute_package.SCALE_SET_TOKEN
 # Typed azure-native resources: what they are called in messages and the inputs whose change replaces them
 # (a new name, resource group, location or parent is a new resource in ARM; a VM's zone is fixed at creation).
 TYPED: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -44,12 +49,10 @@ TYPED: dict[str, tuple[str, tuple[str, ...]]] = {
     GROUP: ("interconnect group", ("interconnectGroupName", "resourceGroupName", "location")),
     SUBNET: ("subnet", ("subnetName", "virtualNetworkName", "resourceGroupName")),
     DISK: ("managed disk", ("diskName", "resourceGroupName", "location", "zones", "creationData")),
+    # and each registration's own replaceOnChanges (compute_package.SCALE_SET_REPLACE_ON_CHANGES)
+    SCALE_SET: ("scale set", ("vmScaleSetName", "resourceGroupName", "location")),
 }
-DYNAMIC_WHAT = {
-    compute_resource.RACK_SCALE_SET: "rack scale set",
-    compute_resource.POOL_SCALE_SET: "scale set",
-    compute_resource.INTERCONNECT_BLOCK: "interconnect block",
-}
+LEGACY_WHAT = {kind: f"{what} (a gb300 0.1 dynamic resource)" for kind, what in LEGACY_KINDS.items()}
 
 
 @dataclass(frozen=True)
@@ -64,14 +67,14 @@ class Destroyed:
 
 
 def _kind(resource: DeployedResource | Resource) -> str | None:
-    if resource.type == compute_resource.DYNAMIC_TYPE:
-        marker = resource.inputs.get(compute_resource.MARKER)
-        return str(marker) if marker in DYNAMIC_WHAT else None
+    legacy = legacy_kind(resource)
+    if legacy is not None:
+        return legacy
     return resource.type if resource.type in TYPED else None
 
 
 def _what(kind: str) -> str:
-    return DYNAMIC_WHAT[kind] if kind in DYNAMIC_WHAT else TYPED[kind][0]
+    return LEGACY_WHAT[kind] if kind in LEGACY_WHAT else TYPED[kind][0]
 
 
 def _capacity(resource: DeployedResource) -> int:
@@ -98,8 +101,6 @@ def _norm(value: Any) -> Any:
 
 def _replaces(kind: str, old: DeployedResource, new: Resource) -> list[str]:
     """The inputs whose change makes the engine replace ``old`` with ``new``."""
-    if kind in DYNAMIC_WHAT:
-        return compute_resource.changes(_norm(old.inputs), _norm(new.inputs))[1]
     paths = [*TYPED[kind][1], *getattr(new, "replace_on_changes", ())]
     return [p for p in dict.fromkeys(paths) if _norm(_at(old.inputs, p)) != _norm(_at(new.inputs, p))]
 
@@ -110,8 +111,9 @@ def _vms_in(deployed: Sequence[DeployedResource], needle: str) -> int:
     total = 0
     for d in deployed:
         kind = _kind(d)
-        if kind in (compute_resource.RACK_SCALE_SET, compute_resource.POOL_SCALE_SET):
-            if needle in json.dumps(d.inputs.get("properties"), default=str).lower():
+        if kind == SCALE_SET or kind in LEGACY_SCALE_SETS:
+            profile = d.inputs.get("virtualMachineProfile", d.inputs.get("properties"))
+            if needle in json.dumps(profile, default=str).lower():
                 total += _capacity(d)
         elif d.type == NIC and needle in json.dumps(d.inputs.get("ipConfigurations"), default=str).lower():
             total += 1
@@ -119,7 +121,7 @@ def _vms_in(deployed: Sequence[DeployedResource], needle: str) -> int:
 
 
 def _vms(kind: str, old: DeployedResource, deployed: Sequence[DeployedResource]) -> int:
-    if kind in DYNAMIC_WHAT:
+    if kind == SCALE_SET or kind in LEGACY_SCALE_SETS:
         return _capacity(old)
     if kind == VM:
         return 1
@@ -144,7 +146,13 @@ def destroyed(planned: Sequence[Resource], deployed: Sequence[DeployedResource])
         if new is None or _kind(new) != kind:
             if kind == SUBNET and not vms:
                 continue  # an empty subnet (Bastion's, turned off) takes nothing with it
-            out.append(Destroyed(old, _what(kind), "delete", "the plan no longer declares it", vms))
+            detail = (
+                "still in the state as a gb300 0.1 dynamic resource: run `gb300 migrate racks` and the commands it "
+                "writes before `pulumi up` (docs/fabric.md, Migrating racks)"
+                if kind in LEGACY_KINDS
+                else "the plan no longer declares it"
+            )
+            out.append(Destroyed(old, _what(kind), "delete", detail, vms))
             continue
         replaces = _replaces(kind, old, new)
         if replaces:
@@ -158,7 +166,15 @@ def destroyed(planned: Sequence[Resource], deployed: Sequence[DeployedResource])
 
 
 def _azure_name(old: DeployedResource) -> str:
-    for key in ("resourceName", "vmName", "interconnectGroupName", "diskName", "subnetName"):
+    for key in (
+        "resourceName",
+        "vmScaleSetName",
+        "interconnectBlockName",
+        "vmName",
+        "interconnectGroupName",
+        "diskName",
+        "subnetName",
+    ):
         value = old.inputs.get(key)
         if isinstance(value, str) and value:
             return value
