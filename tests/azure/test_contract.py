@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
-from gb300 import cli, compute_resource, paths
+from gb300 import cli, paths
+from gb300.components import compute_package
 from gb300.azure import contract
+from gb300.facts import catalog
 from gb300.plan import PlanResult
 from gb300.plan.runner import ResourceRecord
 from tests.support.policy_support import run
@@ -41,7 +43,7 @@ def test_shipped_stacks_match_azures_models(stack: str, tmp_path: Path) -> None:
 
 
 def _rack(plan: PlanResult) -> ResourceRecord:
-    return next(r for r in plan.resources if r.inputs.get(compute_resource.MARKER) == compute_resource.RACK_SCALE_SET)
+    return next(r for r in plan.resources if r.type == compute_package.SCALE_SET_TOKEN)
 
 
 def _broken(rack: ResourceRecord, change: Any) -> ResourceRecord:
@@ -51,16 +53,16 @@ def _broken(rack: ResourceRecord, change: Any) -> ResourceRecord:
 
 
 def _old_group_shape(inputs: dict[str, Any]) -> None:
-    profile = inputs["properties"]["virtualMachineProfile"]["networkProfile"]
+    profile = inputs["virtualMachineProfile"]["networkProfile"]
     profile["interconnectGroupProfile"] = {"id": profile["interconnectGroupProfile"]["interconnectGroup"]["id"]}
 
 
 def _bad_enum(inputs: dict[str, Any]) -> None:
-    inputs["properties"]["orchestrationMode"] = "Uniformly"
+    inputs["orchestrationMode"] = "Uniformly"
 
 
 def _read_only(inputs: dict[str, Any]) -> None:
-    inputs["properties"]["uniqueId"] = "0000"
+    inputs["uniqueId"] = "0000"
 
 
 def _wrong_type(inputs: dict[str, Any]) -> None:
@@ -89,12 +91,37 @@ def test_a_broken_key_is_named_with_its_path(dev_plan: PlanResult, change: Any, 
     assert str(found[0]).startswith(f"dev-train-r0001: {path}: ")
 
 
-def test_another_api_version_is_refused(dev_plan: PlanResult) -> None:
-    """A body declared for an API version other than the models' is a violation on ``apiVersion``."""
-    rack = _broken(_rack(dev_plan), lambda i: i.update(apiVersion="2024-11-01"))
-    found = contract.violations([rack])
+def test_another_api_version_is_refused(dev_plan: PlanResult, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A package at an API version that neither the models are of nor data/skus.yaml lets them stand in for is a
+    violation on ``apiVersion``."""
+    monkeypatch.setattr(compute_package, "API_VERSION", "2024-11-01")
+    found = contract.violations([_rack(dev_plan)])
     assert [v.path for v in found] == ["apiVersion"]
     assert contract.sdk_api_version() in found[0].problem
+
+
+def test_the_package_version_is_checked_by_the_models_that_stand_in_for_it() -> None:
+    """The racks' Compute API version (2026-03-01) is checked against the installed models (2026-04-01) only
+    because data/skus.yaml says so, with the differences it knows."""
+    stand_in = catalog.load().contract_models[compute_package.API_VERSION]
+    assert stand_in == contract.sdk_api_version() != compute_package.API_VERSION
+
+
+def test_the_arm_body_is_rebuilt_from_the_flattened_inputs(dev_plan: PlanResult) -> None:
+    """azure-native's flattened inputs go back into ARM's envelopes: the scale set's ``properties``, each network
+    and IP configuration's and extension's ``properties``, and the identity list as ARM's map."""
+    name, body = contract.arm_body(_rack(dev_plan))
+    assert name == "VirtualMachineScaleSet"
+    assert set(body) == {"location", "zones", "sku", "identity", "tags", "properties"}
+    profile = body["properties"]["virtualMachineProfile"]
+    nic = profile["networkProfile"]["networkInterfaceConfigurations"][0]
+    assert set(nic) == {"name", "properties"}
+    assert set(nic["properties"]["ipConfigurations"][0]) == {"name", "properties"}
+    assert "subnet" in nic["properties"]["ipConfigurations"][0]["properties"]
+    extension = profile["extensionProfile"]["extensions"][0]
+    assert set(extension) == {"name", "properties"} and extension["properties"]["publisher"]
+    assert isinstance(body["identity"]["userAssignedIdentities"], dict)
+    assert "interconnectGroup" in profile["networkProfile"]["interconnectGroupProfile"]
 
 
 def test_a_generic_resource_of_an_unknown_type_is_named(dev_plan: PlanResult) -> None:
@@ -126,8 +153,8 @@ def _racks(rack: ResourceRecord, count: int, change: Any = None, at: int | None 
     for n in range(1, count + 1):
         inputs = json.loads(text)
         name = f"dev-train-r{n:04d}"
-        inputs["resourceName"] = name
-        inputs["properties"]["virtualMachineProfile"]["osProfile"]["computerNamePrefix"] = f"{name}-"
+        inputs["vmScaleSetName"] = name
+        inputs["virtualMachineProfile"]["osProfile"]["computerNamePrefix"] = f"{name}-"
         inputs["tags"]["gb300-rack"] = str(n)
         if n == at:
             change(inputs)
@@ -136,7 +163,7 @@ def _racks(rack: ResourceRecord, count: int, change: Any = None, at: int | None 
 
 
 def _name_not_text(inputs: dict[str, Any]) -> None:
-    inputs["properties"]["virtualMachineProfile"]["osProfile"]["computerNamePrefix"] = 7
+    inputs["virtualMachineProfile"]["osProfile"]["computerNamePrefix"] = 7
 
 
 GROUP_ID = "properties.virtualMachineProfile.networkProfile.interconnectGroupProfile.id"
@@ -167,9 +194,7 @@ PRIMARY = "properties.virtualMachineProfile.networkProfile.networkInterfaceConfi
 
 def _primary(value: Any) -> Any:
     def change(inputs: dict[str, Any]) -> None:
-        inputs["properties"]["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"][0][
-            "properties"
-        ]["primary"] = value
+        inputs["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"][0]["primary"] = value
 
     return change
 

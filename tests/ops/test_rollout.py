@@ -24,6 +24,7 @@ from gb300 import cli
 from gb300.commands import rollout as rollout_cmd
 from gb300.ops import rollout
 from gb300.plan import PlanResult
+from gb300.plan.mocks import SUBSCRIPTION_ID as MOCK_SUBSCRIPTION
 from gb300.plan.state import parse_state
 from gb300.rules import reimage
 from gb300.slurm.hostlist import expand
@@ -38,12 +39,11 @@ def _export(plan: PlanResult, stale: set[str] | None = None) -> dict[str, Any]:
     resources = []
     for r in plan.resources:
         inputs: dict[str, Any] = copy.deepcopy(dict(r.inputs))
-        if "subscriptionId" in inputs:
-            inputs["subscriptionId"] = SUBSCRIPTION
-            inputs["resourceGroupName"] = RG
+        # Azure's real address is in each id (the plan's ids use the mocks' subscription).
+        resource_id = r.id.replace(MOCK_SUBSCRIPTION, SUBSCRIPTION) if r.id else r.id
         if stale is not None and r.name in stale and isinstance(inputs.get("tags"), dict):
             inputs["tags"][reimage.HASH_TAG] = "0" * 64
-        resources.append({"urn": r.urn, "type": r.type, "id": r.id, "inputs": inputs})
+        resources.append({"urn": r.urn, "type": r.type, "id": resource_id, "inputs": inputs})
     return {"version": 3, "deployment": {"resources": resources}}
 
 

@@ -11,7 +11,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from gb300 import cli, compute_resource
+from gb300 import cli
+from gb300.components import compute_package
 from gb300.plan import PlanResult, run_plan
 
 ARM_ID = re.compile(r"^/subscriptions/[0-9a-f-]{36}/resourceGroups/[^/]+(/providers/[A-Za-z.]+/.+)?$")
@@ -60,7 +61,7 @@ def test_ids_look_like_azure_ids(reference_plan: PlanResult) -> None:
     custom = [
         r
         for r in reference_plan.resources
-        if r.id is not None and (r.type.startswith("azure-native:") or r.type == compute_resource.DYNAMIC_TYPE)
+        if r.id is not None and (r.type.startswith("azure-native:") or compute_package.is_package_type(r.type))
     ]
     assert custom
     bad = [r.id for r in custom if not ARM_ID.match(r.id or "")]
@@ -70,10 +71,10 @@ def test_ids_look_like_azure_ids(reference_plan: PlanResult) -> None:
 def test_references_resolve_to_registered_ids(reference_plan: PlanResult) -> None:
     """Every id a scale set names (subnet, identity, interconnect group) is the id of a registered resource."""
     ids = {r.id for r in reference_plan.resources}
-    vmss = next(r for r in reference_plan.resources if r.name == "ref-train-r0001")
-    props: dict[str, Any] = vmss.inputs["properties"]
+    vmss = next(r for r in reference_plan.resources if r.type == compute_package.SCALE_SET_TOKEN)
+    props: dict[str, Any] = vmss.inputs
     nic = props["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"][0]
-    assert nic["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"] in ids
+    assert nic["ipConfigurations"][0]["subnet"]["id"] in ids
     group = props["virtualMachineProfile"]["networkProfile"]["interconnectGroupProfile"]["interconnectGroup"]["id"]
     assert group in ids
     assert set(vmss.inputs["identity"]["userAssignedIdentities"]) <= ids
@@ -114,8 +115,8 @@ def test_gpu_subnet_sized_for_growth(dev_raw: dict[str, Any]) -> None:
 def test_racks_share_one_copy_of_their_custom_data(reference_plan: PlanResult) -> None:
     """The plan holds the GPU nodes' custom data once, not once per rack (1,388 racks held 1,388 copies)."""
     racks = [
-        r for r in reference_plan.resources if r.inputs.get(compute_resource.MARKER) == compute_resource.RACK_SCALE_SET
+        r for r in reference_plan.resources if r.type == compute_package.SCALE_SET_TOKEN
     ]
-    data = [r.inputs["properties"]["virtualMachineProfile"]["osProfile"]["customData"] for r in racks]
+    data = [r.inputs["virtualMachineProfile"]["osProfile"]["customData"] for r in racks]
     assert len(racks) == 64
     assert len({id(d) for d in data}) == 1

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from gb300 import cli, rules
+from gb300.components import compute_package
 from gb300.config import PolicySettings
 from gb300.findings import Level
 from gb300.plan import PlanResult, run_plan
@@ -53,17 +54,17 @@ def _broken(reference_plan: PlanResult) -> list[ResourceRecord]:
     """The reference stack's resources with the mistakes only hand-written resources can make."""
     out = []
     for rec in reference_plan.resources:
-        if rec.name == "ref-train-r0002":
+        if rec.name == "ref-train-r0002" and rec.type == compute_package.SCALE_SET_TOKEN:
             inputs = copy.deepcopy(rec.inputs)
             inputs["sku"]["capacity"] = 17
-            inputs["properties"]["provisioningState"] = "Succeeded"  # read-only in Azure's model
-            profile = inputs["properties"]["virtualMachineProfile"]
+            inputs["provisioningState"] = "Succeeded"  # read-only in Azure's model
+            profile = inputs["virtualMachineProfile"]
             profile["osProfile"]["customData"] = "A" * 65_537
             profile["networkProfile"]["interconnectGroupProfile"]["interconnectGroup"]["id"] = (
                 "/subscriptions/s/other-ig"
             )
-            nic = profile["networkProfile"]["networkInterfaceConfigurations"][0]["properties"]
-            nic["ipConfigurations"][0]["properties"]["publicIPAddressConfiguration"] = {"name": "pip"}
+            nic = profile["networkProfile"]["networkInterfaceConfigurations"][0]
+            nic["ipConfigurations"][0]["publicIPAddressConfiguration"] = {"name": "pip"}
             rec = with_inputs(rec, **inputs)  # noqa: PLW2901 - the one rack broken on purpose
         if rec.type == "azure-native:network:Subnet" and rec.inputs["subnetName"] == "storage":
             first = rec.inputs["addressPrefix"].split("/")[0]

@@ -9,7 +9,8 @@ from typing import Any
 
 from google.protobuf import struct_pb2
 
-from gb300 import compute_resource, rules
+from gb300 import rules
+from gb300.components import compute_package
 from gb300.azure.quota import QuotaSnapshot
 from gb300.config import PolicySettings
 from gb300.findings import Finding
@@ -48,17 +49,12 @@ def scale_set(
     reservation: str | None = None,
     location: str = "eastus2",
 ) -> ResourceRecord:
-    """A GPU scale set as gb300's GpuPool registers it (the dynamic compute resource, ARM body inside)."""
-    ipconfig: dict[str, Any] = {"primary": True, "subnet": {"id": subnet or subnet_id()}}
+    """A GPU scale set as gb300's rack registers it (azure-native's compute 2026-03-01 package, inputs flattened)."""
+    ipconfig: dict[str, Any] = {"name": "ip", "primary": True, "subnet": {"id": subnet or subnet_id()}}
     if public_ip:
-        ipconfig["publicIPAddressConfiguration"] = {"name": "pip", "properties": {}}
+        ipconfig["publicIPAddressConfiguration"] = {"name": "pip"}
     network_profile: dict[str, Any] = {
-        "networkInterfaceConfigurations": [
-            {
-                "name": "eth0",
-                "properties": {"primary": True, "ipConfigurations": [{"name": "ip", "properties": ipconfig}]},
-            }
-        ]
+        "networkInterfaceConfigurations": [{"name": "eth0", "primary": True, "ipConfigurations": [ipconfig]}]
     }
     if group:
         group_id = group if group.startswith("(") else f"{SUB}/Microsoft.Network/interconnectGroups/{group}"
@@ -72,20 +68,17 @@ def scale_set(
         profile["capacityReservation"] = {"capacityReservationGroup": {"id": reservation}}
     tags = {**TAGS, "gb300-pool": pool}
     return record(
-        compute_resource.DYNAMIC_TYPE,
+        compute_package.SCALE_SET_TOKEN,
         name,
         {
-            compute_resource.MARKER: compute_resource.RACK_SCALE_SET,
-            "resourceType": "Microsoft.Compute/virtualMachineScaleSets",
-            "apiVersion": "2026-04-01",
-            "subscriptionId": "00000000-0000-0000-0000-000000000000",
             "resourceGroupName": "t-rg",
-            "resourceName": name,
+            "vmScaleSetName": name,
             "location": location,
             **({"zones": [zone]} if zone else {}),
             "sku": {"name": size, "tier": "Standard", "capacity": capacity},
             "tags": tags,
-            "properties": {"singlePlacementGroup": single_placement_group, "virtualMachineProfile": profile},
+            "singlePlacementGroup": single_placement_group,
+            "virtualMachineProfile": profile,
         },
     )
 

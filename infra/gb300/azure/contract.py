@@ -386,7 +386,7 @@ def arm_body(resource: Resource) -> tuple[str, dict[str, Any]]:
     inputs = {k: v for k, v in resource.inputs.items() if k not in _ADDRESS_INPUTS and v is not None}
     top = {k: inputs.pop(k) for k in _TOP_LEVEL if k in inputs}
     cls = model(name)
-    props = {k: v for k, v in inputs.items() if k not in _PACKAGE_OUTPUTS_IGNORED}
+    props = inputs
     properties_model = next(o for o in _options(_fields(cls).get("properties", (None, False))[0]) if _is_model(o))
     body: dict[str, Any] = {k: _unflatten(v, _fields(cls).get(k, (None, False))[0]) for k, v in top.items()}
     identity = mapping(body.get("identity"))
@@ -396,10 +396,6 @@ def arm_body(resource: Resource) -> tuple[str, dict[str, Any]]:
     if props:
         body["properties"] = unflatten(props, properties_model)
     return name, body
-
-
-# Outputs the package's resources declare (the generated class registers them as None inputs).
-_PACKAGE_OUTPUTS_IGNORED = frozenset({"name", "provisioningState", "type", "azureApiVersion"})
 
 
 def body_of(resource: Resource) -> tuple[str, Mapping[str, Any], str | None] | None:

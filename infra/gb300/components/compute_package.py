@@ -14,10 +14,11 @@ pins them; the ``compute-package`` job of ``.github/workflows/ci.yml`` asks the 
 schema and holds these constants and the rack inputs to it):
 
 * The plugin's ``Parameterize`` (pulumi/pulumi-azure-native ``provider/pkg/provider/provider_parameterize.go``)
-  takes the arguments ``[module, version]`` (``compute``, ``v20260301``: the version as the provider's tokens
-  write it), names the package ``azure-native_<module>_<version>`` and its tokens
-  ``<package>:<module>/<version>:<Resource>``, and writes the schema's parameter as the *base64 text* of the
-  compact JSON ``{"module":...,"version":...}`` (``serializeParameterizeArgs``).
+  takes the arguments ``[module, version]`` (``compute``, ``v20260301``; ``parseApiVersion`` also accepts
+  ``2026-03-01`` and normalises it to this form), names the package ``azure-native_<module>_<version>`` and its
+  tokens ``<package>:<module>:<Resource>`` (``makeToken``; early releases wrote ``<module>/<version>``), and writes
+  the schema's parameter as the *base64 text* of the compact JSON ``{"module":...,"version":...}``
+  (``serializeParameterizeArgs``).
 * pulumi's Python code generator (pulumi/pulumi ``pkg/codegen/python/gen.go``) writes ``_utilities.get_package()``
   calling ``pulumi.runtime.register_package`` with the base provider's name and version, the package name and
   version, and ``base64_parameter`` = the base64 of the schema's parameter bytes; every resource passes
@@ -51,15 +52,16 @@ PARAMETER = base64.b64encode(PARAMETER_JSON.encode()).decode()  # the schema's p
 BASE64_PARAMETER = base64.b64encode(PARAMETER.encode()).decode()  # what the generated SDK hands register_package
 
 VIRTUAL_MACHINE_SCALE_SET = "VirtualMachineScaleSet"
-# The package's resources gb300 declares. Compute 2026-03-01 has no Microsoft.Compute/interconnectBlocks (the REST
-# specification declares no operations for it; data/skus.yaml fabricModels.interconnect-group.interconnectBlocks),
-# so racks carry no interconnect block and gb300:gpuPools[].interconnectBlocks must stay false.
+# The package's resources gb300 declares. Whether azure-native 3.29's compute 2026-03-01 schema includes
+# Microsoft.Compute/interconnectBlocks is not verified (Azure's 2026-03-01 specification gained it in May 2026;
+# data/skus.yaml fabricModels.interconnect-group.interconnectBlocks), so racks carry no interconnect block and
+# gb300:gpuPools[].interconnectBlocks must stay false until the compute-package CI job shows the resource.
 RESOURCES = (VIRTUAL_MACHINE_SCALE_SET,)
 
 
 def token(resource: str) -> str:
-    """The type token of a resource of the package: ``azure-native_compute_v20260301:compute/v20260301:<resource>``."""
-    return f"{PACKAGE_NAME}:{MODULE}/{SDK_VERSION}:{resource}"
+    """The type token of a resource of the package: ``azure-native_compute_v20260301:compute:<resource>``."""
+    return f"{PACKAGE_NAME}:{MODULE}:{resource}"
 
 
 SCALE_SET_TOKEN = token(VIRTUAL_MACHINE_SCALE_SET)

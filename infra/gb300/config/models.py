@@ -143,9 +143,9 @@ class GpuPool(ConfigModel):
     """
     interconnect_blocks: Annotated[bool, Field(strict=True)] = False
     """Give each rack a zonal `Microsoft.Compute/interconnectBlocks` (its capacity, in the pool's interconnect group)
-    that its scale set names; GB sizes only. Must stay `false` for now: the Compute API version racks are declared at
-    (2026-03-01, azure-native's local package) has no interconnect block resource. Azure's GB300 tests say blocks are
-    not needed with dedicated quota (docs/fabric.md).
+    that its scale set names; GB sizes only. Must stay `false` for now: whether azure-native's compute 2026-03-01
+    package (what racks are declared with) has the interconnect block resource is not verified. Azure's GB300 tests
+    say blocks are not needed with dedicated quota (docs/fabric.md).
     """
     retired_racks: list[Annotated[int, Field(ge=1, strict=True)]] = Field(default_factory=list)
     """Rack numbers `1..racks` not deployed: retire a failed rack (`[5]` deletes `<cluster>-<pool>-r0005` only) without
@@ -158,9 +158,9 @@ class GpuPool(ConfigModel):
         if fabric is not None and not fabric.interconnect_blocks_available:
             raise _PathError(
                 ("interconnectBlocks",),
-                f"must be false: racks are declared at Compute API {fabric.scale_set_api_version.value}, which has no "
-                "Microsoft.Compute/interconnectBlocks (got true). Remove the key; Azure's GB300 tests run without "
-                "blocks on dedicated quota (docs/fabric.md).",
+                f"must be false: racks are declared at Compute API {fabric.scale_set_api_version.value} through "
+                "azure-native's local package, whose interconnect block is not yet verified (got true). Remove the "
+                "key; Azure's GB300 tests run without blocks on dedicated quota (docs/fabric.md).",
             )
         return self
 

@@ -98,10 +98,10 @@ def _guid(*parts: str) -> str:
 
 def azure_native_type(typ: str) -> str:
     """``azure-native:<module>:<Resource>`` for a resource of azure-native or of one of its parameterized packages
-    (``azure-native_compute_v20260301:compute/v20260301:VirtualMachineScaleSet``); other types as they are."""
+    (``azure-native_compute_v20260301:compute:VirtualMachineScaleSet``); other types as they are."""
     if compute_package.is_package_type(typ):
-        _, module_version, resource = typ.split(":")
-        return f"azure-native:{module_version.split('/')[0]}:{resource}"
+        _, module, resource = typ.split(":")
+        return f"azure-native:{module}:{resource}"
     return typ
 
 

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gb300 import tags as gb300_tags
 from gb300.azure.inventory import LEGACY_KINDS, LEGACY_SCALE_SETS, Resource, legacy_kind, mapping, whole
 from gb300.components import compute_package
 from gb300.config import AllowDestroy
@@ -73,8 +74,12 @@ def _kind(resource: DeployedResource | Resource) -> str | None:
     return resource.type if resource.type in TYPED else None
 
 
-def _what(kind: str) -> str:
-    return LEGACY_WHAT[kind] if kind in LEGACY_WHAT else TYPED[kind][0]
+def _what(kind: str, resource: DeployedResource) -> str:
+    if kind in LEGACY_WHAT:
+        return LEGACY_WHAT[kind]
+    if kind == SCALE_SET and gb300_tags.rack_of(mapping(resource.inputs.get("tags"))):
+        return "rack scale set"
+    return TYPED[kind][0]
 
 
 def _capacity(resource: DeployedResource) -> int:
@@ -152,11 +157,11 @@ def destroyed(planned: Sequence[Resource], deployed: Sequence[DeployedResource])
                 if kind in LEGACY_KINDS
                 else "the plan no longer declares it"
             )
-            out.append(Destroyed(old, _what(kind), "delete", detail, vms))
+            out.append(Destroyed(old, _what(kind, old), "delete", detail, vms))
             continue
         replaces = _replaces(kind, old, new)
         if replaces:
-            out.append(Destroyed(old, _what(kind), "replace", f"{', '.join(replaces)} changed", vms))
+            out.append(Destroyed(old, _what(kind, old), "replace", f"{', '.join(replaces)} changed", vms))
             continue
         if kind == SUBNET:
             before, after = old.inputs.get("addressPrefix"), new.inputs.get("addressPrefix")
