@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from gb300 import cli, paths
-from gb300.components import compute_package
 from gb300.azure import contract
+from gb300.components import compute_package
 from gb300.facts import catalog
 from gb300.plan import PlanResult
 from gb300.plan.runner import ResourceRecord

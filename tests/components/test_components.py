@@ -9,7 +9,7 @@ import pulumi
 import pytest
 
 from gb300.azure import inventory
-from gb300.components import Network, NetworkArgs
+from gb300.components import Network, NetworkArgs, compute_package
 from gb300.config import netplan
 from gb300.facts import catalog
 from gb300.plan import PlanResult
@@ -51,10 +51,14 @@ def test_every_rack_is_a_scale_set_in_one_fabric(reference_plan: PlanResult) -> 
 
 
 def test_scale_set_api_version_comes_from_the_fabric_model(reference_plan: PlanResult) -> None:
-    """The generic scale set uses the Compute API version the catalog's fabric model names."""
+    """Every scale set is a resource of the azure-native package at the Compute API version the catalog's fabric
+    model names, registered with that package (its parameterization) and the rack's timeouts."""
     model = catalog.load().fabric_models["interconnect-group"]
-    versions = {r.inputs["apiVersion"] for r in reference_plan.resources if inventory.is_scale_set(r)}
-    assert versions == {model.scale_set_api_version.value}
+    sets = [r for r in reference_plan.resources if inventory.is_scale_set(r)]
+    assert {r.type for r in sets} == {compute_package.SCALE_SET_TOKEN}
+    assert model.scale_set_api_version.value == compute_package.API_VERSION
+    assert {(r.package or {}).get("name") for r in sets} == {compute_package.PACKAGE_NAME}
+    assert all(r.custom_timeouts and r.custom_timeouts.get("create") for r in sets)
 
 
 def test_nodes_ssh_key_only_no_public_ip_accelerated(reference_plan: PlanResult) -> None:
@@ -66,9 +70,9 @@ def test_nodes_ssh_key_only_no_public_ip_accelerated(reference_plan: PlanResult)
         assert linux["disablePasswordAuthentication"] is True
         assert "adminPassword" not in profile["osProfile"]
         assert linux["ssh"]["publicKeys"][0]["keyData"].startswith("ssh-ed25519 ")
-        nic = profile["networkProfile"]["networkInterfaceConfigurations"][0]["properties"]
+        nic = profile["networkProfile"]["networkInterfaceConfigurations"][0]
         assert nic["enableAcceleratedNetworking"] is True
-        assert all("publicIPAddressConfiguration" not in c["properties"] for c in nic["ipConfigurations"])
+        assert all("publicIPAddressConfiguration" not in c for c in nic["ipConfigurations"])
         assert ss.properties["upgradePolicy"] == {"mode": "Manual"}
     assert all(
         identity.id in r.inputs["identity"]["userAssignedIdentities"]

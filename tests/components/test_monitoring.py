@@ -160,13 +160,13 @@ def test_log_analytics_and_agent_on_every_node(reference_plan: PlanResult) -> No
     assert len(sets) == 64
     for ss in sets:
         (ext,) = ss.properties["virtualMachineProfile"]["extensionProfile"]["extensions"]
-        assert ext["properties"]["publisher"] == "Microsoft.Azure.Monitor"
-        assert ext["properties"]["type"] == "AzureMonitorLinuxAgent"
-        auth = ext["properties"]["settings"]["authentication"]["managedIdentity"]
+        assert ext["publisher"] == "Microsoft.Azure.Monitor"
+        assert ext["type"] == "AzureMonitorLinuxAgent"
+        auth = ext["settings"]["authentication"]["managedIdentity"]
         assert auth == {"identifier-name": "mi_res_id", "identifier-value": identity.id}
         # The node stays as built: no agent upgrade under a running VM, the current minor at (re)image time.
-        assert ext["properties"]["enableAutomaticUpgrade"] is False
-        assert ext["properties"]["autoUpgradeMinorVersion"] is True
+        assert ext["enableAutomaticUpgrade"] is False
+        assert ext["autoUpgradeMinorVersion"] is True
     (head_agent,) = _of(reference_plan, "compute:VirtualMachineExtension")
     assert head_agent.inputs["type"] == "AzureMonitorLinuxAgent"
     assert head_agent.inputs["enableAutomaticUpgrade"] is False

@@ -114,9 +114,7 @@ def test_gpu_subnet_sized_for_growth(dev_raw: dict[str, Any]) -> None:
 
 def test_racks_share_one_copy_of_their_custom_data(reference_plan: PlanResult) -> None:
     """The plan holds the GPU nodes' custom data once, not once per rack (1,388 racks held 1,388 copies)."""
-    racks = [
-        r for r in reference_plan.resources if r.type == compute_package.SCALE_SET_TOKEN
-    ]
+    racks = [r for r in reference_plan.resources if r.type == compute_package.SCALE_SET_TOKEN]
     data = [r.inputs["virtualMachineProfile"]["osProfile"]["customData"] for r in racks]
     assert len(racks) == 64
     assert len({id(d) for d in data}) == 1

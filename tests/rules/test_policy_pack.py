@@ -24,6 +24,7 @@ from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
 from gb300 import policy_pack, rules
 from gb300.azure import inventory
+from gb300.components import compute_package
 from gb300.config import PolicySettings
 from gb300.findings import Finding
 from gb300.plan import PlanResult
@@ -95,15 +96,15 @@ def violating(reference_plan: PlanResult) -> list[ResourceRecord]:
     out: list[ResourceRecord] = []
     first = True
     for rec in reference_plan.resources:
-        if rec.name == "ref-train-r0001":
+        if rec.name == "ref-train-r0001" and rec.type == compute_package.SCALE_SET_TOKEN:
             inputs = copy.deepcopy(rec.inputs)
             inputs["sku"]["capacity"] = 20
-            profile = inputs["properties"]["virtualMachineProfile"]
+            profile = inputs["virtualMachineProfile"]
             other = {"interconnectGroup": {"id": "/subscriptions/x/other-ig"}}
             profile["networkProfile"]["interconnectGroupProfile"] = other
             profile["osProfile"]["customData"] = "A" * 70_000
-            nic = profile["networkProfile"]["networkInterfaceConfigurations"][0]["properties"]
-            nic["ipConfigurations"][0]["properties"]["publicIPAddressConfiguration"] = {"name": "pip"}
+            nic = profile["networkProfile"]["networkInterfaceConfigurations"][0]
+            nic["ipConfigurations"][0]["publicIPAddressConfiguration"] = {"name": "pip"}
             rec = with_inputs(rec, **inputs)  # noqa: PLW2901 - replace the one rack being broken
             first = False
         out.append(rec)
@@ -173,9 +174,9 @@ def test_unknown_preview_values_do_not_break_rules(reference_plan: PlanResult) -
     for rec in reference_plan.resources:
         inputs = copy.deepcopy(rec.inputs)
         if inventory.is_scale_set(rec):
-            profile = inputs["properties"]["virtualMachineProfile"]["networkProfile"]
+            profile = inputs["virtualMachineProfile"]["networkProfile"]
             profile["interconnectGroupProfile"]["interconnectGroup"]["id"] = UNKNOWN_STRING_VALUE
-            ipc = profile["networkInterfaceConfigurations"][0]["properties"]["ipConfigurations"][0]["properties"]
+            ipc = profile["networkInterfaceConfigurations"][0]["ipConfigurations"][0]
             ipc["subnet"]["id"] = UNKNOWN_STRING_VALUE
         records.append(policy_resource(rec, inputs))
     failures: list[str] = []

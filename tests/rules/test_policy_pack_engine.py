@@ -55,10 +55,12 @@ def _unknown_ids(value: Any) -> Any:
 
 
 def _output_names(typ: str) -> set[str] | None:
-    """The output properties of a typed resource (its SDK class's getters), or None for a type without a class."""
+    """The output properties of a typed resource (its SDK class's getters), or None for a type without a class. A
+    resource of azure-native's compute 2026-03-01 package is read through the default SDK's class of the same name
+    (API 2024-11-01): the outputs a preview computes are its inputs' shape either way."""
     package, _, rest = typ.partition(":")
     module, _, name = rest.rpartition(":")
-    if package == "azure-native":
+    if package == "azure-native" or package.startswith("azure-native_"):
         module_name = f"pulumi_azure_native.{module}"
     elif package == "random":
         module_name = "pulumi_random"

@@ -138,7 +138,7 @@ def test_custom_data_size(sizes: list[int], expected: list[str]) -> None:
 def test_custom_data_absent_or_odd_is_silent() -> None:
     """A scale set without custom data, or with a non-string value, yields nothing and raises nothing."""
     rec = scale_set()
-    rec.inputs["properties"]["virtualMachineProfile"]["osProfile"]["customData"] = None
+    rec.inputs["virtualMachineProfile"]["osProfile"]["customData"] = None
     odd = scale_set("r2")
-    odd.inputs["properties"] = "garbage"
+    odd.inputs["virtualMachineProfile"] = "garbage"
     assert run("custom-data-size", [rec, odd]) == []

@@ -10,8 +10,8 @@ from typing import Any
 from google.protobuf import struct_pb2
 
 from gb300 import rules
-from gb300.components import compute_package
 from gb300.azure.quota import QuotaSnapshot
+from gb300.components import compute_package
 from gb300.config import PolicySettings
 from gb300.findings import Finding
 from gb300.plan.runner import ResourceRecord

@@ -29,7 +29,11 @@ SUBNET = "azure-native:network:Subnet"
 # ``gb300 migrate racks`` (gb300.ops.migrate_racks) has moved them.
 LEGACY_DYNAMIC = "pulumi-python:dynamic:Resource"
 LEGACY_MARKER = "gb300Kind"
-LEGACY_KINDS = {"rack-scale-set": "rack scale set", "pool-scale-set": "scale set", "interconnect-block": "interconnect block"}
+LEGACY_KINDS = {
+    "rack-scale-set": "rack scale set",
+    "pool-scale-set": "scale set",
+    "interconnect-block": "interconnect block",
+}
 LEGACY_SCALE_SETS = ("rack-scale-set", "pool-scale-set")
 DYNAMIC = LEGACY_DYNAMIC
 SCALE_SET_TYPE = "microsoft.compute/virtualmachinescalesets"
@@ -99,7 +103,7 @@ def arm_address(resource_id: str | None, inputs: Mapping[str, Any], fallback_nam
     """(subscription, resource group, name) of a deployed resource: from its Azure id, else from the inputs that
     gb300 0.1's dynamic racks carried (``subscriptionId``, ``resourceGroupName``, ``resourceName``)."""
     parts = (resource_id or "").strip("/").split("/")
-    if len(parts) >= 8 and parts[0].lower() == "subscriptions" and parts[2].lower() == "resourcegroups":  # noqa: PLR2004
+    if len(parts) >= 8 and parts[0].lower() == "subscriptions" and parts[2].lower() == "resourcegroups":
         return parts[1], parts[3], parts[-1]
     name = next((inputs[k] for k in ("vmScaleSetName", "resourceName") if isinstance(inputs.get(k), str)), None)
     return (

@@ -169,9 +169,7 @@ class Rack(pulumi.ComponentResource):
             monitoring.associate(
                 f"{name}-logs",
                 vmss.id,
-                pulumi.ResourceOptions(
-                    parent=self, aliases=[pulumi.Alias(name=logs_alias, parent=monitoring)]
-                ),
+                pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(name=logs_alias, parent=monitoring)]),
             )
         self.register_outputs({"scaleSetId": self.scale_set_id})
 

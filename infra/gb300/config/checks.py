@@ -33,8 +33,9 @@ def _check_name(value: str) -> str:
 
 
 # Names gb300.program gives its own parts after "<cluster>-" (head node, node identity, monitoring, storage,
-# resource group). A pool of the same name would name its resources like theirs: pool "head" makes two
-# resources with one URN (the head VM's and rack 1's log associations), which the Pulumi engine refuses.
+# resource group). A pool of the same name would name its resources like theirs: pool "head" names its component
+# like the head node, and rack 1's log association carries an alias (its URN before racks were components) equal
+# to the head VM's association's URN, so the engine would take one for the other.
 RESERVED_POOL_NAMES = ("head", "node", "mon", "lustre", "blob", "rg")
 
 
