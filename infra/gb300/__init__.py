@@ -9,8 +9,8 @@ Layers, lowest first; a module imports only from its own layer or the ones befor
 (what nodes boot with) -> :mod:`gb300.program` -> :mod:`~gb300.azure` (the declared resources as typed views,
 quota) -> :mod:`~gb300.rules` -> :mod:`~gb300.plan` -> :mod:`~gb300.ops` (day-2 tools) and
 :mod:`~gb300.commands` (the CLI's commands). At the root: :mod:`gb300.errors`, :mod:`gb300.paths`,
-:mod:`gb300.findings`, :mod:`gb300.tags` (the tag contract), :mod:`gb300.program`, :mod:`gb300.policy_pack` and :mod:`gb300.cli`. One lazy
-exception: the config checks ``gb300:software`` against the bootstrap's pinned versions.
+:mod:`gb300.findings`, :mod:`gb300.tags` (the tag contract), :mod:`gb300.program`, :mod:`gb300.policy_pack` and
+:mod:`gb300.cli`. One lazy exception: the config checks ``gb300:software`` against the bootstrap's pinned versions.
 
 Every error gb300 raises on purpose derives from :class:`gb300.errors.Gb300Error` (the whole tree is in
 :mod:`gb300.errors`)::

@@ -119,7 +119,8 @@ def test_the_arm_body_is_rebuilt_from_the_flattened_inputs(dev_plan: PlanResult)
     assert set(nic["properties"]["ipConfigurations"][0]) == {"name", "properties"}
     assert "subnet" in nic["properties"]["ipConfigurations"][0]["properties"]
     extension = profile["extensionProfile"]["extensions"][0]
-    assert set(extension) == {"name", "properties"} and extension["properties"]["publisher"]
+    assert set(extension) == {"name", "properties"}
+    assert extension["properties"]["publisher"]
     assert isinstance(body["identity"]["userAssignedIdentities"], dict)
     assert "interconnectGroup" in profile["networkProfile"]["interconnectGroupProfile"]
 

@@ -402,8 +402,8 @@ def body_of(resource: Resource) -> tuple[str, Mapping[str, Any], str | None] | N
     """(model name, ARM body, declared API version) of a resource gb300 declares as data, else None."""
     inputs = resource.inputs
     if resource.type in PACKAGE_MODELS:
-        name, body = arm_body(resource)
-        return name, body, compute_package.API_VERSION
+        model_name, body = arm_body(resource)
+        return model_name, body, compute_package.API_VERSION
     if resource.type == GENERIC:
         arm_type = f"{inputs.get('resourceProviderNamespace', '')}/{inputs.get('resourceType', '')}".lower()
         name = GENERIC_MODELS.get(arm_type)
@@ -440,8 +440,8 @@ def violations(resources: Iterable[Resource]) -> list[Violation]:
                     resource.urn,
                     "apiVersion",
                     f"must be {version}, the Compute API version of the installed azure-mgmt-compute models the "
-                    f"body is checked against, or a version data/skus.yaml contractModels lets those models stand in for "
-                    f"(got {declared})",
+                    f"body is checked against, or a version data/skus.yaml contractModels lets those models stand "
+                    f"in for (got {declared})",
                 )
             )
         problems = checker.model(body, model(name), "").found
