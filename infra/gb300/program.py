@@ -10,7 +10,7 @@ import pulumi
 
 from gb300 import config, rules
 from gb300 import tags as gb300_tags
-from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs
+from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs, compute_package
 from gb300.components import monitoring as monitoring_component
 from gb300.components import network as network_component
 from gb300.components import storage as storage_component
@@ -222,6 +222,9 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             public_ip=cfg.access.login_public_ip,
         ),
     )
+    # The racks' compute package reads its own config namespace; this provider gives it the stack's azure-native:*
+    # settings (compute_package.Provider).
+    compute_provider = compute_package.provider_from_stack(f"{name}-compute") if cfg.gpu_pools else None
     for pool in cfg.gpu_pools:
         sku = pool.sku
         custom = pool_data[pool.name]
@@ -240,8 +243,8 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 subnet_id=net.subnet_ids["gpu"],
                 custom_data=custom.base64,
                 custom_data_sha256=custom.sha256,
-                subscription_id=subscription_id,
                 interconnect_blocks=pool.interconnect_blocks,
+                compute_provider=compute_provider,
                 capacity_reservation_group_id=pool.capacity_reservation_group_id,
             ),
         )

@@ -10,7 +10,7 @@ engine's full parallelism, with the provider's authentication, real reads, refre
 
 This module registers the package and its resources exactly as the SDK that ``pulumi package add`` generates
 does, and keeps every constant of that registration in one place (``tests/components/test_compute_package.py``
-pins them; the ``compute-package`` job of ``.github/workflows/ci.yml`` asks the real plugin for the package's
+pins them; the ``compute-package`` job of ``.github/workflows/pr.yml`` asks the real plugin for the package's
 schema and holds these constants and the rack inputs to it):
 
 * The plugin's ``Parameterize`` (pulumi/pulumi-azure-native ``provider/pkg/provider/provider_parameterize.go``)
@@ -151,6 +151,66 @@ class VirtualMachineScaleSet(_PackageResource):
             pulumi.ResourceOptions(replace_on_changes=list(SCALE_SET_REPLACE_ON_CHANGES)), opts
         )
         super().__init__(resource_name, props, opts)
+
+
+# azure-native's provider configuration (pulumi/pulumi-azure-native provider/pkg/provider/auth_azidentity.go and the
+# provider schema's `config`): what a stack sets under `azure-native:` to choose the subscription, cloud and sign-in.
+PROVIDER_CONFIG = (
+    "subscriptionId",
+    "tenantId",
+    "clientId",
+    "environment",
+    "location",
+    "metadataHost",
+    "useMsi",
+    "msiEndpoint",
+    "useOidc",
+    "oidcRequestUrl",
+    "oidcTokenFilePath",
+    "clientCertificatePath",
+    "auxiliaryTenantIds",
+    "partnerId",
+    "disablePulumiPartnerId",
+    "useDefaultAzureCredential",
+)
+PROVIDER_SECRET_CONFIG = ("clientSecret", "clientCertificatePassword", "oidcToken", "oidcRequestToken")
+
+
+class Provider(pulumi.ProviderResource):
+    """An explicit provider of the package (``pulumi:providers:azure-native_compute_v20260301``), as the generated
+    SDK's ``Provider`` class registers it.
+
+    The engine configures a parameterized package's default provider from the package's own namespace
+    (``azure-native_compute_v20260301:*``), never from ``azure-native:*`` (pulumi/pulumi
+    ``pkg/resource/deploy/providers/provider.go``, ``default_providers.go``). :func:`provider_from_stack` builds
+    this provider from the stack's ``azure-native:*`` settings instead, so the subscription, tenant, cloud and
+    sign-in a user gives azure-native reach the racks too. The ``ARM_*`` variables reach both either way.
+    """
+
+    def __init__(
+        self, resource_name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        opts = pulumi.ResourceOptions.merge(pulumi.ResourceOptions(version=PACKAGE_VERSION), opts)
+        super().__init__(PACKAGE_NAME, resource_name, dict(props), opts, package_ref=get_package())
+
+
+def provider_settings(config: pulumi.Config) -> dict[str, pulumi.Input[str]]:
+    """The ``azure-native:*`` settings a stack gives (text, as provider configuration is), secrets kept secret."""
+    settings: dict[str, pulumi.Input[str]] = {}
+    for key in PROVIDER_CONFIG:
+        value = config.get(key)
+        if value is not None:
+            settings[key] = value
+    for key in PROVIDER_SECRET_CONFIG:
+        secret = config.get_secret(key)
+        if secret is not None:
+            settings[key] = secret
+    return settings
+
+
+def provider_from_stack(resource_name: str) -> Provider:
+    """The package's provider with the stack's ``azure-native:*`` settings (see :class:`Provider`)."""
+    return Provider(resource_name, provider_settings(pulumi.Config(BASE_PROVIDER)))
 
 
 def is_package_type(type_: str) -> bool:

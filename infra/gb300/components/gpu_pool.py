@@ -43,8 +43,10 @@ class GpuPoolArgs:
     subnet_id: pulumi.Input[str]
     custom_data: pulumi.Input[str]
     custom_data_sha256: str
-    subscription_id: pulumi.Input[str]
     interconnect_blocks: bool
+    # The compute package's provider (program.py builds it from the stack's azure-native settings; components
+    # create no providers). None: the package's default provider.
+    compute_provider: pulumi.ProviderResource | None = None
     capacity_reservation_group_id: str | None = None
     extensions: tuple[dict[str, Any], ...] = ()  # VM extensions every node runs (scale set extensionProfile)
     retired_racks: tuple[int, ...] = ()
@@ -147,6 +149,7 @@ class Rack(pulumi.ComponentResource):
             name,
             pulumi.ResourceOptions(
                 parent=self,
+                provider=args.compute_provider,
                 depends_on=list(args.node.boot_dependencies),
                 custom_timeouts=RACK_TIMEOUTS,
                 # Azure names are fixed: a replacement deletes the old rack before it creates the new one.
@@ -235,6 +238,7 @@ class GpuPool(pulumi.ComponentResource):
                 scale_set_name,
                 pulumi.ResourceOptions(
                     parent=self,
+                    provider=args.compute_provider,
                     depends_on=list(args.node.boot_dependencies),
                     custom_timeouts=RACK_TIMEOUTS,
                     delete_before_replace=True,

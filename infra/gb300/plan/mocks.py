@@ -302,6 +302,7 @@ class Registration:
     dependencies: tuple[str, ...] = ()  # URNs this resource waits for: depends_on and the inputs' resources
     package: Mapping[str, str] | None = None  # the parameterized package its packageRef names (RegisterPackage)
     custom_timeouts: Mapping[str, str] | None = None  # create/update/delete, as the engine receives them
+    provider: str | None = None  # an explicit provider's reference (``<urn>::<id>``), else the default provider
 
 
 def engine_urn(stack: str, project: str, parent: str, type_: str, name: str) -> str:
@@ -386,6 +387,7 @@ class RecordingMonitor(MockMonitor):
             dependencies=tuple(sorted(set(request.dependencies))),
             package=self.packages.get(request.packageRef) if request.packageRef else None,
             custom_timeouts=_timeouts(request),
+            provider=request.provider or None,
         )
         with self._lock:
             self.registrations.append(registration)

@@ -65,6 +65,7 @@ class ResourceRecord:
     dependencies: tuple[str, ...] = ()  # URNs created first: explicit depends_on and the inputs' resources
     package: Mapping[str, str] | None = None  # the parameterized package it belongs to (azure-native's compute)
     custom_timeouts: Mapping[str, str] | None = None
+    provider: str | None = None  # an explicit provider's reference, ``<urn>::<id>``
 
     def as_json(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
@@ -72,6 +73,8 @@ class ResourceRecord:
             extra["package"] = dict(self.package)
         if self.custom_timeouts is not None:
             extra["customTimeouts"] = dict(self.custom_timeouts)
+        if self.provider is not None:
+            extra["provider"] = self.provider
         return {
             "urn": self.urn,
             "type": self.type,
@@ -166,6 +169,7 @@ def _record(reg: Registration) -> ResourceRecord:
         dependencies=reg.dependencies,
         package=reg.package,
         custom_timeouts=reg.custom_timeouts,
+        provider=reg.provider,
     )
 
 
