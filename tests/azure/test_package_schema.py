@@ -75,7 +75,8 @@ def test_a_key_the_schema_lacks_is_named_with_its_path(reference_plan: PlanResul
     )
     assert len(found) == 64
     assert found[0] == (
-        "ref-train-r0001: virtualMachineProfile.networkProfile.interconnectGroupProfile: the schema defines no such input"
+        "ref-train-r0001: virtualMachineProfile.networkProfile.interconnectGroupProfile: "
+        "the schema defines no such input"
     )
 
 
