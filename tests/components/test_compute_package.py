@@ -16,7 +16,7 @@ def test_the_package_constants_are_pinned() -> None:
     """Name, token, version and parameter are exactly what azure-native's Parameterize and pulumi's Python code
     generator produce for compute v20260301 (provider_parameterize.go, gen.go)."""
     assert compute_package.PACKAGE_NAME == "azure-native_compute_v20260301"
-    assert compute_package.SCALE_SET_TOKEN == "azure-native_compute_v20260301:compute:VirtualMachineScaleSet"
+    assert compute_package.SCALE_SET_TOKEN == "azure-native_compute_v20260301:compute:VirtualMachineScaleSet"  # noqa: S105
     assert compute_package.PARAMETER_JSON == '{"module":"compute","version":"v20260301"}'
     assert compute_package.PARAMETER == "eyJtb2R1bGUiOiJjb21wdXRlIiwidmVyc2lvbiI6InYyMDI2MDMwMSJ9"
     # The generated SDK hands register_package the base64 of the schema's parameter bytes (themselves base64 text).
