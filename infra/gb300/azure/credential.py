@@ -69,7 +69,7 @@ class CredentialError(Gb300Error):
 
 
 class Method(enum.Enum):
-    """How gb300 signs in to Azure; the value is how messages name it."""
+    """How gb300 signs in to Azure, in the order the methods are considered; the value is how messages name it."""
 
     DEFAULT = "DefaultAzureCredential (ARM_USE_DEFAULT_AZURE_CREDENTIAL)"
     CERTIFICATE = "service principal certificate (ARM_CLIENT_CERTIFICATE_PATH)"
@@ -77,6 +77,22 @@ class Method(enum.Enum):
     OIDC = "workload identity federation (ARM_USE_OIDC)"
     MSI = "managed identity (ARM_USE_MSI)"
     CLI = "Azure CLI"
+
+
+WHEN: Mapping[Method, str] = {
+    Method.DEFAULT: "`ARM_USE_DEFAULT_AZURE_CREDENTIAL=true`; azure-identity's `DefaultAzureCredential` reads "
+    "`AZURE_*`",
+    Method.CERTIFICATE: "`ARM_CLIENT_CERTIFICATE_PATH` (and `ARM_CLIENT_CERTIFICATE_PASSWORD`), with `ARM_CLIENT_ID` "
+    "and `ARM_TENANT_ID`",
+    Method.SECRET: "`ARM_CLIENT_SECRET`, with `ARM_CLIENT_ID` and `ARM_TENANT_ID`",
+    Method.OIDC: "`ARM_USE_OIDC=true`, with `ARM_CLIENT_ID` and `ARM_TENANT_ID`; the assertion is `ARM_OIDC_TOKEN`, "
+    "else the file `ARM_OIDC_TOKEN_FILE_PATH` (read each time), else a new ID token from `ARM_OIDC_REQUEST_URL` with "
+    "`ARM_OIDC_REQUEST_TOKEN` (else GitHub's `ACTIONS_ID_TOKEN_REQUEST_URL` and `_TOKEN`) for the audience "
+    "`ARM_OIDC_AUDIENCE` (default `api://AzureADTokenExchange`), asked each time an access token is bought",
+    Method.MSI: "`ARM_USE_MSI=true`; user-assigned when `ARM_CLIENT_ID` is set",
+    Method.CLI: "none of the above: the `az login` session",
+}
+"""When each method applies, for the docs (``gb300 docs``): :meth:`Settings.method` is the code."""
 
 
 @dataclass(frozen=True)
