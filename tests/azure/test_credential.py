@@ -204,12 +204,28 @@ def test_oidc_token_file_is_read_at_each_request(tmp_path: Path) -> None:
         ({"ARM_USE_OIDC": "true", **IDS}, "ARM_USE_OIDC=true needs ARM_OIDC_TOKEN"),
         ({"ARM_CLIENT_SECRET": "s", "ARM_CLIENT_ID": "c"}, "ARM_TENANT_ID must be set"),
         ({"ARM_ENVIRONMENT": "usgovernment"}, "ARM_ENVIRONMENT must be 'public'"),
+        ({"ARM_CLIENT_CERTIFICATE_PATH": "/nonexistent/sp.pem", **IDS}, r"^service principal certificate .*sp\.pem"),
     ],
 )
 def test_incomplete_settings_say_what_is_missing(env: dict[str, str], words: str) -> None:
     """A method chosen without what it needs is a CredentialError naming the missing variable."""
     with pytest.raises(CredentialError, match=words):
         credential.build(Settings.from_env(env))
+
+
+def test_secrets_stay_out_of_reprs() -> None:
+    """A secret, a certificate password or a token read from the environment never shows in a repr or a log line."""
+    env = {
+        **SECRET,
+        "ARM_CLIENT_SECRET": "s3cret",
+        "ARM_CLIENT_CERTIFICATE_PASSWORD": "pfx-pass",
+        "ARM_OIDC_TOKEN": "jwt-value",
+        "ARM_OIDC_REQUEST_URL": "https://ci/x",
+        "ARM_OIDC_REQUEST_TOKEN": "ci-bearer",
+    }
+    settings = Settings.from_env(env)
+    shown = repr(settings) + repr(IdTokenRequest(settings.oidc_request_url, settings.oidc_request_token))
+    assert not {"s3cret", "pfx-pass", "jwt-value", "ci-bearer"} & {w for w in env.values() if w in shown}
 
 
 @pytest.mark.parametrize(

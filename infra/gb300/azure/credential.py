@@ -44,7 +44,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -101,14 +101,14 @@ class Settings:
 
     client_id: str = ""
     tenant_id: str = ""
-    client_secret: str = ""
+    client_secret: str = field(default="", repr=False)
     certificate_path: str = ""
-    certificate_password: str = ""
+    certificate_password: str = field(default="", repr=False)
     use_oidc: bool = False
-    oidc_token: str = ""
+    oidc_token: str = field(default="", repr=False)
     oidc_token_file: str = ""
     oidc_request_url: str = ""
-    oidc_request_token: str = ""
+    oidc_request_token: str = field(default="", repr=False)
     oidc_audience: str = ""
     use_msi: bool = False
     use_default: bool = False
@@ -181,12 +181,14 @@ class Credential:
         return info
 
     def _call(self, ask: Callable[[], Any]) -> Any:
-        from azure.core.exceptions import ClientAuthenticationError  # noqa: PLC0415 - Azure loads only when live
+        from azure.core.exceptions import AzureError, ClientAuthenticationError  # noqa: PLC0415 - loads when live
 
         try:
             return ask()
         except ClientAuthenticationError as exc:  # CredentialUnavailableError included
             raise CredentialError(f"no Azure credential ({self.method.value}: {_first_line(exc)}): {SIGN_IN}") from None
+        except AzureError as exc:  # Entra ID (or the CLI, or the identity endpoint) did not answer
+            raise CredentialError(f"Azure sign-in did not complete ({self.method.value}: {_first_line(exc)})") from None
 
     def close(self) -> None:
         close = getattr(self.inner, "close", None)
@@ -199,39 +201,40 @@ def build(settings: Settings, **client_kwargs: Any) -> Credential:
 
     Raises :class:`CredentialError` for settings the method cannot work with (a missing client id, say).
     """
-    from azure import identity  # noqa: PLC0415
-
     if settings.environment.lower() not in _PUBLIC:
         raise CredentialError(
             f"ARM_ENVIRONMENT must be 'public' for gb300's own Azure calls (got {settings.environment!r}): they reach "
             "management.azure.com only"
         )
     method = settings.method()
-    inner: Any
+    try:
+        return Credential(_azure_identity(settings, method, client_kwargs), method)
+    except (ValueError, OSError) as exc:  # a malformed tenant id, an unreadable certificate
+        raise CredentialError(f"{method.value}: {_first_line(exc)}") from None
+
+
+def _azure_identity(settings: Settings, method: Method, client_kwargs: dict[str, Any]) -> Any:
+    """azure-identity's credential for ``method``."""
+    from azure import identity  # noqa: PLC0415 - the Azure SDK loads only when asked to go live
+
     if method is Method.DEFAULT:
-        inner = identity.DefaultAzureCredential(**client_kwargs)
-    elif method is Method.MSI:
-        inner = identity.ManagedIdentityCredential(client_id=settings.client_id or None, **client_kwargs)
-    elif method is Method.CLI:
-        inner = identity.AzureCliCredential()
-    else:
-        for name, value in (("ARM_CLIENT_ID", settings.client_id), ("ARM_TENANT_ID", settings.tenant_id)):
-            if not value:
-                raise CredentialError(f"{name} must be set to sign in with a {method.value} (got nothing); {SIGN_IN}")
-        tenant, client = settings.tenant_id, settings.client_id
-        if method is Method.CERTIFICATE:
-            inner = identity.CertificateCredential(
-                tenant,
-                client,
-                settings.certificate_path,
-                password=settings.certificate_password or None,
-                **client_kwargs,
-            )
-        elif method is Method.SECRET:
-            inner = identity.ClientSecretCredential(tenant, client, settings.client_secret, **client_kwargs)
-        else:
-            inner = identity.ClientAssertionCredential(tenant, client, assertion(settings), **client_kwargs)
-    return Credential(inner, method)
+        return identity.DefaultAzureCredential(**client_kwargs)
+    if method is Method.MSI:
+        return identity.ManagedIdentityCredential(client_id=settings.client_id or None, **client_kwargs)
+    if method is Method.CLI:
+        return identity.AzureCliCredential()
+    for name, value in (("ARM_CLIENT_ID", settings.client_id), ("ARM_TENANT_ID", settings.tenant_id)):
+        if not value:
+            raise CredentialError(f"{name} must be set to sign in with a {method.value} (got nothing); {SIGN_IN}")
+    tenant, client = settings.tenant_id, settings.client_id
+    if method is Method.CERTIFICATE:
+        password = settings.certificate_password or None
+        return identity.CertificateCredential(
+            tenant, client, settings.certificate_path, password=password, **client_kwargs
+        )
+    if method is Method.SECRET:
+        return identity.ClientSecretCredential(tenant, client, settings.client_secret, **client_kwargs)
+    return identity.ClientAssertionCredential(tenant, client, assertion(settings), **client_kwargs)
 
 
 def assertion(settings: Settings) -> Callable[[], str]:
@@ -266,7 +269,7 @@ class IdTokenRequest:
     """Asks the CI's token endpoint (GitHub's ``ACTIONS_ID_TOKEN_REQUEST_URL``) for a new ID token on each call."""
 
     url: str
-    bearer: str
+    bearer: str = field(repr=False)
     audience: str = ""
     timeout_s: float = 30.0
 
