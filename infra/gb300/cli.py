@@ -4,7 +4,8 @@ Exit codes, the same for every command (docs/cli.md, generated from this module 
 
 * 0: done; for ``gb300 plan``, no finding at or above ``gb300:policy.failOn``;
 * 1: ``gb300 plan`` found at least one finding at or above ``failOn`` (the plan itself worked);
-* 2: the input is wrong: usage, a stack file, a state or quota file, an output path. One line per problem;
+* 2: the input is wrong: usage, a stack file, a state or quota file, an output path, no Azure credential. One line
+  per problem;
 * 3: gb300 itself failed (a bug, or a malformed data file it ships, :class:`~gb300.errors.DataError`): one line
   naming the exception. ``GB300_TRACEBACK=1`` shows the traceback;
 * 130: interrupted (Ctrl-C).

@@ -328,13 +328,17 @@ def test_live_timeout_is_a_warning(reference_plan: PlanResult) -> None:
     assert "did not answer in time" in found[0].message
 
 
-def test_live_without_subscription_is_a_warning(monkeypatch: pytest.MonkeyPatch, reference_plan: PlanResult) -> None:
-    """With no subscription id anywhere, live quota is a warning that says which variable to set."""
+def test_live_without_subscription_is_a_warning(
+    monkeypatch: pytest.MonkeyPatch, reference_plan: PlanResult, tmp_path: Path
+) -> None:
+    """With no subscription id anywhere (no variable, no `az`), live quota is a warning that says which to set."""
     monkeypatch.delenv("AZURE_SUBSCRIPTION_ID", raising=False)
     monkeypatch.delenv("ARM_SUBSCRIPTION_ID", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
     snapshot = quota.fetch_live(["eastus2"], credential=StaticCredential())
     found = _quota_findings(reference_plan, snapshot)
     assert [f.level.label for f in found] == ["warning"]
+    assert "ARM_SUBSCRIPTION_ID" in found[0].message
     assert "AZURE_SUBSCRIPTION_ID" in found[0].message
 
 

@@ -5,19 +5,18 @@ documented size), never from this answer: the address plan must not move when an
 ``gb300 plan --quota live`` (the plan is allowed to call Azure with your credential) the plan also asks
 ``POST /subscriptions/{sub}/providers/Microsoft.StorageCache/getRequiredAmlFSSubnetsSize`` and compares the
 answer with the subnet's free addresses (rule ``lustre-subnet-size``). It is a POST: Reader (the CI's
-read-only identity) may not make it, so a 401/403, a timeout or a missing credential is a WARNING that says so,
-never an error and never a traceback.
+read-only identity) may not make it, so a 401/403 or a timeout is a WARNING that says so, never an error and never
+a traceback. No credential at all is :class:`~gb300.azure.credential.CredentialError`, as for the quota check.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
-import logging
-import os
 from dataclasses import dataclass
 from typing import Any
 
+from gb300.azure import credential as azure_credential
 from gb300.findings import Level, Report
 
 API_VERSION = "2024-03-01"  # the version pulumi-azure-native 3.29's getRequiredAmlFSSubnetsSize invoke uses
@@ -48,14 +47,11 @@ def ask(  # noqa: PLR0911 - one return per way Azure can fail to answer
     from azure.core.pipeline.policies import BearerTokenCredentialPolicy, RetryPolicy  # noqa: PLC0415
     from azure.core.rest import HttpRequest  # noqa: PLC0415
 
-    sub = subscription_id or os.environ.get("AZURE_SUBSCRIPTION_ID") or os.environ.get("ARM_SUBSCRIPTION_ID")
-    if not sub:
-        return Answer(None, "no subscription id: set AZURE_SUBSCRIPTION_ID (or ARM_SUBSCRIPTION_ID)")
     if credential is None:
-        from azure.identity import DefaultAzureCredential  # noqa: PLC0415
-
-        logging.getLogger("azure.identity").setLevel(logging.CRITICAL)
-        credential = DefaultAzureCredential()
+        credential = azure_credential.signed_in()
+    sub = azure_credential.subscription_id(subscription_id)
+    if not sub:
+        return Answer(None, f"no subscription id: {azure_credential.SUBSCRIPTION_HINT}")
     retry_total = int(pipeline_kwargs.pop("retry_total", 1))
     policies = [
         RetryPolicy(retry_total=retry_total),

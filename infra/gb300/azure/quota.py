@@ -5,11 +5,13 @@ regional total (``cores``). Azure's side comes from a :class:`QuotaSnapshot`, re
 
 * a file: the JSON ``az vm list-usage --location L -o json`` prints (a list), or the REST body
   (``{"value": [...]}``) of ``GET .../providers/Microsoft.Compute/locations/{L}/usages``; or
-* ``live``: azure-identity's ``DefaultAzureCredential`` and azure-mgmt-compute (``usage.list`` and
-  ``resource_skus.list``), which also tell whether the size is offered in the region and zone.
+* ``live``: gb300's Azure credential (:mod:`gb300.azure.credential`, the azure-native provider's settings) and
+  azure-mgmt-compute (``usage.list`` and ``resource_skus.list``), which also tell whether the size is offered in
+  the region and zone.
 
 Fetching does I/O and never raises for Azure's answers: a 401/403 or a timeout becomes a region marked
-*unverified* (a WARNING finding of the rule). :mod:`gb300.rules.quota` (rule ``quota-sufficient``) turns
+*unverified* (a WARNING finding of the rule). No credential at all is :class:`~gb300.azure.credential.CredentialError`
+(the CLI exits 2 and says how to sign in). :mod:`gb300.rules.quota` (rule ``quota-sufficient``) turns
 demand + snapshot into findings. Family names match case-insensitively, ignoring spaces. Pools that target a
 capacity reservation group skip the cores check: the reservation already consumed the quota.
 """
@@ -17,14 +19,13 @@ capacity reservation group skip the cores check: the reservation already consume
 from __future__ import annotations
 
 import json
-import logging
-import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gb300.azure import credential as azure_credential
 from gb300.azure.inventory import Resource, whole
 from gb300.azure.machines import machines
 from gb300.errors import Gb300Error
@@ -259,7 +260,10 @@ def fetch_live(
     timeout_s: float = 20.0,
     **client_kwargs: Any,
 ) -> QuotaSnapshot:
-    """Ask Azure (usage and resource SKUs per region). Permission errors and timeouts mark regions unverified."""
+    """Ask Azure (usage and resource SKUs per region). Permission errors and timeouts mark regions unverified.
+
+    Without ``credential``, gb300's own (:func:`gb300.azure.credential.signed_in`): none raises ``CredentialError``.
+    """
     from azure.core.exceptions import (  # noqa: PLC0415 - the Azure SDK loads only when asked to go live
         AzureError,
         ClientAuthenticationError,
@@ -270,16 +274,12 @@ def fetch_live(
     from azure.mgmt.compute import ComputeManagementClient  # noqa: PLC0415
 
     regions = list(regions)
-    sub = subscription_id or os.environ.get("AZURE_SUBSCRIPTION_ID") or os.environ.get("ARM_SUBSCRIPTION_ID")
-    if not sub:
-        why = "no subscription id: set AZURE_SUBSCRIPTION_ID (or ARM_SUBSCRIPTION_ID, as the Pulumi provider reads)"
-        return QuotaSnapshot(LIVE, {r: RegionQuota(r, unverified=why) for r in regions})
     if credential is None:
-        from azure.identity import DefaultAzureCredential  # noqa: PLC0415
-
-        # Each credential it tries logs its failure; the finding says what matters in one line.
-        logging.getLogger("azure.identity").setLevel(logging.CRITICAL)
-        credential = DefaultAzureCredential()
+        credential = azure_credential.signed_in()
+    sub = azure_credential.subscription_id(subscription_id)
+    if not sub:
+        why = f"no subscription id: {azure_credential.SUBSCRIPTION_HINT}"
+        return QuotaSnapshot(LIVE, {r: RegionQuota(r, unverified=why) for r in regions})
     client_kwargs.setdefault("connection_timeout", timeout_s)
     client_kwargs.setdefault("read_timeout", timeout_s)
     client_kwargs.setdefault("retry_total", 1)

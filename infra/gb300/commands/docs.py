@@ -286,12 +286,13 @@ def cli_page() -> str:
         "| 0 | done; for `gb300 plan`, no finding at or above `gb300:policy.failOn` |",
         f"| {cli.EXIT_FINDINGS} | findings: `gb300 plan` ran and found at least one at or above `failOn` "
         "(other commands: what their description says) |",
-        f"| {cli.EXIT_USAGE} | the input is wrong: usage, a stack file, a state or quota file, an output path; "
-        "one line per problem, never a traceback |",
+        f"| {cli.EXIT_USAGE} | the input is wrong: usage, a stack file, a state or quota file, an output path, no "
+        "Azure credential ([Azure sign-in](#azure-sign-in)); one line per problem, never a traceback |",
         f"| {cli.EXIT_INTERNAL} | gb300 itself failed (a bug): one line naming the exception; "
         f"`{cli.TRACEBACK_ENV}=1` shows the traceback |",
         f"| {cli.EXIT_INTERRUPTED} | interrupted (Ctrl-C) |",
         "",
+        *_sign_in(),
         "## Commands",
         "",
         "| command | what it does |",
@@ -321,6 +322,31 @@ def cli_page() -> str:
         if rows:
             lines += ["| argument | meaning |", "|---|---|", *rows, ""]
     return "\n".join(lines)
+
+
+def _sign_in() -> list[str]:
+    """The Azure sign-in section, from :mod:`gb300.azure.credential`."""
+    from gb300.azure import credential  # noqa: PLC0415
+
+    return [
+        "## Azure sign-in",
+        "",
+        "`gb300 plan --quota live` (quota and the Lustre subnet size), `gb300 rollout` and `gb300 status` call Azure",
+        "themselves. They sign in as the pulumi-azure-native provider does (its",
+        "`provider/pkg/provider/auth_azidentity.go`), from the same `ARM_*` variables, so a shell or CI job that can",
+        "run `pulumi up` can run them too. The first method that applies is the one used; none is tried after it, and",
+        "a managed identity only when asked for:",
+        "",
+        "| order | method | when |",
+        "|---|---|---|",
+        *(f"| {i} | {m.value} | {credential.WHEN[m]} |" for i, m in enumerate(credential.Method, 1)),
+        "",
+        "The subscription is `ARM_SUBSCRIPTION_ID`, else `AZURE_SUBSCRIPTION_ID`, else the Azure CLI's (when signed in",
+        "with `az login`). Unlike the provider, gb300 reads no `azure-native:*` stack config keys and reaches only the",
+        "public cloud. With no usable credential these commands exit 2 with one line:",
+        f"`no Azure credential (<method>: <why>): {credential.SIGN_IN}`.",
+        "",
+    ]
 
 
 def _description(text: str) -> str:

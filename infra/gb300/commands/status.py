@@ -21,7 +21,8 @@ def add_parser(subparsers: Any) -> None:
         help="list each deployed rack with ready, failed (step and reason), booting and missing nodes (live)",
         description=(
             "Read the deployed rack scale sets from --state ('pulumi stack export'), then ask Azure (azure-mgmt-"
-            "compute, DefaultAzureCredential) for each rack's VMs and their instance view, and read each running "
+            "compute, signed in as the azure-native provider: see Azure sign-in) for each rack's VMs and their "
+            "instance view, and read each running "
             "node's bootstrap status (/var/lib/gb300/status) with Run Command. Prints one row per rack and one "
             "line per node that is not ready. Exit 0 when every node is ready, 1 when one is not, 2 for wrong "
             "input. See docs/rollout.md."

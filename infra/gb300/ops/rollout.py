@@ -16,7 +16,8 @@ whose custom data hash tag (:data:`gb300.tags.CUSTOM_DATA_HASH`) differs from th
 The first rack that fails stops the rollout; it stays drained, and the report names it and why. Racks of the
 same batch that passed are resumed. Slurm is reached through :class:`Slurm`, which runs ``scontrol`` and
 ``squeue`` through a command prefix (empty on the head itself, ``ssh admin@head`` from elsewhere); the Azure
-calls go through azure-mgmt-compute's ``ComputeManagementClient``.
+calls go through azure-mgmt-compute's ``ComputeManagementClient``, signed in with gb300's Azure credential
+(:mod:`gb300.azure.credential`), checked before the first rack is touched.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gb300 import tags as gb300_tags
+from gb300.azure import credential as azure_credential
 from gb300.azure import inventory
 from gb300.azure.inventory import Resource
 from gb300.errors import Gb300Error
@@ -224,13 +226,15 @@ class Azure:
 
 
 def azure_client_factory(credential: Any = None, **client_kwargs: Any) -> Callable[[str], Any]:
-    """``subscription id -> ComputeManagementClient``; DefaultAzureCredential unless one is given."""
+    """``subscription id -> ComputeManagementClient``; gb300's own credential unless one is given.
+
+    gb300's own is signed in here, before any rack is drained: none raises
+    :class:`~gb300.azure.credential.CredentialError` (the CLI exits 2 and says how to sign in).
+    """
     from azure.mgmt.compute import ComputeManagementClient  # noqa: PLC0415 - the SDK loads only when live
 
     if credential is None:
-        from azure.identity import DefaultAzureCredential  # noqa: PLC0415
-
-        credential = DefaultAzureCredential()
+        credential = azure_credential.signed_in()
     clients: dict[str, Any] = {}
 
     def client_for(subscription_id: str) -> Any:

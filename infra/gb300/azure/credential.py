@@ -1,0 +1,349 @@
+"""One Azure identity for every call gb300 makes itself, chosen the way the azure-native provider chooses its own.
+
+gb300 calls Azure itself for ``gb300 plan --quota live`` (:mod:`~gb300.azure.quota`, :mod:`~gb300.azure.lustre_live`),
+``gb300 rollout`` and ``gb300 status`` (:mod:`gb300.ops.rollout`). They share one credential per process,
+:func:`shared`, read from the variables the pulumi-azure-native provider reads, so a shell or CI job that can run
+``pulumi up`` can run them too. Source: pulumi/pulumi-azure-native ``provider/pkg/provider/auth_azidentity.go``
+(``readAuthConfig``, ``newSingleMethodAuthCredential``, ``newOidcCredential``, ``getOidcTokenExchangeAssertion``);
+``ARM_OIDC_REQUEST_URL``/``ARM_OIDC_REQUEST_TOKEN`` come from its earlier ``auth.go`` (``determineOidcConfig``).
+
+One method, the first that applies (the provider's order); never a chain that tries each in turn:
+
+1. ``ARM_USE_DEFAULT_AZURE_CREDENTIAL=true``: azure-identity's ``DefaultAzureCredential`` (it reads ``AZURE_*``);
+2. ``ARM_CLIENT_CERTIFICATE_PATH`` (PEM or PKCS#12, ``ARM_CLIENT_CERTIFICATE_PASSWORD``): a service principal's
+   certificate, with ``ARM_CLIENT_ID`` and ``ARM_TENANT_ID``;
+3. ``ARM_CLIENT_SECRET``: a service principal's secret, with ``ARM_CLIENT_ID`` and ``ARM_TENANT_ID``;
+4. ``ARM_USE_OIDC=true``: workload identity federation, with ``ARM_CLIENT_ID`` and ``ARM_TENANT_ID``. The
+   assertion is ``ARM_OIDC_TOKEN``, else the file ``ARM_OIDC_TOKEN_FILE_PATH`` (read again each time), else an ID
+   token asked of ``ARM_OIDC_REQUEST_URL`` with ``ARM_OIDC_REQUEST_TOKEN`` (else GitHub's
+   ``ACTIONS_ID_TOKEN_REQUEST_URL``/``ACTIONS_ID_TOKEN_REQUEST_TOKEN``) for the audience ``ARM_OIDC_AUDIENCE``
+   (default ``api://AzureADTokenExchange``). That request is made afresh every time Entra ID is asked for an
+   access token, so a job outlives both GitHub's ID token and the first access token;
+5. ``ARM_USE_MSI=true``: the managed identity (user-assigned when ``ARM_CLIENT_ID`` is set);
+6. otherwise the Azure CLI's sign-in (``az login``).
+
+A managed identity is used only when asked for, so a workstation without one never waits on the instance metadata
+endpoint. Where this differs from the provider: no ``azure-native:*`` stack config keys (gb300 reads variables
+only), no auxiliary tenants, and only the public cloud (``ARM_ENVIRONMENT`` must be unset or ``public``).
+
+A credential that cannot give a token (none configured, ``az`` missing or signed out, Entra ID refusing it) raises
+:class:`CredentialError` on first use, converted in :class:`Credential` alone: the CLI prints it as one line
+telling how to sign in, and exits 2.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import json
+import logging
+import os
+import shutil
+import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gb300.errors import Gb300Error
+
+if TYPE_CHECKING:
+    from azure.core.credentials import AccessToken, AccessTokenInfo, TokenRequestOptions
+
+ARM_SCOPE = "https://management.azure.com/.default"
+OIDC_AUDIENCE = "api://AzureADTokenExchange"
+SIGN_IN = (
+    "run 'az login', or set ARM_CLIENT_ID, ARM_TENANT_ID and ARM_USE_OIDC=true (CI), ARM_CLIENT_SECRET "
+    "(a service principal) or ARM_USE_MSI=true (a managed identity), as for the azure-native provider "
+    "(docs/cli.md#azure-sign-in)"
+)
+SUBSCRIPTION_HINT = "set ARM_SUBSCRIPTION_ID (or AZURE_SUBSCRIPTION_ID), or choose one with 'az account set'"
+_PUBLIC = {"", "public", "azurecloud", "azurepubliccloud"}
+
+
+class CredentialError(Gb300Error):
+    """No usable Azure credential for gb300's own Azure calls: the message says how to sign in (exit 2)."""
+
+
+class Method(enum.Enum):
+    """How gb300 signs in to Azure, in the order the methods are considered; the value is how messages name it."""
+
+    DEFAULT = "DefaultAzureCredential (ARM_USE_DEFAULT_AZURE_CREDENTIAL)"
+    CERTIFICATE = "service principal certificate (ARM_CLIENT_CERTIFICATE_PATH)"
+    SECRET = "service principal secret (ARM_CLIENT_SECRET)"  # noqa: S105 - a label, not a secret
+    OIDC = "workload identity federation (ARM_USE_OIDC)"
+    MSI = "managed identity (ARM_USE_MSI)"
+    CLI = "Azure CLI"
+
+
+WHEN: Mapping[Method, str] = {
+    Method.DEFAULT: "`ARM_USE_DEFAULT_AZURE_CREDENTIAL=true`; azure-identity's `DefaultAzureCredential` reads "
+    "`AZURE_*`",
+    Method.CERTIFICATE: "`ARM_CLIENT_CERTIFICATE_PATH` (and `ARM_CLIENT_CERTIFICATE_PASSWORD`), with `ARM_CLIENT_ID` "
+    "and `ARM_TENANT_ID`",
+    Method.SECRET: "`ARM_CLIENT_SECRET`, with `ARM_CLIENT_ID` and `ARM_TENANT_ID`",
+    Method.OIDC: "`ARM_USE_OIDC=true`, with `ARM_CLIENT_ID` and `ARM_TENANT_ID`; the assertion is `ARM_OIDC_TOKEN`, "
+    "else the file `ARM_OIDC_TOKEN_FILE_PATH` (read each time), else a new ID token from `ARM_OIDC_REQUEST_URL` with "
+    "`ARM_OIDC_REQUEST_TOKEN` (else GitHub's `ACTIONS_ID_TOKEN_REQUEST_URL` and `_TOKEN`) for the audience "
+    "`ARM_OIDC_AUDIENCE` (default `api://AzureADTokenExchange`), asked each time an access token is bought",
+    Method.MSI: "`ARM_USE_MSI=true`; user-assigned when `ARM_CLIENT_ID` is set",
+    Method.CLI: "none of the above: the `az login` session",
+}
+"""When each method applies, for the docs (``gb300 docs``): :meth:`Settings.method` is the code."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the environment says about signing in; empty strings for what it does not set."""
+
+    client_id: str = ""
+    tenant_id: str = ""
+    client_secret: str = field(default="", repr=False)
+    certificate_path: str = ""
+    certificate_password: str = field(default="", repr=False)
+    use_oidc: bool = False
+    oidc_token: str = field(default="", repr=False)
+    oidc_token_file: str = ""
+    oidc_request_url: str = ""
+    oidc_request_token: str = field(default="", repr=False)
+    oidc_audience: str = ""
+    use_msi: bool = False
+    use_default: bool = False
+    environment: str = ""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        """The provider's variables; the OIDC request falls back to GitHub's only when both ARM_ ones are unset."""
+
+        def get(name: str) -> str:
+            return env.get(name, "").strip()
+
+        url, token = get("ARM_OIDC_REQUEST_URL"), get("ARM_OIDC_REQUEST_TOKEN")
+        if not (url and token):
+            url, token = get("ACTIONS_ID_TOKEN_REQUEST_URL"), get("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+        return cls(
+            client_id=get("ARM_CLIENT_ID"),
+            tenant_id=get("ARM_TENANT_ID"),
+            client_secret=get("ARM_CLIENT_SECRET"),
+            certificate_path=get("ARM_CLIENT_CERTIFICATE_PATH"),
+            certificate_password=get("ARM_CLIENT_CERTIFICATE_PASSWORD"),
+            use_oidc=get("ARM_USE_OIDC") == "true",
+            oidc_token=get("ARM_OIDC_TOKEN"),
+            oidc_token_file=get("ARM_OIDC_TOKEN_FILE_PATH"),
+            oidc_request_url=url,
+            oidc_request_token=token,
+            oidc_audience=get("ARM_OIDC_AUDIENCE"),
+            use_msi=get("ARM_USE_MSI") == "true",
+            use_default=get("ARM_USE_DEFAULT_AZURE_CREDENTIAL") == "true",
+            environment=get("ARM_ENVIRONMENT") or get("AZURE_ENVIRONMENT"),
+        )
+
+    def method(self) -> Method:
+        """The first method that applies, in the provider's order."""
+        if self.use_default:
+            return Method.DEFAULT
+        if self.certificate_path:
+            return Method.CERTIFICATE
+        if self.client_secret:
+            return Method.SECRET
+        if self.use_oidc:
+            return Method.OIDC
+        if self.use_msi:
+            return Method.MSI
+        return Method.CLI
+
+
+class Credential:
+    """A token credential over azure-identity's that turns its sign-in failures into one :class:`CredentialError`."""
+
+    def __init__(self, inner: Any, method: Method) -> None:
+        self.inner = inner
+        self.method = method
+
+    def get_token(
+        self,
+        *scopes: str,
+        claims: str | None = None,
+        tenant_id: str | None = None,
+        enable_cae: bool = False,
+        **kwargs: Any,
+    ) -> AccessToken:
+        token: AccessToken = self._call(
+            lambda: self.inner.get_token(*scopes, claims=claims, tenant_id=tenant_id, enable_cae=enable_cae, **kwargs)
+        )
+        return token
+
+    def get_token_info(self, *scopes: str, options: TokenRequestOptions | None = None) -> AccessTokenInfo:
+        info: AccessTokenInfo = self._call(lambda: self.inner.get_token_info(*scopes, options=options))
+        return info
+
+    def _call(self, ask: Callable[[], Any]) -> Any:
+        from azure.core.exceptions import AzureError, ClientAuthenticationError  # noqa: PLC0415 - loads when live
+
+        try:
+            return ask()
+        except ClientAuthenticationError as exc:  # CredentialUnavailableError included
+            raise CredentialError(f"no Azure credential ({self.method.value}: {_first_line(exc)}): {SIGN_IN}") from None
+        except AzureError as exc:  # Entra ID (or the CLI, or the identity endpoint) did not answer
+            raise CredentialError(f"Azure sign-in did not complete ({self.method.value}: {_first_line(exc)})") from None
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            close()
+
+
+def build(settings: Settings, **client_kwargs: Any) -> Credential:
+    """The credential ``settings`` select; ``client_kwargs`` (``transport``, ``authority``) reach its HTTP client.
+
+    Raises :class:`CredentialError` for settings the method cannot work with (a missing client id, say).
+    """
+    if settings.environment.lower() not in _PUBLIC:
+        raise CredentialError(
+            f"ARM_ENVIRONMENT must be 'public' for gb300's own Azure calls (got {settings.environment!r}): they reach "
+            "management.azure.com only"
+        )
+    method = settings.method()
+    try:
+        return Credential(_azure_identity(settings, method, client_kwargs), method)
+    except (ValueError, OSError) as exc:  # a malformed tenant id, an unreadable certificate
+        raise CredentialError(f"{method.value}: {_first_line(exc)}") from None
+
+
+def _azure_identity(settings: Settings, method: Method, client_kwargs: dict[str, Any]) -> Any:
+    """azure-identity's credential for ``method``."""
+    from azure import identity  # noqa: PLC0415 - the Azure SDK loads only when asked to go live
+
+    if method is Method.DEFAULT:
+        return identity.DefaultAzureCredential(**client_kwargs)
+    if method is Method.MSI:
+        return identity.ManagedIdentityCredential(client_id=settings.client_id or None, **client_kwargs)
+    if method is Method.CLI:
+        return identity.AzureCliCredential()
+    for name, value in (("ARM_CLIENT_ID", settings.client_id), ("ARM_TENANT_ID", settings.tenant_id)):
+        if not value:
+            raise CredentialError(f"{name} must be set to sign in with a {method.value} (got nothing); {SIGN_IN}")
+    tenant, client = settings.tenant_id, settings.client_id
+    if method is Method.CERTIFICATE:
+        password = settings.certificate_password or None
+        return identity.CertificateCredential(
+            tenant, client, settings.certificate_path, password=password, **client_kwargs
+        )
+    if method is Method.SECRET:
+        return identity.ClientSecretCredential(tenant, client, settings.client_secret, **client_kwargs)
+    return identity.ClientAssertionCredential(tenant, client, assertion(settings), **client_kwargs)
+
+
+def assertion(settings: Settings) -> Callable[[], str]:
+    """The OIDC assertion source: the token, the token file, or a fresh ID token from the request URL each call."""
+    if settings.oidc_token:
+        token = settings.oidc_token
+        return lambda: token
+    if settings.oidc_token_file:
+        path = Path(settings.oidc_token_file)
+        return lambda: _read_token_file(path)
+    if settings.oidc_request_url and settings.oidc_request_token:
+        return IdTokenRequest(settings.oidc_request_url, settings.oidc_request_token, settings.oidc_audience)
+    raise CredentialError(
+        "ARM_USE_OIDC=true needs ARM_OIDC_TOKEN, ARM_OIDC_TOKEN_FILE_PATH, or ARM_OIDC_REQUEST_URL with "
+        "ARM_OIDC_REQUEST_TOKEN (GitHub Actions sets ACTIONS_ID_TOKEN_REQUEST_URL/_TOKEN with 'permissions: "
+        "id-token: write') (got none)"
+    )
+
+
+def _read_token_file(path: Path) -> str:
+    from azure.core.exceptions import ClientAuthenticationError  # noqa: PLC0415
+
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        why = f"ARM_OIDC_TOKEN_FILE_PATH {path} cannot be read ({exc.strerror})"
+        raise ClientAuthenticationError(message=why) from None
+
+
+@dataclass(frozen=True)
+class IdTokenRequest:
+    """Asks the CI's token endpoint (GitHub's ``ACTIONS_ID_TOKEN_REQUEST_URL``) for a new ID token on each call."""
+
+    url: str
+    bearer: str = field(repr=False)
+    audience: str = ""
+    timeout_s: float = 30.0
+
+    def __call__(self) -> str:
+        from azure.core.exceptions import ClientAuthenticationError  # noqa: PLC0415
+
+        parts = urllib.parse.urlsplit(self.url)
+        query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query) if k != "audience"]
+        query.append(("audience", self.audience or OIDC_AUDIENCE))
+        url = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
+        request = urllib.request.Request(  # noqa: S310 - the CI's own endpoint, http(s) by construction
+            url, headers={"Authorization": f"Bearer {self.bearer}", "Accept": "application/json"}
+        )
+        where = f"the OIDC token request to {parts.netloc}"
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
+                body = json.loads(response.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            raise ClientAuthenticationError(message=f"{where} answered HTTP {exc.code}") from None
+        except (OSError, ValueError) as exc:
+            raise ClientAuthenticationError(message=f"{where} failed ({_first_line(exc)})") from None
+        value = body.get("value") if isinstance(body, dict) else None
+        if not isinstance(value, str) or not value:
+            raise ClientAuthenticationError(message=f"{where} answered without a 'value'")
+        return value
+
+
+@functools.cache
+def shared() -> Credential:
+    """The process's one credential, built on first use from the environment (raises :class:`CredentialError`)."""
+    quiet = logging.getLogger("azure.identity")
+    if quiet.level == logging.NOTSET:  # each failed attempt logs a warning; CredentialError says it in one line
+        quiet.setLevel(logging.CRITICAL)
+    return build(Settings.from_env(os.environ))
+
+
+def signed_in() -> Credential:
+    """:func:`shared`, once it has given a token for Azure Resource Manager (raises :class:`CredentialError`)."""
+    credential = shared()
+    credential.get_token_info(ARM_SCOPE)
+    return credential
+
+
+def subscription_id(explicit: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
+    """``explicit``, else ``ARM_SUBSCRIPTION_ID``, else ``AZURE_SUBSCRIPTION_ID``, else the Azure CLI's default
+    subscription when signing in with the CLI (as the provider does); None when there is none."""
+    env = os.environ if env is None else env
+    for value in (explicit, env.get("ARM_SUBSCRIPTION_ID"), env.get("AZURE_SUBSCRIPTION_ID")):
+        if value and value.strip():
+            return value.strip()
+    if Settings.from_env(env).method() is Method.CLI:
+        return cli_subscription()
+    return None
+
+
+def cli_subscription() -> str | None:
+    """``az account show``'s subscription id, or None without ``az`` or a sign-in."""
+    az = shutil.which("az")
+    if az is None:
+        return None
+    try:
+        done = subprocess.run(
+            [az, "account", "show", "--query", "id", "--output", "tsv"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,289 @@
+"""gb300's one Azure credential: the azure-native provider's settings, OIDC that keeps working for the whole job,
+and a one-line sign-in hint (exit 2) when there is no credential."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from azure.core.pipeline.transport import RequestsTransport
+
+from gb300 import cli
+from gb300.azure import credential
+from gb300.azure.credential import ARM_SCOPE, CredentialError, IdTokenRequest, Method, Settings
+from gb300.plan import PlanResult
+from tests.ops.test_rollout import _export
+
+IDS = {"ARM_CLIENT_ID": "client", "ARM_TENANT_ID": "tenant"}
+OIDC = {"ARM_USE_OIDC": "true", "ARM_OIDC_TOKEN": "jwt", **IDS}
+SECRET = {"ARM_CLIENT_SECRET": "s", **IDS}
+
+
+class Endpoints(BaseHTTPRequestHandler):
+    """GitHub's ID token endpoint (GET /id-token) and Entra ID's token endpoint (POST /<tenant>/oauth2/v2.0/token)."""
+
+    server: Server
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        if url.path != "/id-token":
+            self._answer(404, {})
+            return
+        self.server.id_requests.append((parse_qs(url.query), self.headers.get("Authorization", "")))
+        self._answer(200, {"value": f"id-token-{len(self.server.id_requests)}"})
+
+    def do_POST(self) -> None:
+        form = parse_qs(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode())
+        if not urlsplit(self.path).path.endswith("/oauth2/v2.0/token"):
+            self._answer(404, {})
+            return
+        self.server.assertions.append(form["client_assertion"][0])
+        number = len(self.server.assertions)
+        self._answer(200, {"token_type": "Bearer", "access_token": f"access-{number}", "expires_in": self.server.ttl})
+
+    def _answer(self, code: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class Server(ThreadingHTTPServer):
+    id_requests: list[tuple[dict[str, list[str]], str]]
+    assertions: list[str]
+    ttl: int
+
+
+class ToLocal(RequestsTransport):
+    """azure-identity's transport with every request sent to the local server (it refuses an http:// authority)."""
+
+    def __init__(self, base: str) -> None:
+        super().__init__()
+        self.base = base
+
+    def send(self, request: Any, **kwargs: Any) -> Any:
+        url = urlsplit(request.url)
+        request.url = f"{self.base}{url.path}" + (f"?{url.query}" if url.query else "")
+        return super().send(request, **kwargs)
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    """The two token endpoints on 127.0.0.1, in a thread."""
+    httpd = Server(("127.0.0.1", 0), Endpoints)
+    httpd.id_requests, httpd.assertions, httpd.ttl = [], [], 3600
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _github_oidc(httpd: Server) -> credential.Credential:
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    env = {
+        **IDS,
+        "ARM_USE_OIDC": "true",
+        "ACTIONS_ID_TOKEN_REQUEST_URL": f"{base}/id-token?api-version=2.0",
+        "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "github-bearer",
+    }
+    return credential.build(Settings.from_env(env), transport=ToLocal(base))
+
+
+def test_oidc_asks_github_for_a_new_id_token_when_the_access_token_expires(server: Server) -> None:
+    """Once the first access token has expired, the next one is bought with a new ID token from the request URL."""
+    server.ttl = 0  # expired as soon as it is issued
+    cred = _github_oidc(server)
+    first, second = cred.get_token_info(ARM_SCOPE), cred.get_token_info(ARM_SCOPE)
+    assert server.assertions == ["id-token-1", "id-token-2"]
+    assert (first.token, second.token) == ("access-1", "access-2")
+    for query, auth in server.id_requests:
+        assert query == {"api-version": ["2.0"], "audience": ["api://AzureADTokenExchange"]}
+        assert auth == "Bearer github-bearer"
+
+
+def test_oidc_reuses_an_access_token_until_it_expires(server: Server) -> None:
+    """While the access token is valid, gb300 asks GitHub for no new ID token and Entra ID for no new token."""
+    cred = _github_oidc(server)
+    tokens = {cred.get_token(ARM_SCOPE).token for _ in range(3)}
+    assert tokens == {"access-1"}
+    assert len(server.id_requests) == len(server.assertions) == 1
+
+
+def test_refused_id_token_request_is_a_credential_error() -> None:
+    """An ID token endpoint that cannot be reached becomes the one-line sign-in error, naming OIDC."""
+    cred = credential.build(
+        Settings.from_env(
+            {
+                **IDS,
+                "ARM_USE_OIDC": "true",
+                "ARM_OIDC_REQUEST_URL": "http://127.0.0.1:9/id-token",
+                "ARM_OIDC_REQUEST_TOKEN": "t",
+            }
+        )
+    )
+    with pytest.raises(CredentialError, match=r"no Azure credential \(workload identity federation .*az login"):
+        cred.get_token(ARM_SCOPE)
+
+
+@pytest.mark.parametrize(
+    ("env", "method", "kind"),
+    [
+        ({}, Method.CLI, "AzureCli"),
+        ({"AZURE_CLIENT_ID": "c", "AZURE_TENANT_ID": "t", "AZURE_CLIENT_SECRET": "s"}, Method.CLI, "AzureCli"),
+        ({"ARM_USE_MSI": "true"}, Method.MSI, "ManagedIdentity"),
+        ({"ARM_USE_MSI": "true", **OIDC}, Method.OIDC, "ClientAssertion"),
+        ({**OIDC, **SECRET}, Method.SECRET, "ClientSecret"),
+        ({"ARM_CLIENT_CERTIFICATE_PATH": "sp.pfx", **SECRET}, Method.CERTIFICATE, None),
+        ({"ARM_USE_DEFAULT_AZURE_CREDENTIAL": "true", **SECRET}, Method.DEFAULT, "DefaultAzure"),
+    ],
+)
+def test_variables_select_the_providers_method(env: dict[str, str], method: Method, kind: str | None) -> None:
+    """The ARM_* variables pick one method in the provider's order (default, certificate, secret, OIDC, MSI, CLI)."""
+    settings = Settings.from_env(env)
+    assert settings.method() is method
+    if kind is not None:
+        assert type(credential.build(settings).inner).__name__ == f"{kind}Credential"
+
+
+@pytest.mark.parametrize(
+    ("env", "url"),
+    [
+        ({"ACTIONS_ID_TOKEN_REQUEST_URL": "https://gh/x", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "g"}, "https://gh/x"),
+        (
+            {
+                "ARM_OIDC_REQUEST_URL": "https://arm/x",
+                "ARM_OIDC_REQUEST_TOKEN": "a",
+                "ACTIONS_ID_TOKEN_REQUEST_URL": "https://gh/x",
+                "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "g",
+            },
+            "https://arm/x",
+        ),
+        (
+            {
+                "ARM_OIDC_REQUEST_URL": "https://arm/x",
+                "ACTIONS_ID_TOKEN_REQUEST_URL": "https://gh/x",
+                "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "g",
+            },
+            "https://gh/x",
+        ),
+    ],
+)
+def test_oidc_request_url_prefers_arm_then_github(env: dict[str, str], url: str) -> None:
+    """ARM_OIDC_REQUEST_URL and _TOKEN win when both are set; otherwise GitHub's ACTIONS_ID_TOKEN_REQUEST_* are used."""
+    source = credential.assertion(Settings.from_env({"ARM_USE_OIDC": "true", **IDS, **env}))
+    assert isinstance(source, IdTokenRequest)
+    assert source.url == url
+
+
+def test_oidc_token_file_is_read_at_each_request(tmp_path: Path) -> None:
+    """ARM_OIDC_TOKEN_FILE_PATH is read again for each assertion, so a token rotated in the file is picked up."""
+    path = tmp_path / "token"
+    path.write_text("first\n")
+    source = credential.assertion(Settings.from_env({"ARM_USE_OIDC": "true", "ARM_OIDC_TOKEN_FILE_PATH": str(path)}))
+    before = source()
+    path.write_text("second\n")
+    assert (before, source()) == ("first", "second")
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({"ARM_USE_OIDC": "true", "ARM_TENANT_ID": "t", "ARM_OIDC_TOKEN": "jwt"}, "ARM_CLIENT_ID must be set"),
+        ({"ARM_USE_OIDC": "true", **IDS}, "ARM_USE_OIDC=true needs ARM_OIDC_TOKEN"),
+        ({"ARM_CLIENT_SECRET": "s", "ARM_CLIENT_ID": "c"}, "ARM_TENANT_ID must be set"),
+        ({"ARM_ENVIRONMENT": "usgovernment"}, "ARM_ENVIRONMENT must be 'public'"),
+        ({"ARM_CLIENT_CERTIFICATE_PATH": "/nonexistent/sp.pem", **IDS}, r"^service principal certificate .*sp\.pem"),
+    ],
+)
+def test_incomplete_settings_say_what_is_missing(env: dict[str, str], words: str) -> None:
+    """A method chosen without what it needs is a CredentialError naming the missing variable."""
+    with pytest.raises(CredentialError, match=words):
+        credential.build(Settings.from_env(env))
+
+
+def test_secrets_stay_out_of_reprs() -> None:
+    """A secret, a certificate password or a token read from the environment never shows in a repr or a log line."""
+    env = {
+        **SECRET,
+        "ARM_CLIENT_SECRET": "s3cret",
+        "ARM_CLIENT_CERTIFICATE_PASSWORD": "pfx-pass",
+        "ARM_OIDC_TOKEN": "jwt-value",
+        "ARM_OIDC_REQUEST_URL": "https://ci/x",
+        "ARM_OIDC_REQUEST_TOKEN": "ci-bearer",
+    }
+    settings = Settings.from_env(env)
+    shown = repr(settings) + repr(IdTokenRequest(settings.oidc_request_url, settings.oidc_request_token))
+    assert not {"s3cret", "pfx-pass", "jwt-value", "ci-bearer"} & {w for w in env.values() if w in shown}
+
+
+@pytest.mark.parametrize(
+    ("explicit", "env", "cli", "expected"),
+    [
+        ("given", {"ARM_SUBSCRIPTION_ID": "arm", "AZURE_SUBSCRIPTION_ID": "azure"}, "cli", "given"),
+        (None, {"ARM_SUBSCRIPTION_ID": "arm", "AZURE_SUBSCRIPTION_ID": "azure"}, "cli", "arm"),
+        (None, {"AZURE_SUBSCRIPTION_ID": "azure"}, "cli", "azure"),
+        (None, {}, "cli", "cli"),
+        (None, {"ARM_USE_MSI": "true"}, "cli", None),
+    ],
+)
+def test_subscription_id_order(
+    monkeypatch: pytest.MonkeyPatch, explicit: str | None, env: dict[str, str], cli: str, expected: str | None
+) -> None:
+    """Subscription: given, ARM_SUBSCRIPTION_ID, AZURE_SUBSCRIPTION_ID, then az's default (only when az signs in)."""
+    monkeypatch.setattr(credential, "cli_subscription", lambda: cli)
+    assert credential.subscription_id(explicit, env) == expected
+
+
+@pytest.fixture
+def no_credential(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """A process with no ARM_/AZURE_/ACTIONS_ variable, no `az` on PATH, and a fresh shared credential."""
+    import os  # noqa: PLC0415
+
+    for name in list(os.environ):
+        if name.startswith(("ARM_", "AZURE_", "ACTIONS_ID_TOKEN_", "IDENTITY_", "MSI_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    credential.shared.cache_clear()
+    yield
+    credential.shared.cache_clear()
+
+
+def _stale_state(plan: PlanResult, tmp_path: Path) -> Path:
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(_export(plan, stale={r.name for r in plan.resources})))
+    return path
+
+
+@pytest.mark.parametrize("command", ["status", "rollout", "plan"])
+def test_without_a_credential_commands_exit_two_with_the_sign_in_hint(
+    no_credential: None, dev_plan: PlanResult, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """status, rollout and plan --quota live, with no way to sign in, print one line saying how and exit 2."""
+    state = str(_stale_state(dev_plan, tmp_path))
+    argv = {
+        "status": ["status", "--state", state],
+        "rollout": ["rollout", "--stack", "dev", "--state", state],
+        "plan": ["plan", "--stack", "dev", "--quota", "live"],
+    }[command]
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    assert code == cli.EXIT_USAGE, err
+    *progress, last = err.splitlines()
+    assert all(line.startswith(f"gb300 {command}: validating") for line in progress)  # the plan's progress line
+    assert last.startswith(f"gb300 {command}: no Azure credential (Azure CLI: ")
+    assert "run 'az login'" in last
+    assert "ARM_USE_OIDC=true" in last
+    assert "bug" not in err
+    assert "drain" not in out
