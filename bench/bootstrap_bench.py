@@ -48,7 +48,9 @@ def custom_data_by_role(plan_file: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     for rec in json.loads(plan_file.read_text(encoding="utf-8"))["resources"]:
         inputs, tags = rec["inputs"], rec["inputs"].get("tags") or {}
-        in_scale_set = _dig(inputs, "properties", "virtualMachineProfile", "osProfile", "customData")
+        in_scale_set = _dig(inputs, "virtualMachineProfile", "osProfile", "customData") or _dig(
+            inputs, "properties", "virtualMachineProfile", "osProfile", "customData"
+        )
         data = in_scale_set or _dig(inputs, "osProfile", "customData")
         if isinstance(data, str):
             role = str(tags.get("gb300-role", "gpu-node" if in_scale_set else rec["name"]))

@@ -1,10 +1,11 @@
 """Pulumi state bytes of a plan: each resource's ``inputs`` map as the checkpoint stores it, per rack and per type.
 
 A Pulumi checkpoint (``pulumi stack export``) keeps, for every resource, its ``inputs`` map (and its ``outputs``)
-as JSON. The plan JSON records the inputs the program registered, camelCase as the provider receives them,
-dynamic resources' ``__provider`` (the pickled provider) included. This module measures them as compact UTF-8 JSON:
-the backend's indentation and the ciphertext of the few secret inputs (shown as ``[secret]`` in the plan) come on
-top. Outputs are not counted: for most azure-native resources they repeat the inputs and add what Azure computes.
+as JSON. The plan JSON records the inputs the program registered, camelCase as the provider receives them
+(gb300 0.1's dynamic resources' ``__provider``, the pickled provider, included). This module measures them as
+compact UTF-8 JSON: the backend's indentation and the ciphertext of the few secret inputs (shown as
+``[secret]`` in the plan) come on top. Outputs are not counted: for most azure-native resources they repeat the
+inputs and add what Azure computes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-RACK_SCALE_SET = "rack-scale-set"  # gb300.compute_resource.RACK_SCALE_SET; not imported: the bench parent stays light
+RACK_SCALE_SET = "rack-scale-set"  # gb300 0.1's dynamic rack marker (gb300Kind): the baseline's racks
+SCALE_SET_SUFFIX = ":VirtualMachineScaleSet"  # the compute package's racks (not imported: the bench parent stays light)
+
+
+def is_rack_scale_set(rec: Mapping[str, Any]) -> bool:
+    """A rack's scale set in either shape: gb300 0.1's dynamic resource, or the compute package's scale set."""
+    inputs = rec["inputs"]
+    if inputs.get("gb300Kind") == RACK_SCALE_SET:
+        return True
+    return str(rec["type"]).endswith(SCALE_SET_SUFFIX) and "gb300-rack" in (inputs.get("tags") or {})
 
 
 def input_bytes(inputs: Mapping[str, Any]) -> int:
@@ -37,7 +47,7 @@ def of_plan(plan_file: Path) -> dict[str, Any]:
     """Totals of one plan JSON: resources, input bytes, per type, and the largest rack scale set's inputs."""
     resources = json.loads(plan_file.read_text(encoding="utf-8"))["resources"]
     types = by_type(resources)
-    racks = [r for r in resources if r["inputs"].get("gb300Kind") == RACK_SCALE_SET]
+    racks = [r for r in resources if is_rack_scale_set(r)]
     largest = max(racks, key=lambda r: input_bytes(r["inputs"]), default=None)
     return {
         "resources": len(resources),

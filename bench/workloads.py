@@ -85,13 +85,16 @@ DIGEST_KEYS = (
     "retainOnDelete",
     "replaceOnChanges",
     "deleteBeforeReplace",
+    "package",  # recorded since racks are a parameterized package (absent in older plans: None)
+    "provider",
+    "customTimeouts",
 )
 
 
 def digest(records: list[dict[str, Any]]) -> str:
     """A hash of the registrations (:data:`DIGEST_KEYS`), order-independent."""
     keys = DIGEST_KEYS
-    rows = sorted(json.dumps({k: r[k] for k in keys}, sort_keys=True) for r in records)
+    rows = sorted(json.dumps({k: r.get(k) for k in keys}, sort_keys=True) for r in records)
     return hashlib.sha256("\n".join(rows).encode()).hexdigest()
 
 
@@ -160,7 +163,9 @@ def registration_order(records: list[dict[str, Any]]) -> Iterator[dict[str, Any]
                 yield current
                 continue
             pending.append((current, True))
+            provider = current.get("provider") or ""
             before = [current["parent"], *current.get("dependencies", ())]
+            before += [u for u in by_urn if provider.startswith(f"{u}::")]  # an explicit provider goes first too
             pending.extend((by_urn[u], False) for u in reversed(before) if u in by_urn and u not in done)
 
     for rec in records:
@@ -225,7 +230,12 @@ class FloorProgram:
         """The record's parent and options, and as explicit ``depends_on`` every dependency its inputs as wired
         here do not carry (the toolkit's explicit ones, and outputs the floor passes as plain values)."""
         depends_on = [self.objects[u] for u in rec["dependencies"] if u not in self.wired and u in self.objects]
+        provider = rec.get("provider")
+        timeouts = rec.get("customTimeouts")
         opts = pulumi.ResourceOptions(
+            provider=self._provider(provider) if provider else None,
+            custom_timeouts=pulumi.CustomTimeouts(**timeouts) if timeouts else None,
+            version=rec["package"]["version"] if rec.get("package") else None,
             parent=self.objects.get(rec["parent"] or ""),
             protect=rec["protect"] or None,
             retain_on_delete=rec["retainOnDelete"] or None,
@@ -236,6 +246,10 @@ class FloorProgram:
         if rec["type"].startswith("azure-native:"):
             opts = pulumi.ResourceOptions.merge(self.azure_defaults, opts)
         return opts
+
+    def _provider(self, reference: str) -> Any:
+        """The registered provider a reference (``<urn>::<id>``) names."""
+        return next(obj for urn, obj in self.objects.items() if reference.startswith(f"{urn}::"))
 
     def register(self, rec: dict[str, Any]) -> None:
         self.wired = set()
@@ -252,7 +266,15 @@ class FloorProgram:
                 inputs[key] = _name_output(target, inputs[key])
         opts = self.options(rec)
         res: pulumi.CustomResource
-        if self.classes is not None:
+        package = rec.get("package")
+        package_ref = _package_ref(package) if package else None
+        if rec["type"].startswith("pulumi:providers:"):
+            res = pulumi.ProviderResource(
+                rec["type"].split(":", 2)[2], rec["name"], inputs, opts, package_ref=package_ref
+            )
+        elif package_ref is not None:
+            res = pulumi.CustomResource(rec["type"], rec["name"], inputs, opts, package_ref=package_ref)
+        elif self.classes is not None:
             cls = self.classes[rec["type"]]
             res = cls(rec["name"], opts=opts, **_kwargs_for(cls, inputs))
         else:
@@ -267,6 +289,18 @@ class FloorProgram:
     def __call__(self) -> None:
         for rec in self.records:
             self.register(rec)
+
+
+def _package_ref(package: dict[str, str]) -> Any:
+    """The package reference a parameterized package's resources pass, registered as the plan's record says."""
+    return pulumi.runtime.register_package(
+        base_provider_name=package["baseProvider"],
+        base_provider_version=package["baseProviderVersion"],
+        base_provider_download_url=package["downloadUrl"],
+        package_name=package["name"],
+        package_version=package["version"],
+        base64_parameter=package["parameter"],
+    )
 
 
 def floor(plan_file: str, *, typed: bool) -> dict[str, Any]:

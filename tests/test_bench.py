@@ -26,9 +26,11 @@ def test_bench_reports_state_custom_data_and_cost_next_to_a_baseline(tmp_path: P
     report = json.loads(out.read_text(encoding="utf-8"))
     per_rack = report["perRack"]
     assert per_rack["resources"] == sum(row["count"] for row in per_rack["byType"].values())
-    assert per_rack["byType"]["pulumi-python:dynamic:Resource"]["count"] == 1  # the rack's scale set
+    scale_set = "azure-native_compute_v20260301:compute:VirtualMachineScaleSet"
+    assert per_rack["byType"][scale_set]["count"] == 1  # the rack's scale set
+    assert per_rack["byType"]["gb300:compute:Rack"]["count"] == 1  # and the component that holds it
     assert per_rack["bytes"] >= report["scales"]["large"]["state"]["rackScaleSetBytes"]
-    assert "__provider" in report["scales"]["large"]["state"]["rackScaleSetKeys"]
+    assert "virtualMachineProfile" in report["scales"]["large"]["state"]["rackScaleSetKeys"]
     assert report["basePerRack"]["bytes"] > 0
     assert {"gpu-node", "head"} <= set(report["customData"])
     assert report["baseCustomData"]
