@@ -7,6 +7,7 @@ mock monitor. Both read the same config and declare the same resources.
 from __future__ import annotations
 
 import pulumi
+from pulumi_azure_native import authorization, resources
 
 from gb300 import config, rules
 from gb300 import tags as gb300_tags
@@ -14,7 +15,6 @@ from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIde
 from gb300.components import monitoring as monitoring_component
 from gb300.components import network as network_component
 from gb300.components import storage as storage_component
-from gb300.components.arm_resource import ArmResource, invoke, token
 from gb300.components.head import HeadNode, HeadNodeArgs
 from gb300.components.node_common import NodeCommon
 from gb300.components.node_payload import NodePayloadArgs, NodePayloads, PayloadFile
@@ -43,19 +43,19 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     # Deleting a resource group deletes everything in it, retained stores included: while it holds one, the group
     # is protected and retained too, so neither `pulumi destroy` nor a replacement of the group deletes it.
     keep = keeps_data(cfg)
-    rg = ArmResource(
+    rg = resources.ResourceGroup(
         f"{name}-rg",
-        {"resourceGroupName": f"{name}-rg", "location": location, "tags": tags},
-        pulumi.ResourceOptions(protect=keep, retain_on_delete=keep),
-        type_=token("resources", "ResourceGroup"),
-        outputs=("name",),
+        resource_group_name=f"{name}-rg",
+        location=location,
+        tags=tags,
+        opts=pulumi.ResourceOptions(protect=keep, retain_on_delete=keep),
     )
-    rg_name: pulumi.Output[str] = rg.output("name")
-    # The deployer's tenant, subscription and object id, as azure-native's getClientConfig answers them.
-    client = invoke("authorization", "getClientConfig")
-    tenant_id: pulumi.Output[str] = client["tenantId"]
-    subscription_id: pulumi.Output[str] = client["subscriptionId"]
-    deployer_object_id: pulumi.Output[str] = client["objectId"]
+    rg_name = rg.name
+    # The deployer's tenant, subscription and object id.
+    client = authorization.get_client_config_output()
+    tenant_id = client.tenant_id
+    subscription_id = client.subscription_id
+    deployer_object_id = client.object_id
     storage = cfg.storage
     net = Network(
         name,
