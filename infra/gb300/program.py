@@ -270,11 +270,29 @@ def read_config() -> StackConfig:
     return cfg
 
 
+def drop_version_aliases(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
+    """A stack transformation that registers every typed azure-native resource without its alias list.
+
+    The typed classes add one alias per older API-version type token (60 for each network resource, 9 for each
+    rack's data collection rule association); the SDK turns each into an alias URN as the resource is constructed
+    (pulumi/pulumi#10010), after the stack's transformations and before any transform that runs in the engine.
+    Kept, they doubled the CPU and memory of a 1,388-rack plan (docs/scale.md). They matter only to a state that
+    holds a resource under one of those versioned tokens, and gb300 has only ever declared the unversioned ones.
+    Only the ``azure-native:`` resources' aliases go; any other stays.
+    """
+    if not args.opts.aliases or not args.type_.startswith("azure-native:"):
+        return None
+    opts = args.opts._copy()
+    opts.aliases = None
+    return pulumi.ResourceTransformationResult(args.props, opts)
+
+
 def main() -> None:
     """Entry point under the Pulumi engine or the plan's mocks."""
     try:
         cfg = read_config()
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack configuration:\n{exc}") from None
+    pulumi.runtime.register_stack_transformation(drop_version_aliases)
     for key, value in build(cfg).items():
         pulumi.export(key, value)

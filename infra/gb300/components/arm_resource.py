@@ -1,13 +1,9 @@
-"""Azure resources registered by type token and camelCase inputs, without pulumi-azure-native's typed classes.
+"""An azure-native resource registered by type token and camelCase inputs, without its typed class.
 
-gb300 declares every azure-native resource through :class:`ArmResource`: the type token
-(``azure-native:network:Subnet``), the inputs as the provider receives them (camelCase, nested dicts), and the
-outputs the program reads. The engine and the provider see exactly what the typed class would send (the same
-type, name, inputs and provider version: ``tests/components/test_arm_resource.py`` registers every resource of
-the reference plan again through its typed class and compares), but the plan no longer pays for the typed
-modules: importing ``pulumi_azure_native.network`` alone loads every network resource and input type (about
-0.3 s of CPU), the modules gb300 used took about 0.75 s and 70 MiB of a plan, and each typed class computes one
-alias URN per older API version as it is constructed (pulumi/pulumi#10010). Measurements: ``docs/scale.md``.
+Every other Azure resource gb300 declares is a pulumi-azure-native typed class (``network.Subnet(...)``). This is
+left for the GPU pool's interconnect group (``components/gpu_pool.py``, being rewritten as a rack component);
+``tests/components/test_typed_resources.py`` lists that exception, holds it to what the typed class would register,
+and fails once nothing uses this module any more: then delete it.
 """
 
 from __future__ import annotations
@@ -58,10 +54,3 @@ class ArmResource(pulumi.CustomResource):
             raise AttributeError(f"{self._name}: output {key!r} was not declared")
         value: pulumi.Output[Any] = getattr(self, key)
         return value
-
-
-def invoke(module: str, function: str, args: Mapping[str, Any] | None = None) -> pulumi.Output[Any]:
-    """An azure-native function (``invoke("authorization", "getClientConfig")``): its result as a camelCase
-    dict, invoked with the provider version the typed functions pin."""
-    opts = pulumi.InvokeOutputOptions.merge(_utilities.get_invoke_opts_defaults(), None)
-    return pulumi.runtime.invoke_output(token(module, function), dict(args or {}), opts=opts)
