@@ -7,6 +7,7 @@ mock monitor. Both read the same config and declare the same resources.
 from __future__ import annotations
 
 import pulumi
+from pulumi_azure_native import authorization, resources
 
 from gb300 import config, rules
 from gb300 import tags as gb300_tags
@@ -14,7 +15,6 @@ from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIde
 from gb300.components import monitoring as monitoring_component
 from gb300.components import network as network_component
 from gb300.components import storage as storage_component
-from gb300.components.arm_resource import ArmResource, invoke, token
 from gb300.components.head import HeadNode, HeadNodeArgs
 from gb300.components.node_common import NodeCommon
 from gb300.components.node_payload import NodePayloadArgs, NodePayloads, PayloadFile
@@ -43,19 +43,19 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     # Deleting a resource group deletes everything in it, retained stores included: while it holds one, the group
     # is protected and retained too, so neither `pulumi destroy` nor a replacement of the group deletes it.
     keep = keeps_data(cfg)
-    rg = ArmResource(
+    rg = resources.ResourceGroup(
         f"{name}-rg",
-        {"resourceGroupName": f"{name}-rg", "location": location, "tags": tags},
-        pulumi.ResourceOptions(protect=keep, retain_on_delete=keep),
-        type_=token("resources", "ResourceGroup"),
-        outputs=("name",),
+        resource_group_name=f"{name}-rg",
+        location=location,
+        tags=tags,
+        opts=pulumi.ResourceOptions(protect=keep, retain_on_delete=keep),
     )
-    rg_name: pulumi.Output[str] = rg.output("name")
-    # The deployer's tenant, subscription and object id, as azure-native's getClientConfig answers them.
-    client = invoke("authorization", "getClientConfig")
-    tenant_id: pulumi.Output[str] = client["tenantId"]
-    subscription_id: pulumi.Output[str] = client["subscriptionId"]
-    deployer_object_id: pulumi.Output[str] = client["objectId"]
+    rg_name = rg.name
+    # The deployer's tenant, subscription and object id.
+    client = authorization.get_client_config_output()
+    tenant_id = client.tenant_id
+    subscription_id = client.subscription_id
+    deployer_object_id = client.object_id
     storage = cfg.storage
     net = Network(
         name,
@@ -273,11 +273,45 @@ def read_config() -> StackConfig:
     return cfg
 
 
+def drop_version_aliases(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
+    """A stack transformation that registers every typed azure-native resource without its alias list.
+
+    The typed classes add one alias per older API-version type token (60 for each network resource, 9 for each
+    rack's data collection rule association); the SDK turns each into an alias URN as the resource is constructed
+    (pulumi/pulumi#10010), after the stack's transformations and before any transform that runs in the engine.
+    Kept, they doubled the CPU and memory of a 1,388-rack plan (docs/scale.md). They matter only to a state that
+    holds a resource under one of those versioned tokens, and gb300 has only ever declared the unversioned ones.
+    Only those version aliases of ``azure-native:`` resources go (an alias that names nothing but another type);
+    an alias gb300 gives itself (a rack's logs association keeps its URN from before racks were components:
+    another name and parent) stays.
+    """
+    if not args.opts.aliases or not args.type_.startswith("azure-native:"):
+        return None
+    kept = [a for a in args.opts.aliases if not _version_alias(a)]
+    if len(kept) == len(args.opts.aliases):
+        return None
+    opts = args.opts._copy()
+    opts.aliases = kept or None
+    return pulumi.ResourceTransformationResult(args.props, opts)
+
+
+def _version_alias(alias: object) -> bool:
+    """An alias the typed classes add: another type token and nothing else (name, parent, stack, project unset)."""
+    unset: tuple[object, ...] = (None, ...)  # pulumi.Alias leaves an unset field as Ellipsis
+    fields: dict[str, object] = vars(alias) if isinstance(alias, pulumi.Alias) else {}
+    return (
+        bool(fields)
+        and fields.get("type_") not in unset
+        and all(fields.get(k) in unset for k in ("name", "parent", "stack", "project"))
+    )
+
+
 def main() -> None:
     """Entry point under the Pulumi engine or the plan's mocks."""
     try:
         cfg = read_config()
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack configuration:\n{exc}") from None
+    pulumi.runtime.register_stack_transformation(drop_version_aliases)
     for key, value in build(cfg).items():
         pulumi.export(key, value)

@@ -10,11 +10,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 import yaml
 
 from gb300 import config
 from gb300.azure import inventory
+from gb300.components.monitoring import Monitoring, MonitoringArgs
 from gb300.errors import ConfigError
 from gb300.facts import alerts
 from gb300.paths import DATA_DIR, TEMPLATES_DIR
@@ -316,3 +318,43 @@ def test_grafana_name_fits_the_strictest_limit(dev_raw: dict[str, Any]) -> None:
         config.parse({**raw, "cluster": {**raw["cluster"], "name": longest + "x"}})
     (grafana,) = [r for r in register("dev", raw) if r.type == "azure-native:dashboard:Grafana"]
     assert GRAFANA_NAME.fullmatch(grafana.inputs["workspaceName"]), grafana.inputs["workspaceName"]
+
+
+def _associate_under_a_rack(*, logs: bool) -> list[ResourceRecord]:
+    """Register a monitoring component and one rack component that owns its scale set's log association."""
+
+    def program() -> None:
+        mon = Monitoring(
+            "m",
+            MonitoringArgs(
+                resource_group_name="rg",
+                location="eastus2",
+                node_principal_id="principal",
+                logs=logs,
+                prometheus=False,
+                grafana=False,
+                alerts=False,
+            ),
+        )
+        rack = pulumi.ComponentResource("gb300:compute:Rack", "r-0001")
+        scale_set = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/r-0001"
+        mon.associate(scale_set, "r-0001-logs", pulumi.ResourceOptions(parent=rack))
+        rack.register_outputs({})
+
+    return register("dev", {}, program=program)
+
+
+def test_a_rack_component_can_own_its_log_association() -> None:
+    """Monitoring.associate puts the association under the parent its options name (a rack), with the logs rule."""
+    records = {r.name: r for r in _associate_under_a_rack(logs=True)}
+    association = records["r-0001-logs"]
+    assert association.type == "azure-native:monitor:DataCollectionRuleAssociation"
+    assert association.parent == records["r-0001"].urn
+    assert association.inputs["associationName"] == "m-logs"
+    assert association.inputs["dataCollectionRuleId"] == records["m-logs-dcr"].id
+    assert association.inputs["resourceUri"].endswith("/virtualMachineScaleSets/r-0001")
+
+
+def test_no_log_association_without_logs() -> None:
+    """With logs off there is no rule to associate, and associate registers nothing."""
+    assert "r-0001-logs" not in {r.name for r in _associate_under_a_rack(logs=False)}

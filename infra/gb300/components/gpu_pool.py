@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+from pulumi_azure_native import network
 
 from gb300 import tags as gb300_tags
 from gb300.components import compute_package, scale_set
-from gb300.components.arm_resource import ArmResource, token
 from gb300.components.node_common import NodeCommon
 from gb300.facts.catalog import FabricModel, Sku
 
@@ -170,8 +170,8 @@ class Rack(pulumi.ComponentResource):
             # Until racks were components, the association was the monitoring component's child, numbered by the
             # rack's position in the pool: the alias keeps its URN (and the deployed association) as it was.
             monitoring.associate(
-                f"{name}-logs",
                 vmss.id,
+                f"{name}-logs",
                 pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(name=logs_alias, parent=monitoring)]),
             )
         self.register_outputs({"scaleSetId": self.scale_set_id})
@@ -203,22 +203,19 @@ class GpuPool(pulumi.ComponentResource):
         self.scale_set_ids = []
         if args.fabric.scale_set_per == "rack":
             ig = args.fabric.interconnect_group or {}
-            group = ArmResource(
+            group = network.InterconnectGroup(
                 f"{name}-ig",
-                {
-                    "interconnectGroupName": f"{name}-ig",
-                    "resourceGroupName": args.node.resource_group_name,
-                    "location": args.node.location,
-                    "scope": ig.get("scope", "InfiniBand"),
-                    "subgroupProfile": {
-                        "vmSize": args.sku.name,
-                        "scope": ig.get("subgroupScope", "VerticalConnect"),
-                        "size": args.sku.vms_per_nvlink_domain,
-                    },
-                    "tags": tags,
-                },
-                child,
-                type_=token("network", "InterconnectGroup"),
+                interconnect_group_name=f"{name}-ig",
+                resource_group_name=args.node.resource_group_name,
+                location=args.node.location,
+                scope=ig.get("scope", "InfiniBand"),
+                subgroup_profile=network.SubgroupProfileArgs(
+                    vm_size=args.sku.name,
+                    scope=ig.get("subgroupScope", "VerticalConnect"),
+                    size=args.sku.vms_per_nvlink_domain,
+                ),
+                tags=tags,
+                opts=child,
             )
             self.interconnect_group_id = group.id
             for position, index in enumerate(args.rack_indices, start=1):
@@ -247,7 +244,7 @@ class GpuPool(pulumi.ComponentResource):
             )
             self.scale_set_ids.append(vmss.id)
             if monitoring is not None:
-                monitoring.associate(f"{name}-0001-logs", vmss.id, pulumi.ResourceOptions(parent=monitoring))
+                monitoring.associate(vmss.id, f"{name}-0001-logs")
         self.register_outputs(
             {
                 "scaleSetIds": self.scale_set_ids,

@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
+from pulumi_azure_native import compute, network
 
 from gb300 import tags as gb300_tags
-from gb300.components.arm_resource import ArmResource, token
-from gb300.components.network import SUBNET_POLICY_DEFAULTS
 from gb300.components.node_common import NodeCommon
 from gb300.components.scale_set import image_reference
 
@@ -51,127 +50,121 @@ class HeadNode(pulumi.ComponentResource):
         tags = gb300_tags.head(node.tags, args.custom_data_sha256)
         public_ip = None
         if args.public_ip:
-            pip = ArmResource(
+            pip = network.PublicIPAddress(
                 f"{name}-ip",
-                {
-                    "publicIpAddressName": f"{name}-ip",
-                    "resourceGroupName": node.resource_group_name,
-                    "location": node.location,
-                    "sku": {"name": "Standard"},
-                    "publicIPAllocationMethod": "Static",
-                    "zones": zones,
-                    "tags": tags,
-                },
-                child,
-                type_=token("network", "PublicIPAddress"),
+                public_ip_address_name=f"{name}-ip",
+                resource_group_name=node.resource_group_name,
+                location=node.location,
+                sku=network.PublicIPAddressSkuArgs(name=network.PublicIPAddressSkuName.STANDARD),
+                public_ip_allocation_method=network.IPAllocationMethod.STATIC,
+                zones=zones,
+                tags=tags,
+                opts=child,
             )
-            public_ip = {"id": pip.id}
-        ip_configuration = {
-            "name": "ipconfig",
-            "primary": True,
-            # A subnet reference carries the provider schema's subnet policy defaults, as the typed class sends it.
-            "subnet": {"id": args.subnet_id, **SUBNET_POLICY_DEFAULTS},
-            "privateIPAllocationMethod": "Dynamic",
-            "publicIPAddress": public_ip,
-        }
-        nic = ArmResource(
+            public_ip = network.PublicIPAddressArgs(id=pip.id)
+        nic = network.NetworkInterface(
             f"{name}-nic",
-            {
-                "networkInterfaceName": f"{name}-nic",
-                "resourceGroupName": node.resource_group_name,
-                "location": node.location,
-                "enableAcceleratedNetworking": True,
-                "ipConfigurations": [ip_configuration],
-                "tags": tags,
-            },
-            child,
-            type_=token("network", "NetworkInterface"),
+            network_interface_name=f"{name}-nic",
+            resource_group_name=node.resource_group_name,
+            location=node.location,
+            enable_accelerated_networking=True,
+            ip_configurations=[
+                network.NetworkInterfaceIPConfigurationArgs(
+                    name="ipconfig",
+                    primary=True,
+                    subnet=network.SubnetArgs(id=args.subnet_id),
+                    private_ip_allocation_method=network.IPAllocationMethod.DYNAMIC,
+                    public_ip_address=public_ip,
+                )
+            ],
+            tags=tags,
+            opts=child,
         )
         # Slurm's state and the accounting database live here, not on the OS disk (docs/day2.md): protected and
         # retained, and attached with deleteOption Detach, so replacing or deleting the VM leaves it to the next one.
-        state_disk = ArmResource(
+        state_disk = compute.Disk(
             f"{name}-state",
-            {
-                "diskName": f"{name}-state",
-                "resourceGroupName": node.resource_group_name,
-                "location": node.location,
-                "zones": zones,
-                "sku": {"name": "Premium_LRS"},
-                "creationData": {"createOption": "Empty"},
-                "diskSizeGB": args.state_disk_size_gb,
-                "tags": gb300_tags.head_state(node.tags),
-            },
-            pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True),
-            type_=token("compute", "Disk"),
+            disk_name=f"{name}-state",
+            resource_group_name=node.resource_group_name,
+            location=node.location,
+            zones=zones,
+            sku=compute.DiskSkuArgs(name=compute.DiskStorageAccountTypes.PREMIUM_LRS),
+            creation_data=compute.CreationDataArgs(create_option=compute.DiskCreateOption.EMPTY),
+            disk_size_gb=args.state_disk_size_gb,
+            tags=gb300_tags.head_state(node.tags),
+            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True),
         )
         self.hostname = name
         self.vm_name = name
-        os_profile = {
-            "computerName": name,
-            "adminUsername": node.admin_username,
-            "customData": args.custom_data,
-            "linuxConfiguration": {
-                "disablePasswordAuthentication": True,
-                "ssh": {
-                    "publicKeys": [
-                        {"path": f"/home/{node.admin_username}/.ssh/authorized_keys", "keyData": node.ssh_public_key}
-                    ]
-                },
-            },
-        }
-        storage_profile = {
-            "imageReference": image_reference(args.image),
-            "osDisk": {
-                "createOption": "FromImage",
-                "caching": "ReadWrite",
-                "diskSizeGB": args.os_disk_size_gb,
-                "managedDisk": {"storageAccountType": "Premium_LRS"},
-                "deleteOption": "Delete",
-            },
-            "dataDisks": [
-                {
-                    "lun": STATE_DISK_LUN,
-                    "createOption": "Attach",
-                    "managedDisk": {"id": state_disk.id},
-                    "caching": "ReadOnly",
-                    "deleteOption": "Detach",
-                }
-            ],
-        }
-        vm = ArmResource(
+        vm = compute.VirtualMachine(
             name,
-            {
-                "vmName": name,
-                "resourceGroupName": node.resource_group_name,
-                "location": node.location,
-                "zones": zones,
-                "hardwareProfile": {"vmSize": args.vm_size},
-                "identity": {"type": "UserAssigned", "userAssignedIdentities": [node.identity_id]},
-                "osProfile": os_profile,
-                "storageProfile": storage_profile,
-                "networkProfile": {"networkInterfaces": [{"id": nic.id, "primary": True}]},
-                # No securityProfile: at the Compute API pulumi-azure-native pins (2024-11-01) an explicit
-                # securityType "Standard" is refused unless the subscription registered
-                # Microsoft.Compute/UseStandardSecurityType. Left out, Azure creates the same Standard VM (no Secure
-                # Boot: the Lustre client's module loads). docs/azure-resources.md
-                "tags": tags,
-            },
+            vm_name=name,
+            resource_group_name=node.resource_group_name,
+            location=node.location,
+            zones=zones,
+            hardware_profile=compute.HardwareProfileArgs(vm_size=args.vm_size),
+            identity=compute.VirtualMachineIdentityArgs(
+                type=compute.ResourceIdentityType.USER_ASSIGNED,
+                user_assigned_identities=[node.identity_id],
+            ),
+            os_profile=compute.OSProfileArgs(
+                computer_name=name,
+                admin_username=node.admin_username,
+                custom_data=args.custom_data,
+                linux_configuration=compute.LinuxConfigurationArgs(
+                    disable_password_authentication=True,
+                    ssh=compute.SshConfigurationArgs(
+                        public_keys=[
+                            compute.SshPublicKeyArgs(
+                                path=f"/home/{node.admin_username}/.ssh/authorized_keys",
+                                key_data=node.ssh_public_key,
+                            )
+                        ]
+                    ),
+                ),
+            ),
+            storage_profile=compute.StorageProfileArgs(
+                image_reference=compute.ImageReferenceArgs(**image_reference(args.image)),
+                os_disk=compute.OSDiskArgs(
+                    create_option=compute.DiskCreateOptionTypes.FROM_IMAGE,
+                    caching=compute.CachingTypes.READ_WRITE,
+                    disk_size_gb=args.os_disk_size_gb,
+                    managed_disk=compute.ManagedDiskParametersArgs(
+                        storage_account_type=compute.StorageAccountTypes.PREMIUM_LRS
+                    ),
+                    delete_option=compute.DiskDeleteOptionTypes.DELETE,
+                ),
+                data_disks=[
+                    compute.DataDiskArgs(
+                        lun=STATE_DISK_LUN,
+                        create_option=compute.DiskCreateOptionTypes.ATTACH,
+                        managed_disk=compute.ManagedDiskParametersArgs(id=state_disk.id),
+                        caching=compute.CachingTypes.READ_ONLY,
+                        delete_option=compute.DiskDeleteOptionTypes.DETACH,
+                    )
+                ],
+            ),
+            network_profile=compute.NetworkProfileArgs(
+                network_interfaces=[compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True)]
+            ),
+            # No securityProfile: at the Compute API pulumi-azure-native pins (2024-11-01) an explicit securityType
+            # "Standard" is refused unless the subscription registered Microsoft.Compute/UseStandardSecurityType.
+            # Left out, Azure creates the same Standard VM (no Secure Boot: the Lustre client's module loads).
+            # docs/azure-resources.md
+            tags=tags,
             # Azure keeps a VM's custom data from its creation: a new bootstrap needs a new VM, and the fixed
             # name means the old one goes first. The plan warns with --state (rule custom-data-changed).
-            pulumi.ResourceOptions(
+            opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=list(node.boot_dependencies),
                 replace_on_changes=["osProfile.customData"],
                 delete_before_replace=True,
             ),
-            type_=token("compute", "VirtualMachine"),
         )
         self.vm_id = vm.id
         if node.monitoring is not None:
             node.monitoring.attach_vm(
                 name, vm.id, node.identity_id, location=node.location, resource_group_name=node.resource_group_name
             )
-        self.private_ip = nic.output("ipConfigurations").apply(
-            lambda cfgs: str(cfgs[0].get("privateIPAddress") or "") if cfgs else ""
-        )
+        self.private_ip = nic.ip_configurations.apply(lambda cfgs: (cfgs[0].private_ip_address or "") if cfgs else "")
         self.register_outputs({"hostname": name, "privateIp": self.private_ip})

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pulumi
-
-from gb300.components.arm_resource import ArmResource, token
+from pulumi_azure_native import managedidentity
 
 
 @dataclass(frozen=True)
@@ -27,19 +26,15 @@ class NodeIdentity(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NodeIdentityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gb300:identity:NodeIdentity", name, None, opts)
-        uai = ArmResource(
+        uai = managedidentity.UserAssignedIdentity(
             f"{name}-id",
-            {
-                "resourceName": f"{name}-id",
-                "resourceGroupName": args.resource_group_name,
-                "location": args.location,
-                "tags": args.tags,
-            },
-            pulumi.ResourceOptions(parent=self),
-            type_=token("managedidentity", "UserAssignedIdentity"),
-            outputs=("principalId", "clientId"),
+            resource_name_=f"{name}-id",
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self),
         )
         self.id = uai.id
-        self.principal_id = uai.output("principalId")
-        self.client_id = uai.output("clientId")
-        self.register_outputs({"id": uai.id, "principalId": self.principal_id, "clientId": self.client_id})
+        self.principal_id = uai.principal_id
+        self.client_id = uai.client_id
+        self.register_outputs({"id": uai.id, "principalId": uai.principal_id, "clientId": uai.client_id})

@@ -27,15 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
+from pulumi_azure_native import alertsmanagement, compute, dashboard, monitor, operationalinsights
 
-from gb300.components.arm_resource import ArmResource, token
 from gb300.facts import roles
 from gb300.facts.alerts import alert_groups, iso_duration
 from gb300.facts.loader import data
 from gb300.paths import TEMPLATES_DIR
 
 DASHBOARDS_DIR = TEMPLATES_DIR / "dashboards"
-ASSOCIATION = token("monitor", "DataCollectionRuleAssociation")
 # The custom tables' columns (name, type): Azure's text log shape (a time, the line, its file, the node).
 LOG_COLUMNS = (("TimeGenerated", "datetime"), ("RawData", "string"), ("FilePath", "string"), ("Computer", "string"))
 
@@ -105,42 +104,35 @@ class Monitoring(pulumi.ComponentResource):
         self.logs_rule_id = self.endpoint_id = None
         self._oncall: pulumi.Output[str] | None = None
 
-        endpoint: ArmResource | None = None
+        endpoint: monitor.DataCollectionEndpoint | None = None
         if args.logs or args.prometheus:
-            endpoint = ArmResource(
+            endpoint = monitor.DataCollectionEndpoint(
                 f"{name}-dce",
-                {
-                    "dataCollectionEndpointName": f"{name}-dce",
-                    "resourceGroupName": rg,
-                    "location": args.location,
-                    "kind": "Linux",
-                    "tags": args.tags,
-                },
-                child,
-                type_=token("monitor", "DataCollectionEndpoint"),
-                outputs=("metricsIngestion",),
+                data_collection_endpoint_name=f"{name}-dce",
+                resource_group_name=rg,
+                location=args.location,
+                kind=monitor.KnownDataCollectionEndpointResourceKind.LINUX,
+                tags=args.tags,
+                opts=child,
             )
             self.endpoint_id = endpoint.id
 
-        workspace: ArmResource | None = None
+        workspace: operationalinsights.Workspace | None = None
         if args.logs and endpoint is not None:
             workspace = self._logs(name, args, endpoint)
             self.workspace_id = workspace.id
             if args.bootstrap_alert_severity is not None:
                 self._bootstrap_alert(name, args, workspace)
 
-        amw: ArmResource | None = None
+        amw: monitor.AzureMonitorWorkspace | None = None
         if args.prometheus and endpoint is not None:
-            amw = ArmResource(
+            amw = monitor.AzureMonitorWorkspace(
                 f"{name}-amw",
-                {
-                    "azureMonitorWorkspaceName": f"{name}-amw",
-                    "resourceGroupName": rg,
-                    "location": args.location,
-                    "tags": args.tags,
-                },
-                child,
-                type_=token("monitor", "AzureMonitorWorkspace"),
+                azure_monitor_workspace_name=f"{name}-amw",
+                resource_group_name=rg,
+                location=args.location,
+                tags=args.tags,
+                opts=child,
             )
             self.monitor_workspace_id = amw.id
             self._metrics_rule(name, args, endpoint, amw)
@@ -161,145 +153,156 @@ class Monitoring(pulumi.ComponentResource):
     def _assign(self, name: str, role: str, principal_id: pulumi.Input[str], scope: pulumi.Input[str]) -> None:
         roles.assign(name, role=role, scope=scope, principal_id=principal_id, parent=self)
 
-    def _logs(self, name: str, args: MonitoringArgs, endpoint: ArmResource) -> ArmResource:
+    def _logs(
+        self, name: str, args: MonitoringArgs, endpoint: monitor.DataCollectionEndpoint
+    ) -> operationalinsights.Workspace:
         child = pulumi.ResourceOptions(parent=self)
-        workspace = ArmResource(
+        workspace = operationalinsights.Workspace(
             f"{name}-logs",
-            {
-                "workspaceName": f"{name}-logs",
-                "resourceGroupName": args.resource_group_name,
-                "location": args.location,
-                "sku": {"name": "PerGB2018"},
-                "retentionInDays": args.retention_days,
-                "tags": args.tags,
-            },
-            child,
-            type_=token("operationalinsights", "Workspace"),
-            outputs=("name",),
+            workspace_name=f"{name}-logs",
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            sku=operationalinsights.WorkspaceSkuArgs(name=operationalinsights.WorkspaceSkuNameEnum.PER_GB2018),
+            retention_in_days=args.retention_days,
+            tags=args.tags,
+            opts=child,
         )
-        columns = [{"name": column, "type": kind} for column, kind in LOG_COLUMNS]
+        columns = [operationalinsights.ColumnArgs(name=column, type=kind) for column, kind in LOG_COLUMNS]
         tables = []
         log_files = []
-        flows: list[dict[str, Any]] = [{"streams": ["Microsoft-Syslog"], "destinations": ["logs"]}]
-        declarations: dict[str, Any] = {}
+        flows = [monitor.DataFlowArgs(streams=["Microsoft-Syslog"], destinations=["logs"])]
+        declarations: dict[str, monitor.StreamDeclarationArgs] = {}
         for table_name, spec in facts()["logTables"].items():
-            table = ArmResource(
+            table = operationalinsights.Table(
                 f"{name}-{table_name.lower().replace('_', '-')}",
-                {
-                    "tableName": table_name,
-                    "workspaceName": workspace.output("name"),
-                    "resourceGroupName": args.resource_group_name,
-                    "retentionInDays": args.retention_days,
-                    "schema": {"name": table_name, "columns": columns, "description": spec["description"]},
-                },
-                child,
-                type_=token("operationalinsights", "Table"),
+                table_name=table_name,
+                workspace_name=workspace.name,
+                resource_group_name=args.resource_group_name,
+                retention_in_days=args.retention_days,
+                schema=operationalinsights.SchemaArgs(
+                    name=table_name, columns=columns, description=spec["description"]
+                ),
+                opts=child,
             )
             tables.append(table)
             stream = f"Custom-{table_name}"
-            declarations[stream] = {"columns": columns}
+            declarations[stream] = monitor.StreamDeclarationArgs(
+                columns=[monitor.ColumnDefinitionArgs(name=column, type=kind) for column, kind in LOG_COLUMNS]
+            )
             log_files.append(
-                {
-                    "name": table_name.lower().replace("_", "-"),
-                    "filePatterns": list(spec["filePatterns"]),
-                    "format": "text",
-                    "streams": [stream],  # no record-start format: every line is a record (output logs have no stamps)
-                }
+                monitor.LogFilesDataSourceArgs(
+                    name=table_name.lower().replace("_", "-"),
+                    file_patterns=list(spec["filePatterns"]),
+                    format=monitor.KnownLogFilesDataSourceFormat.TEXT,
+                    streams=[stream],  # no record-start format: every line is a record (output logs have no stamps)
+                )
             )
             flows.append(
-                {"streams": [stream], "destinations": ["logs"], "outputStream": stream, "transformKql": "source"}
+                monitor.DataFlowArgs(
+                    streams=[stream], destinations=["logs"], output_stream=stream, transform_kql="source"
+                )
             )
         syslog = facts()["syslog"]
-        rule = ArmResource(
+        rule = monitor.DataCollectionRule(
             f"{name}-logs-dcr",
-            {
-                "dataCollectionRuleName": f"{name}-logs-dcr",
-                "resourceGroupName": args.resource_group_name,
-                "location": args.location,
-                "kind": "Linux",
-                "description": "gb300: syslog (gb300-<step> bootstrap journal), cloud-init and health-check logs",
-                "dataCollectionEndpointId": endpoint.id,
-                "streamDeclarations": declarations,
-                "dataSources": {
-                    "syslog": [
-                        {
-                            "name": "syslog",
-                            "streams": ["Microsoft-Syslog"],
-                            "facilityNames": list(syslog["facilities"]),
-                            "logLevels": list(syslog["levels"]),
-                        }
-                    ],
-                    "logFiles": log_files,
-                },
-                "destinations": {"logAnalytics": [{"name": "logs", "workspaceResourceId": workspace.id}]},
-                "dataFlows": flows,
-                "tags": args.tags,
-            },
-            pulumi.ResourceOptions(parent=self, depends_on=tables),
-            type_=token("monitor", "DataCollectionRule"),
+            data_collection_rule_name=f"{name}-logs-dcr",
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            kind=monitor.KnownDataCollectionRuleResourceKind.LINUX,
+            description="gb300: syslog (gb300-<step> bootstrap journal), cloud-init and health-check logs",
+            data_collection_endpoint_id=endpoint.id,
+            stream_declarations=declarations,
+            data_sources=monitor.DataCollectionRuleDataSourcesArgs(
+                syslog=[
+                    monitor.SyslogDataSourceArgs(
+                        name="syslog",
+                        streams=["Microsoft-Syslog"],
+                        facility_names=list(syslog["facilities"]),
+                        log_levels=list(syslog["levels"]),
+                    )
+                ],
+                log_files=log_files,
+            ),
+            destinations=monitor.DataCollectionRuleDestinationsArgs(
+                log_analytics=[monitor.LogAnalyticsDestinationArgs(name="logs", workspace_resource_id=workspace.id)]
+            ),
+            data_flows=flows,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=tables),
         )
         self.logs_rule_id = rule.id
         return workspace
 
-    def _metrics_rule(self, name: str, args: MonitoringArgs, endpoint: ArmResource, amw: ArmResource) -> None:
+    def _metrics_rule(
+        self,
+        name: str,
+        args: MonitoringArgs,
+        endpoint: monitor.DataCollectionEndpoint,
+        amw: monitor.AzureMonitorWorkspace,
+    ) -> None:
         prom = facts()["prometheus"]
-        rule = ArmResource(
+        rule = monitor.DataCollectionRule(
             f"{name}-prom-dcr",
-            {
-                "dataCollectionRuleName": f"{name}-prom-dcr",
-                "resourceGroupName": args.resource_group_name,
-                "location": args.location,
-                # Azure's documented shape for remote-write (Azure/prometheus-collector AddonArmTemplate): a Linux
-                # rule whose prometheusForwarder data source feeds the stream into the Azure Monitor workspace.
-                "kind": "Linux",
-                "description": "gb300: Prometheus remote-write from the nodes into the Azure Monitor workspace",
-                "dataCollectionEndpointId": endpoint.id,
-                "dataSources": {
-                    "prometheusForwarder": [
-                        {"name": "prometheus", "streams": [prom["stream"]], "labelIncludeFilter": {}}
-                    ]
-                },
-                "destinations": {"monitoringAccounts": [{"name": "amw", "accountResourceId": amw.id}]},
-                "dataFlows": [{"streams": [prom["stream"]], "destinations": ["amw"]}],
-                "tags": args.tags,
-            },
-            pulumi.ResourceOptions(parent=self),
-            type_=token("monitor", "DataCollectionRule"),
-            outputs=("immutableId",),
+            data_collection_rule_name=f"{name}-prom-dcr",
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            # Azure's documented shape for remote-write (Azure/prometheus-collector AddonArmTemplate): a Linux rule
+            # whose prometheusForwarder data source feeds the stream into the Azure Monitor workspace.
+            kind=monitor.KnownDataCollectionRuleResourceKind.LINUX,
+            description="gb300: Prometheus remote-write from the nodes into the Azure Monitor workspace",
+            data_collection_endpoint_id=endpoint.id,
+            data_sources=monitor.DataCollectionRuleDataSourcesArgs(
+                prometheus_forwarder=[
+                    monitor.PrometheusForwarderDataSourceArgs(
+                        name="prometheus", streams=[prom["stream"]], label_include_filter={}
+                    )
+                ]
+            ),
+            destinations=monitor.DataCollectionRuleDestinationsArgs(
+                monitoring_accounts=[monitor.MonitoringAccountDestinationArgs(name="amw", account_resource_id=amw.id)]
+            ),
+            data_flows=[monitor.DataFlowArgs(streams=[prom["stream"]], destinations=["amw"])],
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self),
         )
         self._assign(f"{name}-prom-publisher", "Monitoring Metrics Publisher", args.node_principal_id, rule.id)
         api = _value(prom["remoteWriteApiVersion"])
-        ingestion, immutable_id = endpoint.output("metricsIngestion"), rule.output("immutableId")
-        self.remote_write_url = pulumi.Output.all(ingestion, immutable_id).apply(
+        # The endpoint is read before Output.all, which hands a nested output type on as a plain dict.
+        ingestion = endpoint.metrics_ingestion.apply(_endpoint)
+        self.remote_write_url = pulumi.Output.all(ingestion, rule.immutable_id).apply(
             lambda parts: (
-                f"{_endpoint(parts[0])}/dataCollectionRules/{parts[1]}/streams/{prom['stream']}"
-                f"/api/v1/write?api-version={api}"
+                f"{parts[0]}/dataCollectionRules/{parts[1]}/streams/{prom['stream']}/api/v1/write?api-version={api}"
             )
         )
 
-    def _grafana(self, name: str, args: MonitoringArgs, amw: ArmResource, workspace: ArmResource | None) -> None:
+    def _grafana(
+        self,
+        name: str,
+        args: MonitoringArgs,
+        amw: monitor.AzureMonitorWorkspace,
+        workspace: operationalinsights.Workspace | None,
+    ) -> None:
         g = facts()["grafana"]
-        grafana = ArmResource(
+        grafana = dashboard.Grafana(
             f"{name}-grafana",
-            {
-                "workspaceName": grafana_name(name),
-                "resourceGroupName": args.resource_group_name,
-                "location": args.location,
-                "sku": {"name": g["sku"]},
-                "identity": {"type": "SystemAssigned"},
-                "properties": {
-                    "apiKey": "Disabled",
-                    "grafanaMajorVersion": g["majorVersion"],
-                    "grafanaIntegrations": {
-                        "azureMonitorWorkspaceIntegrations": [{"azureMonitorWorkspaceResourceId": amw.id}]
-                    },
-                },
-                "tags": args.tags,
-            },
-            pulumi.ResourceOptions(parent=self),
-            type_=token("dashboard", "Grafana"),
+            workspace_name=grafana_name(name),
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            sku=dashboard.ResourceSkuArgs(name=g["sku"]),
+            identity=dashboard.ManagedServiceIdentityArgs(type=dashboard.ManagedServiceIdentityType.SYSTEM_ASSIGNED),
+            properties=dashboard.ManagedGrafanaPropertiesArgs(
+                api_key=dashboard.ApiKey.DISABLED,
+                grafana_major_version=g["majorVersion"],
+                grafana_integrations=dashboard.GrafanaIntegrationsArgs(
+                    azure_monitor_workspace_integrations=[
+                        dashboard.AzureMonitorWorkspaceIntegrationArgs(azure_monitor_workspace_resource_id=amw.id)
+                    ]
+                ),
+            ),
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self),
         )
-        principal = grafana.output("identity").apply(lambda i: str((i or {}).get("principalId") or ""))
+        principal = grafana.identity.apply(lambda i: (i.principal_id if i else None) or "")
         self._assign(f"{name}-grafana-reader", "Monitoring Reader", principal, amw.id)
         self._assign(f"{name}-grafana-data-reader", "Monitoring Data Reader", principal, amw.id)
         if workspace is not None:
@@ -311,124 +314,121 @@ class Monitoring(pulumi.ComponentResource):
             return None
         if self._oncall is None:
             child = pulumi.ResourceOptions(parent=self)
-            group = ArmResource(
+            group = monitor.ActionGroup(
                 f"{name}-oncall",
-                {
-                    "actionGroupName": f"{name}-oncall",
-                    "groupShortName": name[:12],
-                    "resourceGroupName": args.resource_group_name,
-                    "location": "Global",
-                    "enabled": True,
-                    "emailReceivers": [
-                        {"name": f"email-{i}", "emailAddress": email, "useCommonAlertSchema": True}
-                        for i, email in enumerate(args.alert_emails)
-                    ],
-                    "webhookReceivers": [
-                        {"name": f"webhook-{i}", "serviceUri": url, "useCommonAlertSchema": True, "useAadAuth": False}
-                        for i, url in enumerate(args.alert_webhooks)
-                    ],
-                    "tags": args.tags,
-                },
-                child,
-                type_=token("monitor", "ActionGroup"),
+                action_group_name=f"{name}-oncall",
+                group_short_name=name[:12],
+                resource_group_name=args.resource_group_name,
+                location="Global",
+                enabled=True,
+                email_receivers=[
+                    monitor.MicrosoftCommonEmailReceiverArgs(
+                        name=f"email-{i}", email_address=email, use_common_alert_schema=True
+                    )
+                    for i, email in enumerate(args.alert_emails)
+                ],
+                webhook_receivers=[
+                    monitor.WebhookReceiverArgs(name=f"webhook-{i}", service_uri=url, use_common_alert_schema=True)
+                    for i, url in enumerate(args.alert_webhooks)
+                ],
+                tags=args.tags,
+                opts=child,
             )
             self._oncall = group.id
         return self._oncall
 
-    def _bootstrap_alert(self, name: str, args: MonitoringArgs, workspace: ArmResource) -> None:
+    def _bootstrap_alert(self, name: str, args: MonitoringArgs, workspace: operationalinsights.Workspace) -> None:
         """A log alert per node whose bootstrap logged a failure line, split by computer and failed step."""
         spec = facts()["bootstrapAlert"]
         group = self._action_group(name, args)
-        condition = {
-            "query": str(spec["query"]),
-            "timeAggregation": "Count",
-            "operator": "GreaterThan",
-            "threshold": 0,
-            "dimensions": [{"name": column, "operator": "Include", "values": ["*"]} for column in ("Computer", "Step")],
-            "failingPeriods": {"numberOfEvaluationPeriods": 1, "minFailingPeriodsToAlert": 1},
-        }
-        ArmResource(
+        condition = monitor.ConditionArgs(
+            query=str(spec["query"]),
+            time_aggregation=monitor.TimeAggregation.COUNT,
+            operator=monitor.Operator.GREATER_THAN,
+            threshold=0,
+            dimensions=[
+                monitor.DimensionArgs(name=column, operator=monitor.DimensionOperator.INCLUDE, values=["*"])
+                for column in ("Computer", "Step")
+            ],
+            failing_periods=monitor.ConditionFailingPeriodsArgs(
+                number_of_evaluation_periods=1, min_failing_periods_to_alert=1
+            ),
+        )
+        monitor.ScheduledQueryRule(
             f"{name}-bootstrap-failed",
-            {
-                "ruleName": f"{name}-bootstrap-failed",
-                "resourceGroupName": args.resource_group_name,
-                "location": args.location,
-                "kind": "LogAlert",
-                "displayName": "gb300: node bootstrap failed",
-                "description": (
-                    "A node's bootstrap failed at a step (run-step's gb300-bootstrap line); docs/lifecycle.md"
-                ),
-                "enabled": True,
-                "scopes": [workspace.id],
-                "severity": args.bootstrap_alert_severity,
-                "evaluationFrequency": _value(spec["evaluationFrequency"]),
-                "windowSize": _value(spec["windowSize"]),
-                "criteria": {"allOf": [condition]},
-                "autoMitigate": True,
-                "actions": {"actionGroups": [group]} if group is not None else None,
-                "tags": args.tags,
-            },
-            pulumi.ResourceOptions(parent=self),
-            type_=token("monitor", "ScheduledQueryRule"),
+            rule_name=f"{name}-bootstrap-failed",
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            kind=monitor.Kind.LOG_ALERT,
+            display_name="gb300: node bootstrap failed",
+            description="A node's bootstrap failed at a step (run-step's gb300-bootstrap line); docs/lifecycle.md",
+            enabled=True,
+            scopes=[workspace.id],
+            severity=args.bootstrap_alert_severity,
+            evaluation_frequency=_value(spec["evaluationFrequency"]),
+            window_size=_value(spec["windowSize"]),
+            criteria=monitor.ScheduledQueryRuleCriteriaArgs(all_of=[condition]),
+            auto_mitigate=True,
+            actions=monitor.ActionsArgs(action_groups=[group]) if group is not None else None,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
-    def _alerts(self, name: str, args: MonitoringArgs, amw: ArmResource) -> None:
+    def _alerts(self, name: str, args: MonitoringArgs, amw: monitor.AzureMonitorWorkspace) -> None:
         child = pulumi.ResourceOptions(parent=self)
         group = self._action_group(name, args)
-        actions = [{"actionGroupId": group}] if group is not None else []
+        actions = [alertsmanagement.PrometheusRuleGroupActionArgs(action_group_id=group)] if group is not None else []
         for spec in alert_groups():
-            rules = []
-            for rule in spec.rules:
-                entry: dict[str, Any] = {
-                    "alert": rule.alert,
-                    "expression": rule.expr,
-                    "for": iso_duration(rule.for_),
-                    "severity": rule.severity,
-                    "enabled": True,
-                    "resolveConfiguration": {"autoResolved": True, "timeToResolve": "PT10M"},
-                }
-                # Left out when empty, as Azure's own rule groups leave them out.
-                for key, value in (("labels", rule.labels), ("annotations", rule.annotations), ("actions", actions)):
-                    if value:
-                        entry[key] = value
-                rules.append(entry)
-            ArmResource(
+            alertsmanagement.PrometheusRuleGroup(
                 f"{name}-{spec.name}",
-                {
-                    "ruleGroupName": f"{name}-{spec.name}",
-                    "resourceGroupName": args.resource_group_name,
-                    "location": args.location,
-                    "scopes": [amw.id],
-                    "enabled": True,
-                    "interval": iso_duration(spec.interval),
-                    "description": f"gb300 alert rules: {spec.name}",
-                    "rules": rules,
-                    "tags": args.tags,
-                },
-                child,
-                type_=token("alertsmanagement", "PrometheusRuleGroup"),
+                rule_group_name=f"{name}-{spec.name}",
+                resource_group_name=args.resource_group_name,
+                location=args.location,
+                scopes=[amw.id],
+                enabled=True,
+                interval=iso_duration(spec.interval),
+                description=f"gb300 alert rules: {spec.name}",
+                rules=[
+                    alertsmanagement.PrometheusRuleArgs(
+                        alert=rule.alert,
+                        expression=rule.expr,
+                        for_=iso_duration(rule.for_),
+                        severity=rule.severity,
+                        enabled=True,
+                        resolve_configuration=alertsmanagement.PrometheusRuleResolveConfigurationArgs(
+                            auto_resolved=True, time_to_resolve="PT10M"
+                        ),
+                        # Left out when empty, as Azure's own rule groups leave them out.
+                        labels=rule.labels or None,
+                        annotations=rule.annotations or None,
+                        actions=actions or None,
+                    )
+                    for rule in spec.rules
+                ],
+                tags=args.tags,
+                opts=child,
             )
 
-    def associate(self, name: str, resource_id: pulumi.Input[str], opts: pulumi.ResourceOptions) -> None:
-        """Associate the logs collection rule with one scale set or VM (a rack's association is the rack's child:
-        docs/scale.md).
+    def associate(
+        self, resource_id: pulumi.Input[str], name: str, opts: pulumi.ResourceOptions | None = None
+    ) -> monitor.DataCollectionRuleAssociation | None:
+        """Associate the logs collection rule with one scale set or VM as resource ``name``; None when logs are off.
 
-        The rule itself names the collection endpoint (its text log sources need one), and the agent fetches its
-        configuration from Azure Monitor's public endpoint: a ``configurationAccessEndpoint`` association of the
-        endpoint with each node is needed only behind Azure Monitor Private Link (learn.microsoft.com
-        azure-monitor/data-collection/data-collection-endpoint-overview, "When is a DCE required?").
+        The association is a child of this component unless ``opts`` names another parent (a rack component that
+        owns its association, so retiring the rack removes it). The rule itself names the collection endpoint (its
+        text log sources need one), and the agent fetches its configuration from Azure Monitor's public endpoint: a
+        ``configurationAccessEndpoint`` association of the endpoint with each node is needed only behind Azure
+        Monitor Private Link (learn.microsoft.com azure-monitor/data-collection/data-collection-endpoint-overview,
+        "When is a DCE required?").
         """
         if self.logs_rule_id is None:
-            return
-        ArmResource(
+            return None
+        return monitor.DataCollectionRuleAssociation(
             name,
-            {
-                "associationName": f"{self._name}-logs",
-                "dataCollectionRuleId": self.logs_rule_id,
-                "resourceUri": resource_id,
-            },
-            opts=opts,
-            type_=ASSOCIATION,
+            association_name=f"{self._name}-logs",
+            data_collection_rule_id=self.logs_rule_id,
+            resource_uri=resource_id,
+            opts=pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self), opts),
         )
 
     def scale_set_extensions(self, identity_id: pulumi.Input[str]) -> tuple[dict[str, Any], ...]:
@@ -448,21 +448,23 @@ class Monitoring(pulumi.ComponentResource):
         if self.logs_rule_id is None:
             return
         ext = agent_extension(identity_id)["properties"]
-        ArmResource(
+        compute.VirtualMachineExtension(
             f"{vm_name}-ama",
-            {
-                "vmExtensionName": "AzureMonitorLinuxAgent",
-                # Derived from the VM's id so the extension waits for the VM (a plain name carries no dependency).
-                "vmName": pulumi.Output.from_input(vm_id).apply(lambda _: vm_name),
-                "resourceGroupName": resource_group_name,
-                "location": location,
-                **ext,
-                "tags": self._args.tags,
-            },
-            pulumi.ResourceOptions(parent=self),
-            type_=token("compute", "VirtualMachineExtension"),
+            vm_extension_name="AzureMonitorLinuxAgent",
+            # Derived from the VM's id so the extension waits for the VM (a plain name carries no dependency).
+            vm_name=pulumi.Output.from_input(vm_id).apply(lambda _: vm_name),
+            resource_group_name=resource_group_name,
+            location=location,
+            publisher=ext["publisher"],
+            type=ext["type"],
+            type_handler_version=ext["typeHandlerVersion"],
+            auto_upgrade_minor_version=ext["autoUpgradeMinorVersion"],
+            enable_automatic_upgrade=ext["enableAutomaticUpgrade"],
+            settings=ext["settings"],
+            tags=self._args.tags,
+            opts=pulumi.ResourceOptions(parent=self),
         )
-        self.associate(f"{vm_name}-0001-logs", vm_id, pulumi.ResourceOptions(parent=self))
+        self.associate(vm_id, f"{vm_name}-0001-logs")
 
 
 def grafana_name(component_name: str) -> str:
@@ -478,6 +480,6 @@ def grafana_name(component_name: str) -> str:
     return name
 
 
-def _endpoint(ingestion: Any) -> str:
+def _endpoint(ingestion: monitor.outputs.DataCollectionEndpointResponseMetricsIngestion | None) -> str:
     """The endpoint URL in a data collection endpoint's ``metricsIngestion`` output, without a trailing slash."""
-    return str((ingestion or {}).get("endpoint") or "").rstrip("/")
+    return ((ingestion.endpoint if ingestion else None) or "").rstrip("/")

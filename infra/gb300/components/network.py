@@ -9,34 +9,16 @@ filesystem, which reaches Azure services from its own subnet (its NSG rules come
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import pulumi
+from pulumi_azure_native import network
 
-from gb300.components.arm_resource import ArmResource, token
 from gb300.config import netplan
 from gb300.config.netplan import Role, SubnetPlan
 from gb300.facts import catalog, storage_facts
 
 # Subnets whose resources need outbound access: nodes (packages, Azure APIs) and Azure Managed Lustre.
 EGRESS_ROLES: frozenset[Role] = frozenset({"gpu", "head", "storage"})
-
-# Bastion features the provider schema defaults to off; the typed class sends each of them as False.
-BASTION_OFF = (
-    "disableCopyPaste",
-    "enableFileCopy",
-    "enableIpConnect",
-    "enableKerberos",
-    "enablePrivateOnlyBastion",
-    "enableSessionRecording",
-    "enableShareableLink",
-)
-
-# The subnet policies the provider schema defaults (`SubnetArgs`): the typed classes send them wherever a subnet
-# is written, a subnet of its own or the subnet reference of a private endpoint.
-SUBNET_POLICY_DEFAULTS = {"privateEndpointNetworkPolicies": "Disabled", "privateLinkServiceNetworkPolicies": "Enabled"}
-
-SecurityRule = dict[str, Any]  # one entry of a security group's securityRules, camelCase as the provider takes it
 
 
 def security_rule(
@@ -50,20 +32,20 @@ def security_rule(
     ports: str,
     description: str,
     direction: str = "Inbound",
-) -> SecurityRule:
-    """One NSG rule from any source port, in the order the provider's schema lists the keys."""
-    return {
-        "name": name,
-        "priority": priority,
-        "direction": direction,
-        "access": access,
-        "protocol": protocol,
-        "sourceAddressPrefix": source,
-        "sourcePortRange": "*",
-        "destinationAddressPrefix": destination,
-        "destinationPortRange": ports,
-        "description": description,
-    }
+) -> network.SecurityRuleArgs:
+    """One NSG rule from any source port."""
+    return network.SecurityRuleArgs(
+        name=name,
+        priority=priority,
+        direction=direction,
+        access=access,
+        protocol=protocol,
+        source_address_prefix=source,
+        source_port_range="*",
+        destination_address_prefix=destination,
+        destination_port_range=ports,
+        description=description,
+    )
 
 
 _DENY_INTERNET = security_rule(
@@ -133,38 +115,28 @@ class Network(pulumi.ComponentResource):
         rg = args.resource_group_name
         by_role = {s.role: s for s in args.subnets}
 
-        vnet = ArmResource(
+        vnet = network.VirtualNetwork(
             f"{name}-vnet",
-            {
-                "virtualNetworkName": f"{name}-vnet",
-                "resourceGroupName": rg,
-                "location": args.location,
-                "addressSpace": {"addressPrefixes": [args.address_space]},
-                # The provider schema's defaults, which the typed class sends too (test_arm_resource.py).
-                "enableDdosProtection": False,
-                "enableVmProtection": False,
-                "tags": args.tags,
-            },
-            child,
-            type_=token("network", "VirtualNetwork"),
-            outputs=("name",),
+            virtual_network_name=f"{name}-vnet",
+            resource_group_name=rg,
+            location=args.location,
+            address_space=network.AddressSpaceArgs(address_prefixes=[args.address_space]),
+            tags=args.tags,
+            opts=child,
         )
         nat_id: pulumi.Output[str] | None = None
         if args.nat_gateway:
             nat_ip = self._public_ip(f"{name}-nat-ip", args, zonal=True)
-            nat = ArmResource(
+            nat = network.NatGateway(
                 f"{name}-nat",
-                {
-                    "natGatewayName": f"{name}-nat",
-                    "resourceGroupName": rg,
-                    "location": args.location,
-                    "sku": {"name": "Standard"},
-                    "publicIpAddresses": [{"id": nat_ip.id}],
-                    "zones": [args.zone] if args.zone else None,
-                    "tags": args.tags,
-                },
-                child,
-                type_=token("network", "NatGateway"),
+                nat_gateway_name=f"{name}-nat",
+                resource_group_name=rg,
+                location=args.location,
+                sku=network.NatGatewaySkuArgs(name=network.NatGatewaySkuName.STANDARD),
+                public_ip_addresses=[network.SubResourceArgs(id=nat_ip.id)],
+                zones=[args.zone] if args.zone else None,
+                tags=args.tags,
+                opts=child,
             )
             nat_id = nat.id
 
@@ -173,88 +145,74 @@ class Network(pulumi.ComponentResource):
         for plan in args.subnets:
             nsg_id = None
             if plan.role != "bastion":
-                nsg = ArmResource(
+                nsg = network.NetworkSecurityGroup(
                     f"{name}-{plan.name}-nsg",
-                    {
-                        "networkSecurityGroupName": f"{name}-{plan.name}-nsg",
-                        "resourceGroupName": rg,
-                        "location": args.location,
-                        "securityRules": self._rules(plan, args, by_role),
-                        "tags": args.tags,
-                    },
-                    child,
-                    type_=token("network", "NetworkSecurityGroup"),
+                    network_security_group_name=f"{name}-{plan.name}-nsg",
+                    resource_group_name=rg,
+                    location=args.location,
+                    security_rules=self._rules(plan, args, by_role),
+                    tags=args.tags,
+                    opts=child,
                 )
                 nsg_id = nsg.id
             egress = nat_id is not None and plan.role in EGRESS_ROLES
-            subnet = ArmResource(
+            subnet = network.Subnet(
                 f"{name}-{plan.name}",
-                {
-                    "subnetName": plan.name,
-                    "virtualNetworkName": vnet.output("name"),
-                    "resourceGroupName": rg,
-                    "addressPrefix": plan.prefix,
-                    "networkSecurityGroup": {"id": nsg_id} if nsg_id else None,
-                    "natGateway": {"id": nat_id} if egress and nat_id else None,
-                    "defaultOutboundAccess": False,
-                    **SUBNET_POLICY_DEFAULTS,
-                    **({"privateEndpointNetworkPolicies": "Enabled"} if plan.role == "endpoints" else {}),
-                },
+                subnet_name=plan.name,
+                virtual_network_name=vnet.name,
+                resource_group_name=rg,
+                address_prefix=plan.prefix,
+                network_security_group=network.NetworkSecurityGroupArgs(id=nsg_id) if nsg_id else None,
+                nat_gateway=network.SubResourceArgs(id=nat_id) if egress and nat_id else None,
+                default_outbound_access=False,
+                # Otherwise the schema's default (Disabled): private endpoints go in the endpoints subnet only.
+                private_endpoint_network_policies="Enabled" if plan.role == "endpoints" else None,
                 # Azure serialises subnet writes on one VNet; chaining them avoids conflicting PUTs.
-                pulumi.ResourceOptions(parent=self, depends_on=[previous] if previous else None),
-                type_=token("network", "Subnet"),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[previous] if previous else None),
             )
             previous = subnet
             self.subnet_ids[plan.role] = subnet.id
 
         if args.bastion and "bastion" in self.subnet_ids:
             bastion_ip = self._public_ip(f"{name}-bastion-ip", args, zonal=False)
-            ArmResource(
+            network.BastionHost(
                 f"{name}-bastion",
-                {
-                    "bastionHostName": f"{name}-bastion",
-                    "resourceGroupName": rg,
-                    "location": args.location,
-                    "sku": {"name": "Standard"},
-                    "enableTunneling": True,
-                    # The provider schema's defaults, which the typed class sends too.
-                    **dict.fromkeys(BASTION_OFF, False),
-                    "ipConfigurations": [
-                        {
-                            "name": "bastion",
-                            "subnet": {"id": self.subnet_ids["bastion"]},
-                            "publicIPAddress": {"id": bastion_ip.id},
-                        }
-                    ],
-                    "tags": args.tags,
-                },
-                child,
-                type_=token("network", "BastionHost"),
+                bastion_host_name=f"{name}-bastion",
+                resource_group_name=rg,
+                location=args.location,
+                sku=network.SkuArgs(name=network.BastionHostSkuName.STANDARD),
+                enable_tunneling=True,
+                ip_configurations=[
+                    network.BastionHostIPConfigurationArgs(
+                        name="bastion",
+                        subnet=network.SubResourceArgs(id=self.subnet_ids["bastion"]),
+                        public_ip_address=network.SubResourceArgs(id=bastion_ip.id),
+                    )
+                ],
+                tags=args.tags,
+                opts=child,
             )
 
         self.vnet_id = vnet.id
         self.register_outputs({"vnetId": vnet.id, "subnetIds": self.subnet_ids})
 
-    def _public_ip(self, name: str, args: NetworkArgs, *, zonal: bool) -> ArmResource:
+    def _public_ip(self, name: str, args: NetworkArgs, *, zonal: bool) -> network.PublicIPAddress:
         """A Standard static public address for a service endpoint (NAT egress, Bastion), never for a NIC."""
-        return ArmResource(
+        return network.PublicIPAddress(
             name,
-            {
-                "publicIpAddressName": name,
-                "resourceGroupName": args.resource_group_name,
-                "location": args.location,
-                "sku": {"name": "Standard"},
-                "publicIPAllocationMethod": "Static",
-                "zones": [args.zone] if zonal and args.zone else None,
-                "tags": args.tags,
-            },
-            pulumi.ResourceOptions(parent=self),
-            type_=token("network", "PublicIPAddress"),
+            public_ip_address_name=name,
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            sku=network.PublicIPAddressSkuArgs(name=network.PublicIPAddressSkuName.STANDARD),
+            public_ip_allocation_method=network.IPAllocationMethod.STATIC,
+            zones=[args.zone] if zonal and args.zone else None,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
     @staticmethod
-    def _rules(plan: SubnetPlan, args: NetworkArgs, by_role: dict[Role, SubnetPlan]) -> list[SecurityRule]:
-        rules: list[SecurityRule] = []
+    def _rules(plan: SubnetPlan, args: NetworkArgs, by_role: dict[Role, SubnetPlan]) -> list[network.SecurityRuleArgs]:
+        rules: list[network.SecurityRuleArgs] = []
         if plan.role == "head":
             sources = list(args.ssh_source_ranges)
             if "bastion" in by_role:
@@ -278,7 +236,7 @@ class Network(pulumi.ComponentResource):
         return rules
 
 
-def _lustre_rule(rule: dict[str, str]) -> SecurityRule:
+def _lustre_rule(rule: dict[str, str]) -> network.SecurityRuleArgs:
     """One NSG rule Azure Managed Lustre needs in its subnet, from ``lustreNetwork.rules``."""
     return security_rule(
         rule["name"],

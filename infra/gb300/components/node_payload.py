@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pulumi
+from pulumi_azure_native import storage
 
-from gb300.components.arm_resource import ArmResource, token
 from gb300.facts import roles
 
 READER = "Storage Blob Data Reader"
@@ -75,7 +75,7 @@ class NodePayloads(pulumi.ComponentResource):
     """The payload container, its two role assignments, and one blob per distinct payload."""
 
     url: pulumi.Output[str]
-    blobs: list[ArmResource]
+    blobs: list[storage.Blob]
     reader: pulumi.Resource
 
     @property
@@ -85,17 +85,13 @@ class NodePayloads(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NodePayloadArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gb300:compute:NodePayloads", name, None, opts)
-        container = ArmResource(
+        container = storage.BlobContainer(
             f"{name}-container",
-            {
-                "containerName": args.container,
-                "accountName": args.account_name,
-                "resourceGroupName": args.resource_group_name,
-                "publicAccess": "None",
-            },
-            pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
-            type_=token("storage", "BlobContainer"),
-            outputs=("name",),
+            container_name=args.container,
+            account_name=args.account_name,
+            resource_group_name=args.resource_group_name,
+            public_access=storage.PublicAccess.NONE,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
         self.reader = roles.assign(
             f"{name}-nodes", role=READER, scope=container.id, principal_id=args.node_principal_id, parent=self
@@ -119,24 +115,20 @@ class NodePayloads(pulumi.ComponentResource):
                 continue
             seen.add(payload.blob_name)
             self.blobs.append(
-                ArmResource(
+                storage.Blob(
                     f"{name}-{payload.sha256[:16]}",
-                    {
-                        "blobName": payload.blob_name,
-                        "containerName": container.output("name"),
-                        "accountName": args.account_name,
-                        "resourceGroupName": args.resource_group_name,
-                        "type": "Block",
-                        "contentType": "application/gzip",
-                        "metadata": {"sha256": payload.sha256, "role": payload.role},
-                        "source": pulumi.FileAsset(str(write_payload(payload))),
-                    },
-                    pulumi.ResourceOptions(parent=self, depends_on=uploads_after, retain_on_delete=True),
-                    type_=token("storage", "Blob"),
-                    outputs=("name",),
+                    blob_name=payload.blob_name,
+                    container_name=container.name,
+                    account_name=args.account_name,
+                    resource_group_name=args.resource_group_name,
+                    type=storage.BlobType.BLOCK,
+                    content_type="application/gzip",
+                    metadata={"sha256": payload.sha256, "role": payload.role},
+                    source=pulumi.FileAsset(str(write_payload(payload))),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=uploads_after, retain_on_delete=True),
                 )
             )
         self.url = pulumi.Output.concat(
             pulumi.Output.from_input(args.blob_endpoint).apply(lambda url: url.rstrip("/")), "/", args.container
         )
-        self.register_outputs({"url": self.url, "blobs": [b.output("name") for b in self.blobs]})
+        self.register_outputs({"url": self.url, "blobs": [b.name for b in self.blobs]})

@@ -9,9 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-
-from gb300.components.arm_resource import ArmResource, token
-from gb300.components.network import SUBNET_POLICY_DEFAULTS
+from pulumi_azure_native import network, privatedns
 
 
 @dataclass(frozen=True)
@@ -32,64 +30,52 @@ class PrivateLinkArgs:
 class PrivateLink:
     """The endpoint, and the zone group that makes the service's name resolve to it (what a client waits for)."""
 
-    endpoint: ArmResource
-    zone_group: ArmResource
+    endpoint: network.PrivateEndpoint
+    zone_group: network.PrivateDnsZoneGroup
 
 
 def private_endpoint(prefix: str, args: PrivateLinkArgs, *, parent: pulumi.Resource) -> PrivateLink:
     """Declare ``<prefix>-zone``, ``-link``, ``-pe`` and ``-dns`` under ``parent``."""
     child = pulumi.ResourceOptions(parent=parent)
-    zone = ArmResource(
+    zone = privatedns.PrivateZone(
         f"{prefix}-zone",
-        {
-            "privateZoneName": args.zone_name,
-            "resourceGroupName": args.resource_group_name,
-            "location": "global",
-            "tags": args.tags,
-        },
-        child,
-        type_=token("privatedns", "PrivateZone"),
-        outputs=("name",),
+        private_zone_name=args.zone_name,
+        resource_group_name=args.resource_group_name,
+        location="global",
+        tags=args.tags,
+        opts=child,
     )
-    ArmResource(
+    privatedns.VirtualNetworkLink(
         f"{prefix}-link",
-        {
-            "virtualNetworkLinkName": f"{prefix}-link",
-            "privateZoneName": zone.output("name"),
-            "resourceGroupName": args.resource_group_name,
-            "location": "global",
-            "registrationEnabled": False,
-            "virtualNetwork": {"id": args.vnet_id},
-            "tags": args.tags,
-        },
-        child,
-        type_=token("privatedns", "VirtualNetworkLink"),
+        virtual_network_link_name=f"{prefix}-link",
+        private_zone_name=zone.name,
+        resource_group_name=args.resource_group_name,
+        location="global",
+        registration_enabled=False,
+        virtual_network=privatedns.SubResourceArgs(id=args.vnet_id),
+        tags=args.tags,
+        opts=child,
     )
-    endpoint = ArmResource(
+    endpoint = network.PrivateEndpoint(
         f"{prefix}-pe",
-        {
-            "privateEndpointName": f"{prefix}-pe",
-            "resourceGroupName": args.resource_group_name,
-            "location": args.location,
-            "subnet": {"id": args.subnet_id, **SUBNET_POLICY_DEFAULTS},
-            "privateLinkServiceConnections": [
-                {"name": prefix, "privateLinkServiceId": args.service_id, "groupIds": [args.group]}
-            ],
-            "tags": args.tags,
-        },
-        child,
-        type_=token("network", "PrivateEndpoint"),
-        outputs=("name",),
+        private_endpoint_name=f"{prefix}-pe",
+        resource_group_name=args.resource_group_name,
+        location=args.location,
+        subnet=network.SubnetArgs(id=args.subnet_id),
+        private_link_service_connections=[
+            network.PrivateLinkServiceConnectionArgs(
+                name=prefix, private_link_service_id=args.service_id, group_ids=[args.group]
+            )
+        ],
+        tags=args.tags,
+        opts=child,
     )
-    zone_group = ArmResource(
+    zone_group = network.PrivateDnsZoneGroup(
         f"{prefix}-dns",
-        {
-            "privateDnsZoneGroupName": "default",
-            "privateEndpointName": endpoint.output("name"),
-            "resourceGroupName": args.resource_group_name,
-            "privateDnsZoneConfigs": [{"name": args.group, "privateDnsZoneId": zone.id}],
-        },
-        child,
-        type_=token("network", "PrivateDnsZoneGroup"),
+        private_dns_zone_group_name="default",
+        private_endpoint_name=endpoint.name,
+        resource_group_name=args.resource_group_name,
+        private_dns_zone_configs=[network.PrivateDnsZoneConfigArgs(name=args.group, private_dns_zone_id=zone.id)],
+        opts=child,
     )
     return PrivateLink(endpoint, zone_group)

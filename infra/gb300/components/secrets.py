@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_random as random
+from pulumi_azure_native import keyvault
 
-from gb300.components.arm_resource import ArmResource, token
 from gb300.components.private_link import PrivateLinkArgs, private_endpoint
 from gb300.facts import roles
 
@@ -51,45 +51,38 @@ class ClusterSecrets(pulumi.ComponentResource):
         suffix = random.RandomString(
             f"{name}-kv-suffix", length=6, special=False, upper=False, numeric=True, opts=child
         )
-        vault = ArmResource(
+        vault = keyvault.Vault(
             f"{name}-kv",
-            {
-                "vaultName": suffix.result.apply(lambda s: f"{args.cluster_name}-kv-{s}"),
-                "resourceGroupName": args.resource_group_name,
-                "location": args.location,
-                "properties": {
-                    "tenantId": args.tenant_id,
-                    "sku": {"family": "A", "name": "standard"},
-                    "enableRbacAuthorization": True,
-                    "enablePurgeProtection": True,
-                    "enableSoftDelete": True,
-                    # The provider schema's defaults (`VaultPropertiesArgs`), which the typed class sends too.
-                    "enabledForDeployment": False,
-                    "enabledForDiskEncryption": False,
-                    "enabledForTemplateDeployment": False,
-                    "softDeleteRetentionInDays": 90,
-                    "publicNetworkAccess": "Disabled",
-                    "networkAcls": {"defaultAction": "Deny", "bypass": "AzureServices"},
-                },
-                "tags": args.tags,
-            },
-            child,
-            type_=token("keyvault", "Vault"),
-            outputs=("name",),
+            vault_name=suffix.result.apply(lambda s: f"{args.cluster_name}-kv-{s}"),
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            properties=keyvault.VaultPropertiesArgs(
+                tenant_id=args.tenant_id,
+                sku=keyvault.SkuArgs(family=keyvault.SkuFamily.A, name=keyvault.SkuName.STANDARD),
+                enable_rbac_authorization=True,
+                enable_purge_protection=True,
+                enable_soft_delete=True,
+                soft_delete_retention_in_days=90,
+                public_network_access="Disabled",
+                network_acls=keyvault.NetworkRuleSetArgs(
+                    default_action=keyvault.NetworkRuleAction.DENY,
+                    bypass=keyvault.NetworkRuleBypassOptions.AZURE_SERVICES,
+                ),
+            ),
+            tags=args.tags,
+            opts=child,
         )
         munge = random.RandomBytes(f"{name}-munge-key", length=MUNGE_KEY_BYTES, opts=child)
-        vault_name: pulumi.Output[str] = vault.output("name")
-        secret = ArmResource(
+        secret = keyvault.Secret(
             f"{name}-munge-key",
-            {
-                "secretName": MUNGE_SECRET_NAME,
-                "vaultName": vault_name,
-                "resourceGroupName": args.resource_group_name,
-                "properties": {"value": pulumi.Output.secret(munge.base64), "contentType": "application/base64"},
-                "tags": args.tags,
-            },
-            child,
-            type_=token("keyvault", "Secret"),
+            secret_name=MUNGE_SECRET_NAME,
+            vault_name=vault.name,
+            resource_group_name=args.resource_group_name,
+            properties=keyvault.SecretPropertiesArgs(
+                value=pulumi.Output.secret(munge.base64), content_type="application/base64"
+            ),
+            tags=args.tags,
+            opts=child,
         )
         link = private_endpoint(
             f"{name}-vault",
@@ -112,8 +105,8 @@ class ClusterSecrets(pulumi.ComponentResource):
             principal_id=args.node_principal_id,
             parent=self,
         )
-        self.vault_name = vault_name
+        self.vault_name = vault.name
         self.vault_id = vault.id
         self.munge_secret_name = MUNGE_SECRET_NAME
         self.boot_dependencies = (secret, read_access, link.zone_group)
-        self.register_outputs({"vaultName": vault_name, "vaultId": vault.id})
+        self.register_outputs({"vaultName": vault.name, "vaultId": vault.id})

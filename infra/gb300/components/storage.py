@@ -23,26 +23,25 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import pulumi
+from pulumi_azure_native import authorization, storage, storagecache
 
 from gb300 import tags as gb300_tags
-from gb300.components.arm_resource import ArmResource, token
 from gb300.components.private_link import PrivateLinkArgs, private_endpoint
 from gb300.facts import roles, sizing, storage_facts
 
 ROLE_FOR_ACCESS = {"read": "Storage Blob Data Reader", "readWrite": "Storage Blob Data Contributor"}
 LOCK_NAME = "gb300-keep-data"
 LOCK_NOTES = "gb300: the Lustre filesystem holds data; add 'lustre' to gb300:storage.allowReplace to lift"
-AMLFS = token("storagecache", "AmlFilesystem")
-ACCOUNT = token("storage", "StorageAccount")
-CONTAINER = token("storage", "BlobContainer")
 
 
-def stateful_options(typ: str, parent: pulumi.Resource, *, allow_replace: bool) -> pulumi.ResourceOptions:
-    """Options of a stateful resource: protected and retained unless the stack allows replacing it."""
-    replace_on = list(storage_facts.stateful()[typ]["replaceOn"])
+def stateful_options(
+    cls: type[pulumi.CustomResource], parent: pulumi.Resource, *, allow_replace: bool
+) -> pulumi.ResourceOptions:
+    """Options of a stateful resource of class ``cls``: protected and retained unless the stack allows replacing it."""
+    replace_on = list(storage_facts.stateful()[str(pulumi.get_type_token(cls))]["replaceOn"])
     if allow_replace:
         # Explicitly allowed: Pulumi deletes the old one first (the name is fixed), and its data with it.
         return pulumi.ResourceOptions(
@@ -95,40 +94,36 @@ class Lustre(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: LustreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gb300:storage:Lustre", name, None, opts)
-        fs = ArmResource(
+        fs = storagecache.AmlFilesystem(
             f"{name}-amlfs",
-            {
-                "amlFilesystemName": f"{name}-amlfs",
-                "resourceGroupName": args.resource_group_name,
-                "location": args.location,
-                "sku": {"name": args.sku},
-                "storageCapacityTiB": args.capacity_tib,
-                "zones": [args.zone] if args.zone else None,
-                "filesystemSubnet": args.subnet_id,
-                "maintenanceWindow": {"dayOfWeek": args.maintenance_day, "timeOfDayUTC": args.maintenance_time_utc},
-                "tags": args.all_tags,
-            },
-            stateful_options(AMLFS, self, allow_replace=args.allow_replace),
-            type_=AMLFS,
-            outputs=("clientInfo",),
+            aml_filesystem_name=f"{name}-amlfs",
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            sku=storagecache.SkuNameArgs(name=args.sku),
+            storage_capacity_ti_b=args.capacity_tib,
+            zones=[args.zone] if args.zone else None,
+            filesystem_subnet=args.subnet_id,
+            maintenance_window=storagecache.AmlFilesystemMaintenanceWindowArgs(
+                day_of_week=storagecache.MaintenanceDayOfWeekType(args.maintenance_day),
+                time_of_day_utc=args.maintenance_time_utc,
+            ),
+            tags=args.all_tags,
+            opts=stateful_options(storagecache.AmlFilesystem, self, allow_replace=args.allow_replace),
         )
         if not args.allow_replace:
             # Azure refuses to delete a resource group that holds a resource with a delete lock, so neither
             # `az group delete` nor a replaced group takes the filesystem with it. Not protected in Pulumi's state:
             # allowReplace drops the lock from the program, and Pulumi must be able to delete it then.
-            ArmResource(
+            authorization.ManagementLockByScope(
                 f"{name}-lock",
-                {
-                    "lockName": LOCK_NAME,
-                    "scope": fs.id,
-                    "level": "CanNotDelete",
-                    "notes": LOCK_NOTES,
-                },
-                pulumi.ResourceOptions(parent=self),
-                type_=token("authorization", "ManagementLockByScope"),
+                lock_name=LOCK_NAME,
+                scope=fs.id,
+                level=authorization.LockLevel.CAN_NOT_DELETE,
+                notes=LOCK_NOTES,
+                opts=pulumi.ResourceOptions(parent=self),
             )
         self.id = fs.id
-        self.mgs_address = fs.output("clientInfo").apply(lambda info: str((info or {}).get("mgsAddress") or ""))
+        self.mgs_address = fs.client_info.apply(lambda info: (info.mgs_address if info else None) or "")
         self.register_outputs({"id": fs.id, "mgsAddress": self.mgs_address})
 
 
@@ -176,21 +171,24 @@ def account_name(args: BlobStoreArgs, subscription_id: str) -> str:
     return f"{args.cluster_name.replace('-', '')}st{digest}"
 
 
-def ip_rules(ranges: tuple[str, ...]) -> list[dict[str, str]]:
+def ip_rules(ranges: tuple[str, ...]) -> list[storage.IPRuleArgs]:
     """Storage IP rules for CIDRs: Azure takes /31 and /32 as single addresses only."""
     rules = []
     for cidr in ranges:
         net = ipaddress.IPv4Network(cidr)
         values = [str(a) for a in net] if net.prefixlen >= 31 else [cidr]
-        rules += [{"iPAddressOrRange": v, "action": "Allow"} for v in values]
+        rules += [storage.IPRuleArgs(i_p_address_or_range=v, action=storage.Action.ALLOW) for v in values]
     return rules
 
 
-def network_access(ranges: tuple[str, ...]) -> tuple[str, dict[str, Any]]:
+def network_access(ranges: tuple[str, ...]) -> tuple[str, storage.NetworkRuleSetArgs]:
     """``publicNetworkAccess`` and the rule set: closed, or open to ``ranges`` only (default action Deny)."""
     if not ranges:
-        return "Disabled", {"defaultAction": "Deny", "bypass": "None"}
-    return "Enabled", {"defaultAction": "Deny", "bypass": "None", "ipRules": ip_rules(ranges)}
+        return "Disabled", storage.NetworkRuleSetArgs(default_action=storage.DefaultAction.DENY, bypass="None")
+    rules = storage.NetworkRuleSetArgs(
+        default_action=storage.DefaultAction.DENY, bypass="None", ip_rules=ip_rules(ranges)
+    )
+    return "Enabled", rules
 
 
 class BlobStore(pulumi.ComponentResource):
@@ -205,61 +203,48 @@ class BlobStore(pulumi.ComponentResource):
         super().__init__("gb300:storage:BlobStore", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         public_access, rule_set = network_access(args.upload_source_ranges)
-        account = ArmResource(
+        account = storage.StorageAccount(
             f"{name}-account",
-            {
-                "accountName": pulumi.Output.from_input(args.subscription_id).apply(
-                    lambda sub: account_name(args, sub)
-                ),
-                "resourceGroupName": args.resource_group_name,
-                "location": args.location,
-                "kind": "StorageV2",
-                "sku": {"name": "Standard_LRS"},
-                "accessTier": "Hot",
-                "isHnsEnabled": args.hierarchical_namespace,
-                "allowBlobPublicAccess": False,
-                "allowSharedKeyAccess": False,
-                "defaultToOAuthAuthentication": True,
-                "minimumTlsVersion": "TLS1_2",
-                "enableHttpsTrafficOnly": True,
-                "publicNetworkAccess": public_access,
-                "networkRuleSet": rule_set,
-                "allowCrossTenantReplication": False,
-                "tags": args.tags,
-            },
-            stateful_options(ACCOUNT, self, allow_replace=args.allow_replace),
-            type_=ACCOUNT,
-            outputs=("name", "primaryEndpoints"),
+            account_name=pulumi.Output.from_input(args.subscription_id).apply(lambda sub: account_name(args, sub)),
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            kind=storage.Kind.STORAGE_V2,
+            sku=storage.SkuArgs(name=storage.SkuName.STANDARD_LRS),
+            access_tier=storage.AccessTier.HOT,
+            is_hns_enabled=args.hierarchical_namespace,
+            allow_blob_public_access=False,
+            allow_shared_key_access=False,
+            default_to_o_auth_authentication=True,
+            minimum_tls_version=storage.MinimumTlsVersion.TLS1_2,
+            enable_https_traffic_only=True,
+            public_network_access=public_access,
+            network_rule_set=rule_set,
+            allow_cross_tenant_replication=False,
+            tags=args.tags,
+            opts=stateful_options(storage.StorageAccount, self, allow_replace=args.allow_replace),
         )
-        account_name_out: pulumi.Output[str] = account.output("name")
-        retention = {"enabled": True, "days": args.soft_delete_days}
-        service = ArmResource(
+        retention = storage.DeleteRetentionPolicyArgs(enabled=True, days=args.soft_delete_days)
+        service = storage.BlobServiceProperties(
             f"{name}-blob-service",
-            {
-                "accountName": account_name_out,
-                "resourceGroupName": args.resource_group_name,
-                "blobServicesName": "default",
-                "deleteRetentionPolicy": retention,
-                "containerDeleteRetentionPolicy": retention,
-                "isVersioningEnabled": args.versioning,
-            },
-            child,
-            type_=token("storage", "BlobServiceProperties"),
+            account_name=account.name,
+            resource_group_name=args.resource_group_name,
+            blob_services_name="default",
+            delete_retention_policy=retention,
+            container_delete_retention_policy=retention,
+            is_versioning_enabled=args.versioning,
+            opts=child,
         )
         self.container_ids = {}
         for container in args.containers:
-            container_opts = stateful_options(CONTAINER, self, allow_replace=args.allow_replace_containers)
-            blob_container = ArmResource(
+            container_opts = stateful_options(storage.BlobContainer, self, allow_replace=args.allow_replace_containers)
+            blob_container = storage.BlobContainer(
                 f"{name}-{container.name}",
-                {
-                    "containerName": container.name,
-                    "accountName": account_name_out,
-                    "resourceGroupName": args.resource_group_name,
-                    "publicAccess": "None",
-                },
+                container_name=container.name,
+                account_name=account.name,
+                resource_group_name=args.resource_group_name,
+                public_access=storage.PublicAccess.NONE,
                 # Created after soft delete is on, so a container is never unprotected.
-                pulumi.ResourceOptions.merge(container_opts, pulumi.ResourceOptions(depends_on=[service])),
-                type_=CONTAINER,
+                opts=pulumi.ResourceOptions.merge(container_opts, pulumi.ResourceOptions(depends_on=[service])),
             )
             self.container_ids[container.name] = blob_container.id
             role = ROLE_FOR_ACCESS[container.access]
@@ -286,6 +271,6 @@ class BlobStore(pulumi.ComponentResource):
                 parent=self,
             )
         self.id = account.id
-        self.name = account_name_out
-        self.blob_endpoint = account.output("primaryEndpoints").apply(lambda e: str((e or {}).get("blob") or ""))
-        self.register_outputs({"id": account.id, "name": account_name_out, "containerIds": self.container_ids})
+        self.name = account.name
+        self.blob_endpoint = account.primary_endpoints.apply(lambda e: (e.blob if e else None) or "")
+        self.register_outputs({"id": account.id, "name": account.name, "containerIds": self.container_ids})

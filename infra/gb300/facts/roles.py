@@ -6,8 +6,8 @@ import functools
 import uuid
 
 import pulumi
+from pulumi_azure_native import authorization
 
-from gb300.components.arm_resource import ArmResource, token
 from gb300.facts.loader import data
 
 
@@ -36,7 +36,7 @@ def assign(
     principal_id: pulumi.Input[str],
     parent: pulumi.Resource,
     principal_type: str = "ServicePrincipal",
-) -> ArmResource:
+) -> authorization.RoleAssignment:
     """Grant ``role`` to a service principal (a managed identity; ``principal_type`` ``User`` for a person) on
     exactly ``scope``.
 
@@ -46,19 +46,16 @@ def assign(
     created again (``delete_before_replace``).
     """
     definition = definition_id(role)
-    return ArmResource(
+    return authorization.RoleAssignment(
         name,
-        {
-            "roleAssignmentName": pulumi.Output.all(scope, principal_id).apply(
-                lambda parts: assignment_name(str(parts[0]), definition, str(parts[1]))
-            ),
-            "roleDefinitionId": definition,
-            "principalId": principal_id,
-            "principalType": principal_type,
-            "scope": scope,
-        },
-        pulumi.ResourceOptions(parent=parent, delete_before_replace=True),
-        type_=token("authorization", "RoleAssignment"),
+        role_assignment_name=pulumi.Output.all(scope, principal_id).apply(
+            lambda parts: assignment_name(str(parts[0]), definition, str(parts[1]))
+        ),
+        role_definition_id=definition,
+        principal_id=principal_id,
+        principal_type=principal_type,
+        scope=scope,
+        opts=pulumi.ResourceOptions(parent=parent, delete_before_replace=True),
     )
 
 
