@@ -68,7 +68,7 @@ class Migration:
 
 def state_stacks(deployed: Sequence[DeployedResource]) -> list[str]:
     """The stacks a state's URNs name (``urn:pulumi:<stack>::<project>::...``)."""
-    return sorted({d.urn.split(":", 3)[2].split("::", 1)[0] for d in deployed if d.urn.count(":") >= 3})  # noqa: PLR2004
+    return sorted({d.urn.split(":", 3)[2].split("::", 1)[0] for d in deployed if d.urn.count(":") >= 3})
 
 
 def legacy_resources(deployed: Sequence[DeployedResource]) -> list[DeployedResource]:
@@ -92,7 +92,7 @@ def check_state(deployed: Sequence[DeployedResource], stack: str, where: str) ->
     if blocks:
         raise UsageError(
             f"{where}: holds gb300 0.1 interconnect block(s) {', '.join(sorted(blocks)[:3])}"
-            f"{' ...' if len(blocks) > 3 else ''} ({len(blocks)}), which azure-native's compute 2026-03-01 package "  # noqa: PLR2004
+            f"{' ...' if len(blocks) > 3 else ''} ({len(blocks)}), which azure-native's compute 2026-03-01 package "
             "cannot import: keep them out of the state by hand first (docs/fabric.md, Migrating racks from gb300 0.1)"
         )
     return [d for d in legacy if legacy_kind(d) in LEGACY_SCALE_SETS]
@@ -124,7 +124,7 @@ def match(
         moves.append(RackMove(old, new, pool.urn))
     if missing:
         raise UsageError(
-            f"the stack file no longer declares rack(s) {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} "  # noqa: PLR2004
+            f"the stack file no longer declares rack(s) {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} "
             f"({len(missing)}): migrate with the same stack file that deployed them"
         )
     return moves

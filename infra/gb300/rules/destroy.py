@@ -9,8 +9,8 @@ the program declares now:
   pool is renamed or shrunk) or replaced (an input Azure cannot change in place changed);
 * racks still in the state as the Python dynamic resources of gb300 0.1 (``gb300Kind`` ``rack-scale-set``,
   ``pool-scale-set``, ``interconnect-block``): the plan declares them under new URNs, so until
-  ``gb300 migrate-racks`` has moved every one of them (docs/fabric.md, "Migrating racks from gb300 0.1"), each is a deletion: a half-done
-  migration is refused;
+  ``gb300 migrate-racks`` has moved every one of them (docs/fabric.md, "Migrating racks from gb300 0.1"), each
+  is a deletion: a half-done migration is refused;
 * subnets: given another address prefix or replaced (Azure cannot re-address a subnet that holds NICs, a
   Lustre filesystem or private endpoints; a subnet must never move), or deleted while VMs are in it.
 
