@@ -102,9 +102,7 @@ def match(
     legacy: Sequence[DeployedResource], planned: Sequence[ResourceRecord], deployed: Sequence[DeployedResource]
 ) -> list[RackMove]:
     """Pair each legacy scale set with the planned package scale set of the same Azure name."""
-    by_name = {
-        r.inputs.get("vmScaleSetName"): r for r in planned if r.type == compute_package.SCALE_SET_TOKEN
-    }
+    by_name = {r.inputs.get("vmScaleSetName"): r for r in planned if r.type == compute_package.SCALE_SET_TOKEN}
     parents = {r.urn: r for r in planned}
     deployed_urns = {d.urn for d in deployed}
     moves, missing = [], []
@@ -254,6 +252,8 @@ def commands(migration: Migration, out: Path) -> str:
     q = shlex.quote
     lines = [
         "#!/usr/bin/env bash",
+        "# A URN's '$' separates the parent's type from the resource's: single quotes keep it literal, on purpose.",
+        "# shellcheck disable=SC2016",
         f"# gb300 migrate-racks: {len(migration.moves)} rack(s) from gb300 0.1's dynamic resources to azure-native's",
         f"# compute {compute_package.API_VERSION} package. Nothing here writes to Azure ({DOCS}).",
         "set -euo pipefail",
