@@ -22,6 +22,7 @@ from gb300.plan.runner import ResourceRecord, register
 REAL_SUBSCRIPTION = "5f1c7a2e-3b4d-4e6f-8a9b-0c1d2e3f4a5b"
 LEGACY = "pulumi-python:dynamic:Resource"
 POOL_TYPE = "gb300:compute:GpuPool"
+PROVIDER = f"pulumi:providers:{compute_package.PACKAGE_NAME}"  # gb300 0.1 had no explicit provider
 SHELLCHECK = str(Path(sys.executable).parent / "shellcheck")
 ARM_TOP = ("location", "zones", "sku", "identity", "tags")  # gb300 0.1's ARM body keys outside ``properties``
 
@@ -71,8 +72,9 @@ def legacy_entry(record: ResourceRecord, pool_urn: str, subscription: str) -> di
 def legacy_state(
     resources: list[ResourceRecord], *, keep_new_racks: bool = False, subscription: str = REAL_SUBSCRIPTION
 ) -> dict[str, Any]:
-    """The reference stack as gb300 0.1 left it: every rack a dynamic resource under its pool (with the new racks
-    too when ``keep_new_racks``: a migration imported but not finished); each logs association depends on it."""
+    """The reference stack as gb300 0.1 left it: every rack a dynamic resource under its pool, no package provider
+    (with the new racks and provider too when ``keep_new_racks``: a migration imported but not finished); each
+    logs association depends on its rack."""
     by_urn = {r.urn: r for r in resources}
     entries, legacy_of = [], {}
     for r in resources:
@@ -87,7 +89,7 @@ def legacy_state(
             entry["propertyDependencies"] = {"resourceUri": [legacy_of[r.parent]]}
             del entry["parent"]
             entries.append(entry)
-        elif keep_new_racks or (r.type != RACK_TYPE and r.parent not in legacy_of):
+        elif keep_new_racks or (r.type not in (RACK_TYPE, PROVIDER) and r.parent not in legacy_of):
             entries.append(_entry(r, subscription))
     return {"version": 3, "deployment": {"resources": entries}}
 
@@ -139,6 +141,33 @@ def test_import_file_has_a_component_and_a_scale_set_per_rack(migration: dict[st
             f"virtualMachineScaleSets/{vmss['name']}"
         )
         assert vmss["version"] == compute_package.PACKAGE_VERSION
+        assert vmss["provider"] == "ref-compute"
+
+
+def test_import_file_creates_the_package_provider_the_racks_name(migration: dict[str, Any]) -> None:
+    """The package's explicit provider, not yet in a gb300 0.1 state, comes first in import.json: no id, the
+    package's version and parameterization, its planned configuration as inputs."""
+    first = migration["import"]["resources"][0]
+    assert first["type"] == f"pulumi:providers:{compute_package.PACKAGE_NAME}"
+    assert first["name"] == first["logicalName"] == "ref-compute"
+    assert "id" not in first
+    assert first["version"] == compute_package.PACKAGE_VERSION
+    assert first["parameterization"]["value"] == compute_package.BASE64_PARAMETER
+    assert [r for r in migration["import"]["resources"] if r["type"].startswith("pulumi:providers:")] == [first]
+
+
+def test_a_deployed_provider_is_named_not_created(planned: list[ResourceRecord], tmp_path: Path) -> None:
+    """When the state already holds the package's provider, the nameTable names it and the import creates none."""
+    doc = legacy_state(planned)
+    provider = next(r for r in planned if r.type.startswith("pulumi:providers:"))
+    doc["deployment"]["resources"].append({"urn": provider.urn, "type": provider.type, "id": "0b1c", "inputs": {}})
+    state = tmp_path / "before.json"
+    state.write_text(json.dumps(doc), encoding="utf-8")
+    out = tmp_path / "m"
+    assert cli.main(["migrate-racks", "--stack", "reference", "--state", str(state), "--out", str(out)]) == 0
+    written = json.loads((out / "import.json").read_text(encoding="utf-8"))
+    assert written["nameTable"]["ref-compute"] == provider.urn
+    assert not [r for r in written["resources"] if r["type"].startswith("pulumi:providers:")]
 
 
 def test_name_table_names_the_deployed_pools(migration: dict[str, Any]) -> None:

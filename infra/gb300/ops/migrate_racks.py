@@ -59,11 +59,16 @@ class Migration:
 
     moves: tuple[RackMove, ...]
     dependents: tuple[str, ...]  # URNs whose dependencies name a legacy rack (pulumi state delete refuses those)
+    provider: ResourceRecord | None = None  # the package's explicit provider the racks name (program.py)
+    provider_deployed: bool = False  # already in the state (else the import creates it)
 
     @property
-    def pools(self) -> dict[str, str]:
-        """The import file's nameTable: each pool's name -> its URN (already in the state)."""
-        return {m.pool_urn.rsplit("::", 1)[-1]: m.pool_urn for m in self.moves}
+    def name_table(self) -> dict[str, str]:
+        """The import file's nameTable: each pool's name -> its URN, and a deployed provider's (in the state)."""
+        table = {m.pool_urn.rsplit("::", 1)[-1]: m.pool_urn for m in self.moves}
+        if self.provider is not None and self.provider_deployed:
+            table[self.provider.name] = self.provider.urn
+        return table
 
 
 def state_stacks(deployed: Sequence[DeployedResource]) -> list[str]:
@@ -165,19 +170,36 @@ def plan_migration(
             f"{where}: {children[0]} is a child of a gb300 0.1 rack, which nothing in gb300 creates; remove it from "
             "the state first ('pulumi state delete')"
         )
-    return Migration(tuple(moves), tuple(depending))
+    provider = _provider(moves, planned)
+    deployed_urns = {d.urn for d in deployed}
+    return Migration(tuple(moves), tuple(depending), provider, provider is not None and provider.urn in deployed_urns)
 
 
-def _real_ids(value: Any, subscription: str) -> Any:
+def _provider(moves: Sequence[RackMove], planned: Sequence[ResourceRecord]) -> ResourceRecord | None:
+    """The explicit provider every planned rack names (a reference ``<urn>::<id>``), or None for the default."""
+    refs = {m.planned.provider for m in moves}
+    if refs == {None}:
+        return None
+    ref = next(iter(refs))
+    provider = next((r for r in planned if ref and ref.startswith(f"{r.urn}::")), None)
+    if len(refs) != 1 or provider is None:
+        raise UsageError(f"the planned racks name {len(refs)} providers; gb300 declares one (program.py)")
+    return provider
+
+
+def _real_ids(value: Any, subscription: str, what: str) -> Any:
     """``value`` with the plan's mock subscription id replaced by the deployed one (the rest of an id is real)."""
     if isinstance(value, str):
         if value == SECRET:
-            raise UsageError("a planned scale set input is a secret the plan cannot show: it cannot be imported")
+            raise UsageError(
+                f"{what}: an input is a secret, which the plan does not show and an import file cannot carry; for the "
+                "migration, give it through the environment instead of the stack (azure-native reads ARM_* variables)"
+            )
         return value.replace(SUBSCRIPTION_ID, subscription)
     if isinstance(value, Mapping):
-        return {k: _real_ids(v, subscription) for k, v in value.items()}
+        return {k: _real_ids(v, subscription, what) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_real_ids(v, subscription) for v in value]
+        return [_real_ids(v, subscription, what) for v in value]
     return value
 
 
@@ -186,13 +208,41 @@ def _inputs(move: RackMove) -> dict[str, Any]:
     if not subscription:
         raise UsageError(f"rack {move.name}: the state gives neither its Azure id nor its subscriptionId")
     inputs = {k: v for k, v in move.planned.inputs.items() if v is not None}
-    result: dict[str, Any] = _real_ids(inputs, subscription)
+    result: dict[str, Any] = _real_ids(inputs, subscription, f"rack {move.name}")
     return result
 
 
+def _parameterization() -> dict[str, str]:
+    return {
+        "pluginName": compute_package.BASE_PROVIDER,
+        "pluginVersion": compute_package.BASE_PROVIDER_VERSION,
+        # importParameterization.Value is []byte: JSON carries it base64-encoded, and the bytes are the schema's
+        # parameter (itself base64 text), as RegisterPackage sends them.
+        "value": compute_package.BASE64_PARAMETER,
+    }
+
+
 def import_file(migration: Migration) -> dict[str, Any]:
-    """The ``pulumi import --file`` document: per rack, its component, then its scale set under it."""
+    """The ``pulumi import --file`` document: the package's provider (unless deployed), then per rack its
+    component and its scale set under it."""
     resources: list[dict[str, Any]] = []
+    provider = migration.provider
+    if provider is not None and not migration.provider_deployed:
+        # A provider in the resources block is created by the import, from these inputs (its configuration).
+        resources.append(
+            {
+                "type": provider.type,
+                "name": provider.name,
+                "logicalName": provider.name,
+                "version": compute_package.PACKAGE_VERSION,
+                "parameterization": _parameterization(),
+                "inputs": _real_ids(
+                    {k: v for k, v in provider.inputs.items() if v is not None},
+                    arm_address(migration.moves[0].legacy.id, migration.moves[0].legacy.inputs, "")[0],
+                    f"provider {provider.name}",
+                ),
+            }
+        )
     for move in migration.moves:
         if not move.legacy.id:
             raise UsageError(f"rack {move.name}: the state has no Azure id for it; refresh the stack first")
@@ -214,17 +264,12 @@ def import_file(migration: Migration) -> dict[str, Any]:
                 "id": move.legacy.id,
                 "parent": entry,
                 "version": compute_package.PACKAGE_VERSION,
-                "parameterization": {
-                    "pluginName": compute_package.BASE_PROVIDER,
-                    "pluginVersion": compute_package.BASE_PROVIDER_VERSION,
-                    # importParameterization.Value is []byte: JSON carries it base64-encoded, and the bytes are
-                    # the schema's parameter (itself base64 text), as RegisterPackage sends them.
-                    "value": compute_package.BASE64_PARAMETER,
-                },
+                "parameterization": _parameterization(),
+                **({"provider": provider.name} if provider is not None else {}),
                 "inputs": _inputs(move),
             }
         )
-    return {"nameTable": migration.pools, "resources": resources}
+    return {"nameTable": migration.name_table, "resources": resources}
 
 
 # Run by commands.sh only when other state entries depend on a legacy rack: `pulumi state delete` refuses such a
