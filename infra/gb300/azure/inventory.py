@@ -26,7 +26,7 @@ TYPED_VMSS = "azure-native:compute:VirtualMachineScaleSet"
 SUBNET = "azure-native:network:Subnet"
 # gb300 0.1 declared racks as Python dynamic resources on azure-mgmt-compute, marked by a ``gb300Kind`` input, with
 # the ARM body under ``properties``. No plan declares them any more; deployed states may still hold them until
-# ``gb300 migrate racks`` (gb300.ops.migrate_racks) has moved them.
+# ``gb300 migrate-racks`` (gb300.ops.migrate_racks) has moved them.
 LEGACY_DYNAMIC = "pulumi-python:dynamic:Resource"
 LEGACY_MARKER = "gb300Kind"
 LEGACY_KINDS = {

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from gb300.commands import docs, plan, rollout, schema, size_storage, software, status, topology
+from gb300.commands import docs, migrate_racks, plan, rollout, schema, size_storage, software, status, topology
 
-COMMANDS: tuple[ModuleType, ...] = (plan, schema, topology, size_storage, software, rollout, status, docs)
+COMMANDS: tuple[ModuleType, ...] = (
+    plan,
+    schema,
+    topology,
+    size_storage,
+    software,
+    rollout,
+    migrate_racks,
+    status,
+    docs,
+)
 
 __all__ = ["COMMANDS"]

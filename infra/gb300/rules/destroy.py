@@ -8,9 +8,9 @@ the program declares now:
   managed disks (the head's state disk): deleted (no longer declared, or declared under another URN, as when a
   pool is renamed or shrunk) or replaced (an input Azure cannot change in place changed);
 * racks still in the state as the Python dynamic resources of gb300 0.1 (``gb300Kind`` ``rack-scale-set``,
-  ``pool-scale-set``, ``interconnect-block``): the plan declares them under new URNs, so until ``gb300 migrate
-  racks`` has moved every one of them (docs/fabric.md, "Migrating racks"), each is a deletion: a half-done
-  migration is refused;
+  ``pool-scale-set``, ``interconnect-block``): the plan declares them under new URNs, so until
+  ``gb300 migrate-racks`` has moved every one of them (docs/fabric.md, "Migrating racks from gb300 0.1"), each
+  is a deletion: a half-done migration is refused;
 * subnets: given another address prefix or replaced (Azure cannot re-address a subnet that holds NICs, a
   Lustre filesystem or private endpoints; a subnet must never move), or deleted while VMs are in it.
 
@@ -152,8 +152,8 @@ def destroyed(planned: Sequence[Resource], deployed: Sequence[DeployedResource])
             if kind == SUBNET and not vms:
                 continue  # an empty subnet (Bastion's, turned off) takes nothing with it
             detail = (
-                "still in the state as a gb300 0.1 dynamic resource: run `gb300 migrate racks` and the commands it "
-                "writes before `pulumi up` (docs/fabric.md, Migrating racks)"
+                "still in the state as a gb300 0.1 dynamic resource: run `gb300 migrate-racks` and the commands it "
+                "writes before `pulumi up` (docs/fabric.md, Migrating racks from gb300 0.1)"
                 if kind in LEGACY_KINDS
                 else "the plan no longer declares it"
             )

@@ -1,0 +1,71 @@
+"""``gb300 migrate-racks``: write the Pulumi commands that move gb300 0.1's racks onto the compute package."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from gb300 import config
+from gb300.commands.plan import _stack
+from gb300.errors import UsageError
+from gb300.ops import migrate_racks
+from gb300.plan.state import load_state
+
+NAME = "migrate-racks"
+
+
+def add_parser(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        NAME,
+        help="write the import file and Pulumi commands that move gb300 0.1's dynamic racks onto the compute package",
+        description=(
+            "Read the deployed state (--state, from 'pulumi stack export'), find every rack gb300 0.1 declared as a "
+            "Python dynamic resource, match each to the scale set the stack now declares by its Azure name, and "
+            "write DIR/import.json (for 'pulumi import --file') and DIR/commands.sh: import each scale set under "
+            "its new rack component, delete the legacy entries from the state only, then 'pulumi preview "
+            "--expect-no-changes'. Nothing here calls Azure or Pulumi, and no step deletes a VM. Exit 0: files "
+            "written; 2: nothing to migrate, a state of another stack, an interconnect block, or a rack the stack "
+            "no longer declares. See docs/fabric.md."
+        ),
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--stack", metavar="NAME", help="the stack stacks/Pulumi.NAME.yaml")
+    src.add_argument("--stack-file", metavar="PATH", type=Path, help="this stack file")
+    p.add_argument(
+        "--state",
+        metavar="FILE",
+        type=Path,
+        required=True,
+        help="the deployed stack's state ('pulumi stack export --file FILE'), taken before the migration",
+    )
+    p.add_argument("--out", metavar="DIR", type=Path, required=True, help="write import.json and commands.sh here")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan the stack, pair its racks with the state's legacy ones and write the two files."""
+    name, path = _stack(args)
+    raw = config.load_stack_file(path)
+    deployed = load_state(args.state)
+    where = f"--state {args.state}"
+    migrate_racks.check_state(deployed, name, where)  # refuse before the plan runs
+    config.parse(raw)
+    from gb300.plan.runner import register  # noqa: PLC0415 - the Pulumi mocks load only for this
+
+    try:
+        doc = json.loads(args.state.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # load_state read it a moment ago
+        raise UsageError(f"state file {args.state} cannot be read ({exc})") from None
+    migration = migrate_racks.plan_migration(deployed, doc, register(name, raw), name, where)
+    written = migrate_racks.write(migration, args.out)
+    print(f"gb300 migrate-racks: {len(migration.moves)} rack(s) of stack {name}")
+    for file in written:
+        print(f"  wrote {file}")
+    if migration.dependents:
+        print(f"  {len(migration.dependents)} state entries depend on legacy racks: commands.sh unlinks them first")
+    print(
+        f"Review them, run 'bash {written[1]}', then 'gb300 plan --state' on a fresh 'pulumi stack export' must "
+        "show no destroys-deployed error"
+    )
+    return 0

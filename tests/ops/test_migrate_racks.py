@@ -1,0 +1,357 @@
+"""`gb300 migrate-racks`: gb300 0.1's dynamic racks moved onto the compute package, in files, offline."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gb300 import cli
+from gb300.components import compute_package
+from gb300.components.gpu_pool import RACK_TYPE
+from gb300.plan.mocks import SUBSCRIPTION_ID
+from gb300.plan.runner import ResourceRecord, register
+
+REAL_SUBSCRIPTION = "5f1c7a2e-3b4d-4e6f-8a9b-0c1d2e3f4a5b"
+LEGACY = "pulumi-python:dynamic:Resource"
+POOL_TYPE = "gb300:compute:GpuPool"
+PROVIDER = f"pulumi:providers:{compute_package.PACKAGE_NAME}"  # gb300 0.1 had no explicit provider
+SHELLCHECK = str(Path(sys.executable).parent / "shellcheck")
+ARM_TOP = ("location", "zones", "sku", "identity", "tags")  # gb300 0.1's ARM body keys outside ``properties``
+
+
+def _real(value: Any, subscription: str = REAL_SUBSCRIPTION) -> Any:
+    """A planned value as Azure would hold it: the deployed subscription instead of the mock one."""
+    return json.loads(json.dumps(value).replace(SUBSCRIPTION_ID, subscription))
+
+
+def _entry(record: ResourceRecord, subscription: str) -> dict[str, Any]:
+    """A planned resource as ``pulumi stack export`` writes it once deployed."""
+    out: dict[str, Any] = {"urn": record.urn, "type": record.type, "inputs": _real(record.inputs, subscription)}
+    if record.id:
+        out["id"] = _real(record.id, subscription)
+    if record.parent:
+        out["parent"] = record.parent
+    return out
+
+
+def legacy_urn(record: ResourceRecord, pool_urn: str) -> str:
+    """The URN gb300 0.1 gave the rack: a dynamic resource, child of its GpuPool."""
+    stack_project, _, _ = pool_urn.rpartition("::")
+    return f"{stack_project}$pulumi-python:dynamic:Resource::{record.name}"
+
+
+def legacy_entry(record: ResourceRecord, pool_urn: str, subscription: str) -> dict[str, Any]:
+    """One rack scale set as gb300 0.1 deployed it: the dynamic resource with the ARM body under ``properties``."""
+    inputs = _real(record.inputs, subscription)
+    return {
+        "urn": legacy_urn(record, pool_urn),
+        "type": LEGACY,
+        "id": _real(record.id, subscription),
+        "parent": pool_urn,
+        "inputs": {
+            "gb300Kind": "rack-scale-set",
+            "resourceType": "Microsoft.Compute/virtualMachineScaleSets",
+            "apiVersion": "2025-04-01",
+            "subscriptionId": subscription,
+            "resourceGroupName": inputs.pop("resourceGroupName"),
+            "resourceName": inputs.pop("vmScaleSetName"),
+            **{k: inputs.pop(k) for k in ARM_TOP if k in inputs},
+            "properties": inputs,
+        },
+    }
+
+
+def legacy_state(
+    resources: list[ResourceRecord], *, keep_new_racks: bool = False, subscription: str = REAL_SUBSCRIPTION
+) -> dict[str, Any]:
+    """The reference stack as gb300 0.1 left it: every rack a dynamic resource under its pool, no package provider
+    (with the new racks and provider too when ``keep_new_racks``: a migration imported but not finished); each
+    logs association depends on its rack."""
+    by_urn = {r.urn: r for r in resources}
+    entries, legacy_of = [], {}
+    for r in resources:
+        if r.type == compute_package.SCALE_SET_TOKEN and r.parent in by_urn and by_urn[r.parent].type == RACK_TYPE:
+            pool_urn = str(by_urn[r.parent].parent)
+            entries.append(legacy_entry(r, pool_urn, subscription))
+            legacy_of[r.parent] = legacy_urn(r, pool_urn)
+    for r in resources:
+        if r.parent in legacy_of and r.type != compute_package.SCALE_SET_TOKEN and not keep_new_racks:
+            entry = _entry(r, subscription)  # the logs association: in 0.1 it took the dynamic rack's id
+            entry["dependencies"] = [legacy_of[r.parent]]
+            entry["propertyDependencies"] = {"resourceUri": [legacy_of[r.parent]]}
+            del entry["parent"]
+            entries.append(entry)
+        elif keep_new_racks or (r.type not in (RACK_TYPE, PROVIDER) and r.parent not in legacy_of):
+            entries.append(_entry(r, subscription))
+    return {"version": 3, "deployment": {"resources": entries}}
+
+
+def migrated_state(resources: list[ResourceRecord], subscription: str = REAL_SUBSCRIPTION) -> dict[str, Any]:
+    """The state after commands.sh: the plan's resources with their Azure ids, and no legacy entry."""
+    return {"version": 3, "deployment": {"resources": [_entry(r, subscription) for r in resources]}}
+
+
+@pytest.fixture(scope="module")
+def planned(reference_raw: dict[str, Any]) -> list[ResourceRecord]:
+    """The reference stack's registrations."""
+    return register("reference", copy.deepcopy(reference_raw))
+
+
+@pytest.fixture(scope="module")
+def migration(planned: list[ResourceRecord], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """`gb300 migrate-racks` run once on the reference stack's legacy state: its exit code, output and files."""
+    tmp = tmp_path_factory.mktemp("migrate")
+    state = tmp / "before.json"
+    state.write_text(json.dumps(legacy_state(planned)), encoding="utf-8")
+    out = tmp / "migrate"
+    code = cli.main(["migrate-racks", "--stack", "reference", "--state", str(state), "--out", str(out)])
+    return {
+        "code": code,
+        "out": out,
+        "import": json.loads((out / "import.json").read_text(encoding="utf-8")),
+        "commands": (out / "commands.sh").read_text(encoding="utf-8"),
+        "legacy": [r["urn"] for r in legacy_state(planned)["deployment"]["resources"] if r["type"] == LEGACY],
+    }
+
+
+def test_import_file_has_a_component_and_a_scale_set_per_rack(migration: dict[str, Any]) -> None:
+    """import.json names the 64 rack components and, under each, its rack's deployed scale set."""
+    assert migration["code"] == 0
+    resources = migration["import"]["resources"]
+    racks = [r for r in resources if r["type"] == RACK_TYPE]
+    scale_sets = [r for r in resources if r["type"] == compute_package.SCALE_SET_TOKEN]
+    assert len(racks) == 64
+    assert len(scale_sets) == 64
+    assert all(r["component"] is True and "id" not in r for r in racks)
+    entries = {r["name"]: r for r in racks}
+    for vmss in scale_sets:
+        rack = entries[vmss["parent"]]
+        assert rack["logicalName"] == vmss["logicalName"] == vmss["name"]
+        assert rack["parent"] in migration["import"]["nameTable"]
+        assert vmss["id"] == (
+            f"/subscriptions/{REAL_SUBSCRIPTION}/resourceGroups/ref-rg/providers/Microsoft.Compute/"
+            f"virtualMachineScaleSets/{vmss['name']}"
+        )
+        assert vmss["version"] == compute_package.PACKAGE_VERSION
+        assert vmss["provider"] == "ref-compute"
+
+
+def test_import_file_creates_the_package_provider_the_racks_name(migration: dict[str, Any]) -> None:
+    """The package's explicit provider, not yet in a gb300 0.1 state, comes first in import.json: no id, the
+    package's version and parameterization, its planned configuration as inputs."""
+    first = migration["import"]["resources"][0]
+    assert first["type"] == f"pulumi:providers:{compute_package.PACKAGE_NAME}"
+    assert first["name"] == first["logicalName"] == "ref-compute"
+    assert "id" not in first
+    assert first["version"] == compute_package.PACKAGE_VERSION
+    assert first["parameterization"]["value"] == compute_package.BASE64_PARAMETER
+    assert [r for r in migration["import"]["resources"] if r["type"].startswith("pulumi:providers:")] == [first]
+
+
+def test_a_deployed_provider_is_named_not_created(planned: list[ResourceRecord], tmp_path: Path) -> None:
+    """When the state already holds the package's provider, the nameTable names it and the import creates none."""
+    doc = legacy_state(planned)
+    provider = next(r for r in planned if r.type.startswith("pulumi:providers:"))
+    doc["deployment"]["resources"].append({"urn": provider.urn, "type": provider.type, "id": "0b1c", "inputs": {}})
+    state = tmp_path / "before.json"
+    state.write_text(json.dumps(doc), encoding="utf-8")
+    out = tmp_path / "m"
+    assert cli.main(["migrate-racks", "--stack", "reference", "--state", str(state), "--out", str(out)]) == 0
+    written = json.loads((out / "import.json").read_text(encoding="utf-8"))
+    assert written["nameTable"]["ref-compute"] == provider.urn
+    assert not [r for r in written["resources"] if r["type"].startswith("pulumi:providers:")]
+
+
+def test_name_table_names_the_deployed_pools(migration: dict[str, Any]) -> None:
+    """The nameTable maps each rack's parent to the GpuPool URN already in the state."""
+    assert migration["import"]["nameTable"] == {
+        "ref-train": "urn:pulumi:reference::gb300::gb300:compute:GpuPool::ref-train"
+    }
+
+
+def test_parameterization_decodes_to_the_compute_module(migration: dict[str, Any]) -> None:
+    """Each scale set's parameterization is azure-native's plugin with the compute 2026-03-01 parameter bytes."""
+    for vmss in migration["import"]["resources"]:
+        if vmss["type"] != compute_package.SCALE_SET_TOKEN:
+            continue
+        param = vmss["parameterization"]
+        assert (param["pluginName"], param["pluginVersion"]) == ("azure-native", compute_package.BASE_PROVIDER_VERSION)
+        assert json.loads(base64.b64decode(base64.b64decode(param["value"]))) == {
+            "module": "compute",
+            "version": "v20260301",
+        }
+
+
+def test_inputs_are_the_plan_with_the_deployed_ids(migration: dict[str, Any], planned: list[ResourceRecord]) -> None:
+    """Each scale set's inputs carry the plan's custom data and name the deployed subscription, never the mock one."""
+    by_name = {r.name: r for r in planned if r.type == compute_package.SCALE_SET_TOKEN}
+    for vmss in migration["import"]["resources"]:
+        if vmss["type"] != compute_package.SCALE_SET_TOKEN:
+            continue
+        inputs = vmss["inputs"]
+        plan = by_name[vmss["name"]].inputs
+        custom_data = inputs["virtualMachineProfile"]["osProfile"]["customData"]
+        assert custom_data == plan["virtualMachineProfile"]["osProfile"]["customData"]
+        assert SUBSCRIPTION_ID not in json.dumps(inputs)
+        assert REAL_SUBSCRIPTION in inputs["identity"]["userAssignedIdentities"][0]
+        assert inputs == _real(plan)
+
+
+def test_commands_pass_shellcheck_and_delete_each_legacy_entry(migration: dict[str, Any]) -> None:
+    """commands.sh is strict bash that shellcheck passes, imports first, deletes each legacy URN once, then previews."""
+    script = migration["commands"]
+    result = subprocess.run([SHELLCHECK, "-s", "bash", "-"], input=script, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout
+    assert "set -euo pipefail" in script
+    deletes = re.findall(r"^pulumi state delete '([^']+)' --yes$", script, flags=re.MULTILINE)
+    assert sorted(deletes) == sorted(migration["legacy"])
+    assert len(deletes) == 64
+    steps = [line for line in script.splitlines() if line.startswith("pulumi ")]
+    assert steps[0] == (
+        f"pulumi import --file {migration['out'] / 'import.json'} --yes --protect=false --generate-code=false"
+    )
+    assert steps[-1] == "pulumi preview --diff --expect-no-changes"
+
+
+def test_commands_unlink_the_logs_associations_first(migration: dict[str, Any], tmp_path: Path) -> None:
+    """The logs associations depend on the legacy racks, so commands.sh drops those edges before the deletes, and
+    its filter leaves no state entry naming a legacy rack."""
+    script = migration["commands"]
+    assert script.index("\npulumi stack import ") < script.index("\npulumi state delete ")
+    filter_src = script.split("<<'PY'\n", 1)[1].split("\nPY\n", 1)[0]
+    before = tmp_path / "before.json"
+    before.write_text(json.dumps(migration_state_with_associations(migration)), encoding="utf-8")
+    subprocess.run(
+        [sys.executable, "-", str(before), str(tmp_path / "after.json")], input=filter_src, text=True, check=True
+    )
+    after = json.loads((tmp_path / "after.json").read_text(encoding="utf-8"))["deployment"]["resources"]
+    legacy = set(migration["legacy"])
+    others = [r for r in after if r["urn"] not in legacy]
+    assert not any(set(r["dependencies"]) & legacy for r in others)
+    assert not any({u for us in (r.get("propertyDependencies") or {}).values() for u in us} & legacy for r in others)
+
+
+def migration_state_with_associations(migration: dict[str, Any]) -> dict[str, Any]:
+    """A small export as `pulumi import` leaves it: one legacy rack, its association depending on it."""
+    urn = migration["legacy"][0]
+    return {
+        "version": 3,
+        "deployment": {
+            "resources": [
+                {"urn": urn, "type": LEGACY, "inputs": {"gb300Kind": "rack-scale-set"}},
+                {
+                    "urn": "urn:pulumi:reference::gb300::x:y:Z::a",
+                    "type": "x:y:Z",
+                    "dependencies": [urn],
+                    "propertyDependencies": {"resourceUri": [urn]},
+                },
+            ]
+        },
+    }
+
+
+def test_summary_names_the_files_and_the_check(
+    planned: list[ResourceRecord], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command prints the rack count, the files it wrote and the check to run afterwards."""
+    state = tmp_path / "before.json"
+    state.write_text(json.dumps(legacy_state(planned)), encoding="utf-8")
+    assert cli.main(["migrate-racks", "--stack", "reference", "--state", str(state), "--out", str(tmp_path / "m")]) == 0
+    out = capsys.readouterr().out
+    assert "64 rack(s)" in out
+    assert str(tmp_path / "m" / "import.json") in out
+    assert str(tmp_path / "m" / "commands.sh") in out
+    assert "gb300 plan --state" in out
+    assert "destroys-deployed" in out
+
+
+def _refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: dict[str, Any], stack: str = "reference") -> str:
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps(doc), encoding="utf-8")
+    code = cli.main(["migrate-racks", "--stack", stack, "--state", str(state), "--out", str(tmp_path / "m")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "m").exists()
+    return err
+
+
+def test_refuses_a_state_without_legacy_racks(
+    planned: list[ResourceRecord], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A state that holds no gb300 0.1 rack exits 2 with one line: nothing to migrate."""
+    assert "nothing to migrate" in _refused(tmp_path, capsys, migrated_state(planned))
+
+
+def test_refuses_the_state_of_another_stack(
+    planned: list[ResourceRecord], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reference stack's state given with --stack dev exits 2 with one line naming both stacks."""
+    err = _refused(tmp_path, capsys, legacy_state(planned), stack="dev")
+    assert "stack reference, not dev" in err
+
+
+def test_refuses_an_interconnect_block(
+    planned: list[ResourceRecord], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A legacy interconnect block exits 2 with one line: the package cannot import it, see docs/fabric.md."""
+    doc = legacy_state(planned)
+    block = copy.deepcopy(next(r for r in doc["deployment"]["resources"] if r["type"] == LEGACY))
+    block["urn"] += "-icb"
+    block["inputs"]["gb300Kind"] = "interconnect-block"
+    doc["deployment"]["resources"].append(block)
+    err = _refused(tmp_path, capsys, doc)
+    assert "interconnect block" in err
+    assert "docs/fabric.md" in err
+
+
+def test_refuses_a_rack_the_stack_no_longer_declares(
+    planned: list[ResourceRecord], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A legacy rack with no planned scale set of its Azure name exits 2 naming it and the stack file to use."""
+    doc = legacy_state(planned)
+    extra = copy.deepcopy(next(r for r in doc["deployment"]["resources"] if r["type"] == LEGACY))
+    extra["urn"] = extra["urn"].replace("r0001", "r0099")
+    extra["id"] = extra["id"].replace("r0001", "r0099")
+    extra["inputs"]["resourceName"] = "ref-train-r0099"
+    doc["deployment"]["resources"].append(extra)
+    err = _refused(tmp_path, capsys, doc)
+    assert "ref-train-r0099" in err
+    assert "same stack file that deployed" in err
+
+
+def _destroys(tmp_path: Path, doc: dict[str, Any]) -> list[dict[str, str]]:
+    """The destroys-deployed ERRORs of `gb300 plan --stack reference --state` on ``doc``.
+
+    The states these tests plan hold the plan's own (mock) subscription: the rules compare planned ids with
+    deployed ones as strings, and the offline plan cannot know the deployed subscription.
+    """
+    state, out = tmp_path / "after.json", tmp_path / "plan.json"
+    state.write_text(json.dumps(doc), encoding="utf-8")
+    assert cli.main(["plan", "--stack", "reference", "--state", str(state), "--json", str(out), "--quiet"]) in (0, 1)
+    findings = json.loads(out.read_text(encoding="utf-8"))["findings"]
+    return [f for f in findings if f["rule"] == "destroys-deployed" and f["level"] == "error"]
+
+
+def test_plan_after_the_migration_destroys_nothing(planned: list[ResourceRecord], tmp_path: Path) -> None:
+    """Once commands.sh has run (new racks imported, legacy entries gone), `gb300 plan --state` reports no
+    destroys-deployed error."""
+    assert _destroys(tmp_path, migrated_state(planned, SUBSCRIPTION_ID)) == []
+
+
+def test_plan_of_a_half_done_migration_names_migrate_racks(planned: list[ResourceRecord], tmp_path: Path) -> None:
+    """With the racks imported but the legacy entries still in the state, each legacy rack is one
+    destroys-deployed error that says to run `gb300 migrate-racks`."""
+    doc = legacy_state(planned, keep_new_racks=True, subscription=SUBSCRIPTION_ID)
+    legacy = {r["urn"] for r in doc["deployment"]["resources"] if r["type"] == LEGACY}
+    errors = _destroys(tmp_path, doc)
+    assert sorted(f["resource"] for f in errors) == sorted(legacy)
+    assert all("`gb300 migrate-racks`" in f["message"] for f in errors)
