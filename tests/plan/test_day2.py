@@ -13,6 +13,7 @@ import pytest
 from gb300 import cli, config
 from gb300.errors import ConfigError
 from gb300.plan import PlanResult, run_plan
+from gb300.plan.mocks import SUBSCRIPTION_ID
 from gb300.plan.state import parse_state
 from gb300.rules import destroy
 
@@ -44,6 +45,21 @@ def _plan(write_stack: Any, raw: dict[str, Any], state: Path, tmp_path: Path) ->
 
 def _errors(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [f for f in findings if f["rule"] == RULE and f["level"] == "error"]
+
+
+def test_a_real_subscription_in_the_state_changes_nothing(
+    write_stack: Any, reference_raw: dict[str, Any], reference_plan: PlanResult, tmp_path: Path
+) -> None:
+    """An export whose ids carry the real subscription (the plan's carry the mocks') plans clean: no rack, group
+    or Lustre filesystem is taken for replaced."""
+    real = json.loads(
+        json.dumps(_export(reference_plan)).replace(SUBSCRIPTION_ID, "6f1c2d3e-aaaa-bbbb-cccc-0123456789ab")
+    )
+    path = tmp_path / "real.json"
+    path.write_text(json.dumps(real), encoding="utf-8")
+    code, findings = _plan(write_stack, copy.deepcopy(reference_raw), path, tmp_path)
+    assert [f for f in findings if f["level"] == "error"] == []
+    assert code == 0
 
 
 def test_unchanged_stack_plans_clean(

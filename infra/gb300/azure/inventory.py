@@ -13,6 +13,7 @@ read into a view once (:func:`read_once`); outside it, every call reads afresh.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -111,6 +112,16 @@ def arm_address(resource_id: str | None, inputs: Mapping[str, Any], fallback_nam
         str(inputs.get("resourceGroupName") or ""),
         str(name or fallback_name),
     )
+
+
+_SUBSCRIPTION = re.compile(r"/subscriptions/[^/]+", re.IGNORECASE)
+
+
+def without_subscription(text: str) -> str:
+    """An Azure id (or text holding ids) with every subscription id written ``*``: the offline plan's ids carry the
+    mocks' subscription, a deployed state's the real one, and a stack cannot move to another subscription without
+    every resource changing anyway."""
+    return _SUBSCRIPTION.sub("/subscriptions/*", text) if "/subscriptions/" in text.lower() else text
 
 
 def has_arm_body(resource: Resource) -> bool:

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gb300.azure.inventory import Resource
+from gb300.azure.inventory import Resource, without_subscription
 from gb300.facts import storage_facts
 from gb300.findings import Level, Report
 from gb300.rules.base import RuleContext, state_rule
@@ -39,7 +39,7 @@ class DeployedResource:
 
 def _norm(value: Any) -> Any:
     if isinstance(value, str):
-        return value.strip().lower()
+        return without_subscription(value.strip().lower())
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, Mapping):

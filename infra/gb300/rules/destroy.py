@@ -30,7 +30,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from gb300 import tags as gb300_tags
-from gb300.azure.inventory import LEGACY_KINDS, LEGACY_SCALE_SETS, Resource, legacy_kind, mapping, whole
+from gb300.azure.inventory import (
+    LEGACY_KINDS,
+    LEGACY_SCALE_SETS,
+    Resource,
+    legacy_kind,
+    mapping,
+    whole,
+    without_subscription,
+)
 from gb300.components import compute_package
 from gb300.config import AllowDestroy
 from gb300.findings import Level, Report
@@ -95,6 +103,8 @@ def _at(data: Any, path: str) -> Any:
 
 
 def _norm(value: Any) -> Any:
+    if isinstance(value, str):
+        return without_subscription(value)
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, Mapping):
