@@ -108,6 +108,7 @@ def test_the_provider_takes_the_stacks_azure_native_settings() -> None:
 def test_the_ci_job_checks_the_constants_against_the_real_plugin() -> None:
     """The GitHub workflow asks the real plugin for the package's schema and runs the check on the plan."""
     workflow = (paths.REPO_ROOT / ".github" / "workflows" / "pr.yml").read_text()
-    assert "pulumi package get-schema azure-native compute v20260301" in workflow
+    assert 'pulumi package get-schema "azure-native@$version" compute v20260301' in workflow
+    assert "s/^pulumi_azure_native==//p' constraints.txt" in workflow
     assert "scripts/check-compute-package" in workflow
     assert (paths.REPO_ROOT / "scripts" / "check-compute-package").is_file()

@@ -1,7 +1,7 @@
 """Hold the compute package's constants and the racks' inputs to the real azure-native plugin's schema.
 
-``pulumi package get-schema azure-native compute v20260301`` asks the azure-native plugin (the version the Pulumi
-CLI resolves for ``azure-native``) to parameterize itself and print the package's schema. The CI job
+``pulumi package get-schema azure-native@<version> compute v20260301`` asks the azure-native plugin of the version
+``constraints.txt`` pins to parameterize itself and print the package's schema. The CI job
 ``compute-package`` (``.github/workflows/pr.yml``) runs it where a Pulumi CLI is installed and then
 ``scripts/check-compute-package``, which calls :func:`problems`: the schema must name the package, base provider
 and parameter :mod:`gb300.components.compute_package` pins, define the scale set token, and define every input key

@@ -47,8 +47,9 @@ def add_parser(subparsers: Any) -> None:
         metavar="FILE",
         type=Path,
         help=(
-            "the deployed stack's state ('pulumi stack export > FILE'): also report changes that would replace "
-            "or delete Lustre or the storage account (storage-data-loss)"
+            "the deployed stack's state ('pulumi stack export > FILE'): also report changes that would delete or "
+            "replace racks, the head VM and its disk, interconnect groups or subnets in use (destroys-deployed), "
+            "or Lustre and the storage account (storage-data-loss)"
         ),
     )
 

@@ -1,10 +1,10 @@
 """pulumi-azure-native's compute module at Compute API 2026-03-01, as a parameterized package.
 
 The default pulumi-azure-native SDK types ``compute.VirtualMachineScaleSet`` at API 2024-11-01, which has no
-top-level ``zones`` handling for GB racks' fabric, no ``virtualMachineProfile.networkProfile.interconnectGroupProfile``
-and no ``interconnectBlockProfile``. Its docstring names 2026-03-01 among the versions a project reaches through a
-*local package* (``pulumi package add azure-native compute v20260301``): the same azure-native plugin, parameterized
-to serve one module at one API version. Resources of that package are served by the plugin's gRPC server at the
+``virtualMachineProfile.networkProfile.interconnectGroupProfile`` and no ``interconnectBlockProfile``. Its
+docstring names 2026-03-01 among the versions a project reaches through a *local package* (``pulumi package add
+azure-native compute v20260301``): the same azure-native plugin, parameterized to serve one module at one API
+version. Resources of that package are served by the plugin's gRPC server at the
 engine's full parallelism, with the provider's authentication, real reads, refresh, import, retries and
 ``customTimeouts`` (docs/fabric.md).
 

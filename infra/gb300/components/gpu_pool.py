@@ -6,9 +6,10 @@ nowhere else:
 * ``interconnect-group`` (GB300, GB200): one scale set per rack (capacity = VMs per NVLink domain) and one
   ``Microsoft.Network/interconnectGroups`` that every rack's scale set joins, so all racks share one
   InfiniBand fabric. A 64-rack pool (1,152 VMs) exceeds the 1,000-VM scale set cap, so one classic scale
-  set cannot carry it; Azure's own tooling also scales GB clusters by whole racks. With
-  ``interconnectBlocks`` on, each rack also gets a zonal ``Microsoft.Compute/interconnectBlocks`` (the rack's
-  capacity, pre-allocated in the group) that its scale set names.
+  set cannot carry it; Azure's own tooling also scales GB clusters by whole racks. Each rack is a
+  :class:`Rack` component holding its scale set (azure-native's compute 2026-03-01 package) and its logs
+  association. Interconnect blocks are refused until the compute package is shown to have them
+  (``data/skus.yaml``, docs/fabric.md).
 * ``placement-group`` (H100, H200): one classic scale set with a single placement group.
 """
 

@@ -161,6 +161,7 @@ class GpuPool(ConfigModel):
                 f"must be false: racks are declared at Compute API {fabric.scale_set_api_version.value} through "
                 "azure-native's local package, whose interconnect block is not yet verified (got true). Remove the "
                 "key; Azure's GB300 tests run without blocks on dedicated quota (docs/fabric.md).",
+                relative=True,
             )
         return self
 
