@@ -26,6 +26,7 @@ UNTAGGABLE = {
     "azure-native:storage:BlobContainer",
     "azure-native:storage:Blob",
     "azure-native:storage:BlobServiceProperties",
+    "azure-native:storage:ManagementPolicy",
     "azure-native:operationalinsights:Table",
     "azure-native:monitor:DataCollectionRuleAssociation",
 }

@@ -14,7 +14,8 @@ TLS 1.2. Nodes reach containers with the node identity's role assignments, each 
 stack has this account: without ``gb300:storage.blob`` it holds the node payload container alone.
 
 Deleted data stays recoverable: blob and container soft delete for ``soft_delete_days`` and, on a flat namespace,
-blob versioning (every overwrite keeps the previous version). Containers are stateful resources too: protected,
+blob versioning (every overwrite keeps the previous version, which the account's lifecycle policy deletes
+once it is ``previous_version_retention_days`` old). Containers are stateful resources too: protected,
 retained, and lifted only by ``gb300:storage.allowReplace: [containers]``.
 """
 
@@ -34,6 +35,7 @@ from gb300.facts import roles, sizing, storage_facts
 
 ROLE_FOR_ACCESS = {"read": "Storage Blob Data Reader", "readWrite": "Storage Blob Data Contributor"}
 LOCK_NAME = "gb300-keep-data"
+VERSION_RULE = "version-delete-after-days"
 LOCK_NOTES = "gb300: the Lustre filesystem holds data; add 'lustre' to gb300:storage.allowReplace to lift"
 
 
@@ -150,6 +152,8 @@ class BlobStoreArgs:
     soft_delete_days: int
     hierarchical_namespace: bool = False
     versioning: bool = True
+    previous_version_retention_days: int = 7
+    """Days before the lifecycle policy deletes a previous blob version (with ``versioning`` only)."""
     allow_replace: bool = False
     allow_replace_containers: bool = False
     upload_source_ranges: tuple[str, ...] = ()
@@ -234,6 +238,8 @@ class BlobStore(pulumi.ComponentResource):
             is_versioning_enabled=args.versioning,
             opts=child,
         )
+        if args.versioning:
+            self._expire_previous_versions(name, args, account)
         self.container_ids = {}
         for container in args.containers:
             container_opts = stateful_options(storage.BlobContainer, self, allow_replace=args.allow_replace_containers)
@@ -274,3 +280,32 @@ class BlobStore(pulumi.ComponentResource):
         self.name = account.name
         self.blob_endpoint = account.primary_endpoints.apply(lambda e: (e.blob if e else None) or "")
         self.register_outputs({"id": account.id, "name": account.name, "containerIds": self.container_ids})
+
+    def _expire_previous_versions(self, name: str, args: BlobStoreArgs, account: storage.StorageAccount) -> None:
+        """The account's lifecycle policy: delete a previous blob version once it is older than
+        ``previous_version_retention_days`` (``version.delete.daysAfterCreationGreaterThan``,
+        learn.microsoft.com storage/blobs/lifecycle-management-overview); with soft delete on, the deleted version
+        stays soft-deleted for ``soft_delete_days`` (storage/blobs/lifecycle-management-policy-delete)."""
+        after = storage.DateAfterCreationArgs(days_after_creation_greater_than=args.previous_version_retention_days)
+        storage.ManagementPolicy(
+            f"{name}-lifecycle",
+            account_name=account.name,
+            resource_group_name=args.resource_group_name,
+            management_policy_name="default",  # an account has one policy, and ARM names it "default"
+            policy=storage.ManagementPolicySchemaArgs(
+                rules=[
+                    storage.ManagementPolicyRuleArgs(
+                        name=VERSION_RULE,
+                        type=storage.RuleType.LIFECYCLE,
+                        enabled=True,
+                        definition=storage.ManagementPolicyDefinitionArgs(
+                            filters=storage.ManagementPolicyFilterArgs(blob_types=["blockBlob"]),
+                            actions=storage.ManagementPolicyActionArgs(
+                                version=storage.ManagementPolicyVersionArgs(delete=after)
+                            ),
+                        ),
+                    )
+                ]
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
