@@ -230,8 +230,10 @@ class NodePayloadSettings(ConfigModel):
     """
     deployer_principal_type: Literal["User", "ServicePrincipal", "none"] = "User"
     """Who runs `pulumi up`: the program grants that identity Storage Blob Data Contributor on the payload
-    container so it can upload, and Azure refuses a grant of the wrong type (set `ServicePrincipal` in CI). `none`:
-    no grant, the deployer holds a Blob data write role already.
+    container so it can upload, and Azure refuses a grant of the wrong type (`UnmatchedPrincipalType`). `User`: a
+    person signed in with `az login`; set `ServicePrincipal` for stacks the pipelines deploy (deploy.yml,
+    azure-pipelines.yml; a test holds every stack they deploy to it). `none`: no grant, the deployer holds a Blob
+    data write role already.
     """
 
 
