@@ -7,11 +7,12 @@ both guards for one store only through ``gb300:storage.allowReplace``. The files
 ``CanNotDelete`` management lock, which makes Azure refuse to delete its resource group as a whole (the program
 protects and retains that group too); see docs/azure-resources.md for why the account has no lock.
 
-The account is reachable only through private endpoints (blob, dfs) resolved by private DNS zones linked to the
-VNet: no public network access (unless ``gb300:storage.nodePayload.uploadSourceRanges`` opens it to those
-addresses only, for ``pulumi up``'s upload of the node payloads), no anonymous blob access, no shared keys,
-TLS 1.2. Nodes reach containers with the node identity's role assignments, each scoped to one container. Every
-stack has this account: without ``gb300:storage.blob`` it holds the node payload container alone.
+The account is reachable only through private endpoints (blob; dfs too on a hierarchical namespace, which nodes
+then mount over) resolved by private DNS zones linked to the VNet: no public network access (unless
+``gb300:storage.nodePayload.uploadSourceRanges`` opens it to those addresses only, for ``pulumi up``'s upload of
+the node payloads), no anonymous blob access, no shared keys, TLS 1.2. Nodes reach containers with the node
+identity's role assignments, each scoped to one container. Every stack has this account: without
+``gb300:storage.blob`` it holds the node payload container alone.
 
 Deleted data stays recoverable: blob and container soft delete for ``soft_delete_days`` and, on a flat namespace,
 blob versioning (every overwrite keeps the previous version, which the account's lifecycle policy deletes
@@ -196,7 +197,7 @@ def network_access(ranges: tuple[str, ...]) -> tuple[str, storage.NetworkRuleSet
 
 
 class BlobStore(pulumi.ComponentResource):
-    """A private HNS storage account with containers, private endpoints and the nodes' per-container roles."""
+    """A private storage account with containers, private endpoints and the nodes' per-container roles."""
 
     id: pulumi.Output[str]
     name: pulumi.Output[str]
@@ -262,6 +263,8 @@ class BlobStore(pulumi.ComponentResource):
                 parent=self,
             )
         for group, zone_name in storage_facts.private_link_zones().items():
+            if group == "dfs" and not args.hierarchical_namespace:
+                continue  # only BlobFuse2's adls component (an HNS account) uses dfs; a flat account is reached by blob
             private_endpoint(
                 f"{name}-{group}",
                 PrivateLinkArgs(
