@@ -91,10 +91,26 @@ DIGEST_KEYS = (
 )
 
 
+ASSET_SIG = "4dabf18193072939515e22adb298388d"  # the key Pulumi marks an asset with (gb300.plan.runner.ASSET_SIG)
+
+
+def _by_name(value: Any) -> Any:
+    """``value`` with every file asset reduced to its file's name. A plan writes its payload files to a directory
+    of its own that is gone when it exits, so the floor (another process) cannot read them; their names are the
+    content's sha256 (``<sha256>.tar.gz``), which identifies them as well as the hash did."""
+    if isinstance(value, dict):
+        if ASSET_SIG in value and "path" in value:
+            return {ASSET_SIG: value[ASSET_SIG], "name": Path(str(value["path"])).name}
+        return {k: _by_name(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_by_name(v) for v in value]
+    return value
+
+
 def digest(records: list[dict[str, Any]]) -> str:
-    """A hash of the registrations (:data:`DIGEST_KEYS`), order-independent."""
+    """A hash of the registrations (:data:`DIGEST_KEYS`, file assets by name), order-independent."""
     keys = DIGEST_KEYS
-    rows = sorted(json.dumps({k: r.get(k) for k in keys}, sort_keys=True) for r in records)
+    rows = sorted(json.dumps({k: _by_name(r.get(k)) for k in keys}, sort_keys=True) for r in records)
     return hashlib.sha256("\n".join(rows).encode()).hexdigest()
 
 

@@ -208,6 +208,22 @@ def test_every_stack_is_planned_previewed_deployed_and_checked_for_drift() -> No
     assert sorted(_azure_deploy_stacks()) == sorted(stacks), "azure-pipelines.yml: one deploy stage per stack"
 
 
+def _deployer_principal_type(stack: str) -> str:
+    stack_file = load(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
+    storage = (stack_file.get("config") or {}).get("gb300:storage") or {}
+    return str((storage.get("nodePayload") or {}).get("deployerPrincipalType", "User"))
+
+
+def test_pipeline_deployed_stacks_grant_the_deployer_as_a_service_principal() -> None:
+    """Every stack a shipped pipeline deploys sets deployerPrincipalType ServicePrincipal (or none): the pipelines
+    deploy as a service principal, and Azure refuses the default User grant (UnmatchedPrincipalType)."""
+    deployed = {*_github_deploy_stacks(), *_azure_deploy_stacks()}
+    assert deployed
+    types = {stack: _deployer_principal_type(stack) for stack in sorted(deployed)}
+    wrong = {stack: t for stack, t in types.items() if t not in {"ServicePrincipal", "none"}}
+    assert not wrong, f"set gb300:storage.nodePayload.deployerPrincipalType: ServicePrincipal in {wrong}"
+
+
 def test_github_deploys_run_in_per_stack_environments_one_at_a_time() -> None:
     """The deploy job runs in the environment named after its stack, serialized by a per-stack group."""
     up_jobs = {

@@ -136,6 +136,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             soft_delete_days=blob_settings.soft_delete_days,
             hierarchical_namespace=blob_settings.hierarchical_namespace,
             versioning=blob_settings.versioning,
+            previous_version_retention_days=blob_settings.previous_version_retention_days,
             # Holding node payloads only (no gb300:storage.blob), the account keeps nothing that cannot be made again.
             allow_replace="account" in storage.allow_replace or blob_cfg is None,
             allow_replace_containers="containers" in storage.allow_replace,

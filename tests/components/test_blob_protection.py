@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from gb300 import config
+from gb300 import cli, config
 from gb300.errors import ConfigError
 from gb300.findings import Level
 from gb300.node import files as node_files
 from gb300.plan import PlanResult, ResourceRecord
+from gb300.plan.runner import register
 from gb300.rules.base import UNKNOWN
 from gb300.rules.data_loss import DeployedResource, data_loss
 from tests.support.policy_support import account, record, run
@@ -19,6 +20,7 @@ from tests.support.policy_support import account, record, run
 CONTAINER = "azure-native:storage:BlobContainer"
 SERVICE = "azure-native:storage:BlobServiceProperties"
 ACCOUNT = "azure-native:storage:StorageAccount"
+POLICY = "azure-native:storage:ManagementPolicy"
 
 
 def test_reference_plan_keeps_deleted_and_overwritten_blobs(reference_plan: PlanResult) -> None:
@@ -31,6 +33,58 @@ def test_reference_plan_keeps_deleted_and_overwritten_blobs(reference_plan: Plan
     (account,) = [r for r in reference_plan.resources if r.type == ACCOUNT]
     assert account.inputs["isHnsEnabled"] is False
     assert service.inputs["blobServicesName"] == "default"
+
+
+def _version_expiry(records: list[ResourceRecord]) -> dict[str, Any]:
+    """The one lifecycle policy's account name and its only rule."""
+    (policy,) = [r for r in records if r.type == POLICY]
+    (rule,) = policy.inputs["policy"]["rules"]
+    return {"account": policy.inputs["accountName"], "name": policy.inputs["managementPolicyName"], "rule": rule}
+
+
+def test_reference_plan_deletes_previous_versions_after_7_days(reference_plan: PlanResult) -> None:
+    """The checkpoint account's lifecycle policy deletes previous blob versions older than 7 days."""
+    (account,) = [r for r in reference_plan.resources if r.type == ACCOUNT]
+    assert _version_expiry(reference_plan.resources) == {
+        "account": account.inputs["accountName"],
+        "name": "default",
+        "rule": {
+            "name": "version-delete-after-days",
+            "type": "Lifecycle",
+            "enabled": True,
+            "definition": {
+                "filters": {"blobTypes": ["blockBlob"]},
+                "actions": {"version": {"delete": {"daysAfterCreationGreaterThan": 7}}},
+            },
+        },
+    }
+
+
+def test_previous_version_retention_follows_the_stack(reference_raw: dict[str, Any]) -> None:
+    """gb300:storage.blob.previousVersionRetentionDays: 30 makes the rule delete versions older than 30 days."""
+    raw = copy.deepcopy(reference_raw)
+    raw["storage"]["blob"]["previousVersionRetentionDays"] = 30
+    rule = _version_expiry(register("reference", raw))["rule"]
+    assert rule["definition"]["actions"]["version"]["delete"] == {"daysAfterCreationGreaterThan": 30}
+
+
+def test_zero_previous_version_retention_exits_two(
+    write_stack: Any, reference_raw: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """previousVersionRetentionDays: 0 exits 2 with a message at its key path, before anything is planned."""
+    raw = copy.deepcopy(reference_raw)
+    raw["storage"]["blob"]["previousVersionRetentionDays"] = 0
+    assert cli.main(["plan", "--stack-file", str(write_stack(raw)), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "gb300:storage.blob.previousVersionRetentionDays: must be at least 1 (got 0)" in err
+    assert "Traceback" not in err
+
+
+def test_no_lifecycle_policy_without_versioning(reference_raw: dict[str, Any]) -> None:
+    """An account without versioning (hierarchical namespace) has no previous versions, and no policy for them."""
+    raw = copy.deepcopy(reference_raw)
+    raw["storage"]["blob"].update({"hierarchicalNamespace": True, "versioning": False})
+    assert not [r for r in register("reference", raw) if r.type == POLICY]
 
 
 def test_reference_containers_are_protected(reference_plan: PlanResult) -> None:

@@ -26,6 +26,7 @@ UNTAGGABLE = {
     "azure-native:storage:BlobContainer",
     "azure-native:storage:Blob",
     "azure-native:storage:BlobServiceProperties",
+    "azure-native:storage:ManagementPolicy",
     "azure-native:operationalinsights:Table",
     "azure-native:monitor:DataCollectionRuleAssociation",
 }
@@ -148,6 +149,15 @@ def test_vault_is_private_rbac_and_purge_protected(reference_plan: PlanResult) -
     assert endpoints[0].inputs["privateLinkServiceConnections"][0]["groupIds"] == ["vault"]
     zones = {r.inputs["privateZoneName"] for r in _of(reference_plan, "azure-native:privatedns:PrivateZone")}
     assert "privatelink.vaultcore.azure.net" in zones
+
+
+def test_private_dns_links_fall_back_to_public_resolution(reference_plan: PlanResult) -> None:
+    """Every private DNS zone's VNet link resolves names the zone lacks publicly instead of answering NXDOMAIN."""
+    links = _of(reference_plan, "azure-native:privatedns:VirtualNetworkLink")
+    assert links
+    assert {link.name: link.inputs.get("resolutionPolicy") for link in links} == {
+        link.name: "NxDomainRedirect" for link in links
+    }
 
 
 def test_munge_key_is_a_secret_read_by_the_node_identity_only(reference_plan: PlanResult) -> None:

@@ -96,7 +96,8 @@ def test_containers_are_private(reference_plan: PlanResult) -> None:
 
 
 def test_private_endpoints_and_dns(reference_plan: PlanResult) -> None:
-    """Blob and dfs each get a private endpoint in the endpoints subnet and a private DNS zone linked to the VNet."""
+    """The flat-namespace account gets one private endpoint, blob, in the endpoints subnet, with its private DNS zone
+    linked to the VNet (nothing on a flat account uses dfs)."""
     account = _one(reference_plan, ACCOUNT)
     vnet = _one(reference_plan, "azure-native:network:VirtualNetwork")
     expected = storage_facts.private_link_zones()
@@ -105,19 +106,38 @@ def test_private_endpoints_and_dns(reference_plan: PlanResult) -> None:
     zones = {r.id: r for r in ours if r.type == "azure-native:privatedns:PrivateZone"}
     links = [r for r in ours if r.type == "azure-native:privatedns:VirtualNetworkLink"]
     groups = [r for r in ours if r.type == "azure-native:network:PrivateDnsZoneGroup"]
-    assert sorted(g for e in endpoints for c in e.inputs["privateLinkServiceConnections"] for g in c["groupIds"]) == [
-        "blob",
-        "dfs",
-    ]
+    assert _endpoint_groups(reference_plan.resources) == ["blob"]
+    assert [z.inputs["privateZoneName"] for z in zones.values()] == [expected["blob"]]
+    assert len(links) == len(groups) == 1
     for e in endpoints:
         assert e.inputs["subnet"]["id"] == _subnet(reference_plan, "endpoints").id
         assert e.inputs["privateLinkServiceConnections"][0]["privateLinkServiceId"] == account.id
-    assert sorted(z.inputs["privateZoneName"] for z in zones.values()) == sorted(expected.values())
     assert all(link.inputs["virtualNetwork"]["id"] == vnet.id for link in links)
     assert all(link.inputs["registrationEnabled"] is False for link in links)
     for g in groups:
         (config,) = g.inputs["privateDnsZoneConfigs"]
         assert zones[config["privateDnsZoneId"]].inputs["privateZoneName"] == expected[config["name"]]
+
+
+def _endpoint_groups(records: list[ResourceRecord]) -> list[str]:
+    """The sub-resources the storage account's private endpoints serve, sorted."""
+    return sorted(
+        g
+        for r in records
+        if r.type == "azure-native:network:PrivateEndpoint" and "gb300:storage:BlobStore" in (r.parent or "")
+        for c in r.inputs["privateLinkServiceConnections"]
+        for g in c["groupIds"]
+    )
+
+
+def test_hierarchical_namespace_adds_the_dfs_endpoint(reference_raw: dict[str, Any]) -> None:
+    """An HNS account, which nodes mount over dfs, gets a dfs private endpoint and zone next to blob's."""
+    raw = copy.deepcopy(reference_raw)
+    raw["storage"]["blob"].update({"hierarchicalNamespace": True, "versioning": False})
+    records = register("reference", raw)
+    assert _endpoint_groups(records) == ["blob", "dfs"]
+    zones = {r.inputs["privateZoneName"] for r in records if r.type == "azure-native:privatedns:PrivateZone"}
+    assert set(storage_facts.private_link_zones().values()) <= zones
 
 
 def test_storage_subnet_sized_by_config(dev_raw: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections import Counter
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 
 from gb300.facts import roles
 from gb300.plan import PlanResult, ResourceRecord
+from gb300.plan.runner import register
 
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 
@@ -79,7 +81,7 @@ def test_node_identity_gets_exactly_what_nodes_need(reference_plan: PlanResult) 
 
 def test_deployer_writes_only_the_node_payload_container(reference_plan: PlanResult) -> None:
     """The identity running `pulumi up` gets one data role, to upload node payloads, on that one container, as
-    the principal type the stack names (User unless gb300:storage.nodePayload.deployerPrincipalType says)."""
+    the principal type the stack names (the reference stack is deployed by the pipelines: ServicePrincipal)."""
     ids = _by_id(reference_plan)
     [deployer] = [ra for ra in _assignments(reference_plan) if ra.name == "ref-payload-deployer"]
     assert roles.name_of(deployer.inputs["roleDefinitionId"]) == "Storage Blob Data Contributor"
@@ -88,6 +90,14 @@ def test_deployer_writes_only_the_node_payload_container(reference_plan: PlanRes
         "azure-native:storage:BlobContainer",
         "gb300-node-payload",
     )
+    assert deployer.inputs["principalType"] == "ServicePrincipal"
+
+
+def test_deployer_is_granted_as_a_user_by_default(reference_raw: dict[str, Any]) -> None:
+    """A stack that does not set deployerPrincipalType grants the deployer's role as a User (a person's az login)."""
+    raw = copy.deepcopy(reference_raw)
+    del raw["storage"]["nodePayload"]
+    [deployer] = [r for r in register("reference", raw) if r.name == "ref-payload-deployer"]
     assert deployer.inputs["principalType"] == "User"
 
 

@@ -7,11 +7,18 @@ reimaged that Azure scales out or repairs). The node identity may read this cont
 (Storage Blob Data Reader); the deployer (the identity running ``pulumi up``) may write it (Storage Blob Data
 Contributor), since the upload goes over the data plane with Entra ID (the account has no shared keys).
 docs/node-payload.md says what the deployer needs to reach the account.
+
+The files live in a directory private to the process (:func:`payload_dir`), removed when it exits, so the path
+Pulumi's state keeps differs on every run; Pulumi compares assets by their hash alone (``Asset.Equals`` in
+pulumi's ``sdk/go/common/resource/asset/asset.go``), so a new path with the same bytes is no change.
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -53,15 +60,27 @@ class NodePayloadArgs:
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 
-def payload_dir() -> Path:
-    """Where generated payload files are written for upload (content-addressed, so shared runs never clash)."""
-    path = Path(tempfile.gettempdir()) / f"gb300-node-payload-{os.getuid()}"
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+_RUN_DIR_LOCK = threading.Lock()
+
+
+@functools.cache
+def _run_dir() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="gb300-node-payload-"))  # mode 0700, a new name: no one else's directory
+    # At exit, not earlier: under `pulumi up` the engine reads (hashes, uploads) a FileAsset after the program
+    # registered it, and the program exits only once every registration is answered.
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
 
 
+def payload_dir() -> Path:
+    """This process's private directory for the payload files it uploads: made on first use
+    (``tempfile.mkdtemp``, mode 0700, under ``$TMPDIR``) and removed, with the files, when the process exits."""
+    with _RUN_DIR_LOCK:
+        return _run_dir()
+
+
 def write_payload(payload: PayloadFile) -> Path:
-    """The payload's file for upload: written once, left as is when the same bytes are there already."""
+    """The payload's file for upload: written once per process, left as is when the same bytes are there already."""
     path = payload_dir() / payload.blob_name
     if not path.is_file() or path.read_bytes() != payload.archive:
         # A name of this process's own, then an atomic rename: concurrent plans never see a partial file.

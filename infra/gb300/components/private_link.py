@@ -2,6 +2,12 @@
 
 Every data-plane service the nodes reach (Key Vault, Blob, DFS) is reached only this way: the service's
 public network access is off, and its name resolves to the endpoint's address inside the VNet.
+
+Every zone's VNet link falls back to public resolution for names the zone does not hold
+(``resolutionPolicy: NxDomainRedirect``, "Fallback to internet for Azure Private DNS zones",
+learn.microsoft.com/azure/dns/private-dns-fallback): a VNet linked to ``privatelink.blob.core.windows.net``
+otherwise gets NXDOMAIN for every other account (a public dataset, another team's vault) that has a private
+endpoint in some other network.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ def private_endpoint(prefix: str, args: PrivateLinkArgs, *, parent: pulumi.Resou
         resource_group_name=args.resource_group_name,
         location="global",
         registration_enabled=False,
+        resolution_policy=privatedns.ResolutionPolicy.NX_DOMAIN_REDIRECT,
         virtual_network=privatedns.SubResourceArgs(id=args.vnet_id),
         tags=args.tags,
         opts=child,

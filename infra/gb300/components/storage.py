@@ -7,14 +7,16 @@ both guards for one store only through ``gb300:storage.allowReplace``. The files
 ``CanNotDelete`` management lock, which makes Azure refuse to delete its resource group as a whole (the program
 protects and retains that group too); see docs/azure-resources.md for why the account has no lock.
 
-The account is reachable only through private endpoints (blob, dfs) resolved by private DNS zones linked to the
-VNet: no public network access (unless ``gb300:storage.nodePayload.uploadSourceRanges`` opens it to those
-addresses only, for ``pulumi up``'s upload of the node payloads), no anonymous blob access, no shared keys,
-TLS 1.2. Nodes reach containers with the node identity's role assignments, each scoped to one container. Every
-stack has this account: without ``gb300:storage.blob`` it holds the node payload container alone.
+The account is reachable only through private endpoints (blob; dfs too on a hierarchical namespace, which nodes
+then mount over) resolved by private DNS zones linked to the VNet: no public network access (unless
+``gb300:storage.nodePayload.uploadSourceRanges`` opens it to those addresses only, for ``pulumi up``'s upload of
+the node payloads), no anonymous blob access, no shared keys, TLS 1.2. Nodes reach containers with the node
+identity's role assignments, each scoped to one container. Every stack has this account: without
+``gb300:storage.blob`` it holds the node payload container alone.
 
 Deleted data stays recoverable: blob and container soft delete for ``soft_delete_days`` and, on a flat namespace,
-blob versioning (every overwrite keeps the previous version). Containers are stateful resources too: protected,
+blob versioning (every overwrite keeps the previous version, which the account's lifecycle policy deletes
+once it is ``previous_version_retention_days`` old). Containers are stateful resources too: protected,
 retained, and lifted only by ``gb300:storage.allowReplace: [containers]``.
 """
 
@@ -34,6 +36,7 @@ from gb300.facts import roles, sizing, storage_facts
 
 ROLE_FOR_ACCESS = {"read": "Storage Blob Data Reader", "readWrite": "Storage Blob Data Contributor"}
 LOCK_NAME = "gb300-keep-data"
+VERSION_RULE = "version-delete-after-days"
 LOCK_NOTES = "gb300: the Lustre filesystem holds data; add 'lustre' to gb300:storage.allowReplace to lift"
 
 
@@ -150,6 +153,8 @@ class BlobStoreArgs:
     soft_delete_days: int
     hierarchical_namespace: bool = False
     versioning: bool = True
+    previous_version_retention_days: int = 7
+    """Days before the lifecycle policy deletes a previous blob version (with ``versioning`` only)."""
     allow_replace: bool = False
     allow_replace_containers: bool = False
     upload_source_ranges: tuple[str, ...] = ()
@@ -192,7 +197,7 @@ def network_access(ranges: tuple[str, ...]) -> tuple[str, storage.NetworkRuleSet
 
 
 class BlobStore(pulumi.ComponentResource):
-    """A private HNS storage account with containers, private endpoints and the nodes' per-container roles."""
+    """A private storage account with containers, private endpoints and the nodes' per-container roles."""
 
     id: pulumi.Output[str]
     name: pulumi.Output[str]
@@ -234,6 +239,8 @@ class BlobStore(pulumi.ComponentResource):
             is_versioning_enabled=args.versioning,
             opts=child,
         )
+        if args.versioning:
+            self._expire_previous_versions(name, args, account)
         self.container_ids = {}
         for container in args.containers:
             container_opts = stateful_options(storage.BlobContainer, self, allow_replace=args.allow_replace_containers)
@@ -256,6 +263,8 @@ class BlobStore(pulumi.ComponentResource):
                 parent=self,
             )
         for group, zone_name in storage_facts.private_link_zones().items():
+            if group == "dfs" and not args.hierarchical_namespace:
+                continue  # only BlobFuse2's adls component (an HNS account) uses dfs; a flat account is reached by blob
             private_endpoint(
                 f"{name}-{group}",
                 PrivateLinkArgs(
@@ -274,3 +283,32 @@ class BlobStore(pulumi.ComponentResource):
         self.name = account.name
         self.blob_endpoint = account.primary_endpoints.apply(lambda e: (e.blob if e else None) or "")
         self.register_outputs({"id": account.id, "name": account.name, "containerIds": self.container_ids})
+
+    def _expire_previous_versions(self, name: str, args: BlobStoreArgs, account: storage.StorageAccount) -> None:
+        """The account's lifecycle policy: delete a previous blob version once it is older than
+        ``previous_version_retention_days`` (``version.delete.daysAfterCreationGreaterThan``,
+        learn.microsoft.com storage/blobs/lifecycle-management-overview); with soft delete on, the deleted version
+        stays soft-deleted for ``soft_delete_days`` (storage/blobs/lifecycle-management-policy-delete)."""
+        after = storage.DateAfterCreationArgs(days_after_creation_greater_than=args.previous_version_retention_days)
+        storage.ManagementPolicy(
+            f"{name}-lifecycle",
+            account_name=account.name,
+            resource_group_name=args.resource_group_name,
+            management_policy_name="default",  # an account has one policy, and ARM names it "default"
+            policy=storage.ManagementPolicySchemaArgs(
+                rules=[
+                    storage.ManagementPolicyRuleArgs(
+                        name=VERSION_RULE,
+                        type=storage.RuleType.LIFECYCLE,
+                        enabled=True,
+                        definition=storage.ManagementPolicyDefinitionArgs(
+                            filters=storage.ManagementPolicyFilterArgs(blob_types=["blockBlob"]),
+                            actions=storage.ManagementPolicyActionArgs(
+                                version=storage.ManagementPolicyVersionArgs(delete=after)
+                            ),
+                        ),
+                    )
+                ]
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )

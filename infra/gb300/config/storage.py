@@ -139,6 +139,12 @@ class BlobSettings(ConfigModel):
     """
     versioning: bool = True
     """Keep the previous version of every overwritten blob; needs `hierarchicalNamespace: false`."""
+    previous_version_retention_days: Annotated[int, Field(ge=1, strict=True)] = 7
+    """Age in days after which the account's lifecycle rule `version-delete-after-days` deletes a previous blob
+    version (with `versioning`; the deleted version then stays soft-deleted for `softDeleteDays`). Versioning keeps
+    every overwritten blob, billed in full: without the rule each multi-terabyte checkpoint written over the last one
+    would keep the last one forever.
+    """
     soft_delete_days: Annotated[int, Field(ge=1, le=365, strict=True)] = 14
     """Days deleted blobs and deleted containers stay recoverable (`az storage blob undelete`, `az storage container
     restore`).
@@ -224,8 +230,10 @@ class NodePayloadSettings(ConfigModel):
     """
     deployer_principal_type: Literal["User", "ServicePrincipal", "none"] = "User"
     """Who runs `pulumi up`: the program grants that identity Storage Blob Data Contributor on the payload
-    container so it can upload, and Azure refuses a grant of the wrong type (set `ServicePrincipal` in CI). `none`:
-    no grant, the deployer holds a Blob data write role already.
+    container so it can upload, and Azure refuses a grant of the wrong type (`UnmatchedPrincipalType`). `User`: a
+    person signed in with `az login`; set `ServicePrincipal` for stacks the pipelines deploy (deploy.yml,
+    azure-pipelines.yml; a test holds every stack they deploy to it). `none`: no grant, the deployer holds a Blob
+    data write role already.
     """
 
 

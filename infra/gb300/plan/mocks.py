@@ -63,6 +63,7 @@ _IRREGULAR: dict[str, tuple[str, str]] = {
     "privatedns:VirtualNetworkLink": ("virtualNetworkLinks", "virtualNetworkLinkName"),
     "network:PrivateDnsZoneGroup": ("privateDnsZoneGroups", "privateDnsZoneGroupName"),
     "storage:BlobContainer": ("containers", "containerName"),
+    "storage:ManagementPolicy": ("managementPolicies", "managementPolicyName"),
 }
 # Resource types whose ARM namespace differs from their Pulumi module's.
 _NAMESPACE_OF: dict[str, str] = {"monitor:AzureMonitorWorkspace": "Microsoft.Monitor"}
@@ -75,6 +76,7 @@ _CHILDREN: dict[str, tuple[str, str]] = {
     "network:Subnet": ("virtualNetworks", "virtualNetworkName"),
     "keyvault:Secret": ("vaults", "vaultName"),
     "storage:BlobContainer": ("storageAccounts/{accountName}/blobServices", "default"),
+    "storage:ManagementPolicy": ("storageAccounts", "accountName"),
     "operationalinsights:Table": ("workspaces", "workspaceName"),
     "privatedns:VirtualNetworkLink": ("privateDnsZones", "privateZoneName"),
     "network:PrivateDnsZoneGroup": ("privateEndpoints", "privateEndpointName"),
