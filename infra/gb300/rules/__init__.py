@@ -56,6 +56,7 @@ REGISTRY: tuple[Rule[Any], ...] = (
     network.subnet_fits_pool,
     network.lustre_subnet_size,
     network.lustre_subnet_egress,
+    network.nat_egress_capacity,
     compute.gpu_pool_rack_aligned,
     compute.ib_fabric_within_limits,
     compute.image_arch_matches_sku,
