@@ -73,6 +73,7 @@ REGISTRY: tuple[Rule[Any], ...] = (
     quota.quota_sufficient,
     software.findings,
     images.findings,
+    images.image_version_exists,
     data_loss.data_loss,
     destroy.findings,
     reimage.findings,
