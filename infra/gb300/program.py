@@ -21,7 +21,7 @@ from gb300.components.node_payload import NodePayloadArgs, NodePayloads, Payload
 from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from gb300.config import StackConfig
 from gb300.errors import ConfigError
-from gb300.facts import catalog
+from gb300.facts import catalog, egress
 from gb300.node import custom_data as nodes
 
 
@@ -57,6 +57,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     subscription_id = client.subscription_id
     deployer_object_id = client.object_id
     storage = cfg.storage
+    gpu_vms = sum(p.vms for p in cfg.gpu_pools)
     net = Network(
         name,
         NetworkArgs(
@@ -65,13 +66,15 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             address_space=cfg.network.address_space,
             subnets=network_component.plan_subnets(
                 cfg.network.address_space,
-                gpu_vms=sum(p.vms for p in cfg.gpu_pools),
+                gpu_vms=gpu_vms,
                 bastion=cfg.network.bastion,
                 storage_prefix=storage.lustre.subnet_prefix if storage.lustre is not None else None,
                 gpu_prefix=cfg.network.gpu_subnet_prefix_length,
             ),
             ssh_source_ranges=list(cfg.access.ssh_source_ranges),
             nat_gateway=cfg.network.nat_gateway,
+            # The GPU nodes and the head egress through the gateway (Lustre's few flows are Azure's own).
+            nat_public_ips=egress.nat_sizing().gateway_ips(gpu_vms + 1),
             bastion=cfg.network.bastion,
             zone=cfg.cluster.zone,
             tags=tags,

@@ -11,7 +11,7 @@ import pytest
 import requests
 from azure.core.pipeline.transport import RequestsTransport
 
-from gb300.azure import lustre_live
+from gb300.azure import images_live, lustre_live
 from gb300.findings import Level
 from gb300.plan import run_plan
 from tests.azure.test_quota import FakeAzure, StaticCredential, _forbidden, _json, _timeout
@@ -83,6 +83,7 @@ def test_live_plan_checks_but_never_moves_subnets(
     """Gone live, a too-large answer fails the plan with lustre-subnet-size while the subnets stay as configured."""
     monkeypatch.setattr(lustre_live, "ask", lambda sku, capacity: lustre_live.Answer(4000))
     monkeypatch.setattr("gb300.azure.quota.fetch_live", lambda regions, **kw: _no_quota(regions))
+    monkeypatch.setattr("gb300.azure.images_live.fetch_live", lambda images, **kw: images_live.ImageAnswers())
     plan = run_plan("reference", copy.deepcopy(reference_raw), quota="live")
     assert [f.level for f in plan.findings if f.rule == "lustre-subnet-size"] == [Level.ERROR]
     prefixes = sorted(r.inputs["addressPrefix"] for r in plan.resources if r.type == "azure-native:network:Subnet")

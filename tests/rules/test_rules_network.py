@@ -7,10 +7,22 @@ from typing import Any
 
 import pytest
 
+from gb300.facts import egress
 from gb300.findings import Level
 from gb300.plan import run_plan
 from gb300.plan.runner import ResourceRecord
-from tests.support.policy_support import assert_findings, levels, lustre, run, scale_set, subnet, subnet_id, vnet
+from tests.support.policy_support import (
+    assert_findings,
+    levels,
+    lustre,
+    record,
+    run,
+    scale_set,
+    subnet,
+    subnet_id,
+    vnet,
+    with_inputs,
+)
 
 
 @pytest.mark.parametrize(
@@ -124,3 +136,80 @@ def test_stack_without_nat_cannot_host_lustre(dev_raw: dict[str, Any]) -> None:
     raw["storage"] = {"lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4}}
     found = [f for f in run_plan("dev", raw).findings if f.rule == "lustre-subnet-egress"]
     assert [f.level for f in found] == [Level.ERROR]
+
+
+def _nat(ips: int = 1, prefixes: tuple[str, ...] = ()) -> ResourceRecord:
+    """The NAT gateway ``t-nat`` with ``ips`` public IPs and the named public IP prefixes."""
+    net = "/subscriptions/x/resourceGroups/t-rg/providers/Microsoft.Network"
+    return record(
+        "azure-native:network:NatGateway",
+        "t-nat",
+        {
+            "natGatewayName": "t-nat",
+            "publicIpAddresses": [{"id": f"{net}/publicIPAddresses/t-nat-ip-{i}"} for i in range(ips)],
+            "publicIpPrefixes": [{"id": f"{net}/publicIPPrefixes/{p}"} for p in prefixes],
+        },
+    )
+
+
+def _prefix(name: str, length: int) -> ResourceRecord:
+    return record("azure-native:network:PublicIPPrefix", name, {"publicIpPrefixName": name, "prefixLength": length})
+
+
+def _gpu_behind_nat() -> ResourceRecord:
+    return with_inputs(subnet("gpu", "10.40.0.0/17"), natGateway=NAT)
+
+
+def _racks(n: int) -> list[ResourceRecord]:
+    return [scale_set(f"t-train-r{i:04d}", capacity=18) for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("resources", "expected", "words"),
+    [
+        pytest.param([_gpu_behind_nat(), _nat(1), *_racks(10)], [], [], id="180-nodes-one-ip"),
+        pytest.param([_gpu_behind_nat(), _nat(1), *_racks(11)], ["warning"], ["needs 2 public IPs"], id="198-on-one"),
+        pytest.param([_gpu_behind_nat(), _nat(6), *_racks(64)], [], [], id="reference-64-racks-six-ips"),
+        pytest.param(
+            [_gpu_behind_nat(), _nat(0, ("t-prefix",)), _prefix("t-prefix", 28), *_racks(173)], [], [], id="28-prefix"
+        ),
+        pytest.param(
+            [_gpu_behind_nat(), _nat(16), *_racks(174)],
+            ["warning"],
+            ["at most 16 public IPs", "3,125 nodes", "private endpoint", "one NAT gateway each"],
+            id="beyond-one-gateway",
+        ),
+        pytest.param([subnet("gpu", "10.40.0.0/17"), _nat(1), *_racks(100)], [], [], id="subnet-without-nat"),
+        pytest.param([_gpu_behind_nat(), _nat(0, ("unknown",)), *_racks(100)], [], [], id="addresses-unknown"),
+    ],
+)
+def test_nat_egress_capacity(resources: list[ResourceRecord], expected: list[str], words: list[str]) -> None:
+    """A NAT gateway with fewer addresses than its nodes' connections to one destination need gets a warning."""
+    assert_findings(run("nat-egress-capacity", resources), expected, words)
+
+
+def test_reference_stack_gets_the_nat_ips_its_nodes_need(reference_plan: Any) -> None:
+    """The reference stack's 1,153 nodes (64 racks and the head) get 6 NAT public IPs, and the rule is silent."""
+    [nat] = [r for r in reference_plan.resources if r.type == "azure-native:network:NatGateway"]
+    ips = [
+        r for r in reference_plan.resources if r.type == "azure-native:network:PublicIPAddress" and "-nat-ip" in r.name
+    ]
+    assert len(nat.inputs["publicIpAddresses"]) == len(ips) == 6
+    assert sorted(r.name for r in ips)[0] == "ref-nat-ip"  # the one address older stacks had keeps its name
+    assert all(r.inputs["zones"] == nat.inputs["zones"] for r in ips)
+    assert egress.nat_sizing().nodes_for(6) >= 64 * 18 + 1
+    assert [f for f in reference_plan.findings if f.rule == "nat-egress-capacity"] == []
+
+
+@pytest.mark.slow
+def test_1388_racks_exceed_one_nat_gateway(reference_raw: dict[str, Any]) -> None:
+    """At 1,388 racks (24,985 nodes) the plan gives the gateway 16 IPs and warns with the limit and the fix."""
+    raw = copy.deepcopy(reference_raw)
+    raw["gpuPools"][0]["racks"] = 1388
+    plan = run_plan("large", raw)
+    [nat] = [r for r in plan.resources if r.type == "azure-native:network:NatGateway"]
+    assert len(nat.inputs["publicIpAddresses"]) == 16
+    [found] = [f for f in plan.findings if f.rule == "nat-egress-capacity"]
+    assert found.level == Level.WARNING
+    for words in ("24,985 nodes", "at most 16 public IPs", "3,125 nodes at most", "128 IPs", "private endpoint"):
+        assert words in found.message

@@ -66,6 +66,8 @@ def _broken(reference_plan: PlanResult) -> list[ResourceRecord]:
             nic = profile["networkProfile"]["networkInterfaceConfigurations"][0]
             nic["ipConfigurations"][0]["publicIPAddressConfiguration"] = {"name": "pip"}
             rec = with_inputs(rec, **inputs)  # noqa: PLW2901 - the one rack broken on purpose
+        if rec.type == "azure-native:network:NatGateway":
+            rec = with_inputs(rec, publicIpAddresses=rec.inputs["publicIpAddresses"][:1])  # noqa: PLW2901 - one IP for 1,153 nodes
         if rec.type == "azure-native:network:Subnet" and rec.inputs["subnetName"] == "storage":
             first = rec.inputs["addressPrefix"].split("/")[0]
             rec = with_inputs(rec, addressPrefix=f"{first}/28", natGateway=None)  # noqa: PLW2901 - too small for 128 TiB of Lustre, and no way out
@@ -86,6 +88,7 @@ FROM_RESOURCES = {
     "blob-soft-delete": "no blob service properties",
     "lustre-checkpoint-throughput": "capacityTiB to at least 108",
     "lustre-subnet-egress": "gb300:network.natGateway",
+    "nat-egress-capacity": "needs 6 public IPs",
     "lustre-subnet-size": "Azure documents /24 or larger",
     "arm-body-matches-sdk": "properties.provisioningState: read-only key",
 }

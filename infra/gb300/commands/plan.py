@@ -38,8 +38,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--quota",
         metavar="FILE|live",
-        help="check vCPU quota: 'live' asks Azure (signed in as the azure-native provider: see Azure sign-in), FILE "
-        "is the JSON "
+        help="check vCPU quota: 'live' asks Azure (signed in as the azure-native provider: see Azure sign-in), also "
+        "whether each image version exists and Lustre's subnet size; FILE is the JSON "
         "of `az vm list-usage --location REGION -o json` (default: gb300:policy.quota; unset: not checked)",
     )
     p.add_argument(

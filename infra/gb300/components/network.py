@@ -4,6 +4,8 @@ Nothing here gives a NIC a public IP. The only public addresses are Bastion's (i
 and the NAT gateway's (egress only, attached to no NIC). Default outbound access is off on every subnet, so
 the NAT gateway is the egress of the subnets that need one: GPU and head nodes, and the Azure Managed Lustre
 filesystem, which reaches Azure services from its own subnet (its NSG rules come from ``data/storage.yaml``).
+The gateway's public IPs are sized from the nodes behind it (:mod:`gb300.facts.egress`, rule
+``nat-egress-capacity``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pulumi_azure_native import network
 
 from gb300.config import netplan
 from gb300.config.netplan import Role, SubnetPlan
-from gb300.facts import catalog, storage_facts
+from gb300.facts import catalog, egress, storage_facts
 
 # Subnets whose resources need outbound access: nodes (packages, Azure APIs) and Azure Managed Lustre.
 EGRESS_ROLES: frozenset[Role] = frozenset({"gpu", "head", "storage"})
@@ -98,6 +100,9 @@ class NetworkArgs:
     subnets: list[SubnetPlan]
     ssh_source_ranges: list[str] = field(default_factory=list)
     nat_gateway: bool = True
+    nat_public_ips: int = 1
+    """Public IPs of the NAT gateway, 1 to ``natPublicIpsPerGateway`` (16): :meth:`NatSizing.gateway_ips
+    <gb300.facts.egress.NatSizing.gateway_ips>` of the nodes behind it."""
     bastion: bool = True
     zone: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
@@ -110,6 +115,11 @@ class Network(pulumi.ComponentResource):
     vnet_id: pulumi.Output[str]
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        most = egress.nat_sizing().max_ips
+        if not 1 <= args.nat_public_ips <= most:
+            raise ValueError(
+                f"'nat_public_ips' must be 1 to {most}, Azure's limit per NAT gateway (got {args.nat_public_ips!r})"
+            )
         super().__init__("gb300:network:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         rg = args.resource_group_name
@@ -126,14 +136,18 @@ class Network(pulumi.ComponentResource):
         )
         nat_id: pulumi.Output[str] | None = None
         if args.nat_gateway:
-            nat_ip = self._public_ip(f"{name}-nat-ip", args, zonal=True)
+            # The first keeps the name of the one address gateways had before sizing (no replacement, same egress IP).
+            nat_ips = [
+                self._public_ip(f"{name}-nat-ip" if i == 1 else f"{name}-nat-ip-{i}", args, zonal=True)
+                for i in range(1, args.nat_public_ips + 1)
+            ]
             nat = network.NatGateway(
                 f"{name}-nat",
                 nat_gateway_name=f"{name}-nat",
                 resource_group_name=rg,
                 location=args.location,
                 sku=network.NatGatewaySkuArgs(name=network.NatGatewaySkuName.STANDARD),
-                public_ip_addresses=[network.SubResourceArgs(id=nat_ip.id)],
+                public_ip_addresses=[network.SubResourceArgs(id=ip.id) for ip in nat_ips],
                 zones=[args.zone] if args.zone else None,
                 tags=args.tags,
                 opts=child,
@@ -155,7 +169,7 @@ class Network(pulumi.ComponentResource):
                     opts=child,
                 )
                 nsg_id = nsg.id
-            egress = nat_id is not None and plan.role in EGRESS_ROLES
+            via_nat = nat_id is not None and plan.role in EGRESS_ROLES
             subnet = network.Subnet(
                 f"{name}-{plan.name}",
                 subnet_name=plan.name,
@@ -163,7 +177,7 @@ class Network(pulumi.ComponentResource):
                 resource_group_name=rg,
                 address_prefix=plan.prefix,
                 network_security_group=network.NetworkSecurityGroupArgs(id=nsg_id) if nsg_id else None,
-                nat_gateway=network.SubResourceArgs(id=nat_id) if egress and nat_id else None,
+                nat_gateway=network.SubResourceArgs(id=nat_id) if via_nat and nat_id else None,
                 default_outbound_access=False,
                 # Otherwise the schema's default (Disabled): private endpoints go in the endpoints subnet only.
                 private_endpoint_network_policies="Enabled" if plan.role == "endpoints" else None,

@@ -112,6 +112,8 @@ class NetworkSettings(ConfigModel):
     nat_gateway: bool = True
     """NAT gateway for egress of the GPU, head and Lustre (`storage`) subnets; default outbound access is off, and Azure
     Managed Lustre needs to reach Azure services (docs/azure-resources.md#lustre-subnet-egress-and-nsg-rules).
+    Its public IPs are sized from the node count, up to 16
+    (docs/azure-resources.md#nat-egress-public-ips-sized-from-the-node-count).
     """
     gpu_subnet_prefix_length: Annotated[int, Field(ge=8, le=29, strict=True)] | None = None
     """Size of the GPU subnet, the last block of the space (e.g. `20` = 4,091 VMs); unset = the upper half of the space.

@@ -100,6 +100,7 @@ class ImageVersion:
     version: str
     release: str  # where its contents were read (an azhpc-images release tag)
     components: dict[str, str]
+    status: str = "unverified"  # verified: seen in Azure's own image list (az vm image show); else inferred
 
 
 @dataclass(frozen=True)
@@ -175,8 +176,14 @@ def _sku(name: str, raw: dict[str, Any]) -> Sku:
 
 
 def _image(urn: str, raw: dict[str, Any]) -> Image:
+    default_status = str(raw.get("versionsStatus", "unverified"))
     versions = {
-        str(v): ImageVersion(str(v), str(entry.get("release", "")), {k: str(c) for k, c in entry["components"].items()})
+        str(v): ImageVersion(
+            str(v),
+            str(entry.get("release", "")),
+            {k: str(c) for k, c in entry["components"].items()},
+            status=str(entry.get("status", default_status)),
+        )
         for v, entry in (raw.get("versions") or {}).items()
     }
     return Image(
@@ -185,7 +192,7 @@ def _image(urn: str, raw: dict[str, Any]) -> Image:
         raw.get("description", ""),
         bool(raw.get("carriesGbStack", False)),
         versions=versions,
-        versions_status=str(raw.get("versionsStatus", "unverified")),
+        versions_status=default_status,
         versions_source=str(raw.get("versionsSource", "")),
         record_file=raw.get("recordFile"),
         record_keys={str(k): str(v) for k, v in (raw.get("recordKeys") or {}).items()},

@@ -18,7 +18,7 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from gb300 import config
-from gb300.azure import inventory, lustre_live
+from gb300.azure import images_live, inventory, lustre_live
 from gb300.config import StackConfig
 from gb300.errors import ConfigError, Gb300Error
 from gb300.facts import catalog
@@ -253,10 +253,12 @@ def run_plan(
 ) -> PlanResult:
     """Validate ``raw`` (raises ConfigError), register the program's resources, then evaluate and summarise.
 
-    ``quota`` (``live`` or a usage file; default ``gb300:policy.quota``) is where ``quota-sufficient`` reads
-    Azure's usage; with neither, quota is not checked and an info finding says so. ``deployed`` is the stack's
-    current state (:mod:`gb300.plan.state`); with it the plan also reports changes that would replace or delete
-    stateful storage (``storage-data-loss``) and machines, containers or subnets (``destroys-deployed``).
+    ``quota`` (``live`` or a usage file; default ``gb300:policy.quota``) is where ``quota-sufficient`` reads Azure's
+    usage; with neither, quota is not checked and an info finding says so. ``live`` also asks Azure for the Lustre
+    subnet size (``lustre-subnet-size``) and whether each image version exists (``image-version-exists``).
+    ``deployed`` is the stack's current state (:mod:`gb300.plan.state`); with it the plan also reports changes that
+    would replace or delete stateful storage (``storage-data-loss``) and machines, containers or subnets
+    (``destroys-deployed``).
     """
     from gb300 import rules  # noqa: PLC0415 - rules import the plan's record type
 
@@ -287,15 +289,18 @@ def _assess(
     result = PlanResult(stack=stack, config=cfg, resources=resources)
     source = quota or cfg.policy.quota
     snapshot = quotas.fetch(source, resources, base=paths.REPO_ROOT) if source else None
-    ctx = rules.RuleContext(policy=cfg.policy, quota=snapshot, config=cfg, deployed=deployed)
+    live = bool(source) and str(source).strip().lower() == quotas.LIVE
+    # Gone live, Azure also says whether each image version the stack boots exists (image-version-exists).
+    images = images_live.fetch_live(images_live.used_images(cfg)) if live else None
+    ctx = rules.RuleContext(policy=cfg.policy, quota=snapshot, config=cfg, deployed=deployed, images=images)
     assessed = rules.assess(resources, ctx)
     findings, hidden = assessed.findings, assessed.hidden
-    if source and source.strip().lower() == quotas.LIVE:
-        live = network.lustre_subnet_size.named(_lustre_live(cfg, resources))
+    if live:
+        lustre = network.lustre_subnet_size.named(_lustre_live(cfg, resources))
         if network.lustre_subnet_size.id in cfg.policy.suppressed:
-            hidden.setdefault(network.lustre_subnet_size.id, []).extend(live)
+            hidden.setdefault(network.lustre_subnet_size.id, []).extend(lustre)
         else:
-            findings += live
+            findings += lustre
     result.suppressed = [
         SuppressedRule(s.rule, s.reason, tuple(sorted(hidden.get(s.rule, []), key=lambda f: (-f.level, f.resource))))
         for s in cfg.policy.suppress

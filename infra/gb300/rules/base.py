@@ -1,11 +1,12 @@
 """What every rule shares: the context it reads, the :class:`Rule` type with its :class:`Kind`, and small
 readers for resource inputs.
 
-A rule is a pure check function wrapped by one of :func:`resource_rule`, :func:`config_rule` or
-:func:`state_rule`, which is the one place its id is written: the check yields :class:`~gb300.findings.Report`
-values and the rule names each with its id. A resource rule reads the camelCase inputs of the resources (the
-plan's records and the policy pack's resources look alike); no rule calls the cloud or raises: a missing or odd
-property means "cannot know", and the rule says nothing about it.
+A rule is a pure check function wrapped by one of :func:`resource_rule`, :func:`config_rule`,
+:func:`live_config_rule` or :func:`state_rule`, which is the one place its id is written: the check yields
+:class:`~gb300.findings.Report` values and the rule names each with its id. A resource rule reads the camelCase
+inputs of the resources (the plan's records and the policy pack's resources look alike); no rule calls the cloud
+or raises: a missing or odd property means "cannot know", and the rule says nothing about it. Azure's answers
+reach a rule only through :class:`RuleContext` (``quota``, ``images``), fetched before the rules run.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gb300.config import PolicySettings
 from gb300.findings import Finding, Level, Report
 
 if TYPE_CHECKING:
+    from gb300.azure.images_live import ImageAnswers
     from gb300.azure.quota import QuotaSnapshot
     from gb300.config import StackConfig
     from gb300.rules.data_loss import DeployedResource
@@ -36,12 +38,14 @@ OPEN_SOURCES = frozenset({"*", "internet", "any", "0.0.0.0/0", "0.0.0.0", "::/0"
 @dataclass(frozen=True)
 class RuleContext:
     """What a rule may read besides the resources: the policy settings, for quota Azure's usage, the typed stack
-    config (config rules; None where it cannot be read) and the deployed state (state rules; None without one)."""
+    config (config rules; None where it cannot be read), the deployed state (state rules; None without one) and
+    Azure's answers about the images the stack boots (None unless the plan went live)."""
 
     policy: PolicySettings = field(default_factory=PolicySettings)
     quota: QuotaSnapshot | None = None
     config: StackConfig | None = None
     deployed: Sequence[DeployedResource] | None = None
+    images: ImageAnswers | None = None
 
 
 class Kind(enum.Enum):
@@ -121,6 +125,7 @@ class Rule(Generic[P]):
 
 ResourceCheck = Callable[[Sequence[Resource], RuleContext], Iterable[Report]]
 ConfigCheck = Callable[["StackConfig"], Iterable[Report]]
+LiveConfigCheck = Callable[["StackConfig", "ImageAnswers | None"], Iterable[Report]]
 
 
 def resource_rule(
@@ -142,6 +147,21 @@ def config_rule(rule_id: str) -> Callable[[ConfigCheck], Rule[[StackConfig]]]:
             del resources
             assert ctx.config is not None  # noqa: S101 - Rule.applies checked it
             return check(ctx.config)
+
+        return Rule(rule_id, Kind.CONFIG, check, adapt, security=False)
+
+    return wrap
+
+
+def live_config_rule(rule_id: str) -> Callable[[LiveConfigCheck], Rule[[StackConfig, ImageAnswers | None]]]:
+    """Declare a config rule that also reads Azure's answers when the plan goes live: ``check(cfg, answers)``,
+    ``answers`` None offline (the policy pack, a plan without ``--quota live``)."""
+
+    def wrap(check: LiveConfigCheck) -> Rule[[StackConfig, ImageAnswers | None]]:
+        def adapt(resources: Sequence[Resource], ctx: RuleContext) -> Iterable[Report]:
+            del resources
+            assert ctx.config is not None  # noqa: S101 - Rule.applies checked it
+            return check(ctx.config, ctx.images)
 
         return Rule(rule_id, Kind.CONFIG, check, adapt, security=False)
 

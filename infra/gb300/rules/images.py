@@ -1,4 +1,5 @@
-"""``image-version-pinned``: each GPU pool boots one known image version whose contents match gb300's pins.
+"""Images: ``image-version-pinned`` (each GPU pool boots one known image version whose contents match gb300's pins)
+and ``image-version-exists`` (Azure publishes each image version the stack boots).
 
 Not a resource rule: it reads the stack's pool images, the image catalog (``data/images.yaml``: what each known
 version of an image carries, from Azure/azhpc-images' ``versions.json`` history) and the resolved software
@@ -9,15 +10,22 @@ pins (``versions.yaml`` with ``gb300:software``).
 - A version the catalog does not know: nobody checked what it carries (warning, saying how to add it).
 - A known version carrying another version of a pinned component than the pin: every node of the pool stops
   at that component's step (error).
+
+``image-version-exists`` reads the pools' and the head's marketplace URNs (image ids are skipped). Offline, a
+pinned version whose catalog entry is not ``status: verified`` is a warning naming the version and the command
+that checks it. With the plan gone live (:mod:`gb300.azure.images_live`), Azure's answer replaces the catalog's
+word: not found is an error naming the URN and region, no answer (403, timeout) a warning, found nothing.
 """
 
 from __future__ import annotations
 
+from gb300.azure import images_live
+from gb300.azure.images_live import ImageAnswer, ImageAnswers, UsedImage
 from gb300.bootstrap.software import apply_software_overrides
 from gb300.config import StackConfig
 from gb300.facts import catalog
 from gb300.findings import Level, Report
-from gb300.rules.base import config_rule
+from gb300.rules.base import config_rule, live_config_rule
 
 
 def _plain(version: str) -> str:
@@ -98,3 +106,61 @@ def findings(cfg: StackConfig) -> list[Report]:
 
 
 RULE_ID = findings.id
+
+
+def _show(urn: str, region: str) -> str:
+    return f"az vm image show --urn {urn} --location {region}"
+
+
+def _live_report(used: UsedImage, answer: ImageAnswer) -> Report | None:
+    """Azure's answer as a finding: missing is an error, unknown a warning, present nothing."""
+    publisher, offer, sku, _ = used.parts
+    listing = f"az vm image list --publisher {publisher} --offer {offer} --sku {sku} --all --location {used.region}"
+    if answer.exists is False:
+        return Report(
+            Level.ERROR,
+            used.where,
+            f"{used.urn} does not exist in {used.region}: Azure answered not found ({answer.why}). Every VM of it "
+            f"would fail to deploy. Pin a version Azure lists (`{listing} -o table`), or deploy to a region that "
+            "has it.",
+        )
+    if answer.exists is None:
+        return Report(
+            Level.WARNING,
+            used.where,
+            f"whether {used.urn} exists in {used.region} could not be checked ({answer.why}). Check by hand: "
+            f"`{_show(used.urn, used.region)}`.",
+        )
+    return None
+
+
+@live_config_rule("image-version-exists")
+def image_version_exists(cfg: StackConfig, answers: ImageAnswers | None) -> list[Report]:
+    """Each marketplace image version the stack boots is one Azure publishes in its region (asked live)."""
+    cat = catalog.load()
+    out: list[Report] = []
+    for used in images_live.used_images(cfg):
+        answer = answers.get(used.urn, used.region) if answers is not None else None
+        if answer is not None:  # Azure said, or could not say: that replaces the catalog's word
+            found = _live_report(used, answer)
+            if found is not None:
+                out.append(found)
+            continue
+        urn, version = used.urn.rsplit(":", 1)
+        known = cat.image(used.urn)
+        entry = known.versions.get(version) if known is not None else None
+        if entry is None or entry.status == "verified":
+            continue  # latest, or a version the catalog does not list: image-version-pinned speaks for those
+        assert known is not None  # noqa: S101 - entry came from it
+        out.append(
+            Report(
+                Level.WARNING,
+                used.where,
+                f"image version {version} of {urn} is inferred, not seen in Azure's image list (status "
+                f"{entry.status} in infra/gb300/data/images.yaml; the version was derived from azhpc-images release "
+                f"{entry.release}). If Azure does not publish it, no VM deploys. Check it: "
+                f"`{_show(used.urn, used.region)}` (or run `gb300 plan --quota live`), then set `status: verified` "
+                "on its entry.",
+            )
+        )
+    return out

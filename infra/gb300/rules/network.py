@@ -1,4 +1,5 @@
-"""Network rules: the VNet stays clear of Azure's RDMA range, every subnet fits what it carries, Lustre gets out."""
+"""Network rules: the VNet stays clear of Azure's RDMA range, every subnet fits what it carries, Lustre gets out,
+the NAT gateway carries the nodes behind it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator, Sequence
 
 from gb300.azure import inventory
 from gb300.azure.inventory import Resource, items, mapping
-from gb300.facts import catalog, storage_facts
+from gb300.facts import catalog, egress, storage_facts
 from gb300.findings import Level, Report
 from gb300.rules.base import RuleContext, count, network, resource_rule, short, text
 
@@ -194,4 +195,97 @@ def lustre_subnet_egress(resources: Sequence[Resource], ctx: RuleContext) -> Ite
             f"Lustre {short(fs)}: its subnet {short_subnet(sub)} must have outbound access to Azure services "
             "(got no NAT gateway, and default outbound access off). Azure Managed Lustre reaches Azure Storage, "
             "Key Vault and Azure Monitor from its own subnet. Set gb300:network.natGateway: true.",
+        )
+
+
+NAT = "azure-native:network:NatGateway"
+NIC = "azure-native:network:NetworkInterface"
+IP_PREFIX = "azure-native:network:PublicIPPrefix"
+
+
+def _last(resource_id: str | None, collection: str) -> str | None:
+    """The name after ``/<collection>/`` in an ARM id (lowercase), or None."""
+    parts = (resource_id or "").strip("/").split("/")
+    lowered = [p.lower() for p in parts]
+    if collection.lower() not in lowered:
+        return None
+    i = lowered.index(collection.lower())
+    return lowered[i + 1] if i + 1 < len(lowered) else None
+
+
+def _nodes_behind(resources: Sequence[Resource]) -> dict[str, int]:
+    """NAT gateway name (lowercase) -> VMs in the subnets it serves (scale sets' capacity, one per NIC)."""
+    gateway_of: dict[tuple[str, str], str] = {}
+    for key, (sub, _) in _subnets(resources).items():
+        gateway = _last(text(mapping(sub.inputs.get("natGateway")).get("id")), "natGateways")
+        if gateway is not None:
+            gateway_of[key] = gateway
+    behind: dict[str, int] = defaultdict(int)
+
+    def place(subnet_ids: Iterator[str] | Sequence[str], vms: int) -> None:
+        gateways = {gateway_of.get(_subnet_key(s) or ("", "")) for s in subnet_ids} - {None}
+        for gateway in gateways:
+            assert gateway is not None  # noqa: S101 - None was removed above
+            behind[gateway] += vms
+
+    for ss in inventory.scale_sets(resources):
+        place(ss.subnet_ids, ss.capacity)
+    for nic in inventory.of_type(resources, NIC):
+        ids = (text(mapping(mapping(c).get("subnet")).get("id")) for c in items(nic.inputs.get("ipConfigurations")))
+        place([i for i in ids if i], 1)
+    return behind
+
+
+def _gateway_ips(nat: Resource, prefixes: dict[str, int]) -> int:
+    """Public addresses of a NAT gateway: its public IPs plus every address of its prefixes (unknown prefix: 0)."""
+    ips = len(items(nat.inputs.get("publicIpAddresses")))
+    for ref in items(nat.inputs.get("publicIpPrefixes")):
+        ips += prefixes.get(_last(text(mapping(ref).get("id")), "publicIPPrefixes") or "", 0)
+    return ips
+
+
+@resource_rule("nat-egress-capacity")
+def nat_egress_capacity(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
+    """Each NAT gateway has public IPs enough for its nodes' concurrent connections to one destination."""
+    del ctx
+    sizing = egress.nat_sizing()
+    behind = _nodes_behind(resources)
+    prefixes = {
+        (text(p.inputs.get("publicIpPrefixName")) or p.name).lower(): 2 ** (32 - length)
+        for p in inventory.of_type(resources, IP_PREFIX)
+        if isinstance(length := p.inputs.get("prefixLength"), int) and 0 < length <= 32
+    }
+    for nat in inventory.of_type(resources, NAT):
+        name = text(nat.inputs.get("natGatewayName")) or nat.name
+        nodes = behind.get(name.lower(), 0)
+        ips = _gateway_ips(nat, prefixes)
+        if nodes == 0 or ips == 0 or nodes <= sizing.nodes_for(ips):
+            continue  # nothing behind it, or addresses a preview cannot count yet, or enough
+        needed = sizing.ips_for(nodes)
+        demand = (
+            f"NAT gateway {name}: {count(nodes, 'node')} behind it may open {nodes * sizing.flows_per_node:,} "
+            f"concurrent connections to one destination at boot ({sizing.flows_per_node} per node, natFlowsPerNode "
+            f"in infra/gb300/data/platform.yaml); Azure allows {sizing.connections_per_ip:,} per public IP to one "
+            "destination"
+        )
+        if needed <= sizing.max_ips:
+            yield Report(
+                Level.WARNING,
+                nat.urn,
+                f"{demand}, so it needs {count(needed, 'public IP')} (got {ips}, enough for "
+                f"{sizing.nodes_for(ips):,} nodes). Give the gateway {needed} (gb300 sizes them from the node count; "
+                "this gateway was changed by hand), or the nodes' pulls time out when they boot together.",
+            )
+            continue
+        most = sizing.nodes_for(sizing.max_ips)
+        yield Report(
+            Level.WARNING,
+            nat.urn,
+            f"{demand} and at most {sizing.max_ips} public IPs (or a /28 prefix) per gateway: {most:,} nodes at most "
+            f"(got {nodes:,}, which would need {needed} IPs). When they boot together, pulls from the same registry "
+            "or mirror exhaust SNAT ports and time out. Take the heaviest destinations off the NAT: the storage "
+            "account is already reached by private endpoint; put the container registry behind a private endpoint "
+            "and serve packages from a mirror inside the VNet. Or split the GPU nodes across subnets with one NAT "
+            f"gateway each (at most {most:,} nodes per gateway), and boot racks in waves "
+            "(docs/azure-resources.md#nat-egress-public-ips-sized-from-the-node-count).",
         )
