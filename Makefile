@@ -31,8 +31,8 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
-# The baseline the benchmark measures beside this checkout: main before issue 20 (bench/RESULTS.md).
-BENCH_BASELINE ?= adc3c9c
+# The baseline the benchmark measures beside this checkout: main before issue 26 (bench/RESULTS.md).
+BENCH_BASELINE ?= 7a80294
 
 bench: $(STAMP)
 	$(BIN)/python bench/plan_bench.py --baseline-ref $(BENCH_BASELINE)

@@ -58,13 +58,21 @@ def custom_data_by_role(plan_file: Path) -> dict[str, str]:
     return out
 
 
-def _whole_node(plan_file: Path) -> str:
+def _whole_node(plan_file: Path, stack_file: Path | None = None) -> str:
     """The GPU node's cloud-config as the node has it once ``fetch-payload`` has run: the custom data with the node
     payload the plan uploads laid out as its files (``tests/support/plan_custom_data.py``), without the fetch
     itself, which needs the storage account (``tests/node/test_node_payload.py`` tests it)."""
     from tests.support import plan_custom_data  # noqa: PLC0415 - the sandbox's checkout is on sys.path here
 
-    records = json.loads(plan_file.read_text(encoding="utf-8"))["resources"]
+    doc_plan = json.loads(plan_file.read_text(encoding="utf-8"))
+    records = doc_plan["resources"]
+    if stack_file is not None:
+        # The plan that wrote ``plan_file`` ran in a process of its own, whose payload files went with it (each
+        # process writes them to a private directory it removes at exit): plan the same stack file again here.
+        from gb300 import config  # noqa: PLC0415
+        from gb300.plan.runner import register  # noqa: PLC0415
+
+        records = [r.as_json() for r in register(doc_plan["stack"], config.load_stack_file(stack_file))]
     plan = SimpleNamespace(
         resources=[SimpleNamespace(**{k: r[k] for k in ("type", "name", "inputs")}) for r in records]
     )
@@ -142,7 +150,7 @@ def _standin_cost(box: Any) -> tuple[float, float]:
     return statistics.median(samples), (_children_cpu() - cpu) / STANDIN_SAMPLES
 
 
-def measure(repo: Path, plan_file: Path, tmp: Path) -> dict[str, Any]:
+def measure(repo: Path, plan_file: Path, tmp: Path, stack_file: Path | None = None) -> dict[str, Any]:
     """Fast path and re-run times, or a status saying why they could not be taken."""
     if not (repo / "tests" / "support" / "sandbox.py").exists():
         return {"status": "not available (tests/support/sandbox.py is not in this checkout)"}
@@ -153,7 +161,7 @@ def measure(repo: Path, plan_file: Path, tmp: Path) -> dict[str, Any]:
     try:
         from tests.support import sandbox  # noqa: PLC0415
 
-        cloud_config = _whole_node(plan_file)
+        cloud_config = _whole_node(plan_file, stack_file)
         skipped = _runnable(sandbox, cloud_config, tmp)
         box = sandbox.Sandbox(tmp / "node", _without(cloud_config, skipped), _machine(sandbox, skipped))
         first, first_cpu = _timed_run(box)

@@ -446,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
         if args.skip_bootstrap:
             report["bootstrap"] = {"status": "skipped (--skip-bootstrap)"}
         else:
-            report["bootstrap"] = bootstrap_bench.measure(REPO, runner.plan_file(names[0], "toolkit"), tmp)
+            stack_file = tmp / f"Pulumi.{names[0]}.yaml"
+            report["bootstrap"] = bootstrap_bench.measure(REPO, runner.plan_file(names[0], "toolkit"), tmp, stack_file)
     report["verdicts"] = verdicts(report)
     print(table(report))
     if args.json:
