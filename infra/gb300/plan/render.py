@@ -47,7 +47,8 @@ def text(result: PlanResult, *, stack_file: str) -> str:
         if not s["needsReimage"]:
             lines.append("  none: every deployed node already has this bootstrap")
     lines += ["", f"Resources ({_n(s['resourceCount'])})"]
-    lines += [f"  {typ:<55} {_n(count):>6}" for typ, count in s["resourcesByType"].items()]
+    width = max((len(typ) for typ in s["resourcesByType"]), default=0)  # the compute package's tokens are long
+    lines += [f"  {typ:<{width}} {_n(count):>6}" for typ, count in s["resourcesByType"].items()]
     lines.append("")
     lines += suppressed_lines(result)
     if not result.findings:
