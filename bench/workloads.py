@@ -161,11 +161,17 @@ def toolkit(stack: str, stack_file: str, plan_out: str | None) -> dict[str, Any]
 # The SDK floor.
 
 
+def provider_urn(reference: str, providers: list[str]) -> str:
+    """The URN of the provider a reference (``<urn>::<id>``; both halves hold ``::``) names, among ``providers``."""
+    return next(urn for urn in providers if reference.startswith(f"{urn}::"))
+
+
 def registration_order(records: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """The records in an order the engine could have registered them: every record after its parent and after
     every resource it depends on (so that an input naming another resource can be passed as its output)."""
     by_urn = {r["urn"]: r for r in records}
     done: set[str] = set()
+    providers = [r["urn"] for r in records if r["type"].startswith("pulumi:providers:")]
 
     def visit(rec: dict[str, Any]) -> Iterator[dict[str, Any]]:
         pending = [(rec, False)]
@@ -179,9 +185,9 @@ def registration_order(records: list[dict[str, Any]]) -> Iterator[dict[str, Any]
                 yield current
                 continue
             pending.append((current, True))
-            provider = current.get("provider") or ""
             before = [current["parent"], *current.get("dependencies", ())]
-            before += [u for u in by_urn if provider.startswith(f"{u}::")]  # an explicit provider goes first too
+            if current.get("provider"):  # an explicit provider goes first too
+                before.append(provider_urn(current["provider"], providers))
             pending.extend((by_urn[u], False) for u in reversed(before) if u in by_urn and u not in done)
 
     for rec in records:
@@ -222,6 +228,7 @@ class FloorProgram:
 
     def __init__(self, records: list[dict[str, Any]], classes: dict[str, Any] | None) -> None:
         self.records = records
+        self.providers = [r["urn"] for r in records if r["type"].startswith("pulumi:providers:")]
         self.classes = classes  # type token -> typed class, or None for raw CustomResource
         self.objects: dict[str, pulumi.Resource] = {}
         self.by_id: dict[str, pulumi.CustomResource] = {}
@@ -265,7 +272,7 @@ class FloorProgram:
 
     def _provider(self, reference: str) -> Any:
         """The registered provider a reference (``<urn>::<id>``) names."""
-        return next(obj for urn, obj in self.objects.items() if reference.startswith(f"{urn}::"))
+        return self.objects[provider_urn(reference, self.providers)]
 
     def register(self, rec: dict[str, Any]) -> None:
         self.wired = set()

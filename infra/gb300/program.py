@@ -247,7 +247,6 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 subnet_id=net.subnet_ids["gpu"],
                 custom_data=custom.base64,
                 custom_data_sha256=custom.sha256,
-                interconnect_blocks=pool.interconnect_blocks,
                 compute_provider=compute_provider,
                 capacity_reservation_group_id=pool.capacity_reservation_group_id,
             ),

@@ -328,16 +328,23 @@ PACKAGE_MODELS = {
 }
 
 
+def _annotation(cls: type, key: str) -> Any:
+    """The annotation of a model's field ``key`` (its JSON name), None for a key the model does not define."""
+    return _fields(cls).get(key, (None, False))[0]
+
+
+@functools.cache
+def _properties_model(cls: type) -> type | None:
+    """The model of a model's ``properties`` envelope, None when it has none."""
+    return next((o for o in _options(_annotation(cls, "properties")) if _is_model(o)), None)
+
+
 @functools.cache
 def _flattened(cls: type) -> frozenset[str]:
     """JSON names of the fields a model carries in its ``properties`` envelope, which azure-native flattens into
     its parent (the SDK marks them: ``__flattened_items``, from the REST specification's x-ms-client-flatten)."""
-    attrs = getattr(cls, f"_{cls.__name__}__flattened_items", None)
-    if not attrs:
-        return frozenset()
-    fields = _fields(cls)
-    properties = fields.get("properties", (None, False))[0]
-    inner = next((o for o in _options(properties) if _is_model(o)), None)
+    attrs: list[str] = getattr(cls, f"_{cls.__name__}__flattened_items", None) or []
+    inner = _properties_model(cls) if attrs else None
     if inner is None:
         return frozenset()
     _fields(inner)  # builds the class's field table
@@ -364,15 +371,14 @@ def unflatten(data: Mapping[str, Any], cls: type) -> dict[str, Any]:
     """The ARM body of model ``cls`` from azure-native's flattened inputs: the keys the model carries in its
     ``properties`` envelope go back under ``properties``, at every level."""
     flat = _flattened(cls)
-    fields = _fields(cls)
+    properties_model = _properties_model(cls)
     out: dict[str, Any] = {}
     inner: dict[str, Any] = {}
-    properties_model = next((o for o in _options(fields.get("properties", (None, False))[0]) if _is_model(o)), None)
     for key, value in data.items():
         if key in flat and properties_model is not None:
-            inner[key] = _unflatten(value, _fields(properties_model).get(key, (None, False))[0])
+            inner[key] = _unflatten(value, _annotation(properties_model, key))
         else:
-            out[key] = _unflatten(value, fields.get(key, (None, False))[0])
+            out[key] = _unflatten(value, _annotation(cls, key))
     if inner:
         out["properties"] = {**mapping(out.get("properties")), **inner}
     return out
@@ -386,15 +392,15 @@ def arm_body(resource: Resource) -> tuple[str, dict[str, Any]]:
     inputs = {k: v for k, v in resource.inputs.items() if k not in _ADDRESS_INPUTS and v is not None}
     top = {k: inputs.pop(k) for k in _TOP_LEVEL if k in inputs}
     cls = model(name)
-    props = inputs
-    properties_model = next(o for o in _options(_fields(cls).get("properties", (None, False))[0]) if _is_model(o))
-    body: dict[str, Any] = {k: _unflatten(v, _fields(cls).get(k, (None, False))[0]) for k, v in top.items()}
+    properties_model = _properties_model(cls)
+    assert properties_model is not None  # noqa: S101 - every model of PACKAGE_MODELS has a properties envelope
+    body: dict[str, Any] = {k: _unflatten(v, _annotation(cls, k)) for k, v in top.items()}
     identity = mapping(body.get("identity"))
     ids = identity.get("userAssignedIdentities")
     if isinstance(ids, list):
         body["identity"] = {**identity, "userAssignedIdentities": {str(i): {} for i in ids}}
-    if props:
-        body["properties"] = unflatten(props, properties_model)
+    if inputs:
+        body["properties"] = unflatten(inputs, properties_model)
     return name, body
 
 

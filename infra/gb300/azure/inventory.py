@@ -36,9 +36,7 @@ LEGACY_KINDS = {
     "interconnect-block": "interconnect block",
 }
 LEGACY_SCALE_SETS = ("rack-scale-set", "pool-scale-set")
-DYNAMIC = LEGACY_DYNAMIC
 SCALE_SET_TYPE = "microsoft.compute/virtualmachinescalesets"
-INTERCONNECT_BLOCK_TYPE = "microsoft.compute/interconnectblocks"
 
 
 class Resource(Protocol):
@@ -89,7 +87,7 @@ def dig(data: Any, *path: str | int) -> Any:
 
 def is_dynamic(resource: Resource, arm_type: str) -> bool:
     """A gb300 dynamic compute resource of ``arm_type`` (lowercase ``Namespace/collection``)."""
-    return resource.type == DYNAMIC and str(resource.inputs.get("resourceType", "")).lower() == arm_type
+    return resource.type == LEGACY_DYNAMIC and str(resource.inputs.get("resourceType", "")).lower() == arm_type
 
 
 def legacy_kind(resource: Resource) -> str | None:
@@ -126,7 +124,7 @@ def without_subscription(text: str) -> str:
 
 def has_arm_body(resource: Resource) -> bool:
     """The ARM body sits under ``properties`` (generic or gb300 0.1 dynamic), not flattened into the inputs."""
-    return resource.type in (GENERIC, DYNAMIC)
+    return resource.type in (GENERIC, LEGACY_DYNAMIC)
 
 
 def is_scale_set(resource: Resource) -> bool:

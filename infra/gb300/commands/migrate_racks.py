@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from gb300 import config
 from gb300.commands.plan import _stack
-from gb300.errors import UsageError
 from gb300.ops import migrate_racks
-from gb300.plan.state import load_state
+from gb300.plan.state import parse_state, read_state
 
 NAME = "migrate-racks"
 
@@ -47,16 +45,13 @@ def run(args: argparse.Namespace) -> int:
     """Plan the stack, pair its racks with the state's legacy ones and write the two files."""
     name, path = _stack(args)
     raw = config.load_stack_file(path)
-    deployed = load_state(args.state)
+    doc = read_state(args.state)
+    deployed = parse_state(doc, where=f"state file {args.state}")
     where = f"--state {args.state}"
     migrate_racks.check_state(deployed, name, where)  # refuse before the plan runs
     config.parse(raw)
     from gb300.plan.runner import register  # noqa: PLC0415 - the Pulumi mocks load only for this
 
-    try:
-        doc = json.loads(args.state.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # load_state read it a moment ago
-        raise UsageError(f"state file {args.state} cannot be read ({exc})") from None
     migration = migrate_racks.plan_migration(deployed, doc, register(name, raw), name, where)
     written = migrate_racks.write(migration, args.out)
     print(f"gb300 migrate-racks: {len(migration.moves)} rack(s) of stack {name}")

@@ -15,7 +15,7 @@ from gb300 import tags as gb300_tags
 from gb300.commands.plan import _stack
 from gb300.errors import UsageError
 from gb300.ops import rollout
-from gb300.plan.state import load_state
+from gb300.plan.state import load_state, state_stacks
 
 NAME = "rollout"
 
@@ -90,7 +90,7 @@ def run(
     config.parse(raw)
     from gb300.plan.runner import register  # noqa: PLC0415 - the Pulumi mocks load only for this
 
-    stacks = sorted({d.urn.split(":", 3)[2].split("::", 1)[0] for d in deployed if d.urn.count(":") >= 3})
+    stacks = state_stacks(deployed)
     if stacks and name not in stacks:
         raise UsageError(
             f"--state {args.state} is the state of stack {', '.join(stacks)}, not {name}: nothing would compare "

@@ -44,7 +44,6 @@ class GpuPoolArgs:
     subnet_id: pulumi.Input[str]
     custom_data: pulumi.Input[str]
     custom_data_sha256: str
-    interconnect_blocks: bool
     # The compute package's provider (program.py builds it from the stack's azure-native settings; components
     # create no providers). None: the package's default provider.
     compute_provider: pulumi.ProviderResource | None = None
@@ -83,16 +82,18 @@ class PoolShared:
     zones: list[str] | None
 
 
-def scale_set_inputs(
+def declare_scale_set(
     name: str,
     args: GpuPoolArgs,
     shared: PoolShared,
+    parent: pulumi.Resource,
     *,
     capacity: int,
     tags: dict[str, pulumi.Input[str]],
     interconnect_group_id: pulumi.Input[str] | None = None,
-) -> dict[str, Any]:
-    """The keyword inputs of a pool's :class:`~gb300.components.compute_package.VirtualMachineScaleSet`."""
+) -> compute_package.VirtualMachineScaleSet:
+    """A pool's scale set (a rack's, or a classic pool's one): the compute package's class with the rack options
+    (the package's provider, the boot dependencies, :data:`RACK_TIMEOUTS`, delete before replace)."""
     spec = scale_set.ScaleSetSpec(
         sku=args.sku,
         fabric=args.fabric,
@@ -108,22 +109,31 @@ def scale_set_inputs(
         capacity_reservation_group_id=args.capacity_reservation_group_id,
         extensions=shared.extensions,
     )
-    return {
-        "resource_group_name": args.node.resource_group_name,
-        "vm_scale_set_name": name,
-        "location": args.node.location,
-        "zones": shared.zones,
-        "sku": scale_set.sku(spec),
-        "identity": shared.identity,
-        "orchestration_mode": "Uniform",
-        "single_placement_group": args.fabric.single_placement_group,
-        "overprovision": False,
-        "platform_fault_domain_count": 1,
+    return compute_package.VirtualMachineScaleSet(
+        name,
+        pulumi.ResourceOptions(
+            parent=parent,
+            provider=args.compute_provider,
+            depends_on=list(args.node.boot_dependencies),
+            custom_timeouts=RACK_TIMEOUTS,
+            # Azure names are fixed: a replacement deletes the old scale set before it creates the new one.
+            delete_before_replace=True,
+        ),
+        resource_group_name=args.node.resource_group_name,
+        vm_scale_set_name=name,
+        location=args.node.location,
+        zones=shared.zones,
+        sku=scale_set.sku(spec),
+        identity=shared.identity,
+        orchestration_mode="Uniform",
+        single_placement_group=args.fabric.single_placement_group,
+        overprovision=False,
+        platform_fault_domain_count=1,
         # Manual: a changed custom data never silently reimages a training rack; the plan says which need one.
-        "upgrade_policy": {"mode": "Manual"},
-        "virtual_machine_profile": scale_set.virtual_machine_profile(spec),
-        "tags": tags,
-    }
+        upgrade_policy={"mode": "Manual"},
+        virtual_machine_profile=scale_set.virtual_machine_profile(spec),
+        tags=tags,
+    )
 
 
 class Rack(pulumi.ComponentResource):
@@ -146,24 +156,14 @@ class Rack(pulumi.ComponentResource):
     ) -> None:
         super().__init__(RACK_TYPE, name, None, opts)
         tags = gb300_tags.rack(shared.tags, index)
-        vmss = compute_package.VirtualMachineScaleSet(
+        vmss = declare_scale_set(
             name,
-            pulumi.ResourceOptions(
-                parent=self,
-                provider=args.compute_provider,
-                depends_on=list(args.node.boot_dependencies),
-                custom_timeouts=RACK_TIMEOUTS,
-                # Azure names are fixed: a replacement deletes the old rack before it creates the new one.
-                delete_before_replace=True,
-            ),
-            **scale_set_inputs(
-                name,
-                args,
-                shared,
-                capacity=args.sku.vms_per_nvlink_domain,
-                tags=tags,
-                interconnect_group_id=interconnect_group_id,
-            ),
+            args,
+            shared,
+            self,
+            capacity=args.sku.vms_per_nvlink_domain,
+            tags=tags,
+            interconnect_group_id=interconnect_group_id,
         )
         self.scale_set_id = vmss.id
         monitoring = args.node.monitoring
@@ -232,17 +232,7 @@ class GpuPool(pulumi.ComponentResource):
                 self.scale_set_ids.append(rack.scale_set_id)
         else:
             scale_set_name = f"{args.cluster_name}-{args.pool_name}"
-            vmss = compute_package.VirtualMachineScaleSet(
-                scale_set_name,
-                pulumi.ResourceOptions(
-                    parent=self,
-                    provider=args.compute_provider,
-                    depends_on=list(args.node.boot_dependencies),
-                    custom_timeouts=RACK_TIMEOUTS,
-                    delete_before_replace=True,
-                ),
-                **scale_set_inputs(scale_set_name, args, shared, capacity=args.vms, tags=tags),
-            )
+            vmss = declare_scale_set(scale_set_name, args, shared, self, capacity=args.vms, tags=tags)
             self.scale_set_ids.append(vmss.id)
             if monitoring is not None:
                 monitoring.associate(vmss.id, f"{name}-0001-logs")

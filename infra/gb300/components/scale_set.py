@@ -32,7 +32,6 @@ class ScaleSetSpec:
     subnet_id: pulumi.Input[str]
     custom_data: pulumi.Input[str]
     interconnect_group_id: pulumi.Input[str] | None = None
-    interconnect_block_id: pulumi.Input[str] | None = None
     capacity_reservation_group_id: str | None = None
     extensions: tuple[dict[str, Any], ...] = ()  # extensionProfile entries, ARM shape (e.g. the Azure Monitor Agent)
 
@@ -99,8 +98,6 @@ def virtual_machine_profile(spec: ScaleSetSpec) -> dict[str, Any]:
     }
     if spec.extensions:
         vm_profile["extensionProfile"] = {"extensions": [flat_extension(e) for e in spec.extensions]}
-    if spec.interconnect_block_id is not None:
-        vm_profile["interconnectBlockProfile"] = {"interconnectBlock": {"id": spec.interconnect_block_id}}
     if spec.capacity_reservation_group_id:
         vm_profile["capacityReservation"] = {"capacityReservationGroup": {"id": spec.capacity_reservation_group_id}}
     return vm_profile

@@ -31,6 +31,7 @@ from gb300.components.gpu_pool import RACK_TYPE
 from gb300.errors import UsageError
 from gb300.plan.mocks import SUBSCRIPTION_ID
 from gb300.plan.runner import SECRET, ResourceRecord
+from gb300.plan.state import state_stacks
 from gb300.rules.data_loss import DeployedResource
 
 POOL_TYPE = "gb300:compute:GpuPool"
@@ -69,11 +70,6 @@ class Migration:
         if self.provider is not None and self.provider_deployed:
             table[self.provider.name] = self.provider.urn
         return table
-
-
-def state_stacks(deployed: Sequence[DeployedResource]) -> list[str]:
-    """The stacks a state's URNs name (``urn:pulumi:<stack>::<project>::...``)."""
-    return sorted({d.urn.split(":", 3)[2].split("::", 1)[0] for d in deployed if d.urn.count(":") >= 3})
 
 
 def legacy_resources(deployed: Sequence[DeployedResource]) -> list[DeployedResource]:

@@ -9,6 +9,7 @@ read access to the backend and no Azure credentials. CI runs
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,12 +81,21 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def load_state(path: Path) -> list[DeployedResource]:
-    """Read a ``pulumi stack export`` file; a missing or malformed file is a usage error naming it."""
+def read_state(path: Path) -> Any:
+    """The JSON document of a ``pulumi stack export`` file; a missing or malformed file is a usage error naming it."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise UsageError(f"state file {path} cannot be read ({exc.strerror})") from None
     except (ValueError, RecursionError):  # a decoding error is a ValueError; absurd nesting a RecursionError
         raise UsageError(f"state file {path} is not JSON; write it with 'pulumi stack export > {path.name}'") from None
-    return parse_state(doc, where=f"state file {path}")
+
+
+def load_state(path: Path) -> list[DeployedResource]:
+    """Read a ``pulumi stack export`` file into its resources (:func:`read_state`, :func:`parse_state`)."""
+    return parse_state(read_state(path), where=f"state file {path}")
+
+
+def state_stacks(deployed: Sequence[DeployedResource]) -> list[str]:
+    """The stacks a state's URNs name (``urn:pulumi:<stack>::<project>::...``)."""
+    return sorted({d.urn.split(":", 3)[2].split("::", 1)[0] for d in deployed if d.urn.count(":") >= 3})
