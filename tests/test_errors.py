@@ -11,9 +11,8 @@ import pytest
 
 import gb300
 from gb300 import cli
-from gb300.bootstrap import BootstrapDataError, SoftwareOverrideError
 from gb300.commands import plan as plan_command
-from gb300.errors import DataError, Gb300Error
+from gb300.errors import BootstrapDataError, DataError, Gb300Error, SoftwareOverrideError
 
 STANDALONE = {"gb300.slurm.hostlist", "gb300.slurm.topology"}  # shipped alone to the controller: stdlib only
 

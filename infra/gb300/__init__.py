@@ -5,7 +5,7 @@ Flow: stack config -> typed config (:mod:`gb300.config`) -> components (:mod:`gb
 
 Layers, lowest first; a module imports only from its own layer or the ones before it:
 :mod:`~gb300.facts` (``data/*.yaml`` read into types) -> :mod:`~gb300.config` (the stack contract) ->
-:mod:`~gb300.components` (Pulumi components), :mod:`~gb300.bootstrap`, :mod:`~gb300.slurm` and :mod:`~gb300.node`
+:mod:`~gb300.components` (Pulumi components), :mod:`~gb300.slurm` and :mod:`~gb300.node`
 (what nodes boot with) -> :mod:`gb300.program` -> :mod:`~gb300.azure` (the declared resources as typed views,
 quota) -> :mod:`~gb300.rules` -> :mod:`~gb300.plan` -> :mod:`~gb300.ops` (day-2 tools) and
 :mod:`~gb300.commands` (the CLI's commands). At the root: :mod:`gb300.errors`, :mod:`gb300.paths`,

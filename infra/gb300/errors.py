@@ -6,7 +6,7 @@
      +-- ConfigError               invalid stack configuration, one Problem per key path      (exit 2)
      +-- UsageError                bad command line or input file                               (exit 2)
      +-- DataError                 a data file or registry shipped with gb300 is malformed      (exit 3)
-     +-- BootstrapError            a node's bootstrap cannot be rendered (gb300.bootstrap)      (exit 2)
+     +-- BootstrapError            a node's bootstrap cannot be rendered (gb300.node)           (exit 2)
      |    +-- BootstrapDataError   ... because a bootstrap data file is malformed (also a DataError, exit 3)
      |    +-- UnknownRoleError     ... for a role with no fragment (also a DataError, exit 3)
      |    +-- SoftwareOverrideError  ... for a bad ``gb300:software`` entry                     (exit 2)
@@ -53,3 +53,19 @@ class UsageError(Gb300Error):
 
 class DataError(Gb300Error):
     """A data file, template or registry shipped with gb300 is malformed: a bug in gb300, not in the user's input."""
+
+
+class BootstrapError(Gb300Error):
+    """A node's bootstrap cannot be rendered (:mod:`gb300.node`)."""
+
+
+class BootstrapDataError(BootstrapError, DataError):
+    """A bootstrap data file (versions.yaml, checksums.yaml, a role fragment) is malformed: a bug in gb300."""
+
+
+class UnknownRoleError(BootstrapError, DataError):
+    """A role was asked for that has no fragment under cloud-init/roles/."""
+
+
+class SoftwareOverrideError(BootstrapError):
+    """A ``gb300:software`` entry names an unknown component or a bad version."""

@@ -10,14 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gb300.bootstrap import (
-    AZURE_CUSTOM_DATA_LIMIT,
-    BootstrapContext,
-    BootstrapError,
-    UnknownRoleError,
-    find_secret_material,
-    render_custom_data,
-)
+from gb300.errors import BootstrapError, UnknownRoleError
+from gb300.node.boot_context import BootstrapContext
+from gb300.node.render import AZURE_CUSTOM_DATA_LIMIT, render_custom_data
+from gb300.node.secrets import find_secret_material
 from gb300.node.steps import STEPS, steps_for
 from tests.support.bootstrap_helpers import REFERENCE_CLUSTER, ROLES, reference_context, render_role
 from tests.support.files import assert_golden

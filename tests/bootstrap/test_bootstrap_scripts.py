@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gb300.bootstrap.resources import CLOUD_INIT_DIR, TEMPLATES_DIR
+from gb300.node.resources import CLOUD_INIT_DIR, TEMPLATES_DIR
 from tests.support.bootstrap_helpers import render_role
 
 # Step scripts and the build recipes of `install: source` components (cloud-init/build/).

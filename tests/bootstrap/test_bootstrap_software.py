@@ -9,16 +9,17 @@ from typing import Any
 import pytest
 import yaml
 
-from gb300.bootstrap import (
-    BootstrapDataError,
-    SoftwareOverrideError,
+from gb300.errors import BootstrapDataError, SoftwareOverrideError
+from gb300.facts.software import (
+    VERSIONS_FILE,
+    DownloadFile,
     apply_software_overrides,
     check_software_overrides,
-    load_nccl,
+    load_checksums,
     load_software,
 )
-from gb300.bootstrap.resources import CLOUD_INIT_DIR
-from gb300.bootstrap.software import VERSIONS_FILE, DownloadFile, load_checksums
+from gb300.node.resources import CLOUD_INIT_DIR
+from gb300.node.settings import load_nccl
 from gb300.node.steps import compact
 from tests.support.bootstrap_helpers import render_role
 

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gb300.bootstrap import BootstrapContext, load_software, render_custom_data
-from gb300.bootstrap.software import VERSIONS_FILE
+from gb300.facts.software import VERSIONS_FILE, load_software
+from gb300.node.boot_context import BootstrapContext
+from gb300.node.render import render_custom_data
 from tests.support.bootstrap_helpers import REFERENCE_CLUSTER
 from tests.support.files import FIXTURES
 from tests.support.sandbox import (

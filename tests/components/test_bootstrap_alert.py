@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from gb300 import config
-from gb300.bootstrap.settings import load_node
 from gb300.components import monitoring
 from gb300.errors import ConfigError
+from gb300.node.settings import load_node
 from gb300.node.steps import RUN_STEP
 from gb300.plan import PlanResult, ResourceRecord
 from gb300.plan.runner import register

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 import gb300
-from gb300.bootstrap import software
 from gb300.errors import DataError
-from gb300.facts import loader, sizing
+from gb300.facts import loader, sizing, software
 from gb300.paths import DATA_DIR, PACKAGE_DIR, POLICIES_DIR
 
 LOADER = PACKAGE_DIR / "facts" / "loader.py"

@@ -22,11 +22,11 @@ import pytest
 import yaml
 
 from gb300 import config
-from gb300.bootstrap import BootstrapError, render_custom_data
-from gb300.errors import ConfigError
+from gb300.errors import BootstrapError, ConfigError
 from gb300.node import context as node_context
 from gb300.node import imds_guard
 from gb300.node import steps as node_steps
+from gb300.node.render import render_custom_data
 from gb300.plan import PlanResult
 from tests.support import plan_custom_data
 

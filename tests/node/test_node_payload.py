@@ -20,11 +20,11 @@ import pytest
 import yaml
 
 from gb300 import config, paths
-from gb300.bootstrap.payload import FETCH_PAYLOAD, build_payload, render_small_custom_data
 from gb300.node import context as node_context
 from gb300.node import custom_data as nodes
 from gb300.node import imds_guard
 from gb300.node import steps as node_steps
+from gb300.node.payload import FETCH_PAYLOAD, build_payload, render_small_custom_data
 from tests.support import node_e2e
 from tests.support.sandbox import Sandbox
 from tests.support.tools import CLOUD_INIT_MISSING, require_tool

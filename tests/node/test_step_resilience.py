@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gb300.bootstrap.settings import load_node
+from gb300.node.settings import load_node
 from gb300.node.steps import RUN_STEP
 from tests.support.bootstrap_helpers import render_role
 from tests.support.sandbox import Sandbox, hpc_image_machine

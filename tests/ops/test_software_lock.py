@@ -17,8 +17,8 @@ from typing import IO
 import pytest
 
 from gb300 import cli
-from gb300.bootstrap.software import CHECKSUMS_FILE, load_checksums, load_software
 from gb300.commands.software import container_images
+from gb300.facts.software import CHECKSUMS_FILE, load_checksums, load_software
 from gb300.ops.software_lock import Gap, gaps, image_gaps, key_fingerprints, lock, resolve_digest, write_checksums
 from tests.support.files import FIXTURES
 
@@ -246,7 +246,7 @@ def test_the_cli_pins_every_real_gap_and_then_the_plan_is_quiet(  # noqa: PLR091
     """`gb300 software lock` against (locally served) vendor URLs and registry fills checksums.yaml; `--check`
     then passes, nodes get the pins (the exporter image by digest), and the software-checksums warning is gone."""
     from gb300 import config  # noqa: PLC0415
-    from gb300.bootstrap import software  # noqa: PLC0415
+    from gb300.facts import software  # noqa: PLC0415
     from gb300.node import files as node_files  # noqa: PLC0415
     from gb300.ops import software_lock  # noqa: PLC0415
     from gb300.rules import software as software_rule  # noqa: PLC0415

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from gb300 import cli, config
-from gb300.bootstrap import software as software_module
-from gb300.bootstrap.software import load_software
+from gb300.facts import software as software_module
+from gb300.facts.software import load_software
 from gb300.findings import Level
 from gb300.plan import PlanResult, run_plan
 from gb300.rules import software as rule

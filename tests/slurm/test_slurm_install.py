@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gb300.bootstrap import load_software
+from gb300.facts.software import load_software
 from gb300.slurm.files import SlurmBootInputs, render_slurm_env
 
 from .conftest import REPO, Sandbox

@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from gb300 import config, paths
-from gb300.bootstrap import apply_software_overrides
+from gb300.facts.software import apply_software_overrides
 from gb300.node import custom_data as nodes
 from gb300.slurm import config as slurm_config
 from gb300.slurm import options

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from gb300.bootstrap import BootstrapContext, RenderedCustomData, known_roles, render_custom_data
+from gb300.node.boot_context import BootstrapContext
+from gb300.node.render import RenderedCustomData, render_custom_data
+from gb300.node.roles import known_roles
 
 REFERENCE_CLUSTER = "gb300-ref"
 POOL_FOR_ROLE = {"gpu-node": "gpu-a", "head": "head"}

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from gb300.bootstrap import load_software
+from gb300.facts.software import load_software
 from gb300.slurm.files import SLURM_UID
 from tests.support.sandbox import Machine, RunResult, Sandbox, hpc_image_machine
 

@@ -20,10 +20,9 @@ import sys
 from typing import Any
 
 from gb300 import config, paths
-from gb300.bootstrap import software
-from gb300.bootstrap.errors import BootstrapError
-from gb300.bootstrap.software import SoftwareSet, apply_software_overrides, load_software
-from gb300.errors import UsageError
+from gb300.errors import BootstrapError, UsageError
+from gb300.facts import software
+from gb300.facts.software import SoftwareSet, apply_software_overrides, load_software
 from gb300.ops.software_lock import gaps, image_gaps, lock, write_checksums
 
 NAME = "software"

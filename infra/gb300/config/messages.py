@@ -95,7 +95,7 @@ def _model_of(annotation: Any) -> Any:
 
 def _software_problems(raw: Mapping[str, Any]) -> list[Problem]:
     """``gb300:software`` names components of the pinned versions file, with version strings."""
-    from gb300.bootstrap import check_software_overrides  # noqa: PLC0415 - the bootstrap reads its data lazily
+    from gb300.facts.software import check_software_overrides  # noqa: PLC0415 - the bootstrap reads its data lazily
 
     software = raw.get("software")
     if not isinstance(software, Mapping):

@@ -16,10 +16,10 @@ from typing import Any
 
 import yaml
 
-from gb300.errors import DataError
+from gb300.errors import BootstrapDataError, DataError
 from gb300.paths import DATA_DIR
 
-__all__ = ["DATA_DIR", "data", "read_mapping", "read_yaml"]
+__all__ = ["DATA_DIR", "data", "load_yaml_mapping", "read_mapping", "read_yaml"]
 
 
 # libyaml's parser with PyYAML's safe constructor and resolver (the values yaml.safe_load gives), several times
@@ -53,3 +53,12 @@ def _data(name: str) -> dict[str, Any]:
 def data(name: str) -> dict[str, Any]:
     """``infra/gb300/data/<name>``, parsed once per process; each caller gets its own copy to read or change."""
     return copy.deepcopy(_data(name))
+
+
+def load_yaml_mapping(path: Path) -> dict[str, Any]:
+    """A node bootstrap input (versions, checksums, a role fragment) whose top level must be a mapping; a malformed
+    file raises :class:`~gb300.errors.BootstrapDataError`."""
+    try:
+        return read_mapping(path)
+    except DataError as exc:
+        raise BootstrapDataError(str(exc)) from exc

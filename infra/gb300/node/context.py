@@ -1,6 +1,6 @@
 """The one context a node's custom data is rendered from, built from the typed stack config.
 
-:func:`build` turns ``(StackConfig, role, pool)`` into a :class:`~gb300.bootstrap.BootstrapContext` that carries
+:func:`build` turns ``(StackConfig, role, pool)`` into a :class:`~gb300.BootstrapContext` that carries
 the stack itself; every value a step or a file needs is read from it here (or by the providers in
 :mod:`gb300.node.steps`), never from a default in a feature module. The functions below are the derived values
 several files share: the Slurm view of the cluster, the Slurm boot inputs, and the mounts the health gate checks.
@@ -8,10 +8,12 @@ several files share: the Slurm view of the cluster, the Slurm boot inputs, and t
 
 from __future__ import annotations
 
-from gb300 import bootstrap
 from gb300.components.secrets import MUNGE_SECRET_NAME
 from gb300.config import GpuPool, StackConfig, netplan
+from gb300.errors import BootstrapError
 from gb300.facts import catalog
+from gb300.facts.software import apply_software_overrides
+from gb300.node.boot_context import BootstrapContext
 from gb300.slurm import config as slurm_config
 from gb300.slurm import files as slurm_files
 
@@ -60,22 +62,22 @@ def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
     )
 
 
-def stack_of(ctx: bootstrap.BootstrapContext) -> StackConfig:
+def stack_of(ctx: BootstrapContext) -> StackConfig:
     """The stack config a node context was built from (providers of stack-derived files need one)."""
     if ctx.stack is None:
         msg = f"role {ctx.role!r}: this file derives from the stack config; build the context with node_context.build"
-        raise bootstrap.BootstrapError(msg)
+        raise BootstrapError(msg)
     return ctx.stack
 
 
-def gpu_pool_of(ctx: bootstrap.BootstrapContext) -> GpuPool:
+def gpu_pool_of(ctx: BootstrapContext) -> GpuPool:
     """The GPU pool of a gpu-node context."""
     cfg = stack_of(ctx)
     [pool] = [p for p in cfg.gpu_pools if p.name == ctx.pool_name]
     return pool
 
 
-def boot_inputs(ctx: bootstrap.BootstrapContext) -> slurm_files.SlurmBootInputs:
+def boot_inputs(ctx: BootstrapContext) -> slurm_files.SlurmBootInputs:
     """What the Slurm steps read at boot (``/etc/gb300/slurm.env``), from the stack and its software pins."""
     cfg = stack_of(ctx)
     software = ctx.software
@@ -108,7 +110,7 @@ def boot_inputs(ctx: bootstrap.BootstrapContext) -> slurm_files.SlurmBootInputs:
     return inputs.for_pool(slurm_pool)
 
 
-def health_mounts(ctx: bootstrap.BootstrapContext) -> tuple[str, ...]:
+def health_mounts(ctx: BootstrapContext) -> tuple[str, ...]:
     """The mounts a GPU node's health gate requires: exactly what the stack configures on it.
 
     The NVMe scratch (70-nvme-raid, every GPU node), the Lustre filesystem when ``gb300:storage.lustre`` is
@@ -146,16 +148,16 @@ def image_env(image: str) -> dict[str, str]:
     return env
 
 
-def build(cfg: StackConfig, role: str, pool: GpuPool | None = None) -> bootstrap.BootstrapContext:
+def build(cfg: StackConfig, role: str, pool: GpuPool | None = None) -> BootstrapContext:
     """The context of ``role`` (``head``, or ``gpu-node`` of ``pool``) for stack ``cfg``."""
     if role == GPU_NODE and pool is None:
         raise ValueError("a gpu-node's custom data needs its pool")
     # The software set (versions.yaml with gb300:software applied) serves the Slurm pins and the bootstrap alike.
-    return bootstrap.BootstrapContext(
+    return BootstrapContext(
         role=role,
         cluster_name=cfg.cluster.name,
         pool_name=pool.name if pool is not None and role == GPU_NODE else HEAD,
-        software=bootstrap.apply_software_overrides(cfg.software),
+        software=apply_software_overrides(cfg.software),
         extra_env=tuple(
             sorted(image_env(pool.image if pool is not None and role == GPU_NODE else cfg.head.image).items())
         ),

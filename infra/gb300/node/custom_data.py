@@ -1,6 +1,6 @@
 """What each node role boots with: the steps and files of the node registry (:mod:`gb300.node.steps`) for the
 role and the stack, packed as a node payload (one content-addressed archive, stored once per cluster) and the
-small custom data that fetches it (:mod:`gb300.bootstrap.payload`, docs/node-payload.md).
+small custom data that fetches it (:mod:`gb300.node.payload`, docs/node-payload.md).
 
 Both are rendered from the typed config alone (no deploy-time values), so the custom data's hash, which
 carries the payload's sha256, is known at plan time and tells which pools need a reimage. Deploy-time values a
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gb300.bootstrap.payload import Payload, render_small_custom_data
 from gb300.config import GpuPool, StackConfig
 from gb300.node import context as node_context
 from gb300.node.context import GPU_NODE, HEAD, head_hostname, slurm_cluster
+from gb300.node.payload import Payload, render_small_custom_data
 
 __all__ = ["GPU_NODE", "HEAD", "CustomData", "head_hostname", "render", "slurm_cluster"]
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import shlex
 
-from gb300.bootstrap.context import ExtraFile as NodeFile  # one file type for write_files
-from gb300.bootstrap.software import load_checksums, pin
 from gb300.config import StackConfig
 from gb300.facts import storage_facts
+from gb300.facts.software import load_checksums, pin
 from gb300.node import templating
+from gb300.node.boot_context import ExtraFile as NodeFile  # one file type for write_files
 from gb300.paths import CLOUD_INIT_DIR, TEMPLATES_DIR
 
 IMDS_TAG = "/usr/local/lib/gb300/imds-tag"

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gb300.bootstrap.context import BootstrapContext
-from gb300.bootstrap.context import ExtraFile as NodeFile
 from gb300.config import StackConfig
 from gb300.facts import loader
 from gb300.node import templating
+from gb300.node.boot_context import BootstrapContext
+from gb300.node.boot_context import ExtraFile as NodeFile
 
 GUARD = "/usr/local/sbin/gb300-imds-guard"
 UNIT = "/etc/systemd/system/gb300-imds-guard.service"

@@ -1,7 +1,7 @@
 """The one registry of what a node runs and carries: every step and every file, per role, in order.
 
 A node's custom data is :data:`FILES` and :data:`STEPS` selected for its role and stack (:func:`select`), packed
-by :func:`gb300.bootstrap.render_custom_data`. Each step is declared once, here: its name, its script (a path
+by :func:`gb300.node.render.render_custom_data`. Each step is declared once, here: its name, its script (a path
 under ``cloud-init/``), the roles that run it, the steps it must come after, and a condition on the typed stack
 config. The list order is the run order; :func:`select` refuses an order that breaks an ``after`` or does not
 end with ``99-ready``. Every step script lands in one node directory, ``/usr/local/lib/gb300/steps/<name>.sh``,
@@ -19,11 +19,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gb300.bootstrap import BootstrapContext, BootstrapError, ExtraFile
 from gb300.config import StackConfig
+from gb300.errors import BootstrapError
 from gb300.node import context as node_context
 from gb300.node import files as node_files
 from gb300.node import imds_guard, templating
+from gb300.node.boot_context import BootstrapContext, ExtraFile
 from gb300.paths import CLOUD_INIT_DIR
 from gb300.slurm import files as slurm_files
 from gb300.slurm.health import health_env_for

@@ -25,8 +25,8 @@ from typing import IO, Any
 
 import yaml
 
-from gb300.bootstrap import software
-from gb300.bootstrap.software import SoftwareSet, load_checksums
+from gb300.facts import software
+from gb300.facts.software import SoftwareSet, load_checksums
 
 __all__ = ["Gap", "LockResult", "gaps", "image_gaps", "key_fingerprints", "lock", "resolve_digest", "write_checksums"]
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from gb300.azure import images_live
 from gb300.azure.images_live import ImageAnswer, ImageAnswers, UsedImage
-from gb300.bootstrap.software import apply_software_overrides
 from gb300.config import StackConfig
 from gb300.facts import catalog
+from gb300.facts.software import apply_software_overrides
 from gb300.findings import Level, Report
 from gb300.rules.base import config_rule, live_config_rule
 

@@ -12,9 +12,9 @@ checksums.yaml) and the images its GPU pools boot, and says what a node will do 
 
 from __future__ import annotations
 
-from gb300.bootstrap.software import SoftwareSet, apply_software_overrides
 from gb300.config import StackConfig
 from gb300.facts import catalog
+from gb300.facts.software import SoftwareSet, apply_software_overrides
 from gb300.findings import Level, Report
 from gb300.rules.base import config_rule
 

@@ -18,8 +18,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from gb300.bootstrap.context import ExtraFile as NodeFile  # one file type for write_files
-from gb300.bootstrap.software import AptRepo
+from gb300.facts.software import AptRepo
+from gb300.node.boot_context import ExtraFile as NodeFile  # one file type for write_files
 from gb300.paths import CLOUD_INIT_DIR, PACKAGE_DIR
 from gb300.slurm.config import SlurmCluster, SlurmConfigError, SlurmPool, render, render_accounting
 

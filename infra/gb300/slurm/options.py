@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gb300.bootstrap.resources import DATA_DIR, load_yaml_mapping
+from gb300.node.resources import DATA_DIR, load_yaml_mapping
 from gb300.slurm.config import SlurmConfigError
 
 __all__ = ["OPTIONS_FILE", "ReleaseOptions", "load", "problems", "release_of"]

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gb300.bootstrap.errors import BootstrapDataError, UnknownRoleError
-from gb300.bootstrap.resources import CLOUD_INIT_DIR, load_yaml_mapping
+from gb300.errors import BootstrapDataError, UnknownRoleError
+from gb300.node.resources import CLOUD_INIT_DIR, load_yaml_mapping
 
 __all__ = ["COMMON_FRAGMENT", "RoleFragment", "known_roles", "load_role"]
 

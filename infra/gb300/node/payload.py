@@ -24,16 +24,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from gb300 import tags
-from gb300.bootstrap.context import BootstrapContext
-from gb300.bootstrap.errors import BootstrapError
-from gb300.bootstrap.render import (
+from gb300.errors import BootstrapError
+from gb300.node.boot_context import BootstrapContext
+from gb300.node.render import (
     RenderedCustomData,
     build_cloud_config,
     dump_cloud_config,
     pack_custom_data,
 )
-from gb300.bootstrap.resources import CLOUD_INIT_DIR
-from gb300.bootstrap.secrets import find_secret_material
+from gb300.node.resources import CLOUD_INIT_DIR
+from gb300.node.secrets import find_secret_material
 
 __all__ = [
     "FETCH_PAYLOAD",

@@ -18,11 +18,11 @@ from typing import Any
 import yaml
 
 from gb300 import tags
-from gb300.bootstrap.context import BootstrapContext
-from gb300.bootstrap.errors import BootstrapError
-from gb300.bootstrap.resources import CLOUD_INIT_DIR
-from gb300.bootstrap.secrets import find_secret_material
-from gb300.bootstrap.steps import load_role
+from gb300.errors import BootstrapError
+from gb300.node.boot_context import BootstrapContext
+from gb300.node.resources import CLOUD_INIT_DIR
+from gb300.node.roles import load_role
+from gb300.node.secrets import find_secret_material
 
 __all__ = [
     "AZURE_CUSTOM_DATA_LIMIT",

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from gb300.bootstrap.errors import BootstrapError
-from gb300.bootstrap.settings import NcclSettings, NodeSettings, load_nccl, load_node
-from gb300.bootstrap.software import SoftwareSet, apply_software_overrides
+from gb300.errors import BootstrapError
+from gb300.facts.software import SoftwareSet, apply_software_overrides
+from gb300.node.settings import NcclSettings, NodeSettings, load_nccl, load_node
 
 if TYPE_CHECKING:
     from gb300.config import StackConfig

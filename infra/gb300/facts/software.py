@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from gb300.bootstrap.errors import BootstrapDataError, SoftwareOverrideError
-from gb300.bootstrap.resources import DATA_DIR, load_yaml_mapping
-from gb300.facts.loader import data
+from gb300.errors import BootstrapDataError, SoftwareOverrideError
+from gb300.facts.loader import DATA_DIR, data, load_yaml_mapping
 
 __all__ = [
     "CHECKSUMS_FILE",

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gb300.bootstrap.errors import BootstrapDataError
-from gb300.bootstrap.resources import DATA_DIR, load_yaml_mapping
+from gb300.errors import BootstrapDataError
+from gb300.node.resources import DATA_DIR, load_yaml_mapping
 
 __all__ = ["NCCL_FILE", "NODE_FILE", "NcclSettings", "NodeSettings", "load_nccl", "load_node"]
 
