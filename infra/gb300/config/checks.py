@@ -163,6 +163,20 @@ def _short(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _check_ssh_limit(value: int) -> int:
+    """``gb300:policy.sshSourceLimitPrefix`` only tightens the SSH rule: a prefix shorter than the default admits more
+    of the Internet, and a /1 would admit half of it with no reason recorded anywhere."""
+    loosest = int(catalog.load().limit("sshSourceLimitPrefix"))
+    if value < loosest:
+        raise ValueError(
+            f"must be at least {loosest} (got {value}): a shorter prefix would let SSH admit more than one /{loosest} "
+            "of public addresses and so switch rule no-ssh-from-internet off. This key only tightens the limit; to "
+            "admit wider sources, suppress no-ssh-from-internet in gb300:policy.suppress with a reason, which every "
+            "plan shows"
+        )
+    return value
+
+
 def _check_username(value: str) -> str:
     if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", value):
         raise ValueError(f"must be a Linux user name: lowercase, digits, '_' or '-' (got {value!r})")

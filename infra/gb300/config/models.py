@@ -28,6 +28,7 @@ from gb300.config.checks import (
     _check_reason,
     _check_resource_id,
     _check_size,
+    _check_ssh_limit,
     _check_ssh_public_key,
     _check_tag_key,
     _check_username,
@@ -360,11 +361,13 @@ class PolicySettings(ConfigModel):
     """Where `quota-sufficient` reads Azure's usage: `live`, or the path of a saved `az vm list-usage` file (`gb300 plan
     --quota` overrides); unset: quota is not checked, an info says so (docs/rules.md#quota).
     """
-    ssh_source_limit_prefix: Annotated[int, Field(ge=1, le=32, strict=True)] = Field(
+    ssh_source_limit_prefix: Annotated[int, Field(ge=1, le=32, strict=True), AfterValidator(_check_ssh_limit)] = Field(
         default_factory=lambda: int(catalog.load().limit("sshSourceLimitPrefix"))
     )
     """The public SSH sources of one NSG, united, may cover at most one block of this prefix length (rule
-    `no-ssh-from-internet`); the default is `data/skus.yaml`'s.
+    `no-ssh-from-internet`). It only tightens: the default (`data/platform.yaml` `sshSourceLimitPrefix`) is also the
+    loosest value accepted, so the key cannot switch the rule off; wider sources need a suppression of
+    `no-ssh-from-internet` with a reason, which every plan shows.
     """
 
     @property
