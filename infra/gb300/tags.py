@@ -16,6 +16,10 @@ from typing import Any, TypeVar
 
 V = TypeVar("V")
 
+PREFIX = "gb300-"
+"""Every tag key gb300 invents starts so (``managed-by`` is the one other key it writes); gb300:cluster.tags may use
+none of them."""
+
 # On every resource (gb300:cluster.tags plus these two).
 CLUSTER = "gb300-cluster"
 """The cluster's name, on every resource gb300 declares (a default of ``gb300:policy.requiredTags``)."""

@@ -11,6 +11,9 @@ from gb300.facts import storage_facts
 from gb300.plan.runner import ResourceRecord
 from tests.support.policy_support import TAGS, assert_findings, levels, nsg, record, run, scale_set, ssh_rule
 
+# Azure reads a bare 0.0.0.0 source as "any"; S104 flags it as a bind address, which it is not here.
+BARE_ZERO = "0.0.0.0"  # noqa: S104
+
 
 @pytest.mark.parametrize(
     ("resources", "expected"),
@@ -29,7 +32,7 @@ from tests.support.policy_support import TAGS, assert_findings, levels, nsg, rec
         pytest.param(
             [nsg(ssh_rule(None, sourceAddressPrefixes=["10.0.0.0/8", "0.0.0.0/0"]))], ["error"], id="source-list"
         ),
-        pytest.param([nsg(ssh_rule("0.0.0.0"))], ["error"], id="bare-zero-is-any"),
+        pytest.param([nsg(ssh_rule(BARE_ZERO))], ["error"], id="bare-zero-is-any"),
         pytest.param([nsg(ssh_rule("Internet", destinationPortRange=22))], ["error"], id="port-as-number"),
         pytest.param(
             [nsg(ssh_rule("Internet", destinationPortRange=None, destinationPortRanges=[443, 22]))],
@@ -215,7 +218,7 @@ def test_azure_monitor_is_exempt_only_in_its_documented_rule(changes: dict[str, 
 
 def test_bare_zero_source_behind_a_public_login_is_open() -> None:
     """A bare 0.0.0.0 source is "any" to Azure: a public login IP behind it is SSH open to the Internet."""
-    (finding,) = run("no-public-ip-on-nodes", [_login(), nsg(ssh_rule("0.0.0.0"))])
+    (finding,) = run("no-public-ip-on-nodes", [_login(), nsg(ssh_rule(BARE_ZERO))])
     assert "SSH open to the Internet" in finding.message
-    (exposure,) = run("no-ssh-from-internet", [nsg(ssh_rule("0.0.0.0"))])
+    (exposure,) = run("no-ssh-from-internet", [nsg(ssh_rule(BARE_ZERO))])
     assert "(every IPv4 address)" in exposure.message

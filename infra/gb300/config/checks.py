@@ -13,6 +13,7 @@ import difflib
 import ipaddress
 import re
 import struct
+import unicodedata
 from typing import Any
 
 from gb300.facts import catalog
@@ -92,8 +93,9 @@ def _zone_to_str(value: Any) -> Any:
 
 
 def _check_cidr(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"must be an IPv4 CIDR such as '10.40.0.0/16' (got {value!r})")
+    if not isinstance(value, str) or len(value) > len("255.255.255.255/32"):
+        shown = _short(value) if isinstance(value, str) else value
+        raise ValueError(f"must be an IPv4 CIDR such as '10.40.0.0/16' (got {shown!r})")
     try:
         net = ipaddress.IPv4Network(value, strict=False)
     except ValueError:
@@ -198,14 +200,14 @@ def _check_gpu_size(value: str) -> str:
     sku = cat.skus.get(value)
     if sku is None or not sku.is_gpu:
         known = ", ".join(sorted(n for n, s in cat.skus.items() if s.is_gpu))
-        raise ValueError(f"is not a GPU size in the catalog (got {value!r}); known: {known}")
+        raise ValueError(f"is not a GPU size in the catalog (got {_short(value)!r}); known: {known}")
     return value
 
 
 def _check_size(value: str) -> str:
     if value not in catalog.load().skus:
         known = ", ".join(sorted(catalog.load().skus))
-        raise ValueError(f"is not a size in the catalog (got {value!r}); known: {known}")
+        raise ValueError(f"is not a size in the catalog (got {_short(value)!r}); known: {known}")
     return value
 
 
@@ -219,7 +221,9 @@ def _check_image(value: str) -> str:
         return value
     parts = value.split(":")
     if len(parts) != 4 or not all(parts):
-        raise ValueError(f"must be a marketplace URN 'publisher:offer:sku:version' or an image id (got {value!r})")
+        raise ValueError(
+            f"must be a marketplace URN 'publisher:offer:sku:version' or an image id (got {_short(value)!r})"
+        )
     return value
 
 
@@ -230,32 +234,50 @@ def _check_resource_id(value: str) -> str:
 
 
 def _check_mount_path(value: str) -> str:
+    """A mount point of its own: a plain absolute path, not a directory that holds others, and neither inside nor
+    above a system tree or a tree gb300 runs from or writes as root (``data/platform.yaml``)."""
     path = value.rstrip("/") or "/"
     limits = catalog.load()
-    if ".." in path.split("/") or "//" in path:
-        raise ValueError(f"must be a plain absolute path without '..' or '//' (got {value!r})")
+    if any(part in (".", "..", "") for part in path.split("/")[1:]) and path != "/":
+        raise ValueError(f"must be a plain absolute path without '..', '.' or '//' (got {value!r})")
     if path in limits.limit("reservedMountPoints"):
         raise ValueError(f"must be a dedicated directory such as '/lustre', not {path} itself (got {value!r})")
     for tree in limits.limit("reservedMountTrees"):
-        if path == tree or path.startswith(tree + "/"):
+        if _within(path, tree) or _within(tree, path):
             raise ValueError(
                 f"must not be in the system tree {tree} (got {value!r}); use a directory such as '/lustre'"
             )
+    for tree in limits.limit("gb300MountTrees"):
+        if _within(path, tree) or _within(tree, path):
+            where = "inside" if _within(path, tree) and path != tree else "above" if path != tree else "the tree"
+            raise ValueError(
+                f"must not be {where} {tree}, where gb300 runs programs or writes as root (got {value!r}): a mount "
+                "there would put the storage's contents where root reads or runs them. Use a directory of its own "
+                "such as '/lustre' or '/mnt/data'"
+            )
     return path
+
+
+def _within(path: str, tree: str) -> bool:
+    """Whether ``path`` is ``tree`` or lies below it."""
+    return path == tree or path.startswith(tree.rstrip("/") + "/")
 
 
 def _check_container_name(value: str) -> str:
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]", value) or "--" in value:
         raise ValueError(
             f"must be 3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or "
-            f"digit (got {value!r})"
+            f"digit (got {_short(value)!r})"
         )
     return value
 
 
 def _check_email(value: str) -> str:
-    if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", value):
-        raise ValueError(f"must be an email address such as 'oncall@example.com' (got {value!r})")
+    """One address ``local@domain.tld``, parsed in one pass: a backtracking pattern took minutes on a long value."""
+    local, at, domain = value.partition("@")
+    labels = domain.split(".")
+    if not at or not local or "@" in domain or len(labels) < 2 or not all(labels) or any(c.isspace() for c in value):
+        raise ValueError(f"must be an email address such as 'oncall@example.com' (got {_short(value)!r})")
     return value
 
 
@@ -278,6 +300,57 @@ def _check_reason(value: str) -> str:
     return text
 
 
+def text_limit(kind: str) -> int:
+    """The longest value a kind of free-text key takes (``data/platform.yaml`` ``textMaxLength``)."""
+    return int(catalog.load().limit("textMaxLength")[kind])
+
+
+# Unicode categories refused in every string of the stack config: controls (C0 with NUL, CR and ESC; DEL; C1),
+# format characters (bidi overrides and isolates U+202A-202E, U+2066-2069, zero-width characters, BOM), lone
+# surrogates, and the line and paragraph separators U+2028, U+2029. Printed, each can hide or rewrite what a
+# terminal or a pull request shows; a YAML escape (\0, \x1b, \u2028) writes them as easily as a raw byte.
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_CONTROL_NAMES = {"\x00": "NUL", "\t": "TAB", "\n": "LINE FEED", "\r": "CARRIAGE RETURN", "\x1b": "ESCAPE"}
+_CATEGORY_NAMES = {"Cc": "CONTROL CHARACTER", "Cs": "LONE SURROGATE", "Cf": "FORMAT CHARACTER"}
+
+
+def unprintable(value: str) -> str | None:
+    """The first control or format character of ``value``, described (``U+001B ESCAPE at character 4``), or None.
+
+    Linear: ``str.isprintable`` answers most values in C; only a value holding some non-printable character (a
+    non-breaking space is one, and allowed) is scanned character by character.
+    """
+    if value.isprintable():
+        return None
+    for i, char in enumerate(value):
+        if unicodedata.category(char) in _UNPRINTABLE:
+            name = unicodedata.name(char, "") or _CONTROL_NAMES.get(char) or _CATEGORY_NAMES[unicodedata.category(char)]
+            return f"U+{ord(char):04X} {name} at character {i + 1}"
+    return None
+
+
+def printable_problem(value: Any) -> tuple[tuple[str | int, ...], str] | None:
+    """Where in ``value`` (a string, or a list or mapping of them) a control or format character sits, and what it
+    is; None when there is none. Keys of a mapping are checked too (a bad key is named by its position)."""
+    if isinstance(value, str):
+        found = unprintable(value)
+        return ((), found) if found else None
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            inner = printable_problem(item)
+            if inner is not None:
+                return ((i, *inner[0]), inner[1])
+    if isinstance(value, dict):
+        for n, (key, item) in enumerate(value.items()):
+            found = unprintable(key) if isinstance(key, str) else None
+            if found is not None:
+                return ((), f"key {n + 1} ({_short(key)!r}) holds {found}")
+            inner = printable_problem(item)
+            if inner is not None:
+                return ((key, *inner[0]), inner[1])
+    return None
+
+
 def _suppression_from_text(value: Any) -> Any:
     return {"rule": value} if isinstance(value, str) else value
 
@@ -292,11 +365,16 @@ class _PathError(ValueError):
 
 
 def format_path(loc: tuple[str | int, ...]) -> str:
-    """``('gpuPools', 0, 'racks')`` -> ``gb300:gpuPools[0].racks``."""
+    """``('gpuPools', 0, 'racks')`` -> ``gb300:gpuPools[0].racks``. A part that is a user's mapping key and is long
+    or not printable (``gb300:cluster.tags``) is shown shortened and escaped, never raw."""
     out = NAMESPACE
     for i, part in enumerate(loc):
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += (":" if i == 0 else ".") + part
+            shown = part if part.isprintable() and len(part) <= _PATH_PART_MAX else ascii(_short(part, _PATH_PART_MAX))
+            out += (":" if i == 0 else ".") + shown
     return out
+
+
+_PATH_PART_MAX = 80

@@ -13,6 +13,7 @@ from gb300.config.checks import (
     _check_mount_path,
     _PathError,
     format_path,
+    text_limit,
 )
 from gb300.facts import storage_facts
 
@@ -28,7 +29,9 @@ _MOUNT_PATH = r"^/[A-Za-z0-9._/-]+$"
 _DAYS = Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 
-MountPath = Annotated[str, Field(pattern=_MOUNT_PATH), AfterValidator(_check_mount_path)]
+MountPath = Annotated[
+    str, Field(max_length=text_limit("filePath"), pattern=_MOUNT_PATH), AfterValidator(_check_mount_path)
+]
 
 
 class MaintenanceWindow(ConfigModel):
@@ -83,7 +86,7 @@ class LustreSettings(ConfigModel):
         return storage_facts.lustre_subnet_prefix(self.capacity_ti_b) or 0
 
 
-ContainerName = Annotated[str, AfterValidator(_check_container_name)]
+ContainerName = Annotated[str, Field(max_length=63), AfterValidator(_check_container_name)]
 
 
 class BlobContainer(ConfigModel):
@@ -217,12 +220,14 @@ class NodePayloadSettings(ConfigModel):
     """``gb300:storage.nodePayload``: where the node payloads live in the cluster's storage account
     (docs/node-payload.md)."""
 
-    container: Annotated[str, AfterValidator(_check_container_name)] = "gb300-node-payload"
+    container: ContainerName = "gb300-node-payload"
     """The container holding one `<sha256>.tar.gz` per distinct node payload: the node identity may read it
     (Storage Blob Data Reader, this container only), the deployer write it; it must differ from the data
     containers.
     """
-    upload_source_ranges: list[Annotated[str, BeforeValidator(_check_cidr)]] = Field(default_factory=list)
+    upload_source_ranges: list[
+        Annotated[str, Field(max_length=len("255.255.255.255/32")), BeforeValidator(_check_cidr)]
+    ] = Field(default_factory=list)
     """Public IPv4 CIDRs `pulumi up` uploads the payloads from when it does not run inside the VNet: they open the
     account's public endpoint to those addresses only (default action Deny, Entra ID still required). Empty: the
     account stays private and `pulumi up` must reach it through the private endpoint
