@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
-from gb300.config.checks import _PathError, printable_problem
+from gb300.config.checks import UNPRINTABLE_MESSAGE, _PathError, printable_problem
 
 
 class ConfigModel(BaseModel):
@@ -36,10 +36,5 @@ class ConfigModel(BaseModel):
             problem = printable_problem(value)
             if problem is not None:
                 where, what = problem
-                raise _PathError(
-                    (field.alias or name, *where),
-                    f"must not hold control or format characters (got {what}); they can hide or rewrite what a "
-                    "terminal shows. Remove it (a YAML escape such as \\0, \\x1b or \\u2028 writes one too)",
-                    relative=True,
-                )
+                raise _PathError((field.alias or name, *where), UNPRINTABLE_MESSAGE.format(what=what), relative=True)
         return self

@@ -274,6 +274,7 @@ def _check_container_name(value: str) -> str:
 
 def _check_email(value: str) -> str:
     """One address ``local@domain.tld``, parsed in one pass: a backtracking pattern took minutes on a long value."""
+    refuse_unprintable(value)
     local, at, domain = value.partition("@")
     labels = domain.split(".")
     if not at or not local or "@" in domain or len(labels) < 2 or not all(labels) or any(c.isspace() for c in value):
@@ -327,6 +328,20 @@ def unprintable(value: str) -> str | None:
             name = unicodedata.name(char, "") or _CONTROL_NAMES.get(char) or _CATEGORY_NAMES[unicodedata.category(char)]
             return f"U+{ord(char):04X} {name} at character {i + 1}"
     return None
+
+
+UNPRINTABLE_MESSAGE = (
+    "must not hold control or format characters (got {what}); they can hide or rewrite what a terminal shows. "
+    "Remove it (a YAML escape such as \\0, \\x1b or \\u2028 writes one too)"
+)
+
+
+def refuse_unprintable(value: str) -> None:
+    """Raise the user's message when ``value`` holds a control or format character (for checks that run before the
+    models' own check, so the user reads the same line)."""
+    found = unprintable(value)
+    if found is not None:
+        raise ValueError(UNPRINTABLE_MESSAGE.format(what=found))
 
 
 def printable_problem(value: Any) -> tuple[tuple[str | int, ...], str] | None:

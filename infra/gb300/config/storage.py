@@ -39,7 +39,7 @@ class MaintenanceWindow(ConfigModel):
 
     day_of_week: _DAYS = "Sunday"
     """Maintenance day."""
-    time_of_day_utc: Annotated[str, Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")] = Field(
+    time_of_day_utc: Annotated[str, Field(max_length=5, pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")] = Field(
         "02:00", alias="timeOfDayUTC"
     )
     """Maintenance start, `HH:MM` in UTC."""
@@ -125,7 +125,7 @@ class BlobSettings(ConfigModel):
     exclusive (``data/storage.yaml`` ``blobDataProtection``).
     """
 
-    account_name: Annotated[str, Field(pattern=r"^[a-z0-9]{3,24}$")] | None = None
+    account_name: Annotated[str, Field(max_length=24, pattern=r"^[a-z0-9]{3,24}$")] | None = None
     """Globally unique account name, 3-24 lowercase letters and digits; unset = `<cluster>st<hash of subscription id,
     cluster and region>`, so two subscriptions deploying one stack file do not collide
     (docs/azure-resources.md#names-that-cannot-collide-storage-account-and-role-assignments).
