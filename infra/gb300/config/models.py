@@ -67,8 +67,9 @@ class ClusterSettings(ConfigModel):
     """Tags on every taggable resource, plus gb300's own two: the cluster's name and gb300 as its manager (the keys
     are in `infra/gb300/tags.py`). Azure's limits are checked: at most 36 (50 per resource less 14 for gb300's
     own), names up to 128 characters without the prefixes `azure`, `microsoft`, `windows`, values up to 256. The keys
-    gb300 writes itself (`gb300-role`, `managed-by`, every key in `infra/gb300/tags.py`, and any other `gb300-` key)
-    are refused, compared without case as Azure does: a stack's tag must not say what gb300's tags say.
+    gb300 writes itself (every key in `infra/gb300/tags.py`, such as the role and the manager, and any other key
+    with the `gb300-` prefix) are refused, compared without case as Azure does: a stack's tag must not say what
+    gb300's own tags say.
     """
 
     @model_validator(mode="after")
@@ -416,9 +417,14 @@ class PolicySettings(ConfigModel):
     """Where `quota-sufficient` reads Azure's usage: `live`, or the path of a saved `az vm list-usage` file (`gb300 plan
     --quota` overrides); unset: quota is not checked, an info says so (docs/rules.md#quota).
     """
-    ssh_source_limit_prefix: Annotated[int, Field(ge=1, le=32, strict=True), AfterValidator(_check_ssh_limit)] = Field(
-        default_factory=lambda: int(catalog.load().limit("sshSourceLimitPrefix"))
-    )
+    ssh_source_limit_prefix: Annotated[
+        int,
+        # The schema states the floor _check_ssh_limit holds (the default), which explains itself when refused.
+        Field(
+            ge=1, le=32, strict=True, json_schema_extra={"minimum": int(catalog.load().limit("sshSourceLimitPrefix"))}
+        ),
+        AfterValidator(_check_ssh_limit),
+    ] = Field(default_factory=lambda: int(catalog.load().limit("sshSourceLimitPrefix")))
     """The public SSH sources of one NSG, united, may cover at most one block of this prefix length (rule
     `no-ssh-from-internet`). It only tightens: the default (`data/platform.yaml` `sshSourceLimitPrefix`) is also the
     loosest value accepted, so the key cannot switch the rule off; wider sources need a suppression of

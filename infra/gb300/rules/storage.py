@@ -129,7 +129,7 @@ _TLS_ORDER = {"TLS1_0": 0, "TLS1_1": 1, "TLS1_2": 2, "TLS1_3": 3}
 def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """Storage accounts allow no public blob access or shared keys, need TLS 1.2, and are closed to the Internet.
 
-    An account holding data (tag ``gb300-storage-purpose: data``, or no such tag) with any public reach (default
+    An account holding data (its storage purpose tag says ``data``, or it has none) with any public reach (default
     action Allow, IP rules, bypass, resource instance rules) is an error; an account tagged ``node-payload`` may be
     reachable with shared keys off and no anonymous access, reported as an info with the reason.
     """
