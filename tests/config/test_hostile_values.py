@@ -348,7 +348,18 @@ def test_mounts_never_cover_what_gb300_runs_as_root(path: str, key: str, dev_raw
     assert lines[0].startswith(f"{key}: must ")
 
 
-@pytest.mark.parametrize("path", ["/opt/gb300x", "/opt/data", "/mnt/resource_nvme/datasets", "/scratch/gb300"])
+@pytest.mark.parametrize("key", sorted(MOUNT_KEYS))
+@pytest.mark.parametrize("under", ["", "/.ssh", "/data"])
+def test_mounts_never_cover_the_admin_home(under: str, key: str, dev_raw: dict[str, Any]) -> None:
+    """The admin user's home (Azure writes authorized_keys there as root; the admin may sudo) is no mount path."""
+    home = f"/home/{config.parse(dev_raw).access.admin_username}"
+    (line,) = _problems({**dev_raw, "storage": MOUNT_KEYS[key](home + under)})
+    assert line.startswith(f"{key}: must not be in {home}, the admin user's home")
+
+
+@pytest.mark.parametrize(
+    "path", ["/opt/gb300x", "/opt/data", "/mnt/resource_nvme/datasets", "/scratch/gb300", "/home/shared"]
+)
 def test_mounts_beside_those_trees_are_fine(path: str, dev_raw: dict[str, Any]) -> None:
     """A sibling whose name merely starts like a reserved tree, and ordinary data directories, are accepted."""
     parsed = config.parse({**dev_raw, "storage": MOUNT_KEYS["gb300:storage.blob.containers[0].mountPath"](path)})

@@ -493,6 +493,21 @@ class StackConfig(ConfigModel):
             seen[pool.name] = i
         return self
 
+    @model_validator(mode="after")
+    def _no_mount_over_the_admin_home(self) -> StackConfig:
+        # Azure's agent writes the admin's authorized_keys into /home/<adminUsername>/.ssh as root, and the admin
+        # may sudo: a container every job can write, mounted there, would hand root on every node to any job.
+        home = f"/home/{self.access.admin_username}"
+        for loc, path in self.storage.mounts():
+            if path == home or path.startswith(home + "/"):
+                raise _PathError(
+                    loc,
+                    f"must not be in {home}, the admin user's home (got {path!r}): Azure writes its authorized_keys "
+                    "there as root and the admin may sudo, so whoever writes the storage would log in as root. Use "
+                    "a directory of its own such as '/lustre' or '/mnt/data'",
+                )
+        return self
+
     @property
     def tags(self) -> dict[str, str]:
         """Tags on every taggable resource: the user's plus the toolkit's own."""

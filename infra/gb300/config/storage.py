@@ -56,9 +56,10 @@ class LustreSettings(ConfigModel):
     """
     mount_path: MountPath = "/lustre"
     """Path where every node mounts it (`<mgs>@tcp:/lustrefs`, `noatime,flock`). Every mount path (also
-    `containers[].mountPath`, `blockCache.diskPath`) must be its own directory: not in `/etc`, `/root`, `/usr`, `/boot`,
-    `/var/lib` and the other system trees, not `/`, `/home`, `/mnt`, `/tmp` themselves, and not inside another mount
-    (`data/platform.yaml`).
+    `containers[].mountPath`, `blockCache.diskPath`) must be its own directory: not in or above `/etc`, `/root`, `/usr`,
+    `/boot`, `/var/lib` and the other system trees, nor the trees gb300 runs from or writes as root (`/opt/gb300`,
+    `/mnt/resource_nvme/enroot`, ...), nor the admin user's home; not `/`, `/home`, `/mnt`, `/tmp` themselves, and not
+    inside another mount (`data/platform.yaml` `reservedMountTrees`, `gb300MountTrees`, `reservedMountPoints`).
     """
     maintenance_window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)
     """When Azure may update the filesystem (30 minutes)."""
@@ -264,8 +265,8 @@ class StorageSettings(ConfigModel):
     protected, and a replacing change is a `storage-data-loss` error in `gb300 plan --state`.
     """
 
-    @model_validator(mode="after")
-    def _mounts_do_not_overlap(self) -> StorageSettings:
+    def mounts(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """Every path the nodes mount storage at (the block cache's disk path included), with its key path."""
         mounts: list[tuple[tuple[str | int, ...], str]] = []
         if self.lustre is not None:
             mounts.append((("storage", "lustre", "mountPath"), self.lustre.mount_path))
@@ -275,6 +276,11 @@ class StorageSettings(ConfigModel):
                     mounts.append((("storage", "blob", "containers", i, "mountPath"), container.mount_path))
             if any(c.mount_path for c in self.blob.containers):
                 mounts.append((("storage", "blob", "blockCache", "diskPath"), self.blob.block_cache.disk_path))
+        return mounts
+
+    @model_validator(mode="after")
+    def _mounts_do_not_overlap(self) -> StorageSettings:
+        mounts = self.mounts()
         for j, (loc, path) in enumerate(mounts):
             for other_loc, other in mounts[:j]:
                 if path == other or path.startswith(other + "/") or other.startswith(path + "/"):
