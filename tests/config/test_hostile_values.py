@@ -14,7 +14,7 @@ import yaml
 
 from gb300 import cli, config, paths
 from gb300 import tags as gb300_tags
-from gb300.config import checks
+from gb300.config import checks, text
 from gb300.errors import ConfigError
 from gb300.facts import catalog
 
@@ -91,7 +91,7 @@ def test_a_quarter_megabyte_email_is_refused_at_once(dev_raw: dict[str, Any]) ->
     started = time.perf_counter()
     (line,) = _problems(_with(dev_raw, "monitoring.alerts", {"emails": [address]}))
     assert time.perf_counter() - started < 1.0
-    limit = checks.text_limit("emailAddress")
+    limit = text.text_limit("emailAddress")
     assert line.startswith(f"gb300:monitoring.alerts.emails[0]: must be at most {limit} characters")
     assert len(line) < 300
 
@@ -238,7 +238,7 @@ def test_control_and_format_characters_are_refused(  # noqa: PLR0917 - three par
         assert line.startswith(f"{path}: ")
     else:
         assert line.startswith(("gb300:cluster.tags", "gb300:monitoring.alerts.emails[0]"))
-    assert not any(checks.unprintable(part) for part in err.split("\n"))
+    assert not any(text.unprintable(part) for part in err.split("\n"))
 
 
 def test_a_non_breaking_space_is_not_a_control_character(dev_raw: dict[str, Any]) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
-from gb300.config.checks import UNPRINTABLE_MESSAGE, _PathError, printable_problem
+from gb300.config.checks import _PathError
+from gb300.config.text import UNPRINTABLE_MESSAGE, printable_problem
 
 
 class ConfigModel(BaseModel):

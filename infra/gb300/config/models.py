@@ -36,9 +36,9 @@ from gb300.config.checks import (
     _PathError,
     _suppression_from_text,
     _zone_to_str,
-    text_limit,
 )
 from gb300.config.storage import StorageSettings
+from gb300.config.text import text_limit
 from gb300.facts import catalog
 
 Name = Annotated[str, Field(min_length=1, max_length=12), AfterValidator(_check_name)]

@@ -13,8 +13,8 @@ from gb300.config.checks import (
     _check_mount_path,
     _PathError,
     format_path,
-    text_limit,
 )
+from gb300.config.text import text_limit
 from gb300.facts import storage_facts
 
 LustreSkuName = Literal[

@@ -39,7 +39,6 @@ SSH_PORT = 22
 _INTERNAL_TAGS = frozenset({"virtualnetwork", "azureloadbalancer"})
 # How much wider an IPv6 limit is than the IPv4 one: a /16 in IPv4 is compared with a /48 in IPv6 (a site).
 _IPV6_EXTRA_BITS = 32
-_PUBLIC_V4 = 2**32 - sum(2 ** (32 - p) for p in (8, 12, 16, 10))  # IPv4 less the VNet ranges below
 
 
 @dataclass(frozen=True)
@@ -281,6 +280,8 @@ def no_ssh_from_internet(resources: Sequence[Resource], ctx: RuleContext) -> Ite
 _VNET_RANGES = tuple(
     ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
 )
+# Every public IPv4 address: what a union covering all of IPv4 counts once the VNet ranges are taken out.
+_PUBLIC_V4 = 2**32 - sum(n.num_addresses for n in _VNET_RANGES)
 
 
 def _from_outside(source: str) -> bool:
