@@ -380,3 +380,10 @@ def test_every_opt_tree_the_node_scripts_use_is_reserved() -> None:
     for tree in sorted(used):
         with pytest.raises(ValueError, match="must not be"):
             checks._check_mount_path(tree)
+
+
+def test_software_keys_never_print_raw(dev_raw: dict[str, Any]) -> None:
+    """A gb300:software component named with an ESC is refused, and no line shows the character itself."""
+    lines = _problems(_with(dev_raw, "software", {"nc\x1b[2Kcl": "2.0"}))
+    assert lines[0].startswith("gb300:software: must not hold control or format characters")
+    assert not any(text.unprintable(line) for line in lines)

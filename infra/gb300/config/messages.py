@@ -12,6 +12,7 @@ from pydantic import (
 )
 
 from gb300.config.checks import (
+    NAMESPACE,
     _PathError,
     format_path,
 )
@@ -118,7 +119,8 @@ def _software_problems(raw: Mapping[str, Any]) -> list[Problem]:
     problems = []
     for path, message in check_software_overrides(software):
         full = format_path(tuple(path.split(".", 1)))
-        problems.append(Problem(full, message.removeprefix(f"{full}: ")))
+        # The message starts with the raw key; the path shows it escaped when it is not printable.
+        problems.append(Problem(full, message.removeprefix(f"{NAMESPACE}:{path}: ")))
     return problems
 
 
