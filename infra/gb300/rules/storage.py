@@ -181,8 +181,6 @@ def public_reach(inputs: Mapping[str, Any]) -> list[str]:
     if str(inputs.get("publicNetworkAccess")).lower() == "disabled":
         return []
     rule_set = mapping(inputs.get("networkRuleSet"))
-    network_access = inputs.get("publicNetworkAccess")
-    state = "unset, which Azure treats as Enabled" if network_access is None else repr(network_access)
     reach: list[str] = []
     default_action = text(rule_set.get("defaultAction"))
     if (default_action or "").lower() != "deny":
@@ -203,7 +201,7 @@ def public_reach(inputs: Mapping[str, Any]) -> list[str]:
     if instances:
         ids = sorted({text(mapping(r).get("resourceId")) or "?" for r in instances})
         reach.append(f"resourceAccessRules for {len(instances)} resource instance(s) ({', '.join(ids)})")
-    return [f"publicNetworkAccess {state}, {r}" for r in reach]
+    return reach
 
 
 def _public_network(account: Resource, where: str) -> Iterator[Report]:
@@ -211,7 +209,9 @@ def _public_network(account: Resource, where: str) -> Iterator[Report]:
     reach = public_reach(inputs)
     if not reach:
         return
-    got = "; ".join(reach)
+    network_access = inputs.get("publicNetworkAccess")
+    state = "unset, which Azure treats as Enabled" if network_access is None else repr(network_access)
+    got = f"publicNetworkAccess {state} with {'; '.join(reach)}"
     purpose = gb300_tags.storage_purpose_of(inputs.get("tags"))
     if purpose != gb300_tags.STORAGE_PURPOSE_NODE_PAYLOAD:
         holds = f"tag {gb300_tags.STORAGE_PURPOSE}: {purpose}" if purpose else f"no {gb300_tags.STORAGE_PURPOSE} tag"
@@ -219,8 +219,8 @@ def _public_network(account: Resource, where: str) -> Iterator[Report]:
             account.urn,
             f"{where}: holds data ({holds}), so its public endpoint must be closed: publicNetworkAccess Disabled, or "
             f"defaultAction Deny with no IP rules, bypass None and no resourceAccessRules (got {got}). Reach it "
-            "through its private endpoint; remove gb300:storage.nodePayload.uploadSourceRanges and run pulumi up "
-            "from inside the VNet (docs/node-payload.md#uploading).",
+            "through its private endpoint; for gb300's own account, remove gb300:storage.nodePayload."
+            "uploadSourceRanges and run pulumi up from inside the VNet (docs/node-payload.md#uploading).",
         )
         return
     keyless = _is_false(inputs.get("allowSharedKeyAccess"))
