@@ -16,6 +16,10 @@ from typing import Any, TypeVar
 
 V = TypeVar("V")
 
+PREFIX = "gb300-"
+"""Every tag key gb300 invents starts so (``managed-by`` is the one other key it writes); gb300:cluster.tags may use
+none of them."""
+
 # On every resource (gb300:cluster.tags plus these two).
 CLUSTER = "gb300-cluster"
 """The cluster's name, on every resource gb300 declares (a default of ``gb300:policy.requiredTags``)."""
@@ -61,6 +65,14 @@ CHECKPOINT_PARAMETERS = "gb300-checkpoint-parameters"
 CHECKPOINT_MINUTES = "gb300-checkpoint-minutes"
 CHECKPOINT_BYTES_PER_PARAMETER = "gb300-checkpoint-bytes-per-parameter"
 
+# On storage accounts: what the account holds, read by rule storage-no-public-access. An account without it is
+# treated as holding data.
+STORAGE_PURPOSE = "gb300-storage-purpose"
+STORAGE_PURPOSE_DATA = "data"
+"""The cluster's data account: datasets and checkpoints (never reachable from the Internet)."""
+STORAGE_PURPOSE_NODE_PAYLOAD = "node-payload"
+"""An account holding only signed node payloads, no data and no secrets (docs/node-payload.md)."""
+
 ALL: frozenset[str] = frozenset(
     {
         CLUSTER,
@@ -73,6 +85,7 @@ ALL: frozenset[str] = frozenset(
         CHECKPOINT_PARAMETERS,
         CHECKPOINT_MINUTES,
         CHECKPOINT_BYTES_PER_PARAMETER,
+        STORAGE_PURPOSE,
     }
 )
 """Every tag key gb300 writes."""
@@ -139,6 +152,11 @@ def head_state(node_tags: Mapping[str, Any]) -> dict[str, Any]:
     return {**node_tags, ROLE: ROLE_HEAD_STATE}
 
 
+def storage_account(base: Mapping[str, str], purpose: str) -> dict[str, str]:
+    """Tags on a storage account: the cluster's plus what it holds (:data:`STORAGE_PURPOSE_DATA`, ...)."""
+    return {**base, STORAGE_PURPOSE: purpose}
+
+
 def _get(tags: Any, key: str) -> str | None:
     value = tags.get(key) if isinstance(tags, Mapping) else None
     return value if isinstance(value, str) and value else None
@@ -162,3 +180,8 @@ def role_of(tags: Any) -> str | None:
 def custom_data_hash(tags: Any) -> str | None:
     """The custom data hash a node's tags carry, or None."""
     return _get(tags, CUSTOM_DATA_HASH)
+
+
+def storage_purpose_of(tags: Any) -> str | None:
+    """What a storage account's tags say it holds, or None (then it is treated as holding data)."""
+    return _get(tags, STORAGE_PURPOSE)

@@ -7,8 +7,12 @@ from typing import Any
 import pytest
 
 from gb300.config import PolicySettings
+from gb300.facts import storage_facts
 from gb300.plan.runner import ResourceRecord
 from tests.support.policy_support import TAGS, assert_findings, levels, nsg, record, run, scale_set, ssh_rule
+
+# Azure reads a bare 0.0.0.0 source as "any"; S104 flags it as a bind address, which it is not here.
+BARE_ZERO = "0.0.0.0"  # noqa: S104
 
 
 @pytest.mark.parametrize(
@@ -28,6 +32,15 @@ from tests.support.policy_support import TAGS, assert_findings, levels, nsg, rec
         pytest.param(
             [nsg(ssh_rule(None, sourceAddressPrefixes=["10.0.0.0/8", "0.0.0.0/0"]))], ["error"], id="source-list"
         ),
+        pytest.param([nsg(ssh_rule(BARE_ZERO))], ["error"], id="bare-zero-is-any"),
+        pytest.param([nsg(ssh_rule("Internet", destinationPortRange=22))], ["error"], id="port-as-number"),
+        pytest.param(
+            [nsg(ssh_rule("Internet", destinationPortRange=None, destinationPortRanges=[443, 22]))],
+            ["error"],
+            id="port-list-of-numbers",
+        ),
+        pytest.param([nsg(ssh_rule("Internet", destinationPortRange=2222))], [], id="other-port-as-number"),
+        pytest.param([nsg(ssh_rule("AzureMonitor"))], ["error"], id="azure-monitor-on-ssh"),
         pytest.param([nsg(ssh_rule("*", access="Deny"))], [], id="deny"),
         pytest.param([nsg(ssh_rule("*", direction="Outbound"))], [], id="outbound"),
         pytest.param([nsg(ssh_rule("*", destinationPortRange="443"))], [], id="other-port"),
@@ -162,9 +175,50 @@ def test_azure_monitor_rule_is_neither_exposure_nor_restriction() -> None:
 
     login = _login()
     login.inputs["ipConfigurations"][0]["subnet"] = {"id": f"{vnet_subnets}/head"}
-    monitor = ssh_rule("AzureMonitor", destinationPortRange="*", name="allow-azuremonitor-inbound")
+    monitor = _documented_monitor_rule()
     resources = [login, subnet("head"), subnet("storage"), nsg(name="t-head"), nsg(monitor, name="t-storage")]
     assert levels(run("no-public-ip-on-nodes", resources)) == ["error"]
     own = [*resources[:-2], nsg(ssh_rule("203.0.113.0/24"), name="t-head"), resources[-1]]
     assert levels(run("no-public-ip-on-nodes", own)) == []
     assert run("no-ssh-from-internet", resources) == []
+
+
+def _documented_monitor_rule(**changes: Any) -> dict[str, Any]:
+    """The AzureMonitor rule exactly as data/storage.yaml declares it for the Lustre subnet."""
+    (documented,) = [r for r in storage_facts.lustre_network_rules() if r["source"] == "AzureMonitor"]
+    rule = ssh_rule(
+        documented["source"],
+        name=documented["name"],
+        protocol=documented["protocol"],
+        destinationAddressPrefix=documented["destination"],
+        destinationPortRange=documented["ports"],
+    )
+    return {**rule, **changes}
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        pytest.param({}, [], id="as-documented"),
+        pytest.param({"destinationPortRange": "22"}, ["error"], id="aimed-at-ssh"),
+        pytest.param({"destinationPortRange": 22}, ["error"], id="aimed-at-ssh-as-number"),
+        pytest.param({"destinationPortRange": "20-30"}, ["error"], id="range-over-ssh"),
+        pytest.param({"destinationAddressPrefix": "*"}, ["error"], id="any-destination"),
+        pytest.param(
+            {"sourceAddressPrefix": None, "sourceAddressPrefixes": ["AzureMonitor", "AzureCloud"]},
+            ["error"],
+            id="beside-another-tag",
+        ),
+    ],
+)
+def test_azure_monitor_is_exempt_only_in_its_documented_rule(changes: dict[str, Any], expected: list[str]) -> None:
+    """AzureMonitor is no SSH exposure only in the exact any-port rule Azure documents for Lustre, never on 22."""
+    assert levels(run("no-ssh-from-internet", [nsg(_documented_monitor_rule(**changes))])) == expected
+
+
+def test_bare_zero_source_behind_a_public_login_is_open() -> None:
+    """A bare 0.0.0.0 source is "any" to Azure: a public login IP behind it is SSH open to the Internet."""
+    (finding,) = run("no-public-ip-on-nodes", [_login(), nsg(ssh_rule(BARE_ZERO))])
+    assert "SSH open to the Internet" in finding.message
+    (exposure,) = run("no-ssh-from-internet", [nsg(ssh_rule(BARE_ZERO))])
+    assert "(every IPv4 address)" in exposure.message

@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
+from gb300 import tags as gb300_tags
 from gb300.facts import sizing
 from gb300.plan.runner import ResourceRecord
 from tests.support.policy_support import (
     SECURE_ACCOUNT,
+    TAGS,
     account,
     assert_findings,
     levels,
@@ -22,6 +24,9 @@ from tests.support.policy_support import (
     run,
     scale_set,
 )
+
+# Azure reads a bare 0.0.0.0 source as "any"; S104 flags it as a bind address, which it is not here.
+BARE_ZERO = "0.0.0.0"  # noqa: S104
 
 
 def test_lustre_table_matches_domain_facts() -> None:
@@ -114,12 +119,10 @@ def _acct(**changes: Any) -> list[ResourceRecord]:
         pytest.param(_acct(allowSharedKeyAccess=True), ["error"], ["allowSharedKeyAccess"], id="shared-keys"),
         pytest.param(_acct(minimumTlsVersion="TLS1_0"), ["error"], ["TLS1_2"], id="old-tls"),
         pytest.param(_acct(minimumTlsVersion="TLS1_3"), [], [], id="newer-tls"),
-        pytest.param(
-            _acct(publicNetworkAccess="Enabled"), ["warning"], ["publicNetworkAccess"], id="internet-reachable"
-        ),
+        pytest.param(_acct(publicNetworkAccess="Enabled"), ["error"], ["holds data"], id="internet-reachable"),
         pytest.param(
             [account()],
-            ["error", "error", "error", "warning"],
+            ["error", "error", "error", "error"],
             ["unset"],
             id="property-absent",
         ),
@@ -132,6 +135,69 @@ def _acct(**changes: Any) -> list[ResourceRecord]:
     ],
 )
 def test_storage_no_public_access(resources: list[ResourceRecord], expected: list[str], words: list[str]) -> None:
-    """Public blobs, shared keys or TLS below 1.2 are errors; an Internet-reachable endpoint is a warning."""
+    """Public blobs, shared keys, TLS below 1.2 or an Internet-reachable endpoint on a data account are errors."""
     found = run("storage-no-public-access", resources)
+    assert_findings(found, expected, words)
+
+
+def _open(*, tags: dict[str, str] | None = None, **rule_set: Any) -> dict[str, Any]:
+    """An account input set whose public endpoint is on, with ``rule_set`` as its networkRuleSet."""
+    changes: dict[str, Any] = {
+        "publicNetworkAccess": "Enabled",
+        "networkRuleSet": {"defaultAction": "Deny", **rule_set},
+    }
+    if tags is not None:
+        changes["tags"] = {**TAGS, **tags}
+    return changes
+
+
+def _ip_rules(*ranges: str) -> list[dict[str, str]]:
+    return [{"iPAddressOrRange": r, "action": "Allow"} for r in ranges]
+
+
+DATA = {gb300_tags.STORAGE_PURPOSE: gb300_tags.STORAGE_PURPOSE_DATA}
+PAYLOAD = {gb300_tags.STORAGE_PURPOSE: gb300_tags.STORAGE_PURPOSE_NODE_PAYLOAD}
+TRUSTED = [{"tenantId": "t", "resourceId": "/subscriptions/*/providers/Microsoft.Synapse/workspaces/*"}]
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected", "words"),
+    [
+        pytest.param(_open(ipRules=_ip_rules("0.0.0.0/1", "128.0.0.0/1")), ["error"], ["every IPv4"], id="halves"),
+        pytest.param(_open(tags=DATA, ipRules=_ip_rules("203.0.113.7")), ["error"], ["1 public"], id="one-address"),
+        pytest.param(_open(ipRules=_ip_rules(BARE_ZERO)), ["error"], ["every IPv4"], id="bare-zero"),
+        pytest.param(_open(tags=DATA, defaultAction="Allow"), ["error"], ["every address"], id="default-allow"),
+        pytest.param(_open(bypass="AzureServices"), ["error"], ["bypass AzureServices"], id="bypass"),
+        pytest.param(_open(bypass="Logging, Metrics"), ["error"], ["bypass Logging"], id="bypass-logs"),
+        pytest.param(_open(bypass="None"), [], [], id="bypass-none"),
+        pytest.param(_open(resourceAccessRules=TRUSTED), ["error"], ["resourceAccessRules"], id="instances"),
+        pytest.param(_open(tags=DATA, virtualNetworkRules=[{"id": "subnet"}]), [], [], id="vnet-rule-only"),
+        pytest.param(
+            {**_open(ipRules=_ip_rules("0.0.0.0/1")), "publicNetworkAccess": "Disabled"}, [], [], id="disabled-wins"
+        ),
+        pytest.param(_open(tags=PAYLOAD, ipRules=_ip_rules("0.0.0.0/1")), ["info"], ["signed node payloads"], id="pay"),
+        pytest.param(
+            {**_open(tags=PAYLOAD, defaultAction="Allow"), "allowSharedKeyAccess": True},
+            ["error", "error"],
+            ["allowSharedKeyAccess"],
+            id="payload-with-keys",
+        ),
+        pytest.param(
+            {**_open(tags=PAYLOAD, defaultAction="Allow"), "allowBlobPublicAccess": True},
+            ["error", "error"],
+            ["allowBlobPublicAccess"],
+            id="payload-anonymous",
+        ),
+        pytest.param(
+            _open(tags={gb300_tags.STORAGE_PURPOSE: "scratch"}, ipRules=_ip_rules("203.0.113.0/24")),
+            ["error"],
+            ["holds data"],
+            id="unknown-purpose-is-data",
+        ),
+    ],
+)
+def test_public_reach_of_a_storage_account(changes: dict[str, Any], expected: list[str], words: list[str]) -> None:
+    """IP rules (united like the SSH rule's sources), default action, bypass and instance rules all open an account:
+    an error on a data account, an info on a node payload account with shared keys and anonymous access off."""
+    found = run("storage-no-public-access", _acct(**changes))
     assert_findings(found, expected, words)

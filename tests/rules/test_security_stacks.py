@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gb300 import cli
+from gb300 import tags as gb300_tags
 from gb300.config import PolicySettings
 from gb300.ops import ci_summary
 from gb300.policy_pack import stack_settings
@@ -90,3 +92,28 @@ def test_the_pack_ignores_an_unjustified_suppression() -> None:
     justified = {"gb300:policy": json.dumps({"suppress": [{"rule": "no-ssh-from-internet", "reason": REASON}]})}
     assert stack_settings(justified).suppressed == {"no-ssh-from-internet"}
     assert PolicySettings(suppress=["required-tags"]).suppressed == {"required-tags"}
+
+
+def test_upload_ranges_opening_the_data_account_fail_the_plan(
+    write_stack: Any, dev_raw: dict[str, Any], tmp_path: Path
+) -> None:
+    """uploadSourceRanges of 0.0.0.0/1 plus 128.0.0.0/1 (issue 28's reproduction) open the account holding checkpoints
+    to every IPv4 address: exit 1 with an error that names the key, on the account tagged as holding data."""
+    raw = copy.deepcopy(dev_raw)
+    raw["storage"] = {**raw.get("storage", {}), "nodePayload": {"uploadSourceRanges": HALVES}}
+    out = tmp_path / "plan.json"
+    started = time.perf_counter()
+    assert cli.main(["plan", "--stack-file", str(write_stack(raw)), "--quiet", "--json", str(out)]) == 1
+    seconds = time.perf_counter() - started
+    doc = json.loads(out.read_text())
+    (error,) = [f for f in doc["findings"] if f["rule"] == "storage-no-public-access" and f["level"] == "error"]
+    assert "gb300:storage.nodePayload.uploadSourceRanges" in error["message"]
+    assert "(every IPv4 address)" in error["message"]
+    assert f"{gb300_tags.STORAGE_PURPOSE}: {gb300_tags.STORAGE_PURPOSE_DATA}" in error["message"]
+    assert seconds < 10.0
+
+
+def test_the_planned_data_account_is_tagged_as_holding_data(dev_plan: Any) -> None:
+    """The cluster's storage account carries gb300-storage-purpose: data, which the rule reads."""
+    (account,) = [r for r in dev_plan.resources if r.type == "azure-native:storage:StorageAccount"]
+    assert gb300_tags.storage_purpose_of(account.inputs["tags"]) == gb300_tags.STORAGE_PURPOSE_DATA

@@ -220,6 +220,11 @@ def configuration_page() -> str:
         "such as `gb300:gpuPools[0].racks: must be at least 1 (got 0)`. `gb300 schema` prints the same",
         "contract as a JSON Schema for editors ([plan.md](plan.md#a-json-schema-for-editors)).",
         "",
+        "Every string has a maximum length (`data/platform.yaml` `textMaxLength` for free text), checked before",
+        "anything else reads it, and no string may hold a control or format character (NUL, CR, ESC, C1 controls,",
+        "U+2028/U+2029, bidi overrides and isolates, zero-width characters), however the YAML writes it: values are",
+        "printed in plans and pull requests ([security.md](security.md#hostile-stack-values)).",
+        "",
     ]
     keys = config_keys()
     for section in (k for k in keys if "." not in k.path and "[" not in k.path):

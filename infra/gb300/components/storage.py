@@ -225,7 +225,7 @@ class BlobStore(pulumi.ComponentResource):
             public_network_access=public_access,
             network_rule_set=rule_set,
             allow_cross_tenant_replication=False,
-            tags=args.tags,
+            tags=gb300_tags.storage_account(args.tags, gb300_tags.STORAGE_PURPOSE_DATA),
             opts=stateful_options(storage.StorageAccount, self, allow_replace=args.allow_replace),
         )
         retention = storage.DeleteRetentionPolicyArgs(enabled=True, days=args.soft_delete_days)

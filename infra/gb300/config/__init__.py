@@ -7,6 +7,7 @@ The stack configuration contract (namespace ``gb300``). A stack file's ``config:
 - :mod:`~gb300.config.models`: the pydantic models (the contract itself), :mod:`~gb300.config.storage` those of
   ``gb300:storage``, :mod:`~gb300.config.base` their common base (a field's docstring is its description);
 - :mod:`~gb300.config.checks`: field checks (names, CIDRs, SSH keys, sizes, paths);
+- :mod:`~gb300.config.text`: free text: the length of each kind of value, the characters no value may hold;
 - :mod:`~gb300.config.messages`: pydantic errors -> one line per key path, and :func:`parse`;
 - :mod:`~gb300.config.loading`: reading a stack file or the Pulumi engine's config map;
 - :mod:`~gb300.config.schema`: the JSON Schema (``gb300 schema``) and the documented key paths;

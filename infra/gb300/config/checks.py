@@ -15,6 +15,7 @@ import re
 import struct
 from typing import Any
 
+from gb300.config.text import refuse_unprintable
 from gb300.facts import catalog
 
 NAMESPACE = "gb300"
@@ -92,8 +93,9 @@ def _zone_to_str(value: Any) -> Any:
 
 
 def _check_cidr(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"must be an IPv4 CIDR such as '10.40.0.0/16' (got {value!r})")
+    if not isinstance(value, str) or len(value) > len("255.255.255.255/32"):
+        shown = _short(value) if isinstance(value, str) else value
+        raise ValueError(f"must be an IPv4 CIDR such as '10.40.0.0/16' (got {shown!r})")
     try:
         net = ipaddress.IPv4Network(value, strict=False)
     except ValueError:
@@ -163,6 +165,20 @@ def _short(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _check_ssh_limit(value: int) -> int:
+    """``gb300:policy.sshSourceLimitPrefix`` only tightens the SSH rule: a prefix shorter than the default admits more
+    of the Internet, and a /1 would admit half of it with no reason recorded anywhere."""
+    loosest = int(catalog.load().limit("sshSourceLimitPrefix"))
+    if value < loosest:
+        raise ValueError(
+            f"must be at least {loosest} (got {value}): a shorter prefix would let SSH admit more than one /{loosest} "
+            "of public addresses and so switch rule no-ssh-from-internet off. This key only tightens the limit; to "
+            "admit wider sources, suppress no-ssh-from-internet in gb300:policy.suppress with a reason, which every "
+            "plan shows"
+        )
+    return value
+
+
 def _check_username(value: str) -> str:
     if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", value):
         raise ValueError(f"must be a Linux user name: lowercase, digits, '_' or '-' (got {value!r})")
@@ -184,14 +200,14 @@ def _check_gpu_size(value: str) -> str:
     sku = cat.skus.get(value)
     if sku is None or not sku.is_gpu:
         known = ", ".join(sorted(n for n, s in cat.skus.items() if s.is_gpu))
-        raise ValueError(f"is not a GPU size in the catalog (got {value!r}); known: {known}")
+        raise ValueError(f"is not a GPU size in the catalog (got {_short(value)!r}); known: {known}")
     return value
 
 
 def _check_size(value: str) -> str:
     if value not in catalog.load().skus:
         known = ", ".join(sorted(catalog.load().skus))
-        raise ValueError(f"is not a size in the catalog (got {value!r}); known: {known}")
+        raise ValueError(f"is not a size in the catalog (got {_short(value)!r}); known: {known}")
     return value
 
 
@@ -205,7 +221,9 @@ def _check_image(value: str) -> str:
         return value
     parts = value.split(":")
     if len(parts) != 4 or not all(parts):
-        raise ValueError(f"must be a marketplace URN 'publisher:offer:sku:version' or an image id (got {value!r})")
+        raise ValueError(
+            f"must be a marketplace URN 'publisher:offer:sku:version' or an image id (got {_short(value)!r})"
+        )
     return value
 
 
@@ -216,32 +234,51 @@ def _check_resource_id(value: str) -> str:
 
 
 def _check_mount_path(value: str) -> str:
+    """A mount point of its own: a plain absolute path, not a directory that holds others, and neither inside nor
+    above a system tree or a tree gb300 runs from or writes as root (``data/platform.yaml``)."""
     path = value.rstrip("/") or "/"
     limits = catalog.load()
-    if ".." in path.split("/") or "//" in path:
-        raise ValueError(f"must be a plain absolute path without '..' or '//' (got {value!r})")
+    if any(part in (".", "..", "") for part in path.split("/")[1:]) and path != "/":
+        raise ValueError(f"must be a plain absolute path without '..', '.' or '//' (got {value!r})")
     if path in limits.limit("reservedMountPoints"):
         raise ValueError(f"must be a dedicated directory such as '/lustre', not {path} itself (got {value!r})")
     for tree in limits.limit("reservedMountTrees"):
-        if path == tree or path.startswith(tree + "/"):
+        if _within(path, tree) or _within(tree, path):
             raise ValueError(
                 f"must not be in the system tree {tree} (got {value!r}); use a directory such as '/lustre'"
             )
+    for tree in limits.limit("gb300MountTrees"):
+        if _within(path, tree) or _within(tree, path):
+            where = "inside" if _within(path, tree) and path != tree else "above" if path != tree else "the tree"
+            raise ValueError(
+                f"must not be {where} {tree}, where gb300 runs programs or writes as root (got {value!r}): a mount "
+                "there would put the storage's contents where root reads or runs them. Use a directory of its own "
+                "such as '/lustre' or '/mnt/data'"
+            )
     return path
+
+
+def _within(path: str, tree: str) -> bool:
+    """Whether ``path`` is ``tree`` or lies below it."""
+    return path == tree or path.startswith(tree.rstrip("/") + "/")
 
 
 def _check_container_name(value: str) -> str:
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]", value) or "--" in value:
         raise ValueError(
             f"must be 3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or "
-            f"digit (got {value!r})"
+            f"digit (got {_short(value)!r})"
         )
     return value
 
 
 def _check_email(value: str) -> str:
-    if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", value):
-        raise ValueError(f"must be an email address such as 'oncall@example.com' (got {value!r})")
+    """One address ``local@domain.tld``, parsed in one pass: a backtracking pattern took minutes on a long value."""
+    refuse_unprintable(value)
+    local, at, domain = value.partition("@")
+    labels = domain.split(".")
+    if not at or not local or "@" in domain or len(labels) < 2 or not all(labels) or any(c.isspace() for c in value):
+        raise ValueError(f"must be an email address such as 'oncall@example.com' (got {_short(value)!r})")
     return value
 
 
@@ -278,11 +315,16 @@ class _PathError(ValueError):
 
 
 def format_path(loc: tuple[str | int, ...]) -> str:
-    """``('gpuPools', 0, 'racks')`` -> ``gb300:gpuPools[0].racks``."""
+    """``('gpuPools', 0, 'racks')`` -> ``gb300:gpuPools[0].racks``. A part that is a user's mapping key and is long
+    or not printable (``gb300:cluster.tags``) is shown shortened and escaped, never raw."""
     out = NAMESPACE
     for i, part in enumerate(loc):
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += (":" if i == 0 else ".") + part
+            shown = part if part.isprintable() and len(part) <= _PATH_PART_MAX else ascii(_short(part, _PATH_PART_MAX))
+            out += (":" if i == 0 else ".") + shown
     return out
+
+
+_PATH_PART_MAX = 80

@@ -12,6 +12,7 @@ from pydantic import (
 )
 
 from gb300.config.checks import (
+    NAMESPACE,
     _PathError,
     format_path,
 )
@@ -52,10 +53,25 @@ def _message(err: Mapping[str, Any], model_keys: list[str]) -> str:
         close = difflib.get_close_matches(key, model_keys, n=1)
         return "is not a known key" + (f"; did you mean {close[0]!r}?" if close else "")
     ctx = dict(err.get("ctx") or {})
+    got = err.get("input")
+    if isinstance(got, str) and len(got) > _SHOWN_CHARS:
+        got = _Clipped(got)
     render = _MESSAGES.get(kind)
     if render is None:
-        return f"{err['msg']} (got {err.get('input')!r})"
-    return render(err.get("input"), ctx)
+        return f"{err['msg']} (got {got!r})"
+    return render(got, ctx)
+
+
+_SHOWN_CHARS = 60
+
+
+class _Clipped(str):
+    """A long value as a message shows it: its start and its length, not a quarter-megabyte line."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"{str(self[:_SHOWN_CHARS])!r}... ({len(self):,} characters)"
 
 
 def _problems(exc: ValidationError) -> list[Problem]:
@@ -103,7 +119,8 @@ def _software_problems(raw: Mapping[str, Any]) -> list[Problem]:
     problems = []
     for path, message in check_software_overrides(software):
         full = format_path(tuple(path.split(".", 1)))
-        problems.append(Problem(full, message.removeprefix(f"{full}: ")))
+        # The message starts with the raw key; the path shows it escaped when it is not printable.
+        problems.append(Problem(full, message.removeprefix(f"{NAMESPACE}:{path}: ")))
     return problems
 
 

@@ -28,6 +28,7 @@ from gb300.config.checks import (
     _check_reason,
     _check_resource_id,
     _check_size,
+    _check_ssh_limit,
     _check_ssh_public_key,
     _check_tag_key,
     _check_username,
@@ -37,14 +38,18 @@ from gb300.config.checks import (
     _zone_to_str,
 )
 from gb300.config.storage import StorageSettings
+from gb300.config.text import text_limit
 from gb300.facts import catalog
 
 Name = Annotated[str, Field(min_length=1, max_length=12), AfterValidator(_check_name)]
 PoolName = Annotated[str, Field(min_length=1, max_length=10), AfterValidator(_check_pool_name)]
-Cidr = Annotated[str, BeforeValidator(_check_cidr)]
+Cidr = Annotated[str, Field(max_length=len("255.255.255.255/32")), BeforeValidator(_check_cidr)]
+UserName = Annotated[str, Field(max_length=32)]  # Linux's LOGIN_NAME_MAX less the NUL; the checks hold the form
 Zone = Annotated[Literal["1", "2", "3"], BeforeValidator(_zone_to_str)]
 TagKey = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^<>%&\\?/]+$"), AfterValidator(_check_tag_key)]
 TagValue = Annotated[str, Field(max_length=256)]
+AzureName = Annotated[str, Field(max_length=text_limit("azureName"))]
+ImageReference = Annotated[str, Field(max_length=text_limit("imageReference"))]
 
 
 class ClusterSettings(ConfigModel):
@@ -52,7 +57,7 @@ class ClusterSettings(ConfigModel):
 
     name: Name
     """1-12 lowercase letters, digits, single hyphens; starts with a letter. Prefixes every Azure name."""
-    location: Annotated[str, AfterValidator(_check_location)]
+    location: Annotated[AzureName, AfterValidator(_check_location)]
     """Azure region, e.g. `eastus2`; names outside `data/platform.yaml` `azureRegions` are refused with a "did you
     mean". GB300 availability is a question for Azure's Resource SKUs API.
     """
@@ -61,8 +66,24 @@ class ClusterSettings(ConfigModel):
     tags: dict[TagKey, TagValue] = Field(default_factory=dict)
     """Tags on every taggable resource, plus gb300's own two: the cluster's name and gb300 as its manager (the keys
     are in `infra/gb300/tags.py`). Azure's limits are checked: at most 36 (50 per resource less 14 for gb300's
-    own), names up to 128 characters without the prefixes `azure`, `microsoft`, `windows`, values up to 256.
+    own), names up to 128 characters without the prefixes `azure`, `microsoft`, `windows`, values up to 256. The keys
+    gb300 writes itself (every key in `infra/gb300/tags.py`, such as the role and the manager, and any other key
+    with the `gb300-` prefix) are refused, compared without case as Azure does: a stack's tag must not say what
+    gb300's own tags say.
     """
+
+    @model_validator(mode="after")
+    def _not_gb300_keys(self) -> ClusterSettings:
+        own = {k.lower() for k in gb300_tags.ALL}
+        for key in self.tags:
+            if key.lower() in own or key.lower().startswith(gb300_tags.PREFIX):
+                raise _PathError(
+                    ("cluster", "tags", key),
+                    f"is a tag key gb300 writes itself (got {key!r}; gb300's keys are in infra/gb300/tags.py, and "
+                    f"every key starting {gb300_tags.PREFIX!r} is gb300's): the components, rules and nodes read it. "
+                    "Choose another key",
+                )
+        return self
 
     @model_validator(mode="after")
     def _tag_count(self) -> ClusterSettings:
@@ -81,9 +102,9 @@ class ClusterSettings(ConfigModel):
 class AccessSettings(ConfigModel):
     """``gb300:access``: who may log in, and from where."""
 
-    admin_username: Annotated[str, AfterValidator(_check_username)] = "azureuser"
+    admin_username: Annotated[UserName, AfterValidator(_check_username)] = "azureuser"
     """Linux admin user; Azure's reserved names (root, admin, ...) are refused."""
-    ssh_public_key: Annotated[str, AfterValidator(_check_ssh_public_key)]
+    ssh_public_key: Annotated[str, Field(max_length=text_limit("sshPublicKey")), AfterValidator(_check_ssh_public_key)]
     """One OpenSSH public key on one line, `ssh-ed25519` or `ssh-rsa` (2048 bits or more, counted from the modulus); a
     second line, control characters or `authorized_keys` options are refused. Password login is always off.
     """
@@ -91,8 +112,8 @@ class AccessSettings(ConfigModel):
     """CIDRs that may reach SSH on the login node; empty = only from inside the VNet / Bastion."""
     login_public_ip: bool = False
     """Give the login node a public IP (only allowed together with `sshSourceRanges`)."""
-    imds_allowed_users: Annotated[list[Annotated[str, AfterValidator(_check_imds_user)]], Field(max_length=16)] = Field(
-        default_factory=list
+    imds_allowed_users: Annotated[list[Annotated[UserName, AfterValidator(_check_imds_user)]], Field(max_length=16)] = (
+        Field(default_factory=list)
     )
     """Service users besides root and the monitoring agents' own users that may reach the instance metadata service,
     hence the node identity's token, on every node: Linux user names, at most 16; root is always allowed
@@ -129,17 +150,24 @@ class GpuPool(ConfigModel):
     """1-10 lowercase letters/digits; becomes the Slurm partition and part of host names. `head`, `node`, `mon`,
     `lustre`, `blob`, `rg` are refused: gb300 names its own resources so (docs/engine-contract.md).
     """
-    vm_size: Annotated[str, AfterValidator(_check_gpu_size)] = "Standard_ND128isr_GB300_v6"
+    vm_size: Annotated[AzureName, AfterValidator(_check_gpu_size)] = "Standard_ND128isr_GB300_v6"
     """A GPU size from the catalog (GB300, GB200, H100, H200)."""
-    racks: Annotated[int, Field(ge=1, le=2000, strict=True)]
-    """NVLink domains: NVL72 racks of 18 VMs for GB sizes (VMs = racks x 18); single VMs for H100/H200."""
-    image: Annotated[str, AfterValidator(_check_image)] = "microsoft-dsvm:ubuntu-hpc:2404-gb:24.04.2026052801"
+    racks: Annotated[int, Field(ge=1, strict=True)]
+    """NVLink domains: NVL72 racks of 18 VMs for GB sizes (VMs = racks x 18); single VMs for H100/H200. At most what
+    one InfiniBand fabric spans (`data/skus.yaml` `fabricModels`: `maxRacksPerFabric` racks for GB sizes, the
+    on-request `maxVmsPerFabric` VMs for H100/H200), refused before any resource is declared; more is more pools.
+    """
+    image: Annotated[ImageReference, AfterValidator(_check_image)] = (
+        "microsoft-dsvm:ubuntu-hpc:2404-gb:24.04.2026052801"
+    )
     """Marketplace URN `publisher:offer:sku:version` or an image resource id. Pin a version
     `infra/gb300/data/images.yaml` knows (rule `image-version-pinned`).
     """
     os_disk_size_gb: Annotated[int, Field(ge=64, le=4095, strict=True)] = Field(256, alias="osDiskSizeGB")
     """OS disk size in GB (Premium SSD)."""
-    capacity_reservation_group_id: Annotated[str, AfterValidator(_check_resource_id)] | None = None
+    capacity_reservation_group_id: (
+        Annotated[str, Field(max_length=text_limit("resourceId")), AfterValidator(_check_resource_id)] | None
+    ) = None
     """Resource id of a capacity reservation group to target; the quota check then skips cores (the reservation holds
     them).
     """
@@ -153,6 +181,30 @@ class GpuPool(ConfigModel):
     """Rack numbers `1..racks` not deployed: retire a failed rack (`[5]` deletes `<cluster>-<pool>-r0005` only) without
     renumbering the others; GB sizes only (docs/day2.md).
     """
+
+    @model_validator(mode="after")
+    def _racks_within_one_fabric(self) -> GpuPool:
+        sku = self.sku
+        if sku.fabric_model is None:
+            return self
+        fabric = catalog.load().fabric_for(sku)
+        if fabric.max_racks_per_fabric is not None and sku.is_rack_scale:
+            most, fact = int(fabric.max_racks_per_fabric.value), fabric.max_racks_per_fabric
+            unit = "racks"
+        elif fabric.max_vms_per_fabric is not None:
+            most = int(fabric.max_vms_on_request or fabric.max_vms_per_fabric.value) // sku.vms_per_nvlink_domain
+            fact, unit = fabric.max_vms_per_fabric, "VMs (on request to Azure)"
+        else:
+            return self
+        if self.racks > most:
+            raise _PathError(
+                ("racks",),
+                f"must be at most {most:,} (got {self.racks:,}): one pool is one InfiniBand fabric, and one fabric "
+                f"of {sku.name} (model {fabric.name}) spans at most {most:,} {unit} (data/skus.yaml, {fact.status}: "
+                f"{fact.source}). Split the racks into several pools, each its own fabric",
+                relative=True,
+            )
+        return self
 
     @model_validator(mode="after")
     def _blocks_available(self) -> GpuPool:
@@ -212,9 +264,9 @@ class GpuPool(ConfigModel):
 class HeadSettings(ConfigModel):
     """``gb300:head``: the Slurm controller and login node."""
 
-    vm_size: Annotated[str, AfterValidator(_check_size)] = "Standard_D16ds_v5"
+    vm_size: Annotated[AzureName, AfterValidator(_check_size)] = "Standard_D16ds_v5"
     """Any size in the catalog, x86_64 or arm64 (the image must match)."""
-    image: Annotated[str, AfterValidator(_check_image)] = "canonical:ubuntu-24_04-lts:server:latest"
+    image: Annotated[ImageReference, AfterValidator(_check_image)] = "canonical:ubuntu-24_04-lts:server:latest"
     """Marketplace URN or image id."""
     os_disk_size_gb: Annotated[int, Field(ge=64, le=4095, strict=True)] = Field(128, alias="osDiskSizeGB")
     """OS disk size in GB."""
@@ -275,9 +327,13 @@ class AlertSettings(ConfigModel):
 
     enabled: bool = True
     """Alert rules and the action group; need `prometheus.enabled`."""
-    emails: list[Annotated[str, AfterValidator(_check_email)]] = Field(default_factory=list)
+    emails: list[Annotated[str, Field(max_length=text_limit("emailAddress")), AfterValidator(_check_email)]] = Field(
+        default_factory=list
+    )
     """Email addresses that are notified."""
-    webhooks: list[Annotated[str, AfterValidator(_check_webhook)]] = Field(default_factory=list)
+    webhooks: list[Annotated[str, Field(max_length=text_limit("url")), AfterValidator(_check_webhook)]] = Field(
+        default_factory=list
+    )
     """Https URLs called by every alert (common alert schema)."""
 
 
@@ -319,7 +375,7 @@ class HealthSettings(ConfigModel):
     """
 
 
-RuleId = Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
+RuleId = Annotated[str, Field(max_length=64, pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
 
 
 class Suppression(ConfigModel):
@@ -333,8 +389,9 @@ class Suppression(ConfigModel):
     rule: RuleId
     """The rule not to run."""
     reason: Annotated[str, Field(max_length=300), AfterValidator(_check_reason)] | None = None
-    """Why, on one line of 10-300 characters; required for the security rules `no-ssh-from-internet`,
-    `no-public-ip-on-nodes`, `storage-no-public-access` (a bare id is refused, exit 2).
+    """Why, on one line of 10-300 characters without control or format characters (CR, ESC, U+2028, bidi
+    overrides: the plan prints it); required for the security rules `no-ssh-from-internet`, `no-public-ip-on-nodes`,
+    `storage-no-public-access` (a bare id is refused, exit 2).
     """
 
 
@@ -356,15 +413,22 @@ class PolicySettings(ConfigModel):
     """
     required_tags: list[TagKey] = Field(default_factory=lambda: ["owner", gb300_tags.CLUSTER])
     """Tag keys every taggable Azure resource must carry (rule `required-tags`, a warning)."""
-    quota: Annotated[str, Field(min_length=1)] | None = None
+    quota: Annotated[str, Field(min_length=1, max_length=text_limit("filePath"))] | None = None
     """Where `quota-sufficient` reads Azure's usage: `live`, or the path of a saved `az vm list-usage` file (`gb300 plan
     --quota` overrides); unset: quota is not checked, an info says so (docs/rules.md#quota).
     """
-    ssh_source_limit_prefix: Annotated[int, Field(ge=1, le=32, strict=True)] = Field(
-        default_factory=lambda: int(catalog.load().limit("sshSourceLimitPrefix"))
-    )
+    ssh_source_limit_prefix: Annotated[
+        int,
+        # The schema states the floor _check_ssh_limit holds (the default), which explains itself when refused.
+        Field(
+            ge=1, le=32, strict=True, json_schema_extra={"minimum": int(catalog.load().limit("sshSourceLimitPrefix"))}
+        ),
+        AfterValidator(_check_ssh_limit),
+    ] = Field(default_factory=lambda: int(catalog.load().limit("sshSourceLimitPrefix")))
     """The public SSH sources of one NSG, united, may cover at most one block of this prefix length (rule
-    `no-ssh-from-internet`); the default is `data/skus.yaml`'s.
+    `no-ssh-from-internet`). It only tightens: the default (`data/platform.yaml` `sshSourceLimitPrefix`) is also the
+    loosest value accepted, so the key cannot switch the rule off; wider sources need a suppression of
+    `no-ssh-from-internet` with a reason, which every plan shows.
     """
 
     @property
@@ -405,7 +469,10 @@ class StackConfig(ConfigModel):
     """Which findings fail the plan, which rules are suppressed, and what the rules check against
     (docs/rules.md#settings-gb300policy).
     """
-    software: dict[str, str] = Field(default_factory=dict)
+    software: dict[
+        Annotated[str, Field(max_length=text_limit("componentName"))],
+        Annotated[str, Field(max_length=text_limit("componentName"))],
+    ] = Field(default_factory=dict)
     """Override pinned node software versions: component name (from `data/versions.yaml`) to version
     (docs/node-bootstrap.md#pinning-software-gb300software).
     """
@@ -424,6 +491,21 @@ class StackConfig(ConfigModel):
                     f"duplicates gpuPools[{seen[pool.name]}].name (got {pool.name!r}); pool names must be unique",
                 )
             seen[pool.name] = i
+        return self
+
+    @model_validator(mode="after")
+    def _no_mount_over_the_admin_home(self) -> StackConfig:
+        # Azure's agent writes the admin's authorized_keys into /home/<adminUsername>/.ssh as root, and the admin
+        # may sudo: a container every job can write, mounted there, would hand root on every node to any job.
+        home = f"/home/{self.access.admin_username}"
+        for loc, path in self.storage.mounts():
+            if path == home or path.startswith(home + "/"):
+                raise _PathError(
+                    loc,
+                    f"must not be in {home}, the admin user's home (got {path!r}): Azure writes its authorized_keys "
+                    "there as root and the admin may sudo, so whoever writes the storage would log in as root. Use "
+                    "a directory of its own such as '/lustre' or '/mnt/data'",
+                )
         return self
 
     @property

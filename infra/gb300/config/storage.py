@@ -14,6 +14,7 @@ from gb300.config.checks import (
     _PathError,
     format_path,
 )
+from gb300.config.text import text_limit
 from gb300.facts import storage_facts
 
 LustreSkuName = Literal[
@@ -28,7 +29,9 @@ _MOUNT_PATH = r"^/[A-Za-z0-9._/-]+$"
 _DAYS = Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 
-MountPath = Annotated[str, Field(pattern=_MOUNT_PATH), AfterValidator(_check_mount_path)]
+MountPath = Annotated[
+    str, Field(max_length=text_limit("filePath"), pattern=_MOUNT_PATH), AfterValidator(_check_mount_path)
+]
 
 
 class MaintenanceWindow(ConfigModel):
@@ -36,7 +39,7 @@ class MaintenanceWindow(ConfigModel):
 
     day_of_week: _DAYS = "Sunday"
     """Maintenance day."""
-    time_of_day_utc: Annotated[str, Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")] = Field(
+    time_of_day_utc: Annotated[str, Field(max_length=5, pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")] = Field(
         "02:00", alias="timeOfDayUTC"
     )
     """Maintenance start, `HH:MM` in UTC."""
@@ -53,9 +56,10 @@ class LustreSettings(ConfigModel):
     """
     mount_path: MountPath = "/lustre"
     """Path where every node mounts it (`<mgs>@tcp:/lustrefs`, `noatime,flock`). Every mount path (also
-    `containers[].mountPath`, `blockCache.diskPath`) must be its own directory: not in `/etc`, `/root`, `/usr`, `/boot`,
-    `/var/lib` and the other system trees, not `/`, `/home`, `/mnt`, `/tmp` themselves, and not inside another mount
-    (`data/platform.yaml`).
+    `containers[].mountPath`, `blockCache.diskPath`) must be its own directory: not in or above `/etc`, `/root`, `/usr`,
+    `/boot`, `/var/lib` and the other system trees, nor the trees gb300 runs from or writes as root (`/opt/gb300`,
+    `/mnt/resource_nvme/enroot`, ...), nor the admin user's home; not `/`, `/home`, `/mnt`, `/tmp` themselves, and not
+    inside another mount (`data/platform.yaml` `reservedMountTrees`, `gb300MountTrees`, `reservedMountPoints`).
     """
     maintenance_window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)
     """When Azure may update the filesystem (30 minutes)."""
@@ -83,7 +87,7 @@ class LustreSettings(ConfigModel):
         return storage_facts.lustre_subnet_prefix(self.capacity_ti_b) or 0
 
 
-ContainerName = Annotated[str, AfterValidator(_check_container_name)]
+ContainerName = Annotated[str, Field(max_length=63), AfterValidator(_check_container_name)]
 
 
 class BlobContainer(ConfigModel):
@@ -122,7 +126,7 @@ class BlobSettings(ConfigModel):
     exclusive (``data/storage.yaml`` ``blobDataProtection``).
     """
 
-    account_name: Annotated[str, Field(pattern=r"^[a-z0-9]{3,24}$")] | None = None
+    account_name: Annotated[str, Field(max_length=24, pattern=r"^[a-z0-9]{3,24}$")] | None = None
     """Globally unique account name, 3-24 lowercase letters and digits; unset = `<cluster>st<hash of subscription id,
     cluster and region>`, so two subscriptions deploying one stack file do not collide
     (docs/azure-resources.md#names-that-cannot-collide-storage-account-and-role-assignments).
@@ -217,12 +221,14 @@ class NodePayloadSettings(ConfigModel):
     """``gb300:storage.nodePayload``: where the node payloads live in the cluster's storage account
     (docs/node-payload.md)."""
 
-    container: Annotated[str, AfterValidator(_check_container_name)] = "gb300-node-payload"
+    container: ContainerName = "gb300-node-payload"
     """The container holding one `<sha256>.tar.gz` per distinct node payload: the node identity may read it
     (Storage Blob Data Reader, this container only), the deployer write it; it must differ from the data
     containers.
     """
-    upload_source_ranges: list[Annotated[str, BeforeValidator(_check_cidr)]] = Field(default_factory=list)
+    upload_source_ranges: list[
+        Annotated[str, Field(max_length=len("255.255.255.255/32")), BeforeValidator(_check_cidr)]
+    ] = Field(default_factory=list)
     """Public IPv4 CIDRs `pulumi up` uploads the payloads from when it does not run inside the VNet: they open the
     account's public endpoint to those addresses only (default action Deny, Entra ID still required). Empty: the
     account stays private and `pulumi up` must reach it through the private endpoint
@@ -259,8 +265,8 @@ class StorageSettings(ConfigModel):
     protected, and a replacing change is a `storage-data-loss` error in `gb300 plan --state`.
     """
 
-    @model_validator(mode="after")
-    def _mounts_do_not_overlap(self) -> StorageSettings:
+    def mounts(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """Every path the nodes mount storage at (the block cache's disk path included), with its key path."""
         mounts: list[tuple[tuple[str | int, ...], str]] = []
         if self.lustre is not None:
             mounts.append((("storage", "lustre", "mountPath"), self.lustre.mount_path))
@@ -270,6 +276,11 @@ class StorageSettings(ConfigModel):
                     mounts.append((("storage", "blob", "containers", i, "mountPath"), container.mount_path))
             if any(c.mount_path for c in self.blob.containers):
                 mounts.append((("storage", "blob", "blockCache", "diskPath"), self.blob.block_cache.disk_path))
+        return mounts
+
+    @model_validator(mode="after")
+    def _mounts_do_not_overlap(self) -> StorageSettings:
+        mounts = self.mounts()
         for j, (loc, path) in enumerate(mounts):
             for other_loc, other in mounts[:j]:
                 if path == other or path.startswith(other + "/") or other.startswith(path + "/"):

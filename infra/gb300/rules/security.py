@@ -5,22 +5,26 @@ SSH exposure is reasoned about as address sets, not as literals: per network sec
 every inbound Allow rule reaching port 22 are united (:func:`ipaddress.collapse_addresses`), the private
 ranges a VNet can use are taken out, and what is left is compared with one block of
 ``gb300:policy.sshSourceLimitPrefix`` (default from ``data/skus.yaml`` ``limits``). ``0.0.0.0/1`` plus
-``128.0.0.0/1`` is the whole Internet however it is spelled. Service tags other than ``VirtualNetwork`` and
-``AzureLoadBalancer`` (``Internet``, ``AzureCloud``, ...) count as wider than any limit.
+``128.0.0.0/1`` is the whole Internet however it is spelled, and a bare ``0.0.0.0`` is "any" as Azure reads it.
+Service tags other than ``VirtualNetwork`` and ``AzureLoadBalancer`` (``Internet``, ``AzureCloud``,
+``AzureMonitor`` ...) count as wider than any limit; the one exception is a rule exactly as Azure documents it
+for a managed service's subnet (``data/storage.yaml`` ``lustreNetwork.rules``), which names every port, not SSH.
+:func:`united` is the address-set union the storage rule counts IP rules with too.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gb300 import tags as gb300_tags
 from gb300.azure import inventory
 from gb300.azure.inventory import Resource, items, mapping
-from gb300.facts import catalog
+from gb300.facts import catalog, storage_facts
 from gb300.findings import Level, Report
 from gb300.rules.base import OPEN_SOURCES, RuleContext, network, resource_rule, short, text
 
@@ -33,10 +37,6 @@ SSH_PORT = 22
 
 # Service tags that stand for addresses inside Azure's own network path to the VM, not for the Internet.
 _INTERNAL_TAGS = frozenset({"virtualnetwork", "azureloadbalancer"})
-# Service tags whose addresses only Azure's own services use, and that Azure documents as a required source for a
-# managed service's subnet: Azure Managed Lustre's NSG guidance (learn.microsoft.com azure-managed-lustre/
-# configure-network-security-group) admits AzureMonitor on any TCP port. Not SSH from the Internet.
-_PLATFORM_TAGS = frozenset({"azuremonitor"})
 # How much wider an IPv6 limit is than the IPv4 one: a /16 in IPv4 is compared with a /48 in IPv6 (a site).
 _IPV6_EXTRA_BITS = 32
 
@@ -49,6 +49,7 @@ class SshRule:
     name: str
     sources: tuple[str, ...]
     nsg: str = ""
+    platform: bool = False  # exactly a rule Azure documents for a managed service's subnet (not aimed at SSH)
 
     @property
     def open(self) -> bool:
@@ -58,18 +59,22 @@ class SshRule:
     @property
     def public_sources(self) -> tuple[str, ...]:
         """The sources that admit addresses from outside the VNet (public ranges, Internet-wide tags)."""
+        if self.platform:
+            return ()
         return tuple(s for s in self.sources if _from_outside(s))
 
 
 @dataclass(frozen=True)
-class Exposure:
-    """What one NSG's SSH rules admit from outside the VNet, united."""
+class AddressSet:
+    """The union of some sources, private VNet ranges taken out: public addresses counted, tags listed apart."""
 
-    nsg: str
-    rules: tuple[SshRule, ...]
     v4_addresses: int
     v6_addresses: int
     unbounded: tuple[str, ...]  # sources that are not address ranges: service tags such as Internet
+
+    @property
+    def empty(self) -> bool:
+        return not (self.v4_addresses or self.v6_addresses or self.unbounded)
 
     def wider_than(self, prefix: int) -> bool:
         """True when the union is more than one IPv4 /prefix (IPv6: /prefix+32), or has an unbounded source."""
@@ -83,10 +88,48 @@ class Exposure:
         if self.unbounded:
             parts.append(f"{', '.join(sorted(set(self.unbounded)))} (the Internet or a public service tag)")
         if self.v4_addresses:
-            parts.append(f"{self.v4_addresses:,} public IPv4 addresses")
+            every = " (every IPv4 address)" if self.v4_addresses >= _PUBLIC_V4 else ""
+            parts.append(f"{self.v4_addresses:,} public IPv4 addresses{every}")
         if self.v6_addresses:
             parts.append(f"{self.v6_addresses:,} public IPv6 addresses")
         return " and ".join(parts) or "no public addresses"
+
+
+def united(sources: Iterable[str]) -> AddressSet:
+    """The union of ``sources`` (CIDRs, bare addresses, service tags) from outside the VNet, as an address set.
+
+    A bare ``0.0.0.0`` is "any" (Azure reads it so); a source that is not an address range (``Internet``, ``*``,
+    a service tag other than the VNet's own) is unbounded. Shared by the SSH rules and ``storage-no-public-access``.
+    """
+    v4: list[ipaddress.IPv4Network] = []
+    v6: list[ipaddress.IPv6Network] = []
+    unbounded: list[str] = []
+    for source in sources:
+        if not _from_outside(source):
+            continue
+        net = _any_network(source)
+        if net is None:
+            unbounded.append(source)
+        elif isinstance(net, ipaddress.IPv4Network):
+            v4.append(net)
+        else:
+            v6.append(net)
+    return AddressSet(_public_v4(v4), _public_v6(v6), tuple(unbounded))
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """What one NSG's SSH rules admit from outside the VNet, united."""
+
+    nsg: str
+    rules: tuple[SshRule, ...]
+    addresses: AddressSet
+
+    def wider_than(self, prefix: int) -> bool:
+        return self.addresses.wider_than(prefix)
+
+    def describe(self) -> str:
+        return self.addresses.describe()
 
 
 def _public_v4(nets: list[ipaddress.IPv4Network]) -> int:
@@ -116,22 +159,10 @@ def exposures(rules: Sequence[SshRule]) -> list[Exposure]:
     by_nsg: dict[str, list[SshRule]] = defaultdict(list)
     for rule in rules:
         by_nsg[rule.nsg or rule.owner.urn].append(rule)
-    out = []
-    for nsg_name, group in by_nsg.items():
-        v4: list[ipaddress.IPv4Network] = []
-        v6: list[ipaddress.IPv6Network] = []
-        unbounded: list[str] = []
-        for rule in group:
-            for source in rule.public_sources:
-                net = _any_network(source)
-                if net is None:
-                    unbounded.append(source)
-                elif isinstance(net, ipaddress.IPv4Network):
-                    v4.append(net)
-                else:
-                    v6.append(net)
-        out.append(Exposure(nsg_name, tuple(group), _public_v4(v4), _public_v6(v6), tuple(unbounded)))
-    return out
+    return [
+        Exposure(name, tuple(group), united(s for rule in group for s in rule.public_sources))
+        for name, group in by_nsg.items()
+    ]
 
 
 def _any_network(source: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
@@ -150,7 +181,12 @@ def source_limit(ctx: RuleContext) -> int:
     return ctx.policy.ssh_source_limit_prefix
 
 
-def _covers_ssh(port_range: str) -> bool:
+def _covers_ssh(port_range: object) -> bool:
+    """Whether a port spec reaches 22: ``"*"``, ``"22"``, ``"20-25"``, or the number 22 (ARM takes either)."""
+    if isinstance(port_range, int) and not isinstance(port_range, bool):
+        return port_range == SSH_PORT
+    if not isinstance(port_range, str):
+        return False
     spec = port_range.strip()
     if spec in ("*", "Any", "any"):
         return True
@@ -168,11 +204,39 @@ def _ssh_rule(owner: Resource, rule: Mapping[str, Any], nsg: str = "") -> SshRul
     if str(body.get("protocol", "*")).lower() not in ("tcp", "*", "any"):
         return None
     ports = [p for p in [body.get("destinationPortRange"), *items(body.get("destinationPortRanges"))] if p]
-    if not any(isinstance(p, str) and _covers_ssh(p) for p in ports):
+    if not any(_covers_ssh(p) for p in ports):
         return None
     sources = [s for s in [body.get("sourceAddressPrefix"), *items(body.get("sourceAddressPrefixes"))] if s]
     name = text(rule.get("name")) or text(body.get("securityRuleName")) or "unnamed"
-    return SshRule(owner, name, tuple(str(s) for s in sources), nsg or short(owner))
+    return SshRule(owner, name, tuple(str(s) for s in sources), nsg or short(owner), _documented_platform_rule(body))
+
+
+def _documented_platform_rule(body: Mapping[str, Any]) -> bool:
+    """Whether an inbound rule is exactly one Azure documents for a managed service's subnet (``data/storage.yaml``
+    ``lustreNetwork.rules``: AzureMonitor to VirtualNetwork on every TCP port, for Managed Lustre's health checks).
+
+    Only that exact shape is exempt: the same tag on port 22, in a port list or range, or beside other sources is
+    SSH from a public service tag like any other.
+    """
+    ports = [body.get("destinationPortRange"), *items(body.get("destinationPortRanges"))]
+    sources = [body.get("sourceAddressPrefix"), *items(body.get("sourceAddressPrefixes"))]
+    shape = (
+        str(body.get("protocol", "")).lower(),
+        tuple(str(s).lower() for s in sources if s),
+        str(body.get("destinationAddressPrefix", "")).lower(),
+        tuple(str(p) for p in ports if p),
+    )
+    return shape in _platform_rule_shapes()
+
+
+@functools.cache
+def _platform_rule_shapes() -> frozenset[tuple[str, tuple[str, ...], str, tuple[str, ...]]]:
+    rules = storage_facts.lustre_network_rules()
+    return frozenset(
+        (str(r["protocol"]).lower(), (str(r["source"]).lower(),), str(r["destination"]).lower(), (str(r["ports"]),))
+        for r in rules
+        if str(r["direction"]).lower() == "inbound" and str(r["source"]).lower() not in _INTERNAL_TAGS
+    )
 
 
 def ssh_rules(resources: Sequence[Resource]) -> list[SshRule]:
@@ -216,11 +280,13 @@ def no_ssh_from_internet(resources: Sequence[Resource], ctx: RuleContext) -> Ite
 _VNET_RANGES = tuple(
     ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
 )
+# Every public IPv4 address: what a union covering all of IPv4 counts once the VNet ranges are taken out.
+_PUBLIC_V4 = 2**32 - sum(n.num_addresses for n in _VNET_RANGES)
 
 
 def _from_outside(source: str) -> bool:
     """Whether a source admits any address from outside the VNet ranges (a tag other than the VNet's counts)."""
-    if source.strip().lower() in _INTERNAL_TAGS | _PLATFORM_TAGS:
+    if source.strip().lower() in _INTERNAL_TAGS:
         return False
     net = network(source)
     return net is None or not any(net.subnet_of(r) for r in _VNET_RANGES)

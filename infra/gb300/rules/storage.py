@@ -7,14 +7,16 @@ Written against the pulumi-azure-native shapes: ``storagecache.AmlFilesystem`` (
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from gb300 import tags as gb300_tags
 from gb300.azure import inventory
 from gb300.azure.inventory import Resource, items, mapping
 from gb300.facts import sizing
 from gb300.findings import Level, Report
 from gb300.rules.base import UNKNOWN, RuleContext, resource_rule, short, text
+from gb300.rules.security import united
 
 AML = "azure-native:storagecache:AmlFilesystem"
 STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
@@ -125,7 +127,12 @@ _TLS_ORDER = {"TLS1_0": 0, "TLS1_1": 1, "TLS1_2": 2, "TLS1_3": 3}
 
 @resource_rule("storage-no-public-access", security=True)
 def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
-    """Storage accounts allow no public blob access or shared keys, need TLS 1.2, and are closed to the Internet."""
+    """Storage accounts allow no public blob access or shared keys, need TLS 1.2, and are closed to the Internet.
+
+    An account holding data (its storage purpose tag says ``data``, or it has none) with any public reach (default
+    action Allow, IP rules, bypass, resource instance rules) is an error; an account tagged ``node-payload`` may be
+    reachable with shared keys off and no anonymous access, reported as an info with the reason.
+    """
     del ctx
     for account in inventory.of_type(resources, STORAGE_ACCOUNT):
         inputs = account.inputs
@@ -154,17 +161,86 @@ def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) ->
                 account.urn,
                 f"{where}: minimumTlsVersion must be TLS1_2 or later (got {got}). Set minimumTlsVersion='TLS1_2'.",
             )
-        network_access = inputs.get("publicNetworkAccess")
-        default_action = text(mapping(inputs.get("networkRuleSet")).get("defaultAction"))
-        if str(network_access).lower() != "disabled" and (default_action or "").lower() != "deny":
-            got = "unset, which Azure treats as Enabled" if network_access is None else repr(network_access)
-            yield Report(
-                Level.WARNING,
-                account.urn,
-                f"{where}: publicNetworkAccess should be Disabled, or networkRuleSet.defaultAction Deny (got {got}, "
-                f"default action {default_action or 'unset'}); the endpoint is reachable from the Internet. Reach it "
-                "through a private endpoint or a VNet rule.",
-            )
+        yield from _public_network(account, where)
+
+
+# What opens the account's public endpoint, besides the default action and the IP rules: ``bypass`` values other
+# than None let Azure's trusted services (AzureServices) or anyone reading logs and metrics (Logging, Metrics) in.
+_CLOSED_BYPASS = frozenset({"", "none"})
+
+
+def public_reach(inputs: Mapping[str, Any]) -> list[str]:
+    """What reaches a storage account's public endpoint, one phrase each; empty when nothing does.
+
+    ``publicNetworkAccess: Disabled`` closes it whatever the rule set says (Azure then ignores IP rules and
+    exceptions). Otherwise a default action other than Deny (unset is Allow) admits every address; IP rules are
+    united as address sets (:func:`gb300.rules.security.united`, the SSH rule's union); ``bypass`` and
+    ``resourceAccessRules`` admit Azure services and resource instances by name. VNet rules reach it only from a
+    subnet, so they are not public.
+    """
+    if str(inputs.get("publicNetworkAccess")).lower() == "disabled":
+        return []
+    rule_set = mapping(inputs.get("networkRuleSet"))
+    reach: list[str] = []
+    default_action = text(rule_set.get("defaultAction"))
+    if (default_action or "").lower() != "deny":
+        reach.append(f"networkRuleSet.defaultAction {default_action or 'unset (Allow)'}: every address")
+    ranges = [
+        text(mapping(r).get("iPAddressOrRange")) or text(mapping(r).get("value")) or ""
+        for r in items(rule_set.get("ipRules"))
+        if str(mapping(r).get("action", "Allow")).lower() == "allow"
+    ]
+    addresses = united(r for r in ranges if r)
+    if not addresses.empty:
+        reach.append(f"ipRules admitting {addresses.describe()}")
+    bypass = [b.strip() for b in str(rule_set.get("bypass") or "").split(",")]
+    opened = [b for b in bypass if b.lower() not in _CLOSED_BYPASS]
+    if opened:
+        reach.append(f"bypass {', '.join(opened)}")
+    instances = items(rule_set.get("resourceAccessRules"))
+    if instances:
+        ids = sorted({text(mapping(r).get("resourceId")) or "?" for r in instances})
+        reach.append(f"resourceAccessRules for {len(instances)} resource instance(s) ({', '.join(ids)})")
+    return reach
+
+
+def _public_network(account: Resource, where: str) -> Iterator[Report]:
+    inputs = account.inputs
+    reach = public_reach(inputs)
+    if not reach:
+        return
+    network_access = inputs.get("publicNetworkAccess")
+    state = "unset, which Azure treats as Enabled" if network_access is None else repr(network_access)
+    got = f"publicNetworkAccess {state} with {'; '.join(reach)}"
+    purpose = gb300_tags.storage_purpose_of(inputs.get("tags"))
+    if purpose != gb300_tags.STORAGE_PURPOSE_NODE_PAYLOAD:
+        holds = f"tag {gb300_tags.STORAGE_PURPOSE}: {purpose}" if purpose else f"no {gb300_tags.STORAGE_PURPOSE} tag"
+        yield _error(
+            account.urn,
+            f"{where}: holds data ({holds}), so its public endpoint must be closed: publicNetworkAccess Disabled, or "
+            f"defaultAction Deny with no IP rules, bypass None and no resourceAccessRules (got {got}). Reach it "
+            "through its private endpoint; for gb300's own account, remove gb300:storage.nodePayload."
+            "uploadSourceRanges and run pulumi up from inside the VNet (docs/node-payload.md#uploading).",
+        )
+        return
+    keyless = _is_false(inputs.get("allowSharedKeyAccess"))
+    private_blobs = _is_false(inputs.get("allowBlobPublicAccess"))
+    if keyless and private_blobs:
+        yield Report(
+            Level.INFO,
+            account.urn,
+            f"{where}: public network access allowed ({got}): it holds only signed node payloads (tag "
+            f"{gb300_tags.STORAGE_PURPOSE}: {gb300_tags.STORAGE_PURPOSE_NODE_PAYLOAD}), no data and no secrets, "
+            "and with shared keys off and no anonymous access every request needs an Entra ID token.",
+        )
+        return
+    missing = [k for k, ok in (("allowSharedKeyAccess", keyless), ("allowBlobPublicAccess", private_blobs)) if not ok]
+    yield _error(
+        account.urn,
+        f"{where}: a node payload account may be reachable from the Internet only with allowSharedKeyAccess and "
+        f"allowBlobPublicAccess false (got {', '.join(missing)} not false; {got}). Set both to false, or close "
+        "its public endpoint.",
+    )
 
 
 def _error(urn: str, message: str) -> Report:
