@@ -174,7 +174,7 @@ def render(digests: Iterable[PlanDigest], expected: Sequence[str] = (), run_url:
             lines.append(f"\n{len(notable) - MAX_FINDINGS} more in the plan artifacts.")
         lines += ["", "</details>"]
     if run_url:
-        lines += ["", f"Plans (JSON) and previews: {run_url}"]
+        lines += ["", f"Plans (JSON): {run_url}"]
     return "\n".join(lines) + "\n"
 
 
