@@ -59,6 +59,17 @@ def test_both_pages_show_the_same_sequence() -> None:
     ]
 
 
+def test_the_cli_reference_names_the_same_sequence() -> None:
+    """docs/cli.md (generated from the parser) tells the same order: `pulumi up`, the export, the dry run with
+    Azure's answer, then the rollout."""
+    text = (paths.REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    section = text.split("## `gb300 rollout`", 1)[1].split("\n## ", 1)[0]
+    steps = ["'pulumi up'", "'pulumi stack export --stack S --file state.json'", "--azure live --dry-run"]
+    positions = [section.find(step) for step in steps]
+    assert -1 not in positions, steps
+    assert positions == sorted(positions)
+
+
 def _slurm_through(via: Sequence[str], slurm: SlurmStandIn) -> rollout.Runner:
     """The --slurm-via prefix as ssh would run it: the remote command is the last word, a shell string."""
 
