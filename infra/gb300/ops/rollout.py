@@ -11,11 +11,12 @@ model yet (:func:`gb300.rules.reimage.stale`), and rolling it out would reimage 
 
 What Azure requires (MicrosoftDocs/azure-docs ``articles/virtual-machine-scale-sets/
 virtual-machine-scale-sets-upgrade-scale-set.md`` at commit 00982c446582e040c27b7c7e0faa2b611aed9f1c, "How to bring
-VMs up-to-date with the latest scale set model"): under Manual "you must do a 'manual upgrade' of each existing VM" (``POST .../manualupgrade``,
-``updateInstances``), which makes the VM's own model the scale set's; and changes to the OS profile, where custom
-data lives, "only apply to VMs created after the change ... To bring existing VMs up-to-date, you must do a
-'reimage'". A reimage alone rebuilds the OS disk from the VM's own model ("If exact version is not provided, the OS
-disk is reimaged to the existing version", REST ``VirtualMachineScaleSets_Reimage``), so each batch goes through:
+VMs up-to-date with the latest scale set model"): under Manual "you must do a 'manual upgrade' of each existing VM"
+(``POST .../manualupgrade``, ``updateInstances``), which makes the VM's own model the scale set's; and changes to
+the OS profile, where custom data lives, "only apply to VMs created after the change ... To bring existing VMs
+up-to-date, you must do a 'reimage'". A reimage alone rebuilds the OS disk from the VM's own model ("If exact
+version is not provided, the OS disk is reimaged to the existing version", REST
+``VirtualMachineScaleSets_Reimage``), so each batch goes through:
 
 1. the rack's VMs from Azure (``virtualMachineScaleSets/<rack>/virtualMachines``): computer names, which are the
    Slurm dynamic nodes' names and survive a reimage, and each VM's ``latestModelApplied``;
