@@ -9,14 +9,16 @@ and their order (pool, then rack number), and the plan checks that ``pulumi up``
 whose custom data hash tag (:data:`gb300.tags.CUSTOM_DATA_HASH`) differs from the stack's has not received the new
 model yet (:func:`gb300.rules.reimage.stale`), and rolling it out would reimage into the old one.
 
-What Azure requires (MicrosoftDocs/azure-docs ``articles/virtual-machine-scale-sets/
-virtual-machine-scale-sets-upgrade-scale-set.md`` at commit 00982c446582e040c27b7c7e0faa2b611aed9f1c, "How to bring
-VMs up-to-date with the latest scale set model"): under Manual "you must do a 'manual upgrade' of each existing VM"
-(``POST .../manualupgrade``, ``updateInstances``), which makes the VM's own model the scale set's; and changes to
-the OS profile, where custom data lives, "only apply to VMs created after the change ... To bring existing VMs
-up-to-date, you must do a 'reimage'". A reimage alone rebuilds the OS disk from the VM's own model ("If exact
-version is not provided, the OS disk is reimaged to the existing version", REST
-``VirtualMachineScaleSets_Reimage``), so each batch goes through:
+What Azure requires (MicrosoftDocs/azure-docs
+``articles/virtual-machine-scale-sets/virtual-machine-scale-sets-upgrade-scale-set.md`` at commit
+00982c446582e040c27b7c7e0faa2b611aed9f1c, "How to bring VMs up-to-date with the latest scale set model"): under
+Manual "you must do a 'manual upgrade' of each existing VM" (``POST .../manualupgrade``, ``updateInstances``), which
+makes the VM's own model the scale set's; and changes to the OS profile, where custom data lives, "only apply to VMs
+created after the change ... To bring existing VMs up-to-date, you must do a 'reimage'". The manual upgrade alone
+reruns no custom data (cloud-init runs it at provisioning), and a reimage is an operation on the OS disk that
+nothing we read says moves the VM to the latest model (REST ``VirtualMachineScaleSets_Reimage``: "If exact version
+is not provided, the OS disk is reimaged to the existing version"; inferred, not observed), so each batch does both,
+in this order, and every VM ends on the latest model, running it:
 
 1. the rack's VMs from Azure (``virtualMachineScaleSets/<rack>/virtualMachines``): computer names, which are the
    Slurm dynamic nodes' names and survive a reimage, and each VM's ``latestModelApplied``;
@@ -412,7 +414,7 @@ class Rollout:
         pollers = {}
         for rack in racks:
             if not stale.get(rack.name):
-                continue  # already on the latest model (a rack named by --rack): the reimage alone applies it
+                continue  # already on the latest model (a rack named by --rack): only the reimage is left
             try:
                 pollers[rack.name] = self.azure.begin_update(rack, stale[rack.name])
             except Exception as exc:  # noqa: BLE001

@@ -83,7 +83,7 @@ def findings(resources: Sequence[Resource], deployed: Sequence[DeployedResource]
                 f"reimaged ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}). After `pulumi up`, run "
                 "`gb300 rollout --stack <stack> --state <export> --azure live --dry-run`, then without --dry-run: "
                 f"rack by rack ({example} first) it drains the nodes, brings the VMs to the scale set's new model "
-                "(a reimage alone keeps the old custom data), reimages them and waits for the health gate "
+                "(manual upgrade), reimages them and waits for the health gate "
                 "(docs/rollout.md).",
             )
         )
