@@ -25,6 +25,7 @@ from tests.support.ci_files import (
     invocations,
     is_literal,
     job_runs,
+    job_scripts,
     jobs,
     load,
     parse_pulumi,
@@ -38,8 +39,6 @@ STACK_UP = "./.github/workflows/stack-up.yml"
 FORK_GUARD = "github.repository == vars.GITOPS_REPOSITORY"
 SAME_REPO_PR = "github.event.pull_request.head.repo.full_name == github.repository"
 ALLOWED_SECRETS = {"PULUMI_ACCESS_TOKEN", "GITHUB_TOKEN"}
-# Actions referenced by a major tag instead of a commit SHA, and why.
-UNPINNED_ACTIONS = {"pulumi/actions": "no release commit SHA could be verified offline; Dependabot bumps it"}
 
 
 def _rel(path: Path) -> str:
@@ -106,6 +105,7 @@ def test_ci_files_call_gb300_and_pulumi() -> None:
         "azure-pipelines.yml",
         "pulumi.yml",
         "pins.yml",
+        "drift.yml",
     }
     assert {c.path.name for c in PULUMI_CALLS} == {"pr.yml", "stack-up.yml", "drift.yml", "pulumi.yml"}
 
@@ -131,7 +131,7 @@ def test_pulumi_invocation_uses_documented_commands_and_flags(call: Any) -> None
 
 REQUIRED_PULUMI = [
     # (file, command, flags it must carry)
-    ("pr.yml", "preview", {"--policy-pack": "policies", "--stack": None}),
+    ("stack-up.yml", "preview", {"--policy-pack": "policies", "--stack": None}),
     ("stack-up.yml", "up", {"--yes": None, "--policy-pack": "policies", "--stack": None}),
     ("drift.yml", "preview", {"--expect-no-changes": None, "--refresh": None, "--stack": None}),
     ("pulumi.yml", "preview", {"--policy-pack": "policies", "--stack": None}),
@@ -142,7 +142,7 @@ REQUIRED_PULUMI = [
 
 @pytest.mark.parametrize(("name", "command", "flags"), REQUIRED_PULUMI)
 def test_flow_runs_pulumi_with_policy_and_drift_flags(name: str, command: str, flags: dict[str, Any]) -> None:
-    """PRs preview with the policy pack, deploys run `up --yes` with it, drift expects no change."""
+    """Deploys preview with the policy pack before the approval and run `up --yes` with it; drift expects no change."""
     calls = [parse_pulumi(c.argv, PULUMI_SPEC) for c in PULUMI_CALLS if c.path.name == name]
     matching = [
         c
@@ -256,13 +256,15 @@ def test_azure_deploys_are_deployment_jobs_in_environments_with_locking() -> Non
 
 
 def test_azure_previews_and_drift_use_the_read_only_connection() -> None:
-    """Azure DevOps previews and drift checks sign in read-only; previews skip pull requests from forks."""
+    """Azure DevOps previews and drift checks sign in read-only; previews run on main only, never for a PR."""
     by_name = {job.get("job"): (stage, job) for stage, job in _azure_stage_jobs()}
     for name, command in (("preview", "preview"), ("drift", "drift")):
         _stage, job = by_name[name]
         parameters = [s.get("parameters") for s in job["steps"]]
         assert {"command": command, "serviceConnection": "gb300-read"} in parameters
-    assert "System.PullRequest.IsFork" in by_name["preview"][1]["condition"]
+    condition = by_name["preview"][0]["condition"]
+    assert "eq(variables['Build.SourceBranch'], 'refs/heads/main')" in condition
+    assert "in(variables['Build.Reason'], 'IndividualCI', 'BatchedCI', 'Manual')" in condition
     assert by_name["drift"][0]["condition"] == "eq(variables['Build.Reason'], 'Schedule')"
 
 
@@ -372,14 +374,116 @@ def test_ci_script_passes_shellcheck(path: Path, script: str) -> None:
 
 @pytest.mark.parametrize("path", [*GITHUB_WORKFLOWS, *GITHUB_ACTIONS], ids=_rel)
 def test_actions_are_pinned(path: Path) -> None:
-    """Third-party actions are pinned to a commit SHA, or to a major tag with a stated reason."""
-    for uses in re.findall(r"uses:\s*(\S+)", path.read_text()):
-        if uses.startswith("./"):
+    """Every action is pinned to a full commit SHA, with the release it is in a comment (verified against the
+    actions' repositories: each tag resolves to that commit)."""
+    for line in path.read_text().splitlines():
+        m = re.search(r"uses:\s*(\S+)(.*)$", line)
+        if m is None or m.group(1).startswith("./"):
             continue
-        action, _, ref = uses.partition("@")
-        pinned = re.fullmatch(r"[0-9a-f]{40}", ref)
-        excused = action in UNPINNED_ACTIONS and re.fullmatch(r"v\d+", ref)
-        assert pinned or excused, uses
+        action, _, ref = m.group(1).partition("@")
+        assert re.fullmatch(r"[0-9a-f]{40}", ref), f"{_rel(path)}: {m.group(1)} is not pinned to a commit"
+        assert re.fullmatch(r"\s*# v\d+\.\d+\.\d+", m.group(2)), f"{_rel(path)}: {action} names no release"
+
+
+def _pr_jobs() -> dict[str, dict[str, Any]]:
+    assert set(load(WORKFLOWS / "pr.yml")["on"]) == {"pull_request"}
+    return jobs(WORKFLOWS / "pr.yml")
+
+
+def test_pull_requests_hold_no_token_and_no_secret() -> None:
+    """No workflow a pull request triggers reads a secret (the Pulumi token above all), asks for an OIDC token or
+    signs in to Azure; only the comment job may write, and only to the pull request."""
+    triggered = [
+        p for p in GITHUB_WORKFLOWS if "pull_request" in load(p)["on"] or "pull_request_target" in load(p)["on"]
+    ]
+    assert [p.name for p in triggered] == ["pr.yml"]
+    text = (WORKFLOWS / "pr.yml").read_text()
+    assert "secrets." not in text
+    assert "PULUMI_ACCESS_TOKEN" not in text
+    for job_id, job in _pr_jobs().items():
+        permissions = job.get("permissions", {})
+        assert "id-token" not in permissions, job_id
+        assert not _reaches_azure(job) or job_id == "compute-package", job_id
+        writes = {k for k, v in permissions.items() if v == "write"}
+        assert writes <= ({"pull-requests"} if job_id == "comment" else set()), (job_id, writes)
+    compute = _pr_jobs()["compute-package"]
+    assert [argv[1:3] for argv in job_runs(compute, "pulumi")] == [("package", "get-schema")]
+
+
+def test_pull_requests_plan_against_the_published_deployed_state() -> None:
+    """Each stack's PR plan fetches the stripped state deploy or drift published and runs `gb300 plan --state` on it,
+    with a token that can only read; the summary that feeds the comment reads that plan."""
+    job = _pr_jobs()["plan"]
+    assert job["permissions"] == {"contents": "read", "actions": "read"}
+    script = "\n".join(job_scripts(job))
+    assert 'scripts/fetch-state "$STACK" state' in script
+    plans = [argv for argv in job_runs(job, "gb300") if argv[1:2] == ("plan",)]
+    assert any("--state" in argv and "state/$STACK.json" in argv for argv in plans), plans
+    fetch = (ROOT / "scripts" / "fetch-state").read_text()
+    published = set(re.findall(r'"(\.github/workflows/[\w-]+\.yml)"', fetch))
+    assert published == {".github/workflows/deploy.yml", ".github/workflows/drift.yml"}
+    assert all((ROOT / p).is_file() for p in published)
+
+
+PUBLISHERS = [("stack-up.yml", "up", "${{ inputs.stack }}"), ("drift.yml", "drift", "${{ matrix.stack }}")]
+
+
+@pytest.mark.parametrize(("name", "job_id", "stack"), PUBLISHERS, ids=[p[0] for p in PUBLISHERS])
+def test_deploy_and_drift_publish_only_the_stripped_state(name: str, job_id: str, stack: str) -> None:
+    """After `pulumi up` and each drift check, the export goes through `gb300 strip-state`, and the artifact
+    `state-<stack>` that pull requests read holds the stripped copy only."""
+    job = jobs(WORKFLOWS / name)[job_id]
+    strips = [argv for argv in job_runs(job, "gb300") if argv[1:2] == ("strip-state",)]
+    assert len(strips) == 1
+    out = strips[0][strips[0].index("--out") + 1]
+    assert out == "state-stripped/$STACK.json"
+    uploads = [s["with"] for s in job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+    state = [u for u in uploads if str(u["name"]).startswith("state-")]
+    assert state == [{**state[0], "name": f"state-{stack}", "path": f"state-stripped/{stack}.json"}]
+    assert all(not str(u["path"]).startswith("state-full") and "RUNNER_TEMP" not in str(u["path"]) for u in uploads)
+
+
+def test_azure_pull_request_builds_name_no_variable_group_and_no_connection() -> None:
+    """The stage that runs for pull requests names neither the variable group (PULUMI_ACCESS_TOKEN) nor a service
+    connection, and plans against the stripped state the main runs publish; every stage that names them runs on
+    main only (their Branch control checks, docs/gitops.md, hold even against an edited pipeline file)."""
+    pipeline = load(ROOT / "azure-pipelines.yml")
+    assert all("group" not in v for v in pipeline["variables"])
+    for stage in pipeline["stages"]:
+        names_group = any("group" in v for v in stage.get("variables", []))
+        text = json.dumps(stage)
+        if stage["stage"] == "validate":
+            assert not names_group
+            assert "serviceConnection" not in text
+            assert "$(PULUMI_ACCESS_TOKEN)" not in text
+            continue
+        assert names_group, stage["stage"]
+        condition = stage["condition"]
+        assert "refs/heads/main" in condition or condition == "eq(variables['Build.Reason'], 'Schedule')"
+    plan = next(j for _, j in _azure_stage_jobs() if j.get("job") == "plan")
+    download = next(s for s in plan["steps"] if s.get("task") == "DownloadPipelineArtifact@2")
+    assert download["inputs"]["branchName"] == "refs/heads/main"
+    assert download["inputs"]["artifactName"] == "state-$(STACK)"
+    template = (ROOT / ".azure-pipelines" / "pulumi.yml").read_text()
+    assert (
+        'gb300 strip-state "$AGENT_TEMPDIRECTORY/state-full.json" --out "$AGENT_TEMPDIRECTORY/state/$STACK.json"'
+        in (template)
+    )
+    assert "targetPath: $(Agent.TempDirectory)/state\n      artifact: state-$(STACK)" in template
+
+
+def test_gitops_doc_sets_branch_control_on_every_connection_and_the_variable_group() -> None:
+    """docs/gitops.md tells how to put Branch control (main only) on each service connection the pipeline names and
+    on the variable group, since a pull request may edit the pipeline file."""
+    doc = (ROOT / "docs" / "gitops.md").read_text()
+    section = doc.split("### 5. Azure DevOps settings", 1)[1].split("\n## ", 1)[0]
+    assert "Branch control" in section
+    pipeline_text = "".join(p.read_text() for p in AZURE_PIPELINES)
+    connections = set(re.findall(r"serviceConnection: (gb300-[\w-]+)", pipeline_text))
+    assert connections == {"gb300-read", "gb300-deploy-dev", "gb300-deploy-reference"}
+    for name in [*connections, "gb300"]:
+        assert f"`{name}`" in section, name
+    assert "refs/heads/main" in section
 
 
 def test_make_targets_called_by_ci_exist() -> None:

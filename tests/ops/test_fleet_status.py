@@ -25,8 +25,9 @@ READY = "state: ready\n"
 class FakeArm(requests.adapters.BaseAdapter):
     """Per rack, the VMs that exist (with instance views) and what each node's status file says."""
 
-    def __init__(self, racks: dict[str, dict[int, Any]]) -> None:
+    def __init__(self, racks: dict[str, dict[int, Any]], old: frozenset[tuple[str, int]] = frozenset()) -> None:
         super().__init__()
+        self.old = old  # (rack, instance id) of the VMs Azure reports on an old model
         self.racks = racks  # rack -> instance id -> status text, or ("failed-provisioning", msg) / ("stopped",)
         self.seen: list[str] = []
 
@@ -39,9 +40,9 @@ class FakeArm(requests.adapters.BaseAdapter):
         m = re.fullmatch(base + r"([^/]+)/virtualMachines", url.path)
         if m and request.method == "GET":
             assert parse_qs(url.query).get("$expand") == ["instanceView"]
-            return _json(
-                request, 200, {"value": [self._vm(m.group(1), i, v) for i, v in self.racks[m.group(1)].items()]}
-            )
+            rack = m.group(1)
+            value = [self._vm(rack, i, v, (rack, i) not in self.old) for i, v in self.racks[rack].items()]
+            return _json(request, 200, {"value": value})
         m = re.fullmatch(base + r"([^/]+)/virtualMachines/(\d+)/runCommand", url.path)
         if m and request.method == "POST":
             body = json.loads(request.body or b"{}")
@@ -55,7 +56,7 @@ class FakeArm(requests.adapters.BaseAdapter):
         return _json(request, 404, {"error": {"code": "NotFound", "message": url.path}})
 
     @staticmethod
-    def _vm(rack: str, i: int, how: Any) -> dict[str, Any]:
+    def _vm(rack: str, i: int, how: Any, latest: bool) -> dict[str, Any]:
         provisioning = ("failed", how[1]) if how[0] == "failed-provisioning" else ("succeeded", "")
         power = "deallocated" if how == ("stopped",) else "running"
         return {
@@ -64,6 +65,7 @@ class FakeArm(requests.adapters.BaseAdapter):
             "properties": {
                 "osProfile": {"computerName": f"{rack}-{i:06d}"},
                 "provisioningState": provisioning[0].capitalize(),
+                "latestModelApplied": latest,
                 "instanceView": {
                     "statuses": [
                         {"code": f"ProvisioningState/{provisioning[0]}", "message": provisioning[1] or None},
@@ -78,11 +80,15 @@ class FakeArm(requests.adapters.BaseAdapter):
 
 
 def _status(
-    tmp_path: Path, plan: PlanResult, racks: dict[str, dict[int, Any]], extra: list[str]
+    tmp_path: Path,
+    plan: PlanResult,
+    racks: dict[str, dict[int, Any]],
+    extra: list[str],
+    old: frozenset[tuple[str, int]] = frozenset(),
 ) -> tuple[int, FakeArm]:
     state = tmp_path / "state.json"
     state.write_text(json.dumps(_export(plan)))
-    adapter = FakeArm(racks)
+    adapter = FakeArm(racks, old)
     session = requests.Session()
     session.mount("https://", adapter)
     transport = RequestsTransport(session=session, session_owner=False)
@@ -96,7 +102,8 @@ def _status(
 def test_status_lists_ready_failed_booting_missing(
     reference_plan: PlanResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A ready rack, and a rack with a failed step, a booting node, a failed provisioning and two missing VMs."""
+    """A ready rack, and a rack with a failed step, a booting node, a failed provisioning, two missing VMs and four
+    VMs that Azure reports on an old model (counted, and the rack named with the command that rolls it out)."""
     good = dict.fromkeys(range(18), READY)
     bad: dict[int, Any] = dict.fromkeys(range(18), READY)
     bad[3] = "state: failed\nstep: 40-nccl\nreason: apt-get install libnccl2 exited 100\n"
@@ -108,6 +115,7 @@ def test_status_lists_ready_failed_booting_missing(
         reference_plan,
         {"ref-train-r0001": good, "ref-train-r0002": bad},
         ["--rack", "ref-train-r0001", "--rack", "ref-train-r0002"],
+        old=frozenset(("ref-train-r0002", i) for i in (0, 1, 2, 3)),
     )
     out = capsys.readouterr().out
     assert code == 1
@@ -116,7 +124,12 @@ def test_status_lists_ready_failed_booting_missing(
         for line in out.splitlines()
         if line.startswith("ref-train-r000") and ":" not in line
     }
-    assert rows == {"ref-train-r0001": ["18/18", "0", "0", "0", "0"], "ref-train-r0002": ["13/18", "2", "1", "0", "2"]}
+    assert rows == {
+        "ref-train-r0001": ["18/18", "0", "0", "0", "0", "0"],
+        "ref-train-r0002": ["13/18", "2", "1", "0", "2", "4"],
+    }
+    assert "1 rack(s) run an old node configuration (Azure: latestModelApplied false): ref-train-r0002" in out
+    assert "`gb300 rollout`" in out
     assert "ref-train-r0002: ref-train-r0002-000003: failed at 40-nccl: apt-get install libnccl2 exited 100" in out
     assert "ref-train-r0002-000009: failed at azure: OS Provisioning for VM did not finish" in out
     assert "ref-train-r0002-000007: booting (step 20-nvidia-driver)" in out

@@ -1,5 +1,6 @@
-"""``gb300 rollout``: the racks to reimage from the deployed state, the dry-run plan, and the live path through
-azure-mgmt-compute over a fake HTTP transport with a stand-in Slurm controller."""
+"""``gb300 rollout``: the racks Azure reports on an old model (a saved ``az vmss list-instances`` answer, or live),
+the dry-run plan, and the live path (manual upgrade, reimage, health gate) through azure-mgmt-compute over a fake
+HTTP transport with a stand-in Slurm controller."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import io
 import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,6 @@ from gb300.commands import rollout as rollout_cmd
 from gb300.ops import rollout
 from gb300.plan import PlanResult
 from gb300.plan.mocks import SUBSCRIPTION_ID as MOCK_SUBSCRIPTION
-from gb300.plan.state import parse_state
 from gb300.rules import reimage
 from gb300.slurm.hostlist import expand
 
@@ -53,53 +53,155 @@ def _write(tmp_path: Path, doc: dict[str, Any]) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def changed_stack(reference_raw: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The reference stack file with the GPU nodes' NCCL pin changed (a change to their custom data)."""
-    import yaml  # noqa: PLC0415
-
-    raw = copy.deepcopy(reference_raw)
-    raw["software"] = {**(raw.get("software") or {}), "nccl": "2.27.7"}
-    path = tmp_path_factory.mktemp("stack") / "Pulumi.reference.yaml"
-    path.write_text(yaml.safe_dump({"config": {f"gb300:{k}": v for k, v in raw.items()}}), encoding="utf-8")
-    return path
+REFERENCE_RACKS = [f"ref-train-r{i:04d}" for i in range(1, 65)]
 
 
-def test_dry_run_lists_all_64_racks_in_order(
-    reference_plan: PlanResult, changed_stack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def _vm(rack: str, i: int, latest: bool) -> dict[str, Any]:
+    """One VM as `az vmss list-instances -o json` prints it (the CLI lifts `properties` to the top)."""
+    return {
+        "id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{RG}/providers/Microsoft.Compute/"
+        f"virtualMachineScaleSets/{rack}/virtualMachines/{i}",
+        "instanceId": str(i),
+        "name": f"{rack}_{i}",
+        "latestModelApplied": latest,
+        "osProfile": {"computerName": f"{rack}-{i:06d}", "adminUsername": "azureuser"},
+        "provisioningState": "Succeeded",
+        "resourceGroup": RG.upper(),
+    }
+
+
+def _saved_answer(folder: Path, old: dict[str, int], racks: Sequence[str] = REFERENCE_RACKS) -> Path:
+    """One `az vmss list-instances ... -o json > DIR/<rack>.json` per rack; ``old`` rack -> VMs on an old model."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for rack in racks:
+        vms = [_vm(rack, i, latest=i >= old.get(rack, 0)) for i in range(VMS)]
+        (folder / f"{rack}.json").write_text(json.dumps(vms, indent=2))
+    return folder
+
+
+def _batches(out: str) -> list[list[str]]:
+    return [re.findall(r"ref-train-r\d{4}", line) for line in out.splitlines() if line.startswith("batch")]
+
+
+def test_dry_run_after_pulumi_up_without_azure_exits_two(
+    reference_plan: PlanResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """After a change to the GPU nodes' custom data, the dry run lists the 64 racks in order, 4 per batch."""
+    """The state exported after `pulumi up` already holds the new hash: without Azure's answer the dry run says it
+    cannot know which racks run an old configuration (exit 2), and never that there is nothing to roll out."""
     state = _write(tmp_path, _export(reference_plan))
-    code = cli.main(
-        ["rollout", "--stack-file", str(changed_stack), "--state", str(state), "--dry-run", "--concurrency", "4"]
-    )
+    assert cli.main(["rollout", "--stack", "reference", "--state", str(state), "--dry-run"]) == 2
+    captured = capsys.readouterr()
+    assert "is Azure's to say" in captured.err
+    assert "--azure live" in captured.err
+    assert "nothing to roll out" not in captured.out + captured.err
+
+
+def test_dry_run_lists_exactly_the_racks_azure_reports_on_an_old_model(
+    reference_plan: PlanResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With a saved answer in which racks 7 and 3 (some of their VMs) run an old model, the dry run lists exactly
+    those two, in rack order, each with how many of its VMs are behind."""
+    state = _write(tmp_path, _export(reference_plan))
+    answer = _saved_answer(tmp_path / "instances", {"ref-train-r0007": 18, "ref-train-r0003": 2})
+    argv = ["rollout", "--stack", "reference", "--state", str(state), "--azure", str(answer), "--dry-run"]
+    assert cli.main(argv) == 0
     out = capsys.readouterr().out
-    assert code == 0
-    batches = [line for line in out.splitlines() if line.startswith("batch")]
+    assert _batches(out) == [["ref-train-r0003"], ["ref-train-r0007"]]
+    assert "ref-train-r0003 (pool train, rack 3, 18 VMs, 2 on an old model)" in out
+    assert "2 rack(s) to reimage" in out
+
+
+def test_dry_run_of_a_whole_pool_in_batches_of_four(
+    reference_plan: PlanResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After a change to every GPU node's custom data, Azure reports all 64 racks behind: 16 batches of four, in
+    order; one file holding every rack's VMs is read as well as a directory."""
+    state = _write(tmp_path, _export(reference_plan))
+    folder = _saved_answer(tmp_path / "instances", dict.fromkeys(REFERENCE_RACKS, VMS))
+    one_file = tmp_path / "all.json"
+    one_file.write_text(json.dumps([vm for f in sorted(folder.glob("*.json")) for vm in json.loads(f.read_text())]))
+    argv = ["rollout", "--stack", "reference", "--state", str(state), "--azure", str(one_file), "--dry-run"]
+    assert cli.main([*argv, "--concurrency", "4"]) == 0
+    out = capsys.readouterr().out
+    batches = _batches(out)
     assert len(batches) == 16
-    names = re.findall(r"ref-train-r\d{4}", "\n".join(batches))
-    assert names == [f"ref-train-r{i:04d}" for i in range(1, 65)]
-    assert all(len(re.findall(r"ref-train-r\d{4}", b)) == 4 for b in batches)
+    assert all(len(b) == 4 for b in batches)
+    assert [r for b in batches for r in b] == REFERENCE_RACKS
     assert "64 rack(s) to reimage, concurrency 4, 16 batch(es)" in out
 
 
-def test_dry_run_default_is_one_rack_per_batch(
+def test_a_rest_body_answer_is_read_too(
     reference_plan: PlanResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Without --concurrency each batch is one rack; only the racks whose hash differs are listed."""
-    state = _write(tmp_path, _export(reference_plan, stale={"ref-train-r0007", "ref-train-r0003"}))
-    assert cli.main(["rollout", "--stack", "reference", "--state", str(state), "--dry-run"]) == 0
-    batches = [line for line in capsys.readouterr().out.splitlines() if line.startswith("batch")]
-    assert [re.findall(r"ref-train-r\d{4}", b) for b in batches] == [["ref-train-r0003"], ["ref-train-r0007"]]
-
-
-def test_unchanged_stack_has_nothing_to_roll_out(
-    reference_plan: PlanResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """When every deployed rack has the stack's hash, the rollout says so and touches nothing (exit 0)."""
+    """The REST body of `GET .../virtualMachines` (`{"value": [...]}` with `properties`) is a saved answer too."""
     state = _write(tmp_path, _export(reference_plan))
-    assert cli.main(["rollout", "--stack", "reference", "--state", str(state)]) == 0
-    assert "nothing to roll out" in capsys.readouterr().out
+    vms = []
+    for rack in REFERENCE_RACKS:
+        for i in range(VMS):
+            flat = _vm(rack, i, latest=rack != "ref-train-r0042")
+            props = {k: flat.pop(k) for k in ("latestModelApplied", "osProfile", "provisioningState")}
+            vms.append({**flat, "properties": props})
+    answer = tmp_path / "rest.json"
+    answer.write_text(json.dumps({"value": vms}))
+    argv = ["rollout", "--stack", "reference", "--state", str(state), "--azure", str(answer), "--dry-run"]
+    assert cli.main(argv) == 0
+    assert _batches(capsys.readouterr().out) == [["ref-train-r0042"]]
+
+
+def test_every_rack_on_the_latest_model_has_nothing_to_roll_out(
+    reference_plan: PlanResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """When Azure reports every VM on the latest model, the rollout says so, naming its source, and exits 0."""
+    state = _write(tmp_path, _export(reference_plan))
+    answer = _saved_answer(tmp_path / "instances", {})
+    argv = ["rollout", "--stack", "reference", "--state", str(state), "--azure", str(answer), "--dry-run"]
+    assert cli.main(argv) == 0
+    assert "nothing to roll out: Azure" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("case", "words"),
+    [
+        ("rack-missing", "no VM listed for 1 deployed rack(s) (ref-train-r0064)"),
+        ("not-json", "is not JSON"),
+        ("no-flag", "latestModelApplied must be true or false"),
+        ("saved-without-dry-run", "a saved answer is only for --dry-run"),
+    ],
+)
+def test_an_answer_that_cannot_tell_exits_two(
+    reference_plan: PlanResult, tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, words: str
+) -> None:
+    """A saved answer that leaves a rack out, is not JSON, lacks latestModelApplied, or is used for a real
+    rollout: exit 2 on one line, nothing rolled out."""
+    state = _write(tmp_path, _export(reference_plan))
+    answer = _saved_answer(tmp_path / "instances", {"ref-train-r0001": 18})
+    if case == "rack-missing":
+        (answer / "ref-train-r0064.json").unlink()
+    elif case == "not-json":
+        (answer / "ref-train-r0002.json").write_text("InstanceId  LatestModelApplied\n0  True\n")
+    elif case == "no-flag":
+        vms = json.loads((answer / "ref-train-r0002.json").read_text())
+        del vms[0]["latestModelApplied"]
+        (answer / "ref-train-r0002.json").write_text(json.dumps(vms))
+    argv = ["rollout", "--stack", "reference", "--state", str(state), "--azure", str(answer)]
+    assert cli.main(argv if case == "saved-without-dry-run" else [*argv, "--dry-run"]) == 2
+    captured = capsys.readouterr()
+    assert words in captured.err
+    assert "batch" not in captured.out
+
+
+def test_a_state_before_pulumi_up_is_refused(
+    reference_plan: PlanResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A state whose racks still carry another custom data hash than the stack's means `pulumi up` has not put the
+    new model in place: reimaging would bring back the old configuration, so the rollout says to run it first."""
+    state = _write(tmp_path, _export(reference_plan, stale={"ref-train-r0005"}))
+    answer = _saved_answer(tmp_path / "instances", {"ref-train-r0005": 18})
+    argv = ["rollout", "--stack", "reference", "--state", str(state), "--azure", str(answer), "--dry-run"]
+    assert cli.main(argv) == 2
+    assert "(ref-train-r0005) do not have the stack's custom data in their model yet: run 'pulumi up' first" in (
+        capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize(
@@ -204,13 +306,23 @@ def _hosts(rack: str) -> list[str]:
 
 
 class FakeArm(requests.adapters.BaseAdapter):
-    """ARM for scale sets: list a rack's VMs, POST reimage (202 + Azure-AsyncOperation), the operation status."""
+    """ARM for rack scale sets, keeping what Azure keeps: each VM's own model (``latestModelApplied``) and the model
+    its OS disk was last built from. It lists a rack's VMs, takes ``POST manualupgrade`` (the VMs' models become the
+    scale set's) and ``POST reimage`` (each OS disk rebuilt from its VM's own model), both as 202 +
+    Azure-AsyncOperation, and answers the operation status."""
 
-    def __init__(self, slurm: SlurmStandIn, behaviour: dict[str, str]) -> None:
+    def __init__(self, slurm: SlurmStandIn, behaviour: dict[str, str], old: set[str]) -> None:
         super().__init__()
         self.slurm = slurm
         self.behaviour = behaviour  # rack -> "ok" | "azure-fails" | "health-fails" | "never-back"
+        self.model: dict[str, list[bool]] = {}  # rack -> per VM: its model is the scale set's latest
+        self.runs: dict[str, list[bool]] = {}  # rack -> per VM: its OS disk was built from the latest model
+        for i in range(1, 65):
+            rack = f"ref-train-r{i:04d}"
+            self.model[rack] = [rack not in old] * VMS
+            self.runs[rack] = [rack not in old] * VMS
         self.seen: list[str] = []
+        self.pending: dict[str, tuple[str, str, list[int]]] = {}  # operation -> (kind, rack, instance ids)
 
     def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
         url = urlparse(request.url or "")
@@ -218,7 +330,7 @@ class FakeArm(requests.adapters.BaseAdapter):
         self.seen.append(f"{request.method} {url.path}")
         m = re.fullmatch(
             rf"/subscriptions/{SUBSCRIPTION}/resourceGroups/{RG}/providers/Microsoft\.Compute/"
-            r"virtualMachineScaleSets/([^/]+)/(virtualMachines|reimage)",
+            r"virtualMachineScaleSets/([^/]+)/(virtualMachines|reimage|manualupgrade)",
             url.path,
         )
         if m and m.group(2) == "virtualMachines" and request.method == "GET":
@@ -228,30 +340,38 @@ class FakeArm(requests.adapters.BaseAdapter):
                     "name": f"{rack}_{i}",
                     "instanceId": str(i),
                     "id": f"{url.path}/{i}",
-                    "properties": {"osProfile": {"computerName": host}, "provisioningState": "Succeeded"},
+                    "properties": {
+                        "osProfile": {"computerName": host},
+                        "provisioningState": "Succeeded",
+                        "latestModelApplied": self.model[rack][i],
+                    },
                 }
                 for i, host in enumerate(_hosts(rack))
             ]
             return _json(request, 200, {"value": value})
-        if m and m.group(2) == "reimage" and request.method == "POST":
-            op = f"https://management.azure.com/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Compute/locations/eastus2/operations/{m.group(1)}"
+        if m and request.method == "POST":
+            rack, kind = m.group(1), m.group(2)
+            body = json.loads(request.body or b"{}")
+            ids = [int(x) for x in body.get("instanceIds", [])] if body else list(range(VMS))
+            if kind == "manualupgrade":
+                assert ids, "manualupgrade needs instanceIds"
+            operation = f"{kind}-{rack}-{len(self.pending)}"
+            self.pending[operation] = (kind, rack, ids)
+            op = f"https://management.azure.com/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Compute/locations/eastus2/operations/{operation}"
             return _json(request, 202, None, {"Azure-AsyncOperation": op, "Retry-After": "0"})
         op = re.fullmatch(r".*/operations/([^/]+)", url.path)
         if op and request.method == "GET":
-            rack = op.group(1)
+            kind, rack, ids = self.pending[op.group(1)]
+            if kind == "manualupgrade":
+                for i in ids:
+                    self.model[rack][i] = True
+                return _json(request, 200, {"status": "Succeeded"})
             how = self.behaviour.get(rack, "ok")
             if how == "azure-fails":
-                return _json(
-                    request,
-                    200,
-                    {
-                        "status": "Failed",
-                        "error": {
-                            "code": "OSProvisioningTimedOut",
-                            "message": "OS provisioning did not finish in time.",
-                        },
-                    },
-                )
+                failed = {"code": "OSProvisioningTimedOut", "message": "OS provisioning did not finish in time."}
+                return _json(request, 200, {"status": "Failed", "error": failed})
+            for i in ids:
+                self.runs[rack][i] = self.model[rack][i]  # the OS disk is rebuilt from the VM's own model
             self.slurm.clock.sleep(600)  # a reimage takes minutes
             self.slurm.reboot(
                 _hosts(rack),
@@ -293,24 +413,33 @@ class StaticCredential:
         return AccessTokenInfo("fake-token", int(time.time()) + 3600)
 
 
+OLD = {f"ref-train-r{i:04d}" for i in range(1, 7)}  # racks 1 to 6 run an old model after `pulumi up`
+
+
 @pytest.fixture(scope="module")
-def stale_state(reference_plan: PlanResult, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An export of the reference stack in which racks 1 to 6 still carry an older custom data hash."""
+def after_up(reference_plan: PlanResult, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An export of the reference stack taken after `pulumi up`: the state holds the stack's hash everywhere."""
     path = tmp_path_factory.mktemp("state") / "state.json"
-    path.write_text(json.dumps(_export(reference_plan, stale={f"ref-train-r{i:04d}" for i in range(1, 7)})))
+    path.write_text(json.dumps(_export(reference_plan)))
     return path
 
 
 def _live(
-    state: Path, behaviour: dict[str, str], extra: Sequence[str] = (), job_seconds: float = 0.0
-) -> tuple[int, SlurmStandIn, FakeArm, Callable[[], None]]:
+    state: Path,
+    behaviour: dict[str, str],
+    extra: Sequence[str] = (),
+    job_seconds: float = 0.0,
+    adapter: FakeArm | None = None,
+) -> tuple[int, SlurmStandIn, FakeArm]:
     clock = Clock()
-    slurm = SlurmStandIn(clock, job_seconds=job_seconds)
-    for i in range(1, 7):
-        for host in _hosts(f"ref-train-r{i:04d}"):
-            slurm.nodes[host] = Node({"ALLOCATED"}, boot_time=clock.now() - 86400)
-            slurm.jobs[host] = [str(1000 + i)]
-    adapter = FakeArm(slurm, behaviour)
+    slurm = adapter.slurm if adapter else SlurmStandIn(clock, job_seconds=job_seconds)
+    if adapter is None:
+        for i in range(1, 7):
+            for host in _hosts(f"ref-train-r{i:04d}"):
+                slurm.nodes[host] = Node({"ALLOCATED"}, boot_time=clock.now() - 86400)
+                slurm.jobs[host] = [str(1000 + i)]
+        adapter = FakeArm(slurm, behaviour, OLD)
+    adapter.behaviour = behaviour
     session = requests.Session()
     session.mount("https://", adapter)
     transport = RequestsTransport(session=session, session_owner=False)
@@ -320,21 +449,33 @@ def _live(
     args = cli.build_parser().parse_args(
         ["rollout", "--stack", "reference", "--state", str(state), "--poll", "60", "--health-timeout", "1800", *extra]
     )
-    code = rollout_cmd.run(args, client_for=client_for, slurm_run=slurm.run, sleep=clock.sleep, now=clock.now)
-    return code, slurm, adapter, lambda: None
+    code = rollout_cmd.run(
+        args, client_for=client_for, slurm_run=slurm.run, sleep=slurm.clock.sleep, now=slurm.clock.now
+    )
+    return code, slurm, adapter
 
 
-def test_live_rollout_drains_reimages_gates_and_resumes_every_rack(
-    stale_state: Path, capsys: pytest.CaptureFixture[str]
+def _posts(adapter: FakeArm, kind: str) -> list[str]:
+    return [s.split("/")[-2] for s in adapter.seen if s.startswith("POST") and s.endswith(f"/{kind}")]
+
+
+def test_live_rollout_updates_reimages_gates_and_resumes_every_old_rack(
+    after_up: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Each rack in turn: drained, jobs waited for, reimaged through ARM, health-gated, resumed; exit 0."""
-    code, slurm, adapter, _ = _live(stale_state, {}, job_seconds=120)
+    """Each rack Azure reports behind, in turn: drained, jobs waited for, its VMs brought to the latest model, then
+    reimaged, health-gated and resumed; afterwards every VM runs the latest model (not only reports it); exit 0."""
+    code, slurm, adapter = _live(after_up, {}, job_seconds=120)
     out = capsys.readouterr().out
     assert code == 0, out
     assert "rollout: 6 rack(s) reimaged and resumed" in out
-    reimages = [s for s in adapter.seen if s.startswith("POST")]
-    assert [s.split("/")[-2] for s in reimages] == [f"ref-train-r{i:04d}" for i in range(1, 7)]
-    # Order per rack: drain before the reimage, resume after the gate; never two racks drained at once.
+    rolled = [f"ref-train-r{i:04d}" for i in range(1, 7)]
+    assert _posts(adapter, "manualupgrade") == rolled
+    assert _posts(adapter, "reimage") == rolled
+    # The manual upgrade of a rack comes before its reimage: Azure reimages a VM from its own model.
+    for rack in rolled:
+        posts = [s for s in adapter.seen if s.startswith("POST") and f"/{rack}/" in s]
+        assert [s.rsplit("/", 1)[-1] for s in posts] == ["manualupgrade", "reimage"]
+    assert all(all(adapter.runs[r]) for r in adapter.runs)
     first = [c for c in slurm.calls if "ref-train-r0001" in c and c.startswith("scontrol update")]
     assert "state=drain" in first[0]
     assert "reason=gb300-rollout: reimage ref-train-r0001" in first[0]
@@ -344,9 +485,9 @@ def test_live_rollout_drains_reimages_gates_and_resumes_every_rack(
     assert all(not n.states & {"DRAIN"} for n in slurm.nodes.values())
 
 
-def test_live_rollout_in_batches_of_three(stale_state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_live_rollout_in_batches_of_three(after_up: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """With --concurrency 3, three racks are drained before any of them is reimaged."""
-    code, slurm, _, _ = _live(stale_state, {}, ["--concurrency", "3"])
+    code, slurm, _ = _live(after_up, {}, ["--concurrency", "3"])
     assert code == 0
     order = [("drain" if "drain" in c else "resume") for c in slurm.calls if c.startswith("scontrol update")]
     assert order == ["drain"] * 3 + ["resume"] * 3 + ["drain"] * 3 + ["resume"] * 3
@@ -361,26 +502,50 @@ def test_live_rollout_in_batches_of_three(stale_state: Path, capsys: pytest.Capt
     ],
 )
 def test_live_rollout_stops_at_the_failing_rack(
-    stale_state: Path, capsys: pytest.CaptureFixture[str], how: str, step: str, words: str
+    after_up: Path, capsys: pytest.CaptureFixture[str], how: str, step: str, words: str
 ) -> None:
     """Rack 3 fails: the rollout exits 1 naming the rack, step and reason; rack 3 stays drained; 4-6 untouched."""
-    code, slurm, adapter, _ = _live(stale_state, {"ref-train-r0003": how})
+    code, slurm, adapter = _live(after_up, {"ref-train-r0003": how})
     out = capsys.readouterr().out
     assert code == 1
     assert f"rollout stopped: rack ref-train-r0003 (pool train, rack 3) failed at {step}" in out
     assert words in out
     assert "rollout: 2 rack(s) reimaged and resumed" in out
     assert "not started (3): ref-train-r0004, ref-train-r0005, ref-train-r0006" in out
-    assert not any("ref-train-r0004" in s for s in adapter.seen)
+    assert not any("ref-train-r0004" in s for s in adapter.seen if s.startswith("POST"))
     assert all("DRAIN" in slurm.nodes[h].states for h in _hosts("ref-train-r0003"))
     assert all("DRAIN" not in slurm.nodes[h].states for h in _hosts("ref-train-r0002"))
 
 
-def test_live_rollout_stops_when_jobs_outlast_the_timeout(
-    stale_state: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Jobs still running at --job-timeout stop the rollout before any reimage; the rack stays drained."""
-    code, slurm, adapter, _ = _live(stale_state, {}, ["--job-timeout", "600"], job_seconds=10_000)
+def test_a_resumed_rollout_ends(after_up: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rack 3's reimage fails after its manual upgrade, so Azure now reports it on the latest model while its OS disk
+    is old: the failure says to run again with --rack; that run finishes racks 3 to 6, and a third run has nothing
+    left to do. Every VM then runs the latest model."""
+    code, slurm, adapter = _live(after_up, {"ref-train-r0003": "azure-fails"})
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "run again with --rack ref-train-r0003" in out
+    assert all(adapter.model["ref-train-r0003"])
+    assert not any(adapter.runs["ref-train-r0003"])
+    for host in _hosts("ref-train-r0003"):  # the operator repairs the rack, leaving it drained for the rollout
+        slurm.jobs[host] = []
+
+    code, _, adapter = _live(after_up, {}, ["--rack", "ref-train-r0003"], adapter=adapter)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "rollout: 4 rack(s) reimaged and resumed" in out
+    assert all(all(adapter.runs[r]) for r in adapter.runs)
+
+    code, _, _ = _live(after_up, {}, adapter=adapter)
+    assert code == 0
+    assert "nothing to roll out: Azure (live) reports every VM of the 64 deployed rack scale set(s)" in (
+        capsys.readouterr().out
+    )
+
+
+def test_live_rollout_stops_when_jobs_outlast_the_timeout(after_up: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Jobs still running at --job-timeout stop the rollout before any model change; the rack stays drained."""
+    code, slurm, adapter = _live(after_up, {}, ["--job-timeout", "600"], job_seconds=10_000)
     out = capsys.readouterr().out
     assert code == 1
     assert (
@@ -405,17 +570,10 @@ def test_slurm_commands_through_ssh_are_one_quoted_string() -> None:
     ]
 
 
-def test_rollout_racks_are_the_plans_reimage_racks(reference_plan: PlanResult) -> None:
-    """The rollout's racks are the ones the plan's custom-data-changed finding names (one source of truth)."""
-    parsed = parse_state(_export(reference_plan, stale={"ref-train-r0010", "ref-train-r0002"}))
-    names = [r.name for r in rollout.racks_to_roll(reference_plan.resources, parsed)]
-    assert names == reimage.changed(reference_plan.resources, parsed)["train"] == ["ref-train-r0002", "ref-train-r0010"]
-
-
 def test_state_of_another_stack_is_refused(
     reference_plan: PlanResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A state exported from another stack is exit 2 naming both stacks, not a silent 'nothing to roll out'."""
-    state = _write(tmp_path, _export(reference_plan, stale={"ref-train-r0001"}))
-    assert cli.main(["rollout", "--stack", "dev", "--state", str(state), "--dry-run"]) == 2
+    state = _write(tmp_path, _export(reference_plan))
+    assert cli.main(["rollout", "--stack", "dev", "--state", str(state), "--azure", "live", "--dry-run"]) == 2
     assert "is the state of stack reference, not dev" in capsys.readouterr().err

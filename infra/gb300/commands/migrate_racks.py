@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gb300 import config
-from gb300.commands.plan import _stack
+from gb300.commands.plan import _stack, add_stack_arguments
 from gb300.ops import migrate_racks
 from gb300.plan.state import parse_state, read_state
 
@@ -28,15 +28,11 @@ def add_parser(subparsers: Any) -> None:
             "no longer declares. See docs/fabric.md."
         ),
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--stack", metavar="NAME", help="the stack stacks/Pulumi.NAME.yaml")
-    src.add_argument("--stack-file", metavar="PATH", type=Path, help="this stack file")
-    p.add_argument(
-        "--state",
-        metavar="FILE",
-        type=Path,
-        required=True,
-        help="the deployed stack's state ('pulumi stack export --file FILE'), taken before the migration",
+    add_stack_arguments(
+        p,
+        verb="migrate",
+        state="the deployed stack's state ('pulumi stack export --file FILE'), taken before the migration",
+        state_required=True,
     )
     p.add_argument("--out", metavar="DIR", type=Path, required=True, help="write import.json and commands.sh here")
 

@@ -30,9 +30,16 @@ def add_parser(subparsers: Any) -> None:
             "usage, 3 for an internal error (a bug)."
         ),
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--stack", metavar="NAME", help="plan stacks/Pulumi.NAME.yaml")
-    src.add_argument("--stack-file", metavar="PATH", type=Path, help="plan this stack file")
+    add_stack_arguments(
+        p,
+        verb="plan",
+        state=(
+            "the deployed stack's state ('pulumi stack export > FILE', or 'gb300 strip-state' of it): also report "
+            "what the change adds, changes and destroys: racks, the head VM and its disk, interconnect groups or "
+            "subnets in use that it would delete or replace (destroys-deployed), Lustre and the storage account "
+            "(storage-data-loss), and the racks whose bootstrap changed (custom-data-changed)"
+        ),
+    )
     p.add_argument("--json", metavar="FILE", type=Path, help="also write the plan (resources, findings, summary) here")
     p.add_argument("--quiet", action="store_true", help="print only findings and the verdict")
     p.add_argument(
@@ -42,29 +49,52 @@ def add_parser(subparsers: Any) -> None:
         "whether each image version exists and Lustre's subnet size; FILE is the JSON "
         "of `az vm list-usage --location REGION -o json` (default: gb300:policy.quota; unset: not checked)",
     )
-    p.add_argument(
-        "--state",
-        metavar="FILE",
-        type=Path,
-        help=(
-            "the deployed stack's state ('pulumi stack export > FILE'): also report changes that would delete or "
-            "replace racks, the head VM and its disk, interconnect groups or subnets in use (destroys-deployed), "
-            "or Lustre and the storage account (storage-data-loss)"
-        ),
+
+
+def add_stack_arguments(
+    p: argparse.ArgumentParser, *, verb: str, state: str | None = None, state_required: bool = False
+) -> None:
+    """``--stack NAME`` / ``--stack-file PATH`` (one required) and, with ``state`` (its help), ``--state FILE``: the
+    arguments of every command that reads a stack file (plan, rollout, migrate-racks)."""
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument(
+        "--stack",
+        metavar="NAME",
+        help=f"{verb} the stack NAME of the Pulumi project in the current directory (or the closest one above it): "
+        "Pulumi.NAME.yaml in its stackConfigDir, as the Pulumi CLI finds it",
     )
+    src.add_argument("--stack-file", metavar="PATH", type=Path, help=f"{verb} this stack file")
+    if state is not None:
+        add_state_argument(p, required=state_required, text=state)
 
 
-def _stack(args: argparse.Namespace) -> tuple[str, Path]:
+def add_state_argument(p: argparse.ArgumentParser, *, required: bool, text: str) -> None:
+    """``--state FILE`` with ``text`` as its help: a ``pulumi stack export`` document (secrets stripped or not)."""
+    p.add_argument("--state", metavar="FILE", type=Path, required=required, help=text)
+
+
+def _stack(args: argparse.Namespace, cwd: Path | None = None) -> tuple[str, Path]:
+    """The stack's name and file: ``--stack-file``, or ``--stack`` resolved in the project around ``cwd``."""
     if args.stack_file is not None:
         path: Path = args.stack_file
         name = path.name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
         if not path.exists():
             raise UsageError(f"stack file {path} does not exist")
         return name, path
-    path = paths.stack_file(args.stack)
+    here = (cwd or Path.cwd()).resolve()
+    project = paths.find_project(here)
+    if project is None:
+        raise UsageError(
+            f"--stack {args.stack}: no Pulumi.yaml in {here} or a directory above it; run gb300 in the Pulumi "
+            "project's directory, or give the file with --stack-file"
+        )
+    path = paths.project_stack_file(project, args.stack)
     if not path.exists():
-        known = paths.stack_names()
-        raise UsageError(f"no stack {args.stack!r}: {path} does not exist (stacks: {', '.join(known) or 'none'})")
+        known = paths.project_stack_names(project)
+        raise UsageError(
+            f"no stack {args.stack!r} in the project {project}: {path} does not exist "
+            f"(stacks: {', '.join(known) or 'none'})"
+        )
     return args.stack, path
 
 

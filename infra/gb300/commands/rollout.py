@@ -1,4 +1,5 @@
-"""``gb300 rollout``: reimage the racks whose bootstrap changed, a batch at a time, behind the health gate."""
+"""``gb300 rollout``: bring the racks that Azure reports on an old model to the latest one, a batch at a time,
+behind the health gate."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from typing import Any
 
 from gb300 import config
 from gb300 import tags as gb300_tags
-from gb300.commands.plan import _stack
+from gb300.azure import instances
+from gb300.commands.plan import _stack, add_stack_arguments
 from gb300.errors import UsageError
 from gb300.ops import rollout
 from gb300.plan.state import load_state, state_stacks
@@ -23,28 +25,43 @@ NAME = "rollout"
 def add_parser(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         NAME,
-        help="reimage the racks whose custom data changed, rack by rack, behind the Slurm health gate",
+        help="update and reimage the racks Azure reports on an old model, rack by rack, behind the Slurm health gate",
         description=(
-            "Compare the stack with the deployed state (--state, from 'pulumi stack export') and reimage every "
-            f"deployed rack scale set whose {gb300_tags.CUSTOM_DATA_HASH} tag differs from the stack's, in pool and "
-            "rack order, --concurrency racks at a time. For each batch: drain the racks' nodes in Slurm, wait "
-            "for their jobs (--job-timeout), reimage the scale sets through the Azure SDK (signed in as the "
-            "azure-native provider: see Azure sign-in), wait until every node registers again and passes "
-            "gb300-health-check (--health-timeout), resume the nodes. The first rack "
-            "that fails stops the rollout and stays drained. Run it after 'pulumi up' has applied the new "
-            "custom data. Exit 0: all done (or --dry-run); 1: a rack failed (named, with the step and reason); "
-            "2: wrong input. See docs/rollout.md."
+            "The step after 'pulumi up': run 'pulumi stack export --stack S --file state.json', then 'gb300 rollout "
+            "--stack S --state state.json --azure live --dry-run' to see the racks, then the same without --dry-run "
+            "and --azure. It asks Azure which VMs of each deployed rack scale set run an old model "
+            "(latestModelApplied false: --azure live, or a saved 'az vmss list-instances -o json' for --dry-run) and "
+            "rolls those racks in pool and rack order, --concurrency racks at a time. For each batch: drain the "
+            "racks' nodes in Slurm, wait for their jobs (--job-timeout), bring the old VMs to the scale set's latest "
+            "model (manual upgrade) and reimage the racks through the Azure SDK (signed in as the azure-native "
+            "provider: see Azure sign-in), wait until every node registers again and passes gb300-health-check "
+            "(--health-timeout), resume the nodes. The first rack that fails stops the rollout and stays drained. "
+            "The deployed state (--state) gives the racks' addresses; a scale set whose "
+            f"{gb300_tags.CUSTOM_DATA_HASH} tag there is not the stack's has not had 'pulumi up' yet and is refused. "
+            "Exit 0: all done, nothing to do, or --dry-run; 1: a rack failed (named, with the step and reason); 2: "
+            "wrong input, or no Azure answer to say what the racks run. See docs/rollout.md."
         ),
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--stack", metavar="NAME", help="the stack stacks/Pulumi.NAME.yaml")
-    src.add_argument("--stack-file", metavar="PATH", type=Path, help="this stack file")
+    add_stack_arguments(
+        p,
+        verb="roll out",
+        state="the deployed stack's state ('pulumi stack export > FILE'), taken after 'pulumi up'",
+        state_required=True,
+    )
     p.add_argument(
-        "--state",
-        metavar="FILE",
-        type=Path,
-        required=True,
-        help="the deployed stack's state ('pulumi stack export > FILE'), taken after 'pulumi up'",
+        "--azure",
+        metavar="live|FILE|DIR",
+        help="which VMs run an old model: 'live' asks Azure (the default without --dry-run; a rollout that changes "
+        f"Azure always reads it live); FILE or DIR (every *.json in it), only with --dry-run: the JSON of "
+        f"'{instances.SAVE_HINT}' for each rack",
+    )
+    p.add_argument(
+        "--rack",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="also roll this rack scale set whatever Azure reports (repeatable): a rack whose reimage failed after "
+        "its update reports the latest model while it runs the old one",
     )
     p.add_argument(
         "--dry-run", action="store_true", help="print the racks in order, grouped in batches; change nothing"
@@ -70,6 +87,62 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--poll", type=float, default=30, metavar="S", help="seconds between checks (default 30)")
 
 
+def _source(args: argparse.Namespace) -> str:
+    """``live`` or a saved answer's path; refuses a missing answer and a saved one outside --dry-run."""
+    source = (args.azure or "").strip()
+    if not source:
+        if args.dry_run:
+            raise UsageError(
+                "gb300 rollout --dry-run: which racks run an old node configuration is Azure's to say, and the state "
+                "cannot tell ('pulumi up' has already written the new hash there): pass --azure live, or --azure FILE "
+                f"saved with `{instances.SAVE_HINT}`"
+            )
+        return instances.LIVE
+    if source.lower() == instances.LIVE:
+        return instances.LIVE
+    if not args.dry_run:
+        raise UsageError(
+            f"--azure {source}: a saved answer is only for --dry-run; a rollout that reimages reads Azure live "
+            "(drop --azure, or pass --azure live)"
+        )
+    if not Path(source).exists():
+        raise UsageError(f"--azure {source} does not exist; save it with `{instances.SAVE_HINT}`")
+    return source
+
+
+def _deployed_racks(args: argparse.Namespace) -> tuple[str, list[rollout.Rack]]:
+    """The state's node scale sets, once the stack, the state and ``--rack`` agree and ``pulumi up`` has run."""
+    name, path = _stack(args)
+    raw = config.load_stack_file(path)
+    deployed = load_state(args.state)
+    config.parse(raw)
+    stacks = state_stacks(deployed)
+    if stacks and name not in stacks:
+        raise UsageError(
+            f"--state {args.state} is the state of stack {', '.join(stacks)}, not {name}: nothing would compare "
+            f"(name the stack file Pulumi.{stacks[0]}.yaml or use --stack {stacks[0]})"
+        )
+    deployed_racks = rollout.deployed_scale_sets(deployed)
+    if not deployed_racks:
+        raise UsageError(f"--state {args.state}: no deployed node scale set (tag {gb300_tags.CUSTOM_DATA_HASH})")
+    unknown = sorted({r.lower() for r in args.rack} - {r.name.lower() for r in deployed_racks})
+    if unknown:
+        raise UsageError(f"--rack {', '.join(unknown)}: not a deployed rack scale set in {args.state}")
+    from gb300.plan.runner import register  # noqa: PLC0415 - the Pulumi mocks load only for this
+
+    pending = rollout.not_applied(register(name, raw), deployed)
+    if pending:
+        raise UsageError(
+            f"--state {args.state}: {len(pending)} deployed scale set(s) ({', '.join(pending[:3])}"
+            f"{', ...' if len(pending) > 3 else ''}) do not have the stack's custom data in their model yet: run "
+            "'pulumi up' first, then export the state again"
+        )
+    missing = [r.name for r in deployed_racks if not (r.subscription_id and r.resource_group)]
+    if missing:
+        raise UsageError(f"--state {args.state}: no subscriptionId/resourceGroupName for {', '.join(missing[:3])}")
+    return name, deployed_racks
+
+
 def run(
     args: argparse.Namespace,
     *,
@@ -84,27 +157,23 @@ def run(
     for flag in ("job_timeout", "health_timeout", "poll"):
         if getattr(args, flag) <= 0:
             raise UsageError(f"--{flag.replace('_', '-')} must be more than 0 (got {getattr(args, flag)})")
-    name, path = _stack(args)
-    raw = config.load_stack_file(path)
-    deployed = load_state(args.state)
-    config.parse(raw)
-    from gb300.plan.runner import register  # noqa: PLC0415 - the Pulumi mocks load only for this
-
-    stacks = state_stacks(deployed)
-    if stacks and name not in stacks:
-        raise UsageError(
-            f"--state {args.state} is the state of stack {', '.join(stacks)}, not {name}: nothing would compare "
-            f"(name the stack file Pulumi.{stacks[0]}.yaml or use --stack {stacks[0]})"
+    source = _source(args)
+    name, deployed_racks = _deployed_racks(args)
+    if source == instances.LIVE:
+        client_for = client_for or rollout.azure_client_factory()
+        print(f"gb300 rollout: asking Azure about {len(deployed_racks)} rack scale set(s)...", file=sys.stderr)
+        answer = instances.fetch_live(
+            [(r.subscription_id, r.resource_group, r.name) for r in deployed_racks], client_for
         )
-    resources = register(name, raw)
-    racks = rollout.racks_to_roll(resources, deployed)
+    else:
+        answer = instances.read_saved(Path(source))
+    racks = rollout.racks_to_roll(deployed_racks, answer, args.rack)
     if args.dry_run or not racks:
         for line in rollout.dry_run_lines(racks, args.concurrency, name):
             print(line)
+        if not racks:
+            print(rollout.nothing_line(deployed_racks, answer.source))
         return 0
-    missing = [r.name for r in racks if not (r.subscription_id and r.resource_group)]
-    if missing:
-        raise UsageError(f"--state {args.state}: no subscriptionId/resourceGroupName for {', '.join(missing[:3])}")
     plan = rollout.Rollout(
         azure=rollout.Azure(client_for or rollout.azure_client_factory()),
         slurm=rollout.Slurm(shlex.split(args.slurm_via), run=slurm_run),

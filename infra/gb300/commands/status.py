@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from gb300 import tags as gb300_tags
+from gb300.commands.plan import add_state_argument
 from gb300.errors import UsageError
 from gb300.ops import fleet_status, rollout
 from gb300.plan.state import load_state
@@ -28,7 +28,7 @@ def add_parser(subparsers: Any) -> None:
             "input. See docs/rollout.md."
         ),
     )
-    p.add_argument("--state", metavar="FILE", type=Path, required=True, help="'pulumi stack export > FILE'")
+    add_state_argument(p, required=True, text="'pulumi stack export > FILE' (or 'gb300 strip-state' of it)")
     p.add_argument("--rack", metavar="NAME", action="append", help="only this rack scale set (repeatable)")
     p.add_argument("--workers", type=int, default=16, metavar="N", help="Run Commands at once per rack (default 16)")
 

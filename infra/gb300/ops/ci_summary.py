@@ -41,6 +41,17 @@ class Suppression:
 
 
 @dataclass(frozen=True)
+class Deployed:
+    """What the plan changes in the deployed state (``gb300 plan --state``): adds, destroys, the head replaced,
+    racks whose bootstrap changed (to roll out after ``pulumi up``)."""
+
+    adds: tuple[int | None, int | None]  # resources, VMs
+    destroys: tuple[int | None, int | None]
+    replaced: tuple[str, ...]
+    reimage: Mapping[str, int]
+
+
+@dataclass(frozen=True)
 class PlanDigest:
     """What the summary shows of one stack's plan."""
 
@@ -51,6 +62,7 @@ class PlanDigest:
     vcpus: Mapping[str, int]
     findings: tuple[Finding, ...]
     suppressed: tuple[Suppression, ...] = ()
+    deployed: Deployed | None = None  # None: planned without the deployed state
 
     def count(self, level: str) -> int:
         """Number of findings at `level` (case-insensitive)."""
@@ -59,6 +71,22 @@ class PlanDigest:
 
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _pair(value: Any) -> tuple[int | None, int | None]:
+    body: Mapping[str, Any] = value if isinstance(value, Mapping) else {}
+    return _int_or_none(body.get("resources")), _int_or_none(body.get("vms"))
+
+
+def _deployed(summary: Mapping[str, Any]) -> Deployed | None:
+    if "destroys" not in summary:
+        return None
+    reimage_raw = summary.get("needsReimage")
+    reimage_map: Mapping[str, Any] = reimage_raw if isinstance(reimage_raw, Mapping) else {}
+    reimage = {str(k): v for k, v in reimage_map.items() if isinstance(v, int)}
+    replaced_raw = summary.get("replacesVms")
+    replaced = tuple(str(v) for v in replaced_raw) if isinstance(replaced_raw, list) else ()
+    return Deployed(_pair(summary.get("adds")), _pair(summary.get("destroys")), replaced, reimage)
 
 
 def digest(plan: Mapping[str, Any], fallback_stack: str) -> PlanDigest:
@@ -100,6 +128,7 @@ def digest(plan: Mapping[str, Any], fallback_stack: str) -> PlanDigest:
         vcpus=vcpus,
         findings=findings,
         suppressed=suppressed,
+        deployed=_deployed(summary),
     )
 
 
@@ -126,6 +155,7 @@ def render(digests: Iterable[PlanDigest], expected: Sequence[str] = (), run_url:
         row = [f"`{stack}`", _num(d.racks), _num(d.vms), _num(d.gpus), vcpus]
         row += [str(d.count("error")), str(d.count("warning"))]
         lines.append("| " + " | ".join(row) + " |")
+    lines += _deployed_lines(by_stack, expected)
     suppressed = [(d.stack, s) for d in by_stack.values() for s in d.suppressed]
     if suppressed:  # never folded away: a switched-off rule is something a reviewer must see
         lines += ["", f"**Suppressed rules ({len(suppressed)})**, from `gb300:policy.suppress`:", ""]
@@ -144,8 +174,39 @@ def render(digests: Iterable[PlanDigest], expected: Sequence[str] = (), run_url:
             lines.append(f"\n{len(notable) - MAX_FINDINGS} more in the plan artifacts.")
         lines += ["", "</details>"]
     if run_url:
-        lines += ["", f"Plans (JSON) and previews: {run_url}"]
+        lines += ["", f"Plans (JSON): {run_url}"]
     return "\n".join(lines) + "\n"
+
+
+def _counted(pair: tuple[int | None, int | None]) -> str:
+    resources, vms = pair
+    if resources is None:
+        return "-"
+    return f"{resources:,} resource(s)" + (f", {vms:,} VM(s)" if vms else "")
+
+
+def _deployed_lines(by_stack: Mapping[str, PlanDigest], expected: Sequence[str]) -> list[str]:
+    """The change against the deployed state, per stack: what a reviewer approves when the pull request merges."""
+    title = "**Against the deployed state** (`gb300 plan --state` on the export that the last deploy or drift run"
+    lines = ["", f"{title} published with its secrets stripped):", ""]
+    lines += ["| stack | adds | destroys | head replaced | racks to roll out after `pulumi up` |"]
+    lines += ["|---|---|---|---|---|"]
+    for stack in sorted(set(expected) | set(by_stack)):
+        d = by_stack.get(stack)
+        if d is None:
+            continue
+        if d.deployed is None:
+            why = "not compared: no deployed state (not deployed yet, or no published export)"
+            lines.append(f"| `{stack}` | {why} | | | |")
+            continue
+        dep = d.deployed
+        destroys = _counted(dep.destroys)
+        if dep.destroys[0]:
+            destroys = f"**{destroys}**"
+        head = ", ".join(f"**{name}**" for name in dep.replaced) or "no"
+        reimage = ", ".join(f"{n:,} in {pool}" for pool, n in sorted(dep.reimage.items())) or "none"
+        lines.append(f"| `{stack}` | {_counted(dep.adds)} | {destroys} | {head} | {reimage} |")
+    return lines
 
 
 def load(paths: Iterable[Path]) -> list[PlanDigest]:

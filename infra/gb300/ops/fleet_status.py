@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gb300 import tags as gb300_tags
@@ -41,6 +41,7 @@ class NodeStatus:
     state: str
     step: str = ""
     reason: str = ""
+    latest_model: bool = True  # Azure's latestModelApplied: False means an old node configuration until rolled out
 
 
 def deployed_racks(deployed: Sequence[DeployedResource]) -> list[Rack]:
@@ -123,6 +124,12 @@ class FleetStatus:
             else:
                 running.append((host, vm))
 
+        old = {
+            str(getattr(getattr(vm, "os_profile", None), "computer_name", None) or vm.name)
+            for vm in vms
+            if getattr(vm, "latest_model_applied", True) is False
+        }
+
         def read(item: tuple[str, Any]) -> NodeStatus:
             host, vm = item
             try:
@@ -139,6 +146,7 @@ class FleetStatus:
 
         with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
             out.extend(pool.map(read, running))
+        out = [replace(n, latest_model=n.host not in old) for n in out]
         out.sort(key=lambda n: natural_key(n.host))
         for i in range(rack.vms - len(vms)):
             out.append(NodeStatus(f"({i + 1} of {rack.vms - len(vms)})", MISSING, "", "no VM in the scale set"))
@@ -149,7 +157,8 @@ def lines(rows: Iterable[tuple[Rack, list[NodeStatus]]]) -> tuple[list[str], boo
     """The table (one row per rack, then one line per node that is not ready) and whether all are ready."""
     rows = list(rows)
     width = max([len(r.name) for r, _ in rows] + [4])
-    out = [f"{'RACK':<{width}}  {'READY':>7}  {'FAILED':>6}  {'BOOTING':>7}  {'STOPPED':>7}  {'MISSING':>7}"]
+    head = f"{'RACK':<{width}}  {'READY':>7}  {'FAILED':>6}  {'BOOTING':>7}  {'STOPPED':>7}  {'MISSING':>7}"
+    out = [f"{head}  {'OLD MODEL':>9}"]
     details = []
     all_ready = True
     for rack, nodes in rows:
@@ -157,7 +166,7 @@ def lines(rows: Iterable[tuple[Rack, list[NodeStatus]]]) -> tuple[list[str], boo
         total = max(rack.vms, len(nodes))
         out.append(
             f"{rack.name:<{width}}  {count[READY]:>3}/{total:<3}  {count[FAILED]:>6}  {count[BOOTING]:>7}  "
-            f"{count[STOPPED]:>7}  {count[MISSING]:>7}"
+            f"{count[STOPPED]:>7}  {count[MISSING]:>7}  {sum(1 for n in nodes if not n.latest_model):>9}"
         )
         if count[READY] != total:
             all_ready = False
@@ -172,4 +181,11 @@ def lines(rows: Iterable[tuple[Rack, list[NodeStatus]]]) -> tuple[list[str], boo
                 details.append(f"{rack.name}: {n.host}: {n.state}: {n.reason}")
     ready = sum(1 for _, nodes in rows for n in nodes if n.state == READY)
     total_vms = sum(max(r.vms, len(n)) for r, n in rows)
-    return [*out, *details, f"{ready:,} of {total_vms:,} node(s) ready in {len(rows)} rack(s)"], all_ready
+    summary = [f"{ready:,} of {total_vms:,} node(s) ready in {len(rows)} rack(s)"]
+    stale = [r.name for r, nodes in rows if any(not n.latest_model for n in nodes)]
+    if stale:
+        summary.append(
+            f"{len(stale)} rack(s) run an old node configuration (Azure: latestModelApplied false): "
+            f"{', '.join(stale[:5])}{', ...' if len(stale) > 5 else ''}; roll them out with `gb300 rollout`"
+        )
+    return [*out, *details, *summary], all_ready

@@ -1,20 +1,41 @@
-"""Roll a changed bootstrap out rack by rack: drain in Slurm, wait for jobs, reimage, health gate, resume.
+"""Roll a changed bootstrap out rack by rack: drain in Slurm, wait for jobs, bring the VMs to the scale set's
+latest model, reimage, health gate, resume.
 
-The racks come from the plan and the deployed state (``pulumi stack export``): every deployed rack scale set
-whose custom data hash tag (:data:`gb300.tags.CUSTOM_DATA_HASH`) differs from the plan's
-(:func:`gb300.rules.reimage.stale`), in pool and rack order. Each batch of ``concurrency`` racks goes through:
+Which racks: Azure says, not the state. ``pulumi up`` writes the new custom data into each scale set's model, and
+under ``upgradePolicy: Manual`` "nothing happens to existing VMs": every rack scale set with a VM whose
+``latestModelApplied`` is false runs an old node configuration (:mod:`gb300.azure.instances`, asked live or read
+from a saved ``az vmss list-instances``). The deployed state (``pulumi stack export``) gives the racks' addresses
+and their order (pool, then rack number), and the plan checks that ``pulumi up`` has run: a deployed scale set
+whose custom data hash tag (:data:`gb300.tags.CUSTOM_DATA_HASH`) differs from the stack's has not received the new
+model yet (:func:`gb300.rules.reimage.stale`), and rolling it out would reimage into the old one.
 
-1. the rack's host names from Azure (``virtualMachineScaleSets/<rack>/virtualMachines``: a Uniform scale set's
-   computer names, which are the Slurm dynamic nodes' names and survive a reimage);
+What Azure requires (MicrosoftDocs/azure-docs
+``articles/virtual-machine-scale-sets/virtual-machine-scale-sets-upgrade-scale-set.md`` at commit
+00982c446582e040c27b7c7e0faa2b611aed9f1c, "How to bring VMs up-to-date with the latest scale set model"): under
+Manual "you must do a 'manual upgrade' of each existing VM" (``POST .../manualupgrade``, ``updateInstances``), which
+makes the VM's own model the scale set's; and changes to the OS profile, where custom data lives, "only apply to VMs
+created after the change ... To bring existing VMs up-to-date, you must do a 'reimage'". The manual upgrade alone
+reruns no custom data (cloud-init runs it at provisioning), and a reimage is an operation on the OS disk that
+nothing we read says moves the VM to the latest model (REST ``VirtualMachineScaleSets_Reimage``: "If exact version
+is not provided, the OS disk is reimaged to the existing version"; inferred, not observed), so each batch does both,
+in this order, and every VM ends on the latest model, running it:
+
+1. the rack's VMs from Azure (``virtualMachineScaleSets/<rack>/virtualMachines``): computer names, which are the
+   Slurm dynamic nodes' names and survive a reimage, and each VM's ``latestModelApplied``;
 2. ``scontrol update nodename=<hosts> state=drain reason="gb300-rollout: ..."``;
 3. wait until ``squeue -w <hosts>`` lists no job (bounded: ``job_timeout_s``);
-4. ``POST .../virtualMachineScaleSets/<rack>/reimage`` (every instance's OS disk), waited for;
-5. the health gate: every host registered again with a boot time after the reimage started, not down, and not
+4. ``POST .../virtualMachineScaleSets/<rack>/manualupgrade`` with the instance ids not on the latest model
+   (``begin_update_instances``), waited for: their models now hold the new custom data;
+5. ``POST .../virtualMachineScaleSets/<rack>/reimage`` (every instance's OS disk), waited for: cloud-init runs the
+   new custom data;
+6. the health gate: every host registered again with a boot time after the reimage started, not down, and not
    drained by ``gb300-health-check`` (whose reasons start with ``gb300:``) (bounded: ``health_timeout_s``);
-6. ``scontrol update nodename=<hosts> state=resume``.
+7. ``scontrol update nodename=<hosts> state=resume``.
 
 The first rack that fails stops the rollout; it stays drained, and the report names it and why. Racks of the
-same batch that passed are resumed. Slurm is reached through :class:`Slurm`, which runs ``scontrol`` and
+same batch that passed are resumed. A rack whose reimage failed after step 4 reports the latest model while it
+still runs the old OS disk, so its failure line says to run again with ``--rack`` (:attr:`Rack.force`), which
+rolls a rack whatever Azure reports. Slurm is reached through :class:`Slurm`, which runs ``scontrol`` and
 ``squeue`` through a command prefix (empty on the head itself, ``ssh admin@head`` from elsewhere); the Azure
 calls go through azure-mgmt-compute's ``ComputeManagementClient``, signed in with gb300's Azure credential
 (:mod:`gb300.azure.credential`), checked before the first rack is touched.
@@ -27,14 +48,14 @@ import shlex
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gb300 import tags as gb300_tags
 from gb300.azure import credential as azure_credential
-from gb300.azure import inventory
+from gb300.azure import instances, inventory
 from gb300.azure.inventory import Resource
-from gb300.errors import Gb300Error
+from gb300.errors import Gb300Error, UsageError
 from gb300.rules import reimage
 from gb300.rules.data_loss import DeployedResource
 from gb300.slurm.hostlist import compress, natural_key
@@ -48,7 +69,8 @@ _DOWN = {"DOWN", "NOT_RESPONDING", "NO_RESPOND", "POWERED_DOWN", "POWER_DOWN", "
 
 @dataclass(frozen=True)
 class Rack:
-    """One deployed rack scale set whose bootstrap is out of date, with where it lives in Azure."""
+    """One deployed rack scale set, where it lives in Azure, and (once Azure answered) how many of its VMs run an old
+    model; ``force`` rolls it whatever Azure reports (``--rack``)."""
 
     pool: str
     index: int
@@ -56,9 +78,12 @@ class Rack:
     subscription_id: str
     resource_group: str
     vms: int
+    old: int = 0
+    force: bool = False
 
     def label(self) -> str:
-        return f"{self.name} (pool {self.pool}, rack {self.index}, {self.vms} VMs)"
+        why = f"{self.old} on an old model" if self.old else "named by --rack"
+        return f"{self.name} (pool {self.pool}, rack {self.index}, {self.vms} VMs, {why})"
 
 
 def _tags(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -66,26 +91,20 @@ def _tags(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
     return tags if isinstance(tags, Mapping) else {}
 
 
-def racks_to_roll(resources: Sequence[Resource], deployed: Sequence[DeployedResource]) -> list[Rack]:
-    """The deployed rack scale sets whose custom data hash differs from the plan's, by pool then rack number.
-
-    Addresses (subscription, resource group, name) come from the deployed state, which holds Azure's real
-    values; the plan's are the mock monitor's.
-    """
-    by_urn = {d.urn: d for d in deployed}
+def deployed_scale_sets(deployed: Sequence[DeployedResource]) -> list[Rack]:
+    """Every deployed node scale set (racks and classic pools: the ones carrying the custom data hash tag), with its
+    Azure address from the state, by pool then rack number."""
     out = []
-    for resource in reimage.stale(resources, deployed):
-        if not inventory.is_scale_set(resource):
+    for d in deployed:
+        tags = _tags(d.inputs)
+        if not inventory.is_scale_set(d) or gb300_tags.custom_data_hash(tags) is None:
             continue
-        deployed_rack = by_urn[resource.urn]
-        old = deployed_rack.inputs
-        subscription, group, name = inventory.arm_address(deployed_rack.id, old, resource.name)
-        tags = _tags(resource.inputs)
-        sku = old.get("sku") if isinstance(old.get("sku"), Mapping) else {}
+        subscription, group, name = inventory.arm_address(d.id, d.inputs, d.name)
+        sku = d.inputs.get("sku") if isinstance(d.inputs.get("sku"), Mapping) else {}
         rack = gb300_tags.rack_of(tags) or "0"
         out.append(
             Rack(
-                pool=gb300_tags.pool_of(tags) or resource.name,
+                pool=gb300_tags.pool_of(tags) or d.name,
                 index=int(rack) if rack.isdigit() else 0,
                 name=name,
                 subscription_id=subscription,
@@ -94,6 +113,34 @@ def racks_to_roll(resources: Sequence[Resource], deployed: Sequence[DeployedReso
             )
         )
     return sorted(out, key=lambda r: (r.pool, r.index, natural_key(r.name)))
+
+
+def not_applied(resources: Sequence[Resource], deployed: Sequence[DeployedResource]) -> list[str]:
+    """Deployed scale sets whose model does not hold the stack's custom data yet (their hash tag in the state differs
+    from the plan's): ``pulumi up`` has not run, and a reimage would bring back the old configuration."""
+    return sorted(r.name for r in reimage.stale(resources, deployed) if inventory.is_scale_set(r))
+
+
+def racks_to_roll(racks: Sequence[Rack], answer: instances.Answer, force: Iterable[str] = ()) -> list[Rack]:
+    """The racks with a VM that Azure reports on an old model, plus the ones named in ``force``, in order.
+
+    A rack the answer does not cover raises :class:`UsageError`: gb300 cannot know what it runs.
+    """
+    unknown = instances.missing(answer, [r.name for r in racks])
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        raise UsageError(
+            f"--azure {answer.source}: no VM listed for {len(unknown)} deployed rack(s) ({shown}); gb300 cannot know "
+            f"which node configuration they run. Save every rack (`{instances.SAVE_HINT}`) or use --azure live"
+        )
+    forced = {name.lower() for name in force}
+    out = []
+    for rack in racks:
+        vms = answer.of(rack.name) or ()
+        old = sum(1 for vm in vms if not vm.latest_model)
+        if old or rack.name.lower() in forced:
+            out.append(replace(rack, old=old, force=rack.name.lower() in forced))
+    return out
 
 
 def batches(racks: Sequence[Rack], concurrency: int) -> list[list[Rack]]:
@@ -113,9 +160,15 @@ def dry_run_lines(racks: Sequence[Rack], concurrency: int, stack: str) -> list[s
     width = len(str(len(groups)))
     for number, group in enumerate(groups, 1):
         lines.append(f"batch {number:>{width}}: " + ", ".join(r.label() for r in group))
-    if not racks:
-        lines.append("nothing to roll out: every deployed rack has the stack's custom data")
     return lines
+
+
+def nothing_line(racks: Sequence[Rack], source: str) -> str:
+    """What the rollout says when Azure reports every VM of every deployed rack on the latest model."""
+    return (
+        f"nothing to roll out: Azure ({source}) reports every VM of the {len(racks)} deployed rack scale set(s) on "
+        "the scale set's latest model"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -209,17 +262,18 @@ class Azure:
     def __init__(self, client_for: Callable[[str], Any]) -> None:
         self._client_for = client_for
 
-    def hosts(self, rack: Rack) -> list[str]:
-        """Computer names of the rack's VMs, which are the Slurm node names."""
-        client = self._client_for(rack.subscription_id)
-        names = []
-        for vm in client.virtual_machine_scale_set_vms.list(rack.resource_group, rack.name):
-            profile = getattr(vm, "os_profile", None)
-            names.append(str(getattr(profile, "computer_name", None) or vm.name))
-        return sorted(names, key=natural_key)
+    def instances(self, rack: Rack) -> tuple[instances.Instance, ...]:
+        """The rack's VMs now: computer names (the Slurm node names) and whether each runs the latest model."""
+        return instances.list_live(self._client_for(rack.subscription_id), rack.resource_group, rack.name)
+
+    def begin_update(self, rack: Rack, instance_ids: Sequence[str]) -> Any:
+        """Start the manual upgrade of ``instance_ids`` to the scale set's latest model; returns the poller."""
+        return self._client_for(rack.subscription_id).virtual_machine_scale_sets.begin_update_instances(
+            rack.resource_group, rack.name, {"instanceIds": list(instance_ids)}
+        )
 
     def begin_reimage(self, rack: Rack) -> Any:
-        """Start reimaging every VM of the rack (OS disk, new custom data); returns the poller."""
+        """Start reimaging every VM of the rack (OS disk, its model's custom data); returns the poller."""
         return self._client_for(rack.subscription_id).virtual_machine_scale_sets.begin_reimage(
             rack.resource_group, rack.name
         )
@@ -297,6 +351,7 @@ class Rollout:
 
     def _batch(self, group: list[Rack], report: Report) -> bool:
         hosts: dict[str, list[str]] = {}
+        stale: dict[str, list[str]] = {}  # rack -> instance ids not on the latest model
         live: list[Rack] = []
 
         def fail(rack: Rack, step: str, reason: str) -> None:
@@ -305,10 +360,12 @@ class Rollout:
 
         for rack in group:
             try:
-                hosts[rack.name] = self.azure.hosts(rack)
+                vms = self.azure.instances(rack)
             except Exception as exc:  # noqa: BLE001 - any Azure error stops at this rack with its message
                 fail(rack, "list", _short(exc))
                 continue
+            hosts[rack.name] = [vm.host for vm in vms]
+            stale[rack.name] = [vm.instance_id for vm in vms if not vm.latest_model]
             if not hosts[rack.name]:
                 fail(rack, "list", "the scale set has no VM")
                 continue
@@ -320,6 +377,7 @@ class Rollout:
             self.log(f"  {rack.name}: drained {compress(hosts[rack.name])}")
             live.append(rack)
         live = self._wait_jobs(live, hosts, fail)
+        live = self._update(live, stale, fail)
         started = self.now()
         pollers = {}
         for rack in live:
@@ -334,7 +392,8 @@ class Rollout:
             try:
                 pollers[rack.name].result()
             except Exception as exc:  # noqa: BLE001
-                fail(rack, "reimage", _short(exc))
+                again = f"; its VMs now report the latest model, so run again with --rack {rack.name}"
+                fail(rack, "reimage", _short(exc) + (again if stale.get(rack.name) else ""))
                 continue
             self.log(f"  {rack.name}: reimaged")
             reimaged.append(rack)
@@ -347,6 +406,32 @@ class Rollout:
             self.log(f"  {rack.name}: resumed {len(hosts[rack.name])} node(s)")
             report.done.append(rack)
         return any(f.rack in group for f in report.failed)
+
+    def _update(
+        self, racks: list[Rack], stale: Mapping[str, list[str]], fail: Callable[[Rack, str, str], None]
+    ) -> list[Rack]:
+        """Bring each rack's out-of-date VMs to the scale set's latest model (manual upgrade), all racks at once."""
+        pollers = {}
+        for rack in racks:
+            if not stale.get(rack.name):
+                continue  # already on the latest model (a rack named by --rack): only the reimage is left
+            try:
+                pollers[rack.name] = self.azure.begin_update(rack, stale[rack.name])
+            except Exception as exc:  # noqa: BLE001
+                fail(rack, "update to the latest model", _short(exc))
+        updated = []
+        for rack in racks:
+            if rack.name in pollers:
+                try:
+                    pollers[rack.name].result()
+                except Exception as exc:  # noqa: BLE001
+                    fail(rack, "update to the latest model", _short(exc))
+                    continue
+                self.log(f"  {rack.name}: {len(stale[rack.name])} VM(s) updated to the latest model")
+            elif stale.get(rack.name):
+                continue  # its update could not start
+            updated.append(rack)
+        return updated
 
     def _wait_jobs(
         self, racks: list[Rack], hosts: Mapping[str, list[str]], fail: Callable[[Rack, str, str], None]

@@ -41,11 +41,20 @@ def text(result: PlanResult, *, stack_file: str) -> str:
             + (f", {_n(payload[role]):>7} bytes payload" if role in payload else "")
             for role, size in s["customDataBytes"].items()
         ]
+    if "adds" in s and "destroys" in s:
+        lines += ["", "Against the deployed state"]
+        for what in ("adds", "destroys"):
+            count = s[what]
+            vms = f", {_n(count['vms'])} VMs" if count.get("vms") else ""
+            lines.append(f"  {what:<20} {_n(count['resources']):>7} resources{vms}")
     if "needsReimage" in s:
-        lines += ["", "Reimage needed after `pulumi up` (bootstrap changed since the deployed state)"]
+        lines += ["", "Rollout needed after `pulumi up` (gb300 rollout: bootstrap changed since the deployed state)"]
         lines += [f"  {group:<20} {_n(count):>7} scale sets/VMs" for group, count in s["needsReimage"].items()]
         if not s["needsReimage"]:
-            lines.append("  none: every deployed node already has this bootstrap")
+            lines.append(
+                "  none: no deployed scale set's model changes (which VMs still run an old one is Azure's to say: "
+                "gb300 status)"
+            )
     lines += ["", f"Resources ({_n(s['resourceCount'])})"]
     width = max((len(typ) for typ in s["resourcesByType"]), default=0)  # the compute package's tokens are long
     lines += [f"  {typ:<{width}} {_n(count):>6}" for typ, count in s["resourcesByType"].items()]

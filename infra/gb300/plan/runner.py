@@ -24,6 +24,7 @@ from gb300.errors import ConfigError, Gb300Error
 from gb300.facts import catalog
 from gb300.findings import Finding, Report
 from gb300.plan.mocks import AzureMocks, RecordingMonitor, Registration
+from gb300.plan.state import added
 
 if TYPE_CHECKING:
     from gb300.rules.data_loss import DeployedResource
@@ -311,4 +312,5 @@ def _assess(
         result.summary["needsReimage"] = {g: len(n) for g, n in reimage.changed(resources, deployed).items()}
         result.summary["replacesVms"] = reimage.replaced(resources, deployed)
         result.summary["destroys"] = destroy.summary(resources, deployed)
+        result.summary["adds"] = added(resources, deployed)
     return result

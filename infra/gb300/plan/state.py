@@ -99,3 +99,13 @@ def load_state(path: Path) -> list[DeployedResource]:
 def state_stacks(deployed: Sequence[DeployedResource]) -> list[str]:
     """The stacks a state's URNs name (``urn:pulumi:<stack>::<project>::...``)."""
     return sorted({d.urn.split(":", 3)[2].split("::", 1)[0] for d in deployed if d.urn.count(":") >= 3})
+
+
+def added(planned: Sequence[Any], deployed: Sequence[DeployedResource]) -> dict[str, int]:
+    """What the plan adds to the deployed state: resources under a URN the state does not hold, and their VMs
+    (``summary.adds`` of ``gb300 plan --state``, shown in the pull request comment beside ``summary.destroys``)."""
+    from gb300.azure.machines import machines  # noqa: PLC0415 - the plan's layer, loaded with it
+
+    known = {d.urn for d in deployed}
+    new = [r for r in planned if r.urn not in known]
+    return {"resources": len(new), "vms": sum(m.count for m in machines(new))}

@@ -80,9 +80,11 @@ def findings(resources: Sequence[Resource], deployed: Sequence[DeployedResource]
                 Level.INFO,
                 f"gb300:gpuPools[name={group}]",
                 f"{group}: the bootstrap changed; {len(names)} deployed scale set(s) keep the old one until "
-                f"reimaged ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}). Roll out one rack at a "
-                f"time after `pulumi up`: drain the rack's nodes in Slurm, then "
-                f"`az vmss reimage -g <rg> -n {example}` and wait for bootstrap.done before the next rack.",
+                f"reimaged ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}). After `pulumi up`, run "
+                "`gb300 rollout --stack <stack> --state <export> --azure live --dry-run`, then without --dry-run: "
+                f"rack by rack ({example} first) it drains the nodes, brings the VMs to the scale set's new model "
+                "(manual upgrade), reimages them and waits for the health gate "
+                "(docs/rollout.md).",
             )
         )
     for name in replaced(resources, deployed):
