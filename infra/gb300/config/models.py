@@ -36,6 +36,7 @@ from gb300.config.checks import (
     _suppression_from_text,
     _zone_to_str,
 )
+from gb300.config.remediation import RemediationSettings
 from gb300.config.storage import StorageSettings
 from gb300.facts import catalog
 
@@ -401,6 +402,8 @@ class StackConfig(ConfigModel):
     """Azure Monitor, managed Prometheus, Grafana, alerts; every piece is on unless disabled (docs/monitoring.md)."""
     health: HealthSettings = Field(default_factory=HealthSettings)
     """The GPU node health gate (docs/health.md)."""
+    remediation: RemediationSettings = Field(default_factory=RemediationSettings)
+    """The self-healing loop: drain, reboot, reimage, replace, revalidate and return nodes (docs/self-healing.md)."""
     policy: PolicySettings = Field(default_factory=PolicySettings)
     """Which findings fail the plan, which rules are suppressed, and what the rules check against
     (docs/rules.md#settings-gb300policy).
