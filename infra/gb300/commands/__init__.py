@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from gb300.commands import docs, migrate_racks, plan, rollout, schema, size_storage, software, status, topology
+from gb300.commands import (
+    docs,
+    heal,
+    migrate_racks,
+    plan,
+    rollout,
+    schema,
+    size_storage,
+    software,
+    status,
+    topology,
+)
 
 COMMANDS: tuple[ModuleType, ...] = (
     plan,
@@ -15,6 +26,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     rollout,
     migrate_racks,
     status,
+    heal,
     docs,
 )
 

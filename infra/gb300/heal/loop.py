@@ -63,6 +63,7 @@ class Case:
     nccl: str | None = None
     physical_host: str | None = None
     ended: float | None = None
+    overdue: bool = False
 
 
 @dataclass
@@ -224,8 +225,10 @@ class Remediator:
         if case.state == "draining":
             if not self.slurm.jobs([case.node]):
                 self._climb(case, now)
-            elif now - case.since > self.policy.drain_timeout_s:
-                self._close(case, "escalated", now, "jobs still running after the drain timeout")
+            elif now - case.since > self.policy.drain_timeout_s and not case.overdue:
+                case.overdue = True
+                self._record(now, "drain-overdue", "jobs still running after the drain timeout: still waiting "
+                             "(set gb300:remediation.requeueJobs to requeue them)", node=case.node, step="drain")
         elif case.state == "acting":
             self._recheck(case, now)
         elif case.state == "revalidating":
