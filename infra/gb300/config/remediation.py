@@ -34,3 +34,5 @@ class RemediationSettings(ConfigModel):
     evidence within `haltWindowSeconds` (a bad driver rollout, a fabric event)."""
     halt_window_seconds: Annotated[int, Field(ge=60, le=86400, strict=True)] = int(_RAILS["haltWindowSeconds"])
     """The window of `haltShare`, in seconds."""
+    halt_min_nodes: Annotated[int, Field(ge=1, le=100000, strict=True)] = int(_RAILS["haltMinNodes"])
+    """A halt also needs more than this many nodes with fault evidence in the window (small fleets)."""

@@ -110,6 +110,7 @@ class Judge:
     pending: dict[tuple[str, str], Pending] = field(default_factory=dict)
     incidents: dict[str, float] = field(default_factory=dict)  # rack -> when it was declared
     _unreachable: dict[str, dict[str, float]] = field(default_factory=dict)  # rack -> node -> at
+    suspect_until: dict[str, float] = field(default_factory=dict)  # node -> end of its evidence's window
 
     def _recent(self, node: str, kind: str, now: float, window: float) -> list[Event]:
         return [e for e in self.history.get(node, []) if e.kind == kind and now - e.at <= window]
@@ -137,6 +138,20 @@ class Judge:
     def observe(self, event: Event) -> Verdict | None:
         """Record one event; a verdict now, or None when it waits (settle, count, recheck)."""
         self.history.setdefault(event.node, []).append(event)
+        verdict = self._observe(event)
+        if verdict is None or verdict.decision == "act":
+            rule = self.policy.corroborate.get(event.kind)
+            window = max(rule.window_s if rule else 0.0, self.policy.same_job_window_s)
+            self.suspect_until[event.node] = max(self.suspect_until.get(event.node, 0.0), event.at + window)
+        return verdict
+
+    def suspects(self, now: float) -> set[str]:
+        """Nodes with evidence still inside its window (left out of rack acceptance runs)."""
+        return {node for node, until in self.suspect_until.items() if until > now} | {
+            p.node for p in self.pending.values()
+        }
+
+    def _observe(self, event: Event) -> Verdict | None:
         rack = self.rack_of(event.node)
         if rack in self.incidents and event.kind == "unreachable":
             return Verdict(event.node, "ignore", f"rack {rack} incident: held for a person", (event,))

@@ -64,6 +64,8 @@ class Case:
     physical_host: str | None = None
     ended: float | None = None
     overdue: bool = False
+    nccl_hosts: list[str] = field(default_factory=list)
+    reruns: int = 0
 
 
 @dataclass
@@ -175,13 +177,15 @@ class Remediator:
     def _check_halt(self, now: float) -> None:
         window = [n for t, n in self._faults if now - t <= self.policy.halt_window_s]
         fleet = len(self.instances)
-        if not self.halted and fleet and len(set(window)) > self.policy.halt_share * fleet:
+        limit = max(self.policy.halt_share * fleet, self.policy.halt_min_nodes)
+        if not self.halted and fleet and len(set(window)) > limit:
             self.halted = True
             self._record(
                 now,
                 "halt",
                 f"{len(set(window))} of {fleet} nodes showed fault evidence within {self.policy.halt_window_s:.0f}s "
-                f"(more than {self.policy.halt_share:.0%}): repairs stopped, waiting for a person",
+                f"(more than {self.policy.halt_share:.0%} and {self.policy.halt_min_nodes}): repairs stopped, waiting for "
+                "a person",
             )
 
     def _under_repair(self) -> list[Case]:
@@ -289,10 +293,16 @@ class Remediator:
 
     def _revalidate(self, case: Case, now: float) -> None:
         if case.nccl is None:
-            busy = {c.node for c in self._under_repair() if c is not case}
-            hosts = [h for h, i in self.instances.items() if i.rack.name == case.instance.rack.name and h not in busy]
-            case.nccl = self.nccl.submit(hosts)
-            case.actions.append("revalidate")
+            busy = {c.node for c in self.cases.values() if c is not case} | {
+                c.node for c in self.closed if c.state == "escalated"
+            }
+            busy |= self.judge.suspects(now) - {case.node}
+            rack = case.instance.rack.name
+            case.nccl_hosts = [h for h, i in self.instances.items() if i.rack.name == rack and h not in busy]
+            case.nccl = self.nccl.submit(case.nccl_hosts)
+            case.since = now
+            if case.actions[-1:] != ["revalidate"]:
+                case.actions.append("revalidate")
             return
         text = self.nccl.collect(case.nccl)
         if text is None:
@@ -307,6 +317,15 @@ class Remediator:
         self._record(now, "revalidate", f"rack NCCL {verdict.level}: {busbw:.1f} GB/s", node=case.node)
         if verdict.level == "OK":
             self._return(case, now)
+            return
+        newly = (self.judge.suspects(now) | set(self.cases)) & set(case.nccl_hosts) - {case.node}
+        if newly and case.reruns < 2:
+            # A peer showed evidence during the run: the result says nothing about this node. Run again without it.
+            case.reruns += 1
+            case.nccl = None
+            self._record(now, "revalidate-again", f"peers under suspicion during the run: {sorted(newly)}",
+                         node=case.node)
+            self._revalidate(case, now)
         else:
             self._climb(case, now)
 

@@ -73,6 +73,7 @@ class Policy:
     max_racks: int
     halt_share: float
     halt_window_s: float
+    halt_min_nodes: int
     requeue_jobs: bool
     guest_health_report: bool
     ghr_api_version: str
@@ -133,6 +134,7 @@ def load(settings: RemediationSettings) -> Policy:
         max_racks=settings.max_racks,
         halt_share=settings.halt_share,
         halt_window_s=float(settings.halt_window_seconds),
+        halt_min_nodes=settings.halt_min_nodes,
         requeue_jobs=settings.requeue_jobs,
         guest_health_report=settings.guest_health_report,
         ghr_api_version=str(ghr["apiVersion"]),

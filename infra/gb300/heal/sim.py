@@ -13,7 +13,6 @@ poll interval only while it has work, so a simulated day of 64 racks takes secon
 from __future__ import annotations
 
 import io
-import itertools
 import json
 import re
 import statistics
@@ -104,7 +103,7 @@ class World:
     azure_calls: list[str] = field(default_factory=list)
     reports: list[dict[str, Any]] = field(default_factory=list)
     topology: str = ""
-    topology_writes: int = 0
+    topology_history: list[tuple[float, str]] = field(default_factory=list)
     nccl_runs: dict[str, tuple[float, list[str]]] = field(default_factory=dict)
     times: dict[str, float] = field(default_factory=_sim_times)
     _events: list[Event] = field(default_factory=list)
@@ -125,7 +124,8 @@ class World:
         self._events = sorted(events, key=lambda e: (e.at, e.node))
         for truth in self.scenario.truth:
             for node in match(truth.node, names):
-                mine = [e for e in self._events if e.node == node]
+                # The fault's own reports: a job's teardown burst on the same node is not part of it.
+                mine = [e for e in self._events if e.node == node and e.context != "job-teardown"]
                 start = mine[0].at if mine else 0.0
                 until = truth.until if truth.until is not None else (mine[-1].at if truth.cured_by == "self" else None)
                 self.faults[node] = Fault(CURE_LEVEL[truth.cured_by], start, until, mine)
@@ -280,7 +280,7 @@ class World:
 
     def write(self, rendered: str) -> None:
         self.topology = rendered
-        self.topology_writes += 1
+        self.topology_history.append((self.now, rendered))
 
     def arm(self, method: str, path: str, body: Any) -> tuple[int, Any]:
         """Azure Resource Manager for the loop's calls (answered for :class:`FakeArm`)."""
@@ -467,4 +467,3 @@ def run(scenario: Scenario, settings: RemediationSettings, *, poll_s: float = 60
 
 
 __all__ = ["FakeArm", "Result", "World", "compute_client_for", "run"]
-_ = itertools  # kept for generated scenarios' helpers
