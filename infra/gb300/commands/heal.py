@@ -54,9 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.heal_command == "role":
         from gb300.heal.azure_calls import role_definitions  # noqa: PLC0415 - the SDK loads only when needed
 
-        roles = role_definitions(
-            args.subscription, args.resource_group, guest_health_report=args.guest_health_report
-        )
+        roles = role_definitions(args.subscription, args.resource_group, guest_health_report=args.guest_health_report)
         print(json.dumps(roles, indent=2))
         return 0
     return _simulate(args)
@@ -70,8 +68,10 @@ def _simulate(args: argparse.Namespace) -> int:
         raise UsageError(f"--poll: must be more than 0 seconds (got {args.poll:g})")
     path = Path(args.scenario)
     scenario, settings = scenario_file.load(path)
-    print(f"gb300 heal simulate: {path.name}: {scenario.racks} rack(s), {scenario.duration:.0f} simulated seconds",
-          file=sys.stderr)
+    print(
+        f"gb300 heal simulate: {path.name}: {scenario.racks} rack(s), {scenario.duration:.0f} simulated seconds",
+        file=sys.stderr,
+    )
     result = sim.run(scenario, settings, poll_s=args.poll)
     report = result.report()
     for node in report["nodes"]:
@@ -84,11 +84,16 @@ def _simulate(args: argparse.Namespace) -> int:
         f"median time to repair {'-' if mttr is None else f'{mttr:.0f}s'}, halted {str(report['halted']).lower()}"
     )
     partial = [b for b in report["blocks"] if b["count"] < sim.RACK_SIZE]
-    print(f"blocks {len(report['blocks'])} ({len(partial)} partial: "
-          + (", ".join(f"{b['name']} {b['count']}" for b in partial) or "none") + ")")
+    print(
+        f"blocks {len(report['blocks'])} ({len(partial)} partial: "
+        + (", ".join(f"{b['name']} {b['count']}" for b in partial) or "none")
+        + ")"
+    )
     print(f"simulated in {report['wall_seconds']:.2f}s", file=sys.stderr)
-    for target, text in ((args.json, json.dumps(report, indent=2) + "\n"),
-                         (args.decisions, "".join(json.dumps(r, sort_keys=True) + "\n" for r in result.records))):
+    for target, text in (
+        (args.json, json.dumps(report, indent=2) + "\n"),
+        (args.decisions, "".join(json.dumps(r, sort_keys=True) + "\n" for r in result.records)),
+    ):
         if target:
             try:
                 Path(target).write_text(text, encoding="utf-8")

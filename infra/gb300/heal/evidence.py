@@ -115,7 +115,7 @@ class Judge:
     def _recent(self, node: str, kind: str, now: float, window: float) -> list[Event]:
         return [e for e in self.history.get(node, []) if e.kind == kind and now - e.at <= window]
 
-    def _hard(self, event: Event) -> tuple[bool, str]:
+    def _hard(self, event: Event) -> tuple[bool, str]:  # noqa: PLR0911 - one return per evidence rule
         """Whether the event alone is a fault, or why it is not."""
         policy = self.policy
         if event.kind == "xid":
@@ -151,7 +151,7 @@ class Judge:
             p.node for p in self.pending.values()
         }
 
-    def _observe(self, event: Event) -> Verdict | None:
+    def _observe(self, event: Event) -> Verdict | None:  # noqa: PLR0911 - one return per rule
         rack = self.rack_of(event.node)
         if rack in self.incidents and event.kind == "unreachable":
             return Verdict(event.node, "ignore", f"rack {rack} incident: held for a person", (event,))
@@ -165,7 +165,9 @@ class Judge:
         if rule is None:
             return Verdict(event.node, "ignore", why or f"{event.kind} is not fault evidence", (event,))
         if rule.while_job_runs and not event.job:
-            return Verdict(event.node, "ignore", f"{event.kind} on an idle node (per-job service not running)", (event,))
+            return Verdict(
+                event.node, "ignore", f"{event.kind} on an idle node (per-job service not running)", (event,)
+            )
         if event.kind == "unreachable":
             self._unreachable.setdefault(rack, {})[event.node] = event.at
         recent = self._recent(event.node, event.kind, event.at, rule.window_s)
@@ -233,4 +235,6 @@ class Judge:
         """A watched node after its recheck: act when the gate still fails, else let it be."""
         if gate.passed:
             return Verdict(item.node, "ignore", f"{item.key} did not last: the gate passes", tuple(item.events))
-        return Verdict(item.node, "act", f"{item.key}, and the gate still fails ({gate.describe()})", tuple(item.events))
+        return Verdict(
+            item.node, "act", f"{item.key}, and the gate still fails ({gate.describe()})", tuple(item.events)
+        )

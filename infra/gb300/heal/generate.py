@@ -22,8 +22,10 @@ PATTERNS: dict[str, tuple[list[dict[str, Any]], tuple[str, ...]]] = {
     "ecc-uncorrectable": ([{"dt": 0, "kind": "ecc", "code": "uncorrectable"}], ("reboot", "reimage", "replace")),
     "gpu-missing": ([{"dt": 0, "kind": "gpu-missing"}], ("reboot", "reimage", "replace", "none")),
     "ib-link-down": ([{"dt": 0, "kind": "ib-link-down"}], ("self", "reboot", "reimage", "replace")),
-    "ib-flap-3": ([{"dt": 0, "kind": "ib-flap"}, {"dt": 2400, "kind": "ib-flap"}, {"dt": 6000, "kind": "ib-flap"}],
-                  ("reboot", "reimage", "replace")),
+    "ib-flap-3": (
+        [{"dt": 0, "kind": "ib-flap"}, {"dt": 2400, "kind": "ib-flap"}, {"dt": 6000, "kind": "ib-flap"}],
+        ("reboot", "reimage", "replace"),
+    ),
     "nvlink-down": ([{"dt": 0, "kind": "nvlink-down"}], ("self", "reboot", "reimage", "replace")),
     "imex-job": ([{"dt": 0, "kind": "imex-unhealthy"}], ("reboot", "reimage", "replace")),
     "thermal": ([{"dt": 0, "kind": "thermal-throttle"}], ("self", "reboot", "reimage", "replace")),
@@ -35,7 +37,7 @@ PATTERNS: dict[str, tuple[list[dict[str, Any]], tuple[str, ...]]] = {
 
 def same_evidence(pattern: str, seed: int, *, racks: int = 4, nodes: int = 6) -> dict[str, Any]:
     """One pattern on ``nodes`` distinct nodes (at most one per rack per hour), each with a random cure."""
-    rng = random.Random(f"{pattern}-{seed}")
+    rng = random.Random(f"{pattern}-{seed}")  # noqa: S311 - reproducible scenarios, not secrets
     events_for, cures = PATTERNS[pattern]
     chosen = rng.sample([node_name(r, i) for r in range(1, racks + 1) for i in range(RACK_SIZE)], nodes)
     events: list[dict[str, Any]] = []
@@ -58,7 +60,7 @@ def same_evidence(pattern: str, seed: int, *, racks: int = 4, nodes: int = 6) ->
 
 def fleet_day(racks: int = 64, seed: int = 1, faults: int = 40) -> dict[str, Any]:
     """A simulated day of ``racks`` racks: random faults of every pattern, jobs and their teardown bursts."""
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 - reproducible scenarios, not secrets
     events: list[dict[str, Any]] = []
     truth: list[dict[str, Any]] = []
     jobs: list[dict[str, Any]] = []

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from gb300 import paths
+from gb300.errors import DataError
 from gb300.heal.azure_calls import AzureRepairs, Instance, RackRef
 from gb300.heal.evidence import Event, Judge, Verdict, parse_gate_result
 from gb300.heal.policy import RUNGS, Policy
@@ -39,7 +40,8 @@ def nccl_eval() -> ModuleType:
     name = "gb300_nccl_eval"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, paths.REPO_ROOT / "examples" / "nccl-eval.py")
-        assert spec is not None and spec.loader is not None
+        if spec is None or spec.loader is None:
+            raise DataError(f"{paths.REPO_ROOT / 'examples' / 'nccl-eval.py'}: cannot be loaded")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
@@ -107,7 +109,8 @@ class Remediator:
 
     @property
     def judge(self) -> Judge:
-        assert self._judge is not None, "call start() first"
+        if self._judge is None:
+            raise RuntimeError("Remediator.start() must run before the loop ticks")
         return self._judge
 
     def _rack_name(self, host: str) -> str:
@@ -184,7 +187,8 @@ class Remediator:
                 now,
                 "halt",
                 f"{len(set(window))} of {fleet} nodes showed fault evidence within {self.policy.halt_window_s:.0f}s "
-                f"(more than {self.policy.halt_share:.0%} and {self.policy.halt_min_nodes}): repairs stopped, waiting for "
+                f"(more than {self.policy.halt_share:.0%} and {self.policy.halt_min_nodes}): repairs stopped, "
+                "waiting for "
                 "a person",
             )
 
@@ -231,8 +235,14 @@ class Remediator:
                 self._climb(case, now)
             elif now - case.since > self.policy.drain_timeout_s and not case.overdue:
                 case.overdue = True
-                self._record(now, "drain-overdue", "jobs still running after the drain timeout: still waiting "
-                             "(set gb300:remediation.requeueJobs to requeue them)", node=case.node, step="drain")
+                self._record(
+                    now,
+                    "drain-overdue",
+                    "jobs still running after the drain timeout: still waiting "
+                    "(set gb300:remediation.requeueJobs to requeue them)",
+                    node=case.node,
+                    step="drain",
+                )
         elif case.state == "acting":
             self._recheck(case, now)
         elif case.state == "revalidating":
@@ -259,7 +269,9 @@ class Remediator:
         case.actions.append(rung)
         case.attempts += 1
         case.state, case.since = "acting", now
-        self._record(now, rung, f"{rung} {case.instance.rack.name}/{case.instance.instance_id}", node=case.node, step=rung)
+        self._record(
+            now, rung, f"{rung} {case.instance.rack.name}/{case.instance.instance_id}", node=case.node, step=rung
+        )
         if rung == "replace" and self.policy.guest_health_report:
             self._report(case, now)
 
@@ -323,8 +335,9 @@ class Remediator:
             # A peer showed evidence during the run: the result says nothing about this node. Run again without it.
             case.reruns += 1
             case.nccl = None
-            self._record(now, "revalidate-again", f"peers under suspicion during the run: {sorted(newly)}",
-                         node=case.node)
+            self._record(
+                now, "revalidate-again", f"peers under suspicion during the run: {sorted(newly)}", node=case.node
+            )
             self._revalidate(case, now)
         else:
             self._climb(case, now)
@@ -369,7 +382,10 @@ class Remediator:
         started = datetime.fromtimestamp(case.first_evidence, UTC).isoformat().replace("+00:00", "Z")
         try:
             name = self.azure.guest_health_report(
-                case.instance, category=category, description=case.reason, physical_host=case.physical_host,
+                case.instance,
+                category=category,
+                description=case.reason,
+                physical_host=case.physical_host,
                 started=started,
             )
         except Exception as exc:  # noqa: BLE001 - a refused report is recorded; the repair goes on
@@ -392,8 +408,11 @@ class Remediator:
             self.topology_port.write(built.render())
 
     def _record(self, now: float, decision: str, reason: str, **fields: Any) -> None:
-        self.sink(decision_record(now=now, cluster=self.cluster, decision=decision, reason=reason,
-                                  halted=self.halted, **fields))
+        self.sink(
+            decision_record(
+                now=now, cluster=self.cluster, decision=decision, reason=reason, halted=self.halted, **fields
+            )
+        )
 
 
 def escalated(cases: Sequence[Case]) -> list[Case]:

@@ -111,8 +111,7 @@ def load(settings: RemediationSettings) -> Policy:
         raise DataError(f"remediation.yaml evidence.corroborate: unknown event kinds {unknown}")
     ladder = raw["ladder"]
     rungs = {
-        name: Rung(name, float(ladder[name]["timeoutSeconds"]), int(ladder[name].get("retries", 0)))
-        for name in RUNGS
+        name: Rung(name, float(ladder[name]["timeoutSeconds"]), int(ladder[name].get("retries", 0))) for name in RUNGS
     }
     ghr = raw["azure"]["guestHealthReport"]
     return Policy(

@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from gb300.config.remediation import RemediationSettings
 from gb300.errors import ConfigError, Problem
-from gb300.heal.policy import EVENT_KINDS, hard_checks
 from gb300.facts.loader import data
+from gb300.heal.policy import EVENT_KINDS, hard_checks
 
 RACK_SIZE = 18
 CuredBy = Literal["self", "reboot", "reimage", "replace", "none"]
@@ -113,12 +113,19 @@ def parse(raw: Any, where: str = "scenario") -> tuple[Scenario, RemediationSetti
         raise ConfigError(problems) from None
     nodes = scenario.nodes
     problems = []
-    for field, items in (("jobs", scenario.jobs), ("events", scenario.events), ("truth", scenario.truth)):
-        for i, item in enumerate(items):
-            pattern = item.nodes if isinstance(item, JobSpec) else item.node
+    patterns: list[tuple[str, list[str]]] = [
+        ("jobs", [j.nodes for j in scenario.jobs]),
+        ("events", [e.node for e in scenario.events]),
+        ("truth", [t.node for t in scenario.truth]),
+    ]
+    for field, items in patterns:
+        for i, pattern in enumerate(items):
             if not match(pattern, nodes):
-                problems.append(Problem(f"{where}.{field}[{i}]", f"matches no node (got {pattern!r}); nodes are "
-                                        f"r0001-00 .. {nodes[-1]}"))
+                problems.append(
+                    Problem(
+                        f"{where}.{field}[{i}]", f"matches no node (got {pattern!r}); nodes are r0001-00 .. {nodes[-1]}"
+                    )
+                )
     for i, job in enumerate(scenario.jobs):
         if job.end <= job.start:
             problems.append(Problem(f"{where}.jobs[{i}].end", f"must be after start (got {job.end!r})"))

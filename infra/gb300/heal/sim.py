@@ -19,7 +19,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,8 +64,12 @@ GATE_FAILURE = {
 
 def _sim_times() -> dict[str, float]:
     raw = data("remediation.yaml")["simulation"]
-    return {"restart": raw["rebootSeconds"], "reimage": raw["reimageSeconds"], "redeploy": raw["replaceSeconds"],
-            "nccl": raw["ncclSeconds"]}
+    return {
+        "restart": raw["rebootSeconds"],
+        "reimage": raw["reimageSeconds"],
+        "redeploy": raw["replaceSeconds"],
+        "nccl": raw["ncclSeconds"],
+    }
 
 
 @dataclass
@@ -199,7 +203,7 @@ class World:
         ended = [(end, name) for name, (_, end, nodes) in self.jobs.items() if node in nodes and end <= at]
         return max(ended)[1] if ended else None
 
-    def slurm(self, argv: Sequence[str]) -> str:
+    def slurm(self, argv: Sequence[str]) -> str:  # noqa: PLR0912 - one branch per command
         """scontrol / squeue, as the loop sends them (gb300.heal.ports.HealSlurm)."""
         args = list(argv)
         if args[:2] == ["scontrol", "update"]:
@@ -223,16 +227,22 @@ class World:
         if args[:4] == ["scontrol", "--json", "show", "node"]:
             records = []
             for host in expand(args[4]):
-                node = self.nodes.get(host)
-                if node is None:
+                if host not in self.nodes:
                     continue
+                node = self.nodes[host]
                 states = ["ALLOCATED" if self._running([host], self.now) else "IDLE"]
                 if self._unreachable(host):
                     states = ["DOWN", "NOT_RESPONDING"]
                 if node.drained:
                     states.append("DRAIN")
-                records.append({"name": host, "state": states, "reason": node.reason,
-                                "boot_time": {"set": True, "infinite": False, "number": int(node.boot_time)}})
+                records.append(
+                    {
+                        "name": host,
+                        "state": states,
+                        "reason": node.reason,
+                        "boot_time": {"set": True, "infinite": False, "number": int(node.boot_time)},
+                    }
+                )
             return json.dumps({"nodes": records})
         raise ValueError(f"simulated Slurm: unexpected command {shlex_join(args)}")
 
@@ -256,10 +266,7 @@ class World:
         """Hyper-V KVP pool 3 records (512-byte key, 2048-byte value) with the node's physical host name."""
         if self._unreachable(host):
             return None
-        record = b"PhysicalHostName".ljust(512, b"\0") + f"SIMHOST{abs(hash(host)) % 10**8:08d}".encode().ljust(
-            2048, b"\0"
-        )
-        return record
+        return b"PhysicalHostName".ljust(512, b"\0") + f"SIMHOST-{host}".encode().ljust(2048, b"\0")
 
     def submit(self, hosts: Sequence[str]) -> str:
         handle = f"nccl-{len(self.nccl_runs) + 1}"
@@ -327,7 +334,7 @@ class FakeArm(requests.adapters.BaseAdapter):
         if request.headers.get("Authorization") != "Bearer simulated-token":
             return _response(request, 401, {"error": {"code": "AuthenticationFailed", "message": "no token"}})
         raw = request.body
-        body = json.loads(raw) if raw else None
+        body = json.loads(raw) if isinstance(raw, (str, bytes)) and raw else None
         status, answer = self.world.arm(request.method or "GET", url.path, body)
         return _response(request, status, answer)
 
@@ -339,7 +346,7 @@ def _response(request: requests.PreparedRequest, status: int, body: Any) -> requ
     response = requests.Response()
     response.status_code = status
     content = b"" if body is None else json.dumps(body).encode()
-    response._content = content  # noqa: SLF001 - a requests response built by hand
+    response._content = content
     response.raw = urllib3.HTTPResponse(body=io.BytesIO(content), status=status, preload_content=False)
     response.headers["Content-Type"] = "application/json; charset=utf-8"
     response.headers["x-ms-request-id"] = "00000000-0000-0000-0000-000000000001"
@@ -399,16 +406,23 @@ class Result:
 
     def report(self) -> dict[str, Any]:
         cases = {c.node: c for c in self.loop.closed} | dict(self.loop.cases)
-        touched = set(cases) | {e.node for e in self.world._events} | set(self.world.faults)  # noqa: SLF001
+        touched = set(cases) | {e.node for e in self.world._events} | set(self.world.faults)
         truth = {n: s for t in self.scenario.truth for n in match(t.node, self.scenario.nodes) for s in [t.cured_by]}
-        nodes = []
+        nodes: list[dict[str, Any]] = []
         for name in sorted(touched):
             node = self.world.nodes[name]
             case = cases.get(name)
-            state = "drained" if node.drained else ("unreachable" if self.world._unreachable(name) else "in-service")  # noqa: SLF001
-            nodes.append({"node": name, "final_state": state, "actions": list(case.actions) if case else [],
-                          "case": case.state if case else None, "truth": truth.get(name)})
-        drained = [n for n in nodes if "drain" in n["actions"]]
+            state = "drained" if node.drained else ("unreachable" if self.world._unreachable(name) else "in-service")
+            nodes.append(
+                {
+                    "node": name,
+                    "final_state": state,
+                    "actions": list(case.actions) if case else [],
+                    "case": case.state if case else None,
+                    "truth": truth.get(name),
+                }
+            )
+        drained = [str(n["node"]) for n in nodes if "drain" in n["actions"]]
         returned = [c for c in self.loop.closed if c.state == "returned" and c.ended is not None]
         mttr = statistics.median(c.ended - c.first_evidence for c in returned) if returned else None  # type: ignore[operator]
         return {
@@ -416,7 +430,7 @@ class Result:
             "duration": self.scenario.duration,
             "nodes": nodes,
             "drains": len(drained),
-            "false_drains": sum(1 for n in drained if truth.get(n["node"]) in (None, "self")),
+            "false_drains": sum(1 for n in drained if truth.get(n) in (None, "self")),
             "repaired": len(returned),
             "mttr_seconds": mttr,
             "halted": self.loop.halted,
@@ -428,8 +442,17 @@ class Result:
         }
 
 
-def run(scenario: Scenario, settings: RemediationSettings, *, poll_s: float = 60.0) -> Result:
-    """Run the loop over the scenario's duration; the same code the head runs, on simulated channels."""
+def run(
+    scenario: Scenario,
+    settings: RemediationSettings,
+    *,
+    poll_s: float = 60.0,
+    on_tick: Callable[[World, float], None] | None = None,
+) -> Result:
+    """Run the loop over the scenario's duration; the same code the head runs, on simulated channels.
+
+    ``on_tick(world, now)`` runs before each tick: what others do meanwhile (a person, ``gb300 rollout``).
+    """
     started = time.perf_counter()
     world = World(scenario)
     records: list[Mapping[str, Any]] = []
@@ -455,6 +478,8 @@ def run(scenario: Scenario, settings: RemediationSettings, *, poll_s: float = 60
     loop.start(now)
     while now <= scenario.duration:
         world.advance(now)
+        if on_tick is not None:
+            on_tick(world, now)
         loop.tick(now)
         candidates = [world.next_change(), loop.next_due()]
         if loop.busy() and not loop.halted:
@@ -466,4 +491,4 @@ def run(scenario: Scenario, settings: RemediationSettings, *, poll_s: float = 60
     return Result(scenario, loop, world, records, time.perf_counter() - started)
 
 
-__all__ = ["FakeArm", "Result", "World", "compute_client_for", "run"]
+__all__ = ["RACK_SIZE", "FakeArm", "Result", "World", "compute_client_for", "run"]

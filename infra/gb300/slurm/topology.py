@@ -12,8 +12,8 @@ full rack waits for one (docs/slurm.md#partial-racks). ``partial_blocks=False`` 
 the older behaviour for Slurm before 25.05, where such a block is refused: the domain is written as a comment.
 
 Excluded, each with a reason: a node whose ClusterUUID is all zeros or whose CliqueId is 0 (fabric failure), a
-host listed twice with different identities, and partial domains when ``partial_blocks`` is off. Output is deterministic: blocks are ordered by their first
-host name, so regenerating from the same nodes gives the same file.
+host listed twice with different identities, and partial domains when ``partial_blocks`` is off. Output is
+deterministic: blocks are ordered by their first host name, so regenerating from the same nodes gives the same file.
 
 Stdlib only, so the controller can run it as ``python3 -m gb300.slurm.topology`` from a shipped copy.
 Manual check of one node: ``nvidia-smi -q | grep -A4 '^    Fabric'``.
