@@ -337,6 +337,18 @@ def test_pass_resumes_only_gb300_drains(sandbox: Sandbox, reason: str, resumed: 
     assert (f"update nodename={NODE} state=resume" in calls) is resumed
 
 
+@pytest.mark.parametrize("reason", ["gb300-heal: XID 79", "gb300-rollout: reimage ref-gpu-r0001", "maintenance"])
+def test_failure_leaves_another_owners_drain_alone(sandbox: Sandbox, reason: str) -> None:
+    """A failing check on a node someone else drained keeps their reason (so their resume is not undone)."""
+    healthy(sandbox)
+    sandbox.answer_fixture("dmesg", "dmesg.xid79.txt")
+    sandbox.answer("scontrol-show", f"NodeName={NODE} State=IDLE+DRAIN ThreadsPerCore=1 Reason={reason}\n")
+    rc, calls = run_check(sandbox)
+    assert rc == 1
+    assert drains(calls) == []
+    assert (sandbox.root / "var/lib/gb300/health/last.result").read_text().startswith("gb300: xid:")
+
+
 def test_already_drained_with_same_reason_is_not_drained_again(sandbox: Sandbox) -> None:
     """Running the gate again on a node it already drained for the same reason changes nothing."""
     healthy(sandbox)

@@ -62,13 +62,14 @@ class GateResult:
 
 
 def parse_gate_result(text: str | None) -> GateResult:
-    """``pass`` or ``fail: <check>: <message>[; <check>: <message>]`` (gb300-health-check); None: no answer."""
+    """``pass``, or ``fail: <check>: <message>[; ...]`` (``boot.result``) or ``gb300: <check>: <message>[; ...]``
+    (``last.result``), as gb300-health-check writes them under /var/lib/gb300/health; None: no answer."""
     if text is None:
         return GateResult(False, (("unreachable", "the node did not answer"),))
     line = text.strip().splitlines()[0] if text.strip() else ""
     if line == "pass":
         return GateResult(True)
-    if not line.startswith("fail"):
+    if not line.startswith(("fail:", "gb300:")):
         return GateResult(False, (("gate", f"unreadable result {line[:80]!r}"),))
     failures = []
     for part in line.partition(":")[2].split(";"):
