@@ -23,8 +23,8 @@ class RemediationSettings(ConfigModel):
     requeue_jobs: bool = False
     """Requeue the jobs of a node the loop drains instead of waiting for them to end (they restart elsewhere)."""
     guest_health_report: bool = False
-    """File an Azure Guest Health Report (preview; the subscription must be enabled for `Microsoft.Impact`) before a
-    node's VM is moved to another host."""
+    """File an Azure Guest Health Report (preview; the subscription must be enabled for `Microsoft.Impact`) naming the
+    old physical host when a node's VM is moved to another host."""
     max_nodes_per_rack: Annotated[int, Field(ge=1, le=18, strict=True)] = int(_RAILS["maxNodesPerRack"])
     """At most this many nodes of one rack under repair at once (2 keeps 16 of 18 nodes schedulable)."""
     max_racks: Annotated[int, Field(ge=1, le=2000, strict=True)] = int(_RAILS["maxRacks"])
