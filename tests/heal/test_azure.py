@@ -87,6 +87,7 @@ def test_refused_call_is_recorded_and_the_ladder_goes_on() -> None:
     finally:
         sim.World.arm = original  # type: ignore[method-assign]
     errors = [r for r in result.records if r["Decision"] == "azure-error"]
+    assert len(errors) == 2  # the first try and its one retry (data/remediation.yaml ladder.reboot.retries)
     assert errors
     assert "AuthorizationFailed" in errors[0]["Reason"]
     node = next(n for n in result.report()["nodes"] if n["node"] == "r0002-06")

@@ -276,8 +276,8 @@ class Remediator:
             self._report(case, now)
 
     def _failed_attempt(self, case: Case, now: float) -> None:
+        case.attempts += 1  # a refused call counts as a try: 1 + retries tries in all
         if case.attempts <= self.policy.rungs[RUNGS[case.rung]].retries:
-            case.attempts += 1
             case.state, case.since = "acting", now
             self._act(case, now)
         else:
