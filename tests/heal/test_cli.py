@@ -55,7 +55,7 @@ def test_bad_scenario_exits_two_with_one_line_per_problem(tmp_path: Path, capsys
 def test_missing_scenario_exits_two(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A scenario that cannot be read is one line naming the file."""
     assert cli.main(["heal", "simulate", str(tmp_path / "none.yaml")]) == 2
-    assert "none.yaml: cannot read (No such file or directory)" in capsys.readouterr().err
+    assert "none.yaml: cannot be read (No such file or directory)" in capsys.readouterr().err
 
 
 def test_role_prints_the_roles_to_create(capsys: pytest.CaptureFixture[str]) -> None:

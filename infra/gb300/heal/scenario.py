@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from gb300.config import stack_yaml
 from gb300.config.remediation import RemediationSettings
 from gb300.errors import ConfigError, Problem
 from gb300.facts.loader import data
@@ -143,14 +143,8 @@ def parse(raw: Any, where: str = "scenario") -> tuple[Scenario, RemediationSetti
 
 
 def load(path: Path) -> tuple[Scenario, RemediationSettings]:
-    """Read and parse a scenario file (unreadable or not YAML: one problem naming the file)."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError([Problem(str(path), f"cannot read ({exc.strerror})")]) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError([Problem(str(path), f"is not YAML ({' '.join(str(exc).split())[:200]})")]) from None
-    return parse(raw, where=path.name)
+    """Read a scenario file with the strict reader of user YAML (gb300.config.stack_yaml) and parse it."""
+    return parse(stack_yaml.load(path), where=path.name)
 
 
 __all__ = ["CURE_LEVEL", "RACK_SIZE", "Scenario", "hard_checks", "load", "match", "node_name", "parse"]
