@@ -44,3 +44,16 @@ def test_bench_reports_state_custom_data_and_cost_next_to_a_baseline(tmp_path: P
         assert sc["base-overhead_vs_floor-raw_cpu"] > 0
     assert {"memory-large", "state-per-rack", "custom-data-gpu-node", "overhead-large-raw"} <= set(report["verdicts"])
     assert "state per rack (1 -> 2 racks)" in proc.stdout
+
+
+def test_heal_bench_reports_time_and_judgement(tmp_path: Path) -> None:
+    """The self-healing bench on four racks reports its wall time against the minute and how many nodes it misjudged."""
+    out = tmp_path / "heal.json"
+    cmd = [sys.executable, str(REPO / "bench" / "heal_bench.py"), "--racks", "4", "--repeat", "1", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["nodes"] == 72
+    assert report["targetWallSeconds"] == 60.0
+    assert report["misjudged"] == 0
+    assert "a simulated day of 4 racks" in proc.stdout

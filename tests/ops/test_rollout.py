@@ -577,3 +577,37 @@ def test_state_of_another_stack_is_refused(
     state = _write(tmp_path, _export(reference_plan))
     assert cli.main(["rollout", "--stack", "dev", "--state", str(state), "--azure", "live", "--dry-run"]) == 2
     assert "is the state of stack reference, not dev" in capsys.readouterr().err
+
+
+def test_live_rollout_leaves_other_owners_drains(stale_state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A node the remediation loop drained is reimaged with its rack but neither drained over nor resumed."""
+    clock = Clock()
+    slurm = SlurmStandIn(clock)
+    for i in range(1, 7):
+        for host in _hosts(f"ref-train-r{i:04d}"):
+            slurm.nodes[host] = Node({"IDLE"}, boot_time=clock.now() - 86400)
+    held = "ref-train-r0002-000005"
+    slurm.nodes[held] = Node({"IDLE", "DRAIN"}, reason="gb300-heal: XID 79", boot_time=clock.now() - 86400)
+    adapter = FakeArm(slurm, {})
+    session = requests.Session()
+    session.mount("https://", adapter)
+    client_for = rollout.azure_client_factory(
+        StaticCredential(),
+        transport=RequestsTransport(session=session, session_owner=False),
+        retry_total=0,
+        polling_interval=0,
+    )
+    args = cli.build_parser().parse_args(["rollout", "--stack", "reference", "--state", str(stale_state)])
+    code = rollout_cmd.run(args, client_for=client_for, slurm_run=slurm.run, sleep=clock.sleep, now=clock.now)
+    assert code == 0, capsys.readouterr().out
+    assert slurm.nodes[held].reason == "gb300-heal: XID 79"
+    assert "DRAIN" in slurm.nodes[held].states
+    updated = [
+        host
+        for c in slurm.calls
+        if c.startswith("scontrol update")
+        for host in expand(c.split("nodename=", 1)[1].split(" ", 1)[0])
+    ]
+    assert len(updated) == 2 * (6 * VMS - 1)  # every other node drained once and resumed once
+    assert held not in updated
+    assert all("DRAIN" not in n.states for h, n in slurm.nodes.items() if h != held)

@@ -337,6 +337,22 @@ def test_pass_resumes_only_gb300_drains(sandbox: Sandbox, reason: str, resumed: 
     assert (f"update nodename={NODE} state=resume" in calls) is resumed
 
 
+@pytest.mark.parametrize(
+    ("reason", "replaced"),
+    [("gb300-heal: XID 79", False), ("maintenance", False), ("gb300-rollout: reimage ref-gpu-r0001", True)],
+)
+def test_failure_leaves_another_owners_drain_alone(sandbox: Sandbox, reason: str, replaced: bool) -> None:
+    """A failing check keeps a person's or the remediation loop's drain reason (their resume is not undone), and
+    replaces the rollout's, which reads the gate's verdict from it (docs/rollout.md)."""
+    healthy(sandbox)
+    sandbox.answer_fixture("dmesg", "dmesg.xid79.txt")
+    sandbox.answer("scontrol-show", f"NodeName={NODE} State=IDLE+DRAIN ThreadsPerCore=1 Reason={reason}\n")
+    rc, calls = run_check(sandbox)
+    assert rc == 1
+    assert bool(drains(calls)) is replaced
+    assert (sandbox.root / "var/lib/gb300/health/last.result").read_text().startswith("gb300: xid:")
+
+
 def test_already_drained_with_same_reason_is_not_drained_again(sandbox: Sandbox) -> None:
     """Running the gate again on a node it already drained for the same reason changes nothing."""
     healthy(sandbox)

@@ -51,15 +51,15 @@ BUILD_CASES = {
         ],
         [],
     ),
-    "partial-rack": (
+    "partial-rack-is-a-smaller-block": (
         rack("gpu-r01-", U1, 1) + rack("gpu-r02-", U2, 2, count=12),
-        ["BlockName=block001 Nodes=gpu-r01-[001-018]", "BlockSizes=18"],
-        [partial("gpu-r02-[001-012]", 12, U2, 2)],
-    ),
-    "zero-uuid-breaks-rack": (
-        [*rack("gpu-", U1, 1, count=17), f"gpu-018 {ZERO} 0"],
+        ["BlockName=block001 Nodes=gpu-r01-[001-018]", "BlockName=block002 Nodes=gpu-r02-[001-012]", "BlockSizes=18"],
         [],
-        ["excluded gpu-018: fabric failure (ClusterUUID all zeros)", partial("gpu-[001-017]", 17, U1, 1)],
+    ),
+    "zero-uuid-leaves-17": (
+        [*rack("gpu-", U1, 1, count=17), f"gpu-018 {ZERO} 0"],
+        ["BlockName=block001 Nodes=gpu-[001-017]", "BlockSizes=18"],
+        ["excluded gpu-018: fabric failure (ClusterUUID all zeros)"],
     ),
     "clique-zero-and-na": (
         [*rack("gpu-", U1, 1), f"gpu-019 {U1} 0", "gpu-020 N/A N/A"],
@@ -71,8 +71,8 @@ BUILD_CASES = {
     ),
     "duplicate-conflicting": (
         [*rack("gpu-", U1, 1), f"gpu-001 {U2} 2"],
-        [],
-        ["excluded gpu-001: listed twice with different fabric", partial("gpu-[002-018]", 17, U1, 1)],
+        ["BlockName=block001 Nodes=gpu-[002-018]", "BlockSizes=18"],
+        ["excluded gpu-001: listed twice with different fabric"],
     ),
     "duplicate-identical": ([*rack("gpu-", U1, 1), f"gpu-001 {U1} 1"], FULL, []),
     "uuid-case-insensitive": (
@@ -85,7 +85,7 @@ BUILD_CASES = {
 
 @pytest.mark.parametrize(("lines", "blocks", "excluded"), BUILD_CASES.values(), ids=BUILD_CASES.keys())
 def test_build(lines: list[str], blocks: list[str], excluded: list[str]) -> None:
-    """Complete NVLink domains become blocks; partial domains and fabric failures are excluded."""
+    """Every NVLink domain becomes a block, partial ones too (Slurm 25.05+); fabric failures are excluded."""
     nodes, problems = parse_lines("\n".join(lines))
     assert problems == []
     topology = build(nodes)
@@ -111,12 +111,21 @@ def test_render_is_deterministic_and_comments_exclusions() -> None:
     assert build(nodes).render() == build(shuffled).render()
     rendered = build(nodes).render()
     assert "# excluded gpu-r03-007: fabric failure (ClusterUUID all zeros)" in rendered
-    assert "# excluded gpu-r03-[001-006,008-018]: partial NVLink domain, 17 of 18 nodes" in rendered
+    assert "(partial: 17 of 18 nodes)\nBlockName=block003 Nodes=gpu-r03-[001-006,008-018]" in rendered
+    assert "Nodes=gpu-r03-[001-006,008-018]" in rendered
+
+
+def test_exclude_partial_keeps_the_pre_25_05_behaviour() -> None:
+    """With partial blocks off (Slurm before 25.05), a partial domain is a comment, not a block."""
+    nodes, _ = parse_lines("\n".join(rack("gpu-r01-", U1, 1) + rack("gpu-r02-", U2, 2, count=12)))
+    topology = build(nodes, partial_blocks=False)
+    assert block_lines(topology.render()) == ["BlockName=block001 Nodes=gpu-r01-[001-018]", "BlockSizes=18"]
+    assert [str(e) for e in topology.excluded] == [partial("gpu-r02-[001-012]", 12, U2, 2)]
 
 
 def test_no_block_leaves_plugin_note_and_no_block_sizes() -> None:
-    """Without a complete domain the file has no BlockSizes and says to keep the plugin off."""
-    nodes, _ = parse_lines("\n".join(rack("gpu-", U1, 1, count=4)))
+    """Without any usable fabric identity the file has no BlockSizes and says to keep the plugin off."""
+    nodes, _ = parse_lines(f"gpu-001 {ZERO} 0\ngpu-002 N/A N/A")
     rendered = build(nodes).render()
     assert "BlockSizes" not in rendered
     assert "keep TopologyPlugin off" in rendered
@@ -167,6 +176,10 @@ def parse_cli(*args: str) -> argparse.Namespace:
 CLI_CASES = {
     "valid": (
         ["--nodes", "nodes.partial-and-failed.txt"],
+        (0, "BlockName=block002 Nodes=gpu-r02-[001-012]", "excluded gpu-r03-007: fabric failure"),
+    ),
+    "exclude-partial": (
+        ["--nodes", "nodes.partial-and-failed.txt", "--exclude-partial"],
         (
             0,
             "BlockName=block001 Nodes=gpu-r01-[001-018]",

@@ -65,16 +65,16 @@ def test_first_complete_rack_switches_block_plugin_on(sandbox: Sandbox) -> None:
     assert changes(sandbox) == ["reconfigure"]
 
 
-def test_partial_rack_keeps_plugin_off(sandbox: Sandbox) -> None:
-    """With only 12 of 18 nodes reported the block plugin stays commented and slurmctld is left alone."""
+def test_partial_rack_is_a_block(sandbox: Sandbox) -> None:
+    """With 12 of 18 nodes reported the rack is an incomplete block (Slurm 25.05+): its nodes are schedulable."""
     controller(sandbox)
     records(sandbox, publish(1, 12, rack=0))
     result = sandbox.run("gb300-topology-refresh", env=ENV)
     assert result.returncode == 0, result.stderr
-    assert f"\n#{PLUGIN}\n" in slurm_conf(sandbox)
-    assert sandbox.calls("systemctl") == []
-    report = (sandbox.root / "var/lib/gb300/topology/report.txt").read_text()
-    assert "partial NVLink domain, 12 of 18 nodes" in report
+    topology = (sandbox.root / "etc/slurm/topology.conf").read_text()
+    assert "BlockName=block001 Nodes=gpu-[001-012]\n" in topology
+    assert "(partial: 12 of 18 nodes)" in topology
+    assert f"\n{PLUGIN}\n" in slurm_conf(sandbox)
 
 
 def test_unchanged_fabric_changes_nothing(sandbox: Sandbox) -> None:
@@ -159,12 +159,12 @@ def test_nodes_without_a_published_identity_are_left_out(sandbox: Sandbox) -> No
 
 
 def test_scale_set_names_registered_later_join_their_block(sandbox: Sandbox) -> None:
-    """A rack of scale-set host names forms its block on the first run after all 18 have published."""
+    """A rack of scale-set host names is a partial block with 17 published nodes, and whole once the 18th joins."""
     controller(sandbox)
     names = [f"ref-gpu-r0001-{i:06x}" for i in range(18)]
     records(sandbox, dict.fromkeys(names[:17], 0))
     assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 0
-    assert f"\n#{PLUGIN}\n" in slurm_conf(sandbox)
+    assert "(partial: 17 of 18 nodes)" in (sandbox.root / "etc/slurm/topology.conf").read_text()
     records(sandbox, dict.fromkeys(names, 0))
     assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 0
     topology = (sandbox.root / "etc/slurm/topology.conf").read_text()

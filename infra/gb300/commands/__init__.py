@@ -6,6 +6,7 @@ from types import ModuleType
 
 from gb300.commands import (
     docs,
+    heal,
     migrate_racks,
     plan,
     rollout,
@@ -27,6 +28,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     migrate_racks,
     status,
     strip_state,
+    heal,
     docs,
 )
 

@@ -37,6 +37,7 @@ from gb300.config.checks import (
     _suppression_from_text,
     _zone_to_str,
 )
+from gb300.config.remediation import RemediationSettings
 from gb300.config.storage import StorageSettings
 from gb300.config.text import text_limit
 from gb300.facts import catalog
@@ -465,6 +466,8 @@ class StackConfig(ConfigModel):
     """Azure Monitor, managed Prometheus, Grafana, alerts; every piece is on unless disabled (docs/monitoring.md)."""
     health: HealthSettings = Field(default_factory=HealthSettings)
     """The GPU node health gate (docs/health.md)."""
+    remediation: RemediationSettings = Field(default_factory=RemediationSettings)
+    """The self-healing loop: drain, reboot, reimage, replace, revalidate and return nodes (docs/self-healing.md)."""
     policy: PolicySettings = Field(default_factory=PolicySettings)
     """Which findings fail the plan, which rules are suppressed, and what the rules check against
     (docs/rules.md#settings-gb300policy).

@@ -22,7 +22,9 @@ in this order, and every VM ends on the latest model, running it:
 
 1. the rack's VMs from Azure (``virtualMachineScaleSets/<rack>/virtualMachines``): computer names, which are the
    Slurm dynamic nodes' names and survive a reimage, and each VM's ``latestModelApplied``;
-2. ``scontrol update nodename=<hosts> state=drain reason="gb300-rollout: ..."``;
+2. ``scontrol update nodename=<hosts> state=drain reason="gb300-rollout: ..."``, leaving out hosts someone else
+   drained (a person, Scheduled Events, the remediation loop's ``gb300-heal:``): they are reimaged with the rack
+   but never resumed by the rollout;
 3. wait until ``squeue -w <hosts>`` lists no job (bounded: ``job_timeout_s``);
 4. ``POST .../virtualMachineScaleSets/<rack>/manualupgrade`` with the instance ids not on the latest model
    (``begin_update_instances``), waited for: their models now hold the new custom data;
@@ -30,7 +32,7 @@ in this order, and every VM ends on the latest model, running it:
    new custom data;
 6. the health gate: every host registered again with a boot time after the reimage started, not down, and not
    drained by ``gb300-health-check`` (whose reasons start with ``gb300:``) (bounded: ``health_timeout_s``);
-7. ``scontrol update nodename=<hosts> state=resume``.
+7. ``scontrol update nodename=<hosts> state=resume`` (the hosts it drained).
 
 The first rack that fails stops the rollout; it stays drained, and the report names it and why. Racks of the
 same batch that passed are resumed. A rack whose reimage failed after step 4 reports the latest model while it
@@ -349,9 +351,19 @@ class Rollout:
                 break
         return report
 
-    def _batch(self, group: list[Rack], report: Report) -> bool:
+    def _held(self, names: Sequence[str]) -> set[str]:
+        """Hosts someone else drained (a person, Scheduled Events, the remediation loop): never drained over or
+        resumed by the rollout. The health gate's own ``gb300:`` drains are not held: the reimage may cure them."""
+        return {
+            n.name
+            for n in self.slurm.nodes(names).values()
+            if "DRAIN" in n.states and n.reason and not n.reason.startswith((DRAIN_PREFIX, HEALTH_PREFIX))
+        }
+
+    def _batch(self, group: list[Rack], report: Report) -> bool:  # noqa: PLR0912, PLR0915 - one branch per step
         hosts: dict[str, list[str]] = {}
         stale: dict[str, list[str]] = {}  # rack -> instance ids not on the latest model
+        held: dict[str, set[str]] = {}
         live: list[Rack] = []
 
         def fail(rack: Rack, step: str, reason: str) -> None:
@@ -370,11 +382,16 @@ class Rollout:
                 fail(rack, "list", "the scale set has no VM")
                 continue
             try:
-                self.slurm.drain(hosts[rack.name], f"{DRAIN_PREFIX} reimage {rack.name}")
+                held[rack.name] = self._held(hosts[rack.name])
+                mine = [h for h in hosts[rack.name] if h not in held[rack.name]]
+                if mine:
+                    self.slurm.drain(mine, f"{DRAIN_PREFIX} reimage {rack.name}")
             except Exception as exc:  # noqa: BLE001
                 fail(rack, "drain", _short(exc))
                 continue
-            self.log(f"  {rack.name}: drained {compress(hosts[rack.name])}")
+            self.log(f"  {rack.name}: drained {compress(mine)}")
+            if held[rack.name]:
+                self.log(f"  {rack.name}: left to their owners' drains: {compress(sorted(held[rack.name]))}")
             live.append(rack)
         live = self._wait_jobs(live, hosts, fail)
         live = self._update(live, stale, fail)
@@ -399,11 +416,13 @@ class Rollout:
             reimaged.append(rack)
         for rack in self._wait_health(reimaged, hosts, started, fail):
             try:
-                self.slurm.resume(hosts[rack.name])
+                mine = [h for h in hosts[rack.name] if h not in held.get(rack.name, set())]
+                if mine:
+                    self.slurm.resume(mine)
             except Exception as exc:  # noqa: BLE001
                 fail(rack, "resume", _short(exc))
                 continue
-            self.log(f"  {rack.name}: resumed {len(hosts[rack.name])} node(s)")
+            self.log(f"  {rack.name}: resumed {len(mine)} node(s)")
             report.done.append(rack)
         return any(f.rack in group for f in report.failed)
 

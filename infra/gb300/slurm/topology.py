@@ -2,13 +2,18 @@
 
 Input is one line per node, ``<hostname> <ClusterUUID> <CliqueId>`` (``#`` starts a comment), or a
 directory of ``<hostname>.json`` files copied from each node's ``/var/lib/gb300/fabric.json``. Nodes with
-the same ClusterUUID and CliqueId share an NVLink domain (one NVL72 rack); each complete domain becomes one
+the same ClusterUUID and CliqueId share an NVLink domain (one NVL72 rack); each domain becomes one
 ``BlockName=... Nodes=...`` line and ``BlockSizes`` is the SKU's VMs per NVLink domain (18).
 
-Excluded, each with a reason: a domain with fewer nodes than the block size (written as a comment, as
-cyclecloud-slurm does), a node whose ClusterUUID is all zeros or whose CliqueId is 0 (fabric failure), a
-host listed twice with different identities. Output is deterministic: blocks are ordered by their first
-host name, so regenerating from the same nodes gives the same file.
+A partial domain (a rack with nodes drained, being repaired or not yet booted) is still its own block, with the
+nodes it has: Slurm 25.05 and later accept blocks with fewer nodes than the base block size, so a rack with 16 or
+17 healthy nodes keeps them schedulable for jobs that fit (``-N16``, ``--segment=16``) while a job that needs a
+full rack waits for one (docs/slurm.md#partial-racks). ``partial_blocks=False`` (``--exclude-partial``) restores
+the older behaviour for Slurm before 25.05, where such a block is refused: the domain is written as a comment.
+
+Excluded, each with a reason: a node whose ClusterUUID is all zeros or whose CliqueId is 0 (fabric failure), a
+host listed twice with different identities, and partial domains when ``partial_blocks`` is off. Output is
+deterministic: blocks are ordered by their first host name, so regenerating from the same nodes gives the same file.
 
 Stdlib only, so the controller can run it as ``python3 -m gb300.slurm.topology`` from a shipped copy.
 Manual check of one node: ``nvidia-smi -q | grep -A4 '^    Fabric'``.
@@ -85,12 +90,13 @@ class Exclusion:
 
 @dataclass(frozen=True)
 class Block:
-    """One complete NVLink domain, scheduled by Slurm as one block."""
+    """One NVLink domain, scheduled by Slurm as one block (``partial`` when it has fewer nodes than the size)."""
 
     name: str
     cluster_uuid: str
     clique_id: str
     hosts: tuple[str, ...]
+    partial: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,13 +122,14 @@ class Topology:
             f"{sum(len(e.hosts) for e in self.excluded)} nodes excluded.",
         ]
         for block in self.blocks:
-            lines.append(f"# {block.name}: ClusterUUID={block.cluster_uuid} CliqueId={block.clique_id}")
+            note = f" (partial: {len(block.hosts)} of {self.block_size} nodes)" if block.partial else ""
+            lines.append(f"# {block.name}: ClusterUUID={block.cluster_uuid} CliqueId={block.clique_id}{note}")
             lines.append(f"BlockName={block.name} Nodes={compress(block.hosts)}")
         lines.extend(f"# {exclusion}" for exclusion in self.excluded)
         if self.blocks:
             lines.append(f"BlockSizes={self.block_size}")
         else:
-            lines.append("# no complete NVLink domain yet: keep TopologyPlugin off (slurmctld cannot start)")
+            lines.append("# no NVLink domain yet: keep TopologyPlugin off (slurmctld cannot start)")
         return "\n".join(lines) + "\n"
 
 
@@ -215,8 +222,10 @@ def _sorted_hosts(hosts: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(hosts, key=natural_key))
 
 
-def build(nodes: Iterable[NodeFabric], block_size: int = DEFAULT_BLOCK_SIZE) -> Topology:
-    """Group nodes into NVLink domains and keep the complete ones as blocks."""
+def build(
+    nodes: Iterable[NodeFabric], block_size: int = DEFAULT_BLOCK_SIZE, *, partial_blocks: bool = True
+) -> Topology:
+    """Group nodes into NVLink domains, one block each; partial domains too unless ``partial_blocks`` is off."""
     if block_size < 1:
         raise ValueError(f"'block_size' must be at least 1 (got {block_size!r})")
     seen, conflicting, warnings = _dedupe(nodes)
@@ -238,15 +247,15 @@ def build(nodes: Iterable[NodeFabric], block_size: int = DEFAULT_BLOCK_SIZE) -> 
         ((uuid, clique, _sorted_hosts(hosts)) for (uuid, clique), hosts in domains.items()),
         key=lambda item: natural_key(item[2][0]),
     )
-    complete = [item for item in ordered if len(item[2]) >= block_size]
-    width = max(3, len(str(len(complete))))
+    kept = [item for item in ordered if partial_blocks or len(item[2]) >= block_size]
+    width = max(3, len(str(len(kept))))
     blocks = tuple(
-        Block(f"block{index:0{width}d}", uuid, clique, hosts)
-        for index, (uuid, clique, hosts) in enumerate(complete, start=1)
+        Block(f"block{index:0{width}d}", uuid, clique, hosts, partial=len(hosts) < block_size)
+        for index, (uuid, clique, hosts) in enumerate(kept, start=1)
     )
     for uuid, clique, hosts in ordered:
         identity = f"ClusterUUID={uuid} CliqueId={clique}"
-        if len(hosts) < block_size:
+        if len(hosts) < block_size and not partial_blocks:
             reason = f"partial NVLink domain, {len(hosts)} of {block_size} nodes ({identity})"
             excluded.append(Exclusion(hosts, reason))
         elif len(hosts) > block_size:
@@ -269,6 +278,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_BLOCK_SIZE,
         help=f"nodes per NVLink domain (VMs per NVLink domain of the SKU; default {DEFAULT_BLOCK_SIZE})",
+    )
+    parser.add_argument(
+        "--exclude-partial",
+        action="store_true",
+        help="leave NVLink domains with fewer nodes than the block size out (Slurm before 25.05 refuses them)",
     )
     parser.add_argument(
         "--skip-invalid",
@@ -305,13 +319,13 @@ def main(args: argparse.Namespace) -> int:
     if problems and not args.skip_invalid:
         print(f"{len(problems)} invalid input lines; nothing written", file=sys.stderr)
         return 2
-    topology = build(nodes, args.block_size)
+    topology = build(nodes, args.block_size, partial_blocks=not getattr(args, "exclude_partial", False))
     for warning in topology.warnings:
         print(warning, file=sys.stderr)
     for exclusion in topology.excluded:
         print(str(exclusion), file=sys.stderr)
     if not topology.populated:
-        print("no complete NVLink domain: the topology is not populated", file=sys.stderr)
+        print("no NVLink domain: the topology is not populated", file=sys.stderr)
     sys.stdout.write(topology.render())
     return 0
 

@@ -1,0 +1,38 @@
+"""``gb300:remediation``: the self-healing loop (docs/self-healing.md), off unless the stack turns it on.
+
+Defaults of the rails come from ``data/remediation.yaml`` (``rails``), so the data file stays their one home.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from gb300.config.base import ConfigModel
+from gb300.facts.loader import data
+
+_RAILS = data("remediation.yaml")["rails"]
+
+
+class RemediationSettings(ConfigModel):
+    """``gb300:remediation``: detect, drain, repair, revalidate and return GPU nodes with no human (off by default)."""
+
+    enabled: bool = False
+    """Run the remediation loop on the head. Off: nodes the health gate drains stay drained for a person."""
+    requeue_jobs: bool = False
+    """Requeue the jobs of a node the loop drains instead of waiting for them to end (they restart elsewhere)."""
+    guest_health_report: bool = False
+    """File an Azure Guest Health Report (preview; the subscription must be enabled for `Microsoft.Impact`) naming the
+    old physical host when a node's VM is moved to another host."""
+    max_nodes_per_rack: Annotated[int, Field(ge=1, le=18, strict=True)] = int(_RAILS["maxNodesPerRack"])
+    """At most this many nodes of one rack under repair at once (2 keeps 16 of 18 nodes schedulable)."""
+    max_racks: Annotated[int, Field(ge=1, le=2000, strict=True)] = int(_RAILS["maxRacks"])
+    """At most this many racks with a node under repair at once."""
+    halt_share: Annotated[float, Field(gt=0, le=1)] = float(_RAILS["haltShare"])
+    """Stop repairing, alert and wait for a person when more than this share of the fleet's nodes shows fault
+    evidence within `haltWindowSeconds` (a bad driver rollout, a fabric event)."""
+    halt_window_seconds: Annotated[int, Field(ge=60, le=86400, strict=True)] = int(_RAILS["haltWindowSeconds"])
+    """The window of `haltShare`, in seconds."""
+    halt_min_nodes: Annotated[int, Field(ge=1, le=100000, strict=True)] = int(_RAILS["haltMinNodes"])
+    """A halt also needs more than this many nodes with fault evidence in the window (small fleets)."""

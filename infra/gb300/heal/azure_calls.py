@@ -1,0 +1,144 @@
+"""Every Azure call the remediation loop makes, through azure-mgmt-compute, and the role that allows exactly them.
+
+Calls (the SDK method, then the permission it needs):
+
+* ``virtual_machine_scale_set_vms.list``: ``Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read``
+  (a rack's computer names, which are the Slurm node names, and their instance ids);
+* ``begin_restart``: ``.../virtualMachines/restart/action`` (rung ``reboot``);
+* ``begin_reimage``: ``.../virtualMachines/reimage/action`` (rung ``reimage``: a fresh OS disk from the model);
+* ``begin_redeploy``: ``.../virtualMachines/redeploy/action`` (rung ``replace``: the SDK documents it as "shuts down
+  the virtual machine in the virtual machine scale set, moves it to a new node, and powers it back on"; the VM
+  keeps its name, instance id and model, so no permission on the scale set's model is needed);
+* a Guest Health Report, ``PUT /subscriptions/{id}/providers/Microsoft.Impact/workloadImpacts/{name}`` sent
+  through the same client's pipeline: ``Microsoft.Impact/workloadImpacts/write`` (subscription scope).
+
+No call needs ``Microsoft.Compute/virtualMachineScaleSets/write``: that permission rewrites the model, custom
+data included, which is root on every node. Operations are started with ``polling=False``: the loop waits for
+the node to register with Slurm again, which is what it needs, not for Azure's operation record.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from azure.core.rest import HttpRequest
+
+from gb300.slurm.hostlist import natural_key
+
+VMS = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
+REPAIR_ACTIONS: tuple[str, ...] = (
+    f"{VMS}/read",
+    f"{VMS}/restart/action",
+    f"{VMS}/reimage/action",
+    f"{VMS}/redeploy/action",
+)
+"""Actions on the GPU resource group: the role ``gb300 remediation``."""
+REPORT_ACTIONS: tuple[str, ...] = ("Microsoft.Impact/workloadImpacts/write",)
+"""Actions at subscription scope, only with ``gb300:remediation.guestHealthReport``: ``gb300 guest health report``."""
+RUNG_CALLS: Mapping[str, str] = {"reboot": "begin_restart", "reimage": "begin_reimage", "replace": "begin_redeploy"}
+
+
+@dataclass(frozen=True)
+class RackRef:
+    """One rack's scale set in Azure."""
+
+    name: str
+    subscription_id: str
+    resource_group: str
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A VM of a rack: its Slurm node name, instance id and ARM id."""
+
+    host: str
+    rack: RackRef
+    instance_id: str
+    resource_id: str
+
+
+class AzureRepairs:
+    """The loop's Azure side; ``client_for(subscription)`` gives an azure-mgmt-compute ``ComputeManagementClient``."""
+
+    def __init__(self, client_for: Callable[[str], Any], ghr_api_version: str) -> None:
+        self._client_for = client_for
+        self._ghr_api_version = ghr_api_version
+
+    def instances(self, rack: RackRef) -> list[Instance]:
+        client = self._client_for(rack.subscription_id)
+        out = []
+        for vm in client.virtual_machine_scale_set_vms.list(rack.resource_group, rack.name):
+            profile = getattr(vm, "os_profile", None)
+            host = str(getattr(profile, "computer_name", None) or vm.name)
+            out.append(Instance(host, rack, str(vm.instance_id), str(vm.id)))
+        return sorted(out, key=lambda i: natural_key(i.host))
+
+    def repair(self, rung: str, instance: Instance) -> None:
+        """Start ``rung`` (reboot, reimage, replace) on one VM; raises the SDK's error when Azure refuses."""
+        operations = self._client_for(instance.rack.subscription_id).virtual_machine_scale_set_vms
+        start = getattr(operations, RUNG_CALLS[rung])
+        start(instance.rack.resource_group, instance.rack.name, instance.instance_id, polling=False)
+
+    def guest_health_report(
+        self, instance: Instance, *, category: str, description: str, physical_host: str, started: str
+    ) -> str:
+        """File a Guest Health Report for the host ``instance`` ran on; returns the report's name."""
+        name = f"gb300-{uuid.uuid4()}"
+        body = {
+            "properties": {
+                "startDateTime": started,
+                "impactCategory": category,
+                "impactDescription": description[:200],
+                "impactedResourceId": instance.resource_id,
+                "additionalProperties": {"PhysicalHostName": physical_host},
+            }
+        }
+        request = HttpRequest(
+            "PUT",
+            f"/subscriptions/{instance.rack.subscription_id}/providers/Microsoft.Impact/workloadImpacts/{name}",
+            params={"api-version": self._ghr_api_version},
+            json=body,
+        )
+        response = self._client_for(instance.rack.subscription_id).send_request(request)
+        response.raise_for_status()
+        return name
+
+
+def role_definitions(
+    subscription_id: str, resource_groups: Sequence[str], *, guest_health_report: bool
+) -> list[dict[str, Any]]:
+    """The custom role definitions an operator creates once (``az role definition create --role-definition``).
+
+    The deploy pipeline's identity cannot write role definitions; the operator creates these, and assigns
+    ``gb300 remediation`` to the loop's identity on each GPU resource group (and the report role on the
+    subscription when Guest Health Reports are on).
+    """
+    roles = [
+        {
+            "Name": "gb300 remediation",
+            "IsCustom": True,
+            "Description": "Restart, reimage and redeploy GPU scale set VMs (gb300 heal); no scale set model writes.",
+            "Actions": list(REPAIR_ACTIONS),
+            "NotActions": [],
+            "DataActions": [],
+            "NotDataActions": [],
+            "AssignableScopes": [f"/subscriptions/{subscription_id}/resourceGroups/{rg}" for rg in resource_groups],
+        }
+    ]
+    if guest_health_report:
+        roles.append(
+            {
+                "Name": "gb300 guest health report",
+                "IsCustom": True,
+                "Description": "File Azure Guest Health Reports for GPU hosts (gb300 heal).",
+                "Actions": list(REPORT_ACTIONS),
+                "NotActions": [],
+                "DataActions": [],
+                "NotDataActions": [],
+                "AssignableScopes": [f"/subscriptions/{subscription_id}"],
+            }
+        )
+    return roles

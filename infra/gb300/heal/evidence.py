@@ -1,0 +1,241 @@
+"""Evidence before drain: what nodes report, judged in context, into act / watch / ignore.
+
+Rules (thresholds in ``data/remediation.yaml``, docs/self-healing.md#evidence):
+
+* XIDs Azure's health agent treats as warnings never drain; XID 45 at a job's teardown is the driver cleaning up;
+  fault evidence on a node that runs a job waits ``settleSeconds``: the same evidence on ``sameJobNodes`` nodes of
+  that job within the window points at the job (one crashed NVLink job must not drain 77 nodes);
+* transient-looking evidence (IB flaps and down links, IMEX, NVLink, thermal, an unreachable node, a soft gate
+  check) acts at ``count`` reports within ``windowSeconds``, or when the node's gate still fails a recheck
+  ``recheckAfterSeconds`` after the first report; IMEX reports count only while a job runs on the node;
+* a large share of one rack unreachable at once is a rack incident (power, switch tray): hold and alert.
+
+:class:`Judge` holds only what the loop was told (events) and what it probed; nothing here can see the
+simulator's truth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gb300.heal.policy import Policy
+
+Decision = Literal["act", "ignore", "watch"]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One report from a node or from Azure: at a time, about a host."""
+
+    at: float
+    node: str
+    kind: str
+    code: str | None = None
+    check: str | None = None
+    context: str | None = None
+    job: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The evidence's identity for grouping: kind plus code or check."""
+        detail = self.code or self.check
+        return f"{self.kind}:{detail}" if detail else self.kind
+
+    def describe(self) -> str:
+        extra = "".join(f" {k}={v}" for k, v in (("code", self.code), ("check", self.check)) if v)
+        ctx = f" ({self.context})" if self.context else ""
+        job = f" job={self.job}" if self.job else ""
+        return f"t={self.at:.0f} {self.kind}{extra}{ctx}{job}"
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """The node's health gate verdict, as ``/var/lib/gb300/health/boot.result`` writes it."""
+
+    passed: bool
+    failures: tuple[tuple[str, str], ...] = ()
+
+    def describe(self) -> str:
+        return "pass" if self.passed else "fail: " + "; ".join(f"{c}: {m}" for c, m in self.failures)
+
+
+def parse_gate_result(text: str | None) -> GateResult:
+    """``pass``, or ``fail: <check>: <message>[; ...]`` (``boot.result``) or ``gb300: <check>: <message>[; ...]``
+    (``last.result``), as gb300-health-check writes them under /var/lib/gb300/health; None: no answer."""
+    if text is None:
+        return GateResult(False, (("unreachable", "the node did not answer"),))
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    if line == "pass":
+        return GateResult(True)
+    if not line.startswith(("fail:", "gb300:")):
+        return GateResult(False, (("gate", f"unreadable result {line[:80]!r}"),))
+    failures = []
+    for part in line.partition(":")[2].split(";"):
+        check, _, message = part.strip().partition(":")
+        if check:
+            failures.append((check.strip(), message.strip()))
+    return GateResult(False, tuple(failures) or (("gate", "failed without a reason"),))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What to do about a node now, why, and the evidence behind it."""
+
+    node: str
+    decision: Decision
+    reason: str
+    evidence: tuple[Event, ...]
+
+
+@dataclass
+class Pending:
+    """Evidence waiting for its settle time (job context) or its recheck."""
+
+    node: str
+    key: str
+    mode: Literal["settle", "recheck"]
+    due: float
+    events: list[Event] = field(default_factory=list)
+
+
+@dataclass
+class Judge:
+    """Turns events into verdicts; keeps each node's recent evidence and what waits for a recheck."""
+
+    policy: Policy
+    rack_of: Callable[[str], str]
+    rack_size: Callable[[str], int]
+    history: dict[str, list[Event]] = field(default_factory=dict)
+    pending: dict[tuple[str, str], Pending] = field(default_factory=dict)
+    incidents: dict[str, float] = field(default_factory=dict)  # rack -> when it was declared
+    _unreachable: dict[str, dict[str, float]] = field(default_factory=dict)  # rack -> node -> at
+    suspect_until: dict[str, float] = field(default_factory=dict)  # node -> end of its evidence's window
+
+    def _recent(self, node: str, kind: str, now: float, window: float) -> list[Event]:
+        return [e for e in self.history.get(node, []) if e.kind == kind and now - e.at <= window]
+
+    def _hard(self, event: Event) -> tuple[bool, str]:  # noqa: PLR0911 - one return per evidence rule
+        """Whether the event alone is a fault, or why it is not."""
+        policy = self.policy
+        if event.kind == "xid":
+            code = int(event.code or 0)
+            if code in policy.xid_warning:
+                return False, f"XID {code} is a warning (application or contained error)"
+            if code in policy.teardown_xids and event.context == "job-teardown":
+                return False, f"XID {code} during a job's teardown is the driver cleaning up"
+            return True, f"XID {code}"
+        if event.kind == "ecc":
+            if (event.code or "") in policy.ecc_fault:
+                return True, f"ECC {event.code}"
+            return False, f"ECC {event.code} needs no action"
+        if event.kind == "gpu-missing":
+            return True, "a GPU is missing"
+        if event.kind == "check-failed" and (event.check or "") in policy.hard_checks:
+            return True, f"hard gate check {event.check} failed"
+        return False, ""
+
+    def observe(self, event: Event) -> Verdict | None:
+        """Record one event; a verdict now, or None when it waits (settle, count, recheck)."""
+        self.history.setdefault(event.node, []).append(event)
+        verdict = self._observe(event)
+        if verdict is None or verdict.decision == "act":
+            rule = self.policy.corroborate.get(event.kind)
+            window = max(rule.window_s if rule else 0.0, self.policy.same_job_window_s)
+            self.suspect_until[event.node] = max(self.suspect_until.get(event.node, 0.0), event.at + window)
+        return verdict
+
+    def suspects(self, now: float) -> set[str]:
+        """Nodes with evidence still inside its window (left out of rack acceptance runs)."""
+        return {node for node, until in self.suspect_until.items() if until > now} | {
+            p.node for p in self.pending.values()
+        }
+
+    def _observe(self, event: Event) -> Verdict | None:  # noqa: PLR0911 - one return per rule
+        rack = self.rack_of(event.node)
+        if rack in self.incidents and event.kind == "unreachable":
+            return Verdict(event.node, "ignore", f"rack {rack} incident: held for a person", (event,))
+        hard, why = self._hard(event)
+        if hard:
+            if event.job:
+                self._wait(event, "settle", event.at + self.policy.settle_s)
+                return None
+            return Verdict(event.node, "act", why, (event,))
+        rule = self.policy.corroborate.get(event.kind)
+        if rule is None:
+            return Verdict(event.node, "ignore", why or f"{event.kind} is not fault evidence", (event,))
+        if rule.while_job_runs and not event.job:
+            return Verdict(
+                event.node, "ignore", f"{event.kind} on an idle node (per-job service not running)", (event,)
+            )
+        if event.kind == "unreachable":
+            self._unreachable.setdefault(rack, {})[event.node] = event.at
+        recent = self._recent(event.node, event.kind, event.at, rule.window_s)
+        if rule.count and len(recent) >= rule.count:
+            self.pending.pop((event.node, event.kind), None)
+            return Verdict(
+                event.node, "act", f"{len(recent)} {event.kind} reports within {rule.window_s:.0f}s", tuple(recent)
+            )
+        if rule.recheck_after_s is not None:
+            self._wait(event, "recheck", event.at + rule.recheck_after_s, key=event.kind)
+        return None
+
+    def _wait(self, event: Event, mode: Literal["settle", "recheck"], due: float, key: str | None = None) -> None:
+        slot = (event.node, key or event.key)
+        if slot not in self.pending:
+            self.pending[slot] = Pending(event.node, key or event.key, mode, due)
+        self.pending[slot].events.append(event)
+
+    def rack_incidents(self, now: float) -> list[str]:
+        """Racks that just crossed the unreachable share (their waiting unreachable reports are dropped)."""
+        declared = []
+        for rack, seen in self._unreachable.items():
+            if rack in self.incidents:
+                continue
+            recent = [n for n, at in seen.items() if now - at <= self.policy.rack_incident_window_s]
+            size = self.rack_size(recent[0]) if recent else 0
+            if size and len(recent) >= self.policy.rack_incident_share * size:
+                self.incidents[rack] = now
+                declared.append(rack)
+                for slot in [s for s, p in self.pending.items() if p.key == "unreachable" and s[0] in seen]:
+                    del self.pending[slot]
+        return declared
+
+    def clear_incident(self, rack: str) -> None:
+        self.incidents.pop(rack, None)
+        self._unreachable.pop(rack, None)
+
+    def due(self, now: float) -> list[Pending]:
+        """Waiting evidence whose time has come (removed from the waiting list)."""
+        ready = [p for p in self.pending.values() if p.due <= now]
+        for p in ready:
+            del self.pending[(p.node, p.key)]
+        return sorted(ready, key=lambda p: (p.due, p.node))
+
+    def settle(self, item: Pending, all_pending: Iterable[Pending] = ()) -> Verdict:
+        """A settled fault on a job's node: the job's fault when enough of its nodes reported the same."""
+        first = item.events[0]
+        peers = {
+            node
+            for node, events in self.history.items()
+            for e in events
+            if e.job == first.job and e.key == first.key and abs(e.at - first.at) <= self.policy.same_job_window_s
+        }
+        if len(peers) >= self.policy.same_job_nodes:
+            return Verdict(
+                item.node,
+                "ignore",
+                f"{first.key} on {len(peers)} nodes of job {first.job}: the job's fault, not the node's",
+                tuple(item.events),
+            )
+        _, why = self._hard(first)
+        return Verdict(item.node, "act", f"{why} (job {first.job}, no peer reported it)", tuple(item.events))
+
+    def recheck(self, item: Pending, gate: GateResult) -> Verdict:
+        """A watched node after its recheck: act when the gate still fails, else let it be."""
+        if gate.passed:
+            return Verdict(item.node, "ignore", f"{item.key} did not last: the gate passes", tuple(item.events))
+        return Verdict(
+            item.node, "act", f"{item.key}, and the gate still fails ({gate.describe()})", tuple(item.events)
+        )

@@ -1,0 +1,422 @@
+"""The remediation loop: evidence -> drain -> reboot -> recheck -> reimage -> recheck -> replace (+ Guest Health
+Report) -> recheck -> revalidate (rack NCCL) -> return, inside the rails (docs/self-healing.md).
+
+:class:`Remediator` is driven by ``tick(now)``: the head calls it on a timer, the simulator on its clock. Each node
+under repair is a :class:`Case`; the rails bound how many are past ``queued`` (per rack, racks in the fleet) and
+halt everything when too much of the fleet shows fault evidence within the window. The loop drains with the
+reason prefix :data:`PREFIX` and resumes a node only while that is still its reason, so drains by ``gb300
+rollout``, by Scheduled Events or by a person are never undone; a node drained by anyone but the health gate is
+left alone. The topology is rebuilt from the nodes' fabric identities after every drain and return.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import ModuleType
+from typing import Any, Literal
+
+from gb300 import paths
+from gb300.errors import DataError
+from gb300.heal.azure_calls import AzureRepairs, Instance, RackRef
+from gb300.heal.evidence import Event, Judge, Verdict, parse_gate_result
+from gb300.heal.policy import RUNGS, Policy
+from gb300.heal.ports import EventFeed, HealSlurm, NcclRunner, NodeProbe, Sink, TopologyPort, decision_record
+from gb300.ops.rollout import HEALTH_PREFIX
+from gb300.slurm import topology
+
+PREFIX = "gb300-heal:"
+"""Reason prefix of the loop's drains (the gate resumes only ``gb300:``, the rollout only its own)."""
+_DOWN = {"DOWN", "NOT_RESPONDING", "NO_RESPOND", "POWERED_DOWN", "FAIL", "UNKNOWN"}
+
+State = Literal["queued", "draining", "acting", "revalidating", "returned", "escalated", "held"]
+
+
+def nccl_eval() -> ModuleType:
+    """The rack evaluator shipped in examples/nccl-eval.py (its parser and thresholds judge revalidation)."""
+    name = "gb300_nccl_eval"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, paths.REPO_ROOT / "examples" / "nccl-eval.py")
+        if spec is None or spec.loader is None:
+            raise DataError(f"{paths.REPO_ROOT / 'examples' / 'nccl-eval.py'}: cannot be loaded")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+@dataclass
+class Case:
+    """One node's way up the ladder."""
+
+    node: str
+    instance: Instance
+    state: State
+    first_evidence: float
+    reason: str
+    evidence: list[Event]
+    actions: list[str] = field(default_factory=list)
+    since: float = 0.0
+    rung: int = -1
+    attempts: int = 0
+    nccl: str | None = None
+    physical_host: str | None = None
+    ended: float | None = None
+    overdue: bool = False
+    nccl_hosts: list[str] = field(default_factory=list)
+    reruns: int = 0
+
+
+@dataclass
+class Remediator:
+    """The loop. Build it with the ports, call :meth:`start` once, then :meth:`tick` on every timer."""
+
+    policy: Policy
+    racks: Sequence[RackRef]
+    azure: AzureRepairs
+    slurm: HealSlurm
+    probe: NodeProbe
+    nccl: NcclRunner
+    feed: EventFeed
+    topology_port: TopologyPort
+    sink: Sink
+    cluster: str
+    nccl_env: dict[str, str]
+    block_size: int = topology.DEFAULT_BLOCK_SIZE
+    poll_s: float = 60.0
+    cases: dict[str, Case] = field(default_factory=dict)
+    closed: list[Case] = field(default_factory=list)
+    halted: bool = False
+    instances: dict[str, Instance] = field(default_factory=dict)
+    blocks: tuple[topology.Block, ...] = ()
+    _faults: list[tuple[float, str]] = field(default_factory=list)
+    _judge: Judge | None = None
+    _rack_size: dict[str, int] = field(default_factory=dict)
+
+    # -------------------------------------------------------------------------------------------------
+    # Set-up and the tick
+
+    def start(self, now: float) -> None:
+        for rack in self.racks:
+            for instance in self.azure.instances(rack):
+                self.instances[instance.host] = instance
+            self._rack_size[rack.name] = sum(1 for i in self.instances.values() if i.rack.name == rack.name)
+        self._judge = Judge(self.policy, self._rack_name, lambda host: self._rack_size.get(self._rack_name(host), 0))
+        self._refresh_topology(now)
+
+    @property
+    def judge(self) -> Judge:
+        if self._judge is None:
+            raise RuntimeError("Remediator.start() must run before the loop ticks")
+        return self._judge
+
+    def _rack_name(self, host: str) -> str:
+        instance = self.instances.get(host)
+        return instance.rack.name if instance else ""
+
+    def busy(self) -> bool:
+        """Whether the next tick has work even with no new event (the clock may skip ahead otherwise)."""
+        return bool(self.cases or self.judge.pending or self.judge.incidents)
+
+    def next_due(self) -> float | None:
+        """The earliest time waiting evidence is due, if any."""
+        return min((p.due for p in self.judge.pending.values()), default=None)
+
+    def tick(self, now: float) -> None:
+        for event in self.feed.poll(now):
+            if event.node not in self.instances:
+                self._record(now, "ignore", f"{event.node} is not a node of this cluster", node=event.node)
+                continue
+            verdict = self.judge.observe(event)
+            if verdict is not None:
+                self._verdict(verdict, now)
+        for rack in self.judge.rack_incidents(now):
+            self._record(now, "rack-incident", "much of the rack is unreachable at once: held for a person", rack=rack)
+        for item in self.judge.due(now):
+            if item.mode == "settle":
+                self._verdict(self.judge.settle(item), now)
+            else:
+                gate = parse_gate_result(self.probe.gate_result(item.node))
+                self._verdict(self.judge.recheck(item, gate), now)
+        self._incidents(now)
+        self._check_halt(now)
+        if self.halted:
+            return
+        self._admit(now)
+        for case in list(self.cases.values()):
+            self._advance(case, now)
+
+    # -------------------------------------------------------------------------------------------------
+    # Verdicts, rails
+
+    def _verdict(self, verdict: Verdict, now: float) -> None:
+        if verdict.decision != "act":
+            self._record(now, "ignore", verdict.reason, node=verdict.node, evidence=verdict.evidence)
+            return
+        case = self.cases.get(verdict.node)
+        if case is not None:
+            case.evidence.extend(verdict.evidence)
+            return
+        self._faults.append((now, verdict.node))
+        first = min(e.at for e in verdict.evidence) if verdict.evidence else now
+        self.cases[verdict.node] = Case(
+            verdict.node, self.instances[verdict.node], "queued", first, verdict.reason, list(verdict.evidence)
+        )
+        self._record(now, "suspect", verdict.reason, node=verdict.node, evidence=verdict.evidence)
+
+    def _incidents(self, now: float) -> None:
+        """A held rack is let go once all its nodes answer the gate again."""
+        for rack, since in list(self.judge.incidents.items()):
+            if now - since < self.poll_s * 5:
+                continue
+            hosts = [h for h, i in self.instances.items() if i.rack.name == rack]
+            if all(self.probe.gate_result(h) is not None for h in hosts):
+                self.judge.clear_incident(rack)
+                self._record(now, "rack-recovered", "every node of the rack answers again", rack=rack)
+
+    def _check_halt(self, now: float) -> None:
+        window = [n for t, n in self._faults if now - t <= self.policy.halt_window_s]
+        fleet = len(self.instances)
+        limit = max(self.policy.halt_share * fleet, self.policy.halt_min_nodes)
+        if not self.halted and fleet and len(set(window)) > limit:
+            self.halted = True
+            self._record(
+                now,
+                "halt",
+                f"{len(set(window))} of {fleet} nodes showed fault evidence within {self.policy.halt_window_s:.0f}s "
+                f"(more than {self.policy.halt_share:.0%} and {self.policy.halt_min_nodes}): repairs stopped, "
+                "waiting for "
+                "a person",
+            )
+
+    def _under_repair(self) -> list[Case]:
+        return [c for c in self.cases.values() if c.state in ("draining", "acting", "revalidating")]
+
+    def _admit(self, now: float) -> None:
+        active = self._under_repair()
+        per_rack: dict[str, int] = {}
+        for case in active:
+            per_rack[case.instance.rack.name] = per_rack.get(case.instance.rack.name, 0) + 1
+        for case in sorted((c for c in self.cases.values() if c.state == "queued"), key=lambda c: c.first_evidence):
+            rack = case.instance.rack.name
+            if per_rack.get(rack, 0) >= self.policy.max_nodes_per_rack:
+                continue
+            if rack not in per_rack and len(per_rack) >= self.policy.max_racks:
+                continue
+            if self._drain(case, now):
+                per_rack[rack] = per_rack.get(rack, 0) + 1
+
+    # -------------------------------------------------------------------------------------------------
+    # The ladder
+
+    def _drain(self, case: Case, now: float) -> bool:
+        reason = self.slurm.reason(case.node)
+        if reason and not reason.startswith((PREFIX, HEALTH_PREFIX)):
+            self._close(case, "held", now, f"drained by someone else ({reason!r}): left alone")
+            return False
+        self.slurm.drain([case.node], f"{PREFIX} {case.reason}"[:250])
+        case.actions.append("drain")
+        case.state, case.since = "draining", now
+        self._record(now, "drain", case.reason, node=case.node, step="drain", evidence=case.evidence)
+        if self.policy.requeue_jobs:
+            jobs = self.slurm.jobs([case.node])
+            self.slurm.requeue(jobs)
+            if jobs:
+                self._record(now, "requeue", f"jobs {', '.join(jobs)} requeued", node=case.node, step="drain")
+        self._refresh_topology(now)
+        return True
+
+    def _advance(self, case: Case, now: float) -> None:
+        if case.state == "draining":
+            if not self.slurm.jobs([case.node]):
+                self._climb(case, now)
+            elif now - case.since > self.policy.drain_timeout_s and not case.overdue:
+                case.overdue = True
+                self._record(
+                    now,
+                    "drain-overdue",
+                    "jobs still running after the drain timeout: still waiting "
+                    "(set gb300:remediation.requeueJobs to requeue them)",
+                    node=case.node,
+                    step="drain",
+                )
+        elif case.state == "acting":
+            self._recheck(case, now)
+        elif case.state == "revalidating":
+            self._revalidate(case, now)
+
+    def _climb(self, case: Case, now: float) -> None:
+        case.rung += 1
+        case.attempts = 0
+        if case.rung >= len(RUNGS):
+            self._close(case, "escalated", now, "every rung tried and the node still fails: a person must look")
+            return
+        self._act(case, now)
+
+    def _act(self, case: Case, now: float) -> None:
+        rung = RUNGS[case.rung]
+        if rung == "replace" and self.policy.guest_health_report:
+            case.physical_host = self._physical_host(case.node)
+        try:
+            self.azure.repair(rung, case.instance)
+        except Exception as exc:  # noqa: BLE001 - Azure's refusal is a failed attempt, recorded with its message
+            self._record(now, "azure-error", f"{rung}: {exc}", node=case.node, step=rung)
+            self._failed_attempt(case, now)
+            return
+        case.actions.append(rung)
+        case.attempts += 1
+        case.state, case.since = "acting", now
+        self._record(
+            now, rung, f"{rung} {case.instance.rack.name}/{case.instance.instance_id}", node=case.node, step=rung
+        )
+        if rung == "replace" and self.policy.guest_health_report:
+            self._report(case, now)
+
+    def _failed_attempt(self, case: Case, now: float) -> None:
+        case.attempts += 1  # a refused call counts as a try: 1 + retries tries in all
+        if case.attempts <= self.policy.rungs[RUNGS[case.rung]].retries:
+            case.state, case.since = "acting", now
+            self._act(case, now)
+        else:
+            self._climb(case, now)
+
+    def _recheck(self, case: Case, now: float) -> None:
+        node = self.slurm.nodes([case.node]).get(case.node)
+        back = node is not None and node.boot_time >= case.since and not (node.states & _DOWN)
+        rung = self.policy.rungs[RUNGS[case.rung]]
+        if not back:
+            if now - case.since > rung.timeout_s:
+                self._record(now, "timeout", f"{rung.name}: not back after {rung.timeout_s:.0f}s", node=case.node)
+                if case.attempts <= rung.retries:
+                    self._act(case, now)
+                else:
+                    self._climb(case, now)
+            return
+        gate = parse_gate_result(self.probe.gate_result(case.node))
+        self._record(now, "recheck", gate.describe(), node=case.node, step=rung.name)
+        if gate.passed:
+            case.state, case.since, case.nccl = "revalidating", now, None
+            self._revalidate(case, now)
+        else:
+            self._climb(case, now)
+
+    def _revalidate(self, case: Case, now: float) -> None:
+        if case.nccl is None:
+            busy = {c.node for c in self.cases.values() if c is not case} | {
+                c.node for c in self.closed if c.state == "escalated"
+            }
+            busy |= self.judge.suspects(now) - {case.node}
+            rack = case.instance.rack.name
+            case.nccl_hosts = [h for h, i in self.instances.items() if i.rack.name == rack and h not in busy]
+            case.nccl = self.nccl.submit(case.nccl_hosts)
+            case.since = now
+            if case.actions[-1:] != ["revalidate"]:
+                case.actions.append("revalidate")
+            return
+        text = self.nccl.collect(case.nccl)
+        if text is None:
+            if now - case.since > self.policy.revalidate_timeout_s:
+                self._record(now, "revalidate", "the rack NCCL run did not finish", node=case.node)
+                self._climb(case, now)
+            return
+        module = nccl_eval()
+        size = self.nccl_env.get("GB300_NCCL_RACK_BYTES")
+        busbw = module.bus_bandwidth(text, int(size) if size else None)
+        verdict = module.judge("rack", case.instance.rack.name, busbw, self.nccl_env, ())
+        self._record(now, "revalidate", f"rack NCCL {verdict.level}: {busbw:.1f} GB/s", node=case.node)
+        if verdict.level == "OK":
+            self._return(case, now)
+            return
+        newly = (self.judge.suspects(now) | set(self.cases)) & set(case.nccl_hosts) - {case.node}
+        if newly and case.reruns < 2:
+            # A peer showed evidence during the run: the result says nothing about this node. Run again without it.
+            case.reruns += 1
+            case.nccl = None
+            self._record(
+                now, "revalidate-again", f"peers under suspicion during the run: {sorted(newly)}", node=case.node
+            )
+            self._revalidate(case, now)
+        else:
+            self._climb(case, now)
+
+    def _return(self, case: Case, now: float) -> None:
+        reason = self.slurm.reason(case.node)
+        if reason.startswith(PREFIX):
+            self.slurm.resume([case.node])
+            case.actions.append("return")
+            self._close(case, "returned", now, "repaired and revalidated: back in service")
+        else:
+            self._close(case, "held", now, f"repaired, but drained by someone else since ({reason!r}): left drained")
+
+    def _close(self, case: Case, state: State, now: float, reason: str) -> None:
+        case.state, case.ended = state, now
+        self.cases.pop(case.node, None)
+        self.closed.append(case)
+        self._record(now, state, reason, node=case.node, evidence=case.evidence if state == "escalated" else ())
+        if state == "returned":
+            self._refresh_topology(now)
+
+    # -------------------------------------------------------------------------------------------------
+    # Guest Health Report, topology, records
+
+    def _physical_host(self, host: str) -> str | None:
+        """The physical host name from the node's KVP pool 3, read with nccl-eval's parser (before it moves)."""
+        pool = self.probe.kvp_pool(host)
+        if pool is None:
+            return None
+        try:
+            return str(nccl_eval().physical_host(pool)) or None
+        except ValueError:
+            return None
+
+    def _report(self, case: Case, now: float) -> None:
+        if not case.physical_host:
+            self._record(now, "guest-health-report", "skipped: no physical host name in KVP", node=case.node)
+            return
+        kind = case.evidence[0].kind if case.evidence else "default"
+        family = {"gpu-missing": "gpu", "ecc": "ecc", "xid": "xid", "ib-link-down": "ib", "ib-flap": "ib-flap"}
+        category = self.policy.ghr_categories.get(family.get(kind, "default"), self.policy.ghr_categories["default"])
+        started = datetime.fromtimestamp(case.first_evidence, UTC).isoformat().replace("+00:00", "Z")
+        try:
+            name = self.azure.guest_health_report(
+                case.instance,
+                category=category,
+                description=case.reason,
+                physical_host=case.physical_host,
+                started=started,
+            )
+        except Exception as exc:  # noqa: BLE001 - a refused report is recorded; the repair goes on
+            self._record(now, "azure-error", f"guest health report: {exc}", node=case.node)
+            return
+        case.actions.append("guest-health-report")
+        self._record(now, "guest-health-report", f"{category} for {case.physical_host} ({name})", node=case.node)
+
+    def _out_of_service(self) -> set[str]:
+        return {c.node for c in self.cases.values() if c.state != "queued"} | {
+            c.node for c in self.closed if c.state in ("escalated",)
+        }
+
+    def _refresh_topology(self, now: float) -> None:
+        nodes, _problems = topology.parse_lines(self.topology_port.fabric_lines())
+        out = self._out_of_service()
+        built = topology.build([n for n in nodes if n.host not in out], self.block_size)
+        if built.blocks != self.blocks:
+            self.blocks = built.blocks
+            self.topology_port.write(built.render())
+
+    def _record(self, now: float, decision: str, reason: str, **fields: Any) -> None:
+        self.sink(
+            decision_record(
+                now=now, cluster=self.cluster, decision=decision, reason=reason, halted=self.halted, **fields
+            )
+        )
+
+
+def escalated(cases: Sequence[Case]) -> list[Case]:
+    return [c for c in cases if c.state == "escalated"]
+
+
+Clock = Callable[[], float]

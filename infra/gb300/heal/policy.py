@@ -1,0 +1,141 @@
+"""The loop's thresholds, windows, rung budgets and rails: ``data/remediation.yaml`` plus ``gb300:remediation``.
+
+One object, :class:`Policy`, built once by :func:`load`; the evidence rules and the ladder read nothing else. Which
+health-gate checks are hard (one failure is a fault) comes from the gate's own table (``data/health.yaml``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gb300.config.remediation import RemediationSettings
+from gb300.errors import DataError
+from gb300.facts.loader import data
+
+EVENT_KINDS: tuple[str, ...] = (
+    "xid",
+    "ecc",
+    "gpu-missing",
+    "ib-link-down",
+    "ib-flap",
+    "nvlink-down",
+    "imex-unhealthy",
+    "thermal-throttle",
+    "unreachable",
+    "check-failed",
+)
+"""What nodes and Azure report (the scenario format's ``kind``; docs/self-healing.md)."""
+
+RUNGS: tuple[str, ...] = ("reboot", "reimage", "replace")
+"""Repair actions in order of disruption; a node climbs them one at a time."""
+
+
+@dataclass(frozen=True)
+class Corroboration:
+    """Transient-looking evidence: act at ``count`` reports within ``window_s``, or when a recheck still fails."""
+
+    count: int
+    window_s: float
+    recheck_after_s: float | None
+    while_job_runs: bool
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One step of the ladder: how long the node may take to come back, and how often it is tried again."""
+
+    name: str
+    timeout_s: float
+    retries: int
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Everything the evidence rules, the ladder and the rails compare against."""
+
+    xid_warning: frozenset[int]
+    teardown_xids: frozenset[int]
+    teardown_window_s: float
+    same_job_nodes: int
+    same_job_window_s: float
+    settle_s: float
+    ecc_fault: frozenset[str]
+    corroborate: Mapping[str, Corroboration]
+    rack_incident_share: float
+    rack_incident_window_s: float
+    hard_checks: frozenset[str]
+    drain_timeout_s: float
+    rungs: Mapping[str, Rung]
+    revalidate_timeout_s: float
+    max_nodes_per_rack: int
+    max_racks: int
+    halt_share: float
+    halt_window_s: float
+    halt_min_nodes: int
+    requeue_jobs: bool
+    guest_health_report: bool
+    ghr_api_version: str
+    ghr_categories: Mapping[str, str]
+
+
+def _int_set(raw: Any, where: str) -> frozenset[int]:
+    if not isinstance(raw, list):
+        raise DataError(f"remediation.yaml {where} must be a list (got {raw!r})")
+    return frozenset(int(v) for v in raw)
+
+
+def hard_checks() -> frozenset[str]:
+    """Health-gate checks whose single failure is a fault (``class: hard`` in data/health.yaml)."""
+    checks = data("health.yaml")["defaults"]["checks"]
+    return frozenset(name for name, entry in checks.items() if entry["class"] == "hard")
+
+
+def load(settings: RemediationSettings) -> Policy:
+    """The policy for a stack's ``gb300:remediation`` (defaults when the stack sets nothing)."""
+    raw = data("remediation.yaml")
+    evidence = raw["evidence"]
+    xid = evidence["xid"]
+    corroborate = {
+        kind: Corroboration(
+            count=int(entry["count"]),
+            window_s=float(entry["windowSeconds"]),
+            recheck_after_s=float(entry["recheckAfterSeconds"]) if "recheckAfterSeconds" in entry else None,
+            while_job_runs=bool(entry.get("whileJobRuns", False)),
+        )
+        for kind, entry in evidence["corroborate"].items()
+    }
+    unknown = sorted(set(corroborate) - set(EVENT_KINDS))
+    if unknown:
+        raise DataError(f"remediation.yaml evidence.corroborate: unknown event kinds {unknown}")
+    ladder = raw["ladder"]
+    rungs = {
+        name: Rung(name, float(ladder[name]["timeoutSeconds"]), int(ladder[name].get("retries", 0))) for name in RUNGS
+    }
+    ghr = raw["azure"]["guestHealthReport"]
+    return Policy(
+        xid_warning=_int_set(xid["warning"]["value"], "evidence.xid.warning"),
+        teardown_xids=_int_set(xid["teardownBenign"]["value"], "evidence.xid.teardownBenign"),
+        teardown_window_s=float(xid["teardownBenign"]["withinSecondsOfJobEnd"]),
+        same_job_nodes=int(xid["sameJobNodes"]["value"]),
+        same_job_window_s=float(xid["sameJobNodes"]["windowSeconds"]),
+        settle_s=float(xid["sameJobNodes"]["settleSeconds"]),
+        ecc_fault=frozenset(str(v) for v in evidence["ecc"]["fault"]["value"]),
+        corroborate=corroborate,
+        rack_incident_share=float(evidence["rackIncident"]["share"]),
+        rack_incident_window_s=float(evidence["rackIncident"]["windowSeconds"]),
+        hard_checks=hard_checks(),
+        drain_timeout_s=float(ladder["drain"]["timeoutSeconds"]),
+        rungs=rungs,
+        revalidate_timeout_s=float(ladder["revalidate"]["timeoutSeconds"]),
+        max_nodes_per_rack=settings.max_nodes_per_rack,
+        max_racks=settings.max_racks,
+        halt_share=settings.halt_share,
+        halt_window_s=float(settings.halt_window_seconds),
+        halt_min_nodes=settings.halt_min_nodes,
+        requeue_jobs=settings.requeue_jobs,
+        guest_health_report=settings.guest_health_report,
+        ghr_api_version=str(ghr["apiVersion"]),
+        ghr_categories={str(k): str(v) for k, v in ghr["categories"].items()},
+    )

@@ -1,0 +1,110 @@
+"""What the remediation loop talks to, each a narrow text or HTTP channel (docs/self-healing.md#where-it-runs).
+
+The loop sees the world only through these: Slurm commands (:class:`HealSlurm`, ``scontrol``/``squeue`` text),
+Azure over HTTP (:class:`gb300.heal.azure_calls.AzureRepairs`), the node's gate result and KVP pool
+(:class:`NodeProbe`), nccl-tests output (:class:`NcclRunner`), node events (:class:`EventFeed`), fabric identity
+lines and topology.conf (:class:`TopologyPort`), and decision records (:data:`Sink`). A simulator implements the
+same channels; nothing in them carries what is really wrong with a node.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from gb300.heal.evidence import Event
+from gb300.ops.rollout import Slurm
+from gb300.slurm.hostlist import compress
+
+Sink = Callable[[Mapping[str, Any]], None]
+"""Receives one decision record (:func:`decision_record`)."""
+
+DECISION_LOG = Path("/var/log/gb300/health/remediation.log")
+"""Where the head's loop appends its records: the existing data collection rule ships ``/var/log/gb300/health/*.log``
+to the ``Gb300Health_CL`` table (data/monitoring.yaml), so no new Azure Monitor plumbing is needed."""
+
+
+class HealSlurm(Slurm):
+    """:class:`gb300.ops.rollout.Slurm` plus what the loop adds: requeue jobs, reconfigure after a topology write."""
+
+    def requeue(self, job_ids: Sequence[str]) -> None:
+        if job_ids:
+            self._call(["scontrol", "requeue", ",".join(job_ids)])
+
+    def reconfigure(self) -> None:
+        self._call(["scontrol", "reconfigure"])
+
+    def reason(self, host: str) -> str:
+        node = self.nodes([host]).get(host)
+        return node.reason if node else ""
+
+
+class NodeProbe(Protocol):
+    """The node's own view: its gate result (``boot.result`` format) and its Hyper-V KVP pool 3 bytes."""
+
+    def gate_result(self, host: str) -> str | None: ...
+
+    def kvp_pool(self, host: str) -> bytes | None: ...
+
+
+class NcclRunner(Protocol):
+    """Starts the rack acceptance run (nccl-tests all_reduce_perf) on hosts and hands back its output when done."""
+
+    def submit(self, hosts: Sequence[str]) -> str: ...
+
+    def collect(self, handle: str) -> str | None: ...
+
+
+class EventFeed(Protocol):
+    """Node and Azure reports that arrived up to ``now``, each once."""
+
+    def poll(self, now: float) -> list[Event]: ...
+
+
+class TopologyPort(Protocol):
+    """``<hostname> <ClusterUUID> <CliqueId>`` lines of the nodes, and where topology.conf is written."""
+
+    def fabric_lines(self) -> str: ...
+
+    def write(self, rendered: str) -> None: ...
+
+
+def decision_record(
+    *,
+    now: float,
+    cluster: str,
+    decision: str,
+    reason: str,
+    node: str | None = None,
+    rack: str | None = None,
+    step: str | None = None,
+    evidence: Sequence[Event] = (),
+    halted: bool = False,
+    hosts: Sequence[str] = (),
+) -> dict[str, Any]:
+    """One decision as it reaches Azure Monitor (one JSON line; docs/self-healing.md#decision-records)."""
+    return {
+        "TimeGenerated": datetime.fromtimestamp(now, UTC).isoformat().replace("+00:00", "Z"),
+        "Cluster": cluster,
+        "Source": "gb300-heal",
+        "Decision": decision,
+        "Node": node or (compress(hosts) if hosts else ""),
+        "Rack": rack or "",
+        "Step": step or "",
+        "Reason": reason,
+        "Evidence": [e.describe() for e in evidence],
+        "Halted": halted,
+    }
+
+
+def file_sink(path: Path = DECISION_LOG) -> Sink:
+    """Append each record as one JSON line (the head's Azure Monitor Agent collects the file)."""
+
+    def write(record: Mapping[str, Any]) -> None:
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, sort_keys=True) + "\n")
+
+    return write

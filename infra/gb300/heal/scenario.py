@@ -1,0 +1,150 @@
+"""The scenario format of ``gb300 heal simulate`` (docs/self-healing.md#scenarios).
+
+``racks`` of 18 nodes named ``r0001-00`` .. ``r<NNNN>-17``; ``duration`` simulated seconds; ``jobs`` with node
+patterns (``r0001-*,r0002-0[0-3]``, shell-style); ``events`` nodes and Azure report at simulated times;
+``truth``, what is really wrong (read by the simulated world only); ``remediation``, optional overrides of the
+stack's ``gb300:remediation`` (camelCase keys). Every problem is one line naming its key path; exit 2.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gb300.config import stack_yaml
+from gb300.config.remediation import RemediationSettings
+from gb300.errors import ConfigError, Problem
+from gb300.facts.loader import data
+from gb300.heal.policy import EVENT_KINDS, hard_checks
+
+RACK_SIZE = 18
+CuredBy = Literal["self", "reboot", "reimage", "replace", "none"]
+CURE_LEVEL: Mapping[str, int] = {"self": 0, "reboot": 1, "reimage": 2, "replace": 3, "none": 4}
+ECC_CODES = ("row-remap-pending", "uncorrectable")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class JobSpec(_Model):
+    name: str = Field(min_length=1)
+    nodes: str = Field(min_length=1)
+    start: float = Field(0, ge=0)
+    end: float = Field(gt=0)
+
+
+class EventSpec(_Model):
+    at: float = Field(ge=0)
+    node: str = Field(min_length=1)
+    kind: Literal[EVENT_KINDS]  # type: ignore[valid-type]
+    code: int | str | None = None
+    check: str | None = None
+    context: str | None = None
+
+    @model_validator(mode="after")
+    def _detail(self) -> EventSpec:
+        if self.kind == "xid" and not isinstance(self.code, int):
+            raise ValueError(f"kind xid needs an integer 'code' (got {self.code!r})")
+        if self.kind == "ecc" and self.code not in ECC_CODES:
+            raise ValueError(f"kind ecc needs 'code' {' or '.join(ECC_CODES)} (got {self.code!r})")
+        if self.kind == "check-failed":
+            known = set(data("health.yaml")["defaults"]["checks"])
+            if self.check not in known:
+                raise ValueError(f"kind check-failed needs 'check', a health-gate check (got {self.check!r})")
+        return self
+
+
+class TruthSpec(_Model):
+    node: str = Field(min_length=1)
+    cured_by: CuredBy
+    until: float | None = Field(None, ge=0)
+
+
+class Scenario(_Model):
+    racks: int = Field(ge=1, le=2000)
+    duration: float = Field(gt=0, le=30 * 86400)
+    jobs: list[JobSpec] = Field(default_factory=list)
+    events: list[EventSpec] = Field(default_factory=list)
+    truth: list[TruthSpec] = Field(default_factory=list)
+    remediation: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def nodes(self) -> list[str]:
+        return [node_name(r, i) for r in range(1, self.racks + 1) for i in range(RACK_SIZE)]
+
+
+def node_name(rack: int, index: int) -> str:
+    return f"r{rack:04d}-{index:02d}"
+
+
+def match(pattern: str, nodes: list[str]) -> list[str]:
+    """Nodes matching any comma-separated shell pattern, in fleet order."""
+    parts = [p.strip() for p in pattern.split(",") if p.strip()]
+    return [n for n in nodes if any(fnmatch.fnmatchcase(n, p) for p in parts)]
+
+
+def _path(where: str, loc: tuple[Any, ...]) -> str:
+    out = where
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
+    return out
+
+
+def parse(raw: Any, where: str = "scenario") -> tuple[Scenario, RemediationSettings]:
+    """The scenario and the remediation settings it runs with; :class:`ConfigError` lists every problem."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError([Problem(where, "must be a mapping with racks, duration, events and truth")])
+    try:
+        scenario = Scenario.model_validate(dict(raw))
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_url=False):
+            loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            got = err.get("input")
+            if err["type"] != "value_error" and not isinstance(got, Mapping):
+                msg += f" (got {got!r})"
+            problems.append(Problem(_path(where, loc[:3] if err["type"] == "literal_error" else loc), msg))
+        raise ConfigError(problems) from None
+    nodes = scenario.nodes
+    problems = []
+    patterns: list[tuple[str, list[str]]] = [
+        ("jobs", [j.nodes for j in scenario.jobs]),
+        ("events", [e.node for e in scenario.events]),
+        ("truth", [t.node for t in scenario.truth]),
+    ]
+    for field, items in patterns:
+        for i, pattern in enumerate(items):
+            if not match(pattern, nodes):
+                problems.append(
+                    Problem(
+                        f"{where}.{field}[{i}]", f"matches no node (got {pattern!r}); nodes are r0001-00 .. {nodes[-1]}"
+                    )
+                )
+    for i, job in enumerate(scenario.jobs):
+        if job.end <= job.start:
+            problems.append(Problem(f"{where}.jobs[{i}].end", f"must be after start (got {job.end!r})"))
+    try:
+        settings = RemediationSettings.model_validate({"enabled": True, **scenario.remediation})
+    except ValidationError as exc:
+        problems += [
+            Problem(_path(f"{where}.remediation", tuple(e["loc"])), f"{e['msg']} (got {e.get('input')!r})")
+            for e in exc.errors(include_url=False)
+        ]
+        settings = RemediationSettings()
+    if problems:
+        raise ConfigError(problems)
+    return scenario, settings
+
+
+def load(path: Path) -> tuple[Scenario, RemediationSettings]:
+    """Read a scenario file with the strict reader of user YAML (gb300.config.stack_yaml) and parse it."""
+    return parse(stack_yaml.load(path), where=path.name)
+
+
+__all__ = ["CURE_LEVEL", "RACK_SIZE", "Scenario", "hard_checks", "load", "match", "node_name", "parse"]

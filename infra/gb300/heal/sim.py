@@ -1,0 +1,494 @@
+"""``gb300 heal simulate``: the real :class:`~gb300.heal.loop.Remediator` against a simulated fleet and clock.
+
+The world (:class:`World`) reads the scenario's ``truth`` to decide what each action cures; the loop never sees it.
+The loop reaches the world only through the channels of :mod:`gb300.heal.ports`: Slurm command lines (answered by
+:meth:`World.slurm`), Azure over HTTP (azure-mgmt-compute's client on a fake transport, :class:`FakeArm`), gate
+results in the gate's own ``boot.result`` format, KVP pool bytes, nccl-tests output taken from the repository's
+fixtures and judged by ``examples/nccl-eval.py``, and fabric identity lines parsed by ``gb300.slurm.topology``.
+
+The clock jumps from one thing to the next (an event, a due recheck, an action finishing), stepping by the loop's
+poll interval only while it has work, so a simulated day of 64 racks takes seconds.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import requests
+import urllib3
+from azure.core.credentials import AccessToken, AccessTokenInfo
+from azure.core.pipeline.transport import RequestsTransport
+from azure.mgmt.compute import ComputeManagementClient
+
+from gb300 import paths
+from gb300.config.remediation import RemediationSettings
+from gb300.facts import catalog
+from gb300.facts.loader import data
+from gb300.heal import policy as heal_policy
+from gb300.heal.azure_calls import AzureRepairs, RackRef
+from gb300.heal.evidence import Event
+from gb300.heal.loop import Remediator, nccl_eval
+from gb300.heal.ports import HealSlurm
+from gb300.heal.scenario import CURE_LEVEL, RACK_SIZE, Scenario, match
+from gb300.slurm.health import health_env_for
+from gb300.slurm.hostlist import compress, expand
+
+SUBSCRIPTION = "00000000-0000-0000-0000-00000000cafe"
+RESOURCE_GROUP = "sim-gpu-rg"
+VM_SIZE = "Standard_ND128isr_GB300_v6"
+FIXTURES = paths.REPO_ROOT / "tests" / "fixtures" / "slurm"
+RUNG_LEVEL = {"restart": 1, "reimage": 2, "redeploy": 3}
+# The gate check a fault of each kind fails, with the value it writes (gb300-health-check's drain reasons).
+GATE_FAILURE = {
+    "xid": ("xid", "XID {code} in the kernel log"),
+    "ecc": ("row-remap-failure", "DCGM_FI_DEV_ROW_REMAP_FAILURE=1 on GPU 2"),
+    "gpu-missing": ("gpus", "3 GPUs visible, expected 4"),
+    "ib-link-down": ("ib", "mlx5_ib1 Down"),
+    "ib-flap": ("ib-link-downed", "mlx5_ib2 link_downed +3 in 10800s"),
+    "nvlink-down": ("fabric-health", "GPU 3 Summary=Unhealthy"),
+    "imex-unhealthy": ("services", "nvidia-imex-ctl -q: not READY"),
+    "thermal-throttle": ("clock-events", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS=0x8 on GPU 1"),
+}
+
+
+def _sim_times() -> dict[str, float]:
+    raw = data("remediation.yaml")["simulation"]
+    return {
+        "restart": raw["rebootSeconds"],
+        "reimage": raw["reimageSeconds"],
+        "redeploy": raw["replaceSeconds"],
+        "nccl": raw["ncclSeconds"],
+    }
+
+
+@dataclass
+class Fault:
+    """What is really wrong with one node (from ``truth``)."""
+
+    level: int
+    start: float
+    until: float | None
+    kinds: list[Event]
+    cured_at: float | None = None
+
+
+@dataclass
+class SimNode:
+    name: str
+    rack: int
+    reason: str = ""
+    drained: bool = False
+    boot_time: float = 0.0
+    busy_until: float = -1.0  # an Azure action in progress
+    pending_level: int = 0
+
+
+@dataclass
+class World:
+    """The simulated fleet: nodes, jobs, faults; answers the loop's channels from the truth."""
+
+    scenario: Scenario
+    now: float = 0.0
+    nodes: dict[str, SimNode] = field(default_factory=dict)
+    faults: dict[str, Fault] = field(default_factory=dict)
+    jobs: dict[str, tuple[float, float, list[str]]] = field(default_factory=dict)
+    requeued: dict[str, float] = field(default_factory=dict)
+    azure_calls: list[str] = field(default_factory=list)
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    topology: str = ""
+    topology_history: list[tuple[float, str]] = field(default_factory=list)
+    nccl_runs: dict[str, tuple[float, list[str]]] = field(default_factory=dict)
+    times: dict[str, float] = field(default_factory=_sim_times)
+    _events: list[Event] = field(default_factory=list)
+    _next_event: int = 0
+    _fabric: str = ""
+
+    def __post_init__(self) -> None:
+        names = self.scenario.nodes
+        for name in names:
+            self.nodes[name] = SimNode(name, int(name[1:5]))
+        for job in self.scenario.jobs:
+            self.jobs[job.name] = (job.start, job.end, match(job.nodes, names))
+        events = []
+        for spec in self.scenario.events:
+            for node in match(spec.node, names):
+                code = None if spec.code is None else str(spec.code)
+                events.append(Event(spec.at, node, spec.kind, code, spec.check, spec.context))
+        self._events = sorted(events, key=lambda e: (e.at, e.node))
+        for truth in self.scenario.truth:
+            for node in match(truth.node, names):
+                # The fault's own reports: a job's teardown burst on the same node is not part of it.
+                mine = [e for e in self._events if e.node == node and e.context != "job-teardown"]
+                start = mine[0].at if mine else 0.0
+                until = truth.until if truth.until is not None else (mine[-1].at if truth.cured_by == "self" else None)
+                self.faults[node] = Fault(CURE_LEVEL[truth.cured_by], start, until, mine)
+        self._fabric = "".join(
+            f"{n} {uuid.uuid5(uuid.NAMESPACE_DNS, f'gb300-sim-rack-{s.rack}')} {s.rack}\n"
+            for n, s in self.nodes.items()
+        )
+
+    # -- the truth, read only here ---------------------------------------------------------------------
+
+    def _fault(self, node: str) -> Fault | None:
+        fault = self.faults.get(node)
+        if fault is None or fault.cured_at is not None or self.now < fault.start:
+            return None
+        if fault.until is not None and self.now > fault.until and fault.level == 0:
+            return None
+        return fault
+
+    def _unreachable(self, node: str) -> bool:
+        fault = self._fault(node)
+        return bool(fault and any(e.kind == "unreachable" for e in fault.kinds)) or self._busy(node)
+
+    def _busy(self, node: str) -> bool:
+        return self.nodes[node].busy_until > self.now
+
+    def advance(self, now: float) -> None:
+        """Finish actions whose time has come: the node boots; the fault is cured when the action reaches it."""
+        self.now = now
+        for node in self.nodes.values():
+            if 0 <= node.busy_until <= now:
+                node.boot_time = node.busy_until
+                fault = self.faults.get(node.name)
+                if fault and fault.cured_at is None and fault.level <= node.pending_level:
+                    fault.cured_at = node.busy_until
+                node.busy_until, node.pending_level = -1.0, 0
+
+    def next_change(self) -> float | None:
+        times = [n.busy_until for n in self.nodes.values() if n.busy_until > self.now]
+        times += [f.until for f in self.faults.values() if f.until is not None and f.until > self.now]
+        times += [t + self.times["nccl"] for t, _ in self.nccl_runs.values() if t + self.times["nccl"] > self.now]
+        if self._next_event < len(self._events):
+            times.append(self._events[self._next_event].at)
+        return min(times, default=None)
+
+    # -- channels ----------------------------------------------------------------------------------------
+
+    def poll(self, now: float) -> list[Event]:
+        """Events up to ``now``; a cured node stops reporting its fault; the node's running job is attached."""
+        out = []
+        while self._next_event < len(self._events) and self._events[self._next_event].at <= now:
+            event = self._events[self._next_event]
+            self._next_event += 1
+            fault = self.faults.get(event.node)
+            if fault is not None and fault.cured_at is not None and fault.level > 0:
+                continue
+            job = next(iter(self._running([event.node], event.at)), None)
+            if job is None and event.context == "job-teardown":
+                job = self._last_job(event.node, event.at)
+            out.append(Event(event.at, event.node, event.kind, event.code, event.check, event.context, job))
+        return out
+
+    def _running(self, hosts: Sequence[str], at: float) -> list[str]:
+        wanted = set(hosts)
+        return [
+            name
+            for name, (start, end, nodes) in self.jobs.items()
+            if start <= at < min(end, self.requeued.get(name, end)) and wanted.intersection(nodes)
+        ]
+
+    def _last_job(self, node: str, at: float) -> str | None:
+        ended = [(end, name) for name, (_, end, nodes) in self.jobs.items() if node in nodes and end <= at]
+        return max(ended)[1] if ended else None
+
+    def slurm(self, argv: Sequence[str]) -> str:  # noqa: PLR0912 - one branch per command
+        """scontrol / squeue, as the loop sends them (gb300.heal.ports.HealSlurm)."""
+        args = list(argv)
+        if args[:2] == ["scontrol", "update"]:
+            opts = dict(a.split("=", 1) for a in args[2:])
+            for host in expand(opts["nodename"]):
+                node = self.nodes[host]
+                if opts["state"] == "drain":
+                    node.drained, node.reason = True, opts.get("reason", "")
+                elif opts["state"] == "resume":
+                    node.drained, node.reason = False, ""
+            return ""
+        if args[:2] == ["scontrol", "requeue"]:
+            for job in args[2].split(","):
+                self.requeued[job] = self.now
+            return ""
+        if args[:2] == ["scontrol", "reconfigure"]:
+            return ""
+        if args[0] == "squeue":
+            hosts = expand(next(a for a in args if a.startswith("--nodelist=")).split("=", 1)[1])
+            return "".join(f"{j}\n" for j in self._running(hosts, self.now))
+        if args[:4] == ["scontrol", "--json", "show", "node"]:
+            records = []
+            for host in expand(args[4]):
+                if host not in self.nodes:
+                    continue
+                node = self.nodes[host]
+                states = ["ALLOCATED" if self._running([host], self.now) else "IDLE"]
+                if self._unreachable(host):
+                    states = ["DOWN", "NOT_RESPONDING"]
+                if node.drained:
+                    states.append("DRAIN")
+                records.append(
+                    {
+                        "name": host,
+                        "state": states,
+                        "reason": node.reason,
+                        "boot_time": {"set": True, "infinite": False, "number": int(node.boot_time)},
+                    }
+                )
+            return json.dumps({"nodes": records})
+        raise ValueError(f"simulated Slurm: unexpected command {shlex_join(args)}")
+
+    def gate_result(self, host: str) -> str | None:
+        """The node's gate verdict in gb300-health-check's boot.result format (None: the node does not answer)."""
+        if self._unreachable(host):
+            return None
+        fault = self._fault(host)
+        if fault is None:
+            return "pass"
+        failures = []
+        for event in fault.kinds:
+            if event.kind == "check-failed":
+                failures.append(f"{event.check}: failed")
+            elif event.kind in GATE_FAILURE:
+                check, message = GATE_FAILURE[event.kind]
+                failures.append(f"{check}: {message.format(code=event.code)}")
+        return "fail: " + "; ".join(dict.fromkeys(failures)) if failures else "pass"
+
+    def kvp_pool(self, host: str) -> bytes | None:
+        """Hyper-V KVP pool 3 records (512-byte key, 2048-byte value) with the node's physical host name."""
+        if self._unreachable(host):
+            return None
+        return b"PhysicalHostName".ljust(512, b"\0") + f"SIMHOST-{host}".encode().ljust(2048, b"\0")
+
+    def submit(self, hosts: Sequence[str]) -> str:
+        handle = f"nccl-{len(self.nccl_runs) + 1}"
+        self.nccl_runs[handle] = (self.now, list(hosts))
+        return handle
+
+    def collect(self, handle: str) -> str | None:
+        """nccl-tests output from the repository's fixtures: full bandwidth when every host is really healthy."""
+        started, hosts = self.nccl_runs[handle]
+        if self.now < started + self.times["nccl"]:
+            return None
+        healthy = all(self._fault(h) is None or self._fault(h).level == 0 for h in hosts)  # type: ignore[union-attr]
+        name = "all_reduce_perf.rack-ok.txt" if healthy else "all_reduce_perf.rack-report.txt"
+        return (FIXTURES / name).read_text(encoding="utf-8")
+
+    def fabric_lines(self) -> str:
+        return self._fabric
+
+    def write(self, rendered: str) -> None:
+        self.topology = rendered
+        self.topology_history.append((self.now, rendered))
+
+    def arm(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+        """Azure Resource Manager for the loop's calls (answered for :class:`FakeArm`)."""
+        self.azure_calls.append(f"{method} {path}")
+        prefix = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}/providers/Microsoft.Compute/"
+        m = re.fullmatch(re.escape(prefix) + r"virtualMachineScaleSets/([^/]+)/virtualMachines(?:/(\d+)/(\w+))?", path)
+        if m and method == "GET" and m.group(2) is None:
+            rack = int(m.group(1).rsplit("-r", 1)[1])
+            value = [
+                {
+                    "name": f"{m.group(1)}_{i}",
+                    "instanceId": str(i),
+                    "id": f"{path}/{i}",
+                    "properties": {"osProfile": {"computerName": f"r{rack:04d}-{i:02d}"}},
+                }
+                for i in range(RACK_SIZE)
+            ]
+            return 200, {"value": value}
+        if m and method == "POST" and m.group(3) in RUNG_LEVEL:
+            host = f"r{int(m.group(1).rsplit('-r', 1)[1]):04d}-{int(m.group(2)):02d}"
+            node = self.nodes[host]
+            node.busy_until = self.now + self.times[m.group(3)]
+            node.pending_level = max(node.pending_level, RUNG_LEVEL[m.group(3)])
+            return 202, None
+        if re.fullmatch(rf"/subscriptions/{SUBSCRIPTION}/providers/Microsoft\.Impact/workloadImpacts/[\w:-]+", path):
+            self.reports.append(body)
+            return 201, body
+        return 404, {"error": {"code": "NotFound", "message": path}}
+
+
+def shlex_join(args: Sequence[str]) -> str:
+    return " ".join(args)
+
+
+class FakeArm(requests.adapters.BaseAdapter):
+    """A requests adapter that hands ARM requests to the world (azure-core's RequestsTransport sits above it)."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__()
+        self.world = world
+
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+        url = urlparse(request.url or "")
+        if request.headers.get("Authorization") != "Bearer simulated-token":
+            return _response(request, 401, {"error": {"code": "AuthenticationFailed", "message": "no token"}})
+        raw = request.body
+        body = json.loads(raw) if isinstance(raw, (str, bytes)) and raw else None
+        status, answer = self.world.arm(request.method or "GET", url.path, body)
+        return _response(request, status, answer)
+
+    def close(self) -> None:
+        pass
+
+
+def _response(request: requests.PreparedRequest, status: int, body: Any) -> requests.Response:
+    response = requests.Response()
+    response.status_code = status
+    content = b"" if body is None else json.dumps(body).encode()
+    response._content = content
+    response.raw = urllib3.HTTPResponse(body=io.BytesIO(content), status=status, preload_content=False)
+    response.headers["Content-Type"] = "application/json; charset=utf-8"
+    response.headers["x-ms-request-id"] = "00000000-0000-0000-0000-000000000001"
+    response.url = request.url or ""
+    response.request = request
+    return response
+
+
+class SimulatedCredential:
+    """A fixed bearer token: the fake transport checks it is sent, Entra ID is never called."""
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+        return AccessToken("simulated-token", int(time.time()) + 3600)
+
+    def get_token_info(self, *scopes: str, options: Any = None) -> AccessTokenInfo:
+        return AccessTokenInfo("simulated-token", int(time.time()) + 3600)
+
+
+def compute_client_for(world: World) -> Any:
+    """``subscription -> ComputeManagementClient`` whose HTTP goes to the world."""
+    session = requests.Session()
+    session.mount("https://", FakeArm(world))
+    transport = RequestsTransport(session=session, session_owner=False)
+    clients: dict[str, Any] = {}
+
+    def client_for(subscription: str) -> Any:
+        if subscription not in clients:
+            clients[subscription] = ComputeManagementClient(
+                SimulatedCredential(), subscription, transport=transport, retry_total=0
+            )
+        return clients[subscription]
+
+    return client_for
+
+
+def nccl_env() -> dict[str, str]:
+    """health.env for the simulated VM size, read back with nccl-eval's own reader."""
+    text = health_env_for(VM_SIZE, soft_failures_to_drain=3, nvme_mount="/mnt/resource_nvme", mounts=())
+    with tempfile.NamedTemporaryFile("w", suffix=".env", delete=False) as handle:
+        handle.write(text)
+    try:
+        env: dict[str, str] = nccl_eval().read_env(Path(handle.name))
+    finally:
+        Path(handle.name).unlink()
+    return env
+
+
+@dataclass
+class Result:
+    """A finished simulation: the report (:meth:`report`), the loop and the world."""
+
+    scenario: Scenario
+    loop: Remediator
+    world: World
+    records: list[Mapping[str, Any]]
+    wall_s: float
+
+    def report(self) -> dict[str, Any]:
+        cases = {c.node: c for c in self.loop.closed} | dict(self.loop.cases)
+        touched = set(cases) | {e.node for e in self.world._events} | set(self.world.faults)
+        truth = {n: s for t in self.scenario.truth for n in match(t.node, self.scenario.nodes) for s in [t.cured_by]}
+        nodes: list[dict[str, Any]] = []
+        for name in sorted(touched):
+            node = self.world.nodes[name]
+            case = cases.get(name)
+            state = "drained" if node.drained else ("unreachable" if self.world._unreachable(name) else "in-service")
+            nodes.append(
+                {
+                    "node": name,
+                    "final_state": state,
+                    "actions": list(case.actions) if case else [],
+                    "case": case.state if case else None,
+                    "truth": truth.get(name),
+                }
+            )
+        drained = [str(n["node"]) for n in nodes if "drain" in n["actions"]]
+        returned = [c for c in self.loop.closed if c.state == "returned" and c.ended is not None]
+        mttr = statistics.median(c.ended - c.first_evidence for c in returned) if returned else None  # type: ignore[operator]
+        return {
+            "racks": self.scenario.racks,
+            "duration": self.scenario.duration,
+            "nodes": nodes,
+            "drains": len(drained),
+            "false_drains": sum(1 for n in drained if truth.get(n) in (None, "self")),
+            "repaired": len(returned),
+            "mttr_seconds": mttr,
+            "halted": self.loop.halted,
+            "blocks": [{"name": b.name, "nodes": compress(b.hosts), "count": len(b.hosts)} for b in self.loop.blocks],
+            "decisions": len(self.records),
+            "azure_calls": len(self.world.azure_calls),
+            "guest_health_reports": len(self.world.reports),
+            "wall_seconds": round(self.wall_s, 3),
+        }
+
+
+def run(
+    scenario: Scenario,
+    settings: RemediationSettings,
+    *,
+    poll_s: float = 60.0,
+    on_tick: Callable[[World, float], None] | None = None,
+) -> Result:
+    """Run the loop over the scenario's duration; the same code the head runs, on simulated channels.
+
+    ``on_tick(world, now)`` runs before each tick: what others do meanwhile (a person, ``gb300 rollout``).
+    """
+    started = time.perf_counter()
+    world = World(scenario)
+    records: list[Mapping[str, Any]] = []
+    racks = [RackRef(f"sim-gpu-r{r:04d}", SUBSCRIPTION, RESOURCE_GROUP) for r in range(1, scenario.racks + 1)]
+    policy = heal_policy.load(settings)
+    loop = Remediator(
+        policy=policy,
+        racks=racks,
+        azure=AzureRepairs(compute_client_for(world), policy.ghr_api_version),
+        slurm=HealSlurm(run=world.slurm),
+        probe=world,
+        nccl=world,
+        feed=world,
+        topology_port=world,
+        sink=records.append,
+        cluster="sim",
+        nccl_env=nccl_env(),
+        block_size=catalog.load().sku(VM_SIZE).vms_per_nvlink_domain,
+        poll_s=poll_s,
+    )
+    now = 0.0
+    world.advance(now)
+    loop.start(now)
+    while now <= scenario.duration:
+        world.advance(now)
+        if on_tick is not None:
+            on_tick(world, now)
+        loop.tick(now)
+        candidates = [world.next_change(), loop.next_due()]
+        if loop.busy() and not loop.halted:
+            candidates.append(now + poll_s)
+        upcoming = [t for t in candidates if t is not None and t > now]
+        if not upcoming:
+            break
+        now = min(upcoming)
+    return Result(scenario, loop, world, records, time.perf_counter() - started)
+
+
+__all__ = ["RACK_SIZE", "FakeArm", "Result", "World", "compute_client_for", "run"]

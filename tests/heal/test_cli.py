@@ -1,0 +1,66 @@
+"""``gb300 heal simulate`` and ``gb300 heal role`` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gb300 import cli
+
+from .conftest import SCENARIOS
+
+
+def test_simulate_prints_per_node_actions_and_writes_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The summary names each node's actions and totals; --json holds the fields the issue names."""
+    report_path, decisions = tmp_path / "report.json", tmp_path / "decisions.jsonl"
+    code = cli.main(
+        ["heal", "simulate", str(SCENARIOS / "ecc.yaml"), "--json", str(report_path), "--decisions", str(decisions)]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "r0002-09: in-service  drain -> reboot -> reimage -> revalidate -> return  (truth: reimage)" in out
+    assert "drains 3, false drains 0, repaired 3" in out
+    report = json.loads(report_path.read_text())
+    for key in ("drains", "false_drains", "repaired", "mttr_seconds", "halted", "blocks", "nodes"):
+        assert key in report
+    node = next(n for n in report["nodes"] if n["node"] == "r0002-07")
+    assert node["final_state"] == "in-service"
+    assert node["actions"][-2:] == ["revalidate", "return"]
+    lines = decisions.read_text().splitlines()
+    assert len(lines) == report["decisions"]
+    assert json.loads(lines[0])["Source"] == "gb300-heal"
+
+
+def test_bad_scenario_exits_two_with_one_line_per_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every problem of a scenario is one line naming its key path; exit 2, no traceback."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "racks: 0\nduration: 100\nevents:\n  - {at: 5, node: r0001-00, kind: xid}\n"
+        "  - {at: 5, node: r0001-00, kind: check-failed, check: nope}\n"
+        "truth:\n  - {node: r0001-00, cured_by: magic}\n"
+    )
+    assert cli.main(["heal", "simulate", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "bad.yaml.racks: Input should be greater than or equal to 1 (got 0)" in err
+    assert "bad.yaml.events[0]: kind xid needs an integer 'code' (got None)" in err
+    assert any(line.startswith("bad.yaml.events[1]: kind check-failed needs 'check'") for line in err)
+    assert any(line.startswith("bad.yaml.truth[0].cured_by:") and "'magic'" in line for line in err)
+    assert not any("Traceback" in line for line in err)
+
+
+def test_missing_scenario_exits_two(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A scenario that cannot be read is one line naming the file."""
+    assert cli.main(["heal", "simulate", str(tmp_path / "none.yaml")]) == 2
+    assert "none.yaml: cannot be read (No such file or directory)" in capsys.readouterr().err
+
+
+def test_role_prints_the_roles_to_create(capsys: pytest.CaptureFixture[str]) -> None:
+    """`gb300 heal role` prints role definitions az accepts, scoped to the resource groups given."""
+    assert cli.main(["heal", "role", "--subscription", "s1", "--resource-group", "rg-gpu"]) == 0
+    roles = json.loads(capsys.readouterr().out)
+    assert roles[0]["AssignableScopes"] == ["/subscriptions/s1/resourceGroups/rg-gpu"]
+    assert "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/redeploy/action" in roles[0]["Actions"]
