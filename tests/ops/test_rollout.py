@@ -579,7 +579,7 @@ def test_state_of_another_stack_is_refused(
     assert "is the state of stack reference, not dev" in capsys.readouterr().err
 
 
-def test_live_rollout_leaves_other_owners_drains(stale_state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_live_rollout_leaves_other_owners_drains(after_up: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A node the remediation loop drained is reimaged with its rack but neither drained over nor resumed."""
     clock = Clock()
     slurm = SlurmStandIn(clock)
@@ -588,20 +588,11 @@ def test_live_rollout_leaves_other_owners_drains(stale_state: Path, capsys: pyte
             slurm.nodes[host] = Node({"IDLE"}, boot_time=clock.now() - 86400)
     held = "ref-train-r0002-000005"
     slurm.nodes[held] = Node({"IDLE", "DRAIN"}, reason="gb300-heal: XID 79", boot_time=clock.now() - 86400)
-    adapter = FakeArm(slurm, {})
-    session = requests.Session()
-    session.mount("https://", adapter)
-    client_for = rollout.azure_client_factory(
-        StaticCredential(),
-        transport=RequestsTransport(session=session, session_owner=False),
-        retry_total=0,
-        polling_interval=0,
-    )
-    args = cli.build_parser().parse_args(["rollout", "--stack", "reference", "--state", str(stale_state)])
-    code = rollout_cmd.run(args, client_for=client_for, slurm_run=slurm.run, sleep=clock.sleep, now=clock.now)
+    code, slurm, adapter = _live(after_up, {}, adapter=FakeArm(slurm, {}, OLD))
     assert code == 0, capsys.readouterr().out
     assert slurm.nodes[held].reason == "gb300-heal: XID 79"
     assert "DRAIN" in slurm.nodes[held].states
+    assert "ref-train-r0002" in _posts(adapter, "reimage")  # reimaged with its rack all the same
     updated = [
         host
         for c in slurm.calls
