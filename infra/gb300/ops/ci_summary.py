@@ -41,6 +41,19 @@ class Suppression:
 
 
 @dataclass(frozen=True)
+class CostDigest:
+    """The plan's cost (``summary.cost``): the known totals, how many prices are unknown, and the change."""
+
+    currency: str
+    hourly: float
+    monthly: float
+    unknown: int
+    change_hourly: float | None = None
+    change_monthly: float | None = None
+    changes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class PlanDigest:
     """What the summary shows of one stack's plan."""
 
@@ -51,6 +64,7 @@ class PlanDigest:
     vcpus: Mapping[str, int]
     findings: tuple[Finding, ...]
     suppressed: tuple[Suppression, ...] = ()
+    cost: CostDigest | None = None
 
     def count(self, level: str) -> int:
         """Number of findings at `level` (case-insensitive)."""
@@ -59,6 +73,51 @@ class PlanDigest:
 
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _money(value: float, currency: str, *, sign: bool = False) -> str:
+    digits = 2 if abs(value) >= 10 or value == 0 else 4
+    return f"{value:{'+' if sign else ''},.{digits}f} {currency}"
+
+
+def _qty(value: Any) -> str:
+    number = _number(value)
+    if number is None:
+        return "?"
+    return f"{number:,.0f}" if number.is_integer() else f"{number:,.2f}"
+
+
+def cost_digest(raw: Any) -> CostDigest | None:
+    """The cost part of a plan's summary, or None when the plan has none (an older gb300)."""
+    if not isinstance(raw, Mapping):
+        return None
+    hourly, monthly = _number(raw.get("hourly")), _number(raw.get("monthly"))
+    if hourly is None or monthly is None:
+        return None
+    currency = str(raw.get("currency") or "")
+    unknown = raw.get("unknown")
+    change = raw.get("change") if isinstance(raw.get("change"), Mapping) else None
+    changes: list[str] = []
+    for row in (change or {}).get("items") or []:
+        if not isinstance(row, Mapping):
+            continue
+        delta = _number(row.get("hourly"))
+        money = "price unknown" if delta is None else f"{_money(delta, currency, sign=True)} per hour"
+        moved = f"{_qty(row.get('before'))} -> {_qty(row.get('after'))}"
+        changes.append(f"{row.get('item')}: `{row.get('meter')}` {moved}: {money}")
+    return CostDigest(
+        currency=currency,
+        hourly=hourly,
+        monthly=monthly,
+        unknown=len(unknown) if isinstance(unknown, list) else 0,
+        change_hourly=_number(change.get("hourly")) if change else None,
+        change_monthly=_number(change.get("monthly")) if change else None,
+        changes=tuple(changes),
+    )
 
 
 def digest(plan: Mapping[str, Any], fallback_stack: str) -> PlanDigest:
@@ -100,6 +159,7 @@ def digest(plan: Mapping[str, Any], fallback_stack: str) -> PlanDigest:
         vcpus=vcpus,
         findings=findings,
         suppressed=suppressed,
+        cost=cost_digest(summary.get("cost")),
     )
 
 
@@ -126,6 +186,7 @@ def render(digests: Iterable[PlanDigest], expected: Sequence[str] = (), run_url:
         row = [f"`{stack}`", _num(d.racks), _num(d.vms), _num(d.gpus), vcpus]
         row += [str(d.count("error")), str(d.count("warning"))]
         lines.append("| " + " | ".join(row) + " |")
+    lines += _cost_lines(by_stack)
     suppressed = [(d.stack, s) for d in by_stack.values() for s in d.suppressed]
     if suppressed:  # never folded away: a switched-off rule is something a reviewer must see
         lines += ["", f"**Suppressed rules ({len(suppressed)})**, from `gb300:policy.suppress`:", ""]
@@ -146,6 +207,24 @@ def render(digests: Iterable[PlanDigest], expected: Sequence[str] = (), run_url:
     if run_url:
         lines += ["", f"Plans (JSON) and previews: {run_url}"]
     return "\n".join(lines) + "\n"
+
+
+def _cost_lines(by_stack: Mapping[str, PlanDigest]) -> list[str]:
+    """Each stack's known cost per hour and month, the change against the deployed state, and what moved."""
+    costed = [(stack, d.cost) for stack, d in sorted(by_stack.items()) if d.cost is not None]
+    if not costed:
+        return []
+    lines = ["", "**Cost** (known prices; an unknown price is listed in the plan, never counted as zero):", ""]
+    lines += ["| stack | per hour | per month | change per hour | change per month | unknown prices |"]
+    lines += ["|---|---:|---:|---:|---:|---:|"]
+    for stack, c in costed:
+        change_h = "-" if c.change_hourly is None else _money(c.change_hourly, c.currency, sign=True)
+        change_m = "-" if c.change_monthly is None else _money(c.change_monthly, c.currency, sign=True)
+        cells = [f"`{stack}`", _money(c.hourly, c.currency), _money(c.monthly, c.currency), change_h, change_m]
+        lines.append("| " + " | ".join([*cells, str(c.unknown)]) + " |")
+    for stack, c in costed:
+        lines += [f"- `{stack}`: {_cell(text)}" for text in c.changes]
+    return lines
 
 
 def load(paths: Iterable[Path]) -> list[PlanDigest]:
