@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from gb300.cost import prices
 from gb300.cost.estimate import Estimate, Line, change, estimate, lines
-from gb300.cost.prices import LIVE, Price, PriceBook, file_book, live_book, table_book
+from gb300.cost.prices import LIVE, Price, PriceBook, file_book, table_book
 
 __all__ = [
     "LIVE",
@@ -36,7 +37,7 @@ def book(
     price comes from the API, ``--prices live``); a file's prices are taken as what you pay.
     """
     if source is not None and source.strip().lower() == LIVE:
-        return live_book(region, currency, meters, reservation=reservation)
+        return prices.live_book(region, currency, meters, reservation=reservation)
     found = table_book(currency) if source is None else file_book(Path(source), currency)
     if reservation is None or source is not None:
         return found

@@ -278,7 +278,9 @@ def _price(  # noqa: PLR0911 - one return per way an answer can fail to price th
         return Price(None, spec.per_unit, label, why)
     item = _pick(items, spec, reservation)
     if item is None:
-        kind = f"a {reservation} reservation" if reservation and spec.id.startswith("vm/") else "a pay-as-you-go price"
+        kind = (
+            f"{reservation} reservation price" if reservation and spec.id.startswith("vm/") else "pay-as-you-go price"
+        )
         return Price(None, spec.per_unit, label, f"the Retail Prices API lists no {kind} for {spec.id} here")
     if item.get("currencyCode") not in (None, currency):
         return Price(None, spec.per_unit, label, f"answered in {item.get('currencyCode')}, not {currency}")
