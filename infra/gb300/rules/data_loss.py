@@ -112,7 +112,8 @@ def data_loss(
             tie = any(c.startswith("hsm:") for c in changes)
             migrate = (
                 " The tie to Blob is set only when a filesystem is created: keep the deployed one as it is "
-                "(gb300:storage.lustre.blobIntegration), or migrate (docs/storage.md#tying-a-deployed-filesystem-to-blob)."
+                "(gb300:storage.lustre.blobIntegration), or migrate "
+                "(docs/storage.md#tying-a-deployed-filesystem-to-blob)."
                 if tie
                 else ""
             )
