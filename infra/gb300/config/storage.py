@@ -288,8 +288,8 @@ class StorageSettings(ConfigModel):
     lustre: LustreSettings | None = None
     """An Azure Managed Lustre filesystem, mounted on every node over TCP LNet; unset: none."""
     blob: BlobSettings | None = None
-    """A private storage account (private endpoints, no shared keys, TLS 1.2, blob and container soft delete,
-    versioning); unset: none.
+    """A private storage account (private endpoints, no shared keys unless Lustre is tied to it, TLS 1.2, blob and
+    container soft delete, versioning); unset: none.
     """
     checkpoint: CheckpointSettings | None = None
     """The model whose checkpoints Lustre must absorb: `gb300 plan` warns (`lustre-checkpoint-throughput`) when it
