@@ -128,10 +128,12 @@ def size(
     return Sizing(sku=sku, needed_mbps=mbps, exact_tib=exact, capacity_tib=sku.round_up(exact))
 
 
-def size_all(parameters: float, minutes: float, per_parameter: float | None = None) -> list[Sizing]:
+def size_all(
+    parameters: float, minutes: float, per_parameter: float | None = None, *, export_minutes: float | None = None
+) -> list[Sizing]:
     """:func:`size` for every SKU, fastest tier first."""
     skus = sorted(lustre_skus().values(), key=lambda s: -s.mbps_per_tib)
-    return [size(s, parameters, minutes, per_parameter) for s in skus]
+    return [size(s, parameters, minutes, per_parameter, export_minutes=export_minutes) for s in skus]
 
 
 def write_minutes(sku: LustreSku, tib: int, parameters: float, per_parameter: float | None = None) -> float:

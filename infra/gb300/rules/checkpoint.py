@@ -73,5 +73,7 @@ def lustre_checkpoint_throughput(resources: Sequence[Resource], ctx: RuleContext
             f"so one checkpoint of {sizing.fmt_count(params)} parameters ({size_gb:,.0f} GB) takes {took:.1f} minutes; "
             f"gb300:storage.checkpoint allows {minutes:g} (needs {need.needed_mbps / 1000:,.1f} GB/s{export}). "
             f"Set capacityTiB to at least {need.capacity_tib} "
-            f"(gb300 size-storage --params {sizing.fmt_count(params)} --checkpoint-minutes {minutes:g}).",
+            f"(gb300 size-storage --params {sizing.fmt_count(params)} --checkpoint-minutes {minutes:g}"
+            + (f" --export-minutes {drain:g}" if drain is not None else "")
+            + ").",
         )
