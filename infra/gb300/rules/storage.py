@@ -138,7 +138,8 @@ def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) ->
     """Storage accounts allow no public blob access or shared keys, need TLS 1.2, and are closed to the Internet.
 
     One exception, because Azure requires it: an account an Azure Managed Lustre filesystem is tied to must allow
-    account key access (amlfs-prerequisites, "Blob integration prerequisites"), a warning that says so.
+    account key access (amlfs-prerequisites, "Blob integration prerequisites"): an info finding says so, so the
+    trade is visible in every plan without failing a stack that chose it (gb300:storage.lustre.blobIntegration).
     """
     del ctx
     for account in inventory.of_type(resources, STORAGE_ACCOUNT):
@@ -156,7 +157,7 @@ def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) ->
         shared = inputs.get("allowSharedKeyAccess")
         if _is_true(shared) and _tied_to_lustre(resources, name):
             yield Report(
-                Level.WARNING,
+                Level.INFO,
                 account.urn,
                 f"{where}: allowSharedKeyAccess is true because the Lustre filesystem is tied to it, and Azure's blob "
                 "integration requires account key access (the Lustre service signs its own SAS tokens); the nodes "
