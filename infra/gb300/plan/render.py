@@ -115,7 +115,7 @@ def cost_lines(cost: Mapping[str, Any]) -> list[str]:
         width = max(len(str(i["item"])) for i in items[:TOP_ITEMS])
         lines += [
             f"    {i['item']:<{width}} {_qty(i['quantity'], i['unit']):>12} x {i['meter']:<40} "
-            f"{_money(i['hourly'], cur):>16}/h {_money(i['monthly'], cur):>18}/month"
+            f"{_money(i['hourly'], cur):>18}/h {_money(i['monthly'], cur):>22}/month"
             for i in items[:TOP_ITEMS]
         ]
     if unknown:
