@@ -95,27 +95,6 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         ),
     )
     outputs: dict[str, pulumi.Output[str]] = {}
-    if storage.lustre is not None:
-        checkpoint = storage.checkpoint
-        lustre = storage_component.Lustre(
-            f"{name}-lustre",
-            storage_component.LustreArgs(
-                resource_group_name=rg_name,
-                location=location,
-                sku=storage.lustre.sku,
-                capacity_tib=storage.lustre.capacity_ti_b,
-                subnet_id=net.subnet_ids["storage"],
-                maintenance_day=storage.lustre.maintenance_window.day_of_week,
-                maintenance_time_utc=storage.lustre.maintenance_window.time_of_day_utc,
-                zone=cfg.cluster.zone,
-                allow_replace="lustre" in storage.allow_replace,
-                tags=tags,
-                checkpoint_parameters=checkpoint.parameters if checkpoint else None,
-                checkpoint_minutes=checkpoint.budget_minutes if checkpoint else None,
-                checkpoint_bytes_per_parameter=checkpoint.bytes_per_parameter if checkpoint else None,
-            ),
-        )
-        outputs["lustreMgsAddress"] = lustre.mgs_address
     # Every role's node payload, rendered from the config alone: the custom data fetches it (docs/node-payload.md).
     head_data = nodes.render(nodes.HEAD, cfg)
     pool_data = {pool.name: nodes.render(nodes.GPU_NODE, cfg, pool) for pool in cfg.gpu_pools}
@@ -145,10 +124,48 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             allow_replace_containers="containers" in storage.allow_replace,
             upload_source_ranges=tuple(storage.node_payload.upload_source_ranges),
             tags=tags,
+            lustre=storage_component.LustreServiceAccess(
+                principal_id=storage.lustre_tie.service_principal_id or "",
+                logging_container=storage.lustre_tie.logging_container,
+            )
+            if storage.lustre_tie is not None
+            else None,
         ),
     )
     if blob_cfg is not None:
         outputs["storageAccountName"] = blob.name
+    if storage.lustre is not None:
+        checkpoint = storage.checkpoint
+        tie = storage.lustre_tie
+        lustre = storage_component.Lustre(
+            f"{name}-lustre",
+            storage_component.LustreArgs(
+                resource_group_name=rg_name,
+                location=location,
+                sku=storage.lustre.sku,
+                capacity_tib=storage.lustre.capacity_ti_b,
+                subnet_id=net.subnet_ids["storage"],
+                maintenance_day=storage.lustre.maintenance_window.day_of_week,
+                maintenance_time_utc=storage.lustre.maintenance_window.time_of_day_utc,
+                zone=cfg.cluster.zone,
+                allow_replace="lustre" in storage.allow_replace,
+                tags=tags,
+                checkpoint_parameters=checkpoint.parameters if checkpoint else None,
+                checkpoint_minutes=checkpoint.budget_minutes if checkpoint else None,
+                checkpoint_bytes_per_parameter=checkpoint.bytes_per_parameter if checkpoint else None,
+                checkpoint_interval_minutes=checkpoint.interval_minutes if checkpoint else None,
+                blob=storage_component.LustreBlobArgs(
+                    container_id=blob.container_ids[tie.container],
+                    logging_container_id=blob.container_ids[tie.logging_container],
+                    import_prefix=tie.import_prefix,
+                    export_prefix=tie.export_prefix,
+                    ready=tuple(blob.lustre_ready),
+                )
+                if tie is not None
+                else None,
+            ),
+        )
+        outputs["lustreMgsAddress"] = lustre.mgs_address
     payloads = NodePayloads(
         f"{name}-payload",
         NodePayloadArgs(

@@ -64,6 +64,7 @@ NODE_READS: Mapping[str, str] = {
 CHECKPOINT_PARAMETERS = "gb300-checkpoint-parameters"
 CHECKPOINT_MINUTES = "gb300-checkpoint-minutes"
 CHECKPOINT_BYTES_PER_PARAMETER = "gb300-checkpoint-bytes-per-parameter"
+CHECKPOINT_INTERVAL_MINUTES = "gb300-checkpoint-interval-minutes"
 
 # On storage accounts: what the account holds, read by rule storage-no-public-access. An account without it is
 # treated as holding data.
@@ -86,6 +87,7 @@ ALL: frozenset[str] = frozenset(
         CHECKPOINT_MINUTES,
         CHECKPOINT_BYTES_PER_PARAMETER,
         STORAGE_PURPOSE,
+        CHECKPOINT_INTERVAL_MINUTES,
     }
 )
 """Every tag key gb300 writes."""
@@ -100,11 +102,15 @@ def cluster(user_tags: Mapping[str, str], cluster_name: str) -> dict[str, str]:
     return {**user_tags, CLUSTER: cluster_name, MANAGED_BY: MANAGED_BY_VALUE}
 
 
-def checkpoint(parameters: str, minutes: str, bytes_per_parameter: str | None = None) -> dict[str, str]:
+def checkpoint(
+    parameters: str, minutes: str, bytes_per_parameter: str | None = None, interval_minutes: str | None = None
+) -> dict[str, str]:
     """The tags that carry ``gb300:storage.checkpoint`` onto the Lustre filesystem (values already formatted)."""
     out = {CHECKPOINT_PARAMETERS: parameters, CHECKPOINT_MINUTES: minutes}
     if bytes_per_parameter is not None:
         out[CHECKPOINT_BYTES_PER_PARAMETER] = bytes_per_parameter
+    if interval_minutes is not None:
+        out[CHECKPOINT_INTERVAL_MINUTES] = interval_minutes
     return out
 
 

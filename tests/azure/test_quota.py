@@ -348,6 +348,7 @@ def test_quota_rule_inside_the_plan(reference_plan: PlanResult, reference_raw: d
 
     snapshot = quota.fetch(str(FIXTURES / "eastus2-too-little.json"), reference_plan.resources)
     found = rules.evaluate(reference_plan.resources, reference_plan.config.policy, quota=snapshot)
+    found = [f for f in found if f.level.label != "info"]  # the tied account's note on account keys is info
     assert {f.rule for f in found} == {"quota-sufficient"}
     assert all(f.level.label == "error" for f in found)
     del reference_raw

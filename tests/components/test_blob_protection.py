@@ -88,11 +88,11 @@ def test_no_lifecycle_policy_without_versioning(reference_raw: dict[str, Any]) -
 
 
 def test_reference_containers_are_protected(reference_plan: PlanResult) -> None:
-    """Every data container is protected and retained, and is created only once soft delete is on (the node
-    payload container holds only payloads the program makes again)."""
+    """Every data container (and Lustre's logging container) is protected and retained, and is created only once soft
+    delete is on (the node payload container holds only payloads the program makes again)."""
     (service,) = [r for r in reference_plan.resources if r.type == SERVICE]
     containers = [r for r in reference_plan.resources if r.type == CONTAINER and "NodePayloads" not in (r.parent or "")]
-    assert {c.inputs["containerName"] for c in containers} == {"datasets", "checkpoints"}
+    assert {c.inputs["containerName"] for c in containers} == {"datasets", "checkpoints", "lustre-logging"}
     for c in containers:
         assert (c.protect, c.retain_on_delete) == (True, True), c.name
         assert "containerName" in c.replace_on_changes

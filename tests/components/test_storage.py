@@ -21,6 +21,7 @@ from gb300.rules.data_loss import DeployedResource, data_loss
 
 AMLFS = "azure-native:storagecache:AmlFilesystem"
 ACCOUNT = "azure-native:storage:StorageAccount"
+TIE = {"servicePrincipalId": "3c5e9a51-7d2f-4e18-9b0a-2f6d8c41e7a3"}
 
 
 def _one(plan: PlanResult, typ: str) -> ResourceRecord:
@@ -57,7 +58,7 @@ def test_allow_replace_lifts_the_guards_of_one_store_only(dev_raw: dict[str, Any
     """gb300:storage.allowReplace: [account] unprotects the account and leaves Lustre protected."""
     raw = copy.deepcopy(dev_raw)
     raw["storage"] = {
-        "lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4},
+        "lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4, "blobIntegration": TIE},
         "blob": {},
         "allowReplace": ["account"],
     }
@@ -67,12 +68,15 @@ def test_allow_replace_lifts_the_guards_of_one_store_only(dev_raw: dict[str, Any
     assert (records[AMLFS].protect, records[AMLFS].retain_on_delete) == (True, True)
 
 
-def test_storage_account_is_private_and_keyless(reference_plan: PlanResult) -> None:
-    """The account has a flat namespace, no public or anonymous access, no shared keys, TLS 1.2 and HTTPS only."""
+def test_storage_account_is_private_and_keyless(reference_plan: PlanResult, dev_plan: PlanResult) -> None:
+    """The account has a flat namespace, no public or anonymous access, TLS 1.2 and HTTPS only; shared keys are off
+    unless Lustre is tied to it (the reference stack), as Azure's blob integration requires."""
     inputs = _one(reference_plan, ACCOUNT).inputs
+    assert _one(dev_plan, ACCOUNT).inputs["allowSharedKeyAccess"] is False
+    assert inputs["allowSharedKeyAccess"] is True
+    assert inputs["defaultToOAuthAuthentication"] is True  # the nodes and the portal still sign in with Entra ID
     assert inputs["isHnsEnabled"] is False  # a flat namespace, so blob versioning is on (test_blob_protection)
     assert inputs["allowBlobPublicAccess"] is False
-    assert inputs["allowSharedKeyAccess"] is False
     assert inputs["minimumTlsVersion"] == "TLS1_2"
     assert inputs["publicNetworkAccess"] == "Disabled"
     assert inputs["enableHttpsTrafficOnly"] is True
@@ -83,11 +87,12 @@ def test_storage_account_is_private_and_keyless(reference_plan: PlanResult) -> N
 
 
 def test_containers_are_private(reference_plan: PlanResult) -> None:
-    """The datasets and checkpoints containers, and the node payloads', exist in the account with no public
-    access."""
+    """The datasets and checkpoints containers, the node payloads' and Lustre's logging container exist in the account
+    with no public access."""
     account = _one(reference_plan, ACCOUNT)
     containers = [r for r in reference_plan.resources if r.type == "azure-native:storage:BlobContainer"]
-    assert sorted(c.inputs["containerName"] for c in containers) == ["checkpoints", "datasets", "gb300-node-payload"]
+    names = sorted(c.inputs["containerName"] for c in containers)
+    assert names == ["checkpoints", "datasets", "gb300-node-payload", "lustre-logging"]
     for c in containers:
         assert c.inputs["publicAccess"] == "None"
         assert c.inputs["accountName"] == account.inputs["accountName"]
@@ -269,7 +274,7 @@ def test_allow_replace_of_every_store_frees_the_group(dev_raw: dict[str, Any]) -
     """With both stores in allowReplace the group is neither protected nor retained, and the lock is gone."""
     raw = copy.deepcopy(dev_raw)
     raw["storage"] = {
-        "lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4},
+        "lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4, "blobIntegration": TIE},
         "blob": {},
         "allowReplace": ["lustre", "account"],
     }

@@ -11,12 +11,13 @@ from gb300 import config
 from gb300.errors import ConfigError
 
 LUSTRE = {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 8}
+SP = "3c5e9a51-7d2f-4e18-9b0a-2f6d8c41e7a3"
 
 
 def test_defaults(reference_raw: dict[str, Any]) -> None:
     """Lustre mounts at /lustre with a Sunday 02:00 window; blob has read-only datasets and writable checkpoints."""
     raw = copy.deepcopy(reference_raw)
-    raw["storage"] = {"lustre": LUSTRE, "blob": {}}
+    raw["storage"] = {"lustre": {**LUSTRE, "blobIntegration": {"servicePrincipalId": SP}}, "blob": {}}
     storage = config.parse(raw).storage
     assert storage.lustre is not None
     assert storage.lustre.mount_path == "/lustre"
@@ -30,6 +31,14 @@ def test_defaults(reference_raw: dict[str, Any]) -> None:
         ("checkpoints", "readWrite", None),
     ]
     assert storage.allow_replace == []
+    tie = storage.lustre_tie
+    assert tie is not None
+    assert (tie.container, tie.import_prefix, tie.export_prefix, tie.logging_container) == (
+        "checkpoints",
+        "/datasets",
+        "/checkpoints",
+        "lustre-logging",
+    )
 
 
 def test_checkpoint_budget(reference_raw: dict[str, Any]) -> None:
@@ -77,6 +86,28 @@ def test_checkpoint_budget(reference_raw: dict[str, Any]) -> None:
         ({"blob": {"containers": [{"name": "data", "access": "write"}]}}, "gb300:storage.blob.containers[0].access:"),
         ({"blob": {"blockCache": {"memoryMiB": 10}}}, "gb300:storage.blob.blockCache.memoryMiB: must be at least 256"),
         ({"blob": {"cache": {}}}, "gb300:storage.blob.cache: is not a known key"),
+        (
+            {"lustre": LUSTRE, "blob": {}},
+            "gb300:storage.lustre.blobIntegration.servicePrincipalId: is required to tie Lustre to Blob",
+        ),
+        (
+            {"lustre": {**LUSTRE, "blobIntegration": {"servicePrincipalId": SP, "container": "ckpt"}}, "blob": {}},
+            "gb300:storage.lustre.blobIntegration.container: must be one of gb300:storage.blob.containers",
+        ),
+        (
+            {"lustre": {**LUSTRE, "blobIntegration": {"servicePrincipalId": SP, "loggingContainer": "datasets"}},
+             "blob": {}},
+            "gb300:storage.lustre.blobIntegration.loggingContainer: must differ from the data",
+        ),
+        (
+            {"lustre": {**LUSTRE, "blobIntegration": {"servicePrincipalId": "hpc-cache"}}, "blob": {}},
+            "gb300:storage.lustre.blobIntegration.servicePrincipalId: must match",
+        ),
+        (
+            {"lustre": {**LUSTRE, "blobIntegration": {"servicePrincipalId": SP, "importPrefix": "datasets"}},
+             "blob": {}},
+            "gb300:storage.lustre.blobIntegration.importPrefix: must match",
+        ),
     ],
 )  # fmt: skip
 def test_storage_config_errors(reference_raw: dict[str, Any], storage: dict[str, Any], expected: str) -> None:
@@ -86,6 +117,15 @@ def test_storage_config_errors(reference_raw: dict[str, Any], storage: dict[str,
     with pytest.raises(ConfigError) as exc:
         config.parse(raw)
     assert any(str(p).startswith(expected) for p in exc.value.problems), [str(p) for p in exc.value.problems]
+
+
+def test_the_tie_is_off_without_blob_or_when_disabled(reference_raw: dict[str, Any]) -> None:
+    """Lustre without gb300:storage.blob, or with blobIntegration.enabled: false, is not tied (no id needed)."""
+    raw = copy.deepcopy(reference_raw)
+    raw["storage"] = {"lustre": LUSTRE}
+    assert config.parse(raw).storage.lustre_tie is None
+    raw["storage"] = {"lustre": {**LUSTRE, "blobIntegration": {"enabled": False}}, "blob": {}}
+    assert config.parse(raw).storage.lustre_tie is None
 
 
 def test_schema_documents_new_keys() -> None:

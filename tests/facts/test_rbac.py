@@ -105,10 +105,11 @@ def test_grafana_reads_only_the_workspaces(reference_plan: PlanResult) -> None:
     """Grafana's identity reads the Azure Monitor workspace (resource and data) and the Log Analytics workspace."""
     ids = _by_id(reference_plan)
     node = _node_principal(reference_plan)
+    lustre_service = reference_plan.config.storage.lustre_tie.service_principal_id  # type: ignore[union-attr]
     others = Counter(
         (roles.name_of(ra.inputs["roleDefinitionId"]), ids[ra.inputs["scope"]].type)
         for ra in _assignments(reference_plan)
-        if ra.inputs["principalId"] != node and ra.name != "ref-payload-deployer"
+        if ra.inputs["principalId"] not in {node, lustre_service} and ra.name != "ref-payload-deployer"
     )
     assert others == Counter(
         {

@@ -66,6 +66,15 @@ def test_size_storage_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert "53.3 GB/s" in out
 
 
+def test_size_storage_counts_the_export(capsys: pytest.CaptureFixture[str]) -> None:
+    """--export-minutes 30 adds the auto-export's reads (16 TB over 30 minutes, 8.9 GB/s): 62.2 GB/s, 128 TiB."""
+    assert cli.main(["size-storage", "--params", "1e12", "--checkpoint-minutes", "5", "--export-minutes", "30"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("AMLFS-Durable-Premium-500"))
+    assert row.split()[3] == "128"
+    assert "while the auto-export reads the previous one over 30 min -> needs 62.2 GB/s" in out
+
+
 def test_size_storage_json(capsys: pytest.CaptureFixture[str]) -> None:
     """--json gives one row per SKU with the capacity, and flags capacities over the documented maximum."""
     assert cli.main(["size-storage", "--params", "1e12", "--checkpoint-minutes", "5", "--json"]) == 0

@@ -126,11 +126,14 @@ def test_every_rule_is_a_policy_of_the_pack() -> None:
 
 
 def test_reference_stack_passes_the_pack(reference_plan: PlanResult) -> None:
-    """On the reference stack's resources the pack reports no mandatory violation, only the quota note."""
+    """On the reference stack's resources the pack reports no mandatory violation, only the quota note and the note
+    that the account Lustre is tied to allows account keys (Azure's blob integration requires it)."""
     mandatory, advisory = _pack_verdict(reference_plan.resources, PolicySettings())
     assert mandatory == []
-    assert [a[0] for a in advisory] == [policy_pack.ADVISORIES]
-    assert "quota not checked" in advisory[0][2]
+    assert [a[0] for a in advisory] == [policy_pack.ADVISORIES] * 2
+    notes = sorted(a[2] for a in advisory)
+    assert "quota not checked" in notes[0]
+    assert "allowSharedKeyAccess is true because the Lustre filesystem is tied to it" in notes[1]
 
 
 @pytest.mark.parametrize(

@@ -104,6 +104,12 @@ def test_zone_consistent_reads_typed_scale_set_zones() -> None:
     assert levels(run("zone-consistent", [lustre(zones=["1"]), typed])) == ["error"]
 
 
+def _tie(account_name: str) -> dict[str, Any]:
+    """A Lustre filesystem's hsm settings naming a container of ``account_name``."""
+    base = f"/subscriptions/0/resourceGroups/rg/providers/Microsoft.Storage/storageAccounts/{account_name}"
+    return {"settings": {"container": f"{base}/blobServices/default/containers/ckpt", "importPrefix": "/"}}
+
+
 def _acct(**changes: Any) -> list[ResourceRecord]:
     return [account(**{**SECURE_ACCOUNT, **changes})]
 
@@ -117,6 +123,18 @@ def _acct(**changes: Any) -> list[ResourceRecord]:
         ),
         pytest.param(_acct(allowBlobPublicAccess=True), ["error"], ["allowBlobPublicAccess"], id="public-blobs"),
         pytest.param(_acct(allowSharedKeyAccess=True), ["error"], ["allowSharedKeyAccess"], id="shared-keys"),
+        pytest.param(
+            [*_acct(allowSharedKeyAccess=True), lustre(hsm=_tie("tdata"))],
+            ["info"],
+            ["Lustre filesystem is tied to it", "blobIntegration.enabled: false"],
+            id="shared-keys-for-tied-lustre",
+        ),
+        pytest.param(
+            [*_acct(allowSharedKeyAccess=True), lustre(hsm=_tie("otheraccount"))],
+            ["error"],
+            ["allowSharedKeyAccess must be false"],
+            id="lustre-tied-to-another-account",
+        ),
         pytest.param(_acct(minimumTlsVersion="TLS1_0"), ["error"], ["TLS1_2"], id="old-tls"),
         pytest.param(_acct(minimumTlsVersion="TLS1_3"), [], [], id="newer-tls"),
         pytest.param(_acct(publicNetworkAccess="Enabled"), ["error"], ["holds data"], id="internet-reachable"),

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gb300 import config, paths, rules
+from gb300 import config, cost, paths, rules
 from gb300.azure import quota
 from gb300.errors import UsageError
 from gb300.plan import run_plan
@@ -48,6 +48,13 @@ def add_parser(subparsers: Any) -> None:
         help="check vCPU quota: 'live' asks Azure (signed in as the azure-native provider: see Azure sign-in), also "
         "whether each image version exists and Lustre's subnet size; FILE is the JSON "
         "of `az vm list-usage --location REGION -o json` (default: gb300:policy.quota; unset: not checked)",
+    )
+    p.add_argument(
+        "--prices",
+        metavar="FILE|live",
+        help="where the plan's cost comes from: 'live' asks Azure's Retail Prices API (public, no sign-in) for the "
+        "stack's region and gb300:cost.currency; FILE is a price table shaped like infra/gb300/data/prices.yaml "
+        "(your negotiated prices); default: the shipped table, where unlisted prices are unknown (docs/cost.md)",
     )
 
 
@@ -126,10 +133,12 @@ def run(args: argparse.Namespace) -> int:
     # Every input file is read before the plan starts: a wrong path or shape is exit 2 at once, on one line.
     if args.quota and args.quota.strip().lower() != quota.LIVE:
         quota.read_usage_file(Path(args.quota))
+    if args.prices and args.prices.strip().lower() != cost.LIVE:
+        cost.file_book(Path(args.prices), "USD")  # a missing or malformed price file is exit 2 before the plan runs
     deployed = load_state(args.state) if args.state is not None else None
     started = time.perf_counter()
     print(f"gb300 plan: validating and registering resources of stack {name}...", file=sys.stderr)
-    result = run_plan(name, raw, quota=args.quota, deployed=deployed)
+    result = run_plan(name, raw, quota=args.quota, deployed=deployed, prices=args.prices)
     elapsed = time.perf_counter() - started
     print(
         f"gb300 plan: {len(result.resources):,} resources registered and checked in {elapsed:.1f}s",

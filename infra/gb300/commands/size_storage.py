@@ -45,13 +45,23 @@ def add_parser(subparsers: Any) -> None:
         metavar="B",
         help=f"checkpoint bytes per parameter (default {sizing.bytes_per_parameter().value})",
     )
+    p.add_argument(
+        "--export-minutes",
+        type=_positive,
+        default=None,
+        metavar="M",
+        help="the filesystem is tied to Blob: the auto-export reads each checkpoint back off it over M minutes (the "
+        "checkpoint interval; assumption autoExport in infra/gb300/data/lustre.yaml), on top of the write",
+    )
     p.add_argument("--json", action="store_true", help="print the table as JSON")
 
 
-def rows(params: float, minutes: float, per_param: float | None) -> list[dict[str, Any]]:
+def rows(
+    params: float, minutes: float, per_param: float | None, export_minutes: float | None = None
+) -> list[dict[str, Any]]:
     """The table ``size-storage`` prints, one row per SKU, fastest tier first."""
     out = []
-    for s in sizing.size_all(params, minutes, per_param):
+    for s in sizing.size_all(params, minutes, per_param, export_minutes=export_minutes):
         out.append(
             {
                 "sku": s.sku.name,
@@ -75,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     per_param: float | None = args.bytes_per_param
     if minutes > 7 * 24 * 60:
         raise UsageError(f"--checkpoint-minutes must be at most a week ({7 * 24 * 60}) (got {minutes:g})")
-    table = rows(params, minutes, per_param)
+    export: float | None = args.export_minutes
+    table = rows(params, minutes, per_param, export)
     if args.json:
         print(json.dumps({"parameters": params, "checkpointMinutes": minutes, "skus": table}, indent=2))
         return 0
@@ -83,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
     size_tb = sizing.checkpoint_bytes(params, per_param) / 1e12
     print(
         f"checkpoint: {sizing.fmt_count(params)} parameters x {bpp:g} bytes = {size_tb:,.1f} TB, "
-        f"written in {minutes:g} min -> needs {table[0]['neededMBps'] / 1000:,.1f} GB/s"
+        f"written in {minutes:g} min"
+        + (f" while the auto-export reads the previous one over {export:g} min" if export is not None else "")
+        + f" -> needs {table[0]['neededMBps'] / 1000:,.1f} GB/s"
     )
     print()
     print(f"{'SKU':<28} {'MB/s/TiB':>8} {'exact TiB':>10} {'capacity TiB':>13} {'GB/s':>7} {'write min':>10}  note")

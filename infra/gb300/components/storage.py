@@ -37,6 +37,8 @@ from gb300.facts import roles, sizing, storage_facts
 ROLE_FOR_ACCESS = {"read": "Storage Blob Data Reader", "readWrite": "Storage Blob Data Contributor"}
 LOCK_NAME = "gb300-keep-data"
 VERSION_RULE = "version-delete-after-days"
+EXPORT_JOB = "checkpoints"
+LUSTRE_SERVICE_ROLES = ("Storage Account Contributor", "Storage Blob Data Contributor")
 LOCK_NOTES = "gb300: the Lustre filesystem holds data; add 'lustre' to gb300:storage.allowReplace to lift"
 
 
@@ -52,6 +54,19 @@ def stateful_options(
             replace_on_changes=replace_on,
         )  # fmt: skip
     return pulumi.ResourceOptions(parent=parent, protect=True, retain_on_delete=True, replace_on_changes=replace_on)
+
+
+@dataclass(frozen=True)
+class LustreBlobArgs:
+    """The filesystem's tie to Blob: the container it imports from and exports to, and what must exist first."""
+
+    container_id: pulumi.Input[str]
+    logging_container_id: pulumi.Input[str]
+    import_prefix: str
+    export_prefix: str
+    ready: tuple[pulumi.Resource, ...] = ()
+    """Created before the filesystem: the Lustre service's roles and the account's private endpoint (Azure fails the
+    creation when the filesystem cannot reach the container)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +87,9 @@ class LustreArgs:
     checkpoint_parameters: float | None = None
     checkpoint_minutes: float | None = None
     checkpoint_bytes_per_parameter: float | None = None
+    checkpoint_interval_minutes: float | None = None
+    blob: LustreBlobArgs | None = None
+    """The tie to Blob (gb300:storage.lustre.blobIntegration), fixed at creation; None: an untied filesystem."""
 
     @property
     def all_tags(self) -> dict[str, str]:
@@ -85,12 +103,20 @@ class LustreArgs:
                 sizing.fmt_count(self.checkpoint_parameters),
                 f"{self.checkpoint_minutes:g}",
                 f"{per:g}" if per is not None else None,
+                f"{self.checkpoint_interval_minutes:g}" if self.checkpoint_interval_minutes is not None else None,
             ),
         }
 
 
 class Lustre(pulumi.ComponentResource):
-    """An Azure Managed Lustre filesystem in its own subnet; clients mount ``<mgs_address>@tcp:/lustrefs``."""
+    """An Azure Managed Lustre filesystem in its own subnet; clients mount ``<mgs_address>@tcp:/lustrefs``.
+
+    Tied to Blob (``args.blob``), the filesystem's ``hsm.settings`` name the container it imports ``import_prefix``
+    from at creation and the logging container (pulumi-azure-native 3.29 ``storagecache.AmlFilesystemHsmSettingsArgs``:
+    ``container``, ``logging_container``, ``import_prefix``), and an ``AutoExportJob`` (the same SDK's
+    ``storagecache.AutoExportJob``, API 2024-07-01) exports every file written under ``export_prefix`` to that
+    container, continuously. Azure takes the hsm settings only at creation.
+    """
 
     id: pulumi.Output[str]
     mgs_address: pulumi.Output[str]
@@ -110,9 +136,25 @@ class Lustre(pulumi.ComponentResource):
                 day_of_week=storagecache.MaintenanceDayOfWeekType(args.maintenance_day),
                 time_of_day_utc=args.maintenance_time_utc,
             ),
+            hsm=self._hsm(args.blob),
             tags=args.all_tags,
-            opts=stateful_options(storagecache.AmlFilesystem, self, allow_replace=args.allow_replace),
+            opts=pulumi.ResourceOptions.merge(
+                stateful_options(storagecache.AmlFilesystem, self, allow_replace=args.allow_replace),
+                pulumi.ResourceOptions(depends_on=list(args.blob.ready) if args.blob else None),
+            ),
         )
+        if args.blob is not None:
+            storagecache.AutoExportJob(
+                f"{name}-export",
+                auto_export_job_name=EXPORT_JOB,
+                aml_filesystem_name=fs.name,
+                resource_group_name=args.resource_group_name,
+                location=args.location,
+                auto_export_prefixes=[args.blob.export_prefix],
+                admin_status=storagecache.AutoExportJobAdminStatus.ENABLE,
+                tags=args.tags,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         if not args.allow_replace:
             # Azure refuses to delete a resource group that holds a resource with a delete lock, so neither
             # `az group delete` nor a replaced group takes the filesystem with it. Not protected in Pulumi's state:
@@ -128,6 +170,18 @@ class Lustre(pulumi.ComponentResource):
         self.id = fs.id
         self.mgs_address = fs.client_info.apply(lambda info: (info.mgs_address if info else None) or "")
         self.register_outputs({"id": fs.id, "mgsAddress": self.mgs_address})
+
+    @staticmethod
+    def _hsm(blob: LustreBlobArgs | None) -> storagecache.AmlFilesystemHsmArgs | None:
+        if blob is None:
+            return None
+        return storagecache.AmlFilesystemHsmArgs(
+            settings=storagecache.AmlFilesystemHsmSettingsArgs(
+                container=blob.container_id,
+                logging_container=blob.logging_container_id,
+                import_prefix=blob.import_prefix,
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -161,6 +215,16 @@ class BlobStoreArgs:
     """Public addresses that may reach the account (``gb300:storage.nodePayload.uploadSourceRanges``)."""
     tags: dict[str, str] = field(default_factory=dict)
     account_name: str | None = None  # gb300:storage.blob.accountName; None: see account_name()
+    lustre: LustreServiceAccess | None = None
+    """What the Lustre filesystem's tie to Blob needs of the account; None: no tie."""
+
+
+@dataclass(frozen=True)
+class LustreServiceAccess:
+    """The Azure Managed Lustre service's access to the account: its principal and its logging container."""
+
+    principal_id: str
+    logging_container: str
 
 
 def account_name(args: BlobStoreArgs, subscription_id: str) -> str:
@@ -218,7 +282,9 @@ class BlobStore(pulumi.ComponentResource):
             access_tier=storage.AccessTier.HOT,
             is_hns_enabled=args.hierarchical_namespace,
             allow_blob_public_access=False,
-            allow_shared_key_access=False,
+            # Azure's Lustre blob integration requires account key access (amlfs-prerequisites, "Blob integration
+            # prerequisites": "Access keys ... set to Enabled"); the nodes still use Entra ID only.
+            allow_shared_key_access=args.lustre is not None,
             default_to_o_auth_authentication=True,
             minimum_tls_version=storage.MinimumTlsVersion.TLS1_2,
             enable_https_traffic_only=True,
@@ -262,10 +328,13 @@ class BlobStore(pulumi.ComponentResource):
                 principal_id=args.node_principal_id,
                 parent=self,
             )
+        self.lustre_ready: list[pulumi.Resource] = []
+        if args.lustre is not None:
+            self._lustre_access(name, args, args.lustre, account, service)
         for group, zone_name in storage_facts.private_link_zones().items():
             if group == "dfs" and not args.hierarchical_namespace:
                 continue  # only BlobFuse2's adls component (an HNS account) uses dfs; a flat account is reached by blob
-            private_endpoint(
+            link = private_endpoint(
                 f"{name}-{group}",
                 PrivateLinkArgs(
                     group=group,
@@ -279,10 +348,48 @@ class BlobStore(pulumi.ComponentResource):
                 ),
                 parent=self,
             )
+            if group == "blob":
+                self.lustre_ready += [link.endpoint, link.zone_group]
         self.id = account.id
         self.name = account.name
         self.blob_endpoint = account.primary_endpoints.apply(lambda e: (e.blob if e else None) or "")
         self.register_outputs({"id": account.id, "name": account.name, "containerIds": self.container_ids})
+
+    def _lustre_access(
+        self,
+        name: str,
+        args: BlobStoreArgs,
+        lustre: LustreServiceAccess,
+        account: storage.StorageAccount,
+        service: storage.BlobServiceProperties,
+    ) -> None:
+        """The Lustre service's logging container and its two roles on the account (Azure Managed Lustre docs,
+        amlfs-prerequisites "Access roles for blob integration": Storage Account Contributor and Storage Blob Data
+        Contributor for the "HPC Cache Resource Provider" service principal, before the filesystem is created)."""
+        logging = storage.BlobContainer(
+            f"{name}-{lustre.logging_container}",
+            container_name=lustre.logging_container,
+            account_name=account.name,
+            resource_group_name=args.resource_group_name,
+            public_access=storage.PublicAccess.NONE,
+            opts=pulumi.ResourceOptions.merge(
+                stateful_options(storage.BlobContainer, self, allow_replace=args.allow_replace_containers),
+                pulumi.ResourceOptions(depends_on=[service]),
+            ),
+        )
+        self.container_ids[lustre.logging_container] = logging.id
+        self.lustre_ready.append(logging)
+        for role in LUSTRE_SERVICE_ROLES:
+            slug = role.lower().replace(" ", "-")
+            self.lustre_ready.append(
+                roles.assign(
+                    f"{name}-lustre-{slug}",
+                    role=role,
+                    scope=account.id,
+                    principal_id=lustre.principal_id,
+                    parent=self,
+                )
+            )
 
     def _expire_previous_versions(self, name: str, args: BlobStoreArgs, account: storage.StorageAccount) -> None:
         """The account's lifecycle policy: delete a previous blob version once it is older than

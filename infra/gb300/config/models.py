@@ -447,6 +447,28 @@ class AllowDestroy(ConfigModel):
     """Why; shown in the plan's warning."""
 
 
+class CostSettings(ConfigModel):
+    """``gb300:cost``: how `gb300 plan` prices the cluster (docs/cost.md)."""
+
+    currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")] = "USD"
+    """ISO 4217 currency of the prices. The shipped table is in USD; another currency needs `--prices live` (the Retail
+    Prices API's `currencyCode`) or a `--prices FILE` in that currency, else every price is listed as unknown.
+    """
+    discount_percent: Annotated[float, Field(ge=0, lt=100, allow_inf_nan=False)] = 0
+    """Percent off every known price (an enterprise agreement, a savings plan's effective rate); 0 = list prices. Never
+    assumed: set it to what your agreement gives.
+    """
+    reservation_term: Literal["none", "1 Year", "3 Years"] = "none"
+    """Price the VMs at a reservation of this term. Only `--prices live` knows reservation prices (the Retail Prices
+    API's `Reservation` items, whose price is for the whole term); with the shipped table the VMs are then unknown.
+    """
+
+    @property
+    def reservation(self) -> str | None:
+        """The reservation term, or None for pay-as-you-go."""
+        return None if self.reservation_term == "none" else self.reservation_term
+
+
 class StackConfig(ConfigModel):
     """The whole ``gb300`` namespace of a stack file."""
 
@@ -479,6 +501,8 @@ class StackConfig(ConfigModel):
     """Override pinned node software versions: component name (from `data/versions.yaml`) to version
     (docs/node-bootstrap.md#pinning-software-gb300software).
     """
+    cost: CostSettings = Field(default_factory=CostSettings)
+    """How `gb300 plan` prices the cluster: currency, discount, reservation term (docs/cost.md)."""
     allow_destroy: list[AllowDestroy] = Field(default_factory=list)
     """Consent to expected deletions, replacements or subnet moves of deployed resources: `gb300 plan --state` reports
     them as warnings instead of `destroys-deployed` errors (docs/day2.md).

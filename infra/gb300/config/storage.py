@@ -45,6 +45,47 @@ class MaintenanceWindow(ConfigModel):
     """Maintenance start, `HH:MM` in UTC."""
 
 
+_GUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+_PREFIX = r"^/[A-Za-z0-9._/-]*$"
+
+
+class LustreBlobIntegration(ConfigModel):
+    """``gb300:storage.lustre.blobIntegration``: the filesystem tied to a container of the cluster's storage account.
+
+    Azure Managed Lustre's blob integration is set when the filesystem is created and never after: at creation it
+    imports the names under `importPrefix` of `container` (contents follow on first read), and an auto-export job
+    copies every file written under `exportPrefix` back to the same container, continuously. Adding, changing or
+    removing the tie on a deployed filesystem replaces it (a `storage-data-loss` error; docs/storage.md). Needs
+    `gb300:storage.blob`; without it the filesystem is not tied.
+    """
+
+    enabled: bool = True
+    """Tie the filesystem to Blob. New stacks do; a stack whose filesystem was deployed untied sets `false` (or
+    migrates: docs/storage.md#tying-a-deployed-filesystem-to-blob).
+    """
+    container: Annotated[str, AfterValidator(_check_container_name)] = "checkpoints"
+    """The container, one of `gb300:storage.blob.containers`, the filesystem imports from and exports to. Azure ties
+    exactly one.
+    """
+    import_prefix: Annotated[str, Field(pattern=_PREFIX, max_length=1024)] = "/datasets"
+    """Blobs under this prefix of `container` are imported (names at creation, contents on first read): stage
+    datasets there before the filesystem is created.
+    """
+    export_prefix: Annotated[str, Field(pattern=_PREFIX, max_length=1024)] = "/checkpoints"
+    """Files written under this path of the filesystem (`<mountPath>/checkpoints`) are exported to `container`
+    continuously (Azure's auto-export job).
+    """
+    logging_container: Annotated[str, AfterValidator(_check_container_name)] = "lustre-logging"
+    """A container of its own for import and export logs; Azure requires it to differ from `container`. gb300 creates
+    it; the nodes get no role on it.
+    """
+    service_principal_id: Annotated[str, Field(pattern=_GUID)] | None = None
+    """Object id of the `HPC Cache Resource Provider` service principal in your tenant (`az ad sp list
+    --display-name "HPC Cache Resource Provider" --query "[0].id" -o tsv`): it gets Storage Account Contributor and
+    Storage Blob Data Contributor on the account, as Azure requires. Required when the tie is made.
+    """
+
+
 class LustreSettings(ConfigModel):
     """``gb300:storage.lustre``: an Azure Managed Lustre filesystem, mounted on every node over TCP LNet."""
 
@@ -64,6 +105,10 @@ class LustreSettings(ConfigModel):
     maintenance_window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)
     """When Azure may update the filesystem (30 minutes)."""
     # The storage subnet's size. Unset: the prefix Azure documents for the capacity (data/lustre.yaml).
+    blob_integration: LustreBlobIntegration = Field(default_factory=LustreBlobIntegration)
+    """The filesystem tied to a container of the cluster's storage account: datasets imported from a prefix,
+    checkpoints exported continuously (docs/storage.md#lustre-and-blob).
+    """
     subnet_prefix_length: Annotated[int, Field(ge=16, le=28, strict=True)] | None = None
     """Size of the `storage` subnet; unset = the prefix Azure documents for `capacityTiB` (`data/lustre.yaml`), required
     above 400 TiB. Never a live answer (docs/storage-subnet.md).
@@ -249,8 +294,8 @@ class StorageSettings(ConfigModel):
     lustre: LustreSettings | None = None
     """An Azure Managed Lustre filesystem, mounted on every node over TCP LNet; unset: none."""
     blob: BlobSettings | None = None
-    """A private storage account (private endpoints, no shared keys, TLS 1.2, blob and container soft delete,
-    versioning); unset: none.
+    """A private storage account (private endpoints, no shared keys unless Lustre is tied to it, TLS 1.2, blob and
+    container soft delete, versioning); unset: none.
     """
     checkpoint: CheckpointSettings | None = None
     """The model whose checkpoints Lustre must absorb: `gb300 plan` warns (`lustre-checkpoint-throughput`) when it
@@ -299,6 +344,41 @@ class StorageSettings(ConfigModel):
                 ("storage", "nodePayload", "container"),
                 f"must differ from every gb300:storage.blob.containers name (got {self.node_payload.container!r}): "
                 "the node payloads get a container of their own, readable by the nodes and nothing else",
+            )
+        return self
+
+    @property
+    def lustre_tie(self) -> LustreBlobIntegration | None:
+        """The Lustre filesystem's tie to Blob, or None when there is none (no Lustre, no Blob, or disabled)."""
+        if self.lustre is None or self.blob is None or not self.lustre.blob_integration.enabled:
+            return None
+        return self.lustre.blob_integration
+
+    @model_validator(mode="after")
+    def _lustre_tie_is_complete(self) -> StorageSettings:
+        tie = self.lustre_tie
+        if tie is None or self.blob is None:
+            return self
+        where = ("storage", "lustre", "blobIntegration")
+        names = [c.name for c in self.blob.containers]
+        if tie.container not in names:
+            raise _PathError(
+                (*where, "container"),
+                f"must be one of gb300:storage.blob.containers ({', '.join(names)}) (got {tie.container!r}); the "
+                "filesystem imports from and exports to a container of the cluster's account",
+            )
+        if tie.logging_container in {*names, self.node_payload.container}:
+            raise _PathError(
+                (*where, "loggingContainer"),
+                f"must differ from the data and node payload containers (got {tie.logging_container!r}); Azure keeps "
+                "import and export logs in a container of their own",
+            )
+        if tie.service_principal_id is None:
+            raise _PathError(
+                (*where, "servicePrincipalId"),
+                "is required to tie Lustre to Blob: the object id of the 'HPC Cache Resource Provider' service "
+                'principal in your tenant (az ad sp list --display-name "HPC Cache Resource Provider" --query '
+                '"[0].id" -o tsv); or set blobIntegration.enabled: false',
             )
         return self
 

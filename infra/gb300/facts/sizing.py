@@ -98,17 +98,42 @@ def needed_mbps(parameters: float, minutes: float, per_parameter: float | None =
     return checkpoint_bytes(parameters, per_parameter) / (minutes * 60) / MB
 
 
-def size(sku: LustreSku, parameters: float, minutes: float, per_parameter: float | None = None) -> Sizing:
-    """The capacity of ``sku`` that writes one checkpoint of ``parameters`` within ``minutes``."""
+@functools.cache
+def auto_export() -> Sourced:
+    """The assumption about the auto-export's reads (``data/lustre.yaml`` ``autoExport``): over what it drains."""
+    raw = data("lustre.yaml")["autoExport"]
+    return Sourced(raw["drainsOver"], raw.get("status", "unverified"), raw.get("source", ""))
+
+
+def export_mbps(parameters: float, drain_minutes: float, per_parameter: float | None = None) -> float:
+    """Decimal MB/s the auto-export reads off the filesystem to copy one checkpoint to Blob within ``drain_minutes``
+    (the checkpoint interval, by the assumption of :func:`auto_export`)."""
+    return needed_mbps(parameters, drain_minutes, per_parameter)
+
+
+def size(
+    sku: LustreSku,
+    parameters: float,
+    minutes: float,
+    per_parameter: float | None = None,
+    *,
+    export_minutes: float | None = None,
+) -> Sizing:
+    """The capacity of ``sku`` that writes one checkpoint of ``parameters`` within ``minutes``; with
+    ``export_minutes``, while the auto-export also reads the previous one off it over that many minutes."""
     mbps = needed_mbps(parameters, minutes, per_parameter)
+    if export_minutes is not None:
+        mbps += export_mbps(parameters, export_minutes, per_parameter)
     exact = mbps / sku.mbps_per_tib
     return Sizing(sku=sku, needed_mbps=mbps, exact_tib=exact, capacity_tib=sku.round_up(exact))
 
 
-def size_all(parameters: float, minutes: float, per_parameter: float | None = None) -> list[Sizing]:
+def size_all(
+    parameters: float, minutes: float, per_parameter: float | None = None, *, export_minutes: float | None = None
+) -> list[Sizing]:
     """:func:`size` for every SKU, fastest tier first."""
     skus = sorted(lustre_skus().values(), key=lambda s: -s.mbps_per_tib)
-    return [size(s, parameters, minutes, per_parameter) for s in skus]
+    return [size(s, parameters, minutes, per_parameter, export_minutes=export_minutes) for s in skus]
 
 
 def write_minutes(sku: LustreSku, tib: int, parameters: float, per_parameter: float | None = None) -> float:

@@ -52,6 +52,19 @@ class Deployed:
 
 
 @dataclass(frozen=True)
+class CostDigest:
+    """The plan's cost (``summary.cost``): the known totals, how many prices are unknown, and the change."""
+
+    currency: str
+    hourly: float
+    monthly: float
+    unknown: int
+    change_hourly: float | None = None
+    change_monthly: float | None = None
+    changes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class PlanDigest:
     """What the summary shows of one stack's plan."""
 
@@ -63,6 +76,7 @@ class PlanDigest:
     findings: tuple[Finding, ...]
     suppressed: tuple[Suppression, ...] = ()
     deployed: Deployed | None = None  # None: planned without the deployed state
+    cost: CostDigest | None = None
 
     def count(self, level: str) -> int:
         """Number of findings at `level` (case-insensitive)."""
@@ -87,6 +101,51 @@ def _deployed(summary: Mapping[str, Any]) -> Deployed | None:
     replaced_raw = summary.get("replacesVms")
     replaced = tuple(str(v) for v in replaced_raw) if isinstance(replaced_raw, list) else ()
     return Deployed(_pair(summary.get("adds")), _pair(summary.get("destroys")), replaced, reimage)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _money(value: float, currency: str, *, sign: bool = False) -> str:
+    digits = 2 if abs(value) >= 10 or value == 0 else 4
+    return f"{value:{'+' if sign else ''},.{digits}f} {currency}"
+
+
+def _qty(value: Any) -> str:
+    number = _number(value)
+    if number is None:
+        return "?"
+    return f"{number:,.0f}" if number.is_integer() else f"{number:,.2f}"
+
+
+def cost_digest(raw: Any) -> CostDigest | None:
+    """The cost part of a plan's summary, or None when the plan has none (an older gb300)."""
+    if not isinstance(raw, Mapping):
+        return None
+    hourly, monthly = _number(raw.get("hourly")), _number(raw.get("monthly"))
+    if hourly is None or monthly is None:
+        return None
+    currency = str(raw.get("currency") or "")
+    unknown = raw.get("unknown")
+    change = raw.get("change") if isinstance(raw.get("change"), Mapping) else None
+    changes: list[str] = []
+    for row in (change or {}).get("items") or []:
+        if not isinstance(row, Mapping):
+            continue
+        delta = _number(row.get("hourly"))
+        money = "price unknown" if delta is None else f"{_money(delta, currency, sign=True)} per hour"
+        moved = f"{_qty(row.get('before'))} -> {_qty(row.get('after'))}"
+        changes.append(f"{row.get('item')}: `{row.get('meter')}` {moved}: {money}")
+    return CostDigest(
+        currency=currency,
+        hourly=hourly,
+        monthly=monthly,
+        unknown=len(unknown) if isinstance(unknown, list) else 0,
+        change_hourly=_number(change.get("hourly")) if change else None,
+        change_monthly=_number(change.get("monthly")) if change else None,
+        changes=tuple(changes),
+    )
 
 
 def digest(plan: Mapping[str, Any], fallback_stack: str) -> PlanDigest:
@@ -129,6 +188,7 @@ def digest(plan: Mapping[str, Any], fallback_stack: str) -> PlanDigest:
         findings=findings,
         suppressed=suppressed,
         deployed=_deployed(summary),
+        cost=cost_digest(summary.get("cost")),
     )
 
 
@@ -156,6 +216,7 @@ def render(digests: Iterable[PlanDigest], expected: Sequence[str] = (), run_url:
         row += [str(d.count("error")), str(d.count("warning"))]
         lines.append("| " + " | ".join(row) + " |")
     lines += _deployed_lines(by_stack, expected)
+    lines += _cost_lines(by_stack)
     suppressed = [(d.stack, s) for d in by_stack.values() for s in d.suppressed]
     if suppressed:  # never folded away: a switched-off rule is something a reviewer must see
         lines += ["", f"**Suppressed rules ({len(suppressed)})**, from `gb300:policy.suppress`:", ""]
@@ -206,6 +267,24 @@ def _deployed_lines(by_stack: Mapping[str, PlanDigest], expected: Sequence[str])
         head = ", ".join(f"**{name}**" for name in dep.replaced) or "no"
         reimage = ", ".join(f"{n:,} in {pool}" for pool, n in sorted(dep.reimage.items())) or "none"
         lines.append(f"| `{stack}` | {_counted(dep.adds)} | {destroys} | {head} | {reimage} |")
+    return lines
+
+
+def _cost_lines(by_stack: Mapping[str, PlanDigest]) -> list[str]:
+    """Each stack's known cost per hour and month, the change against the deployed state, and what moved."""
+    costed = [(stack, d.cost) for stack, d in sorted(by_stack.items()) if d.cost is not None]
+    if not costed:
+        return []
+    lines = ["", "**Cost** (known prices; an unknown price is listed in the plan, never counted as zero):", ""]
+    lines += ["| stack | per hour | per month | change per hour | change per month | unknown prices |"]
+    lines += ["|---|---:|---:|---:|---:|---:|"]
+    for stack, c in costed:
+        change_h = "-" if c.change_hourly is None else _money(c.change_hourly, c.currency, sign=True)
+        change_m = "-" if c.change_monthly is None else _money(c.change_monthly, c.currency, sign=True)
+        cells = [f"`{stack}`", _money(c.hourly, c.currency), _money(c.monthly, c.currency), change_h, change_m]
+        lines.append("| " + " | ".join([*cells, str(c.unknown)]) + " |")
+    for stack, c in costed:
+        lines += [f"- `{stack}`: {_cell(text)}" for text in c.changes]
     return lines
 
 

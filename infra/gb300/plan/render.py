@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from gb300.findings import Level
 from gb300.plan.runner import PlanResult
 
@@ -55,6 +58,8 @@ def text(result: PlanResult, *, stack_file: str) -> str:
                 "  none: no deployed scale set's model changes (which VMs still run an old one is Azure's to say: "
                 "gb300 status)"
             )
+    if "cost" in s:
+        lines += ["", *cost_lines(s["cost"])]
     lines += ["", f"Resources ({_n(s['resourceCount'])})"]
     width = max((len(typ) for typ in s["resourcesByType"]), default=0)  # the compute package's tokens are long
     lines += [f"  {typ:<{width}} {_n(count):>6}" for typ, count in s["resourcesByType"].items()]
@@ -81,4 +86,69 @@ def suppressed_lines(result: PlanResult) -> list[str]:
         lines.append(f"  {s.rule}: {why}; hides {len(s.hidden)} finding(s)")
         lines += [f"    {f.level.label:<7} {f.message}\n            at {f.resource}" for f in s.hidden]
     lines.append("")
+    return lines
+
+
+TOP_ITEMS = 5
+
+
+def _money(value: float, currency: str, *, sign: bool = False) -> str:
+    """An amount with cents, or with four decimals below 10 (a public IP costs half a cent an hour)."""
+    digits = 2 if abs(value) >= 10 or value == 0 else 4
+    return f"{value:{'+' if sign else ''},.{digits}f} {currency}"
+
+
+def _qty(quantity: float, unit: str) -> str:
+    text = f"{quantity:,.0f}" if float(quantity).is_integer() else f"{quantity:,.2f}"
+    return text if unit == "instance" else f"{text} {unit}"
+
+
+def cost_lines(cost: Mapping[str, Any]) -> list[str]:
+    """The plan's cost: the known total per hour and month, the largest items, what is unknown or usage-based, and
+    the change against the deployed state."""
+    cur = str(cost["currency"])
+    terms = [str(cost["source"]), f"{cost['hoursPerMonth']:g} hours a month"]
+    if cost.get("discountPercent"):
+        terms.append(f"{cost['discountPercent']:g}% off (gb300:cost.discountPercent)")
+    if cost.get("reservationTerm"):
+        terms.append(f"{cost['reservationTerm']} reservation")
+    unknown = cost.get("unknown") or []
+    partial = f"; {len(unknown)} item(s) with unknown prices are not in it (listed below)" if unknown else ""
+    lines = [
+        f"Cost ({'; '.join(terms)})",
+        f"  total {_money(cost['hourly'], cur)} per hour, {_money(cost['monthly'], cur)} per month{partial}",
+    ]
+    items = cost.get("items") or []
+    if items:
+        lines.append(f"  largest items (of {len(items)})")
+        width = max(len(str(i["item"])) for i in items[:TOP_ITEMS])
+        lines += [
+            f"    {i['item']:<{width}} {_qty(i['quantity'], i['unit']):>12} x {i['meter']:<40} "
+            f"{_money(i['hourly'], cur):>18}/h {_money(i['monthly'], cur):>22}/month"
+            for i in items[:TOP_ITEMS]
+        ]
+    if unknown:
+        lines.append("  unknown prices (not in the total, never counted as zero)")
+        lines += [f"    {u['item']}: {_qty(u['quantity'], u['unit'])} x {u['meter']}: {u['why']}" for u in unknown]
+    usage = cost.get("usageBased") or []
+    if usage:
+        lines.append("  usage-based (not in the total)")
+        lines += [f"    {u['type']} x{u['count']}: {u['why']}" for u in usage]
+    change = cost.get("change")
+    if change is not None:
+        lines.append(
+            f"  change against the deployed state: {_money(change['hourly'], cur, sign=True)} per hour, "
+            f"{_money(change['monthly'], cur, sign=True)} per month (deployed: {_money(change['deployedHourly'], cur)} "
+            "per hour)"
+        )
+        for row in change["items"]:
+            moved = f"{_qty(row['before'], row['unit'])} -> {_qty(row['after'], row['unit'])}"
+            delta = (
+                "price unknown"
+                if row["hourly"] is None
+                else f"{_money(row['hourly'], cur, sign=True)}/h, {_money(row['monthly'], cur, sign=True)}/month"
+            )
+            lines.append(f"    {row['item']}: {row['meter']} {moved}: {delta}")
+        if not change["items"]:
+            lines.append("    nothing priced changes")
     return lines

@@ -251,6 +251,7 @@ def run_plan(
     *,
     quota: str | None = None,
     deployed: Sequence[DeployedResource] | None = None,
+    prices: str | None = None,
 ) -> PlanResult:
     """Validate ``raw`` (raises ConfigError), register the program's resources, then evaluate and summarise.
 
@@ -259,7 +260,8 @@ def run_plan(
     subnet size (``lustre-subnet-size``) and whether each image version exists (``image-version-exists``).
     ``deployed`` is the stack's current state (:mod:`gb300.plan.state`); with it the plan also reports changes that
     would replace or delete stateful storage (``storage-data-loss``) and machines, containers or subnets
-    (``destroys-deployed``).
+    (``destroys-deployed``). ``prices`` picks what the cost is read from: None the shipped table
+    (``data/prices.yaml``), ``live`` Azure's Retail Prices API, else a price table file (:mod:`gb300.cost`).
     """
     from gb300 import rules  # noqa: PLC0415 - rules import the plan's record type
 
@@ -270,7 +272,7 @@ def run_plan(
     # One block, not a helper function: every resource records the call stack it was declared from, one frame
     # deeper per level (docs/scale.md). The rules and the summary read each resource's views once.
     with gc_paused(), inventory.shared_reads():
-        return _assess(stack, cfg, register(stack, raw), quota=quota, deployed=deployed)
+        return _assess(stack, cfg, register(stack, raw), quota=quota, deployed=deployed, prices=prices)
 
 
 def _assess(
@@ -280,6 +282,7 @@ def _assess(
     *,
     quota: str | None,
     deployed: Sequence[DeployedResource] | None,
+    prices: str | None = None,
 ) -> PlanResult:
     """The registered ``resources`` evaluated by the rules and summarised (see :func:`run_plan`)."""
     from gb300 import paths, rules  # noqa: PLC0415 - rules import the plan's record type
@@ -313,4 +316,31 @@ def _assess(
         result.summary["replacesVms"] = reimage.replaced(resources, deployed)
         result.summary["destroys"] = destroy.summary(resources, deployed)
         result.summary["adds"] = added(resources, deployed)
+    result.summary["cost"] = _cost(cfg, resources, deployed, prices)
     return result
+
+
+def _cost(
+    cfg: StackConfig,
+    resources: Sequence[ResourceRecord],
+    deployed: Sequence[DeployedResource] | None,
+    prices: str | None,
+) -> dict[str, Any]:
+    """The plan's cost (``summary.cost``); with the deployed state, also the change (``summary.cost.change``)."""
+    from gb300 import cost  # noqa: PLC0415 - the cost package reads the plan's records
+
+    wanted = {line.meter for line in cost.lines(resources)} | {line.meter for line in cost.lines(deployed or ())}
+    book = cost.book(
+        prices,
+        region=cfg.cluster.location,
+        currency=cfg.cost.currency,
+        reservation=cfg.cost.reservation,
+        meters=wanted,
+    )
+    discount, term = cfg.cost.discount_percent, cfg.cost.reservation
+    planned = cost.estimate(resources, book, discount_percent=discount, reservation_term=term)
+    doc = planned.as_json()
+    if deployed is not None:
+        before = cost.estimate(deployed, book, discount_percent=discount, reservation_term=term)
+        doc["change"] = cost.change(planned, before)
+    return doc

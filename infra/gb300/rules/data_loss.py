@@ -6,7 +6,8 @@ program declares, so this check also needs what is deployed: the stack's state a
 writes it (``gb300 plan --state FILE``; see :mod:`gb300.plan.state`). It compares, for each stateful type of
 ``data/storage.yaml``, the inputs that force replacement, and reports:
 
-* a changed replace-triggering input (``storageCapacityTiB: 128 -> 256``): ERROR;
+* a changed replace-triggering input (``storageCapacityTiB: 128 -> 256``; a Lustre filesystem's tie to Blob,
+  ``hsm``, added, changed or removed): ERROR;
 * a deployed stateful resource the plan no longer declares, or declares under a new URN: ERROR;
 * the same, when ``gb300:storage.allowReplace`` names the store: WARNING (the plan still says what is lost).
 
@@ -49,7 +50,18 @@ def _norm(value: Any) -> Any:
     return value
 
 
-def _show(value: Any) -> str:
+def _show_tie(value: Any) -> str:
+    """A Lustre filesystem's blob integration (``hsm``) as a reader knows it: the container and the import prefix."""
+    settings = value.get("settings") if isinstance(value, Mapping) else None
+    if not isinstance(settings, Mapping):
+        return "not tied to Blob"
+    container = str(settings.get("container", "?")).rsplit("/", 1)[-1]
+    return f"tied to container {container!r} (import {settings.get('importPrefix', '/')!r})"
+
+
+def _show(value: Any, prop: str = "") -> str:
+    if prop == "hsm":
+        return _show_tie(value)
     if isinstance(value, Mapping) and set(value) == {"name"}:
         return repr(value["name"])
     if isinstance(value, str) and value.startswith("/subscriptions/"):
@@ -92,16 +104,24 @@ def data_loss(
             )
             continue
         changes = [
-            f"{prop}: {_show(old.inputs.get(prop))} -> {_show(new.inputs.get(prop))}"
+            f"{prop}: {_show(old.inputs.get(prop), prop)} -> {_show(new.inputs.get(prop), prop)}"
             for prop in spec["replaceOn"]
             if _norm(old.inputs.get(prop)) != _norm(new.inputs.get(prop))
         ]
         if changes:
+            tie = any(c.startswith("hsm:") for c in changes)
+            migrate = (
+                " The tie to Blob is set only when a filesystem is created: keep the deployed one as it is "
+                "(gb300:storage.lustre.blobIntegration), or migrate "
+                "(docs/storage.md#tying-a-deployed-filesystem-to-blob)."
+                if tie
+                else ""
+            )
             yield Report(
                 level,
                 old.urn,
                 f"{'; '.join(changes)} replaces {spec['what']} ({old.name}): Azure cannot change these in place, "
-                f"so the data would be lost. {advice}",
+                f"so the data would be lost. {advice}{migrate}",
             )
 
 

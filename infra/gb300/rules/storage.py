@@ -125,6 +125,16 @@ def _is_false(value: Any) -> bool:
 _TLS_ORDER = {"TLS1_0": 0, "TLS1_1": 1, "TLS1_2": 2, "TLS1_3": 3}
 
 
+def _tied_to_lustre(resources: Sequence[Resource], account_name: str) -> bool:
+    """Whether an Azure Managed Lustre filesystem imports from and exports to a container of ``account_name``
+    (its ``hsm.settings.container``; a value a preview does not know yet may be this account's)."""
+    for fs in inventory.of_type(resources, AML):
+        container = text(inventory.dig(fs.inputs, "hsm", "settings", "container"))
+        if container == UNKNOWN or (container and f"/storageaccounts/{account_name.lower()}/" in container.lower()):
+            return True
+    return False
+
+
 @resource_rule("storage-no-public-access", security=True)
 def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """Storage accounts allow no public blob access or shared keys, need TLS 1.2, and are closed to the Internet.
@@ -132,6 +142,10 @@ def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) ->
     An account holding data (its storage purpose tag says ``data``, or it has none) with any public reach (default
     action Allow, IP rules, bypass, resource instance rules) is an error; an account tagged ``node-payload`` may be
     reachable with shared keys off and no anonymous access, reported as an info with the reason.
+
+    One exception, because Azure requires it: an account an Azure Managed Lustre filesystem is tied to must allow
+    account key access (amlfs-prerequisites, "Blob integration prerequisites"): an info finding says so, so the
+    trade is visible in every plan without failing a stack that chose it (gb300:storage.lustre.blobIntegration).
     """
     del ctx
     for account in inventory.of_type(resources, STORAGE_ACCOUNT):
@@ -147,7 +161,15 @@ def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) ->
                 "Set allowBlobPublicAccess=False.",
             )
         shared = inputs.get("allowSharedKeyAccess")
-        if not _is_false(shared):
+        if _is_true(shared) and _tied_to_lustre(resources, name):
+            yield Report(
+                Level.INFO,
+                account.urn,
+                f"{where}: allowSharedKeyAccess is true because the Lustre filesystem is tied to it, and Azure's blob "
+                "integration requires account key access (the Lustre service signs its own SAS tokens); the nodes "
+                "still use Entra ID only. To keep keys off, set gb300:storage.lustre.blobIntegration.enabled: false.",
+            )
+        elif not _is_false(shared):
             got = "unset, which Azure treats as true" if shared is None else repr(shared)
             yield _error(
                 account.urn,

@@ -1,0 +1,275 @@
+"""What the declared resources cost per hour and per month, and how a change moves it.
+
+Each priced resource becomes one or more :class:`Line` (a meter and a quantity: 18 VMs of a size, 64 disks of a
+tier, 128 TiB of a Lustre SKU, one NAT gateway); a :class:`~gb300.cost.prices.PriceBook` prices the lines. What
+is priced, and what is not (docs/cost.md):
+
+* scale sets and VMs: VM-hours of their size, times their capacity; their managed OS disks by tier (an ephemeral
+  OS disk costs nothing on top); managed data disks by tier;
+* Azure Managed Lustre: capacity (TiB) at its SKU's rate;
+* NAT gateways, Standard public IPs, private endpoints, Bastion: their hours;
+* usage-based resources (the storage account, Log Analytics, Prometheus, ...): listed with why, not in the total;
+* everything else (networks, subnets, NSGs, identities, role assignments, locks, components) is free.
+
+A line whose price is unknown is listed with the reason and left out of the total, never priced at zero. The
+discount (``gb300:cost.discountPercent``) applies to every known price.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gb300.azure import inventory, machines
+from gb300.azure.inventory import Resource, dig, mapping
+from gb300.cost import prices
+from gb300.cost.prices import PriceBook
+
+AML = "azure-native:storagecache:AmlFilesystem"
+DISK = "azure-native:compute:Disk"
+NAT = "azure-native:network:NatGateway"
+PUBLIC_IP = "azure-native:network:PublicIPAddress"
+PRIVATE_ENDPOINT = "azure-native:network:PrivateEndpoint"
+BASTION = "azure-native:network:BastionHost"
+
+
+@dataclass(frozen=True)
+class Line:
+    """A quantity of one meter that one resource uses; ``item`` groups lines for the reader (a pool's VMs)."""
+
+    urn: str
+    item: str
+    meter: str
+    quantity: float
+    unit: str  # instance, GiB or TiB
+
+    def in_unit(self, unit: str) -> float:
+        """The quantity in ``unit`` (TiB <-> GiB); instances stay instances."""
+        if unit == self.unit:
+            return self.quantity
+        if (self.unit, unit) == ("TiB", "GiB"):
+            return self.quantity * prices.GIB_PER_TIB
+        if (self.unit, unit) == ("GiB", "TiB"):
+            return self.quantity / prices.GIB_PER_TIB
+        return self.quantity
+
+
+def _os_disk(urn: str, item: str, os_disk: Mapping[str, Any], count: int) -> list[Line]:
+    if mapping(os_disk.get("diffDiskSettings")).get("option"):
+        return []  # an ephemeral OS disk lives on the VM's own storage: no disk bill
+    storage = dig(os_disk, "managedDisk", "storageAccountType")
+    size = inventory.whole(os_disk.get("diskSizeGB"))
+    return _disk(urn, item, storage, size, count)
+
+
+def _disk(urn: str, item: str, storage: Any, size: int | None, count: int) -> list[Line]:
+    if not isinstance(storage, str) or size is None or count <= 0:
+        return []
+    tier = prices.disk_tier(storage, size)
+    meter = f"disk/{storage}/{tier}" if tier else f"disk/{storage}/{size}GiB"
+    return [Line(urn, item, meter, count, "instance")]
+
+
+def lines(resources: Iterable[Resource]) -> list[Line]:
+    """The priced quantities of ``resources`` (the plan's records or a deployed state's resources)."""
+    resources = list(resources)
+    out: list[Line] = []
+    for machine in machines.machines(resources):
+        item = f"pool {machine.pool} VMs" if machine.pool and machine.pool != machine.name else f"VM {machine.name}"
+        out.append(Line(machine.urn, item, f"vm/{machine.size}", machine.count, "instance"))
+    for res in resources:
+        if inventory.is_scale_set(res):
+            ss = inventory.scale_set(res)
+            group = f"pool {ss.pool}" if ss.pool else ss.name
+            os_disk = mapping(dig(ss.properties, "virtualMachineProfile", "storageProfile", "osDisk"))
+            out += _os_disk(ss.urn, f"{group} OS disks", os_disk, ss.capacity)
+        elif res.type == machines.VM:
+            os_disk = mapping(dig(res.inputs, "storageProfile", "osDisk"))
+            out += _os_disk(res.urn, f"VM {res.name} OS disk", os_disk, 1)
+        elif res.type == DISK:
+            storage = mapping(res.inputs.get("sku")).get("name")
+            out += _disk(res.urn, f"disk {res.name}", storage, inventory.whole(res.inputs.get("diskSizeGB")), 1)
+        elif res.type == AML:
+            sku = mapping(res.inputs.get("sku")).get("name")
+            tib = res.inputs.get("storageCapacityTiB")
+            if isinstance(sku, str) and isinstance(tib, int | float) and not isinstance(tib, bool):
+                out.append(Line(res.urn, f"Lustre {res.name}", f"lustre/{sku}", float(tib), "TiB"))
+        elif res.type == NAT:
+            out.append(Line(res.urn, f"NAT gateway {res.name}", "natGateway", 1, "instance"))
+        elif res.type == PUBLIC_IP:
+            sku = mapping(res.inputs.get("sku")).get("name") or "Basic"
+            method = res.inputs.get("publicIPAllocationMethod") or "Dynamic"
+            out.append(Line(res.urn, "public IP addresses", f"publicIp/{sku}/{method}", 1, "instance"))
+        elif res.type == PRIVATE_ENDPOINT:
+            out.append(Line(res.urn, "private endpoints", "privateEndpoint", 1, "instance"))
+        elif res.type == BASTION:
+            sku = mapping(res.inputs.get("sku")).get("name") or "Basic"
+            out.append(Line(res.urn, f"Bastion {res.name}", f"bastion/{sku}", 1, "instance"))
+    return out
+
+
+@dataclass(frozen=True)
+class Priced:
+    """A line with its hourly cost in the book's currency (after the discount), or why it is unknown."""
+
+    line: Line
+    hourly: float | None
+    why: str | None = None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The priced lines of one set of resources, and the usage-based resources left out of the total."""
+
+    currency: str
+    source: str
+    discount_percent: float
+    reservation_term: str | None
+    priced: tuple[Priced, ...]
+    usage_based: tuple[tuple[str, int, str], ...]  # (type, count, why)
+
+    @property
+    def hourly(self) -> float:
+        """The known total per hour (unknown lines are not in it)."""
+        return sum(p.hourly for p in self.priced if p.hourly is not None)
+
+    @property
+    def monthly(self) -> float:
+        return self.hourly * prices.hours_per_month()
+
+    @property
+    def unknown(self) -> list[Priced]:
+        return [p for p in self.priced if p.hourly is None]
+
+    def items(self) -> list[dict[str, Any]]:
+        """Known lines summed per item (a pool's VMs, a pool's OS disks, the Lustre filesystem), largest first."""
+        hourly: dict[tuple[str, str], float] = defaultdict(float)
+        quantity: dict[tuple[str, str], float] = defaultdict(float)
+        units: dict[tuple[str, str], str] = {}
+        for p in self.priced:
+            if p.hourly is None:
+                continue
+            key = (p.line.item, p.line.meter)
+            hourly[key] += p.hourly
+            quantity[key] += p.line.quantity
+            units[key] = p.line.unit
+        rows = [
+            {
+                "item": item,
+                "meter": meter,
+                "quantity": quantity[(item, meter)],
+                "unit": units[(item, meter)],
+                "hourly": round(h, 4),
+                "monthly": round(h * prices.hours_per_month(), 2),
+            }
+            for (item, meter), h in hourly.items()
+        ]
+        return sorted(rows, key=lambda r: (-float(r["hourly"]), str(r["item"])))
+
+    def unknown_items(self) -> list[dict[str, Any]]:
+        """Unknown lines summed per item and meter, with the reason."""
+        quantity: dict[tuple[str, str], float] = defaultdict(float)
+        why: dict[tuple[str, str], str] = {}
+        units: dict[tuple[str, str], str] = {}
+        for p in self.unknown:
+            key = (p.line.item, p.line.meter)
+            quantity[key] += p.line.quantity
+            why[key] = p.why or "unknown"
+            units[key] = p.line.unit
+        return [
+            {"item": i, "meter": m, "quantity": q, "unit": units[(i, m)], "why": why[(i, m)]}
+            for (i, m), q in sorted(quantity.items())
+        ]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "currency": self.currency,
+            "source": self.source,
+            "hoursPerMonth": prices.hours_per_month(),
+            "discountPercent": self.discount_percent,
+            "reservationTerm": self.reservation_term,
+            "hourly": round(self.hourly, 4),
+            "monthly": round(self.monthly, 2),
+            "complete": not self.unknown,
+            "items": self.items(),
+            "unknown": self.unknown_items(),
+            "usageBased": [{"type": t, "count": n, "why": w} for t, n, w in self.usage_based],
+            "resources": [
+                {
+                    "urn": p.line.urn,
+                    "meter": p.line.meter,
+                    "quantity": p.line.quantity,
+                    "unit": p.line.unit,
+                    "hourly": None if p.hourly is None else round(p.hourly, 6),
+                    "monthly": None if p.hourly is None else round(p.hourly * prices.hours_per_month(), 2),
+                    **({"unknown": p.why} if p.hourly is None else {}),
+                }
+                for p in self.priced
+            ],
+        }
+
+
+def estimate(
+    resources: Sequence[Resource],
+    book: PriceBook,
+    *,
+    discount_percent: float = 0.0,
+    reservation_term: str | None = None,
+) -> Estimate:
+    """Price ``resources`` with ``book``; ``discount_percent`` comes off every known price."""
+    keep = 1 - discount_percent / 100
+    priced = []
+    for line in lines(resources):
+        price = book.get(line.meter)
+        if price.hourly is None:
+            priced.append(Priced(line, None, price.unknown_because or "unknown"))
+        else:
+            priced.append(Priced(line, price.hourly * line.in_unit(price.per_unit) * keep))
+    why = prices.usage_based()
+    counts = Counter(r.type for r in resources if r.type in why)
+    usage = tuple((t, n, why[t]) for t, n in sorted(counts.items()))
+    return Estimate(book.currency, book.source, discount_percent, reservation_term, tuple(priced), usage)
+
+
+def change(planned: Estimate, deployed: Estimate) -> dict[str, Any]:
+    """How the plan moves the cost of what is deployed: the known difference, and quantities whose price is unknown."""
+    before: dict[tuple[str, str, str], float] = defaultdict(float)
+    after: dict[tuple[str, str, str], float] = defaultdict(float)
+    hourly_before: dict[tuple[str, str, str], float] = defaultdict(float)
+    hourly_after: dict[tuple[str, str, str], float] = defaultdict(float)
+    unknown: set[tuple[str, str, str]] = set()
+    for counter, hourly, est in ((before, hourly_before, deployed), (after, hourly_after, planned)):
+        for p in est.priced:
+            key = (p.line.item, p.line.meter, p.line.unit)
+            counter[key] += p.line.quantity
+            if p.hourly is None:
+                unknown.add(key)
+            else:
+                hourly[key] += p.hourly
+    rows = []
+    for key in sorted(set(before) | set(after)):
+        if before[key] == after[key] and abs(hourly_after[key] - hourly_before[key]) < 1e-9:
+            continue
+        item, meter, unit = key
+        delta = None if key in unknown else round(hourly_after[key] - hourly_before[key], 4)
+        rows.append(
+            {
+                "item": item,
+                "meter": meter,
+                "unit": unit,
+                "before": before[key],
+                "after": after[key],
+                "hourly": delta,
+                "monthly": None if delta is None else round(delta * prices.hours_per_month(), 2),
+            }
+        )
+    diff = planned.hourly - deployed.hourly
+    return {
+        "deployedHourly": round(deployed.hourly, 4),
+        "deployedMonthly": round(deployed.monthly, 2),
+        "hourly": round(diff, 4),
+        "monthly": round(diff * prices.hours_per_month(), 2),
+        "items": rows,
+    }

@@ -1,0 +1,168 @@
+"""Lustre tied to Blob: a new stack's filesystem imports datasets from a prefix of the checkpoints container and
+exports checkpoints to it continuously, with the roles and the private path Azure documents; the tie is fixed at
+creation, so changing it on a deployed filesystem is a storage-data-loss error; the export's reads count in sizing."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gb300 import cli
+from gb300.facts import roles, sizing
+from gb300.findings import Level
+from gb300.plan import PlanResult, ResourceRecord, run_plan
+from gb300.rules.data_loss import DeployedResource, data_loss
+
+AMLFS = "azure-native:storagecache:AmlFilesystem"
+EXPORT = "azure-native:storagecache:AutoExportJob"
+ACCOUNT = "azure-native:storage:StorageAccount"
+CONTAINER = "azure-native:storage:BlobContainer"
+ASSIGNMENT = "azure-native:authorization:RoleAssignment"
+
+
+def _of(plan: PlanResult, typ: str) -> list[ResourceRecord]:
+    return [r for r in plan.resources if r.type == typ]
+
+
+def _container(plan: PlanResult, name: str) -> ResourceRecord:
+    return next(r for r in _of(plan, CONTAINER) if r.inputs["containerName"] == name)
+
+
+def _tie(reference_plan: PlanResult) -> dict[str, Any]:
+    return reference_plan.config.storage.lustre.blob_integration.model_dump(by_alias=True)  # type: ignore[union-attr]
+
+
+def test_filesystem_imports_from_and_logs_to_the_accounts_containers(reference_plan: PlanResult) -> None:
+    """hsm.settings name the checkpoints container, a logging container of its own and the datasets prefix."""
+    (fs,) = _of(reference_plan, AMLFS)
+    tie = _tie(reference_plan)
+    assert fs.inputs["hsm"] == {
+        "settings": {
+            "container": _container(reference_plan, tie["container"]).id,
+            "loggingContainer": _container(reference_plan, tie["loggingContainer"]).id,
+            "importPrefix": tie["importPrefix"],
+        }
+    }
+    assert tie["loggingContainer"] != tie["container"]
+
+
+def test_checkpoints_are_exported_continuously(reference_plan: PlanResult) -> None:
+    """One enabled auto-export job on the filesystem exports everything written under the export prefix."""
+    (fs,) = _of(reference_plan, AMLFS)
+    (job,) = _of(reference_plan, EXPORT)
+    assert job.inputs["amlFilesystemName"] == fs.inputs["amlFilesystemName"]
+    assert job.inputs["resourceGroupName"] == fs.inputs["resourceGroupName"]
+    assert job.inputs["autoExportPrefixes"] == [_tie(reference_plan)["exportPrefix"]]
+    assert job.inputs["adminStatus"] == "Enable"
+    assert fs.urn in job.dependencies
+
+
+def test_lustre_service_gets_azures_two_roles_on_the_account_first(reference_plan: PlanResult) -> None:
+    """The HPC Cache Resource Provider holds Storage Account Contributor and Storage Blob Data Contributor on the
+    account, and the filesystem is created after both (Azure fails the creation otherwise)."""
+    (fs,) = _of(reference_plan, AMLFS)
+    (account,) = _of(reference_plan, ACCOUNT)
+    principal = _tie(reference_plan)["servicePrincipalId"]
+    grants = [a for a in _of(reference_plan, ASSIGNMENT) if a.inputs["principalId"] == principal]
+    assert sorted(roles.name_of(a.inputs["roleDefinitionId"]) or "" for a in grants) == [
+        "Storage Account Contributor",
+        "Storage Blob Data Contributor",
+    ]
+    for grant in grants:
+        assert grant.inputs["scope"] == account.id
+        assert grant.inputs["principalType"] == "ServicePrincipal"
+        assert grant.urn in fs.dependencies
+
+
+def test_lustre_reaches_the_locked_down_account_privately(reference_plan: PlanResult) -> None:
+    """The account stays closed to the Internet; the filesystem waits for the blob private endpoint and its DNS
+    record, in a private zone linked to the VNet the storage subnet is in, so its name resolves to the endpoint."""
+    (fs,) = _of(reference_plan, AMLFS)
+    (account,) = _of(reference_plan, ACCOUNT)
+    assert account.inputs["publicNetworkAccess"] == "Disabled"
+    endpoint = next(
+        r
+        for r in _of(reference_plan, "azure-native:network:PrivateEndpoint")
+        if r.inputs["privateLinkServiceConnections"][0]["groupIds"] == ["blob"]
+    )
+    group = next(
+        r for r in _of(reference_plan, "azure-native:network:PrivateDnsZoneGroup") if endpoint.urn in r.dependencies
+    )
+    assert {endpoint.urn, group.urn} <= set(fs.dependencies)
+    zone = next(
+        r
+        for r in _of(reference_plan, "azure-native:privatedns:PrivateZone")
+        if r.inputs["privateZoneName"] == "privatelink.blob.core.windows.net"
+    )
+    link = next(
+        r for r in _of(reference_plan, "azure-native:privatedns:VirtualNetworkLink") if zone.urn in r.dependencies
+    )
+    storage_subnet = next(
+        r for r in _of(reference_plan, "azure-native:network:Subnet") if r.inputs["subnetName"] == "storage"
+    )
+    assert fs.inputs["filesystemSubnet"] == storage_subnet.id
+    assert storage_subnet.id.startswith(link.inputs["virtualNetwork"]["id"] + "/subnets/")
+
+
+def _deployed(plan: PlanResult, **inputs: Any) -> list[DeployedResource]:
+    """The plan's filesystem as deployed, with some inputs as they were then (None: absent)."""
+    (fs,) = _of(plan, AMLFS)
+    old = {k: v for k, v in {**fs.inputs, **inputs}.items() if v is not None}
+    return [DeployedResource(fs.urn, fs.type, fs.name, fs.id, old)]
+
+
+@pytest.mark.parametrize(
+    ("deployed_hsm", "words"),
+    [
+        pytest.param(None, "hsm: not tied to Blob -> tied to container 'checkpoints'", id="adding-the-tie"),
+        pytest.param(
+            {"settings": {"container": "/x/containers/checkpoints", "loggingContainer": "/x/l", "importPrefix": "/"}},
+            "hsm: tied to container 'checkpoints' (import '/') -> tied to container 'checkpoints' (import '/datasets')",
+            id="changing-the-import-prefix",
+        ),
+    ],
+)
+def test_changing_the_tie_of_a_deployed_filesystem_is_an_error(
+    reference_plan: PlanResult, deployed_hsm: Any, words: str
+) -> None:
+    """A deployed filesystem keeps its tie: adding or changing it would replace it, an error naming the migration."""
+    (finding,) = data_loss(reference_plan.resources, _deployed(reference_plan, hsm=deployed_hsm), [])
+    assert finding.level == Level.ERROR
+    assert words in finding.message
+    assert "docs/storage.md#tying-a-deployed-filesystem-to-blob" in finding.message
+
+
+def test_state_with_an_untied_filesystem_fails_the_plan(tmp_path: Path, reference_plan: PlanResult) -> None:
+    """gb300 plan --state against a filesystem deployed without the tie exits 1 with storage-data-loss."""
+    resources = [
+        {"urn": r.urn, "type": r.type, "id": r.id, "inputs": {k: v for k, v in r.inputs.items() if k != "hsm"}}
+        for r in reference_plan.resources
+    ]
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"version": 3, "deployment": {"manifest": {}, "resources": resources}}))
+    out = tmp_path / "plan.json"
+    assert cli.main(["plan", "--stack", "reference", "--state", str(state), "--json", str(out), "--quiet"]) == 1
+    errors = [f for f in json.loads(out.read_text())["findings"] if f["level"] == "error"]
+    assert {f["rule"] for f in errors} == {"storage-data-loss"}
+    assert "not tied to Blob" in errors[0]["message"]
+
+
+@pytest.mark.parametrize(("tied", "warned"), [(True, True), (False, False)])
+def test_sizing_counts_the_exports_reads(reference_raw: dict[str, Any], *, tied: bool, warned: bool) -> None:
+    """112 TiB of the 500 tier (56 GB/s) writes 16 TB in 5 minutes (53.3 GB/s) but not while the export reads the
+    previous checkpoint over the 30-minute interval (8.9 GB/s more): tied, lustre-checkpoint-throughput warns."""
+    raw = copy.deepcopy(reference_raw)
+    raw["storage"]["lustre"]["capacityTiB"] = 112
+    raw["storage"]["lustre"]["blobIntegration"]["enabled"] = tied
+    found = [f for f in run_plan("reference", raw).findings if f.rule == "lustre-checkpoint-throughput"]
+    assert bool(found) == warned
+    if warned:
+        assert "the auto-export reads to copy the previous checkpoint to Blob over 30 minutes" in found[0].message
+        ckpt = raw["storage"]["checkpoint"]
+        size = ckpt["parameters"] * float(sizing.bytes_per_parameter().value)
+        need = size / (ckpt["writeMinutes"] * 60) + size / (ckpt["intervalMinutes"] * 60)
+        assert f"needs {need / 1e9:,.1f} GB/s" in found[0].message

@@ -1,0 +1,182 @@
+"""The cost in every plan: the total per hour and per month, the five largest items, unknown prices listed (never
+zero), and the change against the deployed state, from the shipped table, a price file, or the live API (faked)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gb300 import cli, cost
+from gb300.cost import prices
+from gb300.ops import ci_summary
+from gb300.plan import PlanResult, run_plan
+from gb300.plan.render import TOP_ITEMS, text
+from tests.cost.test_prices_live import FakeRetailPrices, _item, live
+
+GB300 = "vm/Standard_ND128isr_GB300_v6"
+
+
+def _export(plan: PlanResult) -> dict[str, Any]:
+    """A ``pulumi stack export`` document of ``plan`` as deployed."""
+    resources = [{"urn": r.urn, "type": r.type, "id": r.id, "inputs": r.inputs, "outputs": {}} for r in plan.resources]
+    return {"version": 3, "deployment": {"manifest": {}, "resources": resources}}
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory: pytest.TempPathFactory, reference_plan: PlanResult) -> Path:
+    path = tmp_path_factory.mktemp("state") / "state.json"
+    path.write_text(json.dumps(_export(reference_plan)), encoding="utf-8")
+    return path
+
+
+def _cli(args: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> tuple[int, str, dict[str, Any]]:
+    out = tmp_path / "plan.json"
+    code = cli.main(["plan", *args, "--json", str(out)])
+    printed = capsys.readouterr().out
+    return code, printed, json.loads(out.read_text())["summary"]["cost"] if out.exists() else {}
+
+
+def test_reference_plan_prints_its_total_and_lists_unknown_prices(reference_plan: PlanResult) -> None:
+    """The shipped table prices the NAT gateway, public IPs and endpoints; GB300 is listed as unknown, not zero."""
+    c = reference_plan.summary["cost"]
+    page = text(reference_plan, stack_file="x")
+    assert f"total {c['hourly']:,.4f} USD per hour, {c['monthly']:,.2f} USD per month" in page
+    assert c["monthly"] == pytest.approx(c["hourly"] * prices.hours_per_month(), abs=0.01)
+    known = [r for r in c["resources"] if r["hourly"] is not None]
+    assert c["hourly"] == pytest.approx(sum(r["hourly"] for r in known), abs=1e-3)
+    gb300 = next(u for u in c["unknown"] if u["meter"] == GB300)
+    assert (gb300["item"], gb300["quantity"]) == ("pool train VMs", reference_plan.summary["vms"])
+    assert "pool train VMs: 1,152 x vm/Standard_ND128isr_GB300_v6: not on https://azure.microsoft.com" in page
+    assert not c["complete"]
+    # every VM, disk, filesystem and network meter the plan declares has a line; none is silently dropped
+    assert {r["meter"] for r in c["resources"]} >= {GB300, "lustre/AMLFS-Durable-Premium-500", "natGateway"}
+
+
+def test_live_prices_give_the_five_largest_items(
+    reference_raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With every meter answered, the total is complete and the text shows the five largest items, largest first."""
+    monkeypatch.setattr(prices, "live_book", live(FakeRetailPrices()))
+    plan = run_plan("reference", copy.deepcopy(reference_raw), prices="live")
+    c = plan.summary["cost"]
+    assert c["complete"], c["unknown"]
+    page = text(plan, stack_file="x").splitlines()
+    start = page.index(f"  largest items (of {len(c['items'])})")
+    shown = page[start + 1 : start + 1 + TOP_ITEMS]
+    assert shown[0].split()[0:3] == ["pool", "train", "VMs"]
+    hourly = [float(row.split(" x ")[1].split()[1].replace(",", "")) for row in shown]
+    assert hourly == sorted(hourly, reverse=True)
+    assert len(shown) == TOP_ITEMS
+    vm_price = _item(
+        "Standard_ND128isr_GB300_v6",
+        type="Consumption",
+        meterName="ND128isr GB300 v6",
+        productName="Virtual Machines NDGB300v6 Series",
+    )["retailPrice"]
+    assert c["items"][0]["hourly"] == pytest.approx(plan.summary["vms"] * vm_price)
+
+
+def test_growing_64_to_82_racks_prints_the_difference(  # noqa: PLR0917 - pytest passes fixtures by position
+    reference_raw: dict[str, Any],
+    state: Path,
+    write_stack: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """+18 racks against the deployed 64: the plan prints the change per hour and month and the VMs that move."""
+    monkeypatch.setattr(prices, "live_book", live(FakeRetailPrices()))
+    raw = copy.deepcopy(reference_raw)
+    raw["gpuPools"][0]["racks"] = 82
+    stack = str(write_stack(raw, "reference"))
+    _, printed, c = _cli(["--stack-file", stack, "--state", str(state), "--prices", "live"], capsys, tmp_path)
+    change = c["change"]
+    vms = next(r for r in change["items"] if r["meter"] == GB300)
+    price = _item("Standard_ND128isr_GB300_v6", type="Consumption", meterName="ND128isr GB300 v6",
+                  productName="Virtual Machines NDGB300v6 Series")["retailPrice"]  # fmt: skip
+    assert (vms["before"], vms["after"]) == (64 * 18, 82 * 18)
+    assert vms["hourly"] == pytest.approx(18 * 18 * price)
+    assert change["hourly"] == pytest.approx(c["hourly"] - change["deployedHourly"], abs=1e-3)
+    assert change["hourly"] >= vms["hourly"]  # more racks add OS disks and NAT addresses too, never less
+    assert f"change against the deployed state: +{change['hourly']:,.2f} USD per hour" in printed
+    assert f"pool train VMs: {GB300} 1,152 -> 1,476: +{vms['hourly']:,.2f} USD/h" in printed
+
+
+def test_growing_with_unknown_gb300_prices_says_so(
+    reference_raw: dict[str, Any], state: Path, write_stack: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With the shipped table the added racks' VMs are 'price unknown' in the change, not a zero difference."""
+    raw = copy.deepcopy(reference_raw)
+    raw["gpuPools"][0]["racks"] = 82
+    _, printed, c = _cli(["--stack-file", str(write_stack(raw, "reference")), "--state", str(state)], capsys, tmp_path)
+    vms = next(r for r in c["change"]["items"] if r["meter"] == GB300)
+    assert vms["hourly"] is None
+    assert f"pool train VMs: {GB300} 1,152 -> 1,476: price unknown" in printed
+
+
+def test_price_file_and_discount(
+    dev_raw: dict[str, Any], tmp_path: Path, write_stack: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A price table of your own prices GB300; gb300:cost.discountPercent takes its share off every known price."""
+    table = tmp_path / "prices.yaml"
+    table.write_text(
+        "retrieved: '2026-12-01'\ncurrency: USD\nmeters:\n"
+        f"  {GB300}:\n    per: {{unit: instance, period: hour}}\n"
+        "    price: {value: 50, status: verified, source: our agreement}\n",
+        encoding="utf-8",
+    )
+    raw = copy.deepcopy(dev_raw)
+    raw["cost"] = {"discountPercent": 10}
+    _, printed, c = _cli(["--stack-file", str(write_stack(raw, "dev")), "--prices", str(table)], capsys, tmp_path)
+    vms = next(r for r in c["items"] if r["meter"] == GB300)
+    assert vms["hourly"] == pytest.approx(vms["quantity"] * 50 * 0.9)
+    assert "10% off (gb300:cost.discountPercent)" in printed
+
+
+def test_a_bad_price_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A price file that is missing or not shaped like the table is exit 2 with one line, before the plan runs."""
+    bad = tmp_path / "prices.yaml"
+    bad.write_text("meters: [1, 2]\n", encoding="utf-8")
+    assert cli.main(["plan", "--stack", "dev", "--prices", str(bad), "--quiet"]) == 2
+    assert "--prices" in capsys.readouterr().err
+    assert cli.main(["plan", "--stack", "dev", "--prices", str(tmp_path / "missing.yaml"), "--quiet"]) == 2
+
+
+def test_reservation_without_live_prices_leaves_vms_unknown() -> None:
+    """The shipped table has no reservation prices: with a term its VMs are unknown, other meters keep their price."""
+    book = cost.book(None, region="eastus2", currency="USD", reservation="3 Years", meters=[])
+    assert book.get(GB300).hourly is None
+    assert "reservation is priced by --prices live" in (book.get("vm/Standard_D16ds_v5").unknown_because or "")
+    assert book.get("natGateway").hourly is not None
+
+
+def test_another_currency_needs_live_prices() -> None:
+    """The shipped table is in USD: asked for EUR it prices nothing and says why."""
+    book = cost.book(None, region="eastus2", currency="EUR", reservation=None, meters=[])
+    assert book.get("natGateway").hourly is None
+    assert "not EUR" in (book.get("natGateway").unknown_because or "")
+
+
+def test_pr_comment_shows_the_cost_and_its_change() -> None:
+    """The PR comment has a cost row per stack with the change, and one bullet per item whose quantity moved."""
+    summary = {
+        "racks": 82,
+        "cost": {
+            "currency": "USD",
+            "hourly": 150.5,
+            "monthly": 109865.0,
+            "unknown": [{"item": "x"}],
+            "change": {
+                "hourly": 32.4,
+                "monthly": 23652.0,
+                "items": [{"item": "pool train VMs", "meter": GB300, "before": 1152, "after": 1476, "hourly": 32.4}],
+            },
+        },
+    }
+    page = ci_summary.render([ci_summary.digest({"stack": "reference", "summary": summary}, "?")])
+    assert "| `reference` | 150.50 USD | 109,865.00 USD | +32.40 USD | +23,652.00 USD | 1 |" in page
+    assert f"- `reference`: pool train VMs: `{GB300}` 1,152 -> 1,476: +32.40 USD per hour" in page
