@@ -450,7 +450,7 @@ class AllowDestroy(ConfigModel):
 class CostSettings(ConfigModel):
     """``gb300:cost``: how `gb300 plan` prices the cluster (docs/cost.md)."""
 
-    currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")] = "USD"
+    currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$", max_length=3)] = "USD"
     """ISO 4217 currency of the prices. The shipped table is in USD; another currency needs `--prices live` (the Retail
     Prices API's `currencyCode`) or a `--prices FILE` in that currency, else every price is listed as unknown.
     """

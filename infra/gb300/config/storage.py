@@ -59,11 +59,13 @@ class LustreBlobIntegration(ConfigModel):
     `gb300:storage.blob`; without it the filesystem is not tied.
     """
 
-    enabled: bool = True
-    """Tie the filesystem to Blob. New stacks do; a stack whose filesystem was deployed untied sets `false` (or
-    migrates: docs/storage.md#tying-a-deployed-filesystem-to-blob).
+    enabled: bool = False
+    """Tie the filesystem to Blob. Off unless a stack opts in: Azure's blob integration needs account key access on
+    the tied account (amlfs-prerequisites, "Blob integration prerequisites"), and gb300 keeps shared keys off on every
+    account it creates. Opting in is a visible trade (an info finding of `storage-no-public-access`) and is fixed when
+    the filesystem is created (docs/storage.md#tying-a-deployed-filesystem-to-blob).
     """
-    container: Annotated[str, AfterValidator(_check_container_name)] = "checkpoints"
+    container: ContainerName = "checkpoints"
     """The container, one of `gb300:storage.blob.containers`, the filesystem imports from and exports to. Azure ties
     exactly one.
     """
@@ -75,11 +77,11 @@ class LustreBlobIntegration(ConfigModel):
     """Files written under this path of the filesystem (`<mountPath>/checkpoints`) are exported to `container`
     continuously (Azure's auto-export job).
     """
-    logging_container: Annotated[str, AfterValidator(_check_container_name)] = "lustre-logging"
+    logging_container: ContainerName = "lustre-logging"
     """A container of its own for import and export logs; Azure requires it to differ from `container`. gb300 creates
     it; the nodes get no role on it.
     """
-    service_principal_id: Annotated[str, Field(pattern=_GUID)] | None = None
+    service_principal_id: Annotated[str, Field(pattern=_GUID, max_length=36)] | None = None
     """Object id of the `HPC Cache Resource Provider` service principal in your tenant (`az ad sp list
     --display-name "HPC Cache Resource Provider" --query "[0].id" -o tsv`): it gets Storage Account Contributor and
     Storage Blob Data Contributor on the account, as Azure requires. Required when the tie is made.
