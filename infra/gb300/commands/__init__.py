@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from gb300.commands import docs, migrate_racks, plan, rollout, schema, size_storage, software, status, topology
+from gb300.commands import (
+    docs,
+    migrate_racks,
+    payload,
+    plan,
+    rollout,
+    schema,
+    size_storage,
+    software,
+    status,
+    topology,
+)
 
 COMMANDS: tuple[ModuleType, ...] = (
     plan,
@@ -12,6 +23,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     topology,
     size_storage,
     software,
+    payload,
     rollout,
     migrate_racks,
     status,
