@@ -18,20 +18,22 @@ pulumi.runtime.set_mocks(AzureMocks(), project="gb300", stack="test", preview=Tr
 
 from gb300 import config, paths  # noqa: E402 - must follow set_mocks
 from gb300.plan import PlanResult, run_plan  # noqa: E402
+from tests.support import signing  # noqa: E402
 
 REPO = paths.REPO_ROOT
 
 
 @pytest.fixture(scope="session")
 def reference_raw() -> dict[str, Any]:
-    """The gb300 namespace of the reference stack file, as the plan reads it."""
-    return config.load_stack_file(paths.stack_file("reference"))
+    """The gb300 namespace of the reference stack file, as the plan reads it, with the tests' payload signing key
+    (tests/support/signing.py): the simulated nodes take only payloads the tests can sign."""
+    return signing.with_test_key(config.load_stack_file(paths.stack_file("reference")))
 
 
 @pytest.fixture(scope="session")
 def dev_raw() -> dict[str, Any]:
-    """The gb300 namespace of the one-rack dev stack file."""
-    return config.load_stack_file(paths.stack_file("dev"))
+    """The gb300 namespace of the one-rack dev stack file, with the tests' payload signing key."""
+    return signing.with_test_key(config.load_stack_file(paths.stack_file("dev")))
 
 
 @pytest.fixture(scope="session")
