@@ -44,6 +44,7 @@ class Azure:
     # "<container>/<blob>" -> how many more GETs of it answer 503 (a transient failure) before it is served.
     blob_failures: dict[str, int] = field(default_factory=dict)
     blob_requests: list[str] = field(default_factory=list)
+    imds_requests: list[str] = field(default_factory=list)
 
     def answer(self, host: str, path: str, headers: Any) -> tuple[int, str | bytes]:
         """Status and body for a GET of ``host`` + ``path``."""
@@ -79,6 +80,7 @@ class Azure:
         return 200, self.blobs[name]
 
     def _imds(self, path: str, headers: Any) -> tuple[int, str]:
+        self.imds_requests.append(path)
         if headers.get("Metadata") != "true":
             return 400, "Metadata header missing"
         if path.startswith("/metadata/instance/compute/tagsList"):
