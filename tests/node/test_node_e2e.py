@@ -107,7 +107,7 @@ def _fetched_its_payload(cluster: Cluster, node: node_e2e.Node, role: str) -> No
     container = cluster.cfg.storage.node_payload.container
     sha = hashlib.sha256(data).hexdigest()
     asked = [f"{container}/payloads/{name}/manifest.json", f"{container}/payloads/{name}/manifest.json.sig"]
-    assert set([*asked, f"{container}/archives/{sha}.tar.gz"]) <= set(cluster.azure.blob_requests)
+    assert {*asked, f"{container}/archives/{sha}.tar.gz"} <= set(cluster.azure.blob_requests)
     assert node.box.read("/var/lib/gb300/payload.sha256").strip() == hashlib.sha256(data).hexdigest()
     # Every file of the payload is on the node, as the plan would upload it.
     full = plan_custom_data.full_cloud_config(cluster.plan, role)

@@ -22,12 +22,11 @@ import pytest
 import yaml
 
 from gb300 import config, paths
+from gb300.errors import ConfigError
 from gb300.node import context as node_context
 from gb300.node import custom_data as nodes
-from gb300.node import imds_guard
+from gb300.node import imds_guard, manifest
 from gb300.node import steps as node_steps
-from gb300.errors import ConfigError
-from gb300.node import manifest
 from gb300.node.payload import (
     ACCOUNT_PLACEHOLDER,
     FETCH_PAYLOAD,
@@ -291,7 +290,9 @@ def test_a_signed_payload_of_another_name_is_refused(tmp_path: Path, dev: config
     blobs = {k.replace(f"/payloads/{data.name}/", "/payloads/head/"): v for k, v in gpu.items()}
     box, _, _, codes = _fetch_only(tmp_path, dev, blobs)
     reason = _stopped(box, codes)
-    assert reason == f"payload refused: the signed manifest is payload '{data.name}' of cluster 'dev', not 'head' of 'dev'"
+    assert (
+        reason == f"payload refused: the signed manifest is payload '{data.name}' of cluster 'dev', not 'head' of 'dev'"
+    )
 
 
 @pytest.mark.slow
@@ -334,7 +335,7 @@ def test_a_node_takes_a_newer_payload_in_place_and_refuses_a_rollback(tmp_path: 
     failed (it runs the payload it has)."""
     data = nodes.render(nodes.HEAD, dev)
     old = _published(dev, "head", data.payload.archive, serial=1)
-    box, azure, _, codes = _fetch_only(tmp_path, dev, old)
+    box, _azure, _, codes = _fetch_only(tmp_path, dev, old)
     assert codes[1] == ("fetch-payload", 0)
     newer = nodes.render(nodes.HEAD, _with(dev, soft_failures_to_drain=dev.health.soft_failures_to_drain + 1))
     assert newer.cloud_config == data.cloud_config  # no new custom data

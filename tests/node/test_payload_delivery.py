@@ -237,7 +237,7 @@ def test_nodes_fetch_verify_and_run_what_was_delivered(
     """Each role's node, booting from the plan's custom data against what the upload left in the account, takes
     its payload (signature and sha256 checked) and runs the first step it delivered."""
     box = _boot(tmp_path, reference_plan, role, delivered["blobs"], delivered["account"])
-    name, archive = plan_custom_data.payload_of(reference_plan, role)
+    _name, archive = plan_custom_data.payload_of(reference_plan, role)
     assert box.last.returncodes == [  # type: ignore[attr-defined]
         ("gb300-imds-guard", 0),
         ("fetch-payload", 0),
@@ -251,7 +251,7 @@ def test_a_delivered_payload_tampered_in_the_account_stops_the_bootstrap(
     delivered: dict[str, Any], reference_plan: PlanResult, tmp_path: Path
 ) -> None:
     """One byte changed in the uploaded archive: the node never extracts it, and its status names the mismatch."""
-    name, archive = plan_custom_data.payload_of(reference_plan, node_context.HEAD)
+    _name, archive = plan_custom_data.payload_of(reference_plan, node_context.HEAD)
     sha = hashlib.sha256(archive).hexdigest()
     blobs = dict(delivered["blobs"])
     key = f"gb300-node-payload/archives/{sha}.tar.gz"

@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-ID_TOKEN_HOST = "token.actions.githubusercontent.com"
+ID_TOKEN_HOST = "token.actions.githubusercontent.com"  # noqa: S105 - a host name
 ENTRA_HOST = "login.microsoftonline.com"
 REQUEST_TOKEN = "gh-request-token"  # noqa: S105 - the stand-in's fixed CI request token
 ID_TOKEN = "gh-id-token-for-azure"  # noqa: S105
@@ -113,7 +113,7 @@ class Handler(BaseHTTPRequestHandler):
         answer = {"token_type": "Bearer", "expires_in": 3600, "ext_expires_in": 3600, "access_token": token}
         self._send(200, json.dumps(answer).encode(), {"Content-Type": "application/json"})
 
-    def _blob(self, url: object, body: bytes) -> None:
+    def _blob(self, url: object, body: bytes) -> None:  # noqa: PLR0911 - one answer per case Azure has
         auth = self.headers.get("Authorization", "")
         if auth.startswith("SharedKey "):
             self._storage_error(403, "KeyBasedAuthenticationNotPermitted")

@@ -126,9 +126,7 @@ def generate_key() -> tuple[bytes, str]:
     from cryptography.hazmat.primitives.asymmetric import ed25519  # noqa: PLC0415
 
     key = ed25519.Ed25519PrivateKey.generate()
-    pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     return pem, public_key_line(key)
 
 

@@ -44,8 +44,8 @@ from gb300.node.resources import CLOUD_INIT_DIR
 from gb300.node.secrets import find_secret_material
 
 __all__ = [
-    "FETCH_PAYLOAD",
     "ACCOUNT_PLACEHOLDER",
+    "FETCH_PAYLOAD",
     "PAYLOAD_ENV",
     "PAYLOAD_UPDATE",
     "Payload",

@@ -65,7 +65,9 @@ def check_expected(rendered: Sequence[Rendered], expect: Mapping[str, str]) -> N
         for name, sha in sorted(expect.items())
         if got.get(name) != sha
     ]
-    problems += [f"payload {name}: rendered but not expected by the deployment" for name in sorted(set(got) - set(expect))]
+    problems += [
+        f"payload {name}: rendered but not expected by the deployment" for name in sorted(set(got) - set(expect))
+    ]
     if problems:
         raise PublishError(
             "; ".join(problems) + ". Run it from the checkout and stack file `pulumi up` runs (gb300 payload publish "
