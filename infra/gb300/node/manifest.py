@@ -10,7 +10,8 @@ The cluster's signing key is an Ed25519 key pair (RFC 8032). Its public half is 
 (``gb300:storage.nodePayload.signingPublicKey``: base64 of the DER SubjectPublicKeyInfo, the body of a PEM
 ``PUBLIC KEY``) and travels in every node's custom data; its private half stays with whoever publishes
 (``GB300_PAYLOAD_SIGNING_KEY``, a PKCS#8 PEM) and never enters the program or Pulumi's state. A node verifies the
-signature with ``openssl pkeyutl -verify -pubin -rawin`` (OpenSSL 3 on Ubuntu 24.04), then the manifest's fields,
+signature with ``openssl pkeyutl -verify -pubin -keyform DER -rawin`` (OpenSSL 3 on Ubuntu 24.04; checked here
+with OpenSSL 3.0), then the manifest's fields,
 then the archive's sha256, and only then extracts (``cloud-init/lib/fetch-payload``, docs/node-payload.md).
 
 ``serial`` only grows (the uploader takes the publish time in milliseconds, or one more than the manifest it
@@ -137,11 +138,6 @@ def public_key_line(key: Any) -> str:
     public = key.public_key() if hasattr(key, "public_key") else key
     der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return base64.b64encode(der).decode("ascii")
-
-
-def public_key_pem(line: str) -> str:
-    """The PEM a node writes from the custom data's key line (what ``openssl pkeyutl -pubin`` reads)."""
-    return f"-----BEGIN PUBLIC KEY-----\n{line}\n-----END PUBLIC KEY-----\n"
 
 
 def load_private_key(pem: str, *, source: str = SIGNING_KEY_ENV) -> Any:
