@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from gb300 import tags as gb300_tags
 from gb300.azure import inventory
 from gb300.azure.inventory import Resource, items, mapping
 from gb300.facts import sizing
@@ -156,6 +157,11 @@ def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) ->
             )
         network_access = inputs.get("publicNetworkAccess")
         default_action = text(mapping(inputs.get("networkRuleSet")).get("defaultAction"))
+        # The node payload account faces the deploy job on purpose and holds only signed payloads
+        # (docs/node-payload.md); every other account must be closed.
+        purpose = mapping(inputs.get("tags")).get(gb300_tags.STORAGE_PURPOSE)
+        if purpose == gb300_tags.STORAGE_PURPOSE_NODE_PAYLOAD:
+            continue
         if str(network_access).lower() != "disabled" and (default_action or "").lower() != "deny":
             got = "unset, which Azure treats as Enabled" if network_access is None else repr(network_access)
             yield Report(
