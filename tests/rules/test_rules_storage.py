@@ -14,6 +14,7 @@ from gb300.facts import sizing
 from gb300.plan.runner import ResourceRecord
 from tests.support.policy_support import (
     SECURE_ACCOUNT,
+    TAGS,
     account,
     assert_findings,
     levels,
@@ -116,6 +117,28 @@ def _acct(**changes: Any) -> list[ResourceRecord]:
         pytest.param(_acct(minimumTlsVersion="TLS1_3"), [], [], id="newer-tls"),
         pytest.param(
             _acct(publicNetworkAccess="Enabled"), ["warning"], ["publicNetworkAccess"], id="internet-reachable"
+        ),
+        pytest.param(
+            _acct(publicNetworkAccess="Enabled", tags={**TAGS, "gb300-storage-purpose": "node-payload"}),
+            [],
+            [],
+            id="payload-account-faces-the-deploy-job",
+        ),
+        pytest.param(
+            _acct(
+                publicNetworkAccess="Enabled",
+                allowSharedKeyAccess=True,
+                tags={**TAGS, "gb300-storage-purpose": "node-payload"},
+            ),
+            ["error"],
+            ["allowSharedKeyAccess"],
+            id="payload-account-with-shared-keys",
+        ),
+        pytest.param(
+            _acct(publicNetworkAccess="Enabled", tags={**TAGS, "gb300-storage-purpose": "data"}),
+            ["warning"],
+            ["publicNetworkAccess"],
+            id="data-account-reachable",
         ),
         pytest.param(
             [account()],
