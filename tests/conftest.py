@@ -25,15 +25,14 @@ REPO = paths.REPO_ROOT
 
 @pytest.fixture(scope="session")
 def reference_raw() -> dict[str, Any]:
-    """The gb300 namespace of the reference stack file, as the plan reads it, with the tests' payload signing key
-    (tests/support/signing.py): the simulated nodes take only payloads the tests can sign."""
-    return signing.with_test_key(config.load_stack_file(paths.stack_file("reference")))
+    """The gb300 namespace of the reference stack file, as the plan reads it."""
+    return config.load_stack_file(paths.stack_file("reference"))
 
 
 @pytest.fixture(scope="session")
 def dev_raw() -> dict[str, Any]:
-    """The gb300 namespace of the one-rack dev stack file, with the tests' payload signing key."""
-    return signing.with_test_key(config.load_stack_file(paths.stack_file("dev")))
+    """The gb300 namespace of the one-rack dev stack file."""
+    return config.load_stack_file(paths.stack_file("dev"))
 
 
 @pytest.fixture(scope="session")
@@ -46,6 +45,20 @@ def reference_plan(reference_raw: dict[str, Any]) -> PlanResult:
 def dev_plan(dev_raw: dict[str, Any]) -> PlanResult:
     """The dev stack planned once per session."""
     return run_plan("dev", copy.deepcopy(dev_raw))
+
+
+@pytest.fixture(scope="session")
+def signed_reference_plan(reference_raw: dict[str, Any]) -> PlanResult:
+    """The reference stack with the tests' payload signing key (tests/support/signing.py) in place of its own,
+    planned once per session: simulated nodes take only payloads the tests can sign (the shipped stacks' private
+    halves are their deployers' secrets)."""
+    return run_plan("reference", signing.with_test_key(copy.deepcopy(reference_raw)))
+
+
+@pytest.fixture(scope="session")
+def signed_dev_plan(dev_raw: dict[str, Any]) -> PlanResult:
+    """The dev stack with the tests' payload signing key, planned once per session."""
+    return run_plan("dev", signing.with_test_key(copy.deepcopy(dev_raw)))
 
 
 @pytest.fixture

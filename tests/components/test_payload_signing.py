@@ -103,14 +103,15 @@ def test_publish_refuses_a_key_that_is_not_the_stacks(
 ) -> None:
     """Another key in GB300_PAYLOAD_SIGNING_KEY: exit 2 naming both public halves, before any Azure call; no key
     at all: exit 2 naming the variable and where CI keeps it."""
-    stack = write_stack(dev_raw)
+    raw = signing.with_test_key(dev_raw)
+    stack = write_stack(raw)
     monkeypatch.setenv(manifest.SIGNING_KEY_ENV, manifest.generate_key()[0].decode())
-    assert cli.main(_publish(stack, *_expect(dev_raw))) == 2
+    assert cli.main(_publish(stack, *_expect(raw))) == 2
     err = capsys.readouterr().err
     assert "is not this stack's payload signing key" in err
     assert signing.public_key() in err
     monkeypatch.delenv(manifest.SIGNING_KEY_ENV)
-    assert cli.main(_publish(stack, *_expect(dev_raw))) == 2
+    assert cli.main(_publish(stack, *_expect(raw))) == 2
     assert "GB300_PAYLOAD_SIGNING_KEY is not set" in capsys.readouterr().err
 
 
@@ -120,9 +121,10 @@ def test_publish_refuses_payloads_the_program_did_not_declare(
     """A sha256 on the command line that the stack file does not render (another checkout): exit 2 naming the
     payload and both digests."""
     monkeypatch.setenv(manifest.SIGNING_KEY_ENV, signing.key_pem())
-    expect = _expect(dev_raw)
+    raw = signing.with_test_key(dev_raw)
+    expect = _expect(raw)
     expect[1] = expect[1].split("=")[0] + "=" + "0" * 64
-    assert cli.main(_publish(write_stack(dev_raw), *expect)) == 2
+    assert cli.main(_publish(write_stack(raw), *expect)) == 2
     assert "payload head: the stack file renders " in capsys.readouterr().err
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gb300 import cli, paths
+from gb300 import cli
 from gb300 import tags as gb300_tags
 from gb300.facts import storage_facts
 from gb300.findings import Level
@@ -454,9 +454,7 @@ def test_state_file_drives_the_plan_verdict(tmp_path: Path, reference_plan: Plan
     state = tmp_path / "state.json"
     state.write_text(json.dumps({"version": 3, "deployment": {"manifest": {}, "resources": resources}}))
     out = tmp_path / "plan.json"
-    stack = tmp_path / "Pulumi.reference.yaml"
-    stack.write_text(signing.stack_text_with_test_key(paths.stack_file("reference")))
-    assert cli.main(["plan", "--stack-file", str(stack), "--state", str(state), "--json", str(out), "--quiet"]) == 1
+    assert cli.main(["plan", "--stack", "reference", "--state", str(state), "--json", str(out), "--quiet"]) == 1
     findings = json.loads(out.read_text())["findings"]
     assert [f["rule"] for f in findings if f["level"] == "error"] == ["storage-data-loss"]
 

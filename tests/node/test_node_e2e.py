@@ -59,7 +59,7 @@ class Cluster:
 
 
 def _plan(request: pytest.FixtureRequest, stack: str) -> PlanResult:
-    plan: PlanResult = request.getfixturevalue(f"{stack}_plan")
+    plan: PlanResult = request.getfixturevalue(f"signed_{stack}_plan")  # nodes take only what the tests can sign
     return plan
 
 

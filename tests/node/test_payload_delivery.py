@@ -100,13 +100,13 @@ DELIVERY = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def delivered(reference_plan: PlanResult, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def delivered(signed_reference_plan: PlanResult, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The reference plan's upload command run as the deploy job runs it; what the stand-ins saw and kept."""
     work = tmp_path_factory.mktemp("delivery")
     work.chmod(0o755)
-    account = plan_custom_data.payload_account(reference_plan)
+    account = plan_custom_data.payload_account(signed_reference_plan)
     payload_host = f"{account}.blob.core.windows.net"
-    data_host = f"{_data_account(reference_plan)}.blob.core.windows.net"
+    data_host = f"{_data_account(signed_reference_plan)}.blob.core.windows.net"
     netns.make_ca(work, [payload_host, fake_azure.ENTRA_HOST, fake_azure.ID_TOKEN_HOST])
     (work / "hosts").write_text(
         f"127.0.0.1 localhost {payload_host} {fake_azure.ENTRA_HOST} {fake_azure.ID_TOKEN_HOST}\n"
@@ -117,9 +117,9 @@ def delivered(reference_plan: PlanResult, tmp_path_factory: pytest.TempPathFacto
     project = work / "checkout"
     (project / "stacks").mkdir(parents=True)
     (project / ".venv").symlink_to(paths.REPO_ROOT / ".venv")
-    stack = {"config": {f"gb300:{k}": v for k, v in _raw(reference_plan).items()}}
+    stack = {"config": {f"gb300:{k}": v for k, v in _raw(signed_reference_plan).items()}}
     (project / "stacks" / "Pulumi.reference.yaml").write_text(yaml.safe_dump(stack))
-    command = plan_custom_data.publish_command(reference_plan)
+    command = plan_custom_data.publish_command(signed_reference_plan)
     ca = str(work / "ca.pem")
     env = {
         # What the engine's environment holds in the deploy job (deploy.yml): the azure-native provider's OIDC
@@ -182,7 +182,7 @@ def _data_account(plan: PlanResult) -> str:
 
 
 def test_the_deploy_jobs_upload_signs_in_with_oidc_and_publishes_every_payload(
-    delivered: dict[str, Any], reference_plan: PlanResult
+    delivered: dict[str, Any], signed_reference_plan: PlanResult
 ) -> None:
     """The plan's command, with the job's OIDC variables, gets an ID token from GitHub, trades it with Entra ID,
     waits out the role's propagation (two 403 AuthorizationPermissionMismatch) and publishes each payload: the
@@ -192,7 +192,7 @@ def test_the_deploy_jobs_upload_signs_in_with_oidc_and_publishes_every_payload(
     assert delivered["output"].count("AuthorizationPermissionMismatch") == DENIED_FIRST
     words = shlex.split(delivered["command"])
     expect = dict(words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--expect")
-    pools = [p["name"] for p in _raw(reference_plan)["gpuPools"]]
+    pools = [p["name"] for p in _raw(signed_reference_plan)["gpuPools"]]
     assert sorted(expect) == sorted(["head", *(f"gpu-{p}" for p in pools)])
     blobs = delivered["blobs"]
     container = "gb300-node-payload"
@@ -232,12 +232,12 @@ def _boot(tmp_path: Path, plan: PlanResult, role: str, blobs: dict[str, bytes], 
 
 @pytest.mark.parametrize("role", [node_context.HEAD, node_context.GPU_NODE])
 def test_nodes_fetch_verify_and_run_what_was_delivered(
-    delivered: dict[str, Any], reference_plan: PlanResult, tmp_path: Path, role: str
+    delivered: dict[str, Any], signed_reference_plan: PlanResult, tmp_path: Path, role: str
 ) -> None:
     """Each role's node, booting from the plan's custom data against what the upload left in the account, takes
     its payload (signature and sha256 checked) and runs the first step it delivered."""
-    box = _boot(tmp_path, reference_plan, role, delivered["blobs"], delivered["account"])
-    _name, archive = plan_custom_data.payload_of(reference_plan, role)
+    box = _boot(tmp_path, signed_reference_plan, role, delivered["blobs"], delivered["account"])
+    _name, archive = plan_custom_data.payload_of(signed_reference_plan, role)
     assert box.last.returncodes == [  # type: ignore[attr-defined]
         ("gb300-imds-guard", 0),
         ("fetch-payload", 0),
@@ -248,15 +248,15 @@ def test_nodes_fetch_verify_and_run_what_was_delivered(
 
 
 def test_a_delivered_payload_tampered_in_the_account_stops_the_bootstrap(
-    delivered: dict[str, Any], reference_plan: PlanResult, tmp_path: Path
+    delivered: dict[str, Any], signed_reference_plan: PlanResult, tmp_path: Path
 ) -> None:
     """One byte changed in the uploaded archive: the node never extracts it, and its status names the mismatch."""
-    _name, archive = plan_custom_data.payload_of(reference_plan, node_context.HEAD)
+    _name, archive = plan_custom_data.payload_of(signed_reference_plan, node_context.HEAD)
     sha = hashlib.sha256(archive).hexdigest()
     blobs = dict(delivered["blobs"])
     key = f"gb300-node-payload/archives/{sha}.tar.gz"
     blobs[key] = blobs[key][:-1] + bytes([blobs[key][-1] ^ 1])
-    box = _boot(tmp_path, reference_plan, node_context.HEAD, blobs, delivered["account"])
+    box = _boot(tmp_path, signed_reference_plan, node_context.HEAD, blobs, delivered["account"])
     status = box.read("/var/lib/gb300/status")
     assert "step: payload" in status
     assert f"reason: payload sha256 mismatch: expected {sha} got {hashlib.sha256(blobs[key]).hexdigest()}" in status
@@ -337,21 +337,21 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def hostile(reference_plan: PlanResult, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def hostile(signed_reference_plan: PlanResult, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """fetch-payload from the reference head's custom data, run for each hostile tag set (CASES)."""
     work = tmp_path_factory.mktemp("hostile")
     work.chmod(0o755)
-    account = plan_custom_data.payload_account(reference_plan)
+    account = plan_custom_data.payload_account(signed_reference_plan)
     payload_host = f"{account}.blob.core.windows.net"
     netns.make_ca(work, [payload_host])
     (work / "hosts").write_text(f"127.0.0.1 localhost {payload_host}\n")
-    for blob, data in plan_custom_data.published(reference_plan, signing.key()).items():
+    for blob, data in plan_custom_data.published(signed_reference_plan, signing.key()).items():
         target = work / "published" / blob
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     (work / "imds.py").write_text(IMDS)
     (work / "listener.py").write_text(LISTENER)
-    files = yaml.safe_load(plan_custom_data.cloud_config(reference_plan, node_context.HEAD))["write_files"]
+    files = yaml.safe_load(plan_custom_data.cloud_config(signed_reference_plan, node_context.HEAD))["write_files"]
     for case, tags in CASES.items():
         (work / f"{case}.tags.json").write_text(json.dumps(tags))
         for entry in files:
@@ -377,12 +377,12 @@ def hostile(reference_plan: PlanResult, tmp_path_factory: pytest.TempPathFactory
     return work
 
 
-def test_a_tag_naming_another_address_gets_no_token(hostile: Path, reference_plan: PlanResult) -> None:
+def test_a_tag_naming_another_address_gets_no_token(hostile: Path, signed_reference_plan: PlanResult) -> None:
     """gb300-payload-url pointing at a listener is not read: the node fetches its payload from the custom data's
     account (the listener hears nothing) and asks IMDS for a storage token for its own identity only."""
     assert (hostile / "url.rc").read_text().strip() == "0", (hostile / "url.out").read_text()
     assert not (hostile / "listener.log").exists() or (hostile / "listener.log").read_text() == ""
-    _, archive = plan_custom_data.payload_of(reference_plan, node_context.HEAD)
+    _, archive = plan_custom_data.payload_of(signed_reference_plan, node_context.HEAD)
     done = hostile / "url" / "var/lib/gb300/payload.sha256"
     assert done.read_text().strip() == hashlib.sha256(archive).hexdigest()
     tokens = [line for line in (hostile / "url.imds.log").read_text().splitlines() if "oauth2/token" in line]

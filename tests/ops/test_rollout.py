@@ -28,6 +28,7 @@ from gb300.plan.mocks import SUBSCRIPTION_ID as MOCK_SUBSCRIPTION
 from gb300.plan.state import parse_state
 from gb300.rules import reimage
 from gb300.slurm.hostlist import expand
+from tests.support import signing
 
 SUBSCRIPTION = "11111111-2222-3333-4444-555555555555"
 RG = "ref-rg"
@@ -55,11 +56,12 @@ def _write(tmp_path: Path, doc: dict[str, Any]) -> Path:
 
 @pytest.fixture(scope="module")
 def changed_stack(reference_raw: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The reference stack file with the GPU nodes' NCCL pin changed (a change to their custom data)."""
+    """The reference stack file with a new payload signing key (a change to every node's custom data; a change
+    that reaches only the payload, such as a new NCCL pin, leaves the custom data and the tag as they were:
+    docs/node-payload.md#updating)."""
     import yaml  # noqa: PLC0415
 
-    raw = copy.deepcopy(reference_raw)
-    raw["software"] = {**(raw.get("software") or {}), "nccl": "2.27.7"}
+    raw = signing.with_test_key(copy.deepcopy(reference_raw))
     path = tmp_path_factory.mktemp("stack") / "Pulumi.reference.yaml"
     path.write_text(yaml.safe_dump({"config": {f"gb300:{k}": v for k, v in raw.items()}}), encoding="utf-8")
     return path

@@ -3,8 +3,6 @@ are their deployers' secrets, never in the repository). Test plans carry its pub
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 from gb300 import paths
@@ -34,12 +32,3 @@ def with_test_key(raw: dict[str, Any]) -> dict[str, Any]:
     node_payload["signingPublicKey"] = public_key()
     storage["nodePayload"] = node_payload
     return {**raw, "storage": storage}
-
-
-def stack_text_with_test_key(path: Path) -> str:
-    """A shipped stack file's text with the tests' public key in place of its own (to plan with ``--stack-file``
-    what the test plans hold)."""
-    text = path.read_text(encoding="utf-8")
-    found = re.search(r"^(\s*signingPublicKey:\s*)(\S+)$", text, re.MULTILINE)
-    assert found, f"{path}: no signingPublicKey"
-    return text[: found.start(2)] + public_key() + text[found.end(2) :]
