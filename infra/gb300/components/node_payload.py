@@ -190,8 +190,11 @@ class NodePayloads(pulumi.ComponentResource):
                     principal_type=args.deployer_principal_type,
                 )
             )
-        self.account_name = account.name
-        account_url = account.name.apply(storage_facts.blob_account_url)
+        # The name as computed, not the resource's output: known in a preview before the account exists, so the custom
+        # data (and the size and reimage rules that read it) is known too. The upload waits for the account through
+        # its dependencies.
+        self.account_name = account_name
+        account_url = account_name.apply(storage_facts.blob_account_url)
         self.url = pulumi.Output.concat(account_url, "/", args.container)
         stack = pulumi.get_stack()
         self.upload = local.Command(
