@@ -204,3 +204,20 @@ def test_a_role_that_never_arrives_fails_after_the_wait_with_a_clear_message() -
     assert "gb300:storage.nodePayload.deployerPrincipalType" in message
     assert transport.requests
     assert all(r.endswith("Bearer ") for r in transport.requests)
+
+
+def test_the_upload_runs_after_the_account_container_and_the_deployers_grant(reference_plan: PlanResult) -> None:
+    """The upload command waits for the payload container and the deployer's Storage Blob Data Contributor grant
+    (which wait for the account), and runs again exactly when a payload's sha256 changes (its triggers)."""
+    [command] = [r for r in reference_plan.resources if r.type == "command:local:Command"]
+    by_urn = {r.urn: r for r in reference_plan.resources}
+    deps = {by_urn[d].name for d in command.dependencies if d in by_urn}
+    assert {"ref-payload-container", "ref-payload-deployer"} <= deps
+    grant = next(r for r in reference_plan.resources if r.name == "ref-payload-deployer")
+    assert grant.inputs["principalType"] == "ServicePrincipal"
+    container = next(r for r in reference_plan.resources if r.name == "ref-payload-container")
+    assert "ref-payload-account" in {by_urn[d].name for d in container.dependencies if d in by_urn}
+    words = command.inputs["create"].split()
+    assert command.inputs["triggers"] == [w.split("=", 1)[1] for w in words if "=" in w and len(w.split("=")[1]) == 64]
+    assert manifest.SIGNING_KEY_ENV not in str(command.inputs)
+    assert "environment" not in command.inputs  # the key comes from the engine's environment, never the state
