@@ -18,6 +18,7 @@ pulumi.runtime.set_mocks(AzureMocks(), project="gb300", stack="test", preview=Tr
 
 from gb300 import config, paths  # noqa: E402 - must follow set_mocks
 from gb300.plan import PlanResult, run_plan  # noqa: E402
+from tests.support import signing  # noqa: E402
 
 REPO = paths.REPO_ROOT
 
@@ -44,6 +45,20 @@ def reference_plan(reference_raw: dict[str, Any]) -> PlanResult:
 def dev_plan(dev_raw: dict[str, Any]) -> PlanResult:
     """The dev stack planned once per session."""
     return run_plan("dev", copy.deepcopy(dev_raw))
+
+
+@pytest.fixture(scope="session")
+def signed_reference_plan(reference_raw: dict[str, Any]) -> PlanResult:
+    """The reference stack with the tests' payload signing key (tests/support/signing.py) in place of its own,
+    planned once per session: simulated nodes take only payloads the tests can sign (the shipped stacks' private
+    halves are their deployers' secrets)."""
+    return run_plan("reference", signing.with_test_key(copy.deepcopy(reference_raw)))
+
+
+@pytest.fixture(scope="session")
+def signed_dev_plan(dev_raw: dict[str, Any]) -> PlanResult:
+    """The dev stack with the tests' payload signing key, planned once per session."""
+    return run_plan("dev", signing.with_test_key(copy.deepcopy(dev_raw)))
 
 
 @pytest.fixture

@@ -38,7 +38,8 @@ WORKFLOWS = ROOT / ".github" / "workflows"
 STACK_UP = "./.github/workflows/stack-up.yml"
 FORK_GUARD = "github.repository == vars.GITOPS_REPOSITORY"
 SAME_REPO_PR = "github.event.pull_request.head.repo.full_name == github.repository"
-ALLOWED_SECRETS = {"PULUMI_ACCESS_TOKEN", "GITHUB_TOKEN"}
+ALLOWED_SECRETS = {"PULUMI_ACCESS_TOKEN", "GITHUB_TOKEN", "GB300_PAYLOAD_SIGNING_KEY"}
+SIGNING_KEY = "GB300_PAYLOAD_SIGNING_KEY"  # the payload signing key: the deploy step's, nobody else's
 
 
 def _rel(path: Path) -> str:
@@ -322,7 +323,8 @@ def test_workflow_token_defaults_to_read_only(path: Path) -> None:
 
 
 def test_only_the_pulumi_token_is_a_secret() -> None:
-    """No CI file reads a secret other than PULUMI_ACCESS_TOKEN (and GitHub's own token)."""
+    """No CI file reads a secret other than PULUMI_ACCESS_TOKEN (and GitHub's own token), and the payload signing
+    key, which only the deploy step (`pulumi up`) gets."""
     github = {m for p in [*GITHUB_WORKFLOWS, *GITHUB_ACTIONS] for m in re.findall(r"secrets\.(\w+)", p.read_text())}
     assert github <= ALLOWED_SECRETS, github
     # Azure DevOps hands secret variables to scripts only through `env:` mappings.
@@ -333,9 +335,26 @@ def test_only_the_pulumi_token_is_a_secret() -> None:
         for v in env.values()
         for m in re.findall(r"\$\((\w+)\)", str(v))
     }
-    assert mapped <= {"PULUMI_ACCESS_TOKEN"}, mapped
+    assert mapped <= {"PULUMI_ACCESS_TOKEN", SIGNING_KEY}, mapped
     text = "".join(p.read_text() for p in [*GITHUB_WORKFLOWS, *GITHUB_ACTIONS, *AZURE_PIPELINES])
     assert "CLIENT_SECRET" not in text
+
+
+def test_the_payload_signing_key_reaches_the_deploy_step_only() -> None:
+    """GitHub: only the `pulumi up` step of the deploy workflow maps the environment secret; Azure DevOps: only the
+    template's `up` command (docs/gitops.md, docs/node-payload.md#signing)."""
+    steps = [
+        (p.name, step)
+        for p in GITHUB_WORKFLOWS
+        for job in (load(p).get("jobs") or {}).values()
+        for step in job.get("steps", [])
+        if SIGNING_KEY in str(step)
+    ]
+    assert [(name, step.get("name")) for name, step in steps] == [("stack-up.yml", "pulumi up with the policy pack")]
+    assert all(SIGNING_KEY not in str(job.get("env", {})) for p in GITHUB_WORKFLOWS for job in load(p)["jobs"].values())
+    azure = [p for p in AZURE_PIPELINES if SIGNING_KEY in p.read_text()]
+    assert [p.name for p in azure] == ["pulumi.yml"]
+    assert "${{ if eq(parameters.command, 'up') }}:" in azure[0].read_text()
 
 
 def _values_of(node: Any, key: str) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from gb300.components import network as network_component
 from gb300.components import storage as storage_component
 from gb300.components.head import HeadNode, HeadNodeArgs
 from gb300.components.node_common import NodeCommon
-from gb300.components.node_payload import NodePayloadArgs, NodePayloads, PayloadFile
+from gb300.components.node_payload import NodePayloadArgs, NodePayloads, PayloadSpec
 from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from gb300.config import StackConfig
 from gb300.errors import ConfigError
@@ -98,7 +98,8 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     # Every role's node payload, rendered from the config alone: the custom data fetches it (docs/node-payload.md).
     head_data = nodes.render(nodes.HEAD, cfg)
     pool_data = {pool.name: nodes.render(nodes.GPU_NODE, cfg, pool) for pool in cfg.gpu_pools}
-    # Every stack has the account: it holds the node payloads, and with gb300:storage.blob the data containers.
+    # Every stack has the data account (closed; with gb300:storage.blob it holds the data containers): its blob zone
+    # serves the payload account's private endpoint too.
     blob_cfg = storage.blob
     blob_settings = blob_cfg if blob_cfg is not None else config.BlobSettings()
     blob = storage_component.BlobStore(
@@ -119,10 +120,9 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             hierarchical_namespace=blob_settings.hierarchical_namespace,
             versioning=blob_settings.versioning,
             previous_version_retention_days=blob_settings.previous_version_retention_days,
-            # Holding node payloads only (no gb300:storage.blob), the account keeps nothing that cannot be made again.
+            # Without gb300:storage.blob the account holds nothing that cannot be made again.
             allow_replace="account" in storage.allow_replace or blob_cfg is None,
             allow_replace_containers="containers" in storage.allow_replace,
-            upload_source_ranges=tuple(storage.node_payload.upload_source_ranges),
             tags=tags,
             lustre=storage_component.LustreServiceAccess(
                 principal_id=storage.lustre_tie.service_principal_id or "",
@@ -170,18 +170,22 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         f"{name}-payload",
         NodePayloadArgs(
             resource_group_name=rg_name,
-            account_name=blob.name,
-            blob_endpoint=blob.blob_endpoint,
+            location=location,
+            cluster_name=name,
+            subscription_id=subscription_id,
             container=storage.node_payload.container,
-            payloads=[
-                PayloadFile(d.payload.blob_name, d.payload.sha256, d.payload.archive, d.role)
-                for d in (head_data, *pool_data.values())
-            ],
+            payloads=[PayloadSpec(d.name, d.payload.sha256, d.role) for d in (head_data, *pool_data.values())],
             node_principal_id=identity.principal_id,
             deployer_principal_id=deployer_object_id,
             deployer_principal_type=None
             if storage.node_payload.deployer_principal_type == "none"
             else storage.node_payload.deployer_principal_type,
+            vnet_id=net.vnet_id,
+            endpoints_subnet_id=net.subnet_ids["endpoints"],
+            blob_zone_id=blob.zone_ids["blob"],
+            soft_delete_days=blob_settings.soft_delete_days,
+            upload_source_ranges=tuple(storage.node_payload.upload_source_ranges),
+            tags=tags,
         ),
     )
     outputs["nodePayloadUrl"] = payloads.url
@@ -206,13 +210,13 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     if monitoring.remote_write_url is not None:
         outputs["prometheusRemoteWriteUrl"] = monitoring.remote_write_url
     # Nodes learn deploy-time values from their own tags (IMDS), so custom data holds no secret and does not
-    # change when a generated name does: the vault, the identity, the payload container, and Lustre, Blob and
-    # Prometheus when deployed.
+    # change when a generated name does: the vault, the identity, and Lustre, Blob and Prometheus when deployed.
+    # The payload account's name is the exception: fetch-payload sends a token there, so it comes from the custom
+    # data (deterministic for a deployed stack), never from a tag (docs/node-payload.md).
     node_tags: dict[str, pulumi.Input[str]] = gb300_tags.node(
         tags,
         keyvault=secrets.vault_name,
         node_client_id=identity.client_id,
-        payload_url=payloads.url,
         lustre_mgs=outputs.get("lustreMgsAddress"),
         blob_account=outputs.get("storageAccountName"),
         prom_write=outputs.get("prometheusRemoteWriteUrl"),
@@ -238,7 +242,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             os_disk_size_gb=cfg.head.os_disk_size_gb,
             state_disk_size_gb=cfg.head.state_disk_size_gb,
             subnet_id=net.subnet_ids["head"],
-            custom_data=head_data.base64,
+            custom_data=payloads.account_name.apply(head_data.for_account),
             custom_data_sha256=head_data.sha256,
             public_ip=cfg.access.login_public_ip,
         ),
@@ -262,7 +266,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 image=pool.image,
                 os_disk_size_gb=pool.os_disk_size_gb,
                 subnet_id=net.subnet_ids["gpu"],
-                custom_data=custom.base64,
+                custom_data=payloads.account_name.apply(custom.for_account),
                 custom_data_sha256=custom.sha256,
                 compute_provider=compute_provider,
                 capacity_reservation_group_id=pool.capacity_reservation_group_id,

@@ -48,15 +48,13 @@ NODE_CLIENT_ID = "gb300-node-client-id"
 LUSTRE_MGS = "gb300-lustre-mgs"
 BLOB_ACCOUNT = "gb300-blob-account"
 PROM_WRITE = "gb300-prom-write"
-PAYLOAD_URL = "gb300-payload-url"
 
 NODE_READS: Mapping[str, str] = {
     KEYVAULT: "the Key Vault holding the munge key (gb300-munge-key)",
     LUSTRE_MGS: "the Lustre filesystem's MGS address (72-lustre)",
     BLOB_ACCOUNT: "the storage account's name (74-blobfuse2)",
-    NODE_CLIENT_ID: "the node identity's client id (74-blobfuse2, 87-prometheus-agent)",
+    NODE_CLIENT_ID: "the node identity's client id, a GUID (fetch-payload, 74-blobfuse2, 87-prometheus-agent)",
     PROM_WRITE: "the Prometheus remote-write URL of the collection rule (87-prometheus-agent)",
-    PAYLOAD_URL: "the node payload container's URL (fetch-payload, before any step: docs/node-payload.md)",
 }
 """Tags the node scripts read from IMDS (tag -> what it holds and which step reads it)."""
 
@@ -119,7 +117,6 @@ def node(
     *,
     keyvault: V,
     node_client_id: V,
-    payload_url: V | None = None,
     lustre_mgs: V | None = None,
     blob_account: V | None = None,
     prom_write: V | None = None,
@@ -127,7 +124,6 @@ def node(
     """Tags on every VM and scale set: the cluster's, plus the deploy-time values the node scripts read (IMDS)."""
     out = {**base, KEYVAULT: keyvault, NODE_CLIENT_ID: node_client_id}
     optional = (
-        (PAYLOAD_URL, payload_url),
         (LUSTRE_MGS, lustre_mgs),
         (BLOB_ACCOUNT, blob_account),
         (PROM_WRITE, prom_write),

@@ -23,14 +23,28 @@ ACCOUNT = "azure-native:storage:StorageAccount"
 POLICY = "azure-native:storage:ManagementPolicy"
 
 
+def _data(r: ResourceRecord) -> bool:
+    """Of the data account's component, not the node payload account's (which has soft delete but no versioning:
+    its payloads are made again by every publish)."""
+    return "NodePayloads" not in (r.parent or "")
+
+
+def test_payload_account_keeps_deleted_blobs(reference_plan: PlanResult) -> None:
+    """The node payload account has blob and container soft delete too (a deleted payload is recoverable)."""
+    (service,) = [r for r in reference_plan.resources if r.type == SERVICE and not _data(r)]
+    days = reference_plan.config.storage.blob.soft_delete_days  # type: ignore[union-attr]
+    assert service.inputs["deleteRetentionPolicy"] == {"enabled": True, "days": days}
+    assert service.inputs["containerDeleteRetentionPolicy"] == {"enabled": True, "days": days}
+
+
 def test_reference_plan_keeps_deleted_and_overwritten_blobs(reference_plan: PlanResult) -> None:
     """The reference account has blob and container soft delete and versioning, on a flat namespace."""
-    (service,) = [r for r in reference_plan.resources if r.type == SERVICE]
+    (service,) = [r for r in reference_plan.resources if r.type == SERVICE and _data(r)]
     days = reference_plan.config.storage.blob.soft_delete_days  # type: ignore[union-attr]
     assert service.inputs["deleteRetentionPolicy"] == {"enabled": True, "days": days}
     assert service.inputs["containerDeleteRetentionPolicy"] == {"enabled": True, "days": days}
     assert service.inputs["isVersioningEnabled"] is True
-    (account,) = [r for r in reference_plan.resources if r.type == ACCOUNT]
+    (account,) = [r for r in reference_plan.resources if r.type == ACCOUNT and _data(r)]
     assert account.inputs["isHnsEnabled"] is False
     assert service.inputs["blobServicesName"] == "default"
 
@@ -44,7 +58,7 @@ def _version_expiry(records: list[ResourceRecord]) -> dict[str, Any]:
 
 def test_reference_plan_deletes_previous_versions_after_7_days(reference_plan: PlanResult) -> None:
     """The checkpoint account's lifecycle policy deletes previous blob versions older than 7 days."""
-    (account,) = [r for r in reference_plan.resources if r.type == ACCOUNT]
+    (account,) = [r for r in reference_plan.resources if r.type == ACCOUNT and _data(r)]
     assert _version_expiry(reference_plan.resources) == {
         "account": account.inputs["accountName"],
         "name": "default",
@@ -88,11 +102,11 @@ def test_no_lifecycle_policy_without_versioning(reference_raw: dict[str, Any]) -
 
 
 def test_reference_containers_are_protected(reference_plan: PlanResult) -> None:
-    """Every data container (and Lustre's logging container) is protected and retained, and is created only once soft
-    delete is on (the node payload container holds only payloads the program makes again)."""
-    (service,) = [r for r in reference_plan.resources if r.type == SERVICE]
+    """Every data container is protected and retained, and is created only once soft delete is on (the node
+    payload container holds only payloads the program makes again)."""
+    (service,) = [r for r in reference_plan.resources if r.type == SERVICE and _data(r)]
     containers = [r for r in reference_plan.resources if r.type == CONTAINER and "NodePayloads" not in (r.parent or "")]
-    assert {c.inputs["containerName"] for c in containers} == {"datasets", "checkpoints", "lustre-logging"}
+    assert {c.inputs["containerName"] for c in containers} == {"datasets", "checkpoints"}
     for c in containers:
         assert (c.protect, c.retain_on_delete) == (True, True), c.name
         assert "containerName" in c.replace_on_changes

@@ -22,9 +22,8 @@ UNTAGGABLE = {
     "azure-native:authorization:ManagementLockByScope",
     "azure-native:network:PrivateDnsZoneGroup",
     # ARM takes no tags on these: blob containers and the blob service, Log Analytics tables, collection rule
-    # associations; a blob is a data-plane object (the node payloads carry metadata instead).
+    # associations.
     "azure-native:storage:BlobContainer",
-    "azure-native:storage:Blob",
     "azure-native:storage:BlobServiceProperties",
     "azure-native:storage:ManagementPolicy",
     "azure-native:operationalinsights:Table",

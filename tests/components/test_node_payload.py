@@ -1,4 +1,4 @@
-"""The node payload files a plan writes for upload: private to the run, gone when it ends."""
+"""A plan writes no payload files: the upload command renders the payloads itself, from the stack file."""
 
 from __future__ import annotations
 
@@ -12,17 +12,17 @@ import pytest
 
 from gb300 import paths
 
-BLOB = "azure-native:storage:Blob"
+COMMAND = "command:local:Command"
 
 
 @pytest.mark.slow
 def test_plans_leave_no_payload_files_behind(tmp_path: Path) -> None:
-    """Two plans in a row each upload from a directory of their own under TMPDIR and leave TMPDIR empty."""
+    """Two plans in a row leave TMPDIR empty, and each declares the upload as one command naming every payload's
+    sha256 (no file asset, no temporary file)."""
     tmpdir, out = tmp_path / "tmp", tmp_path / "out"
     tmpdir.mkdir()
     out.mkdir()
     exe = Path(sys.executable).with_name("gb300")
-    sources = []
     for run in ("first", "second"):
         plan = out / f"{run}.json"
         proc = subprocess.run(
@@ -35,10 +35,8 @@ def test_plans_leave_no_payload_files_behind(tmp_path: Path) -> None:
             timeout=300,
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
-        blobs = [r for r in json.loads(plan.read_text())["resources"] if r["type"] == BLOB]
-        assert blobs
-        sources += [Path(b["inputs"]["source"]["path"]) for b in blobs if b["inputs"]["source"]["hash"]]
+        resources = json.loads(plan.read_text())["resources"]
+        [command] = [r for r in resources if r["type"] == COMMAND]
+        assert command["inputs"]["create"].count("--expect ") == len(command["inputs"]["triggers"]) == 2
+        assert not [r for r in resources if r["type"] == "azure-native:storage:Blob"]
         assert list(tmpdir.iterdir()) == [], f"{run} plan left {sorted(p.name for p in tmpdir.iterdir())}"
-    assert len(sources) == 2 * len(blobs)  # every payload file was written and read, in this TMPDIR
-    assert all(p.parent.parent == tmpdir for p in sources)
-    assert len({p.parent for p in sources}) == 2  # one directory per run, never reused

@@ -12,22 +12,40 @@ from typing import Any
 import pytest
 
 from gb300 import cli
+from gb300 import tags as gb300_tags
 from gb300.facts import storage_facts
 from gb300.findings import Level
 from gb300.plan import PlanResult, ResourceRecord, mocks
 from gb300.plan.runner import register
 from gb300.plan.state import parse_state
 from gb300.rules.data_loss import DeployedResource, data_loss
+from tests.support import signing
 
 AMLFS = "azure-native:storagecache:AmlFilesystem"
 ACCOUNT = "azure-native:storage:StorageAccount"
 TIE = {"servicePrincipalId": "3c5e9a51-7d2f-4e18-9b0a-2f6d8c41e7a3"}
 
 
+def _is_data_account(r: ResourceRecord) -> bool:
+    purpose = (r.inputs.get("tags") or {}).get(gb300_tags.STORAGE_PURPOSE)
+    return r.type == ACCOUNT and purpose == gb300_tags.STORAGE_PURPOSE_DATA
+
+
+def _is_payload_account(r: ResourceRecord) -> bool:
+    purpose = (r.inputs.get("tags") or {}).get(gb300_tags.STORAGE_PURPOSE)
+    return r.type == ACCOUNT and purpose == gb300_tags.STORAGE_PURPOSE_NODE_PAYLOAD
+
+
 def _one(plan: PlanResult, typ: str) -> ResourceRecord:
-    found = [r for r in plan.resources if r.type == typ]
+    """The one resource of ``typ``; for storage accounts, the data account (the payload account is its own)."""
+    found = [r for r in plan.resources if (_is_data_account(r) if typ == ACCOUNT else r.type == typ)]
     assert len(found) == 1, typ
     return found[0]
+
+
+def _payload_settings() -> dict[str, Any]:
+    """gb300:storage.nodePayload with the tests' signing key (every stack needs one)."""
+    return {"signingPublicKey": signing.public_key(), "deployerPrincipalType": "ServicePrincipal"}
 
 
 def _subnet(plan: PlanResult, name: str) -> ResourceRecord:
@@ -58,11 +76,12 @@ def test_allow_replace_lifts_the_guards_of_one_store_only(dev_raw: dict[str, Any
     """gb300:storage.allowReplace: [account] unprotects the account and leaves Lustre protected."""
     raw = copy.deepcopy(dev_raw)
     raw["storage"] = {
+        "nodePayload": _payload_settings(),
         "lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4, "blobIntegration": TIE},
         "blob": {},
         "allowReplace": ["account"],
     }
-    records = {r.type: r for r in register("dev", raw)}
+    records = {r.type: r for r in register("dev", raw) if not _is_payload_account(r)}
     assert (records[ACCOUNT].protect, records[ACCOUNT].retain_on_delete) == (False, False)
     assert records[ACCOUNT].delete_before_replace is True
     assert (records[AMLFS].protect, records[AMLFS].retain_on_delete) == (True, True)
@@ -87,13 +106,15 @@ def test_storage_account_is_private_and_keyless(reference_plan: PlanResult, dev_
 
 
 def test_containers_are_private(reference_plan: PlanResult) -> None:
-    """The datasets and checkpoints containers, the node payloads' and Lustre's logging container exist in the account
-    with no public access."""
-    account = _one(reference_plan, ACCOUNT)
+    """The datasets and checkpoints containers exist in the data account, the node payloads' in the payload
+    account, all with no public access."""
+    data = _one(reference_plan, ACCOUNT)
+    [payload] = [r for r in reference_plan.resources if _is_payload_account(r)]
     containers = [r for r in reference_plan.resources if r.type == "azure-native:storage:BlobContainer"]
     names = sorted(c.inputs["containerName"] for c in containers)
-    assert names == ["checkpoints", "datasets", "gb300-node-payload", "lustre-logging"]
+    assert names == ["checkpoints", "datasets", "gb300-node-payload"]
     for c in containers:
+        account = payload if c.inputs["containerName"] == "gb300-node-payload" else data
         assert c.inputs["publicAccess"] == "None"
         assert c.inputs["accountName"] == account.inputs["accountName"]
         assert c.id is not None
@@ -148,7 +169,10 @@ def test_hierarchical_namespace_adds_the_dfs_endpoint(reference_raw: dict[str, A
 def test_storage_subnet_sized_by_config(dev_raw: dict[str, Any]) -> None:
     """The storage subnet is Azure's documented /27 for 4 TiB, and subnetPrefixLength overrides it."""
     raw = copy.deepcopy(dev_raw)
-    raw["storage"] = {"lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4}}
+    raw["storage"] = {
+        "nodePayload": _payload_settings(),
+        "lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4},
+    }
     assert ipaddress.IPv4Network(_subnet_of(register("dev", raw), "storage")).prefixlen == 27
     raw["storage"]["lustre"]["subnetPrefixLength"] = 25
     assert ipaddress.IPv4Network(_subnet_of(register("dev", raw), "storage")).prefixlen == 25
@@ -180,7 +204,10 @@ def test_lustre_beyond_documented_sizes_needs_a_subnet_size(
 ) -> None:
     """Above the capacities Azure documents a size for, the stack must set subnetPrefixLength (exit 2, key path)."""
     raw = copy.deepcopy(dev_raw)
-    raw["storage"] = {"lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 404}}
+    raw["storage"] = {
+        "nodePayload": _payload_settings(),
+        "lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 404},
+    }
     assert cli.main(["plan", "--stack-file", str(write_stack(raw)), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "gb300:storage.lustre.subnetPrefixLength: is required for capacityTiB above" in err
@@ -218,7 +245,7 @@ def test_lustre_subnet_reaches_azure_services(reference_plan: PlanResult) -> Non
 
 def _with_blob(dev_raw: dict[str, Any]) -> dict[str, Any]:
     raw = copy.deepcopy(dev_raw)
-    raw["storage"] = {"blob": {}}
+    raw["storage"] = {"nodePayload": _payload_settings(), "blob": {}}
     return raw
 
 
@@ -228,7 +255,7 @@ def test_account_name_differs_per_subscription(dev_raw: dict[str, Any], monkeypa
 
     def account_name(subscription: str) -> str:
         monkeypatch.setattr(mocks, "SUBSCRIPTION_ID", subscription)
-        (account,) = [r for r in register("dev", _with_blob(dev_raw)) if r.type == ACCOUNT]
+        (account,) = [r for r in register("dev", _with_blob(dev_raw)) if _is_data_account(r)]
         name: str = account.inputs["accountName"]
         assert re.fullmatch(r"[a-z0-9]{3,24}", name), name
         return name
@@ -242,7 +269,7 @@ def test_explicit_account_name_is_kept(dev_raw: dict[str, Any]) -> None:
     """gb300:storage.blob.accountName is used as written, whatever the subscription."""
     raw = _with_blob(dev_raw)
     raw["storage"]["blob"]["accountName"] = "myclusterckpt"
-    (account,) = [r for r in register("dev", raw) if r.type == ACCOUNT]
+    (account,) = [r for r in register("dev", raw) if _is_data_account(r)]
     assert account.inputs["accountName"] == "myclusterckpt"
 
 
@@ -274,6 +301,7 @@ def test_allow_replace_of_every_store_frees_the_group(dev_raw: dict[str, Any]) -
     """With both stores in allowReplace the group is neither protected nor retained, and the lock is gone."""
     raw = copy.deepcopy(dev_raw)
     raw["storage"] = {
+        "nodePayload": _payload_settings(),
         "lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4, "blobIntegration": TIE},
         "blob": {},
         "allowReplace": ["lustre", "account"],
@@ -286,35 +314,81 @@ def test_allow_replace_of_every_store_frees_the_group(dev_raw: dict[str, Any]) -
 def test_group_without_stores_is_not_protected(dev_raw: dict[str, Any]) -> None:
     """A stack without stateful storage keeps an ordinary resource group that pulumi destroy removes."""
     raw = copy.deepcopy(dev_raw)
-    raw.pop("storage", None)
+    raw["storage"] = {"nodePayload": dev_raw["storage"]["nodePayload"]}
     group = _group(register("dev", raw))
     assert (group.protect, group.retain_on_delete) == (False, False)
 
 
 def test_no_data_storage_when_not_configured(dev_raw: dict[str, Any]) -> None:
-    """A stack without gb300:storage declares no Lustre and no data container: its account holds the node
-    payloads alone, unprotected (nothing in it cannot be made again), and private."""
+    """A stack without Lustre or gb300:storage.blob declares no Lustre and no data container: its data account
+    holds nothing, unprotected, and private; the payload container is in the payload account."""
     raw = copy.deepcopy(dev_raw)
-    raw.pop("storage", None)
+    raw["storage"] = {"nodePayload": dev_raw["storage"]["nodePayload"]}
     resources = register("dev", raw)
     assert AMLFS not in {r.type for r in resources}
     containers = [r for r in resources if r.type == "azure-native:storage:BlobContainer"]
-    assert [c.inputs["containerName"] for c in containers] == ["gb300-node-payload"]
-    [account] = [r for r in resources if r.type == ACCOUNT]
+    [payload] = [r for r in resources if _is_payload_account(r)]
+    assert [(c.inputs["containerName"], c.inputs["accountName"]) for c in containers] == [
+        ("gb300-node-payload", payload.inputs["accountName"])
+    ]
+    [account] = [r for r in resources if _is_data_account(r)]
     assert (account.protect, account.retain_on_delete) == (False, False)
     assert account.inputs["publicNetworkAccess"] == "Disabled"
 
 
-def test_upload_source_ranges_open_the_account_to_those_addresses_only(dev_raw: dict[str, Any]) -> None:
-    """gb300:storage.nodePayload.uploadSourceRanges opens the account's public endpoint to those addresses only,
-    default action Deny; a /32 becomes the single address Azure requires."""
+def test_payload_account_faces_the_deploy_job_with_entra_id_only(reference_plan: PlanResult) -> None:
+    """The payload account: Entra ID only (no shared key, OAuth by default), no anonymous access, TLS 1.2, public
+    endpoint open (default action Allow: hosted runners have no fixed address), a blob private endpoint in the VNet
+    joined to the data account's privatelink.blob zone, and the node and deployer roles on its container only."""
+    [account] = [r for r in reference_plan.resources if _is_payload_account(r)]
+    inputs = account.inputs
+    assert inputs["allowSharedKeyAccess"] is False
+    assert inputs["defaultToOAuthAuthentication"] is True
+    assert inputs["allowBlobPublicAccess"] is False
+    assert inputs["minimumTlsVersion"] == "TLS1_2"
+    assert inputs["kind"] == "StorageV2"
+    assert inputs["publicNetworkAccess"] == "Enabled"
+    assert inputs["networkRuleSet"] == {"defaultAction": "Allow", "bypass": "None"}
+    assert re.fullmatch(r"refpl[0-9a-f]{8}", inputs["accountName"])
+    endpoints = [
+        r
+        for r in reference_plan.resources
+        if r.type == "azure-native:network:PrivateEndpoint"
+        and r.inputs["privateLinkServiceConnections"][0]["privateLinkServiceId"] == account.id
+    ]
+    assert [e.inputs["privateLinkServiceConnections"][0]["groupIds"] for e in endpoints] == [["blob"]]
+    [group] = [
+        r
+        for r in reference_plan.resources
+        if r.type == "azure-native:network:PrivateDnsZoneGroup"
+        and r.inputs["privateEndpointName"] == endpoints[0].inputs["privateEndpointName"]
+    ]
+    blob_zone = storage_facts.private_link_zones()["blob"]
+    zones = {
+        r.id: r
+        for r in reference_plan.resources
+        if r.type == "azure-native:privatedns:PrivateZone" and r.inputs["privateZoneName"] == blob_zone
+    }
+    assert len(zones) == 1  # one privatelink.blob zone serves both accounts
+    assert group.inputs["privateDnsZoneConfigs"][0]["privateDnsZoneId"] in zones
+
+
+def test_upload_source_ranges_close_the_payload_account_to_other_addresses(dev_raw: dict[str, Any]) -> None:
+    """gb300:storage.nodePayload.uploadSourceRanges limits the payload account's public endpoint to those
+    addresses (default action Deny; a /32 becomes the single address Azure requires); the data account stays
+    closed whatever they say."""
     raw = copy.deepcopy(dev_raw)
-    raw["storage"] = {"nodePayload": {"uploadSourceRanges": ["203.0.113.0/24", "198.51.100.7/32"]}}
-    [account] = [r for r in register("dev", raw) if r.type == ACCOUNT]
+    raw["storage"] = {"blob": {}, "nodePayload": {**dev_raw["storage"]["nodePayload"]}}
+    raw["storage"]["nodePayload"]["uploadSourceRanges"] = ["203.0.113.0/24", "198.51.100.7/32"]
+    resources = register("dev", raw)
+    [account] = [r for r in resources if _is_payload_account(r)]
     assert account.inputs["publicNetworkAccess"] == "Enabled"
     rules = account.inputs["networkRuleSet"]
     assert rules["defaultAction"] == "Deny"
     assert [r["iPAddressOrRange"] for r in rules["ipRules"]] == ["203.0.113.0/24", "198.51.100.7"]
+    [data] = [r for r in resources if _is_data_account(r)]
+    assert data.inputs["publicNetworkAccess"] == "Disabled"
+    assert data.inputs["networkRuleSet"] == {"defaultAction": "Deny", "bypass": "None"}
 
 
 # --- data-loss protection ------------------------------------------------------------------------------------
@@ -368,7 +442,7 @@ def test_allowed_replacement_is_a_warning(reference_plan: PlanResult) -> None:
 def test_removing_deployed_storage_is_a_data_loss_error(reference_plan: PlanResult) -> None:
     """A deployed storage account that the plan no longer declares would be deleted: an error."""
     deployed = _deployed(reference_plan)
-    planned = [r for r in reference_plan.resources if r.type != ACCOUNT]
+    planned = [r for r in reference_plan.resources if not _is_data_account(r)]
     (finding,) = data_loss(planned, deployed, [])
     assert finding.level == Level.ERROR
     assert "would delete the storage account" in finding.message

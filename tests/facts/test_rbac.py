@@ -96,7 +96,7 @@ def test_deployer_writes_only_the_node_payload_container(reference_plan: PlanRes
 def test_deployer_is_granted_as_a_user_by_default(reference_raw: dict[str, Any]) -> None:
     """A stack that does not set deployerPrincipalType grants the deployer's role as a User (a person's az login)."""
     raw = copy.deepcopy(reference_raw)
-    del raw["storage"]["nodePayload"]
+    del raw["storage"]["nodePayload"]["deployerPrincipalType"]
     [deployer] = [r for r in register("reference", raw) if r.name == "ref-payload-deployer"]
     assert deployer.inputs["principalType"] == "User"
 

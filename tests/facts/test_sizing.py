@@ -141,6 +141,7 @@ def test_plan_warns_when_lustre_is_too_small(dev_raw: dict[str, Any]) -> None:
     """gb300:storage.checkpoint reaches the rule through the program: 8 TiB for 1e12 parameters in 5 min warns."""
     raw = copy.deepcopy(dev_raw)
     raw["storage"] = {
+        "nodePayload": dev_raw["storage"]["nodePayload"],
         "lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 8},
         "checkpoint": {"parameters": "1e12", "writeMinutes": 5},
     }

@@ -24,7 +24,7 @@ from gb300.node import imds_guard
 from gb300.node import steps as node_steps
 from gb300.plan import PlanResult
 from gb300.slurm.hostlist import expand
-from tests.support import node_e2e, plan_custom_data
+from tests.support import node_e2e, plan_custom_data, signing
 from tests.support.sandbox import Sandbox
 
 pytestmark = pytest.mark.slow  # plans both stacks and runs every node step in sandboxes
@@ -36,7 +36,6 @@ TAGS = {
     "gb300-prom-write": "https://ref-mon.eastus2-1.metrics.ingest.monitor.azure.com/dataCollectionRules/dcr-1"
     "/streams/Microsoft-PrometheusMetrics/api/v1/write?api-version=2023-04-24",
     "gb300-keyvault": "kv-gb300-ref",
-    "gb300-payload-url": "",  # the stack's payload container (node_e2e.PAYLOAD_CONTAINER_URL's account)
 }
 HEALTH = "/usr/local/sbin/gb300-health-check"
 
@@ -60,7 +59,7 @@ class Cluster:
 
 
 def _plan(request: pytest.FixtureRequest, stack: str) -> PlanResult:
-    plan: PlanResult = request.getfixturevalue(f"{stack}_plan")
+    plan: PlanResult = request.getfixturevalue(f"signed_{stack}_plan")  # nodes take only what the tests can sign
     return plan
 
 
@@ -72,11 +71,10 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     cfg = config.parse(config.load_stack_file(paths.stack_file(stack)))
     base = tmp_path_factory.mktemp(f"e2e-{stack}")
     slurm_state = base / "slurm.json"
-    container = cfg.storage.node_payload.container
-    # The stand-in Blob endpoint serves exactly the bytes the plan would upload, under the stack's container.
-    blobs = {f"{container}/{name}": data for name, data in plan_custom_data.payloads(plan).items()}
-    tags = TAGS | {"gb300-payload-url": node_e2e.PAYLOAD_CONTAINER_URL.rsplit("/", 1)[0] + f"/{container}"}
-    azure = node_e2e.Azure(tags=tags, blobs=blobs)
+    # The stand-in payload account serves exactly what the plan's upload publishes: per payload the archive, the
+    # manifest and its signature (the tests' key, whose public half the test plans carry).
+    blobs = plan_custom_data.published(plan, signing.key())
+    azure = node_e2e.Azure(tags=TAGS, blobs=blobs, payload_account=plan_custom_data.payload_account(plan))
     with node_e2e.endpoints(azure) as url:
         head = node_e2e.boot(
             base / "head",
@@ -106,7 +104,10 @@ def _steps(box: Sandbox) -> list[str]:
 def _fetched_its_payload(cluster: Cluster, node: node_e2e.Node, role: str) -> None:
     name, data = plan_custom_data.payload_of(cluster.plan, role)
     assert node.box.config["runcmd"][1] == ["/usr/local/lib/gb300/fetch-payload"]  # after the IMDS guard
-    assert f"{cluster.cfg.storage.node_payload.container}/{name}" in cluster.azure.blob_requests
+    container = cluster.cfg.storage.node_payload.container
+    sha = hashlib.sha256(data).hexdigest()
+    asked = [f"{container}/payloads/{name}/manifest.json", f"{container}/payloads/{name}/manifest.json.sig"]
+    assert {*asked, f"{container}/archives/{sha}.tar.gz"} <= set(cluster.azure.blob_requests)
     assert node.box.read("/var/lib/gb300/payload.sha256").strip() == hashlib.sha256(data).hexdigest()
     # Every file of the payload is on the node, as the plan would upload it.
     full = plan_custom_data.full_cloud_config(cluster.plan, role)

@@ -17,6 +17,7 @@ from gb300 import config
 from gb300.azure import inventory
 from gb300.facts.software import load_software
 from gb300.node import custom_data as nodes
+from gb300.node.payload import ACCOUNT_PLACEHOLDER
 from gb300.node.render import AZURE_CUSTOM_DATA_LIMIT
 from gb300.node.secrets import find_secret_material
 from gb300.plan import PlanResult
@@ -158,9 +159,14 @@ def test_head_with_slurmdbd_starts_it_before_slurmctld(head_with_slurmdbd: nodes
 
 @pytest.mark.parametrize("role", ["gpu-node", "head"])
 def test_custom_data_hash_tag_matches_content(reference_plan: PlanResult, role: str) -> None:
-    """The gb300-custom-data-sha256 tag is the hash of the cloud-config, so a changed bootstrap shows in the plan."""
+    """The gb300-custom-data-sha256 tag is the hash of the cloud-config as the config renders it (the payload
+    account's name, its one deploy-time value, left as its placeholder), so a changed bootstrap shows in the plan
+    and the plan's tag is the deployed one whatever the subscription."""
     text, tags = _roles(reference_plan)[role]
-    assert tags["gb300-custom-data-sha256"] == hashlib.sha256(text.encode()).hexdigest()
+    account = plan_custom_data.payload_account(reference_plan)
+    assert f"https://{account}.blob.core.windows.net/" in text
+    rendered = text.replace(account, ACCOUNT_PLACEHOLDER)
+    assert tags["gb300-custom-data-sha256"] == hashlib.sha256(rendered.encode()).hexdigest()
 
 
 @pytest.mark.parametrize("role", ["gpu-node", "head"])

@@ -133,7 +133,10 @@ def test_stack_without_nat_cannot_host_lustre(dev_raw: dict[str, Any]) -> None:
     """gb300 plan refuses a stack with Lustre and gb300:network.natGateway: false, and names the key to set."""
     raw = copy.deepcopy(dev_raw)
     raw["network"] = {**raw.get("network", {}), "natGateway": False}
-    raw["storage"] = {"lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4}}
+    raw["storage"] = {
+        "lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4},
+        "nodePayload": dev_raw["storage"]["nodePayload"],
+    }
     found = [f for f in run_plan("dev", raw).findings if f.rule == "lustre-subnet-egress"]
     assert [f.level for f in found] == [Level.ERROR]
 

@@ -14,6 +14,7 @@ from gb300.config import PolicySettings
 from gb300.findings import Level
 from gb300.plan import PlanResult, run_plan
 from gb300.plan.runner import ResourceRecord
+from tests.support import signing
 from tests.support.policy_support import TAGS, account, lustre, with_inputs
 
 # Mistakes a stack file can make, one plan for all of them (planning costs seconds).
@@ -30,6 +31,7 @@ BAD_STACK: dict[str, Any] = {
         {"name": "h100", "vmSize": "Standard_ND96isr_H100_v5", "racks": 120},
     ],
     "policy": {"quota": "tests/fixtures/quota/eastus2-too-little.json"},
+    "storage": {"nodePayload": {"signingPublicKey": signing.public_key()}},
 }
 # rule id -> a word its finding on BAD_STACK must contain.
 FROM_CONFIG = {

@@ -29,7 +29,6 @@ from tests.support.sandbox import Machine, RunResult, Sandbox, hpc_image_machine
 MUNGE_KEY = base64.b64encode(bytes(range(256)) * 4).decode()
 TOKEN = "standin-token"  # noqa: S105 - a stand-in bearer token, no secret
 BLOB_ACCOUNT = "refst0001"
-PAYLOAD_CONTAINER_URL = f"https://{BLOB_ACCOUNT}.blob.core.windows.net/gb300-node-payload"
 
 
 @dataclass
@@ -39,15 +38,17 @@ class Azure:
     tags: dict[str, str] = field(default_factory=dict)
     scale_set: str = "ref-train-r0001"
     vault: str = "kv-gb300-ref"
-    # The storage account's Blob endpoint: "<container>/<blob>" -> bytes (the node payloads the plan uploads).
+    # The payload account's Blob endpoint (its name): "<container>/<blob>" -> bytes (what the upload published).
+    payload_account: str = ""
     blobs: dict[str, bytes] = field(default_factory=dict)
     # "<container>/<blob>" -> how many more GETs of it answer 503 (a transient failure) before it is served.
     blob_failures: dict[str, int] = field(default_factory=dict)
     blob_requests: list[str] = field(default_factory=list)
+    imds_requests: list[str] = field(default_factory=list)
 
     def answer(self, host: str, path: str, headers: Any) -> tuple[int, str | bytes]:
         """Status and body for a GET of ``host`` + ``path``."""
-        if host == f"{BLOB_ACCOUNT}.blob.core.windows.net":
+        if self.payload_account and host == f"{self.payload_account}.blob.core.windows.net":
             return self._blob(path.lstrip("/"), headers)
         local = {
             ("127.0.0.1:9400", "/metrics"): 'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 0\n',
@@ -79,6 +80,7 @@ class Azure:
         return 200, self.blobs[name]
 
     def _imds(self, path: str, headers: Any) -> tuple[int, str]:
+        self.imds_requests.append(path)
         if headers.get("Metadata") != "true":
             return 400, "Metadata header missing"
         if path.startswith("/metadata/instance/compute/tagsList"):

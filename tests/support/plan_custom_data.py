@@ -1,5 +1,5 @@
 """Find each role's custom data in a plan, decoded: what Azure would receive (base64 of gzip of the cloud-config),
-and the node payloads the plan would upload (the blobs' file assets).
+and the node payloads the plan's upload command would publish.
 
 The one place that knows where custom data sits in the plan's resources. It searches every resource's inputs
 for a ``customData`` string and takes the role from the ``gb300-role`` tag (a GPU pool's ``gb300-pool`` tag
@@ -14,13 +14,17 @@ import base64
 import gzip
 import hashlib
 import io
+import shlex
 import tarfile
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gb300 import config, paths
+from gb300 import tags as gb300_tags
+from gb300.node import manifest
+from gb300.ops import payload_publish
 from gb300.plan import PlanResult
 
 
@@ -68,26 +72,65 @@ def cloud_config(plan: PlanResult, role: str) -> str:
     return decode(encoded_custom_data(plan)[role])
 
 
+def publish_command(plan: PlanResult) -> str:
+    """The payload upload's command line, as the plan records the ``local.Command`` (what ``pulumi up`` runs)."""
+    [command] = [r for r in plan.resources if r.type == "command:local:Command"]
+    return str(command.inputs["create"])
+
+
+def payload_account(plan: PlanResult) -> str:
+    """The payload account's name (the storage account tagged as holding node payloads)."""
+    [account] = [
+        r
+        for r in plan.resources
+        if r.type == "azure-native:storage:StorageAccount"
+        and r.inputs.get("tags", {}).get(gb300_tags.STORAGE_PURPOSE) == gb300_tags.STORAGE_PURPOSE_NODE_PAYLOAD
+    ]
+    return str(account.inputs["accountName"])
+
+
+def _rendered(plan: PlanResult) -> tuple[config.StackConfig, dict[str, bytes]]:
+    """The stack the upload command names and its payloads (name -> archive), checked against the command's
+    ``--expect`` digests, as ``gb300 payload publish`` checks them."""
+    words = shlex.split(publish_command(plan))
+    stack_file = paths.REPO_ROOT / words[words.index("--stack-file") + 1]
+    expect = dict(words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--expect")
+    cfg = config.parse(config.load_stack_file(stack_file))
+    rendered = payload_publish.render(cfg)
+    payload_publish.check_expected(rendered, expect)
+    return cfg, {r.name: r.archive for r in rendered}
+
+
 def payloads(plan: PlanResult) -> dict[str, bytes]:
-    """Blob name -> the bytes ``pulumi up`` would upload: each node payload blob's file asset, as the plan has it."""
-    found = {}
-    for resource in plan.resources:
-        if resource.type != "azure-native:storage:Blob":
-            continue
-        source = resource.inputs.get("source")
-        if not isinstance(source, Mapping) or not isinstance(source.get("path"), str):
-            raise AssertionError(f"{resource.name}: a blob without a file asset")
-        data = Path(source["path"]).read_bytes()
-        assert hashlib.sha256(data).hexdigest() == source["hash"], f"{resource.name}: the file changed since the plan"
-        found[str(resource.inputs["blobName"])] = data
-    return found
+    """Payload name -> the archive ``gb300 payload publish`` would upload for the plan."""
+    return _rendered(plan)[1]
+
+
+def published(plan: PlanResult, key: Any, serial: int = 1) -> dict[str, bytes]:
+    """``"<container>/<blob>" -> bytes``: what the upload leaves in the payload container, manifests signed with
+    ``key`` (an Ed25519 private key), each payload's archive, manifest and signature."""
+    cfg, found = _rendered(plan)
+    container = cfg.storage.node_payload.container
+    blobs: dict[str, bytes] = {}
+    for name, archive in found.items():
+        m = manifest.Manifest(cfg.cluster.name, name, hashlib.sha256(archive).hexdigest(), len(archive), serial)
+        data = m.to_bytes()
+        blobs[f"{container}/{m.archive}"] = archive
+        blobs[f"{container}/{manifest.manifest_blob(name)}"] = data
+        blobs[f"{container}/{manifest.signature_blob(name)}"] = key.sign(data)
+    return blobs
+
+
+def payload_env(plan: PlanResult, role: str) -> dict[str, str]:
+    """``role``'s /etc/gb300/payload.env, as its custom data places it."""
+    doc = yaml.safe_load(cloud_config(plan, role))
+    [env] = [f["content"] for f in doc["write_files"] if f["path"] == "/etc/gb300/payload.env"]
+    return dict(line.split("=", 1) for line in env.splitlines() if "=" in line and not line.startswith("#"))
 
 
 def payload_of(plan: PlanResult, role: str) -> tuple[str, bytes]:
-    """The blob name and bytes of the payload ``role``'s custom data fetches (its GB300_PAYLOAD_BLOB)."""
-    doc = yaml.safe_load(cloud_config(plan, role))
-    [env] = [f["content"] for f in doc["write_files"] if f["path"] == "/etc/gb300/payload.env"]
-    [name] = [line.split("=", 1)[1] for line in env.splitlines() if line.startswith("GB300_PAYLOAD_BLOB=")]
+    """The name and archive of the payload ``role``'s custom data fetches (its GB300_PAYLOAD_NAME)."""
+    name = payload_env(plan, role)["GB300_PAYLOAD_NAME"]
     return name, payloads(plan)[name]
 
 

@@ -1,47 +1,82 @@
-"""The node payloads: one content-addressed blob per distinct payload, in a container of the cluster's account.
+"""The node payloads: a storage account of their own, and the upload that fills it (docs/node-payload.md).
 
-Each blob's content is a generated file (``pulumi.FileAsset``), so Pulumi's state keeps the file's path and hash,
-not the archive. A blob is named by its sha256 and never changes in place: a new payload is a new blob, and the
-old one is retained (``retain_on_delete``) for VMs that still boot with the custom data naming it (a rack not yet
-reimaged that Azure scales out or repairs). The node identity may read this container and nothing else here
-(Storage Blob Data Reader); the deployer (the identity running ``pulumi up``) may write it (Storage Blob Data
-Contributor), since the upload goes over the data plane with Entra ID (the account has no shared keys).
-docs/node-payload.md says what the deployer needs to reach the account.
+The payload account holds nothing but signed node payloads, so it may face the deploy job: the shipped deploy
+jobs run on hosted runners outside the VNet (GitHub-hosted, Azure DevOps hosted agents), which no private endpoint
+serves. It takes Entra ID only (``allowSharedKeyAccess: false``, ``defaultToOAuthAuthentication``), no anonymous
+access, TLS 1.2; its public endpoint accepts any address (default action Allow), or the addresses of
+``gb300:storage.nodePayload.uploadSourceRanges`` only. Nodes reach it through a blob private endpoint in the VNet,
+resolved by the ``privatelink.blob`` zone the data account's endpoint already links, and read the payload
+container only (Storage Blob Data Reader); the deployer writes it (Storage Blob Data Contributor).
 
-The files live in a directory private to the process (:func:`payload_dir`), removed when it exits, so the path
-Pulumi's state keeps differs on every run; Pulumi compares assets by their hash alone (``Asset.Equals`` in
-pulumi's ``sdk/go/common/resource/asset/asset.go``), so a new path with the same bytes is no change.
+The upload is not azure-native's ``storage:Blob``: that resource signs every data-plane call with the account key
+it fetches by ListKeys (pulumi/pulumi-azure-native ``provider/pkg/resources/customresources/
+custom_storage_azidentity.go``: ``newBlobClient`` -> ``blobClientDependencies`` -> ``newSharedKeyCredential`` ->
+``NewClientWithSharedKeyCredential``), which an account without shared keys refuses. It is a pulumi-command
+``local.Command`` running ``gb300 payload publish`` with the project's own credential (the ``ARM_*`` variables
+azure-native reads, :mod:`gb300.azure.credential`) and the signing key from the engine's environment (the command
+provider runs it with ``os.Environ()`` plus its ``environment``: pulumi/pulumi-command
+``provider/pkg/provider/local/commandOutputs.go``). Its command line holds only deterministic values (stack name,
+account URL, each payload's name and sha256), so it runs again exactly when a payload changes (``triggers``): the
+uploader renders the payloads from the same stack file and refuses to publish bytes whose sha256 differs.
 """
 
 from __future__ import annotations
 
-import atexit
-import functools
-import os
-import shutil
-import tempfile
-import threading
+import hashlib
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pulumi
 from pulumi_azure_native import storage
+from pulumi_command import local
 
-from gb300.facts import roles
+from gb300 import paths
+from gb300 import tags as gb300_tags
+from gb300.components.private_link import PrivateLinkArgs, endpoint_in_zone
+from gb300.components.storage import ip_rules
+from gb300.facts import roles, storage_facts
 
 READER = "Storage Blob Data Reader"
 WRITER = "Storage Blob Data Contributor"
+PYTHON = ".venv/bin/python"
+"""The project's environment (Pulumi.yaml's ``virtualenv``), relative to the project directory the engine runs in."""
 
 
 @dataclass(frozen=True)
-class PayloadFile:
-    """One payload to store: its blob name (``<sha256>.tar.gz``), bytes, sha256 and the role it boots."""
+class PayloadSpec:
+    """One payload to publish: its name (``head``, ``gpu-<pool>``), its archive's sha256 and the role it boots."""
 
-    blob_name: str
+    name: str
     sha256: str
-    archive: bytes
     role: str
+
+
+def payload_account_name(cluster_name: str, location: str, subscription_id: str) -> str:
+    """``<cluster>pl<8 hex>`` (<= 24 chars): from the subscription, cluster name and region, as the data account's
+    name is, so it is the same on every run of one stack in one subscription and differs between subscriptions."""
+    seed = f"gb300/{subscription_id.lower()}/{cluster_name}/{location}/node-payload"
+    return f"{cluster_name.replace('-', '')}pl{hashlib.sha256(seed.encode()).hexdigest()[:8]}"
+
+
+def network_access(ranges: Sequence[str]) -> storage.NetworkRuleSetArgs:
+    """The payload account's public endpoint: any address, or ``ranges`` only. Entra ID is required either way."""
+    if not ranges:
+        return storage.NetworkRuleSetArgs(default_action=storage.DefaultAction.ALLOW, bypass="None")
+    return storage.NetworkRuleSetArgs(
+        default_action=storage.DefaultAction.DENY, bypass="None", ip_rules=ip_rules(tuple(ranges))
+    )
+
+
+def publish_command(stack: str, account_url: str, container: str, payloads: Sequence[PayloadSpec]) -> str:
+    """The uploader's command line (``/bin/sh -c`` in the project directory): deterministic, free of secrets. The
+    stack file is named relative to the project, as Pulumi's ``stackConfigDir`` is."""
+    stack_file = (paths.STACKS_DIR / f"Pulumi.{stack}.yaml").relative_to(paths.REPO_ROOT)
+    words = [PYTHON, "-m", "gb300.cli", "payload", "publish", "--stack-file", str(stack_file)]
+    words += ["--account-url", account_url, "--container", container]
+    for payload in payloads:
+        words += ["--expect", f"{payload.name}={payload.sha256}"]
+    return shlex.join(words)
 
 
 @dataclass(frozen=True)
@@ -49,68 +84,96 @@ class NodePayloadArgs:
     """Inputs of :class:`NodePayloads`."""
 
     resource_group_name: pulumi.Input[str]
-    account_name: pulumi.Input[str]
-    blob_endpoint: pulumi.Input[str]
+    location: str
+    cluster_name: str
+    subscription_id: pulumi.Input[str]
     container: str
-    payloads: Sequence[PayloadFile]
+    payloads: Sequence[PayloadSpec]
     node_principal_id: pulumi.Input[str]
     deployer_principal_id: pulumi.Input[str]
     deployer_principal_type: str | None
     """``User`` or ``ServicePrincipal``: who runs ``pulumi up``; None grants the deployer nothing."""
+    vnet_id: pulumi.Input[str]
+    endpoints_subnet_id: pulumi.Input[str]
+    blob_zone_id: pulumi.Input[str]
+    """The VNet's ``privatelink.blob`` zone (the data account's component declares it)."""
+    soft_delete_days: int = 7
+    """Blob and container soft delete (``gb300:storage.blob.softDeleteDays``): a deleted payload is recoverable."""
+    upload_source_ranges: Sequence[str] = ()
+    tags: dict[str, str] = field(default_factory=dict)
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 
-_RUN_DIR_LOCK = threading.Lock()
-
-
-@functools.cache
-def _run_dir() -> Path:
-    path = Path(tempfile.mkdtemp(prefix="gb300-node-payload-"))  # mode 0700, a new name: no one else's directory
-    # At exit, not earlier: under `pulumi up` the engine reads (hashes, uploads) a FileAsset after the program
-    # registered it, and the program exits only once every registration is answered.
-    atexit.register(shutil.rmtree, path, ignore_errors=True)
-    return path
-
-
-def payload_dir() -> Path:
-    """This process's private directory for the payload files it uploads: made on first use
-    (``tempfile.mkdtemp``, mode 0700, under ``$TMPDIR``) and removed, with the files, when the process exits."""
-    with _RUN_DIR_LOCK:
-        return _run_dir()
-
-
-def write_payload(payload: PayloadFile) -> Path:
-    """The payload's file for upload: written once per process, left as is when the same bytes are there already."""
-    path = payload_dir() / payload.blob_name
-    if not path.is_file() or path.read_bytes() != payload.archive:
-        # A name of this process's own, then an atomic rename: concurrent plans never see a partial file.
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_bytes(payload.archive)
-        tmp.replace(path)
-    return path
-
-
 class NodePayloads(pulumi.ComponentResource):
-    """The payload container, its two role assignments, and one blob per distinct payload."""
+    """The payload account, its container, private endpoint and role assignments, and the upload."""
 
+    account_name: pulumi.Output[str]
     url: pulumi.Output[str]
-    blobs: list[storage.Blob]
+    upload: local.Command
     reader: pulumi.Resource
 
     @property
     def boot_dependencies(self) -> tuple[pulumi.Resource, ...]:
-        """What a node's first boot reads here: every payload blob and the nodes' read grant."""
-        return (*self.blobs, self.reader)
+        """What a node's first boot reads here: the published payloads and the nodes' read grant."""
+        return (self.upload, self.reader)
 
     def __init__(self, name: str, args: NodePayloadArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gb300:compute:NodePayloads", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        account_name = pulumi.Output.from_input(args.subscription_id).apply(
+            lambda sub: payload_account_name(args.cluster_name, args.location, sub)
+        )
+        account = storage.StorageAccount(
+            f"{name}-account",
+            account_name=account_name,
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            kind=storage.Kind.STORAGE_V2,
+            sku=storage.SkuArgs(name=storage.SkuName.STANDARD_LRS),
+            access_tier=storage.AccessTier.HOT,
+            allow_blob_public_access=False,
+            allow_shared_key_access=False,
+            default_to_o_auth_authentication=True,
+            minimum_tls_version=storage.MinimumTlsVersion.TLS1_2,
+            enable_https_traffic_only=True,
+            public_network_access="Enabled",
+            network_rule_set=network_access(args.upload_source_ranges),
+            allow_cross_tenant_replication=False,
+            tags={**args.tags, gb300_tags.STORAGE_PURPOSE: gb300_tags.STORAGE_PURPOSE_NODE_PAYLOAD},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+        )
+        retention = storage.DeleteRetentionPolicyArgs(enabled=True, days=args.soft_delete_days)
+        service = storage.BlobServiceProperties(
+            f"{name}-blob-service",
+            account_name=account.name,
+            resource_group_name=args.resource_group_name,
+            blob_services_name="default",
+            delete_retention_policy=retention,
+            container_delete_retention_policy=retention,
+            opts=child,
+        )
         container = storage.BlobContainer(
             f"{name}-container",
             container_name=args.container,
-            account_name=args.account_name,
+            account_name=account.name,
             resource_group_name=args.resource_group_name,
             public_access=storage.PublicAccess.NONE,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[service]),
+        )
+        endpoint_in_zone(
+            f"{name}-blob",
+            PrivateLinkArgs(
+                group="blob",
+                zone_name=storage_facts.private_link_zones()["blob"],
+                service_id=account.id,
+                resource_group_name=args.resource_group_name,
+                location=args.location,
+                vnet_id=args.vnet_id,
+                subnet_id=args.endpoints_subnet_id,
+                tags=args.tags,
+            ),
+            args.blob_zone_id,
+            parent=self,
         )
         self.reader = roles.assign(
             f"{name}-nodes", role=READER, scope=container.id, principal_id=args.node_principal_id, parent=self
@@ -127,27 +190,17 @@ class NodePayloads(pulumi.ComponentResource):
                     principal_type=args.deployer_principal_type,
                 )
             )
-        self.blobs = []
-        seen: set[str] = set()
-        for payload in args.payloads:
-            if payload.blob_name in seen:
-                continue
-            seen.add(payload.blob_name)
-            self.blobs.append(
-                storage.Blob(
-                    f"{name}-{payload.sha256[:16]}",
-                    blob_name=payload.blob_name,
-                    container_name=container.name,
-                    account_name=args.account_name,
-                    resource_group_name=args.resource_group_name,
-                    type=storage.BlobType.BLOCK,
-                    content_type="application/gzip",
-                    metadata={"sha256": payload.sha256, "role": payload.role},
-                    source=pulumi.FileAsset(str(write_payload(payload))),
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=uploads_after, retain_on_delete=True),
-                )
-            )
-        self.url = pulumi.Output.concat(
-            pulumi.Output.from_input(args.blob_endpoint).apply(lambda url: url.rstrip("/")), "/", args.container
+        # The name as computed, not the resource's output: known in a preview before the account exists, so the custom
+        # data (and the size and reimage rules that read it) is known too. The upload waits for the account through
+        # its dependencies.
+        self.account_name = account_name
+        account_url = account_name.apply(storage_facts.blob_account_url)
+        self.url = pulumi.Output.concat(account_url, "/", args.container)
+        stack = pulumi.get_stack()
+        self.upload = local.Command(
+            f"{name}-publish",
+            create=account_url.apply(lambda url: publish_command(stack, url, args.container, args.payloads)),
+            triggers=[p.sha256 for p in args.payloads],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=uploads_after),
         )
-        self.register_outputs({"url": self.url, "blobs": [b.name for b in self.blobs]})
+        self.register_outputs({"url": self.url, "accountName": self.account_name})

@@ -38,6 +38,8 @@ class PrivateLink:
 
     endpoint: network.PrivateEndpoint
     zone_group: network.PrivateDnsZoneGroup
+    zone_id: pulumi.Output[str]
+    """The private DNS zone the endpoint's name is in (another endpoint of the same group joins it)."""
 
 
 def private_endpoint(prefix: str, args: PrivateLinkArgs, *, parent: pulumi.Resource) -> PrivateLink:
@@ -63,6 +65,15 @@ def private_endpoint(prefix: str, args: PrivateLinkArgs, *, parent: pulumi.Resou
         tags=args.tags,
         opts=child,
     )
+    return endpoint_in_zone(prefix, args, zone.id, parent=parent)
+
+
+def endpoint_in_zone(
+    prefix: str, args: PrivateLinkArgs, zone_id: pulumi.Input[str], *, parent: pulumi.Resource
+) -> PrivateLink:
+    """Declare ``<prefix>-pe`` and ``-dns`` under ``parent``, registering the endpoint in the existing zone
+    ``zone_id`` (one ``privatelink.blob`` zone per VNet serves every account's blob endpoint)."""
+    child = pulumi.ResourceOptions(parent=parent)
     endpoint = network.PrivateEndpoint(
         f"{prefix}-pe",
         private_endpoint_name=f"{prefix}-pe",
@@ -82,7 +93,7 @@ def private_endpoint(prefix: str, args: PrivateLinkArgs, *, parent: pulumi.Resou
         private_dns_zone_group_name="default",
         private_endpoint_name=endpoint.name,
         resource_group_name=args.resource_group_name,
-        private_dns_zone_configs=[network.PrivateDnsZoneConfigArgs(name=args.group, private_dns_zone_id=zone.id)],
+        private_dns_zone_configs=[network.PrivateDnsZoneConfigArgs(name=args.group, private_dns_zone_id=zone_id)],
         opts=child,
     )
-    return PrivateLink(endpoint, zone_group)
+    return PrivateLink(endpoint, zone_group, pulumi.Output.from_input(zone_id))

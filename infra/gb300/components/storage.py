@@ -8,11 +8,11 @@ both guards for one store only through ``gb300:storage.allowReplace``. The files
 protects and retains that group too); see docs/azure-resources.md for why the account has no lock.
 
 The account is reachable only through private endpoints (blob; dfs too on a hierarchical namespace, which nodes
-then mount over) resolved by private DNS zones linked to the VNet: no public network access (unless
-``gb300:storage.nodePayload.uploadSourceRanges`` opens it to those addresses only, for ``pulumi up``'s upload of
-the node payloads), no anonymous blob access, no shared keys, TLS 1.2. Nodes reach containers with the node
-identity's role assignments, each scoped to one container. Every stack has this account: without
-``gb300:storage.blob`` it holds the node payload container alone.
+then mount over) resolved by private DNS zones linked to the VNet: no public network access, ever (the node
+payloads live in an account of their own, :mod:`gb300.components.node_payload`), no anonymous blob access, no
+shared keys, TLS 1.2. Nodes reach containers with the node identity's role assignments, each scoped to one
+container. Every stack has this account: without ``gb300:storage.blob`` it holds no container, and its blob zone
+serves the payload account's private endpoint too.
 
 Deleted data stays recoverable: blob and container soft delete for ``soft_delete_days`` and, on a flat namespace,
 blob versioning (every overwrite keeps the previous version, which the account's lifecycle policy deletes
@@ -211,8 +211,6 @@ class BlobStoreArgs:
     """Days before the lifecycle policy deletes a previous blob version (with ``versioning`` only)."""
     allow_replace: bool = False
     allow_replace_containers: bool = False
-    upload_source_ranges: tuple[str, ...] = ()
-    """Public addresses that may reach the account (``gb300:storage.nodePayload.uploadSourceRanges``)."""
     tags: dict[str, str] = field(default_factory=dict)
     account_name: str | None = None  # gb300:storage.blob.accountName; None: see account_name()
     lustre: LustreServiceAccess | None = None
@@ -250,14 +248,9 @@ def ip_rules(ranges: tuple[str, ...]) -> list[storage.IPRuleArgs]:
     return rules
 
 
-def network_access(ranges: tuple[str, ...]) -> tuple[str, storage.NetworkRuleSetArgs]:
-    """``publicNetworkAccess`` and the rule set: closed, or open to ``ranges`` only (default action Deny)."""
-    if not ranges:
-        return "Disabled", storage.NetworkRuleSetArgs(default_action=storage.DefaultAction.DENY, bypass="None")
-    rules = storage.NetworkRuleSetArgs(
-        default_action=storage.DefaultAction.DENY, bypass="None", ip_rules=ip_rules(ranges)
-    )
-    return "Enabled", rules
+def closed_network() -> tuple[str, storage.NetworkRuleSetArgs]:
+    """The data account's ``publicNetworkAccess`` and rule set: closed to every public address."""
+    return "Disabled", storage.NetworkRuleSetArgs(default_action=storage.DefaultAction.DENY, bypass="None")
 
 
 class BlobStore(pulumi.ComponentResource):
@@ -267,11 +260,13 @@ class BlobStore(pulumi.ComponentResource):
     name: pulumi.Output[str]
     blob_endpoint: pulumi.Output[str]
     container_ids: dict[str, pulumi.Output[str]]
+    zone_ids: dict[str, pulumi.Output[str]]
+    """Private DNS zone id per sub-resource (``blob``, ``dfs``): other accounts' endpoints join these zones."""
 
     def __init__(self, name: str, args: BlobStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gb300:storage:BlobStore", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        public_access, rule_set = network_access(args.upload_source_ranges)
+        public_access, rule_set = closed_network()
         account = storage.StorageAccount(
             f"{name}-account",
             account_name=pulumi.Output.from_input(args.subscription_id).apply(lambda sub: account_name(args, sub)),
@@ -331,6 +326,7 @@ class BlobStore(pulumi.ComponentResource):
         self.lustre_ready: list[pulumi.Resource] = []
         if args.lustre is not None:
             self._lustre_access(name, args, args.lustre, account, service)
+        self.zone_ids = {}
         for group, zone_name in storage_facts.private_link_zones().items():
             if group == "dfs" and not args.hierarchical_namespace:
                 continue  # only BlobFuse2's adls component (an HNS account) uses dfs; a flat account is reached by blob
@@ -348,6 +344,7 @@ class BlobStore(pulumi.ComponentResource):
                 ),
                 parent=self,
             )
+            self.zone_ids[group] = link.zone_id
             if group == "blob":
                 self.lustre_ready += [link.endpoint, link.zone_group]
         self.id = account.id

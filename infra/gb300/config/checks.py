@@ -179,6 +179,26 @@ def _check_ssh_limit(value: int) -> int:
     return value
 
 
+# An Ed25519 public key as DER SubjectPublicKeyInfo (RFC 8410): this 12-byte header, then the 32-byte key.
+ED25519_SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")
+
+
+def _check_payload_public_key(value: str) -> str:
+    """An Ed25519 public key, base64 of its DER SubjectPublicKeyInfo: the one line between a PEM's armour lines,
+    as ``gb300 payload keygen`` prints it."""
+    text = value.strip()
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != len(ED25519_SPKI_PREFIX) + 32 or not raw.startswith(ED25519_SPKI_PREFIX):
+        raise ValueError(
+            "must be an Ed25519 public key: the base64 line `gb300 payload keygen` prints, starting with "
+            f"'MCowBQYDK2VwAyEA' (got {_short(text)!r})"
+        )
+    return text
+
+
 def _check_username(value: str) -> str:
     if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", value):
         raise ValueError(f"must be a Linux user name: lowercase, digits, '_' or '-' (got {value!r})")

@@ -11,6 +11,7 @@ from gb300.config.checks import (
     _check_cidr,
     _check_container_name,
     _check_mount_path,
+    _check_payload_public_key,
     _PathError,
     format_path,
 )
@@ -265,21 +266,25 @@ StatefulStore = Literal["lustre", "account", "containers"]
 
 
 class NodePayloadSettings(ConfigModel):
-    """``gb300:storage.nodePayload``: where the node payloads live in the cluster's storage account
-    (docs/node-payload.md)."""
+    """``gb300:storage.nodePayload``: the node payloads, in a storage account of their own (docs/node-payload.md)."""
 
     container: ContainerName = "gb300-node-payload"
-    """The container holding one `<sha256>.tar.gz` per distinct node payload: the node identity may read it
-    (Storage Blob Data Reader, this container only), the deployer write it; it must differ from the data
-    containers.
+    """The container of the payload account holding the node payloads: per payload (`head`, `gpu-<pool>`) a
+    signed manifest and the content-addressed archive it names. The node identity may read it (Storage Blob Data
+    Reader, this container only), the deployer write it (Storage Blob Data Contributor).
+    """
+    signing_public_key: Annotated[str, Field(max_length=128), AfterValidator(_check_payload_public_key)] | None = None
+    """Required. The cluster's Ed25519 payload signing key, public half: base64 of its DER SubjectPublicKeyInfo
+    (the line `gb300 payload keygen` prints). Nodes take a payload only when its manifest carries a valid
+    signature by this key; the private half never enters the stack or Pulumi's state: the upload reads it from
+    the variable `GB300_PAYLOAD_SIGNING_KEY` (docs/node-payload.md#signing).
     """
     upload_source_ranges: list[
         Annotated[str, Field(max_length=len("255.255.255.255/32")), BeforeValidator(_check_cidr)]
     ] = Field(default_factory=list)
-    """Public IPv4 CIDRs `pulumi up` uploads the payloads from when it does not run inside the VNet: they open the
-    account's public endpoint to those addresses only (default action Deny, Entra ID still required). Empty: the
-    account stays private and `pulumi up` must reach it through the private endpoint
-    (docs/node-payload.md#uploading).
+    """Public IPv4 CIDRs the payload account's public endpoint accepts (default action Deny); empty: any address
+    (default action Allow), as the shipped deploy jobs on hosted runners need. Entra ID is required either way and
+    the account holds nothing but signed payloads; the data account is never opened (docs/node-payload.md).
     """
     deployer_principal_type: Literal["User", "ServicePrincipal", "none"] = "User"
     """Who runs `pulumi up`: the program grants that identity Storage Blob Data Contributor on the payload
@@ -304,9 +309,7 @@ class StorageSettings(ConfigModel):
     cannot; unset: not checked.
     """
     node_payload: NodePayloadSettings = Field(default_factory=NodePayloadSettings)
-    """Where the node payloads live: a container of the cluster's storage account, which every stack has
-    (docs/node-payload.md).
-    """
+    """The node payloads: their own storage account, container and signing key (docs/node-payload.md)."""
     allow_replace: list[StatefulStore] = Field(default_factory=list)
     """Stateful stores (`lustre`, `account`, `containers`) that may be replaced, losing their data; any other is
     protected, and a replacing change is a `storage-data-loss` error in `gb300 plan --state`.

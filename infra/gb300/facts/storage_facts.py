@@ -31,6 +31,16 @@ def private_link_zones() -> dict[str, str]:
     return {k: str(v) for k, v in load()["privateLink"].items() if k != "source"}
 
 
+def blob_endpoint_suffix() -> str:
+    """The Blob service's DNS suffix (``core.windows.net``): accounts are ``<name>.blob.<suffix>``."""
+    return str(load()["blobEndpoint"]["suffix"])
+
+
+def blob_account_url(account: str) -> str:
+    """The public Blob endpoint of ``account``, without a trailing slash."""
+    return f"https://{account}.blob.{blob_endpoint_suffix()}"
+
+
 @functools.cache
 def _lustre_subnet_table() -> tuple[tuple[float, int], ...]:
     raw: dict[str, Any] = data("lustre.yaml")["subnetPrefix"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ipaddress
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from gb300 import tags as gb300_tags
@@ -15,14 +14,15 @@ from gb300.facts import catalog
 from gb300.plan.runner import ResourceRecord
 
 
-def payload_bytes(resources: Sequence[ResourceRecord]) -> dict[str, int]:
-    """Role -> bytes of the node payload its custom data fetches (the blob's file, as ``pulumi up`` uploads it)."""
+def payload_bytes(cfg: StackConfig) -> dict[str, int]:
+    """Role -> bytes of the largest node payload its custom data fetches (the archive ``gb300 payload publish``
+    uploads; rendered again from the config, as the uploader renders it)."""
+    from gb300.node import custom_data as nodes  # noqa: PLC0415 - the summary needs the node package only here
+
+    found = [nodes.render(nodes.HEAD, cfg)] + [nodes.render(nodes.GPU_NODE, cfg, p) for p in cfg.gpu_pools]
     payload: dict[str, int] = {}
-    for blob in inventory.of_type(resources, "azure-native:storage:Blob"):
-        role = (blob.inputs.get("metadata") or {}).get("role")
-        path = (blob.inputs.get("source") or {}).get("path")
-        if isinstance(role, str) and isinstance(path, str) and Path(path).is_file():
-            payload[role] = max(payload.get(role, 0), Path(path).stat().st_size)
+    for data in found:
+        payload[data.role] = max(payload.get(data.role, 0), data.payload.size)
     return dict(sorted(payload.items()))
 
 
@@ -90,7 +90,7 @@ def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str
         "pools": pools,
         "subnets": subnets,
         "customDataBytes": custom_data,
-        "nodePayloadBytes": payload_bytes(resources),
+        "nodePayloadBytes": payload_bytes(cfg),
         "resourceCount": len(resources),
         "resourcesByType": dict(sorted(Counter(r.type for r in resources).items())),
     }

@@ -241,8 +241,8 @@ def _public_network(account: Resource, where: str) -> Iterator[Report]:
             account.urn,
             f"{where}: holds data ({holds}), so its public endpoint must be closed: publicNetworkAccess Disabled, or "
             f"defaultAction Deny with no IP rules, bypass None and no resourceAccessRules (got {got}). Reach it "
-            "through its private endpoint; for gb300's own account, remove gb300:storage.nodePayload."
-            "uploadSourceRanges and run pulumi up from inside the VNet (docs/node-payload.md#uploading).",
+            "through its private endpoint; node payloads go to the payload account, which gb300 keeps apart "
+            "(docs/node-payload.md).",
         )
         return
     keyless = _is_false(inputs.get("allowSharedKeyAccess"))

@@ -1,0 +1,129 @@
+"""``gb300 payload``: the cluster's payload signing key, and publishing node payloads (docs/node-payload.md).
+
+Examples::
+
+    gb300 payload keygen --out ~/.gb300/ref-payload.pem   # prints the stack line with the public key
+    GB300_PAYLOAD_SIGNING_KEY="$(cat ~/.gb300/ref-payload.pem)" \\
+      gb300 payload publish --stack ref --account-url https://refpl0a1b2c3d.blob.core.windows.net \\
+      --expect head=<sha256> --expect gpu-train=<sha256>
+
+``keygen`` writes a new Ed25519 private key (PKCS#8 PEM, mode 0600, never over an existing file) and prints the
+public key as the stack line ``gb300:storage.nodePayload.signingPublicKey``. Keep the private key out of the
+repository: CI gives it to the deploy job as the environment secret GB300_PAYLOAD_SIGNING_KEY.
+
+``publish`` is what ``pulumi up`` runs (the payload component's ``local.Command``): it renders the stack's
+payloads, refuses any whose sha256 differs from ``--expect``, signs each manifest with the key in
+GB300_PAYLOAD_SIGNING_KEY (refused unless it is the stack's) and uploads with Entra ID, signed in as the
+azure-native provider is (ARM_* variables; docs/cli.md#azure-sign-in).
+
+Exit status: 0 done; 2 for a bad stack, key, URL or credential, or an upload Azure refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from gb300 import config, paths
+from gb300.azure import credential
+from gb300.errors import UsageError
+from gb300.node import manifest
+from gb300.ops import payload_publish
+
+NAME = "payload"
+STACK_LINE = "gb300:storage.nodePayload.signingPublicKey"
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``payload`` with its ``keygen`` and ``publish`` actions on the CLI's subparsers."""
+    parser = subparsers.add_parser(
+        NAME,
+        help="make the payload signing key; sign and upload node payloads",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    keygen = actions.add_parser("keygen", help="write a new payload signing key; print its public half")
+    keygen.add_argument("--out", required=True, type=Path, metavar="FILE", help="where the private key goes (0600)")
+    publish = actions.add_parser("publish", help="sign and upload the stack's node payloads (what pulumi up runs)")
+    source = publish.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stack", metavar="NAME", help="the stack stacks/Pulumi.NAME.yaml")
+    source.add_argument("--stack-file", type=Path, metavar="PATH", help="this stack file")
+    publish.add_argument(
+        "--account-url", required=True, metavar="URL", help="the payload account's https://<account>.blob.<suffix>"
+    )
+    publish.add_argument("--container", metavar="NAME", help="default: gb300:storage.nodePayload.container")
+    publish.add_argument(
+        "--expect",
+        action="append",
+        default=[],
+        metavar="NAME=SHA256",
+        help="a payload and the sha256 the deployment declared (repeat for each; all required)",
+    )
+    publish.add_argument(
+        "--role-wait-seconds",
+        type=float,
+        default=payload_publish.ROLE_WAIT_SECONDS,
+        metavar="S",
+        help=f"retry 403 AuthorizationPermissionMismatch this long (default {payload_publish.ROLE_WAIT_SECONDS})",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "keygen":
+        return _keygen(args.out)
+    return _publish(args)
+
+
+def _keygen(out: Path) -> int:
+    pem, line = manifest.generate_key()
+    try:
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise UsageError(f"--out {out}: exists; gb300 never overwrites a signing key (choose another path)") from None
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot be created ({exc.strerror})") from None
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(pem)
+    print(f"{STACK_LINE}: {line}")
+    print(
+        f"gb300 payload keygen: private key in {out} (0600). Put the line above in the stack file; give the private "
+        f"key to the deploy job as the secret {manifest.SIGNING_KEY_ENV} (docs/gitops.md), and keep it out of the "
+        "repository",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _expectations(values: list[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for value in values:
+        name, _, sha = value.partition("=")
+        if not name or len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+            raise UsageError(f"--expect must be NAME=<64 hex digits> (got {value!r})")
+        found[name] = sha
+    if not found:
+        raise UsageError("--expect: name at least one payload and its sha256 (the program's)")
+    return found
+
+
+def _publish(args: argparse.Namespace) -> int:
+    path = args.stack_file if args.stack_file else paths.stack_file(args.stack)
+    if not path.is_file():
+        raise UsageError(f"stack file {path} does not exist")
+    cfg = config.parse(config.load_stack_file(path))
+    expect = _expectations(args.expect)
+    account_url = payload_publish.check_account_url(args.account_url)
+    key = manifest.load_private_key(os.environ.get(manifest.SIGNING_KEY_ENV, ""))
+    payload_publish.check_key(key, cfg)
+    rendered = payload_publish.render(cfg)
+    payload_publish.check_expected(rendered, expect)
+    container = args.container or cfg.storage.node_payload.container
+    client = payload_publish.container_client(account_url, container, credential.shared())
+    publisher = payload_publish.Publisher(client, role_wait_s=args.role_wait_seconds)
+    for payload in rendered:
+        publisher.publish(cfg.cluster.name, payload, key)
+    return 0

@@ -1,0 +1,175 @@
+"""Signed node payload manifests: what the uploader writes and every node checks before it extracts anything.
+
+Per payload (``head``, ``gpu-<pool>``) the payload container holds::
+
+    payloads/<name>/manifest.json       {"archive", "cluster", "format", "name", "serial", "sha256", "size"}
+    payloads/<name>/manifest.json.sig   the Ed25519 signature of manifest.json's exact bytes (64 bytes, raw)
+    archives/<sha256>.tar.gz            the content-addressed archive the manifest names
+
+The cluster's signing key is an Ed25519 key pair (RFC 8032). Its public half is stack config
+(``gb300:storage.nodePayload.signingPublicKey``: base64 of the DER SubjectPublicKeyInfo, the body of a PEM
+``PUBLIC KEY``) and travels in every node's custom data; its private half stays with whoever publishes
+(``GB300_PAYLOAD_SIGNING_KEY``, a PKCS#8 PEM) and never enters the program or Pulumi's state. A node verifies the
+signature with ``openssl pkeyutl -verify -pubin -keyform DER -rawin`` (OpenSSL 3 on Ubuntu 24.04; checked here
+with OpenSSL 3.0), then the manifest's fields,
+then the archive's sha256, and only then extracts (``cloud-init/lib/fetch-payload``, docs/node-payload.md).
+
+``serial`` only grows (the uploader takes the publish time in milliseconds, or one more than the manifest it
+replaces): a node refuses a manifest older than the payload it runs, so an old signed manifest written back
+cannot roll a node back.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from gb300.errors import Gb300Error
+
+__all__ = [
+    "ARCHIVE_PREFIX",
+    "FORMAT",
+    "MANIFEST",
+    "PAYLOAD_PREFIX",
+    "SIGNATURE",
+    "SIGNING_KEY_ENV",
+    "Manifest",
+    "SigningKeyError",
+    "archive_blob",
+    "generate_key",
+    "load_private_key",
+    "manifest_blob",
+    "payload_name",
+    "public_key_line",
+    "signature_blob",
+    "verify",
+]
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+SIGNATURE = "manifest.json.sig"
+PAYLOAD_PREFIX = "payloads"
+ARCHIVE_PREFIX = "archives"
+SIGNING_KEY_ENV = "GB300_PAYLOAD_SIGNING_KEY"
+"""The variable holding the private signing key (PKCS#8 PEM) for ``gb300 payload publish``."""
+_NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+
+
+class SigningKeyError(Gb300Error):
+    """The private signing key is missing, unreadable or not the stack's (exit 2)."""
+
+
+def payload_name(role: str, pool: str | None) -> str:
+    """The payload's name: ``head`` for the head node, ``gpu-<pool>`` for a GPU pool's nodes."""
+    return "head" if pool is None else f"gpu-{pool}"
+
+
+def manifest_blob(name: str) -> str:
+    return f"{PAYLOAD_PREFIX}/{name}/{MANIFEST}"
+
+
+def signature_blob(name: str) -> str:
+    return f"{PAYLOAD_PREFIX}/{name}/{SIGNATURE}"
+
+
+def archive_blob(sha256: str) -> str:
+    return f"{ARCHIVE_PREFIX}/{sha256}.tar.gz"
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One payload's manifest: the fields a node checks before it takes the archive."""
+
+    cluster: str
+    name: str
+    sha256: str
+    size: int
+    serial: int
+
+    @property
+    def archive(self) -> str:
+        return archive_blob(self.sha256)
+
+    def to_bytes(self) -> bytes:
+        """The manifest's one serialization: sorted keys, no spaces, a final newline (what is signed)."""
+        body = {
+            "archive": self.archive,
+            "cluster": self.cluster,
+            "format": FORMAT,
+            "name": self.name,
+            "serial": self.serial,
+            "sha256": self.sha256,
+            "size": self.size,
+        }
+        return (json.dumps(body, sort_keys=True, separators=(",", ":")) + "\n").encode("ascii")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Manifest:
+        """A manifest read back; raises ValueError for anything the uploader would not have written."""
+        body: Any = json.loads(data.decode("ascii"))
+        if not isinstance(body, dict) or body.get("format") != FORMAT:
+            raise ValueError("not a gb300 payload manifest (format 1)")
+        sha = str(body.get("sha256", ""))
+        manifest = cls(str(body["cluster"]), str(body["name"]), sha, int(body["size"]), int(body["serial"]))
+        if not re.fullmatch(r"[0-9a-f]{64}", sha) or body.get("archive") != manifest.archive:
+            raise ValueError("manifest names no content-addressed archive")
+        if manifest.to_bytes() != data:
+            raise ValueError("manifest is not in its one serialization")
+        return manifest
+
+
+def generate_key() -> tuple[bytes, str]:
+    """A new Ed25519 key pair: the private key as PKCS#8 PEM and the public key line for the stack."""
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - loads for keygen/publish only
+    from cryptography.hazmat.primitives.asymmetric import ed25519  # noqa: PLC0415
+
+    key = ed25519.Ed25519PrivateKey.generate()
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return pem, public_key_line(key)
+
+
+def public_key_line(key: Any) -> str:
+    """``key``'s public half (a private or public Ed25519 key) as the one base64 line the stack carries."""
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
+    public = key.public_key() if hasattr(key, "public_key") else key
+    der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return base64.b64encode(der).decode("ascii")
+
+
+def load_private_key(pem: str, *, source: str = SIGNING_KEY_ENV) -> Any:
+    """The Ed25519 private key in ``pem`` (PKCS#8, unencrypted); raises :class:`SigningKeyError`."""
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import ed25519  # noqa: PLC0415
+
+    if not pem.strip():
+        raise SigningKeyError(
+            f"{source} is not set: it must hold the cluster's payload signing key (a PEM from `gb300 payload "
+            "keygen`); CI gives it to the deploy job from the environment secret GB300_PAYLOAD_SIGNING_KEY"
+        )
+    try:
+        key = serialization.load_pem_private_key(pem.encode("utf-8"), password=None)
+    except (ValueError, TypeError) as exc:
+        raise SigningKeyError(f"{source}: not an unencrypted PEM private key ({type(exc).__name__})") from None
+    if not isinstance(key, ed25519.Ed25519PrivateKey):
+        raise SigningKeyError(f"{source}: must be an Ed25519 key (got {type(key).__name__})")
+    return key
+
+
+def verify(public_line: str, data: bytes, signature: bytes) -> bool:
+    """Whether ``signature`` is the key ``public_line``'s Ed25519 signature of ``data``."""
+    from cryptography.exceptions import InvalidSignature  # noqa: PLC0415
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import ed25519  # noqa: PLC0415
+
+    public = serialization.load_der_public_key(base64.b64decode(public_line))
+    if not isinstance(public, ed25519.Ed25519PublicKey):
+        return False
+    try:
+        public.verify(signature, data)
+    except InvalidSignature:
+        return False
+    return True

@@ -1,0 +1,219 @@
+"""``gb300 payload publish``: render a stack's node payloads, sign their manifests and upload them with Entra ID.
+
+What the deploy job runs (the payload component's ``local.Command``) and what an operator may run by hand. It
+renders the payloads from the stack file, as the program did, and refuses to publish unless every payload's sha256
+is the one the deployment expects (``--expect NAME=SHA256``, from the program); reads the private signing key from
+``GB300_PAYLOAD_SIGNING_KEY`` and refuses it unless its public half is the stack's
+``gb300:storage.nodePayload.signingPublicKey``; then, per payload, uploads the content-addressed archive, a new
+manifest (its ``serial`` one more than the one it replaces, at least the publish time in milliseconds) and the
+manifest's signature, over the account's public endpoint, with a bearer token from gb300's credential
+(:mod:`gb300.azure.credential`: the azure-native provider's ``ARM_*`` variables, OIDC refreshed per token).
+
+A role assignment takes minutes to reach the storage service (learn.microsoft.com role-based-access-control
+troubleshooting: "up to 10 minutes"); the deployer's own grant is made in the same ``pulumi up``, so a 403
+``AuthorizationPermissionMismatch`` is retried, waiting longer each time, for ``role_wait_s`` before it fails.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO, TypeVar
+
+from gb300 import config
+from gb300.errors import Gb300Error
+from gb300.facts import storage_facts
+from gb300.node import custom_data as nodes
+from gb300.node import manifest
+from gb300.node.manifest import Manifest
+
+T = TypeVar("T")
+ROLE_WAIT_SECONDS = 900
+"""How long a 403 AuthorizationPermissionMismatch is retried: Azure's "up to 10 minutes", and some margin."""
+_FIRST_WAIT_S = 1.0
+_LONGEST_WAIT_S = 30.0
+PERMISSION_MISMATCH = "AuthorizationPermissionMismatch"
+
+
+class PublishError(Gb300Error):
+    """The payloads could not be published (exit 2: the message says what to fix)."""
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One payload as the stack file renders it."""
+
+    name: str
+    archive: bytes
+    sha256: str
+
+
+def render(cfg: config.StackConfig) -> list[Rendered]:
+    """The stack's payloads: the head's, then each GPU pool's (as the program declares them)."""
+    found = [nodes.render(nodes.HEAD, cfg)] + [nodes.render(nodes.GPU_NODE, cfg, pool) for pool in cfg.gpu_pools]
+    return [Rendered(d.name, d.payload.archive, d.payload.sha256) for d in found]
+
+
+def check_expected(rendered: Sequence[Rendered], expect: Mapping[str, str]) -> None:
+    """Every payload the deployment expects, with its sha256, and no other (raises :class:`PublishError`)."""
+    got = {r.name: r.sha256 for r in rendered}
+    problems = [
+        f"payload {name}: the stack file renders {got.get(name, 'nothing')}, the deployment expects {sha}"
+        for name, sha in sorted(expect.items())
+        if got.get(name) != sha
+    ]
+    problems += [
+        f"payload {name}: rendered but not expected by the deployment" for name in sorted(set(got) - set(expect))
+    ]
+    if problems:
+        raise PublishError(
+            "; ".join(problems) + ". Run it from the checkout and stack file `pulumi up` runs (gb300 payload publish "
+            "renders the payloads again and publishes only the bytes the program declared)"
+        )
+
+
+def check_key(key: Any, cfg: config.StackConfig) -> None:
+    """The private key must be the stack's (raises :class:`manifest.SigningKeyError`)."""
+    want = cfg.storage.node_payload.signing_public_key
+    got = manifest.public_key_line(key)
+    if want != got:
+        raise manifest.SigningKeyError(
+            f"{manifest.SIGNING_KEY_ENV} is not this stack's payload signing key: its public half is {got}, "
+            f"gb300:storage.nodePayload.signingPublicKey is {want}"
+        )
+
+
+_ACCOUNT_URL = re.compile(r"^https://([a-z0-9]{3,24})\.blob\.([a-z0-9.-]+)$")
+
+
+def check_account_url(url: str) -> str:
+    """``https://<account>.blob.<suffix>`` exactly (raises :class:`PublishError`)."""
+    found = _ACCOUNT_URL.fullmatch(url.rstrip("/"))
+    if not found or found.group(2) != storage_facts.blob_endpoint_suffix():
+        raise PublishError(
+            f"--account-url must be https://<account>.blob.{storage_facts.blob_endpoint_suffix()} (got {url!r})"
+        )
+    return url.rstrip("/")
+
+
+class Publisher:
+    """Uploads through azure-storage-blob's container client with bearer tokens; retries the role's arrival."""
+
+    def __init__(
+        self,
+        container_client: Any,
+        *,
+        role_wait_s: float = ROLE_WAIT_SECONDS,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+        out: TextIO = sys.stderr,
+    ) -> None:
+        self.client = container_client
+        self.role_wait_s = role_wait_s
+        self.sleep = sleep
+        self.clock = clock
+        self.out = out
+        self._waited = 0.0
+
+    def _say(self, text: str) -> None:
+        print(f"gb300 payload publish: {text}", file=self.out, flush=True)
+
+    def _call(self, what: str, action: Callable[[], T]) -> T:
+        """``action()``, retrying a 403 AuthorizationPermissionMismatch while the deployer's grant propagates."""
+        from azure.core.exceptions import (  # noqa: PLC0415
+            HttpResponseError,
+            ResourceNotFoundError,
+            ServiceRequestError,
+        )
+
+        delay = _FIRST_WAIT_S
+        while True:
+            try:
+                return action()
+            except ResourceNotFoundError:
+                raise
+            except HttpResponseError as exc:
+                code = getattr(exc, "error_code", None) or ""
+                if exc.status_code == 403 and code == PERMISSION_MISMATCH and self._waited < self.role_wait_s:
+                    self._say(
+                        f"{what}: 403 {code}: the deployer's Storage Blob Data Contributor grant has not reached "
+                        f"the storage service yet; trying again in {delay:g}s"
+                    )
+                    self.sleep(delay)
+                    self._waited += delay
+                    delay = min(delay * 2, _LONGEST_WAIT_S)
+                    continue
+                raise PublishError(_refusal(what, exc.status_code, code, self._waited)) from None
+            except ServiceRequestError as exc:
+                raise PublishError(
+                    f"{what}: cannot reach the payload account ({_first_line(exc)}): its public endpoint must admit "
+                    "this machine (gb300:storage.nodePayload.uploadSourceRanges)"
+                ) from None
+
+    def _current(self, name: str) -> Manifest | None:
+        """The manifest the container holds for ``name`` now, or None."""
+        from azure.core.exceptions import ResourceNotFoundError  # noqa: PLC0415
+
+        blob = self.client.get_blob_client(manifest.manifest_blob(name))
+        try:
+            data = self._call(f"read {manifest.manifest_blob(name)}", lambda: blob.download_blob().readall())
+        except ResourceNotFoundError:
+            return None
+        try:
+            return Manifest.from_bytes(bytes(data))
+        except (ValueError, KeyError, TypeError):
+            return None  # not ours, or a format this version does not write: replaced, with a serial from the clock
+
+    def _put(self, blob_name: str, data: bytes, content_type: str) -> None:
+        from azure.storage.blob import ContentSettings  # noqa: PLC0415
+
+        blob = self.client.get_blob_client(blob_name)
+        settings = ContentSettings(content_type=content_type)
+        self._call(f"upload {blob_name}", lambda: blob.upload_blob(data, overwrite=True, content_settings=settings))
+
+    def publish(self, cluster: str, payload: Rendered, key: Any) -> Manifest:
+        """Upload ``payload``'s archive, then its new manifest and signature; an unchanged one is left as is."""
+        current = self._current(payload.name)
+        if current is not None and current.sha256 == payload.sha256 and current.cluster == cluster:
+            self._say(f"{payload.name}: unchanged (serial {current.serial}, sha256 {payload.sha256[:12]})")
+            return current
+        self._put(manifest.archive_blob(payload.sha256), payload.archive, "application/gzip")
+        serial = max(int(self.clock() * 1000), (current.serial + 1) if current else 0)
+        new = Manifest(cluster, payload.name, payload.sha256, len(payload.archive), serial)
+        data = new.to_bytes()
+        self._put(manifest.manifest_blob(payload.name), data, "application/json")
+        self._put(manifest.signature_blob(payload.name), key.sign(data), "application/octet-stream")
+        self._say(f"{payload.name}: published {new.archive} ({new.size} bytes), manifest serial {serial}, signed")
+        return new
+
+
+def _refusal(what: str, status: int | None, code: str, waited: float) -> str:
+    if status == 403 and code == PERMISSION_MISMATCH:
+        return (
+            f"{what}: refused (403 {code}) after waiting {waited:g}s for the deployer's role: the identity running "
+            "this needs Storage Blob Data Contributor on the payload container (the program grants it unless "
+            "gb300:storage.nodePayload.deployerPrincipalType is 'none'; with 'User' for a service principal Azure "
+            "refuses the grant)"
+        )
+    if status == 403:
+        return (
+            f"{what}: refused (403 {code or 'Forbidden'}): the account takes Entra ID only and its public endpoint "
+            "admits the addresses of gb300:storage.nodePayload.uploadSourceRanges (when set)"
+        )
+    return f"{what}: the Blob service answered HTTP {status} {code}".rstrip()
+
+
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def container_client(account_url: str, container: str, credential: Any, **client_kwargs: Any) -> Any:
+    """azure-storage-blob's client of ``container``, authenticated with ``credential`` (bearer tokens only)."""
+    from azure.storage.blob import ContainerClient  # noqa: PLC0415 - the Azure SDK loads only to publish
+
+    return ContainerClient(account_url, container, credential=credential, **client_kwargs)

@@ -1,0 +1,185 @@
+"""Stand-ins for the Azure endpoints the payload delivery meets, behaving as Azure does, over HTTPS on one port.
+
+Run as ``python -m tests.support.fake_azure --state DIR --cert PEM --key PEM --payload-host HOST`` inside a network
+namespace whose /etc/hosts sends the hosts below to 127.0.0.1; each request is dispatched by its Host header:
+
+* the CI's ID token endpoint (``token.actions.githubusercontent.com``, as GitHub's): ``GET /id-token`` with the
+  request token as bearer answers ``{"value": <ID token>}``;
+* Entra ID (``login.microsoftonline.com``): ``POST /<tenant>/oauth2/v2.0/token`` with that ID token as
+  ``client_assertion`` answers an access token for the scope asked; any other assertion is refused (400
+  ``invalid_client``);
+* the payload account's Blob service: Shared Key is refused (403 ``KeyBasedAuthenticationNotPermitted``, what an
+  account with ``allowSharedKeyAccess: false`` answers), no credential is 401, a bearer token Entra did not issue is
+  401 ``InvalidAuthenticationInfo``; the first ``--deny-first`` requests with a good token answer 403
+  ``AuthorizationPermissionMismatch`` (a role assignment not yet propagated). Put Blob stores, Get Blob serves
+  (206 for a range), with ``x-ms-error-code`` and Azure's XML error body otherwise.
+
+Stored blobs land under ``DIR/blobs/<container>/<blob>``; every request is appended to ``DIR/requests.jsonl``
+(method, host, path, the kind of credential).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+ID_TOKEN_HOST = "token.actions.githubusercontent.com"  # noqa: S105 - a host name
+ENTRA_HOST = "login.microsoftonline.com"
+REQUEST_TOKEN = "gh-request-token"  # noqa: S105 - the stand-in's fixed CI request token
+ID_TOKEN = "gh-id-token-for-azure"  # noqa: S105
+
+
+class State:
+    def __init__(self, root: Path, payload_host: str, deny_first: int, accept: tuple[str, ...] = ()) -> None:
+        self.root = root
+        self.payload_host = payload_host
+        self.deny_left = deny_first
+        self.issued: set[str] = set(accept)  # tokens Entra issued (and any the node's IMDS stand-in hands out)
+        self.lock = threading.Lock()
+
+    def log(self, entry: dict[str, str]) -> None:
+        with self.lock, (self.root / "requests.jsonl").open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry) + "\n")
+
+
+def _error_xml(code: str) -> bytes:
+    return f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code><Message>{code}</Message></Error>'.encode()
+
+
+class Handler(BaseHTTPRequestHandler):
+    state: State
+    protocol_version = "HTTP/1.1"
+
+    def _send(self, code: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
+        self.send_response(code)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _storage_error(self, code: int, error: str) -> None:
+        self._send(code, _error_xml(error), {"x-ms-error-code": error, "Content-Type": "application/xml"})
+
+    def _body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def _auth_kind(self) -> str:
+        auth = self.headers.get("Authorization", "")
+        return auth.split(" ", 1)[0] if auth else "none"
+
+    def _dispatch(self) -> None:
+        host = self.headers.get("Host", "").split(":")[0]
+        url = urlsplit(self.path)
+        body = self._body() if self.command in ("PUT", "POST") else b""
+        self.state.log({"method": self.command, "host": host, "path": url.path, "auth": self._auth_kind()})
+        if host == ID_TOKEN_HOST:
+            self._id_token(url)
+        elif host == ENTRA_HOST:
+            self._entra(url, body)
+        elif host == self.state.payload_host:
+            self._blob(url, body)
+        else:
+            self._send(404, b"no stand-in for this host")
+
+    do_GET = do_PUT = do_POST = do_HEAD = _dispatch  # noqa: N815 - http.server's method names
+
+    def _id_token(self, url: object) -> None:
+        if self.headers.get("Authorization") != f"Bearer {REQUEST_TOKEN}":
+            self._send(401, b"{}")
+            return
+        self._send(200, json.dumps({"value": ID_TOKEN}).encode(), {"Content-Type": "application/json"})
+
+    def _entra(self, url: object, body: bytes) -> None:
+        form = parse_qs(body.decode())
+        path = urlsplit(self.path).path
+        if not path.endswith("/oauth2/v2.0/token"):
+            self._send(404, b"{}")
+            return
+        if form.get("client_assertion", [""])[0] != ID_TOKEN:
+            answer = {"error": "invalid_client", "error_description": "AADSTS700024: assertion is not valid"}
+            self._send(400, json.dumps(answer).encode(), {"Content-Type": "application/json"})
+            return
+        token = "entra-" + secrets.token_hex(8)
+        with self.state.lock:
+            self.state.issued.add(token)
+        answer = {"token_type": "Bearer", "expires_in": 3600, "ext_expires_in": 3600, "access_token": token}
+        self._send(200, json.dumps(answer).encode(), {"Content-Type": "application/json"})
+
+    def _blob(self, url: object, body: bytes) -> None:  # noqa: PLR0911 - one answer per case Azure has
+        auth = self.headers.get("Authorization", "")
+        if auth.startswith("SharedKey "):
+            self._storage_error(403, "KeyBasedAuthenticationNotPermitted")
+            return
+        if not auth.startswith("Bearer "):
+            self._storage_error(401, "NoAuthenticationInformation")
+            return
+        if auth.removeprefix("Bearer ") not in self.state.issued:
+            self._storage_error(401, "InvalidAuthenticationInfo")
+            return
+        with self.state.lock:
+            if self.state.deny_left > 0:
+                self.state.deny_left -= 1
+                deny = True
+            else:
+                deny = False
+        if deny:
+            self._storage_error(403, "AuthorizationPermissionMismatch")
+            return
+        path = urlsplit(self.path).path.lstrip("/")
+        if "/" not in path or ".." in path.split("/"):
+            self._storage_error(400, "InvalidUri")
+            return
+        target = self.state.root / "blobs" / path
+        headers = {"ETag": '"0x1"', "Last-Modified": "Tue, 01 Dec 2026 00:00:00 GMT", "x-ms-version": "2025-01-05"}
+        if self.command == "PUT":
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(body)
+            self._send(201, b"", {**headers, "x-ms-request-server-encrypted": "true"})
+            return
+        if not target.is_file():
+            self._storage_error(404, "BlobNotFound")
+            return
+        data = target.read_bytes()
+        headers |= {"x-ms-blob-type": "BlockBlob", "Content-Type": "application/octet-stream", "Accept-Ranges": "bytes"}
+        wanted = self.headers.get("x-ms-range") or self.headers.get("Range")
+        if wanted and data:
+            start, _, end = wanted.removeprefix("bytes=").partition("-")
+            first, last = int(start), min(int(end or len(data) - 1), len(data) - 1)
+            headers["Content-Range"] = f"bytes {first}-{last}/{len(data)}"
+            self._send(206, data[first : last + 1], headers)
+            return
+        self._send(200, data, headers)
+
+    def log_message(self, *args: object) -> None:
+        return
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--state", type=Path, required=True)
+    parser.add_argument("--cert", required=True)
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--payload-host", required=True)
+    parser.add_argument("--deny-first", type=int, default=0)
+    parser.add_argument("--port", type=int, default=443)
+    parser.add_argument("--accept-token", action="append", default=[], help="a bearer token taken as Entra's")
+    args = parser.parse_args()
+    Handler.state = State(args.state, args.payload_host, args.deny_first, tuple(args.accept_token))
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(args.cert, args.key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    (args.state / "ready").write_text("ready\n")
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
