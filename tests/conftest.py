@@ -19,6 +19,7 @@ pulumi.runtime.set_mocks(AzureMocks(), project="gb300", stack="test", preview=Tr
 from gb300 import config, paths  # noqa: E402 - must follow set_mocks
 from gb300.plan import PlanResult, run_plan  # noqa: E402
 from tests.support import signing  # noqa: E402
+from tests.support.tie import tie_lustre  # noqa: E402
 
 REPO = paths.REPO_ROOT
 
@@ -72,3 +73,18 @@ def write_stack(tmp_path: Path):  # type: ignore[no-untyped-def]
         return path
 
     return _write
+
+
+# --- A stack that ties Lustre to Blob (opt-in: gb300:storage.lustre.blobIntegration.enabled defaults to false) ---
+
+
+@pytest.fixture(scope="session")
+def tied_raw(reference_raw: dict[str, Any]) -> dict[str, Any]:
+    """The reference stack with Lustre tied to Blob (the stack opts in)."""
+    return tie_lustre(reference_raw)
+
+
+@pytest.fixture(scope="session")
+def tied_plan(tied_raw: dict[str, Any]) -> PlanResult:
+    """The tied reference stack planned once per session."""
+    return run_plan("reference", copy.deepcopy(tied_raw))

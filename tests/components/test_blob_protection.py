@@ -101,12 +101,20 @@ def test_no_lifecycle_policy_without_versioning(reference_raw: dict[str, Any]) -
     assert not [r for r in register("reference", raw) if r.type == POLICY]
 
 
-def test_reference_containers_are_protected(reference_plan: PlanResult) -> None:
-    """Every data container is protected and retained, and is created only once soft delete is on (the node
-    payload container holds only payloads the program makes again)."""
-    (service,) = [r for r in reference_plan.resources if r.type == SERVICE and _data(r)]
-    containers = [r for r in reference_plan.resources if r.type == CONTAINER and "NodePayloads" not in (r.parent or "")]
-    assert {c.inputs["containerName"] for c in containers} == {"datasets", "checkpoints"}
+@pytest.mark.parametrize(
+    ("tied", "names"),
+    [(False, {"datasets", "checkpoints"}), (True, {"datasets", "checkpoints", "lustre-logging"})],
+)
+def test_reference_containers_are_protected(
+    reference_plan: PlanResult, tied_plan: PlanResult, *, tied: bool, names: set[str]
+) -> None:
+    """Every data container (and, on a stack tying Lustre to Blob, Lustre's logging container) is protected and
+    retained, and is created only once soft delete is on (the node payload container holds only payloads the program
+    makes again)."""
+    plan = tied_plan if tied else reference_plan
+    (service,) = [r for r in plan.resources if r.type == SERVICE and _data(r)]
+    containers = [r for r in plan.resources if r.type == CONTAINER and "NodePayloads" not in (r.parent or "")]
+    assert {c.inputs["containerName"] for c in containers} == names
     for c in containers:
         assert (c.protect, c.retain_on_delete) == (True, True), c.name
         assert "containerName" in c.replace_on_changes

@@ -1,6 +1,7 @@
-"""Lustre tied to Blob: a new stack's filesystem imports datasets from a prefix of the checkpoints container and
-exports checkpoints to it continuously, with the roles and the private path Azure documents; the tie is fixed at
-creation, so changing it on a deployed filesystem is a storage-data-loss error; the export's reads count in sizing."""
+"""Lustre tied to Blob, on a stack that opts in (the tie is off by default: Azure's blob integration needs account
+keys, which gb300 keeps off): the filesystem imports datasets from a prefix of the checkpoints container and exports
+checkpoints to it continuously, with the roles and the private path Azure documents; the tie is fixed at creation,
+so changing it on a deployed filesystem is a storage-data-loss error; the export's reads count in sizing."""
 
 from __future__ import annotations
 
@@ -32,42 +33,61 @@ def _container(plan: PlanResult, name: str) -> ResourceRecord:
     return next(r for r in _of(plan, CONTAINER) if r.inputs["containerName"] == name)
 
 
-def _tie(reference_plan: PlanResult) -> dict[str, Any]:
-    return reference_plan.config.storage.lustre.blob_integration.model_dump(by_alias=True)  # type: ignore[union-attr]
+def _tie(tied_plan: PlanResult) -> dict[str, Any]:
+    return tied_plan.config.storage.lustre.blob_integration.model_dump(by_alias=True)  # type: ignore[union-attr]
 
 
-def test_filesystem_imports_from_and_logs_to_the_accounts_containers(reference_plan: PlanResult) -> None:
-    """hsm.settings name the checkpoints container, a logging container of its own and the datasets prefix."""
+def test_the_reference_stack_does_not_tie(reference_plan: PlanResult, tied_plan: PlanResult) -> None:
+    """Without an opt-in the filesystem has no hsm settings, no auto-export job, no logging container and no grant to
+    the Lustre service, and the account keeps shared keys off; the same stack opting in gets all of them."""
     (fs,) = _of(reference_plan, AMLFS)
-    tie = _tie(reference_plan)
+    (account,) = _of(reference_plan, ACCOUNT)
+    assert "hsm" not in fs.inputs
+    assert not _of(reference_plan, EXPORT)
+    assert "lustre-logging" not in {c.inputs["containerName"] for c in _of(reference_plan, CONTAINER)}
+    assert _tie(tied_plan)["servicePrincipalId"] not in {
+        a.inputs["principalId"] for a in _of(reference_plan, ASSIGNMENT)
+    }
+    assert account.inputs["allowSharedKeyAccess"] is False
+    (tied_fs,) = _of(tied_plan, AMLFS)
+    (tied_account,) = _of(tied_plan, ACCOUNT)
+    assert "hsm" in tied_fs.inputs
+    assert len(_of(tied_plan, EXPORT)) == 1
+    assert tied_account.inputs["allowSharedKeyAccess"] is True
+
+
+def test_filesystem_imports_from_and_logs_to_the_accounts_containers(tied_plan: PlanResult) -> None:
+    """hsm.settings name the checkpoints container, a logging container of its own and the datasets prefix."""
+    (fs,) = _of(tied_plan, AMLFS)
+    tie = _tie(tied_plan)
     assert fs.inputs["hsm"] == {
         "settings": {
-            "container": _container(reference_plan, tie["container"]).id,
-            "loggingContainer": _container(reference_plan, tie["loggingContainer"]).id,
+            "container": _container(tied_plan, tie["container"]).id,
+            "loggingContainer": _container(tied_plan, tie["loggingContainer"]).id,
             "importPrefix": tie["importPrefix"],
         }
     }
     assert tie["loggingContainer"] != tie["container"]
 
 
-def test_checkpoints_are_exported_continuously(reference_plan: PlanResult) -> None:
+def test_checkpoints_are_exported_continuously(tied_plan: PlanResult) -> None:
     """One enabled auto-export job on the filesystem exports everything written under the export prefix."""
-    (fs,) = _of(reference_plan, AMLFS)
-    (job,) = _of(reference_plan, EXPORT)
+    (fs,) = _of(tied_plan, AMLFS)
+    (job,) = _of(tied_plan, EXPORT)
     assert job.inputs["amlFilesystemName"] == fs.inputs["amlFilesystemName"]
     assert job.inputs["resourceGroupName"] == fs.inputs["resourceGroupName"]
-    assert job.inputs["autoExportPrefixes"] == [_tie(reference_plan)["exportPrefix"]]
+    assert job.inputs["autoExportPrefixes"] == [_tie(tied_plan)["exportPrefix"]]
     assert job.inputs["adminStatus"] == "Enable"
     assert fs.urn in job.dependencies
 
 
-def test_lustre_service_gets_azures_two_roles_on_the_account_first(reference_plan: PlanResult) -> None:
+def test_lustre_service_gets_azures_two_roles_on_the_account_first(tied_plan: PlanResult) -> None:
     """The HPC Cache Resource Provider holds Storage Account Contributor and Storage Blob Data Contributor on the
     account, and the filesystem is created after both (Azure fails the creation otherwise)."""
-    (fs,) = _of(reference_plan, AMLFS)
-    (account,) = _of(reference_plan, ACCOUNT)
-    principal = _tie(reference_plan)["servicePrincipalId"]
-    grants = [a for a in _of(reference_plan, ASSIGNMENT) if a.inputs["principalId"] == principal]
+    (fs,) = _of(tied_plan, AMLFS)
+    (account,) = _of(tied_plan, ACCOUNT)
+    principal = _tie(tied_plan)["servicePrincipalId"]
+    grants = [a for a in _of(tied_plan, ASSIGNMENT) if a.inputs["principalId"] == principal]
     assert sorted(roles.name_of(a.inputs["roleDefinitionId"]) or "" for a in grants) == [
         "Storage Account Contributor",
         "Storage Blob Data Contributor",
@@ -78,31 +98,29 @@ def test_lustre_service_gets_azures_two_roles_on_the_account_first(reference_pla
         assert grant.urn in fs.dependencies
 
 
-def test_lustre_reaches_the_locked_down_account_privately(reference_plan: PlanResult) -> None:
+def test_lustre_reaches_the_locked_down_account_privately(tied_plan: PlanResult) -> None:
     """The account stays closed to the Internet; the filesystem waits for the blob private endpoint and its DNS
     record, in a private zone linked to the VNet the storage subnet is in, so its name resolves to the endpoint."""
-    (fs,) = _of(reference_plan, AMLFS)
-    (account,) = _of(reference_plan, ACCOUNT)
+    (fs,) = _of(tied_plan, AMLFS)
+    (account,) = _of(tied_plan, ACCOUNT)
     assert account.inputs["publicNetworkAccess"] == "Disabled"
     endpoint = next(
         r
-        for r in _of(reference_plan, "azure-native:network:PrivateEndpoint")
+        for r in _of(tied_plan, "azure-native:network:PrivateEndpoint")
         if r.inputs["privateLinkServiceConnections"][0]["groupIds"] == ["blob"]
     )
     group = next(
-        r for r in _of(reference_plan, "azure-native:network:PrivateDnsZoneGroup") if endpoint.urn in r.dependencies
+        r for r in _of(tied_plan, "azure-native:network:PrivateDnsZoneGroup") if endpoint.urn in r.dependencies
     )
     assert {endpoint.urn, group.urn} <= set(fs.dependencies)
     zone = next(
         r
-        for r in _of(reference_plan, "azure-native:privatedns:PrivateZone")
+        for r in _of(tied_plan, "azure-native:privatedns:PrivateZone")
         if r.inputs["privateZoneName"] == "privatelink.blob.core.windows.net"
     )
-    link = next(
-        r for r in _of(reference_plan, "azure-native:privatedns:VirtualNetworkLink") if zone.urn in r.dependencies
-    )
+    link = next(r for r in _of(tied_plan, "azure-native:privatedns:VirtualNetworkLink") if zone.urn in r.dependencies)
     storage_subnet = next(
-        r for r in _of(reference_plan, "azure-native:network:Subnet") if r.inputs["subnetName"] == "storage"
+        r for r in _of(tied_plan, "azure-native:network:Subnet") if r.inputs["subnetName"] == "storage"
     )
     assert fs.inputs["filesystemSubnet"] == storage_subnet.id
     assert storage_subnet.id.startswith(link.inputs["virtualNetwork"]["id"] + "/subnets/")
@@ -127,35 +145,39 @@ def _deployed(plan: PlanResult, **inputs: Any) -> list[DeployedResource]:
     ],
 )
 def test_changing_the_tie_of_a_deployed_filesystem_is_an_error(
-    reference_plan: PlanResult, deployed_hsm: Any, words: str
+    tied_plan: PlanResult, deployed_hsm: Any, words: str
 ) -> None:
     """A deployed filesystem keeps its tie: adding or changing it would replace it, an error naming the migration."""
-    (finding,) = data_loss(reference_plan.resources, _deployed(reference_plan, hsm=deployed_hsm), [])
+    (finding,) = data_loss(tied_plan.resources, _deployed(tied_plan, hsm=deployed_hsm), [])
     assert finding.level == Level.ERROR
     assert words in finding.message
     assert "docs/storage.md#tying-a-deployed-filesystem-to-blob" in finding.message
 
 
-def test_state_with_an_untied_filesystem_fails_the_plan(tmp_path: Path, reference_plan: PlanResult) -> None:
-    """gb300 plan --state against a filesystem deployed without the tie exits 1 with storage-data-loss."""
+def test_state_with_an_untied_filesystem_fails_the_plan(
+    tmp_path: Path, write_stack: Any, tied_raw: dict[str, Any], tied_plan: PlanResult
+) -> None:
+    """gb300 plan --state of a tied stack against its filesystem deployed without the tie exits 1 with
+    storage-data-loss."""
     resources = [
         {"urn": r.urn, "type": r.type, "id": r.id, "inputs": {k: v for k, v in r.inputs.items() if k != "hsm"}}
-        for r in reference_plan.resources
+        for r in tied_plan.resources
     ]
     state = tmp_path / "state.json"
     state.write_text(json.dumps({"version": 3, "deployment": {"manifest": {}, "resources": resources}}))
     out = tmp_path / "plan.json"
-    assert cli.main(["plan", "--stack", "reference", "--state", str(state), "--json", str(out), "--quiet"]) == 1
+    stack = write_stack(tied_raw, name="reference")
+    assert cli.main(["plan", "--stack-file", str(stack), "--state", str(state), "--json", str(out), "--quiet"]) == 1
     errors = [f for f in json.loads(out.read_text())["findings"] if f["level"] == "error"]
     assert {f["rule"] for f in errors} == {"storage-data-loss"}
     assert "not tied to Blob" in errors[0]["message"]
 
 
 @pytest.mark.parametrize(("tied", "warned"), [(True, True), (False, False)])
-def test_sizing_counts_the_exports_reads(reference_raw: dict[str, Any], *, tied: bool, warned: bool) -> None:
+def test_sizing_counts_the_exports_reads(tied_raw: dict[str, Any], *, tied: bool, warned: bool) -> None:
     """112 TiB of the 500 tier (56 GB/s) writes 16 TB in 5 minutes (53.3 GB/s) but not while the export reads the
     previous checkpoint over the 30-minute interval (8.9 GB/s more): tied, lustre-checkpoint-throughput warns."""
-    raw = copy.deepcopy(reference_raw)
+    raw = copy.deepcopy(tied_raw)
     raw["storage"]["lustre"]["capacityTiB"] = 112
     raw["storage"]["lustre"]["blobIntegration"]["enabled"] = tied
     found = [f for f in run_plan("reference", raw).findings if f.rule == "lustre-checkpoint-throughput"]

@@ -20,10 +20,11 @@ from gb300.plan.runner import register
 from gb300.plan.state import parse_state
 from gb300.rules.data_loss import DeployedResource, data_loss
 from tests.support import signing
+from tests.support.tie import TIE_PRINCIPAL
 
 AMLFS = "azure-native:storagecache:AmlFilesystem"
 ACCOUNT = "azure-native:storage:StorageAccount"
-TIE = {"servicePrincipalId": "3c5e9a51-7d2f-4e18-9b0a-2f6d8c41e7a3"}
+TIE = {"enabled": True, "servicePrincipalId": TIE_PRINCIPAL}
 
 
 def _is_data_account(r: ResourceRecord) -> bool:
@@ -87,13 +88,13 @@ def test_allow_replace_lifts_the_guards_of_one_store_only(dev_raw: dict[str, Any
     assert (records[AMLFS].protect, records[AMLFS].retain_on_delete) == (True, True)
 
 
-def test_storage_account_is_private_and_keyless(reference_plan: PlanResult, dev_plan: PlanResult) -> None:
-    """The account has a flat namespace, no public or anonymous access, TLS 1.2 and HTTPS only; shared keys are off
-    unless Lustre is tied to it (the reference stack), as Azure's blob integration requires."""
+def test_storage_account_is_private_and_keyless(reference_plan: PlanResult, tied_plan: PlanResult) -> None:
+    """The account has a flat namespace, no public or anonymous access, TLS 1.2 and HTTPS only, and no shared keys;
+    only a stack that ties Lustre to it turns shared keys on, as Azure's blob integration requires."""
     inputs = _one(reference_plan, ACCOUNT).inputs
-    assert _one(dev_plan, ACCOUNT).inputs["allowSharedKeyAccess"] is False
-    assert inputs["allowSharedKeyAccess"] is True
-    assert inputs["defaultToOAuthAuthentication"] is True  # the nodes and the portal still sign in with Entra ID
+    assert inputs["allowSharedKeyAccess"] is False
+    assert _one(tied_plan, ACCOUNT).inputs["allowSharedKeyAccess"] is True
+    assert inputs["defaultToOAuthAuthentication"] is True  # the nodes and the portal sign in with Entra ID
     assert inputs["isHnsEnabled"] is False  # a flat namespace, so blob versioning is on (test_blob_protection)
     assert inputs["allowBlobPublicAccess"] is False
     assert inputs["minimumTlsVersion"] == "TLS1_2"
@@ -105,14 +106,32 @@ def test_storage_account_is_private_and_keyless(reference_plan: PlanResult, dev_
     assert inputs["accountName"].isalnum()
 
 
-def test_containers_are_private(reference_plan: PlanResult) -> None:
-    """The datasets and checkpoints containers exist in the data account, the node payloads' in the payload
-    account, all with no public access."""
-    data = _one(reference_plan, ACCOUNT)
-    [payload] = [r for r in reference_plan.resources if _is_payload_account(r)]
-    containers = [r for r in reference_plan.resources if r.type == "azure-native:storage:BlobContainer"]
-    names = sorted(c.inputs["containerName"] for c in containers)
-    assert names == ["checkpoints", "datasets", "gb300-node-payload"]
+def test_reference_plan_has_no_account_with_shared_keys(reference_plan: PlanResult) -> None:
+    """Every storage account in the reference plan (the data account and the node payload account) has
+    allowSharedKeyAccess false (not true, not left to Azure's default): without the Lustre opt-in no account takes
+    account keys."""
+    accounts = [r for r in reference_plan.resources if r.type == ACCOUNT]
+    assert accounts
+    assert {a.name: a.inputs.get("allowSharedKeyAccess") for a in accounts} == {a.name: False for a in accounts}
+
+
+@pytest.mark.parametrize(
+    ("tied", "names"),
+    [
+        (False, ["checkpoints", "datasets", "gb300-node-payload"]),
+        (True, ["checkpoints", "datasets", "gb300-node-payload", "lustre-logging"]),
+    ],
+)
+def test_containers_are_private(
+    reference_plan: PlanResult, tied_plan: PlanResult, *, tied: bool, names: list[str]
+) -> None:
+    """The datasets and checkpoints containers (and, on a stack tying Lustre to Blob, Lustre's logging container)
+    exist in the data account, the node payloads' in the payload account, all with no public access."""
+    plan = tied_plan if tied else reference_plan
+    data = _one(plan, ACCOUNT)
+    [payload] = [r for r in plan.resources if _is_payload_account(r)]
+    containers = [r for r in plan.resources if r.type == "azure-native:storage:BlobContainer"]
+    assert sorted(c.inputs["containerName"] for c in containers) == names
     for c in containers:
         account = payload if c.inputs["containerName"] == "gb300-node-payload" else data
         assert c.inputs["publicAccess"] == "None"

@@ -12,12 +12,15 @@ from gb300.errors import ConfigError
 
 LUSTRE = {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 8}
 SP = "3c5e9a51-7d2f-4e18-9b0a-2f6d8c41e7a3"
+OPT_IN = {"enabled": True, "servicePrincipalId": SP}  # a stack tying Lustre to Blob (off by default)
 
 
 def test_defaults(reference_raw: dict[str, Any]) -> None:
-    """Lustre mounts at /lustre with a Sunday 02:00 window; blob has read-only datasets and writable checkpoints."""
+    """Lustre mounts at /lustre with a Sunday 02:00 window, not tied to Blob; blob has read-only datasets and writable
+    checkpoints. A stack that opts in to the tie gets the checkpoints container, datasets imported, checkpoints
+    exported and a logging container of its own."""
     raw = copy.deepcopy(reference_raw)
-    raw["storage"] = {"lustre": {**LUSTRE, "blobIntegration": {"servicePrincipalId": SP}}, "blob": {}}
+    raw["storage"] = {"lustre": LUSTRE, "blob": {}}
     storage = config.parse(raw).storage
     assert storage.lustre is not None
     assert storage.lustre.mount_path == "/lustre"
@@ -31,7 +34,10 @@ def test_defaults(reference_raw: dict[str, Any]) -> None:
         ("checkpoints", "readWrite", None),
     ]
     assert storage.allow_replace == []
-    tie = storage.lustre_tie
+    assert storage.lustre.blob_integration.enabled is False
+    assert storage.lustre_tie is None
+    raw["storage"] = {"lustre": {**LUSTRE, "blobIntegration": OPT_IN}, "blob": {}}
+    tie = config.parse(raw).storage.lustre_tie
     assert tie is not None
     assert (tie.container, tie.import_prefix, tie.export_prefix, tie.logging_container) == (
         "checkpoints",
@@ -87,16 +93,15 @@ def test_checkpoint_budget(reference_raw: dict[str, Any]) -> None:
         ({"blob": {"blockCache": {"memoryMiB": 10}}}, "gb300:storage.blob.blockCache.memoryMiB: must be at least 256"),
         ({"blob": {"cache": {}}}, "gb300:storage.blob.cache: is not a known key"),
         (
-            {"lustre": LUSTRE, "blob": {}},
+            {"lustre": {**LUSTRE, "blobIntegration": {"enabled": True}}, "blob": {}},
             "gb300:storage.lustre.blobIntegration.servicePrincipalId: is required to tie Lustre to Blob",
         ),
         (
-            {"lustre": {**LUSTRE, "blobIntegration": {"servicePrincipalId": SP, "container": "ckpt"}}, "blob": {}},
+            {"lustre": {**LUSTRE, "blobIntegration": {**OPT_IN, "container": "ckpt"}}, "blob": {}},
             "gb300:storage.lustre.blobIntegration.container: must be one of gb300:storage.blob.containers",
         ),
         (
-            {"lustre": {**LUSTRE, "blobIntegration": {"servicePrincipalId": SP, "loggingContainer": "datasets"}},
-             "blob": {}},
+            {"lustre": {**LUSTRE, "blobIntegration": {**OPT_IN, "loggingContainer": "datasets"}}, "blob": {}},
             "gb300:storage.lustre.blobIntegration.loggingContainer: must differ from the data",
         ),
         (
@@ -120,9 +125,12 @@ def test_storage_config_errors(reference_raw: dict[str, Any], storage: dict[str,
 
 
 def test_the_tie_is_off_without_blob_or_when_disabled(reference_raw: dict[str, Any]) -> None:
-    """Lustre without gb300:storage.blob, or with blobIntegration.enabled: false, is not tied (no id needed)."""
+    """Lustre without gb300:storage.blob, with blobIntegration.enabled: false, or with tie settings but no opt-in, is
+    not tied (no id needed)."""
     raw = copy.deepcopy(reference_raw)
-    raw["storage"] = {"lustre": LUSTRE}
+    raw["storage"] = {"lustre": {**LUSTRE, "blobIntegration": {"enabled": True}}}
+    assert config.parse(raw).storage.lustre_tie is None
+    raw["storage"] = {"lustre": {**LUSTRE, "blobIntegration": {"servicePrincipalId": SP}}, "blob": {}}
     assert config.parse(raw).storage.lustre_tie is None
     raw["storage"] = {"lustre": {**LUSTRE, "blobIntegration": {"enabled": False}}, "blob": {}}
     assert config.parse(raw).storage.lustre_tie is None

@@ -126,9 +126,19 @@ def test_every_rule_is_a_policy_of_the_pack() -> None:
 
 
 def test_reference_stack_passes_the_pack(reference_plan: PlanResult) -> None:
-    """On the reference stack's resources the pack reports no mandatory violation, only the quota note and the note
-    that the account Lustre is tied to allows account keys (Azure's blob integration requires it)."""
+    """On the reference stack's resources the pack reports no mandatory violation and only the quota note (no account
+    allows account keys, so there is nothing to explain about them)."""
     mandatory, advisory = _pack_verdict(reference_plan.resources, PolicySettings())
+    assert mandatory == []
+    assert [a[0] for a in advisory] == [policy_pack.ADVISORIES]
+    assert "quota not checked" in advisory[0][2]
+    assert not [a for a in advisory if "allowSharedKeyAccess" in a[2]]
+
+
+def test_tied_stack_passes_the_pack_with_a_note(tied_plan: PlanResult) -> None:
+    """A stack tying Lustre to Blob passes too; the pack notes that the tied account allows account keys (Azure's
+    blob integration requires it) beside the quota note."""
+    mandatory, advisory = _pack_verdict(tied_plan.resources, PolicySettings())
     assert mandatory == []
     assert [a[0] for a in advisory] == [policy_pack.ADVISORIES] * 2
     notes = sorted(a[2] for a in advisory)
