@@ -34,11 +34,7 @@ def _blob(*mounts: str | None, **extra: Any) -> dict[str, Any]:
     return {"blob": {"containers": [{"name": names[i], "mountPath": m} for i, m in enumerate(mounts)], **extra}}
 
 
-LUSTRE = {
-    "sku": "AMLFS-Durable-Premium-500",
-    "capacityTiB": 16,
-    "blobIntegration": {"servicePrincipalId": "3c5e9a51-7d2f-4e18-9b0a-2f6d8c41e7a3"},
-}
+LUSTRE = {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 16}  # not tied to Blob (the tie is opt-in)
 
 BAD = [
     pytest.param(
