@@ -17,6 +17,7 @@ from gb300.facts import roles, sizing
 from gb300.findings import Level
 from gb300.plan import PlanResult, ResourceRecord, run_plan
 from gb300.rules.data_loss import DeployedResource, data_loss
+from gb300.tags import STORAGE_PURPOSE, STORAGE_PURPOSE_DATA
 
 AMLFS = "azure-native:storagecache:AmlFilesystem"
 EXPORT = "azure-native:storagecache:AutoExportJob"
@@ -27,6 +28,14 @@ ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 
 def _of(plan: PlanResult, typ: str) -> list[ResourceRecord]:
     return [r for r in plan.resources if r.type == typ]
+
+
+def _data_account(plan: PlanResult) -> ResourceRecord:
+    """The cluster's data account (the node payloads have an account of their own)."""
+    (account,) = [
+        r for r in _of(plan, ACCOUNT) if (r.inputs.get("tags") or {}).get(STORAGE_PURPOSE) == STORAGE_PURPOSE_DATA
+    ]
+    return account
 
 
 def _container(plan: PlanResult, name: str) -> ResourceRecord:
@@ -41,7 +50,7 @@ def test_the_reference_stack_does_not_tie(reference_plan: PlanResult, tied_plan:
     """Without an opt-in the filesystem has no hsm settings, no auto-export job, no logging container and no grant to
     the Lustre service, and the account keeps shared keys off; the same stack opting in gets all of them."""
     (fs,) = _of(reference_plan, AMLFS)
-    (account,) = _of(reference_plan, ACCOUNT)
+    account = _data_account(reference_plan)
     assert "hsm" not in fs.inputs
     assert not _of(reference_plan, EXPORT)
     assert "lustre-logging" not in {c.inputs["containerName"] for c in _of(reference_plan, CONTAINER)}
@@ -50,7 +59,7 @@ def test_the_reference_stack_does_not_tie(reference_plan: PlanResult, tied_plan:
     }
     assert account.inputs["allowSharedKeyAccess"] is False
     (tied_fs,) = _of(tied_plan, AMLFS)
-    (tied_account,) = _of(tied_plan, ACCOUNT)
+    tied_account = _data_account(tied_plan)
     assert "hsm" in tied_fs.inputs
     assert len(_of(tied_plan, EXPORT)) == 1
     assert tied_account.inputs["allowSharedKeyAccess"] is True
@@ -85,7 +94,7 @@ def test_lustre_service_gets_azures_two_roles_on_the_account_first(tied_plan: Pl
     """The HPC Cache Resource Provider holds Storage Account Contributor and Storage Blob Data Contributor on the
     account, and the filesystem is created after both (Azure fails the creation otherwise)."""
     (fs,) = _of(tied_plan, AMLFS)
-    (account,) = _of(tied_plan, ACCOUNT)
+    account = _data_account(tied_plan)
     principal = _tie(tied_plan)["servicePrincipalId"]
     grants = [a for a in _of(tied_plan, ASSIGNMENT) if a.inputs["principalId"] == principal]
     assert sorted(roles.name_of(a.inputs["roleDefinitionId"]) or "" for a in grants) == [
@@ -102,22 +111,21 @@ def test_lustre_reaches_the_locked_down_account_privately(tied_plan: PlanResult)
     """The account stays closed to the Internet; the filesystem waits for the blob private endpoint and its DNS
     record, in a private zone linked to the VNet the storage subnet is in, so its name resolves to the endpoint."""
     (fs,) = _of(tied_plan, AMLFS)
-    (account,) = _of(tied_plan, ACCOUNT)
+    account = _data_account(tied_plan)
     assert account.inputs["publicNetworkAccess"] == "Disabled"
-    endpoint = next(
+    (endpoint,) = [
         r
         for r in _of(tied_plan, "azure-native:network:PrivateEndpoint")
         if r.inputs["privateLinkServiceConnections"][0]["groupIds"] == ["blob"]
-    )
+        and r.inputs["privateLinkServiceConnections"][0]["privateLinkServiceId"] == account.id
+    ]
     group = next(
         r for r in _of(tied_plan, "azure-native:network:PrivateDnsZoneGroup") if endpoint.urn in r.dependencies
     )
     assert {endpoint.urn, group.urn} <= set(fs.dependencies)
-    zone = next(
-        r
-        for r in _of(tied_plan, "azure-native:privatedns:PrivateZone")
-        if r.inputs["privateZoneName"] == "privatelink.blob.core.windows.net"
-    )
+    (config,) = group.inputs["privateDnsZoneConfigs"]
+    zone = next(r for r in _of(tied_plan, "azure-native:privatedns:PrivateZone") if r.id == config["privateDnsZoneId"])
+    assert zone.inputs["privateZoneName"] == "privatelink.blob.core.windows.net"
     link = next(r for r in _of(tied_plan, "azure-native:privatedns:VirtualNetworkLink") if zone.urn in r.dependencies)
     storage_subnet = next(
         r for r in _of(tied_plan, "azure-native:network:Subnet") if r.inputs["subnetName"] == "storage"
