@@ -48,7 +48,8 @@ def _tie(tied_plan: PlanResult) -> dict[str, Any]:
 
 def test_the_reference_stack_does_not_tie(reference_plan: PlanResult, tied_plan: PlanResult) -> None:
     """Without an opt-in the filesystem has no hsm settings, no auto-export job, no logging container and no grant to
-    the Lustre service, and the account keeps shared keys off; the same stack opting in gets all of them."""
+    the Lustre service, and the account keeps shared keys off; the same stack opting in gets them, with shared keys
+    on the data account alone and still no key-signed azure-native storage:Blob."""
     (fs,) = _of(reference_plan, AMLFS)
     account = _data_account(reference_plan)
     assert "hsm" not in fs.inputs
@@ -63,6 +64,10 @@ def test_the_reference_stack_does_not_tie(reference_plan: PlanResult, tied_plan:
     assert "hsm" in tied_fs.inputs
     assert len(_of(tied_plan, EXPORT)) == 1
     assert tied_account.inputs["allowSharedKeyAccess"] is True
+    others = [r for r in _of(tied_plan, ACCOUNT) if r.urn != tied_account.urn]
+    assert others  # the node payload account keeps keys off even on a tied stack
+    assert [r.inputs["allowSharedKeyAccess"] for r in others] == [False] * len(others)
+    assert not [r for r in tied_plan.resources if r.type == "azure-native:storage:Blob"]
 
 
 def test_filesystem_imports_from_and_logs_to_the_accounts_containers(tied_plan: PlanResult) -> None:
