@@ -44,6 +44,7 @@ STANDINS = (
     "nvidia-imex-ctl", "getent", "curl", "chown", "sinfo",
     "modinfo", "uname",
     "gb300-slurm-install",  # the steps' Slurm installer (GB300_SLURM_INSTALL); test_slurm_install.py runs the real one
+    "gb300-enroot-dirs",  # the enroot directory tool (GB300_ENROOT_DIRS); test_enroot_dirs.py runs the real one
 )  # fmt: skip
 
 
@@ -100,6 +101,7 @@ class Sandbox:
             "HOME": str(self.path),
             "LANG": "C.UTF-8",
             "GB300_SLURM_INSTALL": str(self.path / "bin" / "gb300-slurm-install"),
+            "GB300_ENROOT_DIRS": str(self.path / "bin" / "gb300-enroot-dirs"),
         }
         environment.update(env or {})
         return subprocess.run(
