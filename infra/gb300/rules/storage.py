@@ -333,15 +333,19 @@ def _nid_span(nid: str) -> tuple[ipaddress.IPv4Address, ipaddress.IPv4Address] |
 def lustre_root_squash(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
     """Managed Lustre squashes root on every client outside the cluster's GPU and head subnets."""
     del ctx
-    trusted = [
-        ipaddress.IPv4Network(str(s.inputs.get("addressPrefix")), strict=False)
-        for s in inventory.of_type(resources, SUBNET)
-        if s.inputs.get("subnetName") in netplan.LUSTRE_CLIENT_ROLES and text(s.inputs.get("addressPrefix"))
-    ]
+    trusted: list[ipaddress.IPv4Network] = []
+    for s in inventory.of_type(resources, SUBNET):
+        if s.inputs.get("subnetName") in netplan.LUSTRE_CLIENT_ROLES:
+            try:
+                trusted.append(ipaddress.IPv4Network(str(s.inputs.get("addressPrefix")), strict=False))
+            except ValueError:
+                continue  # not an IPv4 prefix (unknown in a preview): trusts nothing
     for fs in inventory.of_type(resources, AML):
         where = f"Lustre filesystem {short(fs)}"
         squash = mapping(fs.inputs.get("rootSquashSettings"))
         mode = text(squash.get("mode"))
+        if mode == UNKNOWN:
+            continue
         if mode is None or mode == "None":
             yield Report(
                 Level.ERROR,
