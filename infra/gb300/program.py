@@ -19,7 +19,7 @@ from gb300.components.head import HeadNode, HeadNodeArgs
 from gb300.components.node_common import NodeCommon
 from gb300.components.node_payload import NodePayloadArgs, NodePayloads, PayloadSpec
 from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
-from gb300.config import StackConfig
+from gb300.config import StackConfig, netplan
 from gb300.errors import ConfigError
 from gb300.facts import catalog, egress
 from gb300.node import custom_data as nodes
@@ -58,19 +58,20 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     deployer_object_id = client.object_id
     storage = cfg.storage
     gpu_vms = sum(p.vms for p in cfg.gpu_pools)
+    subnets = network_component.plan_subnets(
+        cfg.network.address_space,
+        gpu_vms=gpu_vms,
+        bastion=cfg.network.bastion,
+        storage_prefix=storage.lustre.subnet_prefix if storage.lustre is not None else None,
+        gpu_prefix=cfg.network.gpu_subnet_prefix_length,
+    )
     net = Network(
         name,
         NetworkArgs(
             resource_group_name=rg_name,
             location=location,
             address_space=cfg.network.address_space,
-            subnets=network_component.plan_subnets(
-                cfg.network.address_space,
-                gpu_vms=gpu_vms,
-                bastion=cfg.network.bastion,
-                storage_prefix=storage.lustre.subnet_prefix if storage.lustre is not None else None,
-                gpu_prefix=cfg.network.gpu_subnet_prefix_length,
-            ),
+            subnets=subnets,
             ssh_source_ranges=list(cfg.access.ssh_source_ranges),
             nat_gateway=cfg.network.nat_gateway,
             # The GPU nodes and the head egress through the gateway (Lustre's few flows are Azure's own).
@@ -150,6 +151,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
                 zone=cfg.cluster.zone,
                 allow_replace="lustre" in storage.allow_replace,
                 tags=tags,
+                trusted_client_cidrs=tuple(s.prefix for s in subnets if s.role in netplan.LUSTRE_CLIENT_ROLES),
                 checkpoint_parameters=checkpoint.parameters if checkpoint else None,
                 checkpoint_minutes=checkpoint.budget_minutes if checkpoint else None,
                 checkpoint_bytes_per_parameter=checkpoint.bytes_per_parameter if checkpoint else None,

@@ -10,6 +10,7 @@ import pytest
 
 from gb300.azure import inventory
 from gb300.components import Network, NetworkArgs, compute_package
+from gb300.components import secrets as secrets_component
 from gb300.config import netplan
 from gb300.facts import catalog
 from gb300.plan import PlanResult
@@ -176,6 +177,23 @@ def test_munge_key_is_a_secret_read_by_the_node_identity_only(reference_plan: Pl
     assert grants[0].inputs["scope"].startswith(vault.id + "/secrets/")
     assert grants[0].inputs["principalType"] == "ServicePrincipal"
     assert grants[0].inputs["principalId"] != identity.id  # a principal (object) id, not the resource id
+
+
+# azure-native deletes these through the vault's data plane (custom_keyvault.go), not through ARM.
+DATA_PLANE_DELETES = ("azure-native:keyvault:Secret", "azure-native:keyvault:Key")
+
+
+def test_nothing_pulumi_would_delete_through_the_vaults_data_plane(reference_plan: PlanResult) -> None:
+    """The munge key's secret and its vault are retained on delete and not protected: `pulumi destroy` and a
+    replacement never call Key Vault's data plane (closed, and the deploy identity has no data role), and
+    destroy is not stopped by them; every other resource of those types would be deleted that way, so none exists."""
+    secrets = [r for r in reference_plan.resources if r.type in DATA_PLANE_DELETES]
+    assert [r.type for r in secrets] == ["azure-native:keyvault:Secret"]
+    vault = _of(reference_plan, "azure-native:keyvault:Vault")[0]
+    for resource in (*secrets, vault):
+        assert (resource.retain_on_delete, resource.protect) == (True, False), resource.name
+    assert vault.inputs["properties"]["enablePurgeProtection"] is True
+    assert vault.inputs["properties"]["softDeleteRetentionInDays"] == secrets_component.SOFT_DELETE_DAYS
 
 
 def test_nodes_find_the_vault_by_tag_not_custom_data(reference_plan: PlanResult) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from gb300 import cli
 from gb300 import tags as gb300_tags
+from gb300.components.storage import lustre_nid_range
 from gb300.facts import storage_facts
 from gb300.findings import Level
 from gb300.plan import PlanResult, ResourceRecord, mocks
@@ -500,3 +501,51 @@ def test_never_deployed_stack_has_nothing_to_lose() -> None:
     """The export of a stack never deployed (no deployment, or no resources) compares as empty, not as an error."""
     assert parse_state({"version": 3}) == []
     assert parse_state({"version": 3, "deployment": {"manifest": {}}}) == []
+
+
+def _nid_addresses(nid: str) -> tuple[ipaddress.IPv4Address, ipaddress.IPv4Address]:
+    """The first and last address a Lustre NID range (``10.0.[128-143].[0-255]@tcp``) names."""
+    address, lnet = nid.split("@")
+    assert lnet == "tcp"
+    lows, highs = [], []
+    for octet in address.split("."):
+        low, _, high = octet.strip("[]").partition("-")
+        lows.append(low)
+        highs.append(high or low)
+    return ipaddress.IPv4Address(".".join(lows)), ipaddress.IPv4Address(".".join(highs))
+
+
+def test_root_on_any_client_outside_the_cluster_subnets_is_squashed(reference_plan: PlanResult) -> None:
+    """Lustre squashes root (RootOnly, to nobody) on every client except the GPU and head subnets: the trusted
+    NID ranges name exactly those two subnets' addresses, so a peered network or a jump box gets no root."""
+    fs = _one(reference_plan, AMLFS)
+    squash = fs.inputs["rootSquashSettings"]
+    facts = storage_facts.lustre_root_squash()
+    assert (squash["mode"], squash["squashUID"], squash["squashGID"]) == (
+        "RootOnly",
+        facts["squashUid"],
+        facts["squashGid"],
+    )
+    assert squash["squashUID"] != 0
+    trusted = {_nid_addresses(nid) for nid in squash["noSquashNidLists"].split(";")}
+    subnets = {_subnet(reference_plan, name).inputs["addressPrefix"] for name in ("gpu", "head")}
+    assert trusted == {
+        (ipaddress.IPv4Network(cidr).network_address, ipaddress.IPv4Network(cidr).broadcast_address) for cidr in subnets
+    }
+
+
+@pytest.mark.parametrize(
+    ("cidr", "nid"),
+    [
+        ("10.0.0.0/17", "10.0.[0-127].[0-255]@tcp"),
+        ("10.0.128.0/24", "10.0.128.[0-255]@tcp"),
+        ("10.0.129.64/26", "10.0.129.[64-127]@tcp"),
+        ("192.168.7.9/32", "192.168.7.9@tcp"),
+        ("10.0.0.0/8", "10.[0-255].[0-255].[0-255]@tcp"),
+    ],
+)
+def test_a_subnet_becomes_one_nid_range_of_exactly_its_addresses(cidr: str, nid: str) -> None:
+    """Each octet of a CIDR block is one range; a /26 inside an octet keeps only its 64 addresses."""
+    assert lustre_nid_range(cidr, "tcp") == nid
+    net = ipaddress.IPv4Network(cidr)
+    assert _nid_addresses(nid) == (net.network_address, net.broadcast_address)

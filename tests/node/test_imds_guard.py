@@ -3,8 +3,10 @@ metadata service on 169.254.169.254, the exact guard script from each role's cus
 allowed service users through and refuses every other user, at once.
 
 Needs root (or passwordless sudo), ``unshare``, ``setpriv``, ``curl`` and Debian's ``nft``
-(scripts/ensure-test-tools installs it). Without root or sudo the namespace tests skip, saying so; with them, a
-missing tool or a namespace that cannot be created fails the test.
+(scripts/ensure-test-tools installs it). Without root or sudo the namespace tests skip, saying so, except under CI
+(``CI`` set), where they fail; with them, a missing tool or a namespace that cannot be created fails the test.
+The WireServer test does the same for 168.63.129.16 (root everywhere, others DNS only) and shows that a flushed
+ruleset or chain is put back by the next run of the guard, which the timer makes every ``recheck_seconds``.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ def _privileged() -> list[str]:
         and subprocess.run(["sudo", "-n", "true"], capture_output=True, check=False).returncode == 0
     ):
         return ["sudo", "-n"]
+    if os.environ.get("CI"):
+        pytest.fail("CI must run the namespace tests as root (or with passwordless sudo); they never skip there")
     pytest.skip("not root and no passwordless sudo: a network namespace and nftables rules need root")
 
 
@@ -286,9 +290,174 @@ def test_the_rendered_guard_passes_shellcheck(reference_raw: dict[str, Any], tmp
     shellcheck = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
     for name, raw in (("agents", reference_raw), ("none", quiet)):
         cfg = config.parse(copy.deepcopy(raw))
-        [guard, _unit] = imds_guard.files(node_context.build(cfg, node_context.HEAD), ())
+        [guard, *_units] = imds_guard.files(node_context.build(cfg, node_context.HEAD), ())
         target = tmp_path / name
         target.write_text(guard.content)
         result = subprocess.run([shellcheck, str(target)], capture_output=True, text=True, check=False)
         assert result.returncode == 0, result.stdout
     assert "users=()" in target.read_text()
+
+
+WIRESERVER = "168.63.129.16"
+
+# In a fresh network namespace: IMDS and the WireServer on loopback, HTTP servers (as root) on IMDS:80, the
+# WireServer's tcp ports 80, 32526 and 53 and a udp echo on its port 53; the guard; one probe per uid and
+# target; then the ruleset flushed whole, the guard's chain flushed, and the guard run again after each.
+WIRE_DRIVER = textwrap.dedent(
+    """\
+    set -euo pipefail
+    ip link set lo up
+    ip addr add {imds}/32 dev lo
+    ip addr add {wire}/32 dev lo
+    python3 -c '
+    import http.server, socket, socketserver, threading
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
+        def log_message(self, *a): pass
+    class S(socketserver.ThreadingMixIn, http.server.HTTPServer): pass
+    for host, port in (("{imds}", 80), ("{wire}", 80), ("{wire}", 32526), ("{wire}", 53)):
+        threading.Thread(target=S((host, port), H).serve_forever, daemon=True).start()
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); udp.bind(("{wire}", 53))
+    while True:
+        data, peer = udp.recvfrom(512); udp.sendto(data, peer)
+    ' &
+    trap 'kill $!' EXIT
+    for _ in $(seq 100); do curl -s -o /dev/null "http://{wire}:53/" && break; sleep 0.1; done
+    probe() {{
+      for uid in 0 {nobody}; do
+        for target in {imds}:80 {wire}:80 {wire}:32526 {wire}:53; do
+          code=$(setpriv --reuid "$uid" --regid "$uid" --clear-groups \\
+            curl -s -o /dev/null -w '%{{http_code}}' --max-time 5 "http://$target/") || true
+          echo "uid $uid tcp $target: $code"
+        done
+        answer=$(setpriv --reuid "$uid" --regid "$uid" --clear-groups timeout 3 bash -c \
+          'exec 3<>/dev/udp/{wire}/53 && printf q >&3 && read -r -t 2 -n 1 reply <&3 && echo "$reply"' \
+          2>/dev/null) || answer=refused
+        echo "uid $uid udp {wire}:53: $answer"
+      done
+    }}
+    probe
+    echo "-- guarded"
+    GB300_ROOT="$WORK/root" "$WORK/guard"
+    probe
+    echo "-- ruleset flushed"
+    nft flush ruleset
+    probe
+    echo "-- guard after flush"
+    GB300_ROOT="$WORK/root" "$WORK/guard"
+    probe
+    echo "-- chain flushed"
+    nft flush chain inet gb300_imds output
+    GB300_ROOT="$WORK/root" "$WORK/guard"
+    echo "-- guard after chain flush"
+    probe
+    echo "-- unchanged"
+    GB300_ROOT="$WORK/root" "$WORK/guard"
+    echo "-- end"
+    """
+)
+
+
+def _wire_phases(guard: str, work: Path) -> dict[str, list[str]]:
+    prefix = _privileged()
+    _tools()
+    (work / "guard").write_text(guard)
+    (work / "guard").chmod(0o755)
+    work.chmod(0o755)
+    driver = WIRE_DRIVER.format(imds=ADDRESS, wire=WIRESERVER, nobody=NOBODY)
+    proc = subprocess.run(
+        [
+            *prefix,
+            "env",
+            f"WORK={work}",
+            f"PATH={os.environ['PATH']}:/usr/sbin:/sbin",
+            "unshare",
+            "-n",
+            "bash",
+            "-c",
+            driver,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        cwd=work,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"the namespace test could not run (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
+    phases: dict[str, list[str]] = {"open": []}
+    phase = "open"
+    for line in proc.stdout.splitlines():
+        if line.startswith("-- "):
+            phase = line[3:]
+            phases[phase] = []
+        else:
+            phases[phase].append(line)
+    return phases
+
+
+def _answers(uid: int, *, imds: str, wire: str, dns: str) -> list[str]:
+    return [
+        f"uid {uid} tcp {ADDRESS}:80: {imds}",
+        f"uid {uid} tcp {WIRESERVER}:80: {wire}",
+        f"uid {uid} tcp {WIRESERVER}:32526: {wire}",
+        f"uid {uid} tcp {WIRESERVER}:53: {dns}",
+        f"uid {uid} udp {WIRESERVER}:53: {'q' if dns == '200' else 'refused'}",
+    ]
+
+
+def test_the_wireserver_answers_root_and_everyone_only_for_dns_and_a_flush_is_undone(
+    reference_plan: PlanResult, tmp_path: Path
+) -> None:
+    """With the plan's guard, nobody reaches neither IMDS nor the WireServer's agent ports (80, 32526) but still
+    gets DNS (tcp and udp 53); root reaches all. Flushing the whole ruleset or only the guard's chain reopens
+    everything until the guard runs again (as its timer does), which closes it again; an intact table is left."""
+    guard = _custom_data_file(reference_plan, node_context.GPU_NODE, imds_guard.GUARD)
+    phases = _wire_phases(guard, tmp_path)
+    everyone = _answers(0, imds="200", wire="200", dns="200") + _answers(NOBODY, imds="200", wire="200", dns="200")
+    guarded = _answers(0, imds="200", wire="200", dns="200") + _answers(NOBODY, imds="000", wire="000", dns="200")
+    assert phases["open"] == everyone
+    assert [x for x in phases["guarded"] if x.startswith("uid ")] == guarded
+    assert phases["ruleset flushed"] == everyone
+    assert [x for x in phases["guard after flush"] if x.startswith("uid ")] == guarded
+    assert any(x.startswith("gb300-imds-guard: ") for x in phases["chain flushed"])  # the guard saw it and reloaded
+    assert phases["guard after chain flush"] == guarded
+    assert phases["unchanged"] == []  # an intact table is not reloaded (no message)
+
+
+def test_the_timer_runs_the_guard_again_every_recheck_interval(reference_plan: PlanResult, tmp_path: Path) -> None:
+    """Every role carries gb300-imds-guard.timer (enabled by the first step) firing every recheck_seconds from
+    data/imds.yaml, and a oneshot service it starts that runs the same guard; systemd-analyze verify accepts them."""
+    every = imds_guard.recheck_seconds()
+    step = Path(node_steps.CLOUD_INIT_DIR, "scripts/00-imds-guard.sh").read_text()
+    assert "systemctl enable gb300-imds-guard.service gb300-imds-guard.timer" in step
+    for role in (node_context.GPU_NODE, node_context.HEAD):
+        timer = _custom_data_file(reference_plan, role, imds_guard.TIMER).splitlines()
+        service = _custom_data_file(reference_plan, role, imds_guard.RECHECK_UNIT).splitlines()
+        assert {f"OnBootSec={every}s", f"OnUnitActiveSec={every}s", "WantedBy=timers.target"} <= set(timer)
+        assert f"Unit={Path(imds_guard.RECHECK_UNIT).name}" in timer
+        assert {"Type=oneshot", f"ExecStart={imds_guard.GUARD}"} <= set(service)
+        assert not any(line.startswith("RemainAfterExit=yes") for line in service)  # else a timer starts it once
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        return
+    root = tmp_path / "root"
+    for path in (imds_guard.GUARD, imds_guard.UNIT, imds_guard.RECHECK_UNIT, imds_guard.TIMER):
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(_custom_data_file(reference_plan, node_context.HEAD, path))
+        target.chmod(0o755 if path == imds_guard.GUARD else 0o644)
+    system = root / "usr/lib/systemd/system"  # the targets default dependencies name, from this machine
+    system.mkdir(parents=True)
+    for unit in Path("/usr/lib/systemd/system").glob("*.target"):
+        if unit.is_file():
+            shutil.copy(unit, system / unit.name)
+    proc = subprocess.run(
+        [analyze, "verify", f"--root={root}", "--man=no", imds_guard.TIMER, imds_guard.RECHECK_UNIT],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "gb300-imds-guard" not in proc.stdout + proc.stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -252,10 +253,18 @@ def test_head_and_a_rack_exchange_fabric_identity_and_imex_nodes(cluster: Cluste
     assert expand(block.split("Nodes=", 1)[1]) == [f"{prefix}{i:06d}" for i in range(1, 19)]
     assert "\nTopologyPlugin=topology/block\n" in head.read("/etc/slurm/slurm.conf")
 
-    job = {"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": f"{prefix}[000001-000004]", "GB300_IMEX_TIMEOUT": "2"}
+    job = {
+        "SLURM_JOB_ID": "42",
+        "SLURM_JOB_NODELIST": f"{prefix}[000001-000004]",
+        "SLURM_JOB_UID": str(os.geteuid()),  # one this process may hand a directory to, root or not
+        "SLURM_JOB_GID": str(os.getegid()),
+        "GB300_IMEX_TIMEOUT": "2",
+    }
     prolog = node_e2e.run_tool(nodes[0], "/usr/local/sbin/gb300-imex-prolog", env=job)
     assert prolog.returncode == 0, prolog.stdout + prolog.stderr
     assert nodes[0].read("/etc/nvidia-imex/nodes_config.cfg") == "".join(f"10.40.4.{i}\n" for i in range(1, 5))
+    cache = nodes[0].path(f"/mnt/resource_nvme/enroot/cache/user-{os.geteuid()}")  # the job user's own cache
+    assert (cache.stat().st_uid, cache.stat().st_mode & 0o777) == (os.geteuid(), 0o700)
 
 
 def _stop_responding(slurm_state: Path, *names: str) -> None:

@@ -147,7 +147,8 @@ def test_custom_data_fetches_then_runs_every_step(dev: config.StackConfig) -> No
     data = nodes.render(nodes.GPU_NODE, dev, dev.gpu_pools[0])
     doc = yaml.safe_load(data.cloud_config)
     paths_ = [f["path"] for f in doc["write_files"]]
-    assert paths_ == [imds_guard.GUARD, imds_guard.UNIT, FETCH_PAYLOAD, PAYLOAD_UPDATE, PAYLOAD_ENV]
+    guard_files = [imds_guard.GUARD, imds_guard.UNIT, imds_guard.RECHECK_UNIT, imds_guard.TIMER]
+    assert paths_ == [*guard_files, FETCH_PAYLOAD, PAYLOAD_UPDATE, PAYLOAD_ENV]
     full = yaml.safe_load(data.payload.cloud_config)
     assert doc["runcmd"] == [[imds_guard.GUARD], [FETCH_PAYLOAD], *full["runcmd"]]
     assert data.size <= 8 * 1024
@@ -386,7 +387,7 @@ def test_inline_files_and_first_commands_run_before_the_fetch(
     monkeypatch.setattr(node_steps, "FILES", (entry, *node_steps.FILES))
     data = nodes.render(nodes.HEAD, dev)
     doc = yaml.safe_load(data.cloud_config)
-    inline = [guard, imds_guard.GUARD, imds_guard.UNIT]
+    inline = [guard, imds_guard.GUARD, imds_guard.UNIT, imds_guard.RECHECK_UNIT, imds_guard.TIMER]
     assert [f["path"] for f in doc["write_files"]] == [*inline, FETCH_PAYLOAD, PAYLOAD_UPDATE, PAYLOAD_ENV]
     assert doc["runcmd"][:3] == [[guard], [imds_guard.GUARD], [FETCH_PAYLOAD]]
     assert "usr/local/sbin/gb300-first" in data.payload.paths

@@ -86,6 +86,7 @@ FROM_RESOURCES = {
     "no-public-ip-on-nodes": "GPU nodes",
     "lustre-capacity-valid": "multiple of 4",
     "zone-consistent": "zone",
+    "lustre-root-squash": "rootSquashSettings.mode",
     "storage-no-public-access": "TLS1_2",
     "blob-soft-delete": "no blob service properties",
     "lustre-checkpoint-throughput": "capacityTiB to at least 108",

@@ -12,6 +12,7 @@ import pytest
 
 from gb300 import tags as gb300_tags
 from gb300.facts import sizing
+from gb300.plan import PlanResult
 from gb300.plan.runner import ResourceRecord
 from tests.support.policy_support import (
     SECURE_ACCOUNT,
@@ -23,6 +24,8 @@ from tests.support.policy_support import (
     record,
     run,
     scale_set,
+    subnet,
+    with_inputs,
 )
 
 # Azure reads a bare 0.0.0.0 source as "any"; S104 flags it as a bind address, which it is not here.
@@ -219,3 +222,56 @@ def test_public_reach_of_a_storage_account(changes: dict[str, Any], expected: li
     an error on a data account, an info on a node payload account with shared keys and anonymous access off."""
     found = run("storage-no-public-access", _acct(**changes))
     assert_findings(found, expected, words)
+
+
+SQUASHED = {
+    "mode": "RootOnly",
+    "noSquashNidLists": "10.0.[0-127].[0-255]@tcp;10.0.128.[0-63]@tcp",
+    "squashUID": 65534,
+    "squashGID": 65534,
+}
+CLUSTER_SUBNETS = [subnet("gpu", "10.0.0.0/17"), subnet("head", "10.0.128.0/26"), subnet("storage", "10.0.129.0/24")]
+
+
+@pytest.mark.parametrize(
+    ("squash", "expected", "words"),
+    [
+        pytest.param(SQUASHED, [], [], id="cluster-subnets-only"),
+        pytest.param({**SQUASHED, "mode": "All"}, [], [], id="all-users"),
+        pytest.param(None, ["error"], ["got nothing", "every user's files"], id="absent"),
+        pytest.param({**SQUASHED, "mode": "None"}, ["error"], ["got None"], id="mode-none"),
+        pytest.param({**SQUASHED, "squashUID": 0}, ["error"], ["other than 0"], id="squash-to-root"),
+        pytest.param(
+            {**SQUASHED, "noSquashNidLists": "10.0.[0-127].[0-255]@tcp;10.0.129.[0-255]@tcp"},
+            ["error"],
+            ["'10.0.129.[0-255]@tcp'"],
+            id="storage-subnet-trusted",
+        ),
+        pytest.param(
+            {**SQUASHED, "noSquashNidLists": "[0-255].[0-255].[0-255].[0-255]@tcp"},
+            ["error"],
+            ["must lie in the GPU or head subnets"],
+            id="everyone-trusted",
+        ),
+        pytest.param(
+            {**SQUASHED, "noSquashNidLists": "10.0.[0-128].[0-255]@tcp"}, ["error"], [], id="one-past-the-gpu-subnet"
+        ),
+        pytest.param({**SQUASHED, "noSquashNidLists": "10.0.*.*@tcp"}, ["error"], [], id="unreadable-nid"),
+        pytest.param({**SQUASHED, "noSquashNidLists": ""}, [], [], id="nobody-trusted"),
+    ],
+)
+def test_lustre_root_squash(squash: dict[str, Any] | None, expected: list[str], words: list[str]) -> None:
+    """Root is squashed (RootOnly or All, to a uid other than 0) and only the GPU and head subnets are trusted."""
+    extra = {} if squash is None else {"rootSquashSettings": squash}
+    assert_findings(run("lustre-root-squash", [*CLUSTER_SUBNETS, lustre(**extra)]), expected, words)
+
+
+def test_the_reference_plan_squashes_root_outside_the_cluster(reference_plan: PlanResult) -> None:
+    """The reference plan's filesystem passes lustre-root-squash, and removing its settings makes it an error."""
+    resources = list(reference_plan.resources)
+    assert run("lustre-root-squash", resources) == []
+    stripped = [
+        with_inputs(r, rootSquashSettings=None) if r.type == "azure-native:storagecache:AmlFilesystem" else r
+        for r in resources
+    ]
+    assert levels(run("lustre-root-squash", stripped)) == ["error"]

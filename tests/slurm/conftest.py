@@ -44,6 +44,8 @@ STANDINS = (
     "nvidia-imex-ctl", "getent", "curl", "chown", "sinfo",
     "modinfo", "uname",
     "gb300-slurm-install",  # the steps' Slurm installer (GB300_SLURM_INSTALL); test_slurm_install.py runs the real one
+    "gb300-enroot-dirs",  # the enroot directory tool (GB300_ENROOT_DIRS); test_enroot_dirs.py runs the real one
+    "gb300-pam-adopt",  # ssh for users with a job only (GB300_PAM_ADOPT); test_pam_adopt.py runs the real one
 )  # fmt: skip
 
 
@@ -100,6 +102,8 @@ class Sandbox:
             "HOME": str(self.path),
             "LANG": "C.UTF-8",
             "GB300_SLURM_INSTALL": str(self.path / "bin" / "gb300-slurm-install"),
+            "GB300_ENROOT_DIRS": str(self.path / "bin" / "gb300-enroot-dirs"),
+            "GB300_PAM_ADOPT": str(self.path / "bin" / "gb300-pam-adopt"),
         }
         environment.update(env or {})
         return subprocess.run(

@@ -149,15 +149,16 @@ def test_munge_key_fetch_does_not_retry_other_errors(sandbox: Sandbox) -> None:
 
 
 def test_pyxis_setup_configures_enroot_on_nvme(sandbox: Sandbox) -> None:
-    """With enroot and pyxis installed the step only writes enroot.conf pointing at the NVMe scratch."""
+    """With enroot and pyxis installed the step only writes enroot.conf pointing at per-user directories on the
+    NVMe scratch and has gb300-enroot-dirs check their parents."""
     sandbox.replace("enroot", 'echo "3.5.0"\n')
     sandbox.write("usr/local/lib/slurm/spank_pyxis.so", "")
     result = sandbox.run("gb300-pyxis-setup", env={"GB300_ENROOT_VERSION": "3.5.0"})
     assert result.returncode == 0, result.stderr
     conf = (sandbox.root / "etc/enroot/enroot.conf").read_text()
-    assert "ENROOT_DATA_PATH /mnt/resource_nvme/enroot/data/user-$(id -u)\n" in conf
+    assert "ENROOT_DATA_PATH /mnt/resource_nvme/enroot/data/user-${UID}\n" in conf
     assert not [line for line in conf.splitlines() if " /tmp" in line and not line.startswith("#")]
-    assert (sandbox.root / "mnt/resource_nvme/enroot/tmp").is_dir()
+    assert sandbox.calls("gb300-enroot-dirs") == ["check"]
     assert sandbox.calls("curl") == []
 
 

@@ -112,6 +112,9 @@ def hpc_image_machine() -> Machine:
             "/opt/nccl-tests/build/all_reduce_perf": "ELF stand-in\n",
             "/etc/docker/daemon.json": '{"runtimes": {"nvidia": {"path": "nvidia-container-runtime"}}}\n',
             "/etc/fstab": "LABEL=cloudimg-rootfs\t/\text4\tdiscard,commit=30,errors=remount-ro\t0 1\n",
+            # Ubuntu's PAM files, which gb300-pam-adopt edits (shaped like Ubuntu 24.04's).
+            "/etc/pam.d/sshd": (FIXTURES / "slurm/pam.d/sshd").read_text(),
+            "/etc/pam.d/common-session": (FIXTURES / "slurm/pam.d/common-session").read_text(),
             **pkeys,
         },
         modules=["nvidia", "nvidia_uvm", "nvidia_peermem", "mlx5_ib"],

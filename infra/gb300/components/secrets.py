@@ -4,6 +4,17 @@ The munge key is generated at deploy time (pulumi-random) and never appears in c
 from the vault with their managed identity, which holds ``Key Vault Secrets User`` on that one secret (Key Vault
 RBAC scopes a role to a single secret), so a secret added to the vault later is not readable by nodes unless it
 is granted too.
+
+The vault and the secret are ``retain_on_delete``: Pulumi never deletes them. azure-native creates and updates
+a Key Vault secret through Azure Resource Manager but deletes it through the vault's data plane
+(pulumi/pulumi-azure-native ``provider/pkg/resources/customresources/custom_keyvault.go``, ``keyVaultSecret``:
+"DELETE is implemented via the KeyVault data plane API, because it isn't available via ARM"), which the closed
+vault (no public network access) and the deploy identity (no data role) refuse; a deleted secret would also stay
+soft-deleted under purge protection and block a new secret of the same name. Retained, a new key (a replaced
+``RandomBytes``) is a new version of the same secret (an ARM update), a replaced vault leaves the old one with
+its key, and ``pulumi destroy`` leaves both to the resource group's deletion (an ARM call, which soft-deletes the
+vault, recoverable for ``SOFT_DELETE_DAYS``). A re-created stack draws a new vault suffix, so its vault never
+collides with a soft-deleted one (docs/day2.md, tearing a cluster down).
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ from gb300.facts import roles
 MUNGE_SECRET_NAME = "munge-key"  # noqa: S105 - the name of the secret, not its value
 KEY_VAULT_ZONE = "privatelink.vaultcore.azure.net"  # Azure private DNS zone of the vault sub-resource
 MUNGE_KEY_BYTES = 1024  # munge's own `mungekey` default
+SOFT_DELETE_DAYS = 90  # Key Vault's longest soft-delete retention; with purge protection, the name is held this long
 
 
 @dataclass(frozen=True)
@@ -62,7 +74,7 @@ class ClusterSecrets(pulumi.ComponentResource):
                 enable_rbac_authorization=True,
                 enable_purge_protection=True,
                 enable_soft_delete=True,
-                soft_delete_retention_in_days=90,
+                soft_delete_retention_in_days=SOFT_DELETE_DAYS,
                 public_network_access="Disabled",
                 network_acls=keyvault.NetworkRuleSetArgs(
                     default_action=keyvault.NetworkRuleAction.DENY,
@@ -70,7 +82,7 @@ class ClusterSecrets(pulumi.ComponentResource):
                 ),
             ),
             tags=args.tags,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
         )
         munge = random.RandomBytes(f"{name}-munge-key", length=MUNGE_KEY_BYTES, opts=child)
         secret = keyvault.Secret(
@@ -82,7 +94,7 @@ class ClusterSecrets(pulumi.ComponentResource):
                 value=pulumi.Output.secret(munge.base64), content_type="application/base64"
             ),
             tags=args.tags,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),  # deleting it is a data-plane call
         )
         link = private_endpoint(
             f"{name}-vault",

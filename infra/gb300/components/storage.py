@@ -56,6 +56,30 @@ def stateful_options(
     return pulumi.ResourceOptions(parent=parent, protect=True, retain_on_delete=True, replace_on_changes=replace_on)
 
 
+def lustre_nid_range(cidr: str, lnet: str) -> str:
+    """A subnet as one Lustre NID range: ``10.0.128.0/20`` -> ``10.0.[128-143].[0-255]@tcp``. A CIDR block is
+    exactly a product of one range per octet, so the range names the subnet's addresses and no others."""
+    net = ipaddress.IPv4Network(cidr)
+    first = net.network_address.packed
+    last = net.broadcast_address.packed
+    octets = [str(a) if a == b else f"[{a}-{b}]" for a, b in zip(first, last, strict=True)]
+    return ".".join(octets) + f"@{lnet}"
+
+
+def root_squash(trusted_cidrs: tuple[str, ...]) -> storagecache.AmlFilesystemRootSquashSettingsArgs:
+    """Root squash for every client outside ``trusted_cidrs`` (data/storage.yaml ``lustreRootSquash``)."""
+    if not trusted_cidrs:
+        raise ValueError("root squash needs the cluster's client subnets (trusted_client_cidrs is empty)")
+    facts = storage_facts.lustre_root_squash()
+    lnet = str(storage_facts.load()["lustreClient"]["lnet"])
+    return storagecache.AmlFilesystemRootSquashSettingsArgs(
+        mode=storagecache.AmlFilesystemSquashMode(facts["mode"]),
+        no_squash_nid_lists=";".join(lustre_nid_range(cidr, lnet) for cidr in trusted_cidrs),
+        squash_uid=int(facts["squashUid"]),
+        squash_gid=int(facts["squashGid"]),
+    )
+
+
 @dataclass(frozen=True)
 class LustreBlobArgs:
     """The filesystem's tie to Blob: the container it imports from and exports to, and what must exist first."""
@@ -83,6 +107,9 @@ class LustreArgs:
     zone: str | None = None
     allow_replace: bool = False
     tags: dict[str, str] = field(default_factory=dict)
+    # The subnets of the cluster's own Lustre clients (GPU nodes, head): root there stays root; root anywhere
+    # else that reaches the filesystem is squashed (data/storage.yaml lustreRootSquash).
+    trusted_client_cidrs: tuple[str, ...] = ()
     # gb300:storage.checkpoint, carried onto the filesystem as tags where rule lustre-checkpoint-throughput reads it
     checkpoint_parameters: float | None = None
     checkpoint_minutes: float | None = None
@@ -137,6 +164,7 @@ class Lustre(pulumi.ComponentResource):
                 time_of_day_utc=args.maintenance_time_utc,
             ),
             hsm=self._hsm(args.blob),
+            root_squash_settings=root_squash(args.trusted_client_cidrs),
             tags=args.all_tags,
             opts=pulumi.ResourceOptions.merge(
                 stateful_options(storagecache.AmlFilesystem, self, allow_replace=args.allow_replace),

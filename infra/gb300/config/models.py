@@ -392,7 +392,7 @@ class Suppression(ConfigModel):
     reason: Annotated[str, Field(max_length=300), AfterValidator(_check_reason)] | None = None
     """Why, on one line of 10-300 characters without control or format characters (CR, ESC, U+2028, bidi
     overrides: the plan prints it); required for the security rules `no-ssh-from-internet`, `no-public-ip-on-nodes`,
-    `storage-no-public-access` (a bare id is refused, exit 2).
+    `storage-no-public-access`, `lustre-root-squash` (a bare id is refused, exit 2).
     """
 
 

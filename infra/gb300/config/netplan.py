@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 Role = Literal["gpu", "head", "storage", "endpoints", "bastion"]
+LUSTRE_CLIENT_ROLES: tuple[Role, ...] = ("gpu", "head")
+"""The subnets whose machines mount Lustre (GPU nodes, head): root there is not squashed (data/storage.yaml)."""
 
 # Azure's names for subnets that must have a fixed name.
 SUBNET_NAMES: dict[Role, str] = {

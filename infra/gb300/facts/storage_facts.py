@@ -26,6 +26,12 @@ def lustre_network_rules() -> list[dict[str, str]]:
     return rules
 
 
+def lustre_root_squash() -> dict[str, Any]:
+    """``lustreRootSquash``: the squash mode and the uid and gid root on an untrusted client becomes."""
+    result: dict[str, Any] = load()["lustreRootSquash"]
+    return result
+
+
 def private_link_zones() -> dict[str, str]:
     """Private endpoint sub-resource (``blob``, ``dfs``) -> private DNS zone name."""
     return {k: str(v) for k, v in load()["privateLink"].items() if k != "source"}

@@ -66,6 +66,7 @@ REGISTRY: tuple[Rule[Any], ...] = (
     security.no_public_ip_on_nodes,
     storage.lustre_capacity_valid,
     storage.zone_consistent,
+    storage.lustre_root_squash,
     storage.storage_no_public_access,
     storage.blob_soft_delete,
     checkpoint.lustre_checkpoint_throughput,

@@ -1,4 +1,5 @@
-"""Storage rules: Managed Lustre sizes its SKU allows, Lustre in the GPU pools' zone, private storage accounts.
+"""Storage rules: Managed Lustre sizes its SKU allows, Lustre in the GPU pools' zone and squashing root outside
+the cluster, private storage accounts.
 
 Written against the pulumi-azure-native shapes: ``storagecache.AmlFilesystem`` (``skuName`` or ``sku.name``,
 ``storageCapacityTiB``, ``zones``) and ``storage.StorageAccount`` (camelCase inputs). Lustre SKU facts are in
@@ -7,12 +8,15 @@ Written against the pulumi-azure-native shapes: ``storagecache.AmlFilesystem`` (
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from gb300 import tags as gb300_tags
 from gb300.azure import inventory
 from gb300.azure.inventory import Resource, items, mapping
+from gb300.config import netplan
 from gb300.facts import sizing
 from gb300.findings import Level, Report
 from gb300.rules.base import UNKNOWN, RuleContext, resource_rule, short, text
@@ -21,6 +25,7 @@ from gb300.rules.security import united
 AML = "azure-native:storagecache:AmlFilesystem"
 STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
 TYPED_VMSS = inventory.TYPED_VMSS
+SUBNET = "azure-native:network:Subnet"
 
 
 def _lustre_sku(resource: Resource) -> str | None:
@@ -298,4 +303,69 @@ def blob_soft_delete(resources: Sequence[Resource], ctx: RuleContext) -> Iterato
                     f"storage account {name}: {key}.enabled must be true (got "
                     f"{mapping(mine[0].inputs.get(key)).get('enabled')!r}); a deleted {what} is gone at once. "
                     "Enable it with a retention in days (gb300:storage.blob.softDeleteDays).",
+                )
+
+
+def _nid_span(nid: str) -> tuple[ipaddress.IPv4Address, ipaddress.IPv4Address] | None:
+    """The first and last address of a Lustre NID or NID range (``10.0.[0-127].[0-255]@tcp``); None when it is
+    not that form (a list ``[1,3]``, a step, another network type are not something gb300 writes)."""
+    address, at, _lnet = nid.strip().partition("@")
+    parts = address.split(".")
+    if not at or len(parts) != 4:
+        return None
+    lows: list[int] = []
+    highs: list[int] = []
+    for part in parts:
+        match = re.fullmatch(r"(\d{1,3})|\[(\d{1,3})-(\d{1,3})\]", part)
+        if match is None:
+            return None
+        low, high = (match[1], match[1]) if match[1] is not None else (match[2], match[3])
+        if not int(low) <= int(high) <= 255:
+            return None
+        lows.append(int(low))
+        highs.append(int(high))
+    first = ipaddress.IPv4Address(".".join(map(str, lows)))
+    last = ipaddress.IPv4Address(".".join(map(str, highs)))
+    return first, last
+
+
+@resource_rule("lustre-root-squash", security=True)
+def lustre_root_squash(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
+    """Managed Lustre squashes root on every client outside the cluster's GPU and head subnets."""
+    del ctx
+    trusted: list[ipaddress.IPv4Network] = []
+    for s in inventory.of_type(resources, SUBNET):
+        if s.inputs.get("subnetName") in netplan.LUSTRE_CLIENT_ROLES:
+            try:
+                trusted.append(ipaddress.IPv4Network(str(s.inputs.get("addressPrefix")), strict=False))
+            except ValueError:
+                continue  # not an IPv4 prefix (unknown in a preview): trusts nothing
+    for fs in inventory.of_type(resources, AML):
+        where = f"Lustre filesystem {short(fs)}"
+        squash = mapping(fs.inputs.get("rootSquashSettings"))
+        mode = text(squash.get("mode"))
+        if mode == UNKNOWN:
+            continue
+        if mode is None or mode == "None":
+            yield Report(
+                Level.ERROR,
+                fs.urn,
+                f"{where}: rootSquashSettings.mode must be RootOnly or All (got {mode or 'nothing'}): root on any "
+                "VM that reaches the filesystem (a peered network, a jump box) reads and writes every user's files. "
+                "The storage component sets it; restore it.",
+            )
+            continue
+        if squash.get("squashUID") in (0, "0") or squash.get("squashGID") in (0, "0"):
+            yield Report(Level.ERROR, fs.urn, f"{where}: root must be squashed to a uid and gid other than 0.")
+        for nid in str(squash.get("noSquashNidLists") or "").split(";"):
+            if not nid.strip():
+                continue
+            span = _nid_span(nid)
+            inside = span is not None and any(span[0] in net and span[1] in net for net in trusted)
+            if not inside:
+                yield Report(
+                    Level.ERROR,
+                    fs.urn,
+                    f"{where}: trusted clients (noSquashNidLists) must lie in the GPU or head subnets "
+                    f"(got {nid.strip()!r}): root there is not squashed.",
                 )

@@ -39,6 +39,8 @@ _GPU_SCRIPTS = (
     "gb300-health-check",
     "gb300-imex-prolog",
     "gb300-imex-epilog",
+    "gb300-enroot-dirs",  # called by the IMEX prolog and epilog and by gb300-pyxis-setup
+    "gb300-pam-adopt",  # called by gb300-slurmd-setup: ssh only for users with a job here
     "gb300-fabric-publish",
 )
 _HEAD_UNITS = ("gb300-topology-refresh.service", "gb300-topology-refresh.timer")
