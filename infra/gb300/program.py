@@ -20,6 +20,7 @@ from gb300.components.node_common import NodeCommon
 from gb300.components.node_payload import NodePayloadArgs, NodePayloads, PayloadFile
 from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from gb300.config import StackConfig
+from gb300.config import secrets as config_secrets
 from gb300.errors import ConfigError
 from gb300.facts import catalog, egress
 from gb300.node import custom_data as nodes
@@ -181,7 +182,8 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             grafana=mon.grafana.enabled,
             alerts=mon.alerts.enabled,
             alert_emails=tuple(mon.alerts.emails),
-            alert_webhooks=tuple(mon.alerts.webhooks),
+            # Secrets, always: a webhook URL carries its receiver's token (gb300.config.secrets).
+            alert_webhooks=tuple(config_secrets.as_secret_input(url) for url in mon.alerts.webhooks),
             bootstrap_alert_severity=mon.logs.bootstrap_alert.severity if mon.logs.bootstrap_alert.enabled else None,
             tags=tags,
         ),
