@@ -299,7 +299,7 @@ DROPIN = "etc/systemd/system/slurmd.service.d/gb300-dynamic.conf"
 def slurmd_node(sandbox: Sandbox) -> dict[str, str]:
     """A GPU node with slurmd installed and the gb300 units shipped; returns the step's environment."""
     sandbox.replace("slurmd", "exit 0\n")
-    for unit in ("gb300-health-boot.service", "gb300-fabric-publish.service"):
+    for unit in ("gb300-health-boot.service", "gb300-fabric-publish.service", "gb300-scheduled-events.service"):
         sandbox.write(f"units-src/{unit}", (REPO / "cloud-init/slurm/systemd" / unit).read_text())
     return {**NODE_ENV, "GB300_UNIT_DIR": str(sandbox.root / "units-src")}
 

@@ -52,10 +52,11 @@ class StackSecret:
         cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
         del schema, handler
+        # patternProperties, not properties: `secure` is Pulumi's envelope, not a gb300 key to document.
         return {
             "type": "object",
-            "description": "A Pulumi secret, as `pulumi config set --secret` writes it",
-            "properties": {"secure": {"type": "string"}},
+            "description": "A Pulumi secret, as `pulumi config set --secret` writes it: {secure: <ciphertext>}",
+            "patternProperties": {"^secure$": {"type": "string"}},
             "required": ["secure"],
             "additionalProperties": False,
         }

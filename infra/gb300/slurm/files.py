@@ -40,12 +40,13 @@ _GPU_SCRIPTS = (
     "gb300-imex-prolog",
     "gb300-imex-epilog",
     "gb300-fabric-publish",
+    "gb300-scheduled-events",  # drains before Azure maintenance (IMDS Scheduled Events), resumes after
 )
 _HEAD_UNITS = ("gb300-topology-refresh.service", "gb300-topology-refresh.timer")
 _DBD_UNITS = ("slurmdbd-gb300.conf",)  # slurmdbd.service drop-in: run as the slurm user from the start
 SLURMDBD_CONF = "/etc/slurm/slurmdbd.conf"
 MARIADB_DROPIN = "/etc/mysql/mariadb.conf.d/60-gb300-slurmdbd.cnf"
-_GPU_UNITS = ("gb300-health-boot.service", "gb300-fabric-publish.service")
+_GPU_UNITS = ("gb300-health-boot.service", "gb300-fabric-publish.service", "gb300-scheduled-events.service")
 _GENERATOR = ("__init__.py", "hostlist.py", "topology.py", "stale.py")
 _VAULT = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$")
 _POOL = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
