@@ -40,6 +40,7 @@ GPU_STEPS = [
     "60-infiniband",
     "70-nvme-raid",
     "72-lustre",
+    "73-shared-home",
     "74-blobfuse2",
     "80-fabric",
     "85-dcgm-exporter",
