@@ -45,9 +45,9 @@ fi
 
 fstab="${R}/etc/fstab"
 [ -e "$fstab" ] || : >"$fstab"
-line="${shared_node} /home none bind,x-systemd.requires-mounts-for=${GB300_LUSTRE_MOUNT} 0 0"
+line="${shared_node} /home none bind,x-systemd.requires-mounts-for=${GB300_LUSTRE_MOUNT} 0 0" # path as text, not accessed
 {
-  awk '!($2 == "/home" && $4 ~ /(^|,)bind(,|$)/)' "$fstab"
+  awk '!($2 == "/home" && $4 ~ /(^|,)bind(,|$)/)' "$fstab" # path as text, not accessed
   printf '%s\n' "$line"
 } | write_if_changed "$fstab"
 
