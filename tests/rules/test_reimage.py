@@ -39,7 +39,8 @@ def test_changed_bootstrap_is_reported_per_pool(reference_plan: PlanResult) -> N
     assert reimage.replaced(reference_plan.resources, deployed) == []
     (found,) = reimage.findings(reference_plan.resources, deployed)
     assert found.level == Level.INFO
-    assert "az vmss reimage -g <rg> -n ref-train-r0001" in found.message
+    assert "gb300 rollout --stack <stack> --state <state.json>" in found.message
+    assert "az vmss reimage" not in found.message
 
 
 @pytest.mark.parametrize("stale", [{"ref-head"}, {"ref-head", "ref-train-r0064"}], ids=["head", "rack-and-head"])

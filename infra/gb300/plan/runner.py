@@ -311,4 +311,7 @@ def _assess(
         result.summary["needsReimage"] = {g: len(n) for g, n in reimage.changed(resources, deployed).items()}
         result.summary["replacesVms"] = reimage.replaced(resources, deployed)
         result.summary["destroys"] = destroy.summary(resources, deployed)
+        from gb300.plan import glance  # noqa: PLC0415 - glance reads ResourceRecord from this module
+
+        result.summary["changes"] = glance.state_changes(resources, deployed)
     return result

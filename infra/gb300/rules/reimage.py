@@ -80,9 +80,9 @@ def findings(resources: Sequence[Resource], deployed: Sequence[DeployedResource]
                 Level.INFO,
                 f"gb300:gpuPools[name={group}]",
                 f"{group}: the bootstrap changed; {len(names)} deployed scale set(s) keep the old one until "
-                f"reimaged ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}). Roll out one rack at a "
-                f"time after `pulumi up`: drain the rack's nodes in Slurm, then "
-                f"`az vmss reimage -g <rg> -n {example}` and wait for bootstrap.done before the next rack.",
+                f"reimaged ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}). After `pulumi up`, run "
+                f"`gb300 rollout --stack <stack> --state <state.json>` (docs/rollout.md): it drains, reimages and "
+                f"health-checks one rack at a time, starting with {example}; `--dry-run` lists the racks first.",
             )
         )
     for name in replaced(resources, deployed):
