@@ -49,7 +49,9 @@ def add_parser(subparsers: Any) -> None:
         help=(
             "the deployed stack's state ('pulumi stack export > FILE'): also report changes that would delete or "
             "replace racks, the head VM and its disk, interconnect groups or subnets in use (destroys-deployed), "
-            "or Lustre and the storage account (storage-data-loss)"
+            "or Lustre and the storage account (storage-data-loss), and which racks need a reimage after "
+            "`pulumi up` (custom-data-changed); the plan then lists what the change adds, changes and destroys. "
+            "A state of another stack is refused"
         ),
     )
 
