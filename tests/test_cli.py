@@ -18,7 +18,8 @@ def test_plan_dev_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
     """Planning the dev stack succeeds and prints its rack, VM and GPU totals."""
     assert cli.main(["plan", "--stack", "dev"]) == 0
     out = capsys.readouterr().out
-    assert "1 racks" in out
+    assert "1 rack " in out
+    assert "1 racks" not in out
     assert "18 VMs" in out
     assert "72 GPUs" in out
     assert out.rstrip().endswith("plan passes")

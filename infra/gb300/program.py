@@ -6,6 +6,8 @@ mock monitor. Both read the same config and declare the same resources.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 from pulumi_azure_native import authorization, resources
 
@@ -20,6 +22,7 @@ from gb300.components.node_common import NodeCommon
 from gb300.components.node_payload import NodePayloadArgs, NodePayloads, PayloadSpec
 from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from gb300.config import StackConfig, netplan
+from gb300.config import secrets as config_secrets
 from gb300.errors import ConfigError
 from gb300.facts import catalog, egress
 from gb300.node import custom_data as nodes
@@ -204,7 +207,8 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             grafana=mon.grafana.enabled,
             alerts=mon.alerts.enabled,
             alert_emails=tuple(mon.alerts.emails),
-            alert_webhooks=tuple(mon.alerts.webhooks),
+            # Secrets, always: a webhook URL carries its receiver's token (gb300.config.secrets).
+            alert_webhooks=tuple(config_secrets.as_secret_input(url) for url in mon.alerts.webhooks),
             bootstrap_alert_severity=mon.logs.bootstrap_alert.severity if mon.logs.bootstrap_alert.enabled else None,
             tags=tags,
         ),
@@ -275,6 +279,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             ),
         )
     return {
+        **first_login_outputs(cfg, rg_name, net.bastion_name, head.vm_id),
         "resourceGroupName": rg_name,
         "vnetId": net.vnet_id,
         "nodeIdentityId": identity.id,
@@ -283,6 +288,33 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         "nodeIdentityClientId": identity.client_id,
         **outputs,
     }
+
+
+def first_login_outputs(
+    cfg: StackConfig, rg_name: pulumi.Input[str], bastion_name: pulumi.Output[str] | None, head_vm_id: pulumi.Input[str]
+) -> dict[str, Any]:
+    """What a new user needs after `pulumi up` to reach a shell on the head (docs/first-login.md): the head's
+    resource id, the admin user, and, with Bastion on, the Bastion's name and the whole `az network bastion ssh`
+    command (`pulumi stack output loginCommand`). Without Bastion, loginCommand says how to reach the head."""
+    user = cfg.access.admin_username
+    out: dict[str, Any] = {"headVmId": head_vm_id, "adminUsername": user}
+    if bastion_name is None:
+        out["loginCommand"] = (
+            "no Bastion (gb300:network.bastion is false): ssh to headPrivateIp from inside the VNet, "
+            "or set gb300:network.bastion: true and run pulumi up"
+        )
+        return out
+    out["bastionName"] = bastion_name
+    out["loginCommand"] = pulumi.Output.concat(
+        "az network bastion ssh --name ",
+        bastion_name,
+        " --resource-group ",
+        rg_name,
+        " --target-resource-id ",
+        head_vm_id,
+        f" --auth-type ssh-key --username {user} --ssh-key ~/.ssh/id_ed25519",
+    )
+    return out
 
 
 def read_config() -> StackConfig:

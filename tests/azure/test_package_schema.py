@@ -49,7 +49,16 @@ def _schema(network_profile: dict[str, Any]) -> dict[str, Any]:
         "types": {
             f"{T[8:]}VirtualMachineScaleSetVMProfile": {
                 "properties": {
-                    **dict.fromkeys(("osProfile", "storageProfile", "securityProfile", "extensionProfile"), ANY),
+                    **dict.fromkeys(
+                        (
+                            "osProfile",
+                            "storageProfile",
+                            "securityProfile",
+                            "extensionProfile",
+                            "scheduledEventsProfile",
+                        ),
+                        ANY,
+                    ),
                     "networkProfile": {"$ref": f"{T}VirtualMachineScaleSetNetworkProfile"},
                 }
             },

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -62,30 +63,39 @@ def test_every_pin_in_checksums_yaml_is_used_and_says_where_it_comes_from() -> N
 
 
 def test_checksums_reach_the_files_and_keys_they_pin(tmp_path: Path) -> None:
-    """A sha256 pinned for a rendered URL reaches that file; a key's fingerprints reach its repository."""
+    """A sha256 pinned for a rendered URL reaches that file; a key's fingerprints reach its repository; a commit
+    pinned for a repository's tag reaches the component built from it."""
     software = load_software()
-    enroot = software.component("enroot")
+    tests, doca = software.component("nccl-tests"), software.component("doca-ofed")
+    pyxis = software.component("pyxis").git
+    assert pyxis is not None
     cuda_repo = next(r for r in software.repos if r.name == "cuda-sbsa")
     digest = "ab" * 32
     checksums = tmp_path / "checksums.yaml"
     checksums.write_text(
         yaml.safe_dump(
             {
-                "files": {enroot.files[0].url: {"sha256": digest, "status": "verified", "source": "test"}},
+                "files": {tests.files[0].url: {"sha256": digest, "status": "verified", "source": "test"}},
                 "keys": {cuda_repo.key_url: {"fingerprints": ["ab12 " * 10], "status": "verified", "source": "t"}},
+                "commits": {pyxis.key: {"commit": "c" * 40, "status": "verified", "source": "t"}},
             }
         )
     )
     pinned = load_software(checksums=checksums)
-    assert pinned.component("enroot").files[0].sha256 == digest
-    assert pinned.component("enroot").files[1].sha256 is None
+    assert pinned.component("nccl-tests").files[0].sha256 == digest
+    assert pinned.component("doca-ofed").files[0].sha256 is None
     assert next(r for r in pinned.repos if r.name == "cuda-sbsa").key_fingerprints == ("AB12" * 10,)
-    assert ("file", "enroot", enroot.files[1].url) in pinned.unpinned()
+    assert ("file", "doca-ofed", doca.files[0].url) in pinned.unpinned()
     assert ("key", "cuda-sbsa", cuda_repo.key_url) not in pinned.unpinned()
-    # Overriding the version renders another URL, which the old checksum does not cover.
-    moved = apply_software_overrides({"enroot": "3.4.1"}, checksums=checksums)
-    assert moved.component("enroot").files[0].sha256 is None
-    assert "3.4.1" in moved.component("enroot").files[0].url
+    assert pinned.component("pyxis").git == dataclasses.replace(pyxis, commit="c" * 40)
+    assert ("commit", "enroot", "https://github.com/NVIDIA/enroot@v3.5.0") in pinned.unpinned()
+    # Overriding the version renders another URL (and tag), which the old pin does not cover.
+    moved = apply_software_overrides({"nccl-tests": "2.17.7", "pyxis": "0.22.0"}, checksums=checksums)
+    assert moved.component("nccl-tests").files[0].sha256 is None
+    assert "2.17.7" in moved.component("nccl-tests").files[0].url
+    moved_git = moved.component("pyxis").git
+    assert moved_git is not None
+    assert (moved_git.ref, moved_git.commit) == ("v0.22.0", None)
 
 
 @pytest.mark.parametrize(
@@ -110,11 +120,12 @@ def test_a_bad_checksums_entry_is_named(tmp_path: Path, text: str, message: str)
 def test_a_checksum_inline_in_versions_yaml_is_refused(tmp_path: Path) -> None:
     """Checksums have one home: a sha256 written next to a URL in versions.yaml is an error that says where."""
     text = VERSIONS_FILE.read_text().replace(
-        '_{version}-1_arm64.deb"\n', '_{version}-1_arm64.deb"\n        sha256: "' + "a" * 64 + '"\n', 1
+        '-ubuntu2404_arm64.deb"\n', '-ubuntu2404_arm64.deb"\n        sha256: "' + "a" * 64 + '"\n', 1
     )
+    assert text != VERSIONS_FILE.read_text()
     versions = tmp_path / "versions.yaml"
     versions.write_text(text)
-    with pytest.raises(BootstrapDataError, match=r"components\.enroot\.files\[0\]\.sha256: checksums live in"):
+    with pytest.raises(BootstrapDataError, match=r"components\.doca-ofed\.files\[0\]\.sha256: checksums live in"):
         load_software(versions)
 
 

@@ -133,7 +133,7 @@ def test_no_files_when_pieces_are_off(reference_raw: dict[str, Any]) -> None:
 def test_head_node_gets_no_gpu_exporter(reference_raw: dict[str, Any]) -> None:
     """The head node mounts Lustre and runs the node exporter and agent, but no DCGM exporter or BlobFuse2."""
     cfg = config.parse(copy.deepcopy(reference_raw))
-    assert _feature_steps(cfg, "head") == ["72-lustre", "86-node-exporter", "87-prometheus-agent"]
+    assert _feature_steps(cfg, "head") == ["72-lustre", "73-shared-home", "86-node-exporter", "87-prometheus-agent"]
     paths = {f.path for f in _node_files(cfg, "head")}
     assert f"{node_steps.STEP_DIR}/85-dcgm-exporter.sh" not in paths
     assert not [p for p in paths if "blobfuse2" in p]
@@ -388,3 +388,59 @@ def test_gpu_custom_data_runs_the_feature_steps(reference_raw: dict[str, Any]) -
         "99-ready",
     )]  # fmt: skip
     assert order == sorted(order)
+
+
+def _shared_home_sandbox(tmp_path: Path, files: dict[str, node_files.NodeFile]) -> tuple[dict[str, str], Path]:
+    """A node with Lustre mounted and the admin's home made locally by Azure's provisioning."""
+    env, root = _sandbox(tmp_path, files["/etc/gb300/storage.env"].content)
+    env["GB300_STEP"] = "73-shared-home"
+    (tmp_path / "bin" / "mount").write_text(
+        '#!/usr/bin/env bash\necho "mount $*" >>"$SANDBOX/calls.log"\n'
+        'echo "${@: -2:1} ${@: -1} none" >>"$SANDBOX/mounts"\n'
+    )
+    (tmp_path / "mounts").write_text(f"10.40.8.100@tcp:/lustrefs {root}/lustre lustre\n")
+    (root / "lustre").mkdir()
+    ssh = root / "home/azureuser/.ssh"
+    ssh.mkdir(parents=True)
+    (ssh / "authorized_keys").write_text("ssh-ed25519 AAAA stack-key\n")
+    return env, root
+
+
+def _run_home(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    script = SCRIPTS / "73-shared-home.sh"
+    return subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=False)
+
+
+def test_home_on_lustre_outlives_the_head(tmp_path: Path, files: dict[str, node_files.NodeFile]) -> None:
+    """First boot copies the admin's home into <lustre>/home and bind-mounts it at /home (one fstab line); a
+    replaced head (new OS disk, a newer stack key) finds every user file there and takes the new key."""
+    env, root = _shared_home_sandbox(tmp_path, files)
+    first = _run_home(env)
+    assert first.returncode == 0, first.stderr
+    shared = root / "lustre/home"
+    assert (shared / "azureuser/.ssh/authorized_keys").read_text() == "ssh-ed25519 AAAA stack-key\n"
+    assert f"mount --bind {shared} {root}/home" in (tmp_path / "calls.log").read_text()
+    fstab = (root / "etc/fstab").read_text()
+    assert fstab.count(" /home none bind") == 1
+    assert "/lustre/home /home none bind,x-systemd.requires-mounts-for=/lustre 0 0" in fstab
+    # A user's work on the shared /home, then the head is replaced: a fresh OS disk with a newly provisioned key.
+    (shared / "alice").mkdir()
+    (shared / "alice/train.py").write_text("print('step')\n")
+    (tmp_path / "mounts").write_text(f"10.40.8.100@tcp:/lustrefs {root}/lustre lustre\n")
+    (root / "home/azureuser/.ssh/authorized_keys").write_text("ssh-ed25519 BBBB rotated-key\n")
+    (root / "var/lib/gb300/steps/73-shared-home.done").unlink()
+    second = _run_home(env)
+    assert second.returncode == 0, second.stderr
+    assert (shared / "alice/train.py").read_text() == "print('step')\n"
+    assert (shared / "azureuser/.ssh/authorized_keys").read_text() == "ssh-ed25519 BBBB rotated-key\n"
+    assert (root / "etc/fstab").read_text().count(" /home none bind") == 1
+
+
+def test_home_waits_for_lustre(tmp_path: Path, files: dict[str, node_files.NodeFile]) -> None:
+    """Without Lustre mounted the step fails before touching /home, naming the step that mounts it."""
+    env, root = _shared_home_sandbox(tmp_path, files)
+    (tmp_path / "mounts").write_text("")
+    result = _run_home(env)
+    assert result.returncode == 1
+    assert "72-lustre must run first" in (root / "run/gb300/reason").read_text()
+    assert not (root / "lustre/home").exists()

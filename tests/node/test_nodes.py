@@ -41,6 +41,7 @@ GPU_STEPS = [
     "60-infiniband",
     "70-nvme-raid",
     "72-lustre",
+    "73-shared-home",
     "74-blobfuse2",
     "80-fabric",
     "85-dcgm-exporter",
@@ -211,7 +212,8 @@ def test_every_role_installs_the_pinned_slurm_and_an_override_moves_it(reference
     for custom in (head, gpu):
         assert _slurm_env(custom)["GB300_SLURM_VERSION"] == pinned
     assert _slurm_env(head)["GB300_INSTALL_ENROOT"] == "0"
-    assert "GB300_ENROOT_DEBS" not in _slurm_env(head)
+    assert "GB300_ENROOT_GIT" not in _slurm_env(head)
+    assert _slurm_env(gpu)["GB300_ENROOT_COMMIT"] == load_software().component("enroot").git.commit  # type: ignore[union-attr]
     assert _slurm_env(gpu)["GB300_INSTALL_ENROOT"] == "1"
     raw = copy.deepcopy(reference_raw)
     raw["software"] = {"slurm": "23.11.4-1.2ubuntu5.1"}

@@ -7,7 +7,9 @@ import functools
 import hashlib
 import http.server
 import json
+import os
 import shutil
+import subprocess
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+import yaml
 
 from gb300 import cli
 from gb300.commands.software import container_images
@@ -181,20 +184,55 @@ def test_lock_reports_what_it_cannot_pin_and_pins_the_rest(served: tuple[Path, s
     ]
 
 
+def _with_gaps(tmp_path: Path) -> Path:
+    """A copy of checksums.yaml without its commits and without nccl-tests' sha256: gaps of both kinds."""
+    raw = yaml.safe_load(CHECKSUMS_FILE.read_text())
+    del raw["commits"]
+    raw["files"] = {url: pin for url, pin in raw["files"].items() if "nccl-tests" not in url}
+    path = tmp_path / "checksums.yaml"
+    path.write_text(CHECKSUMS_FILE.read_text().split("files:")[0] + yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def _tagged_repo(root: Path, tag: str) -> tuple[str, str]:
+    """A local git repository whose annotated tag `tag` names a commit: (file:// URL, the commit id)."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t"}
+    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    root.mkdir(parents=True)
+    for argv in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "r"], ["tag", "-a", tag, "-m", tag]):
+        subprocess.run(["git", "-C", str(root), *argv], check=True, env=env, capture_output=True)
+    head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=True, capture_output=True, text=True)
+    return f"file://{root}", head.stdout.strip()
+
+
+def test_lock_pins_the_commit_a_tag_names_with_git(tmp_path: Path) -> None:
+    """A commit gap is resolved by `git ls-remote` to the commit under an annotated tag, never the tag object."""
+    url, commit = _tagged_repo(tmp_path / "pyxis", "v9.9.9")
+    commits: dict[str, dict[str, object]] = {}
+    _, _, result = lock(
+        [Gap(f"{url}@v9.9.9", "commit", "pyxis"), Gap(f"{url}@v0.0.0", "commit", "pyxis")], commits=commits
+    )
+    assert commits[f"{url}@v9.9.9"]["commit"] == commit
+    assert result.pinned == [f"pyxis: {url}@v9.9.9: commit {commit}"]
+    assert result.failed == [f"pyxis: {url}@v0.0.0: the repository has no tag v0.0.0"]
+
+
 def test_written_pins_reach_the_nodes_and_keep_the_existing_ones(tmp_path: Path) -> None:
     """Merged into a copy of checksums.yaml, new pins close those gaps; old pins and the header are kept."""
-    path = tmp_path / "checksums.yaml"
-    shutil.copy(CHECKSUMS_FILE, path)
+    path = _with_gaps(tmp_path)
     before = load_checksums(path)
     open_gaps = gaps([load_software(checksums=path)])
-    assert open_gaps, "the shipped data has no gap left; pick another fixture"
+    assert {g.kind for g in open_gaps} == {"file", "commit"}
     files = {g.url: {"sha256": "a" * 64, "status": "verified", "source": "t"} for g in open_gaps if g.kind == "file"}
     keys = {
         g.url: {"fingerprints": [REPO_KEY_FPR], "status": "verified", "source": "t"}
         for g in open_gaps
         if g.kind == "key"
     }
-    write_checksums(files, keys, path)
+    commits = {
+        g.url: {"commit": "c" * 40, "status": "verified", "source": "t"} for g in open_gaps if g.kind == "commit"
+    }
+    write_checksums(files, keys, path, new_commits=commits)
     after = load_checksums(path)
     assert gaps([load_software(checksums=path)]) == []
     for url, pin in (*before.files.items(), *before.keys.items()):
@@ -252,19 +290,26 @@ def test_the_cli_pins_every_real_gap_and_then_the_plan_is_quiet(  # noqa: PLR091
     from gb300.rules import software as software_rule  # noqa: PLC0415
 
     root, base = served
+    copy = _with_gaps(tmp_path)
+    monkeypatch.setattr(software, "CHECKSUMS_FILE", copy)
     todo = gaps([load_software()])
     assert todo, "nothing left to pin in the shipped data"
     route: dict[str, str] = {}
     for index, gap in enumerate(todo):
         name = f"gap-{index}"
+        if gap.kind == "commit":
+            url, tag = gap.url.rsplit("@", 1)
+            route[url], route[gap.url] = _tagged_repo(tmp_path / name, tag)
+            continue
         if gap.kind == "key":
             shutil.copy(KEYS / "repo-signing.asc", root / name)
         else:
             (root / name).write_bytes(f"payload of {gap.url}".encode())
         route[gap.url] = f"{base}/{name}"
-    copy = tmp_path / "checksums.yaml"
-    shutil.copy(CHECKSUMS_FILE, copy)
-    monkeypatch.setattr(software, "CHECKSUMS_FILE", copy)
+    real_ls_remote = software_lock.default_ls_remote
+    monkeypatch.setattr(
+        software_lock, "default_ls_remote", lambda url, tag, timeout: real_ls_remote(route[url], tag, timeout)
+    )
     monkeypatch.setattr(
         software_lock,
         "default_open",
@@ -277,7 +322,10 @@ def test_the_cli_pins_every_real_gap_and_then_the_plan_is_quiet(  # noqa: PLR091
     assert cli.main(["software", "lock", "--check"]) == 0
     pinned = load_software()
     for gap in todo:
-        if gap.kind == "file":
+        if gap.kind == "commit":
+            [git] = [c.git for c in pinned.components if c.git and c.git.key == gap.url]
+            assert git.commit == route[gap.url]
+        elif gap.kind == "file":
             [file] = [f for c in pinned.components for f in c.files if f.url == gap.url]
             assert file.sha256 == hashlib.sha256(f"payload of {gap.url}".encode()).hexdigest()
         else:

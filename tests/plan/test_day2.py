@@ -227,3 +227,36 @@ def test_resizing_a_pool_leaves_the_head_custom_data_unchanged(reference_raw: di
     assert after.sha256 == before.sha256
     assert after.payload.archive == before.payload.archive
     assert "MaxNodeCount=32763" in after.payload.cloud_config
+
+
+def test_renaming_counts_each_vm_once_and_lists_what_changes(
+    write_stack: Any, reference_raw: dict[str, Any], state: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Renaming the pool counts each rack VM once (the group's VMs are its racks'), and the plan text lists
+    the adds and destroys against the state."""
+    raw = copy.deepcopy(reference_raw)
+    raw["gpuPools"][0]["name"] = "pretrain"
+    out = tmp_path / "plan.json"
+    path = write_stack(raw, "reference")
+    assert cli.main(["plan", "--stack-file", str(path), "--state", str(state), "--json", str(out)]) == 1
+    summary = json.loads(out.read_text())["summary"]
+    # 64 racks of 18, plus the head while its custom data still names the pools (replacesVms).
+    assert summary["destroys"]["vms"] == 1152 + len(summary["replacesVms"])
+    changes = summary["changes"]
+    assert "ref-train-r0001" in changes["destroys"]
+    assert "ref-pretrain-r0001" in changes["adds"]
+    text = capsys.readouterr().out
+    assert "Against the deployed state" in text
+    assert f"  destroys  {len(changes['destroys']):>6,}  " in text
+
+
+def test_a_state_of_another_stack_is_one_refusal(
+    write_stack: Any, reference_raw: dict[str, Any], state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reference stack's export given to another stack's plan: exit 2, one line naming both stacks and the
+    command that exports the right state, instead of a destroys-deployed error per resource."""
+    path = write_stack(copy.deepcopy(reference_raw), "mylab")
+    assert cli.main(["plan", "--stack-file", str(path), "--state", str(state), "--quiet"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "is the state of stack reference, not mylab" in line
+    assert "pulumi stack export --stack mylab > state.json" in line

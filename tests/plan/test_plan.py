@@ -13,7 +13,7 @@ import pytest
 
 from gb300 import cli
 from gb300.components import compute_package
-from gb300.plan import PlanResult, run_plan
+from gb300.plan import PlanResult, render, run_plan
 
 ARM_ID = re.compile(r"^/subscriptions/[0-9a-f-]{36}/resourceGroups/[^/]+(/providers/[A-Za-z.]+/.+)?$")
 
@@ -83,7 +83,35 @@ def test_references_resolve_to_registered_ids(reference_plan: PlanResult) -> Non
 def test_subnet_usage_in_summary(reference_plan: PlanResult) -> None:
     """The summary shows the GPU subnet (the upper half of the space) with its usable addresses and VMs in use."""
     gpu = next(s for s in reference_plan.summary["subnets"] if s["name"] == "gpu")
-    assert gpu == {"name": "gpu", "prefix": "10.40.128.0/17", "usable": 32763, "used": 1152}
+    assert gpu == {"name": "gpu", "prefix": "10.40.128.0/17", "usable": 32763, "used": 1152, "vms": 1152, "holds": {}}
+
+
+def test_subnets_say_what_they_hold(reference_plan: PlanResult) -> None:
+    """No subnet that holds something reads as empty: the head's NIC, the private endpoints, Bastion and Lustre."""
+    by_name = {s["name"]: s for s in reference_plan.summary["subnets"]}
+    assert by_name["head"]["holds"] == {"NIC": 1}
+    assert by_name["head"]["used"] == 1
+    assert by_name["endpoints"]["holds"] == {"private endpoint": 2}
+    assert by_name["AzureBastionSubnet"]["holds"] == {"Bastion": 1}
+    assert by_name["storage"]["holds"] == {"Lustre": 1}
+    text = render.text(reference_plan, stack_file="stacks/Pulumi.reference.yaml")
+    assert "holds 2 private endpoints" in text
+    assert "0 used" not in text
+
+
+def test_the_plan_reads_in_a_few_lines(reference_plan: PlanResult) -> None:
+    """Resource types take a few lines, not one per type; access and storage have a line each; no "1 racks"."""
+    text = render.text(reference_plan, stack_file="stacks/Pulumi.reference.yaml")
+    lines = text.splitlines()
+    start = lines.index(f"Resources ({len(reference_plan.resources):,})")
+    block = lines[start + 1 : lines.index("", start)]
+    assert len(block) <= 8
+    assert "64 VirtualMachineScaleSet" in " ".join(block)
+    assert "no public IP on any VM; SSH as azureuser through Bastion" in text
+    lustre = reference_plan.config.storage.lustre
+    assert lustre is not None
+    assert f"Lustre {lustre.sku}, {lustre.capacity_ti_b:,} TiB, " in text
+    assert " GB/s, at /lustre" in text
 
 
 @pytest.mark.parametrize("stack", ["reference", "dev"])
@@ -108,7 +136,7 @@ def test_gpu_subnet_sized_for_growth(dev_raw: dict[str, Any]) -> None:
     raw["network"] = {**raw["network"], "gpuSubnetPrefixLength": 22}
     plan = run_plan("dev", raw)
     gpu = next(s for s in plan.summary["subnets"] if s["name"] == "gpu")
-    assert gpu == {"name": "gpu", "prefix": "10.41.252.0/22", "usable": 1019, "used": 18}
+    assert gpu == {"name": "gpu", "prefix": "10.41.252.0/22", "usable": 1019, "used": 18, "vms": 18, "holds": {}}
     assert not [f for f in plan.findings if f.level.label == "error"]
 
 

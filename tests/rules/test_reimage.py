@@ -41,6 +41,7 @@ def test_changed_bootstrap_is_reported_per_pool(reference_plan: PlanResult) -> N
     assert found.level == Level.INFO
     assert "gb300 rollout --stack <stack> --state <export> --azure live --dry-run" in found.message
     assert "ref-train-r0001 first" in found.message
+    assert "az vmss reimage" not in found.message
 
 
 @pytest.mark.parametrize("stale", [{"ref-head"}, {"ref-head", "ref-train-r0064"}], ids=["head", "rack-and-head"])

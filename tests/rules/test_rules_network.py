@@ -216,3 +216,15 @@ def test_1388_racks_exceed_one_nat_gateway(reference_raw: dict[str, Any]) -> Non
     assert found.level == Level.WARNING
     for words in ("24,985 nodes", "at most 16 public IPs", "3,125 nodes at most", "128 IPs", "private endpoint"):
         assert words in found.message
+
+
+def test_a_full_gpu_subnet_names_the_key_that_sizes_it(dev_raw: dict[str, Any]) -> None:
+    """180 VMs in a /25 GPU subnet: the error names gb300:network.gpuSubnetPrefixLength, the key changed."""
+    from gb300.plan import run_plan  # noqa: PLC0415
+
+    raw = copy.deepcopy(dev_raw)
+    raw["network"] = {**raw.get("network", {}), "gpuSubnetPrefixLength": 25}
+    raw["gpuPools"][0]["racks"] = 10
+    found = [f for f in run_plan("gpu25", raw).findings if f.rule == "subnet-fits-pool"]
+    assert found
+    assert all("set gb300:network.gpuSubnetPrefixLength to 24 or less" in f.message for f in found)

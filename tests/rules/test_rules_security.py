@@ -81,7 +81,12 @@ def _login(public: bool = True) -> ResourceRecord:
         pytest.param([scale_set(public_ip=True)], ["error"], ["GPU nodes"], id="gpu-public-ip"),
         pytest.param([_login(), nsg(ssh_rule("203.0.113.0/24"))], [], [], id="login-restricted"),
         pytest.param([_login()], ["error"], ["no SSH source ranges"], id="login-unrestricted"),
-        pytest.param([_login(), nsg(ssh_rule("10.40.1.0/26"))], ["error"], ["no SSH source ranges"], id="bastion-only"),
+        pytest.param(
+            [_login(), nsg(ssh_rule("10.40.1.0/26"))],
+            ["error"],
+            ["no public SSH source ranges: SSH is admitted only from 10.40.1.0/26"],
+            id="bastion-only",
+        ),
         pytest.param([_login(), nsg(ssh_rule("0.0.0.0/0"))], ["error"], ["open to the Internet"], id="login-open"),
         pytest.param([scale_set(), nsg()], [], [], id="property-absent"),
         pytest.param(

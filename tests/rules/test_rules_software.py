@@ -37,22 +37,35 @@ def _pin_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     }
     keys = {r.key_url: {"fingerprints": ["A" * 40], "status": "verified", "source": "t"} for r in software.repos}
     path = tmp_path / "checksums.yaml"
-    path.write_text(yaml.safe_dump({"files": files, "keys": keys}))
+    commits = {
+        c.git.key: {"commit": "b" * 40, "status": "verified", "source": "t"} for c in software.components if c.git
+    }
+    path.write_text(yaml.safe_dump({"files": files, "keys": keys, "commits": commits}))
     monkeypatch.setattr(software_module, "CHECKSUMS_FILE", path)
 
 
-def test_reference_plan_warns_that_containers_are_unavailable(reference_plan: PlanResult) -> None:
-    """The reference stack boots the HPC image: only enroot/pyxis lack pins, so one warning, naming both."""
-    unpinned_owners = {owner for _, owner, _ in load_software().unpinned()}
-    found = [f for f in reference_plan.findings if f.rule == rule.RULE_ID]
-    if not unpinned_owners & {"enroot", "pyxis"}:
-        assert found == []
-        return
-    [finding] = found
+def test_reference_plan_has_containers(reference_plan: PlanResult) -> None:
+    """The shipped data pins enroot and pyxis by commit, so the reference stack plans with no containers warning
+    and its GPU nodes are told which commit to build."""
+    assert [f for f in reference_plan.findings if f.rule == rule.RULE_ID] == []
+    for name in ("enroot", "pyxis"):
+        git = load_software().component(name).git
+        assert git is not None
+        assert git.commit is not None
+
+
+def test_an_unpinned_container_commit_warns_that_containers_are_unavailable(
+    reference_raw: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a commit for pyxis's tag the plan warns once, naming pyxis and `gb300 software lock`."""
+    _pin_everything(tmp_path, monkeypatch)
+    pinned = yaml.safe_load((tmp_path / "checksums.yaml").read_text())
+    pinned["commits"] = {k: v for k, v in pinned["commits"].items() if "pyxis" not in k}
+    (tmp_path / "checksums.yaml").write_text(yaml.safe_dump(pinned))
+    [finding] = rule.findings(config.parse(copy.deepcopy(reference_raw)))
     assert finding.level == Level.WARNING
     assert finding.resource == "gb300:software"
-    assert "enroot" in finding.message
-    assert "pyxis" in finding.message
+    assert finding.message.startswith("pyxis: 1 download(s)")
     assert "srun --container-image` is unavailable" in finding.message
     assert "gb300 software lock" in finding.message
 
@@ -97,7 +110,7 @@ def test_an_overridden_version_needs_its_own_pin(
     raw = copy.deepcopy(reference_raw)
     raw["software"] = {"enroot": "3.4.1"}
     [finding] = rule.findings(config.parse(raw))
-    assert finding.message.startswith("enroot: 2 download(s)")
+    assert finding.message.startswith("enroot: 1 download(s)")
 
 
 def test_the_plan_fails_on_the_error_and_can_suppress_the_rule(reference_raw: dict[str, Any], write_stack: Any) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
+import os
 import shlex
 import shutil
 import stat
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -175,115 +177,111 @@ def test_pyxis_setup_without_pins_leaves_the_scheduler_usable(sandbox: Sandbox) 
     assert sandbox.calls("curl") == []
 
 
-ENROOT_DEBS = (
-    "https://github.com/NVIDIA/enroot/releases/download/v3.5.0/enroot_3.5.0-1_arm64.deb",
-    "https://github.com/NVIDIA/enroot/releases/download/v3.5.0/enroot+caps_3.5.0-1_arm64.deb",
-)
-PYXIS_URL = "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.20.0.tar.gz"
-
-
-def _serving(sandbox: Sandbox) -> dict[str, str]:
-    """curl writes 'served <url>' to its -o file; returns URL -> the sha256 of what it serves."""
-    sandbox.replace(
-        "curl",
-        'printf \'curl %s\\n\' "$*" >>"$SANDBOX/calls.log"\n'
-        'out=""; prev=""; for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done\n'
-        'printf \'served %s\\n\' "${*: -1}" >"$out"\n',
+def _git(cwd: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    done = subprocess.run(
+        ["git", "-C", str(cwd), *args], capture_output=True, text=True, check=True, env={**os.environ, **env}
     )
-    sandbox.replace("dpkg", "echo arm64\n")
+    return done.stdout.strip()
+
+
+def _upstream(sandbox: Sandbox, name: str, makefile: str) -> tuple[str, str, str]:
+    """A real git repository standing in for NVIDIA's: (file:// URL, the tagged commit, a later commit)."""
+    repo = sandbox.path / "upstream" / name
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q")
+    (repo / "Makefile").write_text(makefile)
+    _git(repo, "add", "Makefile")
+    _git(repo, "commit", "-q", "-m", "release")
+    tagged = _git(repo, "rev-parse", "HEAD")
+    (repo / "NEWS").write_text("after the release\n")
+    _git(repo, "add", "NEWS")
+    _git(repo, "commit", "-q", "-m", "later")
+    return f"file://{repo}", tagged, _git(repo, "rev-parse", "HEAD")
+
+
+# Each target records what it was asked to do; nothing is built or installed on this machine.
+_RECORDING_MAKEFILE = 'all install setcap:\n\t@echo "make $@ $(prefix) $(FORCE_GLIBC)" >> $(SANDBOX)/calls.log\n'
+
+
+def _containers_env(sandbox: Sandbox) -> tuple[dict[str, str], dict[str, str]]:
+    """slurm.env values for a GPU node whose enroot and pyxis pins point at local upstreams."""
     sandbox.replace("apt-get", 'printf \'apt-get %s\\n\' "$*" >>"$SANDBOX/calls.log"\n')
-    return {url: hashlib.sha256(f"served {url}\n".encode()).hexdigest() for url in (*ENROOT_DEBS, PYXIS_URL)}
-
-
-def _enroot_env(sandbox: Sandbox, shas: list[str]) -> dict[str, str]:
-    return {
+    enroot_url, enroot_commit, enroot_later = _upstream(sandbox, "enroot", _RECORDING_MAKEFILE)
+    pyxis_url, pyxis_commit, _ = _upstream(sandbox, "pyxis", _RECORDING_MAKEFILE)
+    env = {
         "PATH": f"{sandbox.path / 'bin'}:/usr/bin:/bin",
+        "SANDBOX": str(sandbox.path),
         "GB300_ENROOT_VERSION": "3.5.0",
-        "GB300_ENROOT_DEBS": " ".join(ENROOT_DEBS),
-        "GB300_ENROOT_SHA256S": " ".join(shas),
+        "GB300_ENROOT_GIT": enroot_url,
+        "GB300_ENROOT_COMMIT": enroot_commit,
+        "GB300_ENROOT_PACKAGES": "build-essential git jq",
+        "GB300_PYXIS_VERSION": "0.21.0",
+        "GB300_PYXIS_GIT": pyxis_url,
+        "GB300_PYXIS_COMMIT": pyxis_commit,
+        "GB300_PYXIS_PACKAGES": "build-essential git",
     }
+    return env, {"enroot_later": enroot_later}
 
 
-def test_pyxis_setup_installs_the_pinned_enroot_packages(sandbox: Sandbox) -> None:
-    """With both .debs pinned, the step downloads each once, checks it, and installs both with apt."""
+def test_pyxis_setup_builds_enroot_and_pyxis_at_their_pinned_commits(sandbox: Sandbox) -> None:
+    """A GPU node clones each repository, checks out exactly the pinned commit and builds and installs it there."""
     if shutil.which("enroot", path="/usr/bin:/bin"):
         pytest.skip("enroot is installed on this machine")
-    served = _serving(sandbox)
-    sandbox.write("usr/local/lib/slurm/spank_pyxis.so", "")
-    result = sandbox.run("gb300-pyxis-setup", env=_enroot_env(sandbox, [served[u] for u in ENROOT_DEBS]))
+    env, _ = _containers_env(sandbox)
+    result = sandbox.run("gb300-pyxis-setup", env=env)
     assert result.returncode == 0, result.stderr
-    assert [c.split()[-1] for c in sandbox.calls("curl")] == list(ENROOT_DEBS)
-    [install] = [c for c in sandbox.calls("apt-get") if c.startswith("install")]
-    assert install.endswith(
-        "var/cache/gb300/enroot_3.5.0-1_arm64.deb "
-        + str(sandbox.root)
-        + "/var/cache/gb300/enroot+caps_3.5.0-1_arm64.deb"
-    )
+    cache = sandbox.root / "var/cache/gb300"
+    assert _git(cache / "enroot", "rev-parse", "HEAD") == env["GB300_ENROOT_COMMIT"]
+    assert _git(cache / "pyxis", "rev-parse", "HEAD") == env["GB300_PYXIS_COMMIT"]
+    assert not (cache / "enroot" / "NEWS").exists()  # the later commit is not what was built
+    makes = sandbox.calls("make")
+    assert makes == ["install /usr/local 1", "setcap /usr/local ", "all  ", "install /usr/local "]
+    assert sandbox.calls("gb300-slurm-install") == [""]  # pyxis builds against the pinned Slurm
+    installs = [c for c in sandbox.calls("apt-get") if c.startswith("install")]
+    assert installs == ["install -y -q build-essential git jq", "install -y -q build-essential git"]
     assert (sandbox.root / "etc/enroot/enroot.conf").exists()
+    assert (sandbox.root / "var/lib/gb300/slurm/pyxis-setup.done").exists()
     assert not (sandbox.root / "var/lib/gb300/slurm/containers.unavailable").exists()
 
 
-@pytest.mark.parametrize(
-    ("sha_of_second", "message"),
-    [
-        (
-            "-",
-            "no sha256 pinned for " + ENROOT_DEBS[1] + " in infra/gb300/data/checksums.yaml (run gb300 software lock)",
-        ),
-        ("0" * 64, None),
-    ],
-    ids=["unpinned", "mismatch"],
-)
-def test_pyxis_setup_refuses_an_unpinned_or_wrong_enroot_package(
-    sandbox: Sandbox, sha_of_second: str, message: str | None
-) -> None:
-    """An unpinned .deb is not downloaded (containers unavailable, Slurm unaffected); a wrong one fails the step."""
+def test_pyxis_setup_refuses_a_commit_the_repository_lacks(sandbox: Sandbox) -> None:
+    """A pin that names no commit of the repository fails the step and builds nothing."""
     if shutil.which("enroot", path="/usr/bin:/bin"):
         pytest.skip("enroot is installed on this machine")
-    served = _serving(sandbox)
-    result = sandbox.run("gb300-pyxis-setup", env=_enroot_env(sandbox, [served[ENROOT_DEBS[0]], sha_of_second]))
-    assert not [c for c in sandbox.calls("apt-get") if c.startswith("install")]
-    if message is None:
-        assert result.returncode == 1
-        assert f"checksum mismatch for {ENROOT_DEBS[1]}" in result.stderr
-    else:
-        assert result.returncode == 0, result.stderr
-        assert (sandbox.root / "var/lib/gb300/slurm/containers.unavailable").read_text().strip() == message
-        assert sandbox.calls("curl") == []
+    env, _ = _containers_env(sandbox)
+    env["GB300_ENROOT_COMMIT"] = "0" * 40
+    result = sandbox.run("gb300-pyxis-setup", env=env)
+    assert result.returncode == 1
+    assert f"has no commit {'0' * 40}" in result.stderr
+    assert sandbox.calls("make") == []
+    assert not (sandbox.root / "var/lib/gb300/slurm/pyxis-setup.done").exists()
 
 
-def test_pyxis_setup_refuses_an_enroot_package_for_another_architecture(sandbox: Sandbox) -> None:
-    """arm64 pins on an amd64 machine are never installed: containers are unavailable and the reason says why."""
+def test_pyxis_setup_without_a_pinned_commit_leaves_the_scheduler_usable(sandbox: Sandbox) -> None:
+    """No commit for enroot's tag: nothing is cloned or built, the reason is recorded, and the step succeeds."""
     if shutil.which("enroot", path="/usr/bin:/bin"):
         pytest.skip("enroot is installed on this machine")
-    served = _serving(sandbox)
-    sandbox.replace("dpkg", "echo amd64\n")
-    result = sandbox.run("gb300-pyxis-setup", env=_enroot_env(sandbox, [served[u] for u in ENROOT_DEBS]))
+    env, _ = _containers_env(sandbox)
+    env["GB300_ENROOT_COMMIT"] = "-"
+    result = sandbox.run("gb300-pyxis-setup", env=env)
     assert result.returncode == 0, result.stderr
-    reason = (sandbox.root / "var/lib/gb300/slurm/containers.unavailable").read_text()
-    assert "not for this node's architecture (amd64)" in reason
-    assert sandbox.calls("curl") == []
+    reason = (sandbox.root / "var/lib/gb300/slurm/containers.unavailable").read_text().strip()
+    where = "infra/gb300/data/checksums.yaml (run gb300 software lock)"
+    assert reason == f"no commit pinned for {env['GB300_ENROOT_GIT']} in {where}"
+    assert not (sandbox.root / "var/cache/gb300/enroot").exists()
+    assert sandbox.calls("make") == []
 
 
 def test_the_head_builds_pyxis_and_never_installs_enroot(sandbox: Sandbox) -> None:
-    """GB300_INSTALL_ENROOT=0 (the head): the pinned pyxis tarball is fetched and built; no enroot, no NVMe dirs."""
-    served = _serving(sandbox)
-    sandbox.replace("tar", 'printf \'tar %s\\n\' "$*" >>"$SANDBOX/calls.log"\n')
-    sandbox.replace("make", 'printf \'make %s\\n\' "$*" >>"$SANDBOX/calls.log"\n')
-    env = {
-        "GB300_INSTALL_ENROOT": "0",
-        "GB300_PYXIS_VERSION": "0.20.0",
-        "GB300_PYXIS_URL": PYXIS_URL,
-        "GB300_PYXIS_SHA256": served[PYXIS_URL],
-    }
+    """GB300_INSTALL_ENROOT=0 (the head): pyxis is built at its pinned commit; no enroot, no NVMe dirs."""
+    env, _ = _containers_env(sandbox)
+    env["GB300_INSTALL_ENROOT"] = "0"
     result = sandbox.run("gb300-pyxis-setup", env=env)
     assert result.returncode == 0, result.stderr
-    assert [c.split()[-1] for c in sandbox.calls("curl")] == [PYXIS_URL]
-    assert len(sandbox.calls("make")) == 2  # build, install
-    # Built against the pinned Slurm's slurm-smd-dev (gb300-slurm-install puts it in place first).
+    assert sandbox.calls("make") == ["all  ", "install /usr/local "]
     assert sandbox.calls("gb300-slurm-install") == [""]
-    assert [c for c in sandbox.calls("apt-get") if c.startswith("install")] == ["install -y -q build-essential"]
-    assert not [c for c in sandbox.calls("apt-get") if "enroot" in c]
+    assert not (sandbox.root / "var/cache/gb300/enroot").exists()
     assert not (sandbox.root / "etc/enroot").exists()
     assert not (sandbox.root / "mnt").exists()
     assert (sandbox.root / "var/lib/gb300/slurm/pyxis-setup.done").exists()
@@ -302,7 +300,7 @@ DROPIN = "etc/systemd/system/slurmd.service.d/gb300-dynamic.conf"
 def slurmd_node(sandbox: Sandbox) -> dict[str, str]:
     """A GPU node with slurmd installed and the gb300 units shipped; returns the step's environment."""
     sandbox.replace("slurmd", "exit 0\n")
-    for unit in ("gb300-health-boot.service", "gb300-fabric-publish.service"):
+    for unit in ("gb300-health-boot.service", "gb300-fabric-publish.service", "gb300-scheduled-events.service"):
         sandbox.write(f"units-src/{unit}", (REPO / "cloud-init/slurm/systemd" / unit).read_text())
     return {**NODE_ENV, "GB300_UNIT_DIR": str(sandbox.root / "units-src")}
 

@@ -14,7 +14,7 @@ from gb300.azure import quota
 from gb300.errors import UsageError
 from gb300.plan import run_plan
 from gb300.plan.render import suppressed_lines, text
-from gb300.plan.state import load_state
+from gb300.plan.state import load_state, state_stacks
 
 NAME = "plan"
 
@@ -136,6 +136,14 @@ def run(args: argparse.Namespace) -> int:
     if args.prices and args.prices.strip().lower() != cost.LIVE:
         cost.file_book(Path(args.prices), "USD")  # a missing or malformed price file is exit 2 before the plan runs
     deployed = load_state(args.state) if args.state is not None else None
+    if deployed:
+        stacks = state_stacks(deployed)
+        if stacks and name not in stacks:  # every URN would differ: one clean refusal, not a finding per resource
+            raise UsageError(
+                f"--state {args.state} is the state of stack {', '.join(stacks)}, not {name}: nothing would compare. "
+                f"Export this stack's state (`pulumi stack export --stack {name} > state.json`), or plan the stack "
+                f"the state belongs to (`gb300 plan --stack {stacks[0]} --state {args.state}`)"
+            )
     started = time.perf_counter()
     print(f"gb300 plan: validating and registering resources of stack {name}...", file=sys.stderr)
     result = run_plan(name, raw, quota=args.quota, deployed=deployed, prices=args.prices)

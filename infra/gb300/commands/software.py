@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.check:
         for gap in todo:
-            need = {"file": "sha256", "key": "key fingerprint", "image": "digest"}[gap.kind]
+            need = {"file": "sha256", "key": "key fingerprint", "image": "digest", "commit": "commit id"}[gap.kind]
             print(f"{gap.owner}: no {need} for {gap.url}")
         print(
             f"{len(todo)} unpinned in {where}; run `gb300 software lock` where the Internet is reachable",
@@ -99,11 +99,16 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     images: dict[str, dict[str, Any]] = {}
+    commits: dict[str, dict[str, Any]] = {}
     files, keys, result = lock(
-        todo, timeout=args.timeout, progress=lambda line: print(line, file=sys.stderr), images=images
+        todo,
+        timeout=args.timeout,
+        progress=lambda line: print(line, file=sys.stderr),
+        images=images,
+        commits=commits,
     )
-    if files or keys or images:
-        write_checksums(files, keys, new_images=images)
+    if files or keys or images or commits:
+        write_checksums(files, keys, new_images=images, new_commits=commits)
     for line in result.pinned:
         print(f"pinned {line}")
     for line in result.failed:

@@ -24,6 +24,7 @@ from pulumi_azure_native import network
 from gb300 import tags as gb300_tags
 from gb300.components import compute_package, scale_set
 from gb300.components.node_common import NodeCommon
+from gb300.facts import catalog
 from gb300.facts.catalog import FabricModel, Sku
 
 RACK_INDEX_WIDTH = 4  # r0001..r9999: names never change when a pool grows past 99 or 999 racks
@@ -108,6 +109,9 @@ def declare_scale_set(
         interconnect_group_id=interconnect_group_id,
         capacity_reservation_group_id=args.capacity_reservation_group_id,
         extensions=shared.extensions,
+        # Drain before Azure deletes or reimages a node (gb300-scheduled-events acknowledges once idle).
+        terminate_notification_timeout=str(catalog.load().limit("terminateNotificationTimeout")),
+        os_image_notification_timeout=str(catalog.load().limit("osImageNotificationTimeout")),
     )
     return compute_package.VirtualMachineScaleSet(
         name,

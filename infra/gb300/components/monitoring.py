@@ -80,7 +80,7 @@ class MonitoringArgs:
     grafana: bool = True
     alerts: bool = True
     alert_emails: Sequence[str] = ()
-    alert_webhooks: Sequence[str] = ()
+    alert_webhooks: Sequence[pulumi.Input[str]] = ()  # secrets (webhook URLs carry tokens)
     bootstrap_alert_severity: int | None = None  # the log alert's severity (0-4); None: no bootstrap alert
     tags: dict[str, str] = field(default_factory=dict)
 

@@ -187,9 +187,10 @@ class Network(pulumi.ComponentResource):
             previous = subnet
             self.subnet_ids[plan.role] = subnet.id
 
+        self.bastion_name: pulumi.Output[str] | None = None
         if args.bastion and "bastion" in self.subnet_ids:
             bastion_ip = self._public_ip(f"{name}-bastion-ip", args, zonal=False)
-            network.BastionHost(
+            bastion = network.BastionHost(
                 f"{name}-bastion",
                 bastion_host_name=f"{name}-bastion",
                 resource_group_name=rg,
@@ -206,6 +207,7 @@ class Network(pulumi.ComponentResource):
                 tags=args.tags,
                 opts=child,
             )
+            self.bastion_name = bastion.name
 
         self.vnet_id = vnet.id
         self.register_outputs({"vnetId": vnet.id, "subnetIds": self.subnet_ids})

@@ -34,6 +34,10 @@ class ScaleSetSpec:
     interconnect_group_id: pulumi.Input[str] | None = None
     capacity_reservation_group_id: str | None = None
     extensions: tuple[dict[str, Any], ...] = ()  # extensionProfile entries, ARM shape (e.g. the Azure Monitor Agent)
+    # Scheduled Events the VMs are told of before Azure acts (ISO 8601 notBeforeTimeout each; data/platform.yaml),
+    # so gb300-scheduled-events can drain a node first: deletion/scale-in (Terminate) and reimage/OS upgrade.
+    terminate_notification_timeout: str | None = None
+    os_image_notification_timeout: str | None = None
 
 
 def image_reference(image: str) -> dict[str, str]:
@@ -96,6 +100,16 @@ def virtual_machine_profile(spec: ScaleSetSpec) -> dict[str, Any]:
         # Standard, not Trusted Launch: the Lustre client's kernel module must load (secure boot refuses it).
         "securityProfile": {"securityType": "Standard"},
     }
+    events: dict[str, Any] = {}
+    if spec.terminate_notification_timeout:
+        events["terminateNotificationProfile"] = {
+            "enable": True,
+            "notBeforeTimeout": spec.terminate_notification_timeout,
+        }
+    if spec.os_image_notification_timeout:
+        events["osImageNotificationProfile"] = {"enable": True, "notBeforeTimeout": spec.os_image_notification_timeout}
+    if events:
+        vm_profile["scheduledEventsProfile"] = events
     if spec.extensions:
         vm_profile["extensionProfile"] = {"extensions": [flat_extension(e) for e in spec.extensions]}
     if spec.capacity_reservation_group_id:

@@ -17,6 +17,7 @@ from gb300.config.checks import (
     format_path,
 )
 from gb300.config.models import StackConfig
+from gb300.config.secrets import SECRET_KEYS, StackSecret, mask
 from gb300.errors import ConfigError, Problem
 
 # ---------------------------------------------------------------------------------------------------------
@@ -53,6 +54,11 @@ def _message(err: Mapping[str, Any], model_keys: list[str]) -> str:
         close = difflib.get_close_matches(key, model_keys, n=1)
         return "is not a known key" + (f"; did you mean {close[0]!r}?" if close else "")
     ctx = dict(err.get("ctx") or {})
+    if isinstance(err.get("input"), StackSecret):
+        return (
+            f"cannot be a Pulumi secret (only {', '.join(SECRET_KEYS)} can); set it in plain text with "
+            "`pulumi config set` (no --secret)"
+        )
     got = err.get("input")
     if isinstance(got, str) and len(got) > _SHOWN_CHARS:
         got = _Clipped(got)
@@ -126,6 +132,7 @@ def _software_problems(raw: Mapping[str, Any]) -> list[Problem]:
 
 def parse(raw: Mapping[str, Any]) -> StackConfig:
     """Validate the ``gb300`` namespace (keys without the ``gb300:`` prefix) into a :class:`StackConfig`."""
+    raw = mask(raw)  # `{secure: ...}` -> StackSecret: no ciphertext reaches a message or the plan
     problems = _software_problems(raw)
     try:
         cfg = StackConfig.model_validate(dict(raw))

@@ -38,6 +38,7 @@ from gb300.config.checks import (
     _zone_to_str,
 )
 from gb300.config.remediation import RemediationSettings
+from gb300.config.secrets import StackSecret
 from gb300.config.storage import StorageSettings
 from gb300.config.text import text_limit
 from gb300.facts import catalog
@@ -332,10 +333,12 @@ class AlertSettings(ConfigModel):
         default_factory=list
     )
     """Email addresses that are notified."""
-    webhooks: list[Annotated[str, Field(max_length=text_limit("url")), AfterValidator(_check_webhook)]] = Field(
-        default_factory=list
-    )
-    """Https URLs called by every alert (common alert schema)."""
+    webhooks: list[
+        Annotated[str, Field(max_length=text_limit("url")), AfterValidator(_check_webhook)] | StackSecret
+    ] = Field(default_factory=list)
+    """Https URLs called by every alert (common alert schema). Each may be a Pulumi secret (`pulumi config set
+    --secret --path 'gb300:monitoring.alerts.webhooks[0]' <url>`): the action group receives every webhook as a
+    secret, and `gb300 plan`, which cannot decrypt it, skips its https:// check (rule `stack-secrets`)."""
 
 
 class MonitoringSettings(ConfigModel):

@@ -42,6 +42,7 @@ _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 _IMAGE_RE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+:[A-Za-z0-9._-]+$")
 _FINGERPRINT_RE = re.compile(r"^[0-9A-F]{40}$")
+_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 InstallKind = Literal["apt", "archive", "deb", "deb-repo", "source", "none"]
 _INSTALL_KINDS: tuple[str, ...] = ("apt", "archive", "deb", "deb-repo", "source", "none")
 _VERSION_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+~:_-]{0,63}$")
@@ -56,6 +57,22 @@ class DownloadFile:
 
     url: str
     sha256: str | None
+
+
+@dataclass(frozen=True)
+class GitSource:
+    """A source tree a node clones and checks out at a commit id: git checks every object it receives
+    against its id, so the commit pins the whole tree (submodules included, by their recorded commits).
+    ``commit`` is None while checksums.yaml has no commit for ``key`` (``url@ref``)."""
+
+    url: str
+    ref: str
+    commit: str | None
+
+    @property
+    def key(self) -> str:
+        """How checksums.yaml `commits` names this source: the repository URL and the tag, joined by @."""
+        return f"{self.url}@{self.ref}"
 
 
 @dataclass(frozen=True)
@@ -76,6 +93,12 @@ class Checksums:
     files: Mapping[str, Pin]
     keys: Mapping[str, Pin]
     images: Mapping[str, Pin] = dataclasses.field(default_factory=dict)
+    commits: Mapping[str, Pin] = dataclasses.field(default_factory=dict)
+
+    def commit(self, key: str) -> str | None:
+        """The pinned git commit id of `key` (`<repository URL>@<tag>`), or None."""
+        pin = self.commits.get(key)
+        return pin.values[0] if pin else None
 
     def digest(self, image: str) -> str | None:
         """The pinned manifest digest (`sha256:...`) of the tagged image `image`, or None."""
@@ -96,7 +119,7 @@ class Checksums:
         return pin.values if pin else ()
 
 
-def _pin(section: str, url: object, raw: object) -> Pin:
+def _pin(section: str, url: object, raw: object) -> Pin:  # noqa: PLR0912 - one branch per section's shape
     where = f"checksums.yaml {section}.{url}"
     if section == "images":
         if not isinstance(url, str) or not _IMAGE_RE.match(url) or not isinstance(raw, Mapping):
@@ -107,6 +130,15 @@ def _pin(section: str, url: object, raw: object) -> Pin:
             msg = f"{where}.digest: must be sha256: and 64 lowercase hex digits (got {digest!r})"
             raise BootstrapDataError(msg)
         return Pin(url=url, values=(digest,), status=_str(raw, "status", where), source=_str(raw, "source", where))
+    if section == "commits":
+        commit = raw.get("commit") if isinstance(raw, Mapping) else None
+        if not isinstance(url, str) or not url.startswith("https://") or "@" not in url:
+            msg = f"checksums.yaml commits: keys must be <https:// repository URL>@<tag> (got {url!r})"
+            raise BootstrapDataError(msg)
+        if not isinstance(raw, Mapping) or not isinstance(commit, str) or not _COMMIT_RE.match(commit):
+            msg = f"{where}.commit: must be 40 lowercase hex digits (a git commit id) (got {commit!r})"
+            raise BootstrapDataError(msg)
+        return Pin(url=url, values=(commit,), status=_str(raw, "status", where), source=_str(raw, "source", where))
     if not isinstance(url, str) or not url.startswith("https://"):
         msg = f"checksums.yaml {section}: keys must be https:// URLs (got {url!r})"
         raise BootstrapDataError(msg)
@@ -135,18 +167,20 @@ def _pin(section: str, url: object, raw: object) -> Pin:
 def load_checksums(path: Path | None = None) -> Checksums:
     """Load checksums.yaml (or `path`); raises BootstrapDataError naming the bad entry."""
     raw = load_yaml_mapping(path or CHECKSUMS_FILE)
-    unknown = sorted(set(raw) - {"files", "keys", "images"})
+    unknown = sorted(set(raw) - {"files", "keys", "images", "commits"})
     if unknown:
-        msg = f"checksums.yaml: unknown section {unknown[0]!r} (expected files, keys and images)"
+        msg = f"checksums.yaml: unknown section {unknown[0]!r} (expected files, keys, images and commits)"
         raise BootstrapDataError(msg)
     sections: dict[str, dict[str, Pin]] = {}
-    for section in ("files", "keys", "images"):
+    for section in ("files", "keys", "images", "commits"):
         body = raw.get(section) or {}
         if not isinstance(body, Mapping):
             msg = f"checksums.yaml {section}: must be a mapping of URL to entry (got {body!r})"
             raise BootstrapDataError(msg)
         sections[section] = {url: _pin(section, url, entry) for url, entry in body.items()}
-    return Checksums(files=sections["files"], keys=sections["keys"], images=sections["images"])
+    return Checksums(
+        files=sections["files"], keys=sections["keys"], images=sections["images"], commits=sections["commits"]
+    )
 
 
 @dataclass(frozen=True)
@@ -207,6 +241,8 @@ class Component:
     """`install: source` only: Ubuntu archive packages the build needs (installed, not held)."""
     build_env: tuple[tuple[str, str], ...] = ()
     """`install: source` only: variables exported to the recipe (name, value)."""
+    git: GitSource | None = None
+    """Built from a git repository at a pinned commit (enroot, pyxis) instead of downloaded files."""
 
     @property
     def env_prefix(self) -> str:
@@ -238,11 +274,12 @@ class SoftwareSet:
         return {c.name: c.version for c in self.components}
 
     def unpinned(self) -> tuple[tuple[str, str, str], ...]:
-        """What nodes would refuse to download: (kind, owner, url) with kind ``file`` or ``key``.
+        """What nodes would refuse to download: (kind, owner, url) with kind ``file``, ``key`` or ``commit``.
 
         ``owner`` is the component (for a file) or the repository (for a key); versions.yaml order.
         """
         gaps = [("file", c.name, f.url) for c in self.components for f in c.files if f.sha256 is None]
+        gaps += [("commit", c.name, c.git.key) for c in self.components if c.git and c.git.commit is None]
         gaps += [("key", r.name, r.key_url) for r in self.repos if not r.key_fingerprints]
         return tuple(gaps)
 
@@ -305,6 +342,7 @@ def _build_component(
         msg = f"{where}.repo: an apt component must name a repository (got {repo!r})"
         raise BootstrapDataError(msg)
     recipe, build_packages, build_env = _source_build(raw, install, where)
+    git = _git_source(raw, version, where, checksums)
     optional = raw.get("optional", False)
     if not isinstance(optional, bool):
         msg = f"{where}.optional: must be true or false (got {optional!r})"
@@ -327,7 +365,27 @@ def _build_component(
         recipe=recipe,
         build_packages=build_packages,
         build_env=build_env,
+        git=git,
     )
+
+
+def _git_source(raw: Mapping[str, Any], version: str | None, where: str, checksums: Checksums) -> GitSource | None:
+    """`git: {url, ref}`: the repository and tag a node builds from; its commit id comes from checksums.yaml."""
+    body = raw.get("git")
+    if body is None:
+        return None
+    if not isinstance(body, Mapping):
+        msg = f"{where}.git: must be a mapping with url and ref (got {body!r})"
+        raise BootstrapDataError(msg)
+    url = _str(body, "url", f"{where}.git")
+    if not url.startswith("https://"):
+        msg = f"{where}.git.url: must be an https:// repository URL (got {url!r})"
+        raise BootstrapDataError(msg)
+    if version is None:
+        return None
+    ref = _subst(_str(body, "ref", f"{where}.git"), version, where=f"{where}.git.ref")
+    source = GitSource(url=url, ref=ref, commit=None)
+    return dataclasses.replace(source, commit=checksums.commit(source.key))
 
 
 def _source_build(
@@ -335,6 +393,16 @@ def _source_build(
 ) -> tuple[str | None, tuple[str, ...], tuple[tuple[str, str], ...]]:
     """The recipe, build packages and build environment of an `install: source` component."""
     build_keys = [key for key in ("recipe", "build_packages", "build_env") if key in raw]
+    if install != "source" and "git" in raw:
+        # Built from a pinned commit by its own step (gb300-pyxis-setup): only the packages it needs.
+        if [key for key in build_keys if key != "build_packages"]:
+            msg = f"{where}.{build_keys[0]}: a git component names only build_packages (got install {install!r})"
+            raise BootstrapDataError(msg)
+        packages = raw.get("build_packages", [])
+        if not isinstance(packages, list) or not all(isinstance(p, str) and p for p in packages):
+            msg = f"{where}.build_packages: must be a list of Debian package names (got {packages!r})"
+            raise BootstrapDataError(msg)
+        return None, tuple(packages), ()
     if install != "source":
         if build_keys:
             msg = f"{where}.{build_keys[0]}: only an `install: source` component is built (got install {install!r})"

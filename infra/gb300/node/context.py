@@ -98,10 +98,12 @@ def boot_inputs(ctx: BootstrapContext) -> slurm_files.SlurmBootInputs:
         slurm_packages=slurm.packages,
         slurm_repo=next(r for r in software.repos if r.name == slurm.repo),
         enroot_version=enroot.version,
-        enroot_debs=tuple((f.url, f.sha256) for f in enroot.files),
+        enroot_source=(enroot.git.url, enroot.git.commit) if enroot.git else None,
+        enroot_packages=enroot.build_packages,
         install_enroot=ctx.role == GPU_NODE,  # containers start on GPU nodes; the head's srun needs pyxis only
         pyxis_version=pyxis.version,
-        pyxis_source=(pyxis.files[0].url, pyxis.files[0].sha256) if pyxis.files else None,
+        pyxis_source=(pyxis.git.url, pyxis.git.commit) if pyxis.git else None,
+        pyxis_packages=pyxis.build_packages,
     )
     if ctx.role != GPU_NODE:
         return inputs

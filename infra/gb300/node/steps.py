@@ -138,6 +138,8 @@ STEPS: tuple[Step, ...] = (
     Step("72-lustre", "scripts/72-lustre.sh", BOTH, "storage",
          "verify the Lustre client and mount Azure Managed Lustre over TCP LNet at gb300:storage.lustre.mountPath",
          ("10-tuning",), _lustre),
+    Step("73-shared-home", "scripts/73-shared-home.sh", BOTH, "storage",
+         "bind-mount <Lustre>/home at /home (homes outlive every VM, the head included)", ("72-lustre",), _lustre),
     # GPU nodes only: the block cache lives on the NVMe RAID, which the head node does not have.
     Step("74-blobfuse2", "scripts/74-blobfuse2.sh", GPU, "storage",
          "mount the configured Blob containers with BlobFuse2 in block-cache mode (cache on the NVMe RAID)",

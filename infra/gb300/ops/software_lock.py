@@ -188,13 +188,16 @@ def lock(
     today: dt.date | None = None,
     fetch: Fetch | None = None,
     images: dict[str, dict[str, Any]] | None = None,
+    commits: dict[str, dict[str, Any]] | None = None,
+    ls_remote: LsRemote | None = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], LockResult]:
     """Download each gap and pin it; returns (files, keys) entries for checksums.yaml and what happened.
 
     An ``image`` gap is resolved to its manifest digest through the registry's API (``fetch``) and its entry
-    goes into ``images`` (a dict the caller passes and writes). A failed download, a key file with no key or
-    an image the registry does not resolve is reported in ``LockResult.failed`` and not pinned; the others
-    are still pinned.
+    goes into ``images`` (a dict the caller passes and writes). A ``commit`` gap (``<repository>@<tag>``) is
+    resolved with ``git ls-remote`` to the commit the tag names and goes into ``commits``. A failed download, a
+    key file with no key or an image the registry does not resolve is reported in ``LockResult.failed`` and not
+    pinned; the others are still pinned.
     """
     gpg_path = gpg or shutil.which("gpg")
     stamp = (today or dt.datetime.now(dt.UTC).date()).isoformat()
@@ -218,6 +221,9 @@ def lock(
                         "source": f"gb300 software lock, resolved {stamp}",
                     }
                 result.pinned.append(f"{gap.owner}: {gap.url}: {digest}")
+                continue
+            if gap.kind == "commit":
+                _lock_commit(gap, ls_remote or default_ls_remote, timeout, result, commits, stamp)
                 continue
             if not gap.url.startswith("https://"):
                 result.failed.append(f"{gap.owner}: {gap.url}: only https:// URLs are pinned")
@@ -249,6 +255,41 @@ def lock(
     return files, keys, result
 
 
+LsRemote = Callable[[str, str, float], str]
+"""(repository URL, tag, timeout) -> ``git ls-remote`` output for the tag and its peeled commit."""
+
+
+def default_ls_remote(url: str, tag: str, timeout: float) -> str:
+    """Ask the repository which commit `tag` names (git ls-remote; no clone)."""
+    refs = [f"refs/tags/{tag}", f"refs/tags/{tag}^{{}}"]
+    done = subprocess.run(["git", "ls-remote", url, *refs], capture_output=True, text=True, timeout=timeout, check=True)
+    return done.stdout
+
+
+def _lock_commit(  # noqa: PLR0917 - a private step of lock(), called once
+    gap: Gap, ls_remote: LsRemote, timeout: float, result: LockResult, out: dict[str, dict[str, Any]] | None, stamp: str
+) -> None:
+    """Pin the commit `gap`'s tag names (into `out`), or say why not."""
+    url, _, tag = gap.url.rpartition("@")
+    try:
+        listing = ls_remote(url, tag, timeout)
+    except (OSError, subprocess.SubprocessError) as exc:
+        result.failed.append(f"{gap.owner}: {gap.url}: git ls-remote failed ({exc})")
+        return
+    refs: dict[str, str] = {}
+    for line in listing.splitlines():
+        sha, _, ref = line.partition("\t")
+        refs[ref.strip()] = sha.strip()
+    # An annotated tag names a tag object; its peeled line (^{}) names the commit.
+    commit = refs.get(f"refs/tags/{tag}^{{}}") or refs.get(f"refs/tags/{tag}")
+    if not commit:
+        result.failed.append(f"{gap.owner}: {gap.url}: the repository has no tag {tag}")
+        return
+    if out is not None:
+        out[gap.url] = {"commit": commit, "status": "verified", "source": f"gb300 software lock, git ls-remote {stamp}"}
+    result.pinned.append(f"{gap.owner}: {gap.url}: commit {commit}")
+
+
 class _Dumper(yaml.SafeDumper):
     """Block style, long notes folded, no anchors: checksums.yaml stays readable in a diff."""
 
@@ -267,6 +308,8 @@ _Dumper.add_representer(str, _str_representer)
 def _entry(pin_values: Sequence[str], kind: str, status: str, source: str) -> dict[str, Any]:
     if kind == "images":
         return {"digest": pin_values[0], "status": status, "source": source}
+    if kind == "commits":
+        return {"commit": pin_values[0], "status": status, "source": source}
     if kind == "files":
         return {"sha256": pin_values[0], "status": status, "source": source}
     return {"fingerprints": list(pin_values), "status": status, "source": source}
@@ -277,6 +320,7 @@ def write_checksums(
     new_keys: Mapping[str, Mapping[str, Any]],
     path: Path | None = None,
     new_images: Mapping[str, Mapping[str, Any]] | None = None,
+    new_commits: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
     """Merge new entries into checksums.yaml (or ``path``), keeping its header comment and existing pins."""
     path = path or software.CHECKSUMS_FILE
@@ -293,6 +337,10 @@ def write_checksums(
     sections: dict[str, Any] = {"files": dict(sorted(files.items())), "keys": dict(sorted(keys.items()))}
     if images:
         sections["images"] = dict(sorted(images.items()))
+    commits = {key: _entry(p.values, "commits", p.status, p.source) for key, p in current.commits.items()}
+    commits.update({key: dict(v) for key, v in (new_commits or {}).items()})
+    if commits:
+        sections["commits"] = dict(sorted(commits.items()))
     body = yaml.dump(
         sections,
         Dumper=_Dumper,

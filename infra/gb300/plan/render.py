@@ -6,11 +6,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from gb300.findings import Level
+from gb300.plan import glance
 from gb300.plan.runner import PlanResult
 
 
 def _n(value: int) -> str:
     return f"{value:,}"
+
+
+def _count(value: int, word: str) -> str:
+    """``1 rack``, ``64 racks``: never "1 racks"."""
+    return f"{value:,} {word}" if value == 1 else f"{value:,} {word}s"
 
 
 def text(result: PlanResult, *, stack_file: str) -> str:
@@ -25,17 +31,21 @@ def text(result: PlanResult, *, stack_file: str) -> str:
     ]
     for name, pool in s["pools"].items():
         lines.append(
-            f"  pool {name:<10} {pool['vmSize']:<30} {_n(pool['racks']):>6} racks {_n(pool['vms']):>8} VMs "
-            f"{_n(pool['gpus']):>8} GPUs  ({_n(pool['scaleSets'])} scale sets)"
+            f"  pool {name:<10} {pool['vmSize']:<30} {_count(pool['racks'], 'rack'):>11} "
+            f"{_count(pool['vms'], 'VM'):>10} {_count(pool['gpus'], 'GPU'):>11}  "
+            f"({_count(pool['scaleSets'], 'scale set')})"
         )
-    lines.append(f"  {'total':<15} {'':<30} {_n(s['racks']):>6} racks {_n(s['vms']):>8} VMs {_n(s['gpus']):>8} GPUs")
+    lines.append(
+        f"  {'total':<15} {'':<30} {_count(s['racks'], 'rack'):>11} {_count(s['vms'], 'VM'):>10} "
+        f"{_count(s['gpus'], 'GPU'):>11}"
+    )
     lines += ["", "vCPU quota needed (per family)"]
     lines += [f"  {family:<40} {_n(count):>10}" for family, count in s["vcpus"].items()]
-    lines += ["", "Subnets (usable addresses after Azure's reserved ones)"]
-    lines += [
-        f"  {sub['name']:<20} {sub['prefix']:<18} {_n(sub['used']):>7} used of {_n(sub['usable']):>7}"
-        for sub in s["subnets"]
-    ]
+    lines += ["", *glance.subnet_lines(s["subnets"])]
+    if "access" in s:
+        lines += ["", *glance.access_lines(s["access"])]
+    if "storage" in s:
+        lines += ["", *glance.storage_lines(s["storage"])]
     if s["customDataBytes"]:
         payload = s.get("nodePayloadBytes", {})
         lines += ["", "Custom data (base64, Azure's limit is 65,536 bytes) and the node payload it fetches (gzip)"]
@@ -44,12 +54,6 @@ def text(result: PlanResult, *, stack_file: str) -> str:
             + (f", {_n(payload[role]):>7} bytes payload" if role in payload else "")
             for role, size in s["customDataBytes"].items()
         ]
-    if "adds" in s and "destroys" in s:
-        lines += ["", "Against the deployed state"]
-        for what in ("adds", "destroys"):
-            count = s[what]
-            vms = f", {_n(count['vms'])} VMs" if count.get("vms") else ""
-            lines.append(f"  {what:<20} {_n(count['resources']):>7} resources{vms}")
     if "needsReimage" in s:
         lines += ["", "Rollout needed after `pulumi up` (gb300 rollout: bootstrap changed since the deployed state)"]
         lines += [f"  {group:<20} {_n(count):>7} scale sets/VMs" for group, count in s["needsReimage"].items()]
@@ -58,11 +62,11 @@ def text(result: PlanResult, *, stack_file: str) -> str:
                 "  none: no deployed scale set's model changes (which VMs still run an old one is Azure's to say: "
                 "gb300 status)"
             )
+    if "changes" in s:
+        lines += ["", *glance.change_lines(s["changes"])]
     if "cost" in s:
         lines += ["", *cost_lines(s["cost"])]
-    lines += ["", f"Resources ({_n(s['resourceCount'])})"]
-    width = max((len(typ) for typ in s["resourcesByType"]), default=0)  # the compute package's tokens are long
-    lines += [f"  {typ:<{width}} {_n(count):>6}" for typ, count in s["resourcesByType"].items()]
+    lines += ["", *glance.resource_lines(s["resourcesByType"])]
     lines.append("")
     lines += suppressed_lines(result)
     if not result.findings:

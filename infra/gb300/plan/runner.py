@@ -316,6 +316,9 @@ def _assess(
         result.summary["replacesVms"] = reimage.replaced(resources, deployed)
         result.summary["destroys"] = destroy.summary(resources, deployed)
         result.summary["adds"] = added(resources, deployed)
+        from gb300.plan import glance  # noqa: PLC0415 - glance reads ResourceRecord from this module
+
+        result.summary["changes"] = glance.state_changes(resources, deployed)
     result.summary["cost"] = _cost(cfg, resources, deployed, prices)
     return result
 

@@ -11,6 +11,7 @@ from gb300 import tags as gb300_tags
 from gb300.azure import inventory, machines
 from gb300.config import StackConfig
 from gb300.facts import catalog
+from gb300.plan import glance
 from gb300.plan.runner import ResourceRecord
 
 
@@ -64,18 +65,26 @@ def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str
             vcpus[msku.quota_family.value] += machine.count * msku.vcpus
 
     reserved = int(cat.limit("subnetReservedAddresses"))
+    holdings = glance.subnet_holdings(resources)
     subnets = []
     for rec in inventory.of_type(resources, inventory.SUBNET):
         prefix = rec.inputs.get("addressPrefix")
         if not isinstance(prefix, str):
             continue
         size = ipaddress.IPv4Network(prefix).num_addresses
+        sid = str(getattr(rec, "id", ""))
+        holds = holdings.get(sid, {})
+        # Addresses: one per VM, NIC and private endpoint. Bastion and Lustre take what Azure sizes them to
+        # (their subnets are sized for it: AzureBastionSubnet /26, Lustre by capacity), shown as held, not counted.
+        used = subnet_use.get(sid, 0) + holds.get("NIC", 0) + holds.get("private endpoint", 0)
         subnets.append(
             {
                 "name": rec.inputs.get("subnetName", rec.name),
                 "prefix": prefix,
                 "usable": size - reserved,
-                "used": subnet_use.get(str(getattr(rec, "id", "")), 0),
+                "used": used,
+                "vms": subnet_use.get(sid, 0),
+                "holds": holds,
             }
         )
     subnets.sort(key=lambda s: ipaddress.IPv4Network(s["prefix"]))
@@ -93,4 +102,6 @@ def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str
         "nodePayloadBytes": payload_bytes(cfg),
         "resourceCount": len(resources),
         "resourcesByType": dict(sorted(Counter(r.type for r in resources).items())),
+        "access": glance.access(cfg),
+        "storage": glance.storage(cfg),
     }

@@ -250,7 +250,10 @@ def findings(
 def summary(planned: Sequence[Resource], deployed: Sequence[DeployedResource]) -> dict[str, int]:
     """Counts for the plan's summary: resources destroyed or moved, and the VMs they hold."""
     items = destroyed(planned, deployed)
-    return {"resources": len(items), "vms": sum(i.vms for i in items if i.what != "subnet")}
+    # A VM counts once: an interconnect group's VMs are its racks' VMs (counted with the racks when they go too).
+    machines = sum(i.vms for i in items if _kind(i.old) in (SCALE_SET, VM, *LEGACY_SCALE_SETS))
+    groups = sum(i.vms for i in items if _kind(i.old) == GROUP)
+    return {"resources": len(items), "vms": max(machines, groups)}
 
 
 RULE_ID = findings.id

@@ -136,8 +136,14 @@ def subnet_fits_pool(resources: Sequence[Resource], ctx: RuleContext) -> Iterato
                 sub.urn,
                 f"subnet {short_subnet(sub)} ({net}): must have room for {count(vms, 'VM')} of pool(s) "
                 f"{', '.join(sorted(pools[key]))} plus Azure's {reserved} reserved addresses (got {usable:,} usable). "
-                f"It needs a /{_prefix_for(vms + reserved)} or larger: set gb300:network.addressSpace to a larger "
-                "range, or plan fewer racks.",
+                f"It needs a /{_prefix_for(vms + reserved)} or larger: "
+                + (
+                    f"set gb300:network.gpuSubnetPrefixLength to {_prefix_for(vms + reserved)} or less (unset, the "
+                    "GPU subnet is the upper half of gb300:network.addressSpace), or plan fewer racks. Check with "
+                    "`gb300 plan --stack <stack>`."
+                    if short_subnet(sub) == "gpu"
+                    else "set gb300:network.addressSpace to a larger range, or plan fewer racks."
+                ),
             )
 
 

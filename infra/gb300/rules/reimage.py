@@ -96,8 +96,9 @@ def findings(resources: Sequence[Resource], deployed: Sequence[DeployedResource]
                 f"`pulumi up` replaces the head VM (replaceOnChanges osProfile.customData: delete, then create "
                 f"{name} again). The Slurm controller's state and the accounting database are on the head's "
                 f"state disk ({name}-state, detached and attached to the new VM), so the queue and job history "
-                "survive; running jobs lose their controller while the head is rebuilt, and everything else on "
-                "the OS disk (home directories, local installs) is gone. Before `pulumi up`, let jobs finish "
+                "survive, and /home lives on Lustre when gb300:storage.lustre is set (docs/storage.md); running "
+                "jobs lose their controller while the head is rebuilt, and the rest of the OS disk (local "
+                "installs; /home without Lustre) is gone. Before `pulumi up`, let jobs finish "
                 "(`scontrol update partitionname=<pool> state=drain`); or revert the change. Reimaging does not "
                 "apply to a single VM.",
             )

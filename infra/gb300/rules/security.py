@@ -64,6 +64,17 @@ class SshRule:
         return tuple(s for s in self.sources if _from_outside(s))
 
 
+def _no_public_sources(ssh: Sequence[SshRule]) -> str:
+    """What the SSH rules admit when none admits a public source: private ranges only (named), or nothing."""
+    private = sorted({src for rule in ssh for src in rule.sources if src.strip()})
+    if not private:
+        return "no SSH source ranges"
+    return (
+        f"no public SSH source ranges: SSH is admitted only from {', '.join(private[:3])}"
+        f"{', ...' if len(private) > 3 else ''}, inside the VNet, which never reaches the public IP"
+    )
+
+
 @dataclass(frozen=True)
 class AddressSet:
     """The union of some sources, private VNet ranges taken out: public addresses counted, tags listed apart."""
@@ -350,6 +361,6 @@ def no_public_ip_on_nodes(resources: Sequence[Resource], ctx: RuleContext) -> It
                 Level.ERROR,
                 resource.urn,
                 f"{short(resource)}: a login node may have a public IP only when SSH admits restricted source ranges "
-                f"(got {'SSH open to the Internet' if wide else 'no SSH source ranges'}). "
+                f"(got {'SSH open to the Internet' if wide else _no_public_sources(ssh)}). "
                 "Set gb300:access.sshSourceRanges to your CIDRs, or set gb300:access.loginPublicIp to false.",
             )

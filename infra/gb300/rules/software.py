@@ -3,8 +3,9 @@
 Not a resource rule: it reads the stack's resolved software (versions.yaml, ``gb300:software`` and
 checksums.yaml) and the images its GPU pools boot, and says what a node will do without each missing pin.
 
-- enroot and pyxis are downloaded on every image (no Azure image carries them): without their pins nodes
-  skip them, the scheduler still runs, and ``srun --container-image`` is unavailable (warning).
+- enroot and pyxis are built on every image from a pinned git commit (no Azure image carries them):
+  without the commit of their tag nodes skip them, the scheduler still runs, and ``srun --container-image``
+  is unavailable (warning).
 - A pool on an image the catalog knows does not carry the GB stack (plain Ubuntu) downloads everything:
   a missing pin stops its bootstrap, so its nodes never join Slurm (error).
 - A pool on an image the catalog does not know may or may not need the downloads (warning).
@@ -27,6 +28,8 @@ def _unpinned_by_component(software: SoftwareSet) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for comp in software.components:
         urls = [f.url for f in comp.files if f.sha256 is None]
+        if comp.git and comp.git.commit is None:
+            urls.append(comp.git.key)
         if comp.install == "apt" and comp.repo in repo_gaps:
             urls.append(repo_gaps[comp.repo])
         if urls:
@@ -50,8 +53,8 @@ def findings(cfg: StackConfig) -> list[Report]:
             Report(
                 Level.WARNING,
                 "gb300:software",
-                f"{', '.join(containers)}: {count} download(s) have no pinned checksum, so nodes skip them: Slurm "
-                f"runs, but `srun --container-image` is unavailable; {_FIX}",
+                f"{', '.join(containers)}: {count} download(s) have no pinned checksum or commit, so nodes skip "
+                f"them: Slurm runs, but `srun --container-image` is unavailable; {_FIX}",
             )
         )
     # An optional component (the sharp plugin) is recorded absent, never fatal: it does not stop a pool.

@@ -42,12 +42,13 @@ _GPU_SCRIPTS = (
     "gb300-enroot-dirs",  # called by the IMEX prolog and epilog and by gb300-pyxis-setup
     "gb300-pam-adopt",  # called by gb300-slurmd-setup: ssh only for users with a job here
     "gb300-fabric-publish",
+    "gb300-scheduled-events",  # drains before Azure maintenance (IMDS Scheduled Events), resumes after
 )
 _HEAD_UNITS = ("gb300-topology-refresh.service", "gb300-topology-refresh.timer")
 _DBD_UNITS = ("slurmdbd-gb300.conf",)  # slurmdbd.service drop-in: run as the slurm user from the start
 SLURMDBD_CONF = "/etc/slurm/slurmdbd.conf"
 MARIADB_DROPIN = "/etc/mysql/mariadb.conf.d/60-gb300-slurmdbd.cnf"
-_GPU_UNITS = ("gb300-health-boot.service", "gb300-fabric-publish.service")
+_GPU_UNITS = ("gb300-health-boot.service", "gb300-fabric-publish.service", "gb300-scheduled-events.service")
 _GENERATOR = ("__init__.py", "hostlist.py", "topology.py", "stale.py")
 _VAULT = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$")
 _POOL = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -65,8 +66,9 @@ class SlurmBootInputs:
     ``slurm_version``, ``slurm_apt_version``, ``slurm_packages`` and ``slurm_repo`` are versions.yaml's
     ``slurm`` component and its repository (Microsoft's); ``gb300-slurm-install`` installs and holds them.
     Other versions are pins from the versions data file; None keeps the image's version.
-    ``enroot_debs`` and ``pyxis_source`` are (URL, sha256 or None) pairs from versions.yaml and checksums.yaml:
-    the step downloads only what is pinned. ``install_enroot`` is False on the head: srun there needs the
+    ``enroot_source`` and ``pyxis_source`` are (repository URL, commit id or None) pairs from versions.yaml and
+    checksums.yaml, and ``*_packages`` what their builds need from Ubuntu's archive: the step builds only what
+    is pinned. ``install_enroot`` is False on the head: srun there needs the
     pyxis plugin to accept ``--container-image``, but containers only ever start on GPU nodes.
     ``pool``, ``cpus``, ``real_memory_mib`` and ``gpus`` are a GPU node's dynamic-node registration
     (``slurmd -Z --conf "CPUs=.. RealMemory=.. Gres=gpu:N Feature=<pool>"``): :func:`gpu_files` needs them
@@ -86,10 +88,12 @@ class SlurmBootInputs:
     slurm_packages: tuple[str, ...] = ()
     slurm_repo: AptRepo | None = None
     enroot_version: str | None = None
-    enroot_debs: tuple[tuple[str, str | None], ...] = ()
+    enroot_source: tuple[str, str | None] | None = None
+    enroot_packages: tuple[str, ...] = ()
     install_enroot: bool = True
     pyxis_version: str | None = None
     pyxis_source: tuple[str, str | None] | None = None
+    pyxis_packages: tuple[str, ...] = ()
     slurmdbd: bool = False
     pool: str | None = None
     cpus: int | None = None
@@ -117,7 +121,7 @@ def render_slurm_env(inputs: SlurmBootInputs) -> str:
         value = getattr(inputs, name)
         if value is not None and value < 1:
             raise SlurmConfigError(f"'{name}' must be at least 1 (got {value!r})")
-    debs = inputs.enroot_debs if inputs.install_enroot else None
+    enroot = inputs.enroot_source if inputs.install_enroot else None
     values = {
         "GB300_HEAD_HOSTNAME": inputs.head_hostname,
         "GB300_KEYVAULT_NAME": inputs.keyvault_name,
@@ -135,12 +139,14 @@ def render_slurm_env(inputs: SlurmBootInputs) -> str:
         **_repo_env(inputs.slurm_repo),
         "GB300_INSTALL_ENROOT": "1" if inputs.install_enroot else "0",
         "GB300_ENROOT_VERSION": inputs.enroot_version if inputs.install_enroot else None,
-        # Space-separated, in the same order; "-" where checksums.yaml pins no sha256 (the step refuses it).
-        "GB300_ENROOT_DEBS": " ".join(url for url, _ in debs) if debs else None,
-        "GB300_ENROOT_SHA256S": " ".join(sha or "-" for _, sha in debs) if debs else None,
+        # A commit of "-" where checksums.yaml pins none for the tag (the step builds nothing then).
+        "GB300_ENROOT_GIT": enroot[0] if enroot else None,
+        "GB300_ENROOT_COMMIT": (enroot[1] or "-") if enroot else None,
+        "GB300_ENROOT_PACKAGES": " ".join(inputs.enroot_packages) or None if enroot else None,
         "GB300_PYXIS_VERSION": inputs.pyxis_version,
-        "GB300_PYXIS_URL": inputs.pyxis_source[0] if inputs.pyxis_source else None,
-        "GB300_PYXIS_SHA256": (inputs.pyxis_source[1] or "-") if inputs.pyxis_source else None,
+        "GB300_PYXIS_GIT": inputs.pyxis_source[0] if inputs.pyxis_source else None,
+        "GB300_PYXIS_COMMIT": (inputs.pyxis_source[1] or "-") if inputs.pyxis_source else None,
+        "GB300_PYXIS_PACKAGES": " ".join(inputs.pyxis_packages) or None,
         "GB300_SLURM_POOL": inputs.pool,
         "GB300_SLURM_CPUS": _text(inputs.cpus),
         "GB300_SLURM_REAL_MEMORY_MIB": _text(inputs.real_memory_mib),

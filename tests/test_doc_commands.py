@@ -1,0 +1,129 @@
+"""Every `gb300 ...` command the documentation shows in a fenced block runs here as written (with its files
+made in a temporary directory), or is on :data:`CANNOT_RUN` with the reason it cannot.
+
+A command runs in-process through ``cli.main`` and must end as documented: exit 0 or 1 (a plan's verdict), never
+2 (a flag, key or file the docs name that does not exist) or 3 (a bug).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gb300 import cli, paths
+from gb300.plan import PlanResult
+from tests.support.files import FIXTURES
+
+DOCS = sorted([paths.REPO_ROOT / "README.md", *(paths.REPO_ROOT / "docs").glob("*.md")])
+_COMMAND = re.compile(r"^(?:\$ )?(?:\.venv/bin/)?(gb300 [a-z][a-z-]*(?: .*)?)$")
+
+# The commands that cannot run in a test on this machine, and why. Each must still appear in the docs.
+CANNOT_RUN: dict[str, str] = {
+    "gb300 software lock": "downloads every unpinned file and key from its vendor (needs the Internet); "
+    "tests/ops/test_software_lock.py runs it against local servers",
+    "gb300 software lock --stack prod": "needs the Internet, and a stack file stacks/Pulumi.prod.yaml the "
+    "repository does not ship",
+    "gb300 plan --stack reference --quota live": "asks Azure for quota, sizes and images (needs a signed-in "
+    "Azure identity); tests/azure/test_quota.py runs it with a fake HTTP transport",
+    "gb300 docs": "rewrites docs/configuration.md and docs/cli.md in the checkout; tests/test_generated_docs.py "
+    "runs its check",
+    "gb300 migrate-racks --stack NAME --state before.json --out migrate": "needs a state written by gb300 0.1 "
+    "(racks as dynamic resources); tests/ops/test_migrate_racks.py builds one",
+    "gb300 rollout --stack reference --state state.json --dry-run --concurrency 2": "which racks run an old model "
+    "comes from Azure (issue 29); tests/ops/test_rollout.py drives rollout with a fake Azure",
+    "gb300 rollout --stack reference --state state.json --concurrency 2 --slurm-via 'ssh -o BatchMode=yes "
+    "azureuser@ref-head sudo'": "drains racks over ssh to a deployed head and reimages them in Azure",
+    "gb300 status --state state.json [--rack ref-train-r0002 ...] [--workers 16]": "reads each rack's VMs "
+    "from Azure and each node's status with Run Command (a deployed cluster)",
+}
+
+
+def _doc_commands() -> list[tuple[str, str]]:
+    """(page, command) for each `gb300 ...` line of a fenced block, continuation lines joined, comments cut."""
+    found: list[tuple[str, str]] = []
+    for page in DOCS:
+        for block in re.findall(r"```[a-z]*\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL):
+            pending = ""
+            for raw in block.splitlines():
+                line = raw.strip()
+                if pending:
+                    pending += " " + line.rstrip("\\").strip()
+                else:
+                    match = _COMMAND.match(line)
+                    if match is None:
+                        continue
+                    pending = match.group(1).rstrip("\\").strip()
+                if line.endswith("\\"):
+                    continue
+                command = re.split(r"\s+#", pending, maxsplit=1)[0]
+                found.append((page.name, " ".join(command.split())))
+                pending = ""
+    return found
+
+
+COMMANDS = _doc_commands()
+
+
+def test_the_docs_show_commands_and_the_list_is_not_stale() -> None:
+    """The extraction finds the documented commands, and every CANNOT_RUN entry is still in the docs."""
+    shown = {command for _, command in COMMANDS}
+    assert len(shown) >= 10
+    assert sorted(set(CANNOT_RUN) - shown) == []
+
+
+def _state_file(directory: Path, plan: PlanResult) -> Path:
+    resources = [{"urn": r.urn, "type": r.type, "id": r.id, "inputs": r.inputs, "outputs": {}} for r in plan.resources]
+    path = directory / "state.json"
+    path.write_text(json.dumps({"version": 3, "deployment": {"manifest": {}, "resources": resources}}))
+    return path
+
+
+def _fabric_file(path: Path) -> None:
+    """One rack's NVLink identity per node, as the docs' pdsh line writes it."""
+    uuid = "7b1f0c1e-3a5d-4c7e-9f10-2b3c4d5e6f70"
+    path.write_text("".join(f"gpu-{i:03d} {uuid} 32766\n" for i in range(1, 19)))
+
+
+def _argv(command: str, tmp_path: Path) -> tuple[list[str], Path | None]:
+    """The argv of a documented command with its files made here, and where `>` sends stdout."""
+    text = re.sub(r"\s*\[[^\]]*\]", "", command)  # optional [--flags] of a synopsis
+    out: Path | None = None
+    if ">" in text:
+        text, target = (part.strip() for part in text.split(">", 1))
+        out = tmp_path / Path(target).name
+    argv = shlex.split(text)[1:]
+    stack_copy = tmp_path / "Pulumi.mystack.yaml"
+    shutil.copy(paths.stack_file("dev"), stack_copy)
+    local = {"fabric.txt", "state.json", "usage.json", "plan.json"}
+    return [
+        str(stack_copy) if arg == "path/to/Pulumi.mystack.yaml" else str(tmp_path / arg) if arg in local else arg
+        for arg in argv
+    ], out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("page", "command"), COMMANDS, ids=[f"{p}:{c}" for p, c in COMMANDS])
+def test_a_documented_command_runs_as_written(
+    page: str, command: str, tmp_path: Path, reference_plan: PlanResult, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command exits 0 or 1 (never 2: a flag, key or file it names does not exist; never 3: a bug)."""
+    if command in CANNOT_RUN:
+        pytest.skip(f"cannot run here: {CANNOT_RUN[command]}")
+    _state_file(tmp_path, reference_plan)
+    _fabric_file(tmp_path / "fabric.txt")
+    shutil.copy(FIXTURES / "quota" / "eastus2-enough.json", tmp_path / "usage.json")
+    argv, out = _argv(command, tmp_path)
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer) if out is not None else contextlib.nullcontext():
+        code = cli.main(argv)
+    if out is not None:
+        out.write_text(buffer.getvalue())
+    err = capsys.readouterr().err
+    assert code in {0, 1}, f"{page}: `{command}` exited {code}: {err[-600:]}"
