@@ -59,7 +59,7 @@ def test_changed_head_bootstrap_replaces_the_vm(reference_plan: PlanResult, stal
 def test_head_vm_is_replaced_when_its_custom_data_changes(reference_plan: PlanResult) -> None:
     """The head VM is declared so that the engine replaces it (old one first) when its custom data changes."""
     [vm] = [r for r in reference_plan.resources if r.type == "azure-native:compute:VirtualMachine"]
-    assert vm.replace_on_changes == ("osProfile.customData",)
+    assert vm.replace_on_changes == ("osProfile.customData", "storageProfile.imageReference")
     assert vm.delete_before_replace
 
 

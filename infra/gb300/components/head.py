@@ -152,12 +152,13 @@ class HeadNode(pulumi.ComponentResource):
             # Left out, Azure creates the same Standard VM (no Secure Boot: the Lustre client's module loads).
             # docs/azure-resources.md
             tags=tags,
-            # Azure keeps a VM's custom data from its creation: a new bootstrap needs a new VM, and the fixed
-            # name means the old one goes first. The plan warns with --state (rule custom-data-changed).
+            # Azure keeps a VM's custom data from its creation, and refuses a new image reference for an existing VM
+            # (PropertyChangeNotAllowed): either needs a new VM, and the fixed name means the old one goes first.
+            # With --state the plan says so (rules custom-data-changed and destroys-deployed).
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=list(node.boot_dependencies),
-                replace_on_changes=["osProfile.customData"],
+                replace_on_changes=["osProfile.customData", "storageProfile.imageReference"],
                 delete_before_replace=True,
             ),
         )
