@@ -36,8 +36,16 @@ CANNOT_RUN: dict[str, str] = {
     "runs its check",
     "gb300 migrate-racks --stack NAME --state before.json --out migrate": "needs a state written by gb300 0.1 "
     "(racks as dynamic resources); tests/ops/test_migrate_racks.py builds one",
-    "gb300 rollout --stack reference --state state.json --dry-run --concurrency 2": "which racks run an old model "
-    "comes from Azure (issue 29); tests/ops/test_rollout.py drives rollout with a fake Azure",
+    "gb300 rollout --stack reference --state state.json --azure live --dry-run --concurrency 2": "asks Azure which "
+    "racks run an old model (needs a signed-in Azure identity); tests/ops/test_rollout_docs.py walks it with a fake "
+    "Azure",
+    "gb300 rollout --stack reference --state state.json --azure instances --dry-run": "reads the saved answers of "
+    "`az vmss list-instances` of a deployed cluster; tests/ops/test_rollout_docs.py writes and reads them",
+    "gb300 plan --stack reference --prices our-prices.yaml": "a price file of the user's own (negotiated prices); "
+    "tests/cost runs --prices FILE on a table shaped like it",
+    "gb300 heal role --subscription <id> --resource-group <gpu resource group> [--guest-health-report] > roles.json": (
+        "a template with placeholders; tests/heal/test_azure.py runs `gb300 heal role` and compares it with the calls"
+    ),
     "gb300 rollout --stack reference --state state.json --concurrency 2 --slurm-via 'ssh -o BatchMode=yes "
     "azureuser@ref-head sudo'": "drains racks over ssh to a deployed head and reimages them in Azure",
     "gb300 status --state state.json [--rack ref-train-r0002 ...] [--workers 16]": "reads each rack's VMs "

@@ -41,11 +41,12 @@ def find_project(start: Path) -> Path | None:
 def project_stacks_dir(project: Path) -> Path:
     """Where the project keeps its ``Pulumi.<stack>.yaml`` files: ``stackConfigDir`` relative to the project file's
     directory, or that directory itself (``ProjectStackPath`` in pulumi ``workspace/paths.go``)."""
-    import yaml  # noqa: PLC0415 - only the CLI's --stack needs it
+    from gb300.errors import DataError  # noqa: PLC0415 - only the CLI's --stack needs these
+    from gb300.facts.loader import read_yaml  # noqa: PLC0415 - the one YAML reader (it imports this module)
 
     try:
-        doc = yaml.safe_load(project.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        doc = read_yaml(project)
+    except DataError:
         doc = None
     config_dir = doc.get("stackConfigDir") if isinstance(doc, dict) else None
     return project.parent / config_dir if isinstance(config_dir, str) and config_dir else project.parent

@@ -105,7 +105,8 @@ def test_grafana_reads_only_the_workspaces(reference_plan: PlanResult) -> None:
     """Grafana's identity reads the Azure Monitor workspace (resource and data) and the Log Analytics workspace."""
     ids = _by_id(reference_plan)
     node = _node_principal(reference_plan)
-    lustre_service = reference_plan.config.storage.lustre_tie.service_principal_id  # type: ignore[union-attr]
+    tie = reference_plan.config.storage.lustre_tie  # the reference does not tie Lustre to Blob (an opt-in)
+    lustre_service = tie.service_principal_id if tie is not None else None
     others = Counter(
         (roles.name_of(ra.inputs["roleDefinitionId"]), ids[ra.inputs["scope"]].type)
         for ra in _assignments(reference_plan)

@@ -13,6 +13,7 @@ import pytest
 from gb300 import cli
 from gb300.ops import ci_summary, state_strip
 from gb300.plan import PlanResult
+from tests.support import signing
 
 SIG = {state_strip.SIG_KEY: state_strip.SECRET_SIG}
 CIPHERTEXT = "v1:xRi3+sQJSJHR8sha:RM8BfzSAJI84QMl+zLGjzPvwSqV6zOSdd/I/V34h"  # the shape Pulumi writes
@@ -95,13 +96,14 @@ def test_leftovers_see_the_secrets_of_an_unstripped_export(exported: Path) -> No
 def test_a_plan_against_the_stripped_export_sees_what_the_full_one_sees(
     exported: Path, write_stack: Any, reference_raw: dict[str, Any], tmp_path: Path
 ) -> None:
-    """Shrinking the pool by four racks and changing the NCCL pin: the plan against the stripped export reports the
-    same adds, destroys and racks to roll out as against the full one, and the pull request comment shows them."""
+    """Shrinking the pool by four racks and changing the payload signing key (which every node's custom data names;
+    a pin change reaches only the payload): the plan against the stripped export reports the same adds, destroys and
+    racks to roll out as against the full one, and the pull request comment shows them."""
     stripped = tmp_path / "stripped.json"
     assert cli.main(["strip-state", str(exported), "--out", str(stripped)]) == 0
     raw = copy.deepcopy(reference_raw)
     raw["gpuPools"][0]["racks"] = 60
-    raw["software"] = {**(raw.get("software") or {}), "nccl": "2.27.7"}
+    raw = signing.with_test_key(raw)
     stack = write_stack(raw, "reference")
     summaries = []
     for state in (exported, stripped):
@@ -110,12 +112,13 @@ def test_a_plan_against_the_stripped_export_sees_what_the_full_one_sees(
         summaries.append(json.loads(out.read_text(encoding="utf-8"))["summary"])
     assert summaries[0] == summaries[1]
     summary = summaries[1]
-    assert summary["destroys"] == {"resources": 4, "vms": 72}
+    # four racks, and the head: its custom data names the signing key, so `pulumi up` replaces it
+    assert summary["destroys"] == {"resources": 5, "vms": 73}
     assert summary["needsReimage"] == {"train": 60}
     comment = ci_summary.render([ci_summary.digest({"stack": "reference", "summary": summary}, "reference")])
     assert "Against the deployed state" in comment
     assert "| `reference` | " in comment
-    assert "**4 resource(s), 72 VM(s)**" in comment
+    assert "**5 resource(s), 73 VM(s)**" in comment
     assert "60 in train" in comment
 
 

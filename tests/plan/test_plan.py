@@ -91,11 +91,12 @@ def test_subnets_say_what_they_hold(reference_plan: PlanResult) -> None:
     by_name = {s["name"]: s for s in reference_plan.summary["subnets"]}
     assert by_name["head"]["holds"] == {"NIC": 1}
     assert by_name["head"]["used"] == 1
-    assert by_name["endpoints"]["holds"] == {"private endpoint": 2}
+    # blob and key vault of the data side, and the payload account's blob endpoint
+    assert by_name["endpoints"]["holds"] == {"private endpoint": 3}
     assert by_name["AzureBastionSubnet"]["holds"] == {"Bastion": 1}
     assert by_name["storage"]["holds"] == {"Lustre": 1}
     text = render.text(reference_plan, stack_file="stacks/Pulumi.reference.yaml")
-    assert "holds 2 private endpoints" in text
+    assert "holds 3 private endpoints" in text
     assert "0 used" not in text
 
 

@@ -121,6 +121,15 @@ def test_upload_ranges_never_open_the_data_account(write_stack: Any, dev_raw: di
 
 
 def test_the_planned_data_account_is_tagged_as_holding_data(dev_plan: Any) -> None:
-    """The cluster's storage account carries gb300-storage-purpose: data, which the rule reads."""
-    (account,) = [r for r in dev_plan.resources if r.type == "azure-native:storage:StorageAccount"]
-    assert gb300_tags.storage_purpose_of(account.inputs["tags"]) == gb300_tags.STORAGE_PURPOSE_DATA
+    """The cluster's data account carries gb300-storage-purpose: data and the payload account node-payload, which the
+    rule reads; the data account is the one holding the datasets and checkpoints containers."""
+    accounts = [r for r in dev_plan.resources if r.type == "azure-native:storage:StorageAccount"]
+    purposes = {gb300_tags.storage_purpose_of(a.inputs["tags"]): a.inputs["accountName"] for a in accounts}
+    assert set(purposes) == {gb300_tags.STORAGE_PURPOSE_DATA, gb300_tags.STORAGE_PURPOSE_NODE_PAYLOAD}
+    containers = {
+        r.inputs["containerName"]: r.inputs["accountName"]
+        for r in dev_plan.resources
+        if r.type == "azure-native:storage:BlobContainer"
+    }
+    data_containers = {n for n, acct in containers.items() if acct == purposes[gb300_tags.STORAGE_PURPOSE_DATA]}
+    assert "gb300-node-payload" not in data_containers

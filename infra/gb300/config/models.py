@@ -324,6 +324,11 @@ class GrafanaSettings(ConfigModel):
     """Azure Managed Grafana; needs `prometheus.enabled`."""
 
 
+def _check_webhook_unless_secret(value: str | StackSecret) -> str | StackSecret:
+    """A plain URL is checked; a secret's text is unknown offline (rule `stack-secrets` says so)."""
+    return value if isinstance(value, StackSecret) else _check_webhook(value)
+
+
 class AlertSettings(ConfigModel):
     """``gb300:monitoring.alerts``: Prometheus alert rule groups and who is told."""
 
@@ -334,7 +339,10 @@ class AlertSettings(ConfigModel):
     )
     """Email addresses that are notified."""
     webhooks: list[
-        Annotated[str, Field(max_length=text_limit("url")), AfterValidator(_check_webhook)] | StackSecret
+        Annotated[
+            Annotated[str, Field(max_length=text_limit("url"))] | StackSecret,
+            AfterValidator(_check_webhook_unless_secret),
+        ]
     ] = Field(default_factory=list)
     """Https URLs called by every alert (common alert schema). Each may be a Pulumi secret (`pulumi config set
     --secret --path 'gb300:monitoring.alerts.webhooks[0]' <url>`): the action group receives every webhook as a
