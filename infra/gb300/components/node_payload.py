@@ -139,7 +139,7 @@ class NodePayloads(pulumi.ComponentResource):
             public_network_access="Enabled",
             network_rule_set=network_access(args.upload_source_ranges),
             allow_cross_tenant_replication=False,
-            tags={**args.tags, gb300_tags.STORAGE_PURPOSE: gb300_tags.STORAGE_PURPOSE_NODE_PAYLOAD},
+            tags=gb300_tags.storage_account(args.tags, gb300_tags.STORAGE_PURPOSE_NODE_PAYLOAD),
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
         retention = storage.DeleteRetentionPolicyArgs(enabled=True, days=args.soft_delete_days)
