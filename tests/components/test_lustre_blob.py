@@ -18,6 +18,7 @@ from gb300.findings import Level
 from gb300.plan import PlanResult, ResourceRecord, run_plan
 from gb300.rules.data_loss import DeployedResource, data_loss
 from gb300.tags import STORAGE_PURPOSE, STORAGE_PURPOSE_DATA
+from tests.support.state import write_stack_export
 
 AMLFS = "azure-native:storagecache:AmlFilesystem"
 EXPORT = "azure-native:storagecache:AutoExportJob"
@@ -172,12 +173,9 @@ def test_state_with_an_untied_filesystem_fails_the_plan(
 ) -> None:
     """gb300 plan --state of a tied stack against its filesystem deployed without the tie exits 1 with
     storage-data-loss."""
-    resources = [
-        {"urn": r.urn, "type": r.type, "id": r.id, "inputs": {k: v for k, v in r.inputs.items() if k != "hsm"}}
-        for r in tied_plan.resources
-    ]
-    state = tmp_path / "state.json"
-    state.write_text(json.dumps({"version": 3, "deployment": {"manifest": {}, "resources": resources}}))
+    state = write_stack_export(
+        tmp_path / "state.json", tied_plan, inputs=lambda r: {k: v for k, v in r.inputs.items() if k != "hsm"}
+    )
     out = tmp_path / "plan.json"
     stack = write_stack(tied_raw, name="reference")
     assert cli.main(["plan", "--stack-file", str(stack), "--state", str(state), "--json", str(out), "--quiet"]) == 1
