@@ -148,23 +148,31 @@ def _deployed(plan: PlanResult, **inputs: Any) -> list[DeployedResource]:
 
 
 @pytest.mark.parametrize(
-    ("deployed_hsm", "words"),
+    ("deployed_hsm", "words", "keep"),
     [
-        pytest.param(None, "hsm: not tied to Blob -> tied to container 'checkpoints'", id="adding-the-tie"),
+        pytest.param(
+            None,
+            "hsm: not tied to Blob -> tied to container 'checkpoints'",
+            "remove gb300:storage.lustre.blobIntegration.enabled: true (no tie is the default)",
+            id="adding-the-tie",
+        ),
         pytest.param(
             {"settings": {"container": "/x/containers/checkpoints", "loggingContainer": "/x/l", "importPrefix": "/"}},
             "hsm: tied to container 'checkpoints' (import '/') -> tied to container 'checkpoints' (import '/datasets')",
+            "set gb300:storage.lustre.blobIntegration.enabled: true with the deployed container and prefixes",
             id="changing-the-import-prefix",
         ),
     ],
 )
 def test_changing_the_tie_of_a_deployed_filesystem_is_an_error(
-    tied_plan: PlanResult, deployed_hsm: Any, words: str
+    tied_plan: PlanResult, deployed_hsm: Any, words: str, keep: str
 ) -> None:
-    """A deployed filesystem keeps its tie: adding or changing it would replace it, an error naming the migration."""
+    """A deployed filesystem keeps its tie: adding or changing it would replace it, an error naming the key that
+    keeps the deployed filesystem as it is, and the migration."""
     (finding,) = data_loss(tied_plan.resources, _deployed(tied_plan, hsm=deployed_hsm), [])
     assert finding.level == Level.ERROR
     assert words in finding.message
+    assert f"to keep the deployed one as it is, {keep}; or migrate" in finding.message
     assert "docs/storage.md#tying-a-deployed-filesystem-to-blob" in finding.message
 
 

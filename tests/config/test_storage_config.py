@@ -135,6 +135,21 @@ def test_the_tie_is_off_without_blob_or_when_disabled(reference_raw: dict[str, A
     assert config.parse(raw).storage.lustre_tie is None
 
 
+def test_a_tie_without_its_service_principal_says_how_to_find_it_and_how_not_to_tie(
+    reference_raw: dict[str, Any],
+) -> None:
+    """An opted-in tie without servicePrincipalId is one line: the key that opted in, the az command that prints the
+    id, and that not tying means removing the opt-in (no tie is the default), never setting a key to false."""
+    raw = copy.deepcopy(reference_raw)
+    raw["storage"] = {"lustre": {**LUSTRE, "blobIntegration": {"enabled": True}}, "blob": {}}
+    [line] = error_lines(raw)
+    assert line.startswith("gb300:storage.lustre.blobIntegration.servicePrincipalId: is required to tie Lustre")
+    assert "(gb300:storage.lustre.blobIntegration.enabled: true)" in line
+    assert '`az ad sp list --display-name "HPC Cache Resource Provider" --query "[0].id" -o tsv`' in line
+    assert "remove enabled: true (no tie is the default)" in line
+    assert "enabled: false" not in line
+
+
 def test_schema_documents_new_keys() -> None:
     """The stack file JSON Schema knows the storage and monitoring keys (editors complete them)."""
     schema = config.json_schema()
