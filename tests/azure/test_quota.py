@@ -183,45 +183,42 @@ def test_live_enough_quota_and_size_offered(reference_plan: PlanResult) -> None:
     )
 
 
-def test_live_too_little_quota(reference_plan: PlanResult) -> None:
-    """Live usages with too little quota give the same errors as the saved file."""
-    _, fetch = _live(
-        {
-            "/locations/eastus2/usages": _usage_body("eastus2-too-little.json"),
-            "/skus": _serve("eastus2-resource-skus.json"),
-        }
-    )
+@pytest.mark.parametrize(
+    ("usages", "skus", "levels", "words"),
+    [
+        pytest.param(
+            "eastus2-too-little.json",
+            "eastus2-resource-skus.json",
+            ["error", "error"],
+            ["requested 147,456 vCPUs, in use 2,304, limit 100,000"],
+            id="too-little-quota",
+        ),
+        pytest.param(
+            "eastus2-enough.json",
+            "eastus2-resource-skus-restricted.json",
+            ["error"],
+            ["restricted in eastus2", "NotAvailableForSubscription"],
+            id="size-restricted-for-subscription",
+        ),
+        pytest.param(
+            "eastus2-enough.json",
+            "eastus2-resource-skus-zone1-restricted.json",
+            ["error"],
+            ["zone(s) 1", "2, 3"],
+            id="zone-restricted",
+        ),
+    ],
+)
+def test_live_answers_that_stop_the_deploy(
+    reference_plan: PlanResult, usages: str, skus: str, levels: list[str], words: list[str]
+) -> None:
+    """Live, too little quota (the same errors as the saved file), a size the SKU API restricts for the subscription
+    in the region, or restricted in the stack's zone (naming the zones that are offered) is an error."""
+    _, fetch = _live({"/locations/eastus2/usages": _usage_body(usages), "/skus": _serve(skus)})
     found = _quota_findings(reference_plan, fetch(["eastus2"]))
-    assert [f.level.label for f in found] == ["error", "error"]
-    assert any("requested 147,456 vCPUs, in use 2,304, limit 100,000" in f.message for f in found)
-
-
-def test_live_size_restricted_for_subscription(reference_plan: PlanResult) -> None:
-    """A size the SKU API restricts for the subscription in the region is an error, apart from quota."""
-    _, fetch = _live(
-        {
-            "/locations/eastus2/usages": _usage_body("eastus2-enough.json"),
-            "/skus": _serve("eastus2-resource-skus-restricted.json"),
-        }
-    )
-    found = _quota_findings(reference_plan, fetch(["eastus2"]))
-    assert [f.level.label for f in found] == ["error"]
-    assert "restricted in eastus2" in found[0].message
-    assert "NotAvailableForSubscription" in found[0].message
-
-
-def test_live_zone_restricted(reference_plan: PlanResult) -> None:
-    """A size restricted in the stack's zone is an error naming the zones that are offered."""
-    _, fetch = _live(
-        {
-            "/locations/eastus2/usages": _usage_body("eastus2-enough.json"),
-            "/skus": _serve("eastus2-resource-skus-zone1-restricted.json"),
-        }
-    )
-    found = _quota_findings(reference_plan, fetch(["eastus2"]))
-    assert [f.level.label for f in found] == ["error"]
-    assert "zone(s) 1" in found[0].message
-    assert "2, 3" in found[0].message
+    assert [f.level.label for f in found] == levels
+    for word in words:
+        assert any(word in f.message for f in found), (word, [f.message for f in found])
 
 
 def test_live_size_not_offered(reference_plan: PlanResult) -> None:
