@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -80,3 +81,58 @@ def test_console_script_no_traceback(write_stack: Any) -> None:
     assert "Traceback" not in proc.stderr
     assert "gb300:cluster.location: is required" in proc.stderr
     assert "gb300:gpuPools: must be a list (got 'lots')" in proc.stderr
+
+
+PIPE_BUFFER = 4096  # the smallest pipe Linux makes (one page): gb300 schema's output is many times larger
+
+
+def _into_a_reader_that_closes(argv: list[str], *, read: int) -> tuple[int, str]:
+    """Run the installed ``gb300 ARGV`` with stdout into a pipe whose reader takes ``read`` bytes (0: none at all,
+    the reader is gone before gb300 starts) and closes it, as ``| head`` does; its exit status and stderr."""
+    reader, writer = os.pipe()
+    fcntl.fcntl(writer, fcntl.F_SETPIPE_SZ, PIPE_BUFFER)
+    if read == 0:
+        os.close(reader)
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("gb300")), *argv],
+        stdout=writer,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=paths.REPO_ROOT,
+    )
+    os.close(writer)
+    if read:
+        assert len(os.read(reader, read)) > 0
+        os.close(reader)  # gb300 is still writing: its output does not fit in the pipe
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("argv", "read"),
+    [(["schema"], 100), (["schema"], 0), (["plan", "--stack", "dev"], 0)],
+    ids=["schema-head", "schema-no-reader", "plan-no-reader"],
+)
+def test_a_reader_that_closes_early_ends_gb300_quietly(argv: list[str], read: int) -> None:
+    """`gb300 ... | head`: when the reader of stdout goes away gb300 stops with 141 (what a shell reports for a
+    command SIGPIPE ended) and says nothing about it: no traceback, no internal error, no 'Exception ignored'."""
+    code, err = _into_a_reader_that_closes(argv, read=read)
+    assert code == cli.EXIT_BROKEN_PIPE == 141
+    for words in ("Traceback", "internal error", "bug", "Broken pipe", "BrokenPipeError", "Exception ignored"):
+        assert words not in err, err
+    assert all(line.startswith(f"gb300 {argv[0]}: ") for line in err.splitlines()), err  # progress lines only
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_still_a_bug(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A BrokenPipeError from elsewhere (a socket inside a command) while stdout is fine is an internal error (3)."""
+    from gb300.commands import schema  # noqa: PLC0415
+
+    def broken(args: Any) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(schema, "run", broken)
+    assert cli.main(["schema"]) == cli.EXIT_INTERNAL
+    assert "internal error (BrokenPipeError" in capsys.readouterr().err

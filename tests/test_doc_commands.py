@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import re
 import shlex
 import shutil
@@ -20,6 +19,7 @@ import pytest
 from gb300 import cli, paths
 from gb300.plan import PlanResult
 from tests.support.files import FIXTURES
+from tests.support.state import write_stack_export
 
 DOCS = sorted([paths.REPO_ROOT / "README.md", *(paths.REPO_ROOT / "docs").glob("*.md")])
 _COMMAND = re.compile(r"^(?:\$ )?(?:\.venv/bin/)?(gb300 [a-z][a-z-]*(?: .*)?)$")
@@ -86,13 +86,6 @@ def test_the_docs_show_commands_and_the_list_is_not_stale() -> None:
     assert sorted(set(CANNOT_RUN) - shown) == []
 
 
-def _state_file(directory: Path, plan: PlanResult) -> Path:
-    resources = [{"urn": r.urn, "type": r.type, "id": r.id, "inputs": r.inputs, "outputs": {}} for r in plan.resources]
-    path = directory / "state.json"
-    path.write_text(json.dumps({"version": 3, "deployment": {"manifest": {}, "resources": resources}}))
-    return path
-
-
 def _fabric_file(path: Path) -> None:
     """One rack's NVLink identity per node, as the docs' pdsh line writes it."""
     uuid = "7b1f0c1e-3a5d-4c7e-9f10-2b3c4d5e6f70"
@@ -124,7 +117,7 @@ def test_a_documented_command_runs_as_written(
     """The command exits 0 or 1 (never 2: a flag, key or file it names does not exist; never 3: a bug)."""
     if command in CANNOT_RUN:
         pytest.skip(f"cannot run here: {CANNOT_RUN[command]}")
-    _state_file(tmp_path, reference_plan)
+    write_stack_export(tmp_path / "state.json", reference_plan)
     _fabric_file(tmp_path / "fabric.txt")
     shutil.copy(FIXTURES / "quota" / "eastus2-enough.json", tmp_path / "usage.json")
     argv, out = _argv(command, tmp_path)

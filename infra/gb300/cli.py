@@ -8,13 +8,17 @@ Exit codes, the same for every command (docs/cli.md, generated from this module 
   per problem;
 * 3: gb300 itself failed (a bug, or a malformed data file it ships, :class:`~gb300.errors.DataError`): one line
   naming the exception. ``GB300_TRACEBACK=1`` shows the traceback;
-* 130: interrupted (Ctrl-C).
+* 130: interrupted (Ctrl-C);
+* 141: the reader of standard output went away (``gb300 schema | head``): nothing more is written, no message,
+  the status a shell reports for a command SIGPIPE stopped (``yes | head``). Python ignores SIGPIPE and raises
+  BrokenPipeError instead; the handling follows docs.python.org, library/signal.html, "Note on SIGPIPE".
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import select
 import sys
 import traceback
 from collections.abc import Sequence
@@ -27,6 +31,7 @@ EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE (13)
 TRACEBACK_ENV = "GB300_TRACEBACK"
 
 
@@ -49,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = next(c for c in COMMANDS if args.command == c.NAME)
     try:
         code: int = handler.run(args)
+        sys.stdout.flush()  # a reader gone away shows here, not in the interpreter's flush at exit
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
@@ -66,18 +72,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"gb300 {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except Exception as exc:  # a bug in gb300, not a finding (exit 1) nor a user's mistake (exit 2)
-        if os.environ.get(TRACEBACK_ENV):
-            raise
-        frames = traceback.extract_tb(exc.__traceback__)
-        where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
-        print(
-            f"gb300 {args.command}: internal error ({type(exc).__name__}: {_one_line(exc)}){where}. This is a bug in "
-            f"gb300: please report it with the command line ({TRACEBACK_ENV}=1 prints the traceback)",
-            file=sys.stderr,
-        )
-        return EXIT_INTERNAL
+    except Exception as exc:  # noqa: BLE001 - a bug in gb300, not a finding (exit 1) nor a user's mistake (exit 2)
+        return _unexpected(args.command, exc)
     return code
+
+
+def _unexpected(command: str, exc: Exception) -> int:
+    """Exit 141 without a word when stdout's reader went away; else one line naming the exception and where it was
+    raised (the traceback with GB300_TRACEBACK=1), exit 3."""
+    if isinstance(exc, BrokenPipeError) and _stdout_gone():
+        # Later writes (the interpreter flushes stdout at exit) go nowhere rather than fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+    if os.environ.get(TRACEBACK_ENV):
+        raise exc
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    print(
+        f"gb300 {command}: internal error ({type(exc).__name__}: {_one_line(exc)}){where}. This is a bug in "
+        f"gb300: please report it with the command line ({TRACEBACK_ENV}=1 prints the traceback)",
+        file=sys.stderr,
+    )
+    return EXIT_INTERNAL
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe nobody reads any more (poll reports POLLERR on a pipe's write end once
+    its last reader closed): the BrokenPipeError was ours to expect, not a socket's failure inside a command."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by an object without a descriptor (a test's capture)
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 def _one_line(exc: BaseException, limit: int = 200) -> str:

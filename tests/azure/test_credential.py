@@ -18,7 +18,8 @@ from gb300 import cli
 from gb300.azure import credential
 from gb300.azure.credential import ARM_SCOPE, CredentialError, IdTokenRequest, Method, Settings
 from gb300.plan import PlanResult
-from tests.ops.test_rollout import _export
+from tests.support.fake_arm import SUBSCRIPTION
+from tests.support.state import write_stack_export
 
 IDS = {"ARM_CLIENT_ID": "client", "ARM_TENANT_ID": "tenant"}
 OIDC = {"ARM_USE_OIDC": "true", "ARM_OIDC_TOKEN": "jwt", **IDS}
@@ -263,9 +264,7 @@ def no_credential(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[N
 def _after_up_state(plan: PlanResult, tmp_path: Path) -> Path:
     """The state exported after `pulumi up`: every model holds the stack's custom data, so what runs is Azure's to
     say (rollout refuses a state whose models are still old before it asks Azure anything)."""
-    path = tmp_path / "state.json"
-    path.write_text(json.dumps(_export(plan, stale=set())))
-    return path
+    return write_stack_export(tmp_path / "state.json", plan, subscription=SUBSCRIPTION)
 
 
 @pytest.mark.parametrize("command", ["status", "rollout", "plan"])

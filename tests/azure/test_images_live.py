@@ -10,20 +10,17 @@ import json
 from typing import Any
 
 import pytest
-import requests
-from azure.core.pipeline.transport import RequestsTransport
 
 from gb300 import cli, config
 from gb300.azure import images_live, lustre_live, quota
 from gb300.facts import catalog
 from gb300.findings import Level
 from gb300.rules import images
-from tests.azure.test_quota import FakeAzure, Handler, StaticCredential, _forbidden, _json, _timeout
-from tests.support import files
+from tests.support import fake_arm, files
+from tests.support.fake_arm import SUBSCRIPTION, FakeAzure, Handler, StaticCredential, json_response
 
 FIXTURES = files.FIXTURES / "images"
 QUOTA = files.FIXTURES / "quota"
-SUBSCRIPTION = "11111111-2222-3333-4444-555555555555"
 PINNED = "microsoft-dsvm:ubuntu-hpc:2404-gb:24.04.2026052801"
 PUB = f"/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Compute/locations/eastus2/publishers"
 GB_VERSION = f"{PUB}/microsoft-dsvm/artifacttypes/vmimage/offers/ubuntu-hpc/skus/2404-gb/versions/24.04.2026052801"
@@ -32,12 +29,12 @@ HEAD_VERSIONS = f"{PUB}/canonical/artifacttypes/vmimage/offers/ubuntu-24_04-lts/
 
 def _serve(name: str, status: int = 200) -> Handler:
     body = json.loads((FIXTURES / name).read_text())
-    return lambda request: _json(request, status, body)
+    return lambda request: json_response(request, status, body)
 
 
 def _quota_body(name: str) -> Handler:
     body = {"value": json.loads((QUOTA / name).read_text())}
-    return lambda request: _json(request, 200, body)
+    return lambda request: json_response(request, 200, body)
 
 
 def _azure(gb_version: Handler, head: Handler | None = None) -> FakeAzure:
@@ -45,21 +42,19 @@ def _azure(gb_version: Handler, head: Handler | None = None) -> FakeAzure:
     return FakeAzure(
         {
             "/locations/eastus2/usages": _quota_body("eastus2-enough.json"),
-            "/skus": lambda request: _json(
+            "/skus": lambda request: json_response(
                 request, 200, json.loads((QUOTA / "eastus2-resource-skus.json").read_text())
             ),
             GB_VERSION: gb_version,
             HEAD_VERSIONS: head or _serve("eastus2-server-versions.json"),
-            "/getRequiredAmlFSSubnetsSize": lambda request: _json(request, 200, {"filesystemSubnetSize": 53}),
+            "/getRequiredAmlFSSubnetsSize": lambda request: json_response(request, 200, {"filesystemSubnetSize": 53}),
         }
     )
 
 
 def _go_live(monkeypatch: pytest.MonkeyPatch, adapter: FakeAzure) -> None:
     """Every live call of the plan goes through azure-core's RequestsTransport to ``adapter``, as a signed-in user."""
-    session = requests.Session()
-    session.mount("https://", adapter)
-    transport = RequestsTransport(session=session, session_owner=False)
+    transport = fake_arm.transport(adapter)
     common: dict[str, Any] = {"subscription_id": SUBSCRIPTION, "credential": StaticCredential(), "retry_total": 0}
     monkeypatch.setattr(quota, "fetch_live", functools.partial(quota.fetch_live, transport=transport, **common))
     monkeypatch.setattr(
@@ -99,19 +94,17 @@ def test_live_plan_passes_when_azure_has_the_pinned_version(
 
 @pytest.mark.parametrize(
     ("handler", "why"),
-    [(_forbidden, "HTTP 403"), (_timeout, "did not answer in time")],
+    [(fake_arm.forbidden, "HTTP 403"), (fake_arm.timeout, "did not answer in time")],
     ids=["forbidden", "timeout"],
 )
 def test_refusal_or_timeout_is_a_warning(reference_raw: dict[str, Any], handler: Handler, why: str) -> None:
     """A 403 or a timeout asking about the pinned version is a warning that says why and how to check by hand."""
     cfg = config.parse(copy.deepcopy(reference_raw))
-    session = requests.Session()
-    session.mount("https://", _azure(handler))
     answers = images_live.fetch_live(
         images_live.used_images(cfg),
         subscription_id=SUBSCRIPTION,
         credential=StaticCredential(),
-        transport=RequestsTransport(session=session, session_owner=False),
+        transport=fake_arm.transport(_azure(handler)),
         retry_total=0,
     )
     [found] = images.image_version_exists(cfg, answers)

@@ -9,28 +9,24 @@ from typing import Any
 
 import pytest
 import requests
-from azure.core.pipeline.transport import RequestsTransport
 
 from gb300.azure import images_live, lustre_live
 from gb300.findings import Level
 from gb300.plan import run_plan
-from tests.azure.test_quota import FakeAzure, StaticCredential, _forbidden, _json, _timeout
+from tests.support import fake_arm
+from tests.support.fake_arm import SUBSCRIPTION, FakeAzure, StaticCredential, json_response
 
-SUBSCRIPTION = "11111111-2222-3333-4444-555555555555"
 ROUTE = "/providers/Microsoft.StorageCache/getRequiredAmlFSSubnetsSize"
 
 
 def _ask(handler: Any) -> tuple[FakeAzure, lustre_live.Answer]:
     adapter = FakeAzure({ROUTE: handler})
-    session = requests.Session()
-    session.mount("https://", adapter)
-    transport = RequestsTransport(session=session, session_owner=False)
     answer = lustre_live.ask(
         "AMLFS-Durable-Premium-500",
         128,
         subscription_id=SUBSCRIPTION,
         credential=StaticCredential(),
-        transport=transport,
+        transport=fake_arm.transport(adapter),
         retry_total=0,
     )
     return adapter, answer
@@ -42,7 +38,7 @@ def test_azures_answer_is_read() -> None:
 
     def answer(request: requests.PreparedRequest) -> requests.Response:
         bodies.append(json.loads(request.body or b"{}"))
-        return _json(request, 200, {"filesystemSubnetSize": 53})
+        return json_response(request, 200, {"filesystemSubnetSize": 53})
 
     adapter, got = _ask(answer)
     assert got == lustre_live.Answer(53)
@@ -54,7 +50,7 @@ def test_azures_answer_is_read() -> None:
 
 @pytest.mark.parametrize(
     ("handler", "why"),
-    [(_forbidden, "HTTP 403: the identity may not call"), (_timeout, "Azure did not answer")],
+    [(fake_arm.forbidden, "HTTP 403: the identity may not call"), (fake_arm.timeout, "Azure did not answer")],
     ids=["forbidden", "timeout"],
 )
 def test_refusal_or_timeout_is_a_warning(handler: Any, why: str) -> None:

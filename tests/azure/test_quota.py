@@ -3,19 +3,13 @@ HTTP transport (azure-core's seam), with permission errors and timeouts turned i
 
 from __future__ import annotations
 
-import io
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs
 
 import pytest
-import requests
-import urllib3
-from azure.core.credentials import AccessToken, AccessTokenInfo
-from azure.core.pipeline.transport import RequestsTransport
 
 from gb300 import cli
 from gb300.azure import quota
@@ -23,11 +17,11 @@ from gb300.findings import Finding
 from gb300.plan import PlanResult
 from gb300.rules import quota as quota_rule
 from gb300.rules.base import RuleContext
-from tests.support import files
+from tests.support import fake_arm, files
+from tests.support.fake_arm import SUBSCRIPTION, FakeAzure, Handler, StaticCredential, json_response
 from tests.support.policy_support import scale_set
 
 FIXTURES = files.FIXTURES / "quota"
-SUBSCRIPTION = "11111111-2222-3333-4444-555555555555"
 GB300_FAMILY = "standardNDISRGB300V6Family"
 
 
@@ -148,92 +142,27 @@ def test_cli_missing_quota_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_
 # answers from saved Azure bodies instead of the network.
 
 
-class StaticCredential:
-    """A token credential that hands out a fixed bearer token (no Entra ID call)."""
-
-    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
-        return AccessToken("fake-token", int(time.time()) + 3600)
-
-    def get_token_info(self, *scopes: str, options: Any = None) -> AccessTokenInfo:
-        return AccessTokenInfo("fake-token", int(time.time()) + 3600)
-
-
-Handler = Callable[[requests.PreparedRequest], requests.Response]
-
-
-class FakeAzure(requests.adapters.BaseAdapter):
-    """Answers ARM requests by path: usages and resource SKUs, or an error the test picks."""
-
-    def __init__(self, routes: dict[str, Handler]) -> None:
-        super().__init__()
-        self.routes = routes
-        self.seen: list[str] = []
-
-    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
-        url = urlparse(request.url or "")
-        self.seen.append(f"{request.method} {url.path}?{url.query}")
-        assert request.headers.get("Authorization") == "Bearer fake-token"
-        for suffix, handler in self.routes.items():
-            if url.path.endswith(suffix):
-                return handler(request)
-        return _json(request, 404, {"error": {"code": "NotFound", "message": url.path}})
-
-    def close(self) -> None:
-        pass
-
-
-def _json(request: requests.PreparedRequest, status: int, body: Any) -> requests.Response:
-    response = requests.Response()
-    response.status_code = status
-    response.reason = {200: "OK", 403: "Forbidden", 404: "Not Found"}.get(status, "")
-    content = json.dumps(body).encode()
-    response._content = content
-    response.raw = urllib3.HTTPResponse(body=io.BytesIO(content), status=status, preload_content=False)
-    response.headers["Content-Type"] = "application/json; charset=utf-8"
-    response.headers["x-ms-request-id"] = "00000000-0000-0000-0000-000000000001"
-    response.url = request.url or ""
-    response.request = request
-    return response
-
-
 def _serve(name: str) -> Handler:
-    return lambda request: _json(request, 200, _load(name))
-
-
-def _forbidden(request: requests.PreparedRequest) -> requests.Response:
-    return _json(
-        request,
-        403,
-        {
-            "error": {
-                "code": "AuthorizationFailed",
-                "message": "The client 'x' does not have authorization to perform action "
-                "'Microsoft.Compute/locations/usages/read' over scope '/subscriptions/1111'.",
-            }
-        },
-    )
-
-
-def _timeout(request: requests.PreparedRequest) -> requests.Response:
-    raise requests.exceptions.ReadTimeout("Read timed out. (read timeout=20)")
+    return lambda request: json_response(request, 200, _load(name))
 
 
 def _live(routes: dict[str, Handler]) -> tuple[FakeAzure, Callable[[list[str]], quota.QuotaSnapshot]]:
     adapter = FakeAzure(routes)
-    session = requests.Session()
-    session.mount("https://", adapter)
-    transport = RequestsTransport(session=session, session_owner=False)
 
     def fetch(regions: list[str]) -> quota.QuotaSnapshot:
         return quota.fetch_live(
-            regions, subscription_id=SUBSCRIPTION, credential=StaticCredential(), transport=transport, retry_total=0
+            regions,
+            subscription_id=SUBSCRIPTION,
+            credential=StaticCredential(),
+            transport=fake_arm.transport(adapter),
+            retry_total=0,
         )
 
     return adapter, fetch
 
 
 def _usage_body(name: str) -> Handler:
-    return lambda request: _json(request, 200, {"value": _load(name)})
+    return lambda request: json_response(request, 200, {"value": _load(name)})
 
 
 def test_live_enough_quota_and_size_offered(reference_plan: PlanResult) -> None:
@@ -254,45 +183,42 @@ def test_live_enough_quota_and_size_offered(reference_plan: PlanResult) -> None:
     )
 
 
-def test_live_too_little_quota(reference_plan: PlanResult) -> None:
-    """Live usages with too little quota give the same errors as the saved file."""
-    _, fetch = _live(
-        {
-            "/locations/eastus2/usages": _usage_body("eastus2-too-little.json"),
-            "/skus": _serve("eastus2-resource-skus.json"),
-        }
-    )
+@pytest.mark.parametrize(
+    ("usages", "skus", "levels", "words"),
+    [
+        pytest.param(
+            "eastus2-too-little.json",
+            "eastus2-resource-skus.json",
+            ["error", "error"],
+            ["requested 147,456 vCPUs, in use 2,304, limit 100,000"],
+            id="too-little-quota",
+        ),
+        pytest.param(
+            "eastus2-enough.json",
+            "eastus2-resource-skus-restricted.json",
+            ["error"],
+            ["restricted in eastus2", "NotAvailableForSubscription"],
+            id="size-restricted-for-subscription",
+        ),
+        pytest.param(
+            "eastus2-enough.json",
+            "eastus2-resource-skus-zone1-restricted.json",
+            ["error"],
+            ["zone(s) 1", "2, 3"],
+            id="zone-restricted",
+        ),
+    ],
+)
+def test_live_answers_that_stop_the_deploy(
+    reference_plan: PlanResult, usages: str, skus: str, levels: list[str], words: list[str]
+) -> None:
+    """Live, too little quota (the same errors as the saved file), a size the SKU API restricts for the subscription
+    in the region, or restricted in the stack's zone (naming the zones that are offered) is an error."""
+    _, fetch = _live({"/locations/eastus2/usages": _usage_body(usages), "/skus": _serve(skus)})
     found = _quota_findings(reference_plan, fetch(["eastus2"]))
-    assert [f.level.label for f in found] == ["error", "error"]
-    assert any("requested 147,456 vCPUs, in use 2,304, limit 100,000" in f.message for f in found)
-
-
-def test_live_size_restricted_for_subscription(reference_plan: PlanResult) -> None:
-    """A size the SKU API restricts for the subscription in the region is an error, apart from quota."""
-    _, fetch = _live(
-        {
-            "/locations/eastus2/usages": _usage_body("eastus2-enough.json"),
-            "/skus": _serve("eastus2-resource-skus-restricted.json"),
-        }
-    )
-    found = _quota_findings(reference_plan, fetch(["eastus2"]))
-    assert [f.level.label for f in found] == ["error"]
-    assert "restricted in eastus2" in found[0].message
-    assert "NotAvailableForSubscription" in found[0].message
-
-
-def test_live_zone_restricted(reference_plan: PlanResult) -> None:
-    """A size restricted in the stack's zone is an error naming the zones that are offered."""
-    _, fetch = _live(
-        {
-            "/locations/eastus2/usages": _usage_body("eastus2-enough.json"),
-            "/skus": _serve("eastus2-resource-skus-zone1-restricted.json"),
-        }
-    )
-    found = _quota_findings(reference_plan, fetch(["eastus2"]))
-    assert [f.level.label for f in found] == ["error"]
-    assert "zone(s) 1" in found[0].message
-    assert "2, 3" in found[0].message
+    assert [f.level.label for f in found] == levels
+    for word in words:
+        assert any(word in f.message for f in found), (word, [f.message for f in found])
 
 
 def test_live_size_not_offered(reference_plan: PlanResult) -> None:
@@ -302,7 +228,7 @@ def test_live_size_not_offered(reference_plan: PlanResult) -> None:
     _, fetch = _live(
         {
             "/locations/eastus2/usages": _usage_body("eastus2-enough.json"),
-            "/skus": lambda request: _json(request, 200, body),
+            "/skus": lambda request: json_response(request, 200, body),
         }
     )
     found = _quota_findings(reference_plan, fetch(["eastus2"]))
@@ -311,7 +237,7 @@ def test_live_size_not_offered(reference_plan: PlanResult) -> None:
 
 def test_live_forbidden_is_a_warning(reference_plan: PlanResult) -> None:
     """HTTP 403 from Azure becomes a warning that quota was not verified, never a crash."""
-    _, fetch = _live({"/locations/eastus2/usages": _forbidden, "/skus": _serve("eastus2-resource-skus.json")})
+    _, fetch = _live({"/locations/eastus2/usages": fake_arm.forbidden, "/skus": _serve("eastus2-resource-skus.json")})
     snapshot = fetch(["eastus2"])
     assert snapshot.regions["eastus2"].unverified is not None
     found = _quota_findings(reference_plan, snapshot)
@@ -322,7 +248,7 @@ def test_live_forbidden_is_a_warning(reference_plan: PlanResult) -> None:
 
 def test_live_timeout_is_a_warning(reference_plan: PlanResult) -> None:
     """A timeout talking to Azure becomes a warning that quota was not verified."""
-    _, fetch = _live({"/locations/eastus2/usages": _timeout})
+    _, fetch = _live({"/locations/eastus2/usages": fake_arm.timeout})
     found = _quota_findings(reference_plan, fetch(["eastus2"]))
     assert [f.level.label for f in found] == ["warning"]
     assert "did not answer in time" in found[0].message

@@ -10,9 +10,8 @@ import pytest
 
 from gb300.azure import inventory
 from gb300.components import Network, NetworkArgs, compute_package
-from gb300.components import secrets as secrets_component
 from gb300.config import netplan
-from gb300.facts import catalog
+from gb300.facts import catalog, storage_facts
 from gb300.plan import PlanResult
 from gb300.plan.runner import register
 
@@ -193,7 +192,10 @@ def test_nothing_pulumi_would_delete_through_the_vaults_data_plane(reference_pla
     for resource in (*secrets, vault):
         assert (resource.retain_on_delete, resource.protect) == (True, False), resource.name
     assert vault.inputs["properties"]["enablePurgeProtection"] is True
-    assert vault.inputs["properties"]["softDeleteRetentionInDays"] == secrets_component.SOFT_DELETE_DAYS
+    # The longest retention Key Vault takes (docs/day2.md: the name is held 90 days), read from data/storage.yaml.
+    longest = storage_facts.load()["keyVaultSoftDelete"]["maxDays"]
+    days = vault.inputs["properties"]["softDeleteRetentionInDays"]
+    assert days == storage_facts.key_vault_soft_delete_days() == longest
 
 
 def test_nodes_find_the_vault_by_tag_not_custom_data(reference_plan: PlanResult) -> None:

@@ -18,6 +18,7 @@ from gb300.findings import Level
 from gb300.plan import PlanResult, ResourceRecord, run_plan
 from gb300.rules.data_loss import DeployedResource, data_loss
 from gb300.tags import STORAGE_PURPOSE, STORAGE_PURPOSE_DATA
+from tests.support.state import write_stack_export
 
 AMLFS = "azure-native:storagecache:AmlFilesystem"
 EXPORT = "azure-native:storagecache:AutoExportJob"
@@ -147,23 +148,31 @@ def _deployed(plan: PlanResult, **inputs: Any) -> list[DeployedResource]:
 
 
 @pytest.mark.parametrize(
-    ("deployed_hsm", "words"),
+    ("deployed_hsm", "words", "keep"),
     [
-        pytest.param(None, "hsm: not tied to Blob -> tied to container 'checkpoints'", id="adding-the-tie"),
+        pytest.param(
+            None,
+            "hsm: not tied to Blob -> tied to container 'checkpoints'",
+            "remove gb300:storage.lustre.blobIntegration.enabled: true (no tie is the default)",
+            id="adding-the-tie",
+        ),
         pytest.param(
             {"settings": {"container": "/x/containers/checkpoints", "loggingContainer": "/x/l", "importPrefix": "/"}},
             "hsm: tied to container 'checkpoints' (import '/') -> tied to container 'checkpoints' (import '/datasets')",
+            "set gb300:storage.lustre.blobIntegration.enabled: true with the deployed container and prefixes",
             id="changing-the-import-prefix",
         ),
     ],
 )
 def test_changing_the_tie_of_a_deployed_filesystem_is_an_error(
-    tied_plan: PlanResult, deployed_hsm: Any, words: str
+    tied_plan: PlanResult, deployed_hsm: Any, words: str, keep: str
 ) -> None:
-    """A deployed filesystem keeps its tie: adding or changing it would replace it, an error naming the migration."""
+    """A deployed filesystem keeps its tie: adding or changing it would replace it, an error naming the key that
+    keeps the deployed filesystem as it is, and the migration."""
     (finding,) = data_loss(tied_plan.resources, _deployed(tied_plan, hsm=deployed_hsm), [])
     assert finding.level == Level.ERROR
     assert words in finding.message
+    assert f"to keep the deployed one as it is, {keep}; or migrate" in finding.message
     assert "docs/storage.md#tying-a-deployed-filesystem-to-blob" in finding.message
 
 
@@ -172,12 +181,9 @@ def test_state_with_an_untied_filesystem_fails_the_plan(
 ) -> None:
     """gb300 plan --state of a tied stack against its filesystem deployed without the tie exits 1 with
     storage-data-loss."""
-    resources = [
-        {"urn": r.urn, "type": r.type, "id": r.id, "inputs": {k: v for k, v in r.inputs.items() if k != "hsm"}}
-        for r in tied_plan.resources
-    ]
-    state = tmp_path / "state.json"
-    state.write_text(json.dumps({"version": 3, "deployment": {"manifest": {}, "resources": resources}}))
+    state = write_stack_export(
+        tmp_path / "state.json", tied_plan, inputs=lambda r: {k: v for k, v in r.inputs.items() if k != "hsm"}
+    )
     out = tmp_path / "plan.json"
     stack = write_stack(tied_raw, name="reference")
     assert cli.main(["plan", "--stack-file", str(stack), "--state", str(state), "--json", str(out), "--quiet"]) == 1

@@ -21,6 +21,7 @@ from gb300.plan.runner import register
 from gb300.plan.state import parse_state
 from gb300.rules.data_loss import DeployedResource, data_loss
 from tests.support import signing
+from tests.support.state import write_stack_export
 from tests.support.tie import TIE_PRINCIPAL
 
 AMLFS = "azure-native:storagecache:AmlFilesystem"
@@ -470,14 +471,11 @@ def test_removing_deployed_storage_is_a_data_loss_error(reference_plan: PlanResu
 
 def test_state_file_drives_the_plan_verdict(tmp_path: Path, reference_plan: PlanResult) -> None:
     """gb300 plan --state with a smaller deployed Lustre exits 1 with exactly one error: storage-data-loss."""
-    resources = []
-    for r in reference_plan.resources:
-        inputs = dict(r.inputs)
-        if r.type == AMLFS:
-            inputs["storageCapacityTiB"] = 64
-        resources.append({"urn": r.urn, "type": r.type, "id": r.id, "inputs": inputs, "outputs": {}})
-    state = tmp_path / "state.json"
-    state.write_text(json.dumps({"version": 3, "deployment": {"manifest": {}, "resources": resources}}))
+    state = write_stack_export(
+        tmp_path / "state.json",
+        reference_plan,
+        inputs=lambda r: {**r.inputs, "storageCapacityTiB": 64} if r.type == AMLFS else r.inputs,
+    )
     out = tmp_path / "plan.json"
     assert cli.main(["plan", "--stack", "reference", "--state", str(state), "--json", str(out), "--quiet"]) == 1
     findings = json.loads(out.read_text())["findings"]

@@ -15,16 +15,10 @@ import yaml
 from gb300 import cli, config, paths
 from gb300 import tags as gb300_tags
 from gb300.config import checks, text
-from gb300.errors import ConfigError
 from gb300.facts import catalog
+from tests.support.config_errors import error_lines
 
 SECONDS = 10.0  # issue 28: "exits 1 or 2 naming the key within 10 seconds"
-
-
-def _problems(raw: dict[str, Any]) -> list[str]:
-    with pytest.raises(ConfigError) as info:
-        config.parse(raw)
-    return str(info.value).splitlines()
 
 
 def _with(dev_raw: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
@@ -78,7 +72,7 @@ def test_racks_stop_at_one_fabric(size: str, fabric: str, dev_raw: dict[str, Any
         most = int(model.max_vms_on_request or 0) // sku.vms_per_nvlink_domain
     pool = {**dev_raw["gpuPools"][0], "vmSize": size, "image": dev_raw["gpuPools"][0]["image"]}
     assert config.parse({**dev_raw, "gpuPools": [{**pool, "racks": most}]}).gpu_pools[0].racks == most
-    (line,) = _problems({**dev_raw, "gpuPools": [{**pool, "racks": most + 1}]})
+    (line,) = error_lines({**dev_raw, "gpuPools": [{**pool, "racks": most + 1}]})
     assert line.startswith(f"gb300:gpuPools[0].racks: must be at most {most:,} (got {most + 1:,})")
 
 
@@ -89,7 +83,7 @@ def test_a_quarter_megabyte_email_is_refused_at_once(dev_raw: dict[str, Any]) ->
     """A 257 KB address in an email field is one clipped line in milliseconds, not minutes of backtracking."""
     address = "a@" + "a." * 128_500 + " "
     started = time.perf_counter()
-    (line,) = _problems(_with(dev_raw, "monitoring.alerts", {"emails": [address]}))
+    (line,) = error_lines(_with(dev_raw, "monitoring.alerts", {"emails": [address]}))
     assert time.perf_counter() - started < 1.0
     limit = text.text_limit("emailAddress")
     assert line.startswith(f"gb300:monitoring.alerts.emails[0]: must be at most {limit} characters")
@@ -158,7 +152,7 @@ def test_every_string_key_has_a_length_limit() -> None:
 
 def test_a_long_value_is_clipped_in_the_message(dev_raw: dict[str, Any]) -> None:
     """A long value that fails a pattern is shown by its start and its length, not printed whole."""
-    (line,) = _problems(_with(dev_raw, "policy", {"failOn": "x" * 100_000}))
+    (line,) = error_lines(_with(dev_raw, "policy", {"failOn": "x" * 100_000}))
     assert line.startswith("gb300:policy.failOn: must be one of")
     assert "(100,000 characters)" in line
     assert len(line) < 300
@@ -249,7 +243,7 @@ def test_a_non_breaking_space_is_not_a_control_character(dev_raw: dict[str, Any]
 
 def test_a_bad_key_is_named_without_printing_it(dev_raw: dict[str, Any]) -> None:
     """A tag key holding ESC is named by its position and escaped form; the raw character never reaches the line."""
-    (line,) = _problems(_with(dev_raw, "cluster.tags", {"ok": "1", "ev\x1b[2Kil": "2"}))
+    (line,) = error_lines(_with(dev_raw, "cluster.tags", {"ok": "1", "ev\x1b[2Kil": "2"}))
     assert line.startswith("gb300:cluster.tags: must not hold control or format characters (got key 2 ")
     assert "\x1b" not in line
     assert "\\x1b" in line
@@ -262,7 +256,7 @@ def test_a_bad_key_is_named_without_printing_it(dev_raw: dict[str, Any]) -> None
 def test_gb300_tag_keys_are_refused_in_cluster_tags(key: str, dev_raw: dict[str, Any]) -> None:
     """Every key gb300 writes (any case, as Azure compares them), and any other gb300- key, is refused in
     gb300:cluster.tags: a stack must not make a GPU scale set say it is the head."""
-    (line,) = _problems(_with(dev_raw, "cluster.tags", {"owner": "ml", key: "head"}))
+    (line,) = error_lines(_with(dev_raw, "cluster.tags", {"owner": "ml", key: "head"}))
     assert line.startswith(f"gb300:cluster.tags.{key}: is a tag key gb300 writes itself")
 
 
@@ -296,7 +290,7 @@ def test_ssh_limit_only_tightens(dev_raw: dict[str, Any]) -> None:
     loosest = int(catalog.load().limit("sshSourceLimitPrefix"))
     for prefix in (loosest, loosest + 8, 32):
         assert config.parse(_with(dev_raw, "policy", {"sshSourceLimitPrefix": prefix})).policy.ssh_source_limit_prefix
-    (line,) = _problems(_with(dev_raw, "policy", {"sshSourceLimitPrefix": loosest - 1}))
+    (line,) = error_lines(_with(dev_raw, "policy", {"sshSourceLimitPrefix": loosest - 1}))
     assert line.startswith(f"gb300:policy.sshSourceLimitPrefix: must be at least {loosest} (got {loosest - 1})")
 
 
@@ -343,7 +337,7 @@ GB300_TREES = [
 def test_mounts_never_cover_what_gb300_runs_as_root(path: str, key: str, dev_raw: dict[str, Any]) -> None:
     """A mount in, at or above a tree gb300 runs from or writes as root (/opt/gb300/systemd: issue 28) is one line
     naming the full key path."""
-    lines = _problems({**dev_raw, "storage": MOUNT_KEYS[key](path)})
+    lines = error_lines({**dev_raw, "storage": MOUNT_KEYS[key](path)})
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"{key}: must ")
 
@@ -353,7 +347,7 @@ def test_mounts_never_cover_what_gb300_runs_as_root(path: str, key: str, dev_raw
 def test_mounts_never_cover_the_admin_home(under: str, key: str, dev_raw: dict[str, Any]) -> None:
     """The admin user's home (Azure writes authorized_keys there as root; the admin may sudo) is no mount path."""
     home = f"/home/{config.parse(dev_raw).access.admin_username}"
-    (line,) = _problems({**dev_raw, "storage": MOUNT_KEYS[key](home + under)})
+    (line,) = error_lines({**dev_raw, "storage": MOUNT_KEYS[key](home + under)})
     assert line.startswith(f"{key}: must not be in {home}, the admin user's home")
 
 
@@ -384,6 +378,6 @@ def test_every_opt_tree_the_node_scripts_use_is_reserved() -> None:
 
 def test_software_keys_never_print_raw(dev_raw: dict[str, Any]) -> None:
     """A gb300:software component named with an ESC is refused, and no line shows the character itself."""
-    lines = _problems(_with(dev_raw, "software", {"nc\x1b[2Kcl": "2.0"}))
+    lines = error_lines(_with(dev_raw, "software", {"nc\x1b[2Kcl": "2.0"}))
     assert lines[0].startswith("gb300:software: must not hold control or format characters")
     assert not any(text.unprintable(line) for line in lines)

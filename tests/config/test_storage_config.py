@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gb300 import config
-from gb300.errors import ConfigError
+from tests.support.config_errors import error_lines
 
 LUSTRE = {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 8}
 SP = "3c5e9a51-7d2f-4e18-9b0a-2f6d8c41e7a3"
@@ -119,9 +119,8 @@ def test_storage_config_errors(reference_raw: dict[str, Any], storage: dict[str,
     """Each invalid gb300:storage value is reported at its key path with what was expected."""
     raw = copy.deepcopy(reference_raw)
     raw["storage"] = storage
-    with pytest.raises(ConfigError) as exc:
-        config.parse(raw)
-    assert any(str(p).startswith(expected) for p in exc.value.problems), [str(p) for p in exc.value.problems]
+    lines = error_lines(raw)
+    assert any(line.startswith(expected) for line in lines), lines
 
 
 def test_the_tie_is_off_without_blob_or_when_disabled(reference_raw: dict[str, Any]) -> None:
@@ -134,6 +133,21 @@ def test_the_tie_is_off_without_blob_or_when_disabled(reference_raw: dict[str, A
     assert config.parse(raw).storage.lustre_tie is None
     raw["storage"] = {"lustre": {**LUSTRE, "blobIntegration": {"enabled": False}}, "blob": {}}
     assert config.parse(raw).storage.lustre_tie is None
+
+
+def test_a_tie_without_its_service_principal_says_how_to_find_it_and_how_not_to_tie(
+    reference_raw: dict[str, Any],
+) -> None:
+    """An opted-in tie without servicePrincipalId is one line: the key that opted in, the az command that prints the
+    id, and that not tying means removing the opt-in (no tie is the default), never setting a key to false."""
+    raw = copy.deepcopy(reference_raw)
+    raw["storage"] = {"lustre": {**LUSTRE, "blobIntegration": {"enabled": True}}, "blob": {}}
+    [line] = error_lines(raw)
+    assert line.startswith("gb300:storage.lustre.blobIntegration.servicePrincipalId: is required to tie Lustre")
+    assert "(gb300:storage.lustre.blobIntegration.enabled: true)" in line
+    assert '`az ad sp list --display-name "HPC Cache Resource Provider" --query "[0].id" -o tsv`' in line
+    assert "remove enabled: true (no tie is the default)" in line
+    assert "enabled: false" not in line
 
 
 def test_schema_documents_new_keys() -> None:

@@ -16,21 +16,14 @@ from gb300.ops import ci_summary
 from gb300.plan import PlanResult, run_plan
 from gb300.plan.render import TOP_ITEMS, text
 from tests.cost.test_prices_live import FakeRetailPrices, _item, live
+from tests.support.state import write_stack_export
 
 GB300 = "vm/Standard_ND128isr_GB300_v6"
 
 
-def _export(plan: PlanResult) -> dict[str, Any]:
-    """A ``pulumi stack export`` document of ``plan`` as deployed."""
-    resources = [{"urn": r.urn, "type": r.type, "id": r.id, "inputs": r.inputs, "outputs": {}} for r in plan.resources]
-    return {"version": 3, "deployment": {"manifest": {}, "resources": resources}}
-
-
 @pytest.fixture(scope="module")
 def state(tmp_path_factory: pytest.TempPathFactory, reference_plan: PlanResult) -> Path:
-    path = tmp_path_factory.mktemp("state") / "state.json"
-    path.write_text(json.dumps(_export(reference_plan)), encoding="utf-8")
-    return path
+    return write_stack_export(tmp_path_factory.mktemp("state") / "state.json", reference_plan)
 
 
 def _cli(args: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> tuple[int, str, dict[str, Any]]:

@@ -5,7 +5,6 @@ that answers as the API documents (OData `$filter`, `currencyCode`, `NextPageLin
 from __future__ import annotations
 
 import functools
-import io
 import json
 import re
 from pathlib import Path
@@ -14,10 +13,10 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 import requests
-import urllib3
-from azure.core.pipeline.transport import RequestsTransport
 
 from gb300.cost import prices
+from tests.support import fake_arm
+from tests.support.fake_arm import FakeHttp, json_response
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "prices" / "eastus2-usd.json"
 GB300 = "vm/Standard_ND128isr_GB300_v6"
@@ -29,7 +28,7 @@ def fixture() -> dict[str, Any]:
     return doc
 
 
-class FakeRetailPrices(requests.adapters.BaseAdapter):
+class FakeRetailPrices(FakeHttp):
     """Answers GET /api/retail/prices from the fixture: the `$filter` clauses select items, `$skip` the page."""
 
     def __init__(self, *, status: int = 200) -> None:
@@ -45,7 +44,7 @@ class FakeRetailPrices(requests.adapters.BaseAdapter):
         query = parse_qs(url.query)
         self.seen.append(query)
         if self.status != 200:
-            return _response(request, self.status, {"error": {"code": "TooManyRequests"}})
+            return json_response(request, self.status, {"error": {"code": "TooManyRequests"}})
         clauses = {k: v.replace("''", "'") for k, v in _CLAUSE.findall(query["$filter"][0])}
         key = clauses.get("armSkuName") or clauses.get("meterName") or ""
         pages = self.pages.get(key, [{"Items": [], "NextPageLink": None, "Count": 0}])
@@ -53,33 +52,12 @@ class FakeRetailPrices(requests.adapters.BaseAdapter):
         page = dict(pages[index])
         page["Items"] = [i for i in page["Items"] if all(i.get(k) == v for k, v in clauses.items())]
         page["BillingCurrency"] = query["currencyCode"][0].strip("'")
-        return _response(request, 200, page)
-
-    def close(self) -> None:
-        pass
-
-
-def _response(request: requests.PreparedRequest, status: int, body: Any) -> requests.Response:
-    response = requests.Response()
-    response.status_code = status
-    content = json.dumps(body).encode()
-    response._content = content
-    response.raw = urllib3.HTTPResponse(body=io.BytesIO(content), status=status, preload_content=False)
-    response.headers["Content-Type"] = "application/json; charset=utf-8"
-    response.url = request.url or ""
-    response.request = request
-    return response
-
-
-def transport(adapter: FakeRetailPrices) -> RequestsTransport:
-    session = requests.Session()
-    session.mount("https://", adapter)
-    return RequestsTransport(session=session, session_owner=False)
+        return json_response(request, 200, page)
 
 
 def live(adapter: FakeRetailPrices) -> Any:
     """``prices.live_book`` bound to the fake transport (what a test monkeypatches in for --prices live)."""
-    return functools.partial(prices.live_book, transport=transport(adapter), retry_total=0)
+    return functools.partial(prices.live_book, transport=fake_arm.transport(adapter), retry_total=0)
 
 
 def _item(meter_key: str, **match: Any) -> dict[str, Any]:

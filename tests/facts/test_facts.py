@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import subprocess
+from typing import Any
+
+import pytest
 
 from gb300 import paths
-from gb300.facts import catalog
+from gb300.errors import DataError
+from gb300.facts import catalog, storage_facts
 
 SIZE_PAGE_GPUS = 100_000  # nd-gb300-v6-series.md: one InfiniBand fabric reaches "up to 100,000 GPUs"
 
@@ -32,3 +36,15 @@ def test_no_file_cites_the_private_domain_notes() -> None:
         ["git", "grep", "-l", "DOMAIN" + ".md"], cwd=paths.REPO_ROOT, capture_output=True, text=True, check=False
     ).stdout.split()
     assert files == []
+
+
+def test_key_vault_retention_outside_the_range_key_vault_takes_is_a_data_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A keyVaultSoftDelete.days outside minDays..maxDays stops the plan with a DataError naming the key, not a
+    deploy that Azure refuses."""
+    facts: dict[str, Any] = storage_facts.load()
+    entry = facts["keyVaultSoftDelete"]
+    assert entry["minDays"] <= storage_facts.key_vault_soft_delete_days() <= entry["maxDays"]
+    broken = {**facts, "keyVaultSoftDelete": {**entry, "days": entry["maxDays"] + 1}}
+    monkeypatch.setattr(storage_facts, "load", lambda: broken)
+    with pytest.raises(DataError, match=r"keyVaultSoftDelete\.days must be from"):
+        storage_facts.key_vault_soft_delete_days()

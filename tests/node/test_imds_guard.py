@@ -30,12 +30,13 @@ from gb300.node import imds_guard
 from gb300.node import steps as node_steps
 from gb300.node.render import render_custom_data
 from gb300.plan import PlanResult
-from tests.support import plan_custom_data
+from tests.support import netns, plan_custom_data
 
 ADDRESS = "169.254.169.254"
 IMDS_PATH = "/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fvault.azure.net"
 PROMETHEUS_UID = 901  # what the node's passwd says in these tests (the package picks a free system uid)
 NOBODY = 65534
+NAMESPACE_TOOLS = ("unshare", "setpriv", "curl", "nft", "ip")
 
 
 def _custom_data_file(plan: PlanResult, role: str, path: str) -> str:
@@ -43,24 +44,16 @@ def _custom_data_file(plan: PlanResult, role: str, path: str) -> str:
     return str(next(f["content"] for f in files if f["path"] == path))
 
 
-def _privileged() -> list[str]:
-    """The prefix that runs a command as root here: none as root, ``sudo -n`` where that works; else skip."""
-    if os.geteuid() == 0:
-        return []
-    if (
-        shutil.which("sudo")
-        and subprocess.run(["sudo", "-n", "true"], capture_output=True, check=False).returncode == 0
-    ):
-        return ["sudo", "-n"]
-    if os.environ.get("CI"):
-        pytest.fail("CI must run the namespace tests as root (or with passwordless sudo); they never skip there")
-    pytest.skip("not root and no passwordless sudo: a network namespace and nftables rules need root")
-
-
-def _tools() -> None:
-    for tool in ("unshare", "setpriv", "curl", "nft", "ip"):
-        if shutil.which(tool) is None and not Path("/usr/sbin", tool).exists():
-            pytest.fail(f"{tool} is not installed (scripts/ensure-test-tools installs Debian's nftables)")
+def _namespace(driver: str, guard: str, work: Path, timeout: int) -> dict[str, list[str]]:
+    """``driver`` run with ``guard`` at ``$WORK/guard`` in fresh namespaces, cut into its phases."""
+    (work / "guard").write_text(guard)
+    (work / "guard").chmod(0o755)
+    work.chmod(0o755)  # the uids the requests run as need to reach nothing here, but curl's cwd must be readable
+    env = {"WORK": str(work), "PATH": f"{os.environ['PATH']}:/usr/sbin:/sbin"}
+    proc = netns.run(driver, env, work, timeout, tools=NAMESPACE_TOOLS, skip_outside_ci=True)
+    if proc.returncode != 0:
+        pytest.fail(f"the namespace test could not run (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
+    return netns.phases(proc.stdout)
 
 
 # In a fresh network namespace: loopback up, IMDS's address on it, an HTTP server answering 200 there (as
@@ -92,8 +85,9 @@ DRIVER = textwrap.dedent(
     echo "-- guarded"
     ask {uids}
     PATH="$WORK/after:$PATH" GB300_ROOT="$WORK/root" "$WORK/guard"
-    echo "-- guard run again"
+    echo "-- again"
     ask {uids}
+    echo "-- table"
     nft list table inet gb300_imds
     """
 )
@@ -113,47 +107,12 @@ def _getent(directory: Path, users: dict[str, int]) -> None:
 def _run_in_namespace(guard: str, work: Path, *, before: dict[str, int], after: dict[str, int]) -> dict[str, list[str]]:
     """Run DRIVER with ``guard``; the node's users are ``before`` at the first run of the guard, ``after`` at the
     second. Returns the answers per phase (``uid N: CODE`` lines) and the loaded table."""
-    prefix = _privileged()
-    _tools()
-    (work / "guard").write_text(guard)
-    (work / "guard").chmod(0o755)
     _getent(work / "before", before)
     _getent(work / "after", after)
-    work.chmod(0o755)  # the uids the requests run as need to reach nothing here, but curl's cwd must be readable
     uids = " ".join(str(u) for u in (0, NOBODY, PROMETHEUS_UID))
-    driver = DRIVER.format(address=ADDRESS, path=IMDS_PATH, uids=uids)
-    proc = subprocess.run(
-        [
-            *prefix,
-            "env",
-            f"WORK={work}",
-            f"PATH={os.environ['PATH']}:/usr/sbin:/sbin",
-            "unshare",
-            "-n",
-            "bash",
-            "-c",
-            driver,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=work,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"the namespace test could not run (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
-    phases: dict[str, list[str]] = {"open": [], "guarded": [], "again": [], "table": []}
-    phase = "open"
-    for line in proc.stdout.splitlines():
-        if line == "-- guarded":
-            phase = "guarded"
-        elif line == "-- guard run again":
-            phase = "again"
-        elif line.startswith("uid "):
-            phases[phase].append(line)
-        else:
-            phases["table"].append(line)
-    return phases
+    phases = _namespace(DRIVER.format(address=ADDRESS, path=IMDS_PATH, uids=uids), guard, work, timeout=120)
+    answers = {phase: [x for x in lines if x.startswith("uid ")] for phase, lines in phases.items() if phase != "table"}
+    return {**answers, "table": phases["table"]}
 
 
 @pytest.mark.parametrize("role", [node_context.GPU_NODE, node_context.HEAD])
@@ -360,41 +319,7 @@ WIRE_DRIVER = textwrap.dedent(
 
 
 def _wire_phases(guard: str, work: Path) -> dict[str, list[str]]:
-    prefix = _privileged()
-    _tools()
-    (work / "guard").write_text(guard)
-    (work / "guard").chmod(0o755)
-    work.chmod(0o755)
-    driver = WIRE_DRIVER.format(imds=ADDRESS, wire=WIRESERVER, nobody=NOBODY)
-    proc = subprocess.run(
-        [
-            *prefix,
-            "env",
-            f"WORK={work}",
-            f"PATH={os.environ['PATH']}:/usr/sbin:/sbin",
-            "unshare",
-            "-n",
-            "bash",
-            "-c",
-            driver,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        cwd=work,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"the namespace test could not run (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
-    phases: dict[str, list[str]] = {"open": []}
-    phase = "open"
-    for line in proc.stdout.splitlines():
-        if line.startswith("-- "):
-            phase = line[3:]
-            phases[phase] = []
-        else:
-            phases[phase].append(line)
-    return phases
+    return _namespace(WIRE_DRIVER.format(imds=ADDRESS, wire=WIRESERVER, nobody=NOBODY), guard, work, timeout=180)
 
 
 def _answers(uid: int, *, imds: str, wire: str, dns: str) -> list[str]:

@@ -11,18 +11,20 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 import requests
-from azure.core.pipeline.transport import RequestsTransport
 
 from gb300 import cli
 from gb300.commands import status as status_cmd
 from gb300.ops import fleet_status, rollout
 from gb300.plan import PlanResult
-from tests.ops.test_rollout import RG, SUBSCRIPTION, StaticCredential, _export, _json
+from tests.ops.test_rollout import RG
+from tests.support import fake_arm
+from tests.support.fake_arm import SUBSCRIPTION, FakeHttp, StaticCredential, json_response
+from tests.support.state import write_stack_export
 
 READY = "state: ready\n"
 
 
-class FakeArm(requests.adapters.BaseAdapter):
+class FakeArm(FakeHttp):
     """Per rack, the VMs that exist (with instance views) and what each node's status file says."""
 
     def __init__(self, racks: dict[str, dict[int, Any]], old: frozenset[tuple[str, int]] = frozenset()) -> None:
@@ -42,7 +44,7 @@ class FakeArm(requests.adapters.BaseAdapter):
             assert parse_qs(url.query).get("$expand") == ["instanceView"]
             rack = m.group(1)
             value = [self._vm(rack, i, v, (rack, i) not in self.old) for i, v in self.racks[rack].items()]
-            return _json(request, 200, {"value": value})
+            return json_response(request, 200, {"value": value})
         m = re.fullmatch(base + r"([^/]+)/virtualMachines/(\d+)/runCommand", url.path)
         if m and request.method == "POST":
             body = json.loads(request.body or b"{}")
@@ -50,10 +52,10 @@ class FakeArm(requests.adapters.BaseAdapter):
             assert "/var/lib/gb300/status" in " ".join(body["script"])
             text = self.racks[m.group(1)][int(m.group(2))]
             message = f"Enable succeeded: \n[stdout]\n{text}\n[stderr]\n"
-            return _json(
+            return json_response(
                 request, 200, {"value": [{"code": "ProvisioningState/succeeded", "level": "Info", "message": message}]}
             )
-        return _json(request, 404, {"error": {"code": "NotFound", "message": url.path}})
+        return json_response(request, 404, {"error": {"code": "NotFound", "message": url.path}})
 
     @staticmethod
     def _vm(rack: str, i: int, how: Any, latest: bool) -> dict[str, Any]:
@@ -75,9 +77,6 @@ class FakeArm(requests.adapters.BaseAdapter):
             },
         }
 
-    def close(self) -> None:
-        pass
-
 
 def _status(
     tmp_path: Path,
@@ -86,14 +85,10 @@ def _status(
     extra: list[str],
     old: frozenset[tuple[str, int]] = frozenset(),
 ) -> tuple[int, FakeArm]:
-    state = tmp_path / "state.json"
-    state.write_text(json.dumps(_export(plan)))
+    state = write_stack_export(tmp_path / "state.json", plan, subscription=SUBSCRIPTION)
     adapter = FakeArm(racks, old)
-    session = requests.Session()
-    session.mount("https://", adapter)
-    transport = RequestsTransport(session=session, session_owner=False)
     client_for = rollout.azure_client_factory(
-        StaticCredential(), transport=transport, retry_total=0, polling_interval=0
+        StaticCredential(), transport=fake_arm.transport(adapter), retry_total=0, polling_interval=0
     )
     args = cli.build_parser().parse_args(["status", "--state", str(state), *extra])
     return status_cmd.run(args, client_for=client_for), adapter
@@ -154,8 +149,7 @@ def test_status_unknown_rack_exits_two(
     reference_plan: PlanResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A --rack that is not deployed is a usage error naming it."""
-    state = tmp_path / "state.json"
-    state.write_text(json.dumps(_export(reference_plan)))
+    state = write_stack_export(tmp_path / "state.json", reference_plan, subscription=SUBSCRIPTION)
     assert cli.main(["status", "--state", str(state), "--rack", "ref-train-r0099"]) == 2
     assert "--rack ref-train-r0099: not a deployed rack" in capsys.readouterr().err
 

@@ -4,11 +4,8 @@ HTTP transport with a stand-in Slurm controller."""
 
 from __future__ import annotations
 
-import copy
-import io
 import json
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,34 +14,32 @@ from urllib.parse import urlparse
 
 import pytest
 import requests
-import urllib3
-from azure.core.credentials import AccessToken, AccessTokenInfo
-from azure.core.pipeline.transport import RequestsTransport
 
 from gb300 import cli
 from gb300.commands import rollout as rollout_cmd
 from gb300.ops import rollout
-from gb300.plan import PlanResult
-from gb300.plan.mocks import SUBSCRIPTION_ID as MOCK_SUBSCRIPTION
+from gb300.plan import PlanResult, ResourceRecord
 from gb300.rules import reimage
 from gb300.slurm.hostlist import expand
+from tests.support import fake_arm
+from tests.support.fake_arm import SUBSCRIPTION, TOKEN, FakeHttp, StaticCredential, json_response
+from tests.support.state import stack_export
 
-SUBSCRIPTION = "11111111-2222-3333-4444-555555555555"
 RG = "ref-rg"
 VMS = 18
 
 
-def _export(plan: PlanResult, stale: set[str] | None = None) -> dict[str, Any]:
-    """A `pulumi stack export` document of the plan as deployed (real-looking addresses on the racks)."""
-    resources = []
-    for r in plan.resources:
-        inputs: dict[str, Any] = copy.deepcopy(dict(r.inputs))
-        # Azure's real address is in each id (the plan's ids use the mocks' subscription).
-        resource_id = r.id.replace(MOCK_SUBSCRIPTION, SUBSCRIPTION) if r.id else r.id
-        if stale is not None and r.name in stale and isinstance(inputs.get("tags"), dict):
-            inputs["tags"][reimage.HASH_TAG] = "0" * 64
-        resources.append({"urn": r.urn, "type": r.type, "id": resource_id, "inputs": inputs})
-    return {"version": 3, "deployment": {"resources": resources}}
+def _export(plan: PlanResult, stale: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """A `pulumi stack export` document of the plan as deployed (real-looking addresses on the racks); the racks in
+    ``stale`` still carry an old custom-data hash (a state taken before `pulumi up`)."""
+
+    def inputs(r: ResourceRecord) -> dict[str, Any]:
+        tags = r.inputs.get("tags")
+        if r.name not in stale or not isinstance(tags, dict):
+            return r.inputs
+        return {**r.inputs, "tags": {**tags, reimage.HASH_TAG: "0" * 64}}
+
+    return stack_export(plan, inputs=inputs, subscription=SUBSCRIPTION)
 
 
 def _write(tmp_path: Path, doc: dict[str, Any]) -> Path:
@@ -195,7 +190,7 @@ def test_a_state_before_pulumi_up_is_refused(
 ) -> None:
     """A state whose racks still carry another custom data hash than the stack's means `pulumi up` has not put the
     new model in place: reimaging would bring back the old configuration, so the rollout says to run it first."""
-    state = _write(tmp_path, _export(reference_plan, stale={"ref-train-r0005"}))
+    state = _write(tmp_path, _export(reference_plan, stale=frozenset({"ref-train-r0005"})))
     answer = _saved_answer(tmp_path / "instances", {"ref-train-r0005": 18})
     argv = ["rollout", "--stack", "reference", "--state", str(state), "--azure", str(answer), "--dry-run"]
     assert cli.main(argv) == 2
@@ -305,7 +300,7 @@ def _hosts(rack: str) -> list[str]:
     return [f"{rack}-{i:06d}" for i in range(VMS)]
 
 
-class FakeArm(requests.adapters.BaseAdapter):
+class FakeArm(FakeHttp):
     """ARM for rack scale sets, keeping what Azure keeps: each VM's own model (``latestModelApplied``) and the model
     its OS disk was last built from. It lists a rack's VMs, takes ``POST manualupgrade`` (the VMs' models become the
     scale set's) and ``POST reimage`` (each OS disk rebuilt from its VM's own model), both as 202 +
@@ -326,7 +321,7 @@ class FakeArm(requests.adapters.BaseAdapter):
 
     def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
         url = urlparse(request.url or "")
-        assert request.headers.get("Authorization") == "Bearer fake-token"
+        assert request.headers.get("Authorization") == f"Bearer {TOKEN}"
         self.seen.append(f"{request.method} {url.path}")
         m = re.fullmatch(
             rf"/subscriptions/{SUBSCRIPTION}/resourceGroups/{RG}/providers/Microsoft\.Compute/"
@@ -348,7 +343,7 @@ class FakeArm(requests.adapters.BaseAdapter):
                 }
                 for i, host in enumerate(_hosts(rack))
             ]
-            return _json(request, 200, {"value": value})
+            return json_response(request, 200, {"value": value})
         if m and request.method == "POST":
             rack, kind = m.group(1), m.group(2)
             body = json.loads(request.body or b"{}")
@@ -358,18 +353,18 @@ class FakeArm(requests.adapters.BaseAdapter):
             operation = f"{kind}-{rack}-{len(self.pending)}"
             self.pending[operation] = (kind, rack, ids)
             op = f"https://management.azure.com/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Compute/locations/eastus2/operations/{operation}"
-            return _json(request, 202, None, {"Azure-AsyncOperation": op, "Retry-After": "0"})
+            return json_response(request, 202, None, {"Azure-AsyncOperation": op, "Retry-After": "0"})
         op = re.fullmatch(r".*/operations/([^/]+)", url.path)
         if op and request.method == "GET":
             kind, rack, ids = self.pending[op.group(1)]
             if kind == "manualupgrade":
                 for i in ids:
                     self.model[rack][i] = True
-                return _json(request, 200, {"status": "Succeeded"})
+                return json_response(request, 200, {"status": "Succeeded"})
             how = self.behaviour.get(rack, "ok")
             if how == "azure-fails":
                 failed = {"code": "OSProvisioningTimedOut", "message": "OS provisioning did not finish in time."}
-                return _json(request, 200, {"status": "Failed", "error": failed})
+                return json_response(request, 200, {"status": "Failed", "error": failed})
             for i in ids:
                 self.runs[rack][i] = self.model[rack][i]  # the OS disk is rebuilt from the VM's own model
             self.slurm.clock.sleep(600)  # a reimage takes minutes
@@ -378,39 +373,8 @@ class FakeArm(requests.adapters.BaseAdapter):
                 health_failure="gb300: fabric: CliqueId 0 on GPU 2" if how == "health-fails" else None,
                 never=how == "never-back",
             )
-            return _json(request, 200, {"status": "Succeeded"})
-        return _json(request, 404, {"error": {"code": "NotFound", "message": url.path}})
-
-    def close(self) -> None:
-        pass
-
-
-def _json(
-    request: requests.PreparedRequest, status: int, body: Any, headers: dict[str, str] | None = None
-) -> requests.Response:
-    response = requests.Response()
-    response.status_code = status
-    response.reason = {200: "OK", 202: "Accepted", 404: "Not Found"}.get(status, "")
-    content = b"" if body is None else json.dumps(body).encode()
-    response._content = content
-    response.raw = urllib3.HTTPResponse(body=io.BytesIO(content), status=status, preload_content=False)
-    response.headers["Content-Type"] = "application/json; charset=utf-8"
-    response.headers["x-ms-request-id"] = "00000000-0000-0000-0000-000000000001"
-    for key, value in (headers or {}).items():
-        response.headers[key] = value
-    response.url = request.url or ""
-    response.request = request
-    return response
-
-
-class StaticCredential:
-    """A token credential that hands out a fixed bearer token (no Entra ID call)."""
-
-    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
-        return AccessToken("fake-token", int(time.time()) + 3600)
-
-    def get_token_info(self, *scopes: str, options: Any = None) -> AccessTokenInfo:
-        return AccessTokenInfo("fake-token", int(time.time()) + 3600)
+            return json_response(request, 200, {"status": "Succeeded"})
+        return json_response(request, 404, {"error": {"code": "NotFound", "message": url.path}})
 
 
 OLD = {f"ref-train-r{i:04d}" for i in range(1, 7)}  # racks 1 to 6 run an old model after `pulumi up`
@@ -419,9 +383,7 @@ OLD = {f"ref-train-r{i:04d}" for i in range(1, 7)}  # racks 1 to 6 run an old mo
 @pytest.fixture(scope="module")
 def after_up(reference_plan: PlanResult, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An export of the reference stack taken after `pulumi up`: the state holds the stack's hash everywhere."""
-    path = tmp_path_factory.mktemp("state") / "state.json"
-    path.write_text(json.dumps(_export(reference_plan)))
-    return path
+    return _write(tmp_path_factory.mktemp("state"), _export(reference_plan))
 
 
 def _live(
@@ -440,11 +402,8 @@ def _live(
                 slurm.jobs[host] = [str(1000 + i)]
         adapter = FakeArm(slurm, behaviour, OLD)
     adapter.behaviour = behaviour
-    session = requests.Session()
-    session.mount("https://", adapter)
-    transport = RequestsTransport(session=session, session_owner=False)
     client_for = rollout.azure_client_factory(
-        StaticCredential(), transport=transport, retry_total=0, polling_interval=0
+        StaticCredential(), transport=fake_arm.transport(adapter), retry_total=0, polling_interval=0
     )
     args = cli.build_parser().parse_args(
         ["rollout", "--stack", "reference", "--state", str(state), "--poll", "60", "--health-timeout", "1800", *extra]

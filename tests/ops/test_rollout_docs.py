@@ -4,16 +4,13 @@ a stand-in Slurm controller. What cannot run here (Azure, Pulumi, ssh) is simula
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-import requests
 import yaml
-from azure.core.pipeline.transport import RequestsTransport
 
 from gb300 import cli, paths
 from gb300.commands import rollout as rollout_cmd
@@ -25,11 +22,12 @@ from tests.ops.test_rollout import (
     FakeArm,
     Node,
     SlurmStandIn,
-    StaticCredential,
-    _export,
     _hosts,
 )
+from tests.support import fake_arm
 from tests.support.ci_files import PULUMI_CLI, parse_pulumi
+from tests.support.fake_arm import SUBSCRIPTION, StaticCredential
+from tests.support.state import write_stack_export
 
 PAGES = ["rollout.md", "day2.md"]
 HEADING = "## After `pulumi up`"
@@ -95,13 +93,8 @@ def test_the_documented_sequence_rolls_out_exactly_the_racks_behind(
         for host in _hosts(rack):
             slurm.nodes[host] = Node({"IDLE"}, boot_time=clock.now() - 86400)
     arm = FakeArm(slurm, {}, BEHIND)
-    session = requests.Session()
-    session.mount("https://", arm)
     client_for = rollout.azure_client_factory(
-        StaticCredential(),
-        transport=RequestsTransport(session=session, session_owner=False),
-        retry_total=0,
-        polling_interval=0,
+        StaticCredential(), transport=fake_arm.transport(arm), retry_total=0, polling_interval=0
     )
     files: dict[str, Path] = {}
     for argv in _sequence("rollout.md"):
@@ -109,8 +102,9 @@ def test_the_documented_sequence_rolls_out_exactly_the_racks_behind(
             parsed = parse_pulumi(tuple(argv), spec)
             assert not parsed.problems, (argv, parsed.problems)
             if parsed.command == "stack export":
-                path = tmp_path / str(parsed.flags["--file"])
-                path.write_text(json.dumps(_export(reference_plan)))
+                path = write_stack_export(
+                    tmp_path / str(parsed.flags["--file"]), reference_plan, subscription=SUBSCRIPTION
+                )
                 files[str(parsed.flags["--file"])] = path
             continue
         written = {name: str(path) for name, path in files.items()}

@@ -16,22 +16,15 @@ from gb300.plan import PlanResult, run_plan
 from gb300.plan.mocks import SUBSCRIPTION_ID
 from gb300.plan.state import parse_state
 from gb300.rules import destroy
+from tests.support.state import stack_export, write_stack_export
 
 RULE = destroy.RULE_ID
-
-
-def _export(plan: PlanResult) -> dict[str, Any]:
-    """A ``pulumi stack export`` document of ``plan`` as deployed (inputs as the engine stored them)."""
-    resources = [{"urn": r.urn, "type": r.type, "id": r.id, "inputs": r.inputs, "outputs": {}} for r in plan.resources]
-    return {"version": 3, "deployment": {"manifest": {}, "resources": resources}}
 
 
 @pytest.fixture(scope="module")
 def state(tmp_path_factory: pytest.TempPathFactory, reference_plan: PlanResult) -> Path:
     """The deployed reference stack's export, written once."""
-    path = tmp_path_factory.mktemp("state") / "state.json"
-    path.write_text(json.dumps(_export(reference_plan)), encoding="utf-8")
-    return path
+    return write_stack_export(tmp_path_factory.mktemp("state") / "state.json", reference_plan)
 
 
 def _plan(write_stack: Any, raw: dict[str, Any], state: Path, tmp_path: Path) -> tuple[int, list[dict[str, Any]]]:
@@ -53,7 +46,7 @@ def test_a_real_subscription_in_the_state_changes_nothing(
     """An export whose ids carry the real subscription (the plan's carry the mocks') plans clean: no rack, group
     or Lustre filesystem is taken for replaced."""
     real = json.loads(
-        json.dumps(_export(reference_plan)).replace(SUBSCRIPTION_ID, "6f1c2d3e-aaaa-bbbb-cccc-0123456789ab")
+        json.dumps(stack_export(reference_plan)).replace(SUBSCRIPTION_ID, "6f1c2d3e-aaaa-bbbb-cccc-0123456789ab")
     )
     path = tmp_path / "real.json"
     path.write_text(json.dumps(real), encoding="utf-8")
@@ -143,7 +136,7 @@ def test_turning_bastion_off_moves_no_other_subnet(reference_raw: dict[str, Any]
     """Without Bastion only its own empty subnet goes; head, storage, endpoints and gpu keep their prefixes."""
     raw = copy.deepcopy(reference_raw)
     raw["network"]["bastion"] = False
-    deployed = parse_state(_export(reference_plan))
+    deployed = parse_state(stack_export(reference_plan))
     plan = run_plan("reference", raw, deployed=deployed)
     assert [f for f in plan.findings if f.rule == RULE] == []
     before = {r.name: r.inputs["addressPrefix"] for r in reference_plan.resources if r.type == destroy.SUBNET}

@@ -16,6 +16,7 @@ import pytest
 from gb300 import cli
 from gb300.plan import PlanResult, run_plan
 from gb300.rules import destroy
+from tests.support.state import write_stack_export
 
 HEAD_VM = "azure-native:compute:VirtualMachine"
 
@@ -56,11 +57,7 @@ def test_day2_edits_leave_the_head_inputs_byte_identical(
 def test_a_new_head_image_still_errors_against_the_deployed_state(
     write_stack: Any, reference_raw: dict[str, Any], reference_plan: PlanResult, tmp_path: Path
 ) -> None:
-    state = tmp_path / "state.json"
-    resources = [
-        {"urn": r.urn, "type": r.type, "id": r.id, "inputs": r.inputs, "outputs": {}} for r in reference_plan.resources
-    ]
-    state.write_text(json.dumps({"version": 3, "deployment": {"manifest": {}, "resources": resources}}))
+    state = write_stack_export(tmp_path / "state.json", reference_plan)
     raw = copy.deepcopy(reference_raw)
     raw.setdefault("head", {})["image"] = "canonical:ubuntu-24_04-lts:server:24.04.202611010"
     out = tmp_path / "plan.json"

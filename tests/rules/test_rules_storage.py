@@ -129,7 +129,11 @@ def _acct(**changes: Any) -> list[ResourceRecord]:
         pytest.param(
             [*_acct(allowSharedKeyAccess=True), lustre(hsm=_tie("tdata"))],
             ["info"],
-            ["Lustre filesystem is tied to it", "blobIntegration.enabled: false"],
+            [
+                "Lustre filesystem is tied to it",
+                "gb300:storage.lustre.blobIntegration.enabled: true); to keep keys off, remove that key",
+                "`gb300 plan --state FILE`",
+            ],
             id="shared-keys-for-tied-lustre",
         ),
         pytest.param(

@@ -1,7 +1,8 @@
 """Run a bash driver as root in fresh network and mount namespaces: loopback only, an /etc/hosts of the test's
 own (bind-mounted over the host's, in the new mount namespace only) and a test CA for the TLS stand-ins.
 
-These tests need root (or passwordless sudo): CI has it. Without it they fail, saying so; they never skip.
+These tests need root (or passwordless sudo): CI has it. Without it they fail, saying so; a caller may instead
+skip outside CI (``skip_outside_ci``), never under CI (``CI`` set).
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ from pathlib import Path
 
 import pytest
 
+TOOLS = ("unshare", "ip", "curl", "openssl")
+"""What a driver with TLS stand-ins needs; a caller names its own."""
 
-def privileged() -> list[str]:
-    """The prefix that runs a command as root here: none as root, ``sudo -n`` where that works; else fail."""
+
+def privileged(*, skip_outside_ci: bool = False) -> list[str]:
+    """The prefix that runs a command as root here: none as root, ``sudo -n`` where that works; else fail (or,
+    with ``skip_outside_ci``, skip, saying so, unless ``CI`` is set)."""
     if os.geteuid() == 0:
         return []
     if (
@@ -25,13 +30,16 @@ def privileged() -> list[str]:
         and subprocess.run(["sudo", "-n", "true"], capture_output=True, check=False).returncode == 0
     ):
         return ["sudo", "-n"]
-    pytest.fail("needs root or passwordless sudo: a network namespace with stand-in Azure endpoints (CI has root)")
+    if skip_outside_ci and not os.environ.get("CI"):
+        pytest.skip("not root and no passwordless sudo: a network namespace needs root")
+    pytest.fail("needs root or passwordless sudo: a network namespace with stand-in endpoints (CI has root)")
 
 
 def require(*tools: str) -> None:
+    """Fail naming the first of ``tools`` this machine lacks (``/usr/sbin`` counts: a non-root PATH may lack it)."""
     for tool in tools:
         if shutil.which(tool) is None and not Path("/usr/sbin", tool).exists():
-            pytest.fail(f"{tool} is not installed")
+            pytest.fail(f"{tool} is not installed (scripts/ensure-test-tools installs the tests' system tools)")
 
 
 def make_ca(directory: Path, hosts: list[str]) -> tuple[Path, Path, Path]:
@@ -83,10 +91,18 @@ def make_ca(directory: Path, hosts: list[str]) -> tuple[Path, Path, Path]:
     return ca_pem, cert_pem, key_pem
 
 
-def run(driver: str, env: dict[str, str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess[str]:
-    """``driver`` (bash) as root in new network and mount namespaces, with exactly ``env``."""
-    prefix = privileged()
-    require("unshare", "ip", "curl", "openssl")
+def run(
+    driver: str,
+    env: dict[str, str],
+    cwd: Path,
+    timeout: int = 300,
+    *,
+    tools: tuple[str, ...] = TOOLS,
+    skip_outside_ci: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """``driver`` (bash) as root in new network and mount namespaces, with exactly ``env``; ``tools`` must exist."""
+    prefix = privileged(skip_outside_ci=skip_outside_ci)
+    require(*tools)
     return subprocess.run(
         [*prefix, "env", "-i", *(f"{k}={v}" for k, v in env.items()), "unshare", "-n", "-m", "bash", "-c", driver],
         capture_output=True,
@@ -95,3 +111,16 @@ def run(driver: str, env: dict[str, str], cwd: Path, timeout: int = 300) -> subp
         check=False,
         cwd=cwd,
     )
+
+
+def phases(stdout: str, first: str = "open") -> dict[str, list[str]]:
+    """A driver's output cut at its ``-- NAME`` lines: NAME -> the lines after it (``first``: the lines before any)."""
+    found: dict[str, list[str]] = {first: []}
+    phase = first
+    for line in stdout.splitlines():
+        if line.startswith("-- "):
+            phase = line[3:]
+            found[phase] = []
+        else:
+            found[phase].append(line)
+    return found

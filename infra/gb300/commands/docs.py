@@ -296,6 +296,8 @@ def cli_page() -> str:
         f"| {cli.EXIT_INTERNAL} | gb300 itself failed (a bug): one line naming the exception; "
         f"`{cli.TRACEBACK_ENV}=1` shows the traceback |",
         f"| {cli.EXIT_INTERRUPTED} | interrupted (Ctrl-C) |",
+        f"| {cli.EXIT_BROKEN_PIPE} | the reader of standard output went away (output piped into `head`): nothing "
+        "more is written and nothing is said, the status a shell reports for a command SIGPIPE stopped |",
         "",
         *_sign_in(),
         "## Commands",

@@ -34,7 +34,7 @@ from pulumi_command import local
 from gb300 import paths
 from gb300 import tags as gb300_tags
 from gb300.components.private_link import PrivateLinkArgs, endpoint_in_zone
-from gb300.components.storage import ip_rules
+from gb300.components.storage import ip_rules, soft_deleting_blob_service
 from gb300.facts import roles, storage_facts
 
 READER = "Storage Blob Data Reader"
@@ -97,7 +97,7 @@ class NodePayloadArgs:
     endpoints_subnet_id: pulumi.Input[str]
     blob_zone_id: pulumi.Input[str]
     """The VNet's ``privatelink.blob`` zone (the data account's component declares it)."""
-    soft_delete_days: int = 7
+    soft_delete_days: int
     """Blob and container soft delete (``gb300:storage.blob.softDeleteDays``): a deleted payload is recoverable."""
     upload_source_ranges: Sequence[str] = ()
     tags: dict[str, str] = field(default_factory=dict)
@@ -142,15 +142,8 @@ class NodePayloads(pulumi.ComponentResource):
             tags=gb300_tags.storage_account(args.tags, gb300_tags.STORAGE_PURPOSE_NODE_PAYLOAD),
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
-        retention = storage.DeleteRetentionPolicyArgs(enabled=True, days=args.soft_delete_days)
-        service = storage.BlobServiceProperties(
-            f"{name}-blob-service",
-            account_name=account.name,
-            resource_group_name=args.resource_group_name,
-            blob_services_name="default",
-            delete_retention_policy=retention,
-            container_delete_retention_policy=retention,
-            opts=child,
+        service = soft_deleting_blob_service(
+            f"{name}-blob-service", account, args.resource_group_name, args.soft_delete_days, child
         )
         container = storage.BlobContainer(
             f"{name}-container",

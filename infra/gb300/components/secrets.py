@@ -13,8 +13,8 @@ vault (no public network access) and the deploy identity (no data role) refuse; 
 soft-deleted under purge protection and block a new secret of the same name. Retained, a new key (a replaced
 ``RandomBytes``) is a new version of the same secret (an ARM update), a replaced vault leaves the old one with
 its key, and ``pulumi destroy`` leaves both to the resource group's deletion (an ARM call, which soft-deletes the
-vault, recoverable for ``SOFT_DELETE_DAYS``). A re-created stack draws a new vault suffix, so its vault never
-collides with a soft-deleted one (docs/day2.md, tearing a cluster down).
+vault, recoverable for ``keyVaultSoftDelete.days`` of ``data/storage.yaml``). A re-created stack draws a new vault
+suffix, so its vault never collides with a soft-deleted one (docs/day2.md, tearing a cluster down).
 """
 
 from __future__ import annotations
@@ -26,12 +26,11 @@ import pulumi_random as random
 from pulumi_azure_native import keyvault
 
 from gb300.components.private_link import PrivateLinkArgs, private_endpoint
-from gb300.facts import roles
+from gb300.facts import roles, storage_facts
 
 MUNGE_SECRET_NAME = "munge-key"  # noqa: S105 - the name of the secret, not its value
 KEY_VAULT_ZONE = "privatelink.vaultcore.azure.net"  # Azure private DNS zone of the vault sub-resource
 MUNGE_KEY_BYTES = 1024  # munge's own `mungekey` default
-SOFT_DELETE_DAYS = 90  # Key Vault's longest soft-delete retention; with purge protection, the name is held this long
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ class ClusterSecrets(pulumi.ComponentResource):
                 enable_rbac_authorization=True,
                 enable_purge_protection=True,
                 enable_soft_delete=True,
-                soft_delete_retention_in_days=SOFT_DELETE_DAYS,
+                soft_delete_retention_in_days=storage_facts.key_vault_soft_delete_days(),
                 public_network_access="Disabled",
                 network_acls=keyvault.NetworkRuleSetArgs(
                     default_action=keyvault.NetworkRuleAction.DENY,

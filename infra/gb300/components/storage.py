@@ -281,6 +281,31 @@ def closed_network() -> tuple[str, storage.NetworkRuleSetArgs]:
     return "Disabled", storage.NetworkRuleSetArgs(default_action=storage.DefaultAction.DENY, bypass="None")
 
 
+def soft_deleting_blob_service(
+    name: str,
+    account: storage.StorageAccount,
+    resource_group_name: pulumi.Input[str],
+    soft_delete_days: int,
+    opts: pulumi.ResourceOptions,
+    *,
+    versioning: bool | None = None,
+) -> storage.BlobServiceProperties:
+    """An account's blob service with blob and container soft delete for ``soft_delete_days``
+    (``gb300:storage.blob.softDeleteDays``, held by the rule blob-soft-delete); ``versioning`` None leaves blob
+    versioning undeclared. Containers should depend on it, so none exists before soft delete is on."""
+    retention = storage.DeleteRetentionPolicyArgs(enabled=True, days=soft_delete_days)
+    return storage.BlobServiceProperties(
+        name,
+        account_name=account.name,
+        resource_group_name=resource_group_name,
+        blob_services_name="default",
+        delete_retention_policy=retention,
+        container_delete_retention_policy=retention,
+        is_versioning_enabled=versioning,
+        opts=opts,
+    )
+
+
 class BlobStore(pulumi.ComponentResource):
     """A private storage account with containers, private endpoints and the nodes' per-container roles."""
 
@@ -317,17 +342,10 @@ class BlobStore(pulumi.ComponentResource):
             tags=gb300_tags.storage_account(args.tags, gb300_tags.STORAGE_PURPOSE_DATA),
             opts=stateful_options(storage.StorageAccount, self, allow_replace=args.allow_replace),
         )
-        retention = storage.DeleteRetentionPolicyArgs(enabled=True, days=args.soft_delete_days)
-        service = storage.BlobServiceProperties(
-            f"{name}-blob-service",
-            account_name=account.name,
-            resource_group_name=args.resource_group_name,
-            blob_services_name="default",
-            delete_retention_policy=retention,
-            container_delete_retention_policy=retention,
-            is_versioning_enabled=args.versioning,
-            opts=child,
-        )
+        service = soft_deleting_blob_service(
+            f"{name}-blob-service", account, args.resource_group_name, args.soft_delete_days, child,
+            versioning=args.versioning,
+        )  # fmt: skip
         if args.versioning:
             self._expire_previous_versions(name, args, account)
         self.container_ids = {}

@@ -4,8 +4,11 @@ The stack configuration contract (namespace ``gb300``). A stack file's ``config:
 :class:`StackConfig`; every problem is reported at once, one line per key path, via
 :class:`gb300.errors.ConfigError`.
 
-- :mod:`~gb300.config.models`: the pydantic models (the contract itself), :mod:`~gb300.config.storage` those of
-  ``gb300:storage``, :mod:`~gb300.config.base` their common base (a field's docstring is its description);
+- :mod:`~gb300.config.models`: the pydantic models (the contract itself): :class:`StackConfig`, which joins the
+  sections' models of :mod:`~gb300.config.cluster`, :mod:`~gb300.config.compute`, :mod:`~gb300.config.storage`,
+  :mod:`~gb300.config.monitoring`, :mod:`~gb300.config.remediation` and :mod:`~gb300.config.policy`, over the
+  field types of :mod:`~gb300.config.fields`; :mod:`~gb300.config.base` is their common base (a field's docstring
+  is its description);
 - :mod:`~gb300.config.checks`: field checks (names, CIDRs, SSH keys, sizes, paths);
 - :mod:`~gb300.config.text`: free text: the length of each kind of value, the characters no value may hold;
 - :mod:`~gb300.config.messages`: pydantic errors -> one line per key path, and :func:`parse`;

@@ -381,9 +381,11 @@ class StorageSettings(ConfigModel):
         if tie.service_principal_id is None:
             raise _PathError(
                 (*where, "servicePrincipalId"),
-                "is required to tie Lustre to Blob: the object id of the 'HPC Cache Resource Provider' service "
-                'principal in your tenant (az ad sp list --display-name "HPC Cache Resource Provider" --query '
-                '"[0].id" -o tsv); or set blobIntegration.enabled: false',
+                "is required to tie Lustre to Blob (gb300:storage.lustre.blobIntegration.enabled: true): the object "
+                "id of the 'HPC Cache Resource Provider' service principal in your tenant, which `az ad sp list "
+                '--display-name "HPC Cache Resource Provider" --query "[0].id" -o tsv` prints. Not tying: remove '
+                "enabled: true (no tie is the default), unless the filesystem was deployed tied, which keeps its tie "
+                "(docs/storage.md#tying-a-deployed-filesystem-to-blob)",
             )
         return self
 

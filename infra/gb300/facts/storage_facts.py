@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from gb300.facts.loader import data
+from gb300.errors import DataError
+from gb300.facts.loader import DATA_DIR, data
 
 
 @functools.cache
@@ -35,6 +36,16 @@ def lustre_root_squash() -> dict[str, Any]:
 def private_link_zones() -> dict[str, str]:
     """Private endpoint sub-resource (``blob``, ``dfs``) -> private DNS zone name."""
     return {k: str(v) for k, v in load()["privateLink"].items() if k != "source"}
+
+
+def key_vault_soft_delete_days() -> int:
+    """Days a deleted Key Vault stays recoverable (``keyVaultSoftDelete.days``), within the range Key Vault takes."""
+    facts = load()["keyVaultSoftDelete"]
+    days, low, high = int(facts["days"]), int(facts["minDays"]), int(facts["maxDays"])
+    if not low <= days <= high:
+        msg = f"{DATA_DIR / 'storage.yaml'}: keyVaultSoftDelete.days must be from {low} to {high} (got {days})"
+        raise DataError(msg)
+    return days
 
 
 def blob_endpoint_suffix() -> str:

@@ -59,6 +59,19 @@ def _show_tie(value: Any) -> str:
     return f"tied to container {container!r} (import {settings.get('importPrefix', '/')!r})"
 
 
+def _keep_the_tie(deployed: Any) -> str:
+    """How to keep a deployed filesystem's tie to Blob (or its absence): the keys that say so in the stack."""
+    keep = (
+        "set gb300:storage.lustre.blobIntegration.enabled: true with the deployed container and prefixes"
+        if deployed
+        else "remove gb300:storage.lustre.blobIntegration.enabled: true (no tie is the default)"
+    )
+    return (
+        f" The tie to Blob is set only when a filesystem is created: to keep the deployed one as it is, {keep}; "
+        "or migrate (docs/storage.md#tying-a-deployed-filesystem-to-blob)."
+    )
+
+
 def _show(value: Any, prop: str = "") -> str:
     if prop == "hsm":
         return _show_tie(value)
@@ -109,14 +122,7 @@ def data_loss(
             if _norm(old.inputs.get(prop)) != _norm(new.inputs.get(prop))
         ]
         if changes:
-            tie = any(c.startswith("hsm:") for c in changes)
-            migrate = (
-                " The tie to Blob is set only when a filesystem is created: keep the deployed one as it is "
-                "(gb300:storage.lustre.blobIntegration), or migrate "
-                "(docs/storage.md#tying-a-deployed-filesystem-to-blob)."
-                if tie
-                else ""
-            )
+            migrate = _keep_the_tie(old.inputs.get("hsm")) if any(c.startswith("hsm:") for c in changes) else ""
             yield Report(
                 level,
                 old.urn,

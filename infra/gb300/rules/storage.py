@@ -172,7 +172,11 @@ def storage_no_public_access(resources: Sequence[Resource], ctx: RuleContext) ->
                 account.urn,
                 f"{where}: allowSharedKeyAccess is true because the Lustre filesystem is tied to it, and Azure's blob "
                 "integration requires account key access (the Lustre service signs its own SAS tokens); the nodes "
-                "still use Entra ID only. To keep keys off, set gb300:storage.lustre.blobIntegration.enabled: false.",
+                "still use Entra ID only. The stack opted in (gb300:storage.lustre.blobIntegration.enabled: true); to "
+                "keep keys off, remove that key before the filesystem is first deployed (no tie is the default). A "
+                "deployed filesystem keeps its tie: removing it replaces the filesystem, which `gb300 plan --state "
+                "FILE` (FILE from `pulumi stack export`) reports as storage-data-loss "
+                "(docs/storage.md#tying-a-deployed-filesystem-to-blob).",
             )
         elif not _is_false(shared):
             got = "unset, which Azure treats as true" if shared is None else repr(shared)

@@ -1,0 +1,114 @@
+"""``gb300:monitoring`` and ``gb300:health``: Azure Monitor, managed Prometheus, Grafana, alerts, and the GPU node
+health gate."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, Field, model_validator
+
+from gb300.config.base import ConfigModel
+from gb300.config.checks import _check_email, _check_webhook, _PathError
+from gb300.config.secrets import StackSecret
+from gb300.config.text import text_limit
+
+
+class BootstrapAlertSettings(ConfigModel):
+    """``gb300:monitoring.logs.bootstrapAlert``: a log alert (a scheduled query rule on the workspace) for each node
+    whose bootstrap fails, from the first step on (docs/lifecycle.md#bootstrap-failures-in-azure-monitor)."""
+
+    enabled: bool = True
+    """`false` turns the alert off (it needs `logs.enabled`)."""
+    severity: Annotated[int, Field(ge=0, le=4, strict=True)] = 1
+    """Azure's alert severity, 0 (critical) to 4 (verbose); the alert notifies the action group of
+    `gb300:monitoring.alerts.emails` and `webhooks`."""
+
+
+class LogsSettings(ConfigModel):
+    """``gb300:monitoring.logs``: Log Analytics, the Azure Monitor Agent and the log data collection rules."""
+
+    enabled: bool = True
+    """`false` turns logs off."""
+    retention_days: Annotated[int, Field(ge=30, le=730, strict=True)] = 30
+    """Workspace and table retention, days."""
+    bootstrap_alert: BootstrapAlertSettings = Field(default_factory=BootstrapAlertSettings)
+    """A log alert for each node whose bootstrap fails (docs/lifecycle.md#bootstrap-failures-in-azure-monitor)."""
+
+
+class PrometheusSettings(ConfigModel):
+    """``gb300:monitoring.prometheus``: Azure Monitor workspace; exporters and a remote-writing agent on nodes."""
+
+    enabled: bool = True
+    """`false` turns managed Prometheus off, and with it Grafana and alerts."""
+    scrape_interval_seconds: Annotated[int, Field(ge=5, le=300, strict=True)] = 30
+    """The agents' scrape interval, seconds."""
+
+
+class GrafanaSettings(ConfigModel):
+    """``gb300:monitoring.grafana``: Azure Managed Grafana over the Azure Monitor workspace."""
+
+    enabled: bool = True
+    """Azure Managed Grafana; needs `prometheus.enabled`."""
+
+
+def _check_webhook_unless_secret(value: str | StackSecret) -> str | StackSecret:
+    """A plain URL is checked; a secret's text is unknown offline (rule `stack-secrets` says so)."""
+    return value if isinstance(value, StackSecret) else _check_webhook(value)
+
+
+class AlertSettings(ConfigModel):
+    """``gb300:monitoring.alerts``: Prometheus alert rule groups and who is told."""
+
+    enabled: bool = True
+    """Alert rules and the action group; need `prometheus.enabled`."""
+    emails: list[Annotated[str, Field(max_length=text_limit("emailAddress")), AfterValidator(_check_email)]] = Field(
+        default_factory=list
+    )
+    """Email addresses that are notified."""
+    webhooks: list[
+        Annotated[
+            Annotated[str, Field(max_length=text_limit("url"))] | StackSecret,
+            AfterValidator(_check_webhook_unless_secret),
+        ]
+    ] = Field(default_factory=list)
+    """Https URLs called by every alert (common alert schema). Each may be a Pulumi secret (`pulumi config set
+    --secret --path 'gb300:monitoring.alerts.webhooks[0]' <url>`): the action group receives every webhook as a
+    secret, and `gb300 plan`, which cannot decrypt it, skips its https:// check (rule `stack-secrets`)."""
+
+
+class MonitoringSettings(ConfigModel):
+    """``gb300:monitoring``: Azure Monitor, managed Prometheus and Grafana. Every piece is on unless disabled."""
+
+    logs: LogsSettings = Field(default_factory=LogsSettings)
+    """Log Analytics (PerGB2018), the Azure Monitor Agent on every node, syslog/cloud-init/health log collection."""
+    prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
+    """Azure Monitor workspace; DCGM and node exporters and a remote-writing Prometheus agent on every node."""
+    grafana: GrafanaSettings = Field(default_factory=GrafanaSettings)
+    """Azure Managed Grafana linked to the workspace."""
+    alerts: AlertSettings = Field(default_factory=AlertSettings)
+    """Prometheus alert rule groups (`templates/alerts/`) and an action group."""
+
+    @model_validator(mode="after")
+    def _needs_prometheus(self) -> MonitoringSettings:
+        if not self.prometheus.enabled:
+            for key, piece in (("grafana", self.grafana), ("alerts", self.alerts)):
+                if piece.enabled:
+                    raise _PathError(
+                        ("monitoring", key, "enabled"),
+                        "needs gb300:monitoring.prometheus.enabled: true (it reads the Azure Monitor workspace); "
+                        "set it to false too",
+                    )
+        return self
+
+
+class HealthSettings(ConfigModel):
+    """``gb300:health``: the GPU node health gate (``gb300-health-check``, see docs/health.md).
+
+    ``softFailuresToDrain``: how many consecutive failures of a soft check (one that can be transient: a service,
+    a mount, an IB port, a temperature) drain the node; hardware faults drain on the first failure regardless.
+    """
+
+    soft_failures_to_drain: Annotated[int, Field(ge=1, le=20, strict=True)] = 3
+    """Failed runs in a row before a soft check (service, mount, IB port, temperature, ...) drains the node; hardware
+    faults drain at once.
+    """
