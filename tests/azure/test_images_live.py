@@ -14,6 +14,7 @@ import pytest
 from gb300 import cli, config
 from gb300.azure import images_live, lustre_live, quota
 from gb300.facts import catalog
+from gb300.facts.loader import data
 from gb300.findings import Level
 from gb300.rules import images
 from tests.support import fake_arm, files
@@ -145,6 +146,10 @@ def test_offline_a_verified_pin_is_silent(reference_raw: dict[str, Any], monkeyp
 
 
 def test_catalog_entries_inherit_the_images_status() -> None:
-    """An image version entry without its own status takes the image's versionsStatus (unverified today)."""
+    """An image version entry without its own status takes the image's versionsStatus (unverified today); one that
+    names its own (the version Azure's example shows) keeps it."""
+    raw = data("images.yaml")["images"]["microsoft-dsvm:ubuntu-hpc:2404-gb"]["versions"]
     gb = catalog.load().images["microsoft-dsvm:ubuntu-hpc:2404-gb"]
-    assert {v.status for v in gb.versions.values()} == {gb.versions_status} == {"unverified"}
+    inherited = {v.status for name, v in gb.versions.items() if "status" not in raw[name]}
+    assert inherited == {gb.versions_status} == {"unverified"}
+    assert gb.versions["24.04.2025110401"].status == raw["24.04.2025110401"]["status"] == "verified"

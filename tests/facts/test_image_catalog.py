@@ -68,7 +68,8 @@ def test_an_unknown_version_says_how_to_add_it(dev_raw: dict[str, Any]) -> None:
 
 def test_a_known_version_with_other_contents_than_the_pins_is_an_error(dev_raw: dict[str, Any]) -> None:
     """An image version whose recorded NCCL is not the pinned NCCL stops every node: the rule says which."""
-    oldest = min(catalog.load().images[GB_IMAGE].versions)
+    versions = catalog.load().images[GB_IMAGE].versions
+    oldest = min(v for v, entry in versions.items() if entry.components_status == "read")
     found = images.findings(_with_image(dev_raw, f"{GB_IMAGE}:{oldest}"))
     assert [f.level.label for f in found] == ["error"]
     assert "nccl 2.28.3-1 (gb300 pins" in found[0].message
@@ -143,3 +144,22 @@ def test_node_without_the_record_says_so(tmp_path: Path) -> None:
     """A node on an image without the record (plain Ubuntu) notes the image as not verified."""
     box = _preflight(tmp_path, None)
     assert "not verified (no /opt/azurehpc/component_versions.txt)" in box.read(PREFLIGHT_RECORD)
+
+
+AZURE_EXAMPLE_VERSION = "24.04.2025110401"  # the exactVersion in Azure's GB300 REST example (images.yaml source)
+
+
+def test_the_version_azure_names_is_verified_with_inferred_contents(dev_raw: dict[str, Any]) -> None:
+    """The version Azure's own example names exists (verified, so image-version-exists is silent offline), while what
+    it carries is marked inferred; pinned against today's software it is an error that says the contents are
+    inferred and where a VM records them."""
+    entry = catalog.load().images[GB_IMAGE].versions[AZURE_EXAMPLE_VERSION]
+    assert (entry.status, entry.components_status) == ("verified", "inferred")
+    assert "VirtualMachineScaleSetVM_Get_WithInterconnectBlock" in entry.source
+    stack = _with_image(dev_raw, f"{GB_IMAGE}:{AZURE_EXAMPLE_VERSION}")
+    assert images.image_version_exists(stack, None) == []
+    found = images.findings(stack)
+    assert [f.level.label for f in found] == ["error"]
+    assert f"nvidia-driver {entry.components['nvidia-driver']} (gb300 pins" in found[0].message
+    assert "inferred" in found[0].message
+    assert "/opt/azurehpc/component_versions.txt" in found[0].message

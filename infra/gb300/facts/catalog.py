@@ -101,6 +101,9 @@ class ImageVersion:
     release: str  # where its contents were read (an azhpc-images release tag)
     components: dict[str, str]
     status: str = "unverified"  # verified: seen in Azure's own image list (az vm image show); else inferred
+    source: str = ""  # where its existence was seen (for a verified entry)
+    components_status: str = "read"  # read: at its own release tag; inferred: from the nearest public configuration
+    components_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,9 @@ def _image(urn: str, raw: dict[str, Any]) -> Image:
             str(entry.get("release", "")),
             {k: str(c) for k, c in entry["components"].items()},
             status=str(entry.get("status", default_status)),
+            source=str(entry.get("source", "")),
+            components_status=str(entry.get("componentsStatus", "read")),
+            components_source=str(entry.get("componentsSource", "")),
         )
         for v, entry in (raw.get("versions") or {}).items()
     }

@@ -93,13 +93,19 @@ def findings(cfg: StackConfig) -> list[Report]:
             if name in pins and not carries(found, pins[name])
         ]
         if differ:
+            inferred = (
+                f" (what it carries is inferred, not read at a release tag: {known.record_file} on one VM says "
+                "for sure)"
+                if entry.components_status == "inferred"
+                else ""
+            )
             out.append(
                 Report(
                     Level.ERROR,
                     key,
-                    f"pool {pool.name} boots {pool.image}, which carries {', '.join(differ)}: every node would stop "
-                    "at those components' bootstrap steps. Pin an image version that carries the pins, or set "
-                    "gb300:software to the image's versions.",
+                    f"pool {pool.name} boots {pool.image}, which carries {', '.join(differ)}{inferred}: every node "
+                    "would stop at those components' bootstrap steps. Pin an image version that carries the pins, or "
+                    "set gb300:software to the image's versions.",
                 )
             )
     return out
