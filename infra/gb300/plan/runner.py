@@ -211,6 +211,30 @@ def gc_paused() -> Iterator[None]:
             gc.unfreeze()
 
 
+def _declared_then_frozen(program: Callable[[], None]) -> Callable[[], None]:
+    """``program`` with the collector off while it declares its resources, and what it built then frozen.
+
+    A gb300 program declares every resource before the SDK registers any (its constructors only queue the
+    registrations), and what it builds lives until the plan ends: the resources, their outputs and futures. The
+    young collections would scan all of it once for nothing; frozen, it is never scanned, which took about 0.8 s
+    off a 1,388-rack plan's CPU for at most 8 MiB more peak (docs/scale.md). The registrations that follow run with
+    the collector as :func:`gc_paused` sets it.
+    """
+
+    def declare() -> None:
+        if not (_GC_PAUSED and _GC_PAUSED[0]):  # not in a gc_paused block that acts: the collector was off already
+            program()
+            return
+        gc.disable()
+        try:
+            program()
+        finally:
+            gc.freeze()
+            gc.enable()
+
+    return declare
+
+
 def register(
     stack: str,
     raw: Mapping[str, Any],
@@ -231,7 +255,7 @@ def register(
     if program is None:
         program = importlib.import_module("gb300.program").main
     with gc_paused():
-        _sync_await(run_pulumi_func(program))
+        _sync_await(run_pulumi_func(_declared_then_frozen(program)))
     if monitor.duplicates:
         raise DuplicateUrnError(monitor.duplicates)
     records = [_record(r) for r in monitor.registrations]
