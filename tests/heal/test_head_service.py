@@ -390,3 +390,35 @@ def test_requirements_pin_every_file_by_hash(heal_plan: PlanResult) -> None:
     for package in binary:  # the head may be x64 or arm64 (data/skus.yaml): both wheels are pinned
         assert any("x86_64" in f["file"] for f in package["files"]), package["name"]
         assert any("aarch64" in f["file"] for f in package["files"]), package["name"]
+
+
+def test_the_plan_grants_the_operators_role_to_the_heads_own_identity_only(
+    heal_plan: PlanResult, dev_plan: PlanResult
+) -> None:
+    """With the loop on, the plan declares an identity of its own for the head, attached to the head VM only, with
+    one role assignment: gb300:remediation.roleDefinitionId on the cluster's resource group; the node identity the
+    GPU nodes run as gets nothing new. With the loop off (dev as shipped) none of it exists."""
+    assignments = [r for r in heal_plan.resources if r.type == "azure-native:authorization:RoleAssignment"]
+    [grant] = [r for r in assignments if r.inputs["roleDefinitionId"] == ROLE_ID]
+    [group] = [r for r in heal_plan.resources if r.type == "azure-native:resources:ResourceGroup"]
+    assert grant.inputs["scope"].endswith(f"/resourceGroups/{group.inputs['resourceGroupName']}")
+    assert grant.inputs["scope"].count("/") == 4  # the group itself, not a resource in it
+    assert grant.inputs["principalType"] == "ServicePrincipal"
+    others = {r.inputs["principalId"] for r in assignments if r is not grant}
+    assert grant.inputs["principalId"] not in others  # not the node identity (which holds the other grants)
+
+    identities = {r.name: r for r in heal_plan.resources if r.type.endswith("managedidentity:UserAssignedIdentity")}
+    assert set(identities) == {"dev-node-id", "dev-heal-id"}
+    vms = [r for r in heal_plan.resources if r.type == "azure-native:compute:VirtualMachine"]
+    [vm] = vms
+    attached = vm.inputs["identity"]["userAssignedIdentities"]
+    assert [a.rsplit("/", 1)[1] for a in attached] == ["dev-node-id", "dev-heal-id"]
+    assert re.fullmatch(r"[0-9a-f-]{36}", vm.inputs["tags"]["gb300-heal-client-id"])
+    scale_sets = [r for r in heal_plan.resources if "VirtualMachineScaleSet" in r.type]
+    assert scale_sets
+    assert all("dev-heal-id" not in json.dumps(r.inputs.get("identity")) for r in scale_sets)
+
+    assert not [r for r in dev_plan.resources if r.name.startswith("dev-heal")]
+    [plain] = [r for r in dev_plan.resources if r.type == "azure-native:compute:VirtualMachine"]
+    assert len(plain.inputs["identity"]["userAssignedIdentities"]) == 1
+    assert "gb300-heal-client-id" not in plain.inputs["tags"]
