@@ -66,6 +66,8 @@ def main() -> int:  # noqa: PLR0912 - one branch per command line the loop sends
                 node["state"], node["reason"] = [*words, "DRAIN"], opts.get("reason", "")
             elif opts.get("state") == "resume":
                 node["state"], node["reason"] = words, ""
+            if "comment" in opts:
+                node["comment"] = opts["comment"]
     elif cmd == "scontrol" and args[:2] == ["create", "reservation"]:
         opts = dict(a.split("=", 1) for a in args[2:])
         state.setdefault("reservations", {})[opts["reservationname"]] = opts

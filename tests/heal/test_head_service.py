@@ -63,15 +63,20 @@ def heal_plan(heal_raw: dict[str, Any]) -> PlanResult:
     return run_plan("dev", copy.deepcopy(heal_raw))
 
 
-def _head_payload(plan: PlanResult, raw: dict[str, Any]) -> bytes:
-    """The head's payload archive as `gb300 payload publish` renders it from the stack, checked against the
-    digest the plan's upload command declares (the bytes the head would fetch)."""
+def _payload(plan: PlanResult, raw: dict[str, Any], role: str) -> bytes:
+    """A role's payload archive as `gb300 payload publish` renders it from the stack, checked against the
+    digest the plan's upload command declares (the bytes the node would fetch)."""
     rendered = {r.name: r for r in payload_publish.render(config.parse(copy.deepcopy(raw)))}
     words = shlex.split(plan_custom_data.publish_command(plan))
     expect = dict(words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--expect")
-    name = plan_custom_data.payload_env(plan, node_context.HEAD)["GB300_PAYLOAD_NAME"]
+    name = plan_custom_data.payload_env(plan, role)["GB300_PAYLOAD_NAME"]
     assert expect[name] == rendered[name].sha256
     return rendered[name].archive
+
+
+def _extract(archive: bytes, root: Path) -> None:
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        tar.extractall(root, filter="data")
 
 
 @dataclass
@@ -121,7 +126,7 @@ class Arm:
                 for i, host in enumerate(hosts)
             ]
             return 200, {"value": vms}
-        if method == "POST" and action == "restart":
+        if method == "POST" and action in ("restart", "reimage"):
             doc = json.loads(self.state.read_text())
             node = doc["nodes"][hosts[int(instance)]]
             node["boot_time"] = int(datetime.datetime.now(datetime.UTC).timestamp()) + 5  # it boots again
@@ -216,10 +221,8 @@ class Head:
 @pytest.fixture
 def head(heal_plan: PlanResult, heal_raw: dict[str, Any], tmp_path: Path) -> Iterator[Head]:
     """The dev stack's head: its payload extracted under a scratch root, one rack of 18 idle nodes in Slurm."""
-    archive = _head_payload(heal_plan, heal_raw)
     root = tmp_path / "root"
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        tar.extractall(root, filter="data")
+    _extract(_payload(heal_plan, heal_raw, node_context.HEAD), root)
     config = json.loads((root / "etc/gb300/heal.json").read_text())
     [rack] = config["racks"]
     hosts = [f"{rack}-{i:06d}" for i in range(1, 19)]
@@ -422,3 +425,43 @@ def test_the_plan_grants_the_operators_role_to_the_heads_own_identity_only(
     [plain] = [r for r in dev_plan.resources if r.type == "azure-native:compute:VirtualMachine"]
     assert len(plain.inputs["identity"]["userAssignedIdentities"]) == 1
     assert "gb300-heal-client-id" not in plain.inputs["tags"]
+
+
+def test_a_node_whose_gate_still_fails_after_the_reboot_climbs_to_reimage(
+    head: Head, heal_plan: PlanResult, heal_raw: dict[str, Any], tmp_path: Path
+) -> None:
+    """The GPU node's gb300-heal-publish (from its own payload) puts the gate's failing boot verdict in its Slurm
+    record after the reboot; the head's next tick rechecks with it, records the failure and reimages the VM."""
+    sick = head.hosts[2]
+    head.set_node(sick, state=["IDLE", "DRAIN"], reason=XID_REASON)
+    assert head.run("tick").returncode == 0
+    gpu = tmp_path / "gpu-root"
+    _extract(_payload(heal_plan, heal_raw, node_context.GPU_NODE), gpu)
+    (gpu / "var/lib/gb300/health").mkdir(parents=True, exist_ok=True)
+    (gpu / "var/lib/gb300/health/boot.result").write_text("fail: xid: XID in kernel log: 79@0000:01:00.0\n")
+    env = {**head.env, "GB300_ROOT": str(gpu), "GB300_NODENAME": sick}
+    tool = gpu / "usr/local/sbin/gb300-heal-publish"
+    published = subprocess.run([str(tool)], env=env, capture_output=True, text=True, check=False, timeout=60)
+    assert published.returncode == 0, published.stderr
+    assert head.slurm()["nodes"][sick]["comment"] == "gb300-gate: fail: xid: XID in kernel log: 79@0000:01:00.0"
+
+    assert head.run("tick").returncode == 0, head.run("status").stdout
+    mine = [d for d in head.decisions() if d["Node"] == sick]
+    [recheck] = [d for d in mine if d["Decision"] == "recheck"]
+    assert recheck["Reason"] == "fail: xid: XID in kernel log: 79@0000:01:00.0"
+    assert mine[-1]["Decision"] == "reimage"
+    assert head.arm.requests[-1].endswith("/virtualMachines/2/reimage")
+    assert "DRAIN" in head.slurm()["nodes"][sick]["state"]
+
+
+def test_the_new_shell_passes_shellcheck() -> None:
+    """The head's wrapper, its setup step and the GPU node's publisher and its step are shellcheck-clean."""
+    shellcheck = str(Path(sys.executable).parent / "shellcheck")
+    scripts = ["gb300-heal", "gb300-heal-setup", "gb300-heal-publish", "gb300-heal-gate-setup"]
+    done = subprocess.run(
+        [shellcheck, "-s", "bash", *(str(paths.CLOUD_INIT_DIR / "slurm" / s) for s in scripts)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout

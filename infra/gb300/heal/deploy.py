@@ -10,6 +10,8 @@
   thresholds of the racks' SKU, and the service's intervals. No secret: the subscription, resource group and the
   remediation identity's client id come from IMDS at run time.
 * ``/usr/local/sbin/gb300-heal`` and the units ``gb300-heal.service`` (oneshot) and ``gb300-heal.timer``.
+
+A GPU node carries ``gb300-heal-publish`` and its units (:func:`gpu_files`): the gate's verdict in its Slurm record.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ MODULES: tuple[str, ...] = (
 )
 """The gb300 modules the head's service imports (a test runs it with these alone on its path)."""
 UNITS = ("gb300-heal.service", "gb300-heal.timer")
+GPU_UNITS = ("gb300-heal-publish.service", "gb300-heal-publish.timer")
 
 
 def enabled(cfg: StackConfig) -> bool:
@@ -135,3 +138,12 @@ def head_files(cfg: StackConfig) -> list[ExtraFile]:
         ExtraFile(f"{SBIN}/gb300-heal", (CLOUD_INIT_DIR / "slurm" / "gb300-heal").read_text("utf-8"), "0755"),
         *units,
     ]
+
+
+def gpu_files() -> list[ExtraFile]:
+    """What a GPU node carries for the loop: the gate verdict publisher and its units."""
+    units = [
+        ExtraFile(f"{UNIT_DIR}/{u}", (CLOUD_INIT_DIR / "slurm" / "systemd" / u).read_text("utf-8")) for u in GPU_UNITS
+    ]
+    tool = (CLOUD_INIT_DIR / "slurm" / "gb300-heal-publish").read_text("utf-8")
+    return [ExtraFile(f"{SBIN}/gb300-heal-publish", tool, "0755"), *units]

@@ -182,6 +182,9 @@ STEPS: tuple[Step, ...] = (
          "register slurmd as a dynamic node of its pool after the boot health check, then publish the fabric "
          "identity in its Slurm record",
          ("gb300-munge-key", "gb300-pyxis-setup", "80-fabric", "72-lustre", "74-blobfuse2", "70-nvme-raid")),
+    Step("gb300-heal-gate-setup", "slurm/gb300-heal-gate-setup", GPU, "slurm",
+         "publish the health gate's verdict in the node's Slurm record for the head's loop, at boot and every "
+         "minute (gb300:remediation.enabled)", ("gb300-slurmd-setup",), _remediation),
     Step(READY_STEP, "scripts/99-ready.sh", BOTH, "bootstrap",
          "mark the node ready: write /var/lib/gb300/bootstrap.done last"),
 )  # fmt: skip
@@ -254,6 +257,12 @@ def _heal_head(ctx: BootstrapContext, _steps: Sequence[Step]) -> list[NodeFile]:
     return heal_deploy.head_files(node_context.stack_of(ctx))
 
 
+def _heal_gpu(_ctx: BootstrapContext, _steps: Sequence[Step]) -> list[NodeFile]:
+    from gb300.heal import deploy as heal_deploy  # noqa: PLC0415 - only stacks with the loop on need it
+
+    return heal_deploy.gpu_files()
+
+
 # Every file a node carries besides the step scripts themselves.
 FILES: tuple[Files, ...] = (
     # Inline and run before the payload is fetched: IMDS is closed before anything else runs (docs/security.md).
@@ -279,6 +288,7 @@ FILES: tuple[Files, ...] = (
     Files("slurm head", HEAD, "slurm", _slurm_head),
     Files("slurm gpu", GPU, "slurm", _slurm_gpu),
     Files("remediation", HEAD, "slurm", _heal_head, _remediation),
+    Files("remediation gate", GPU, "slurm", _heal_gpu, _remediation),
 )  # fmt: skip
 
 
