@@ -33,7 +33,7 @@ class HeadNodeArgs:
     state_disk_size_gb: int
     public_ip: bool = False
     # gb300:remediation.enabled: the remediation identity (attached besides the node identity) and its client id,
-    # put in the VM's tag gb300-heal-client-id for gb300-heal (docs/self-healing.md#permissions).
+    # put in the VM's tag gb300.tags.HEAL_CLIENT_ID for gb300-heal (docs/self-healing.md#permissions).
     heal_identity_id: pulumi.Input[str] | None = None
     heal_client_id: pulumi.Input[str] | None = None
 
@@ -161,7 +161,7 @@ class HeadNode(pulumi.ComponentResource):
             # Azure keeps a VM's custom data from its creation, and refuses a new image reference for an existing VM
             # (PropertyChangeNotAllowed): either needs a new VM, and the fixed name means the old one goes first.
             # With --state the plan says so (rules custom-data-changed and destroys-deployed).
-            # (The VM's tags: the head's, plus gb300-heal-client-id when the loop is on.)
+            # (The VM's tags: the head's, plus the remediation identity's client id when the loop is on.)
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=list(node.boot_dependencies),

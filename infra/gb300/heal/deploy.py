@@ -48,6 +48,7 @@ MODULES: tuple[str, ...] = (
     "slurm/client.py",
     "slurm/hostlist.py",
     "slurm/topology.py",
+    "tags.py",
 )
 """The gb300 modules the head's service imports (a test runs it with these alone on its path)."""
 UNITS = ("gb300-heal.service", "gb300-heal.timer")

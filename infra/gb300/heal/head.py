@@ -15,7 +15,8 @@ The channels (:mod:`gb300.heal.ports`), on the head:
   a node comment ``gb300-gate: <result>`` (published by ``gb300-heal-publish`` on GPU nodes) is the gate's last
   result, otherwise a pass;
 * Azure: azure-mgmt-compute with ``ManagedIdentityCredential`` of the remediation identity, whose client id is the
-  head's tag ``gb300-heal-client-id`` read from IMDS; subscription and resource group are the head's own (IMDS);
+  head's tag :data:`gb300.tags.HEAL_CLIENT_ID` read from IMDS; subscription and resource group are the head's
+  own (IMDS);
 * the rack NCCL run (:class:`SrunNccl`): ``srun`` of nccl-tests in a transient unit, inside a maintenance
   reservation of the rack's hosts;
 * decision records: JSON lines in ``/var/log/gb300/health/remediation.log`` (shipped to ``Gb300Health_CL``).
@@ -41,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gb300 import tags as gb300_tags
 from gb300.heal import policy as heal_policy
 from gb300.heal import state as heal_state
 from gb300.heal.azure_calls import AzureRepairs, RackRef
@@ -56,7 +58,7 @@ LOCK = "/var/lib/gb300/heal/lock"
 DECISIONS = "/var/log/gb300/health/remediation.log"
 VIEW = "/var/lib/gb300/heal/topology.conf"
 NCCL_DIR = "/var/lib/gb300/heal/nccl"
-CLIENT_ID_TAG = "gb300-heal-client-id"
+CLIENT_ID_TAG = gb300_tags.HEAL_CLIENT_ID
 GATE_COMMENT = "gb300-gate:"
 """Prefix of the node comment ``gb300-heal-publish`` writes on GPU nodes: the gate's last result."""
 _DOWN = frozenset({"DOWN", "NOT_RESPONDING", "NO_RESPOND", "POWERED_DOWN", "FAIL", "UNKNOWN"})
