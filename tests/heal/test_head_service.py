@@ -452,16 +452,3 @@ def test_a_node_whose_gate_still_fails_after_the_reboot_climbs_to_reimage(
     assert mine[-1]["Decision"] == "reimage"
     assert head.arm.requests[-1].endswith("/virtualMachines/2/reimage")
     assert "DRAIN" in head.slurm()["nodes"][sick]["state"]
-
-
-def test_the_new_shell_passes_shellcheck() -> None:
-    """The head's wrapper, its setup step and the GPU node's publisher and its step are shellcheck-clean."""
-    shellcheck = str(Path(sys.executable).parent / "shellcheck")
-    scripts = ["gb300-heal", "gb300-heal-setup", "gb300-heal-publish", "gb300-heal-gate-setup"]
-    done = subprocess.run(
-        [shellcheck, "-s", "bash", *(str(paths.CLOUD_INIT_DIR / "slurm" / s) for s in scripts)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout
