@@ -43,7 +43,7 @@ CANNOT_RUN: dict[str, str] = {
     "`az vmss list-instances` of a deployed cluster; tests/ops/test_rollout_docs.py writes and reads them",
     "gb300 plan --stack reference --prices our-prices.yaml": "a price file of the user's own (negotiated prices); "
     "tests/cost runs --prices FILE on a table shaped like it",
-    "gb300 heal role --subscription <id> --resource-group <gpu resource group> [--guest-health-report] > roles.json": (
+    "gb300 heal role --subscription <id> --resource-group <cluster>-rg > roles.json": (
         "a template with placeholders; tests/heal/test_azure.py runs `gb300 heal role` and compares it with the calls"
     ),
     "gb300 rollout --stack reference --state state.json --concurrency 2 --slurm-via 'ssh -o BatchMode=yes "
@@ -102,7 +102,7 @@ def _argv(command: str, tmp_path: Path) -> tuple[list[str], Path | None]:
     argv = shlex.split(text)[1:]
     stack_copy = tmp_path / "Pulumi.mystack.yaml"
     shutil.copy(paths.stack_file("dev"), stack_copy)
-    local = {"fabric.txt", "state.json", "usage.json", "plan.json"}
+    local = {"fabric.txt", "state.json", "usage.json", "plan.json", "report.json", "decisions.jsonl"}  # written here
     return [
         str(stack_copy) if arg == "path/to/Pulumi.mystack.yaml" else str(tmp_path / arg) if arg in local else arg
         for arg in argv

@@ -20,6 +20,7 @@ from gb300.components import storage as storage_component
 from gb300.components.head import HeadNode, HeadNodeArgs
 from gb300.components.node_common import NodeCommon
 from gb300.components.node_payload import NodePayloadArgs, NodePayloads, PayloadSpec
+from gb300.components.remediation import RemediationIdentity, RemediationIdentityArgs
 from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from gb300.config import StackConfig, netplan
 from gb300.config import secrets as config_secrets
@@ -238,6 +239,19 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         boot_dependencies=(*secrets.boot_dependencies, *payloads.boot_dependencies),
         monitoring=monitoring,
     )
+    # gb300:remediation: the loop on the head signs in as an identity of its own, holding only the operator's role.
+    heal = None
+    if cfg.remediation.enabled and cfg.remediation.role_definition_id is not None:
+        heal = RemediationIdentity(
+            f"{name}-heal",
+            RemediationIdentityArgs(
+                resource_group_name=rg_name,
+                resource_group_id=rg.id,
+                location=location,
+                role_definition_id=cfg.remediation.role_definition_id,
+                tags=tags,
+            ),
+        )
     head = HeadNode(
         nodes.head_hostname(cfg),
         HeadNodeArgs(
@@ -251,6 +265,8 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             custom_data=payloads.account_name.apply(head_data.for_account),
             custom_data_sha256=head_data.sha256,
             public_ip=cfg.access.login_public_ip,
+            heal_identity_id=heal.id if heal is not None else None,
+            heal_client_id=heal.client_id if heal is not None else None,
         ),
     )
     # The racks' compute package reads its own config namespace; this provider gives it the stack's azure-native:*

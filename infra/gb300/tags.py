@@ -57,6 +57,9 @@ NODE_READS: Mapping[str, str] = {
     PROM_WRITE: "the Prometheus remote-write URL of the collection rule (87-prometheus-agent)",
 }
 """Tags the node scripts read from IMDS (tag -> what it holds and which step reads it)."""
+HEAL_CLIENT_ID = "gb300-heal-client-id"
+"""On the head only, with gb300:remediation.enabled: the remediation identity's client id, a GUID, which
+``gb300-heal`` signs in with (docs/self-healing.md#permissions)."""
 
 # On the Lustre filesystem: gb300:storage.checkpoint, where rule lustre-checkpoint-throughput reads it.
 CHECKPOINT_PARAMETERS = "gb300-checkpoint-parameters"
@@ -81,6 +84,7 @@ ALL: frozenset[str] = frozenset(
         ROLE,
         CUSTOM_DATA_HASH,
         *NODE_READS,
+        HEAL_CLIENT_ID,
         CHECKPOINT_PARAMETERS,
         CHECKPOINT_MINUTES,
         CHECKPOINT_BYTES_PER_PARAMETER,

@@ -16,6 +16,7 @@ from gb300 import cli, paths
 from gb300.commands import rollout as rollout_cmd
 from gb300.ops import rollout
 from gb300.plan import PlanResult
+from gb300.slurm import client as slurm_client
 from tests.ops.test_rollout import (
     VMS,
     Clock,
@@ -68,7 +69,7 @@ def test_the_cli_reference_names_the_same_sequence() -> None:
     assert positions == sorted(positions)
 
 
-def _slurm_through(via: Sequence[str], slurm: SlurmStandIn) -> rollout.Runner:
+def _slurm_through(via: Sequence[str], slurm: SlurmStandIn) -> slurm_client.Runner:
     """The --slurm-via prefix as ssh would run it: the remote command is the last word, a shell string."""
 
     def run(argv: Sequence[str]) -> str:

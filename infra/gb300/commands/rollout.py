@@ -18,6 +18,7 @@ from gb300.commands.plan import _stack, add_stack_arguments
 from gb300.errors import UsageError
 from gb300.ops import rollout
 from gb300.plan.state import load_state, state_stacks
+from gb300.slurm import client as slurm_client
 
 NAME = "rollout"
 
@@ -147,7 +148,7 @@ def run(
     args: argparse.Namespace,
     *,
     client_for: Callable[[str], Any] | None = None,
-    slurm_run: rollout.Runner = rollout.run_local,
+    slurm_run: slurm_client.Runner = slurm_client.run_local,
     sleep: Callable[[float], None] = time.sleep,
     now: Callable[[], float] = time.time,
 ) -> int:
@@ -176,7 +177,7 @@ def run(
         return 0
     plan = rollout.Rollout(
         azure=rollout.Azure(client_for or rollout.azure_client_factory()),
-        slurm=rollout.Slurm(shlex.split(args.slurm_via), run=slurm_run),
+        slurm=slurm_client.Slurm(shlex.split(args.slurm_via), run=slurm_run),
         job_timeout_s=args.job_timeout,
         health_timeout_s=args.health_timeout,
         poll_s=args.poll,

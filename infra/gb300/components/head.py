@@ -32,6 +32,10 @@ class HeadNodeArgs:
     custom_data_sha256: str
     state_disk_size_gb: int
     public_ip: bool = False
+    # gb300:remediation.enabled: the remediation identity (attached besides the node identity) and its client id,
+    # put in the VM's tag gb300.tags.HEAL_CLIENT_ID for gb300-heal (docs/self-healing.md#permissions).
+    heal_identity_id: pulumi.Input[str] | None = None
+    heal_client_id: pulumi.Input[str] | None = None
 
 
 class HeadNode(pulumi.ComponentResource):
@@ -105,7 +109,9 @@ class HeadNode(pulumi.ComponentResource):
             hardware_profile=compute.HardwareProfileArgs(vm_size=args.vm_size),
             identity=compute.VirtualMachineIdentityArgs(
                 type=compute.ResourceIdentityType.USER_ASSIGNED,
-                user_assigned_identities=[node.identity_id],
+                user_assigned_identities=[node.identity_id]
+                if args.heal_identity_id is None
+                else [node.identity_id, args.heal_identity_id],
             ),
             os_profile=compute.OSProfileArgs(
                 computer_name=name,
@@ -151,10 +157,11 @@ class HeadNode(pulumi.ComponentResource):
             # "Standard" is refused unless the subscription registered Microsoft.Compute/UseStandardSecurityType.
             # Left out, Azure creates the same Standard VM (no Secure Boot: the Lustre client's module loads).
             # docs/azure-resources.md
-            tags=tags,
+            tags=tags if args.heal_client_id is None else {**tags, gb300_tags.HEAL_CLIENT_ID: args.heal_client_id},
             # Azure keeps a VM's custom data from its creation, and refuses a new image reference for an existing VM
             # (PropertyChangeNotAllowed): either needs a new VM, and the fixed name means the old one goes first.
             # With --state the plan says so (rules custom-data-changed and destroys-deployed).
+            # (The VM's tags: the head's, plus the remediation identity's client id when the loop is on.)
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=list(node.boot_dependencies),

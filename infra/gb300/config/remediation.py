@@ -5,14 +5,24 @@ Defaults of the rails come from ``data/remediation.yaml`` (``rails``), so the da
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from gb300.config.base import ConfigModel
+from gb300.config.checks import _PathError
 from gb300.facts.loader import data
 
 _RAILS = data("remediation.yaml")["rails"]
+_ROLE_ID = re.compile(
+    r"^/subscriptions/[0-9a-fA-F-]{36}/providers/Microsoft\.Authorization/roleDefinitions/[0-9a-fA-F-]{36}$"
+)
+ROLE_COMMAND = (
+    "gb300 heal role --subscription <id> --resource-group <resource group> > roles.json; "
+    "jq '.[0]' roles.json > role.json; az role definition create --role-definition @role.json --query id -o tsv"
+)
+"""How an operator creates the custom role once (docs/self-healing.md#permissions)."""
 
 
 class RemediationSettings(ConfigModel):
@@ -36,3 +46,27 @@ class RemediationSettings(ConfigModel):
     """The window of `haltShare`, in seconds."""
     halt_min_nodes: Annotated[int, Field(ge=1, le=100000, strict=True)] = int(_RAILS["haltMinNodes"])
     """A halt also needs more than this many nodes with fault evidence in the window (small fleets)."""
+    role_definition_id: Annotated[str, Field(max_length=200)] | None = None
+    """Required when `enabled`. The id of the custom role `gb300 remediation`
+    (`/subscriptions/<id>/providers/Microsoft.Authorization/roleDefinitions/<guid>`), which an operator creates once
+    from what `gb300 heal role` prints (`az role definition create`, docs/self-healing.md#permissions): the
+    pipelines' identity cannot write role definitions. The plan assigns it to the head's remediation identity on
+    the cluster's resource group, and the loop may then do exactly the calls it makes (list, restart, reimage,
+    redeploy the racks' VMs) and nothing else.
+    """
+
+    @model_validator(mode="after")
+    def _role_when_enabled(self) -> RemediationSettings:
+        if self.role_definition_id is not None and not _ROLE_ID.match(self.role_definition_id):
+            raise _PathError(
+                ("remediation", "roleDefinitionId"),
+                "must be a role definition id /subscriptions/<guid>/providers/Microsoft.Authorization/"
+                f"roleDefinitions/<guid> (got {self.role_definition_id!r})",
+            )
+        if self.enabled and self.role_definition_id is None:
+            raise _PathError(
+                ("remediation", "roleDefinitionId"),
+                "is required when gb300:remediation.enabled is true: the id of the custom role the loop runs with, "
+                f"created once by an operator: {ROLE_COMMAND}",
+            )
+        return self

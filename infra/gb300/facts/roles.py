@@ -45,7 +45,26 @@ def assign(
     assignment of one role to one principal on one scope, so a renamed assignment is deleted before it is
     created again (``delete_before_replace``).
     """
-    definition = definition_id(role)
+    return assign_definition(
+        name,
+        definition=definition_id(role),
+        scope=scope,
+        principal_id=principal_id,
+        parent=parent,
+        principal_type=principal_type,
+    )
+
+
+def assign_definition(
+    name: str,
+    *,
+    definition: str,
+    scope: pulumi.Input[str],
+    principal_id: pulumi.Input[str],
+    parent: pulumi.Resource,
+    principal_type: str = "ServicePrincipal",
+) -> authorization.RoleAssignment:
+    """:func:`assign` for a role given by its definition id (a custom role an operator created)."""
     return authorization.RoleAssignment(
         name,
         role_assignment_name=pulumi.Output.all(scope, principal_id).apply(

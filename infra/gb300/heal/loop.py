@@ -25,8 +25,8 @@ from gb300.heal.azure_calls import AzureRepairs, Instance, RackRef
 from gb300.heal.evidence import Event, Judge, Verdict, parse_gate_result
 from gb300.heal.policy import RUNGS, Policy
 from gb300.heal.ports import EventFeed, HealSlurm, NcclRunner, NodeProbe, Sink, TopologyPort, decision_record
-from gb300.ops.rollout import HEALTH_PREFIX
 from gb300.slurm import topology
+from gb300.slurm.client import HEALTH_PREFIX
 
 PREFIX = "gb300-heal:"
 """Reason prefix of the loop's drains (the gate resumes only ``gb300:``, the rollout only its own)."""

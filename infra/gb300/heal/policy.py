@@ -2,17 +2,22 @@
 
 One object, :class:`Policy`, built once by :func:`load`; the evidence rules and the ladder read nothing else. Which
 health-gate checks are hard (one failure is a fault) comes from the gate's own table (``data/health.yaml``).
+
+The head's service does not read the data files or the stack: the plan renders the policy to JSON
+(:func:`to_json`) into the head's payload and the service reads it back (:func:`from_json`), so this module
+imports the config models and the data loader only inside :func:`load` (the head has neither pydantic nor PyYAML).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
-from gb300.config.remediation import RemediationSettings
 from gb300.errors import DataError
-from gb300.facts.loader import data
+
+if TYPE_CHECKING:
+    from gb300.config.remediation import RemediationSettings
 
 EVENT_KINDS: tuple[str, ...] = (
     "xid",
@@ -88,12 +93,16 @@ def _int_set(raw: Any, where: str) -> frozenset[int]:
 
 def hard_checks() -> frozenset[str]:
     """Health-gate checks whose single failure is a fault (``class: hard`` in data/health.yaml)."""
+    from gb300.facts.loader import data  # noqa: PLC0415 - the plan reads data files; the head reads JSON
+
     checks = data("health.yaml")["defaults"]["checks"]
     return frozenset(name for name, entry in checks.items() if entry["class"] == "hard")
 
 
 def load(settings: RemediationSettings) -> Policy:
     """The policy for a stack's ``gb300:remediation`` (defaults when the stack sets nothing)."""
+    from gb300.facts.loader import data  # noqa: PLC0415 - the plan reads data files; the head reads JSON
+
     raw = data("remediation.yaml")
     evidence = raw["evidence"]
     xid = evidence["xid"]
@@ -139,3 +148,25 @@ def load(settings: RemediationSettings) -> Policy:
         ghr_api_version=str(ghr["apiVersion"]),
         ghr_categories={str(k): str(v) for k, v in ghr["categories"].items()},
     )
+
+
+def to_json(policy: Policy) -> dict[str, Any]:
+    """The policy as plain JSON (sets as sorted lists), for the head's payload."""
+    doc = asdict(policy)
+    for key, value in doc.items():
+        if isinstance(value, frozenset):
+            doc[key] = sorted(value)
+    return doc
+
+
+def from_json(doc: Mapping[str, Any]) -> Policy:
+    """The policy :func:`to_json` wrote; raises DataError when a field is missing or unknown."""
+    fields = set(Policy.__dataclass_fields__)
+    if set(doc) != fields:
+        raise DataError(f"remediation policy: fields {sorted(set(doc) ^ fields)} missing or unknown")
+    values = dict(doc)
+    for key in ("xid_warning", "teardown_xids", "ecc_fault", "hard_checks"):
+        values[key] = frozenset(values[key])
+    values["corroborate"] = {k: Corroboration(**v) for k, v in doc["corroborate"].items()}
+    values["rungs"] = {k: Rung(**v) for k, v in doc["rungs"].items()}
+    return Policy(**values)

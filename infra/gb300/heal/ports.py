@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gb300.heal.evidence import Event
-from gb300.ops.rollout import Slurm
+from gb300.slurm.client import Slurm
 from gb300.slurm.hostlist import compress
 
 Sink = Callable[[Mapping[str, Any]], None]
@@ -28,7 +28,7 @@ to the ``Gb300Health_CL`` table (data/monitoring.yaml), so no new Azure Monitor 
 
 
 class HealSlurm(Slurm):
-    """:class:`gb300.ops.rollout.Slurm` plus what the loop adds: requeue jobs, reconfigure after a topology write."""
+    """:class:`gb300.slurm.client.Slurm` plus what the loop adds: requeue jobs, reconfigure after a topology write."""
 
     def requeue(self, job_ids: Sequence[str]) -> None:
         if job_ids:

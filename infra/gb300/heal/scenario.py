@@ -130,7 +130,8 @@ def parse(raw: Any, where: str = "scenario") -> tuple[Scenario, RemediationSetti
         if job.end <= job.start:
             problems.append(Problem(f"{where}.jobs[{i}].end", f"must be after start (got {job.end!r})"))
     try:
-        settings = RemediationSettings.model_validate({"enabled": True, **scenario.remediation})
+        # The simulator needs no role: the rails and options are what a scenario sets (enabled stays off here).
+        settings = RemediationSettings.model_validate({**scenario.remediation, "enabled": False})
     except ValidationError as exc:
         problems += [
             Problem(_path(f"{where}.remediation", tuple(e["loc"])), f"{e['msg']} (got {e.get('input')!r})")

@@ -92,6 +92,10 @@ def _prometheus(cfg: StackConfig) -> bool:
     return cfg.monitoring.prometheus.enabled
 
 
+def _remediation(cfg: StackConfig) -> bool:
+    return cfg.remediation.enabled
+
+
 def _storage(cfg: StackConfig) -> bool:
     return _lustre(cfg) or _blob_mounts(cfg)
 
@@ -170,10 +174,17 @@ STEPS: tuple[Step, ...] = (
     Step("gb300-slurmctld-setup", "slurm/gb300-slurmctld-setup", HEAD, "slurm",
          "start slurmctld with gb300's configuration and the topology refresh timer",
          ("gb300-munge-key", "gb300-state-disk", "gb300-slurmdbd-setup")),
+    # Only with gb300:remediation.enabled: the loop's venv and timer on the head (docs/self-healing.md#on-the-head).
+    Step("gb300-heal-setup", "slurm/gb300-heal-setup", HEAD, "slurm",
+         "build the remediation loop's venv from hashed pins and start its timer (gb300:remediation.enabled)",
+         ("gb300-slurmctld-setup",), _remediation),
     Step("gb300-slurmd-setup", "slurm/gb300-slurmd-setup", GPU, "slurm",
          "register slurmd as a dynamic node of its pool after the boot health check, then publish the fabric "
          "identity in its Slurm record",
          ("gb300-munge-key", "gb300-pyxis-setup", "80-fabric", "72-lustre", "74-blobfuse2", "70-nvme-raid")),
+    Step("gb300-heal-gate-setup", "slurm/gb300-heal-gate-setup", GPU, "slurm",
+         "publish the health gate's verdict in the node's Slurm record for the head's loop, at boot and every "
+         "minute (gb300:remediation.enabled)", ("gb300-slurmd-setup",), _remediation),
     Step(READY_STEP, "scripts/99-ready.sh", BOTH, "bootstrap",
          "mark the node ready: write /var/lib/gb300/bootstrap.done last"),
 )  # fmt: skip
@@ -240,6 +251,18 @@ def _slurm_gpu(ctx: BootstrapContext, _steps: Sequence[Step]) -> tuple[NodeFile,
     return slurm_files.gpu_files(node_context.boot_inputs(ctx), health_env)
 
 
+def _heal_head(ctx: BootstrapContext, _steps: Sequence[Step]) -> list[NodeFile]:
+    from gb300.heal import deploy as heal_deploy  # noqa: PLC0415 - only stacks with the loop on need it
+
+    return heal_deploy.head_files(node_context.stack_of(ctx))
+
+
+def _heal_gpu(_ctx: BootstrapContext, _steps: Sequence[Step]) -> list[NodeFile]:
+    from gb300.heal import deploy as heal_deploy  # noqa: PLC0415 - only stacks with the loop on need it
+
+    return heal_deploy.gpu_files()
+
+
 # Every file a node carries besides the step scripts themselves.
 FILES: tuple[Files, ...] = (
     # Inline and run before the payload is fetched: IMDS is closed before anything else runs (docs/security.md).
@@ -264,6 +287,8 @@ FILES: tuple[Files, ...] = (
     Files("monitoring", BOTH, "monitoring", _monitoring, _prometheus),
     Files("slurm head", HEAD, "slurm", _slurm_head),
     Files("slurm gpu", GPU, "slurm", _slurm_gpu),
+    Files("remediation", HEAD, "slurm", _heal_head, _remediation),
+    Files("remediation gate", GPU, "slurm", _heal_gpu, _remediation),
 )  # fmt: skip
 
 

@@ -1,0 +1,501 @@
+"""``gb300-heal``: the remediation loop on the Slurm head (``gb300:remediation.enabled``; docs/self-healing.md).
+
+``gb300-heal tick`` runs one tick of the real :class:`~gb300.heal.loop.Remediator` against the head's own
+channels, from ``gb300-heal.timer`` (a oneshot every ``pollSeconds``); ``gb300-heal status`` says what the loop is
+doing and why it halted; ``gb300-heal resume`` lets a halted loop go on. Each tick is a fresh process: it takes
+the lock, reads the state (:mod:`gb300.heal.state`), ticks once, and writes the state back atomically.
+
+The channels (:mod:`gb300.heal.ports`), on the head:
+
+* Slurm: ``scontrol --json show node`` (every node's state, reason, boot time and ``Extra``), ``squeue``,
+  ``scontrol update``/``requeue``/``create reservation``/``delete reservation`` (:class:`SlurmView`);
+* node evidence (:class:`SlurmFeed`): the health gate's drain reasons (``gb300: <check>: <value>; ...``), each
+  failed check an event of the kind the loop judges, and nodes Slurm sees DOWN or NOT_RESPONDING (``unreachable``);
+* the gate's verdict for a recheck (:class:`SlurmProbe`): down is no answer, a ``gb300:`` reason is a failure,
+  a node comment ``gb300-gate: <result>`` (published by ``gb300-heal-publish`` on GPU nodes) is the gate's last
+  result, otherwise a pass;
+* Azure: azure-mgmt-compute with ``ManagedIdentityCredential`` of the remediation identity, whose client id is the
+  head's tag :data:`gb300.tags.HEAL_CLIENT_ID` read from IMDS; subscription and resource group are the head's
+  own (IMDS);
+* the rack NCCL run (:class:`SrunNccl`): ``srun`` of nccl-tests in a transient unit, inside a maintenance
+  reservation of the rack's hosts;
+* decision records: JSON lines in ``/var/log/gb300/health/remediation.log`` (shipped to ``Gb300Health_CL``).
+
+Only the standard library, gb300's light modules and the Azure SDK are imported: the head's venv holds exactly
+the packages of ``data/heal-python.yaml``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import re
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gb300 import tags as gb300_tags
+from gb300.heal import policy as heal_policy
+from gb300.heal import state as heal_state
+from gb300.heal.azure_calls import AzureRepairs, RackRef
+from gb300.heal.evidence import Event, parse_gate_result
+from gb300.heal.loop import PREFIX, Remediator
+from gb300.heal.ports import HealSlurm, Sink, decision_record, file_sink
+from gb300.slurm.client import HEALTH_PREFIX, Runner, SlurmError, run_local
+from gb300.slurm.hostlist import compress
+
+CONFIG = "/etc/gb300/heal.json"
+STATE = "/var/lib/gb300/heal/state.json"
+LOCK = "/var/lib/gb300/heal/lock"
+DECISIONS = "/var/log/gb300/health/remediation.log"
+VIEW = "/var/lib/gb300/heal/topology.conf"
+NCCL_DIR = "/var/lib/gb300/heal/nccl"
+CLIENT_ID_TAG = gb300_tags.HEAL_CLIENT_ID
+GATE_COMMENT = "gb300-gate:"
+"""Prefix of the node comment ``gb300-heal-publish`` writes on GPU nodes: the gate's last result."""
+_DOWN = frozenset({"DOWN", "NOT_RESPONDING", "NO_RESPOND", "POWERED_DOWN", "FAIL", "UNKNOWN"})
+_XID = re.compile(r"\b(\d+)@")
+# The health gate's checks (data/health.yaml defaults.checks) as evidence kinds the loop judges
+# (gb300.heal.evidence); a check not named here is ``check-failed`` with its name (hard checks act at once).
+CHECK_KINDS: Mapping[str, tuple[str, str | None]] = {
+    "gpus": ("gpu-missing", None),
+    "row-remap-failure": ("ecc", "uncorrectable"),
+    "ecc-dbe": ("ecc", "uncorrectable"),
+    "retired-pages-pending": ("ecc", "row-remap-pending"),
+    "ib": ("ib-link-down", None),
+    "fabric-health": ("nvlink-down", None),
+    "nvlink-ber": ("nvlink-down", None),
+    "clock-events": ("thermal-throttle", None),
+    "gpu-temperature": ("thermal-throttle", None),
+}
+
+
+def root() -> str:
+    """``GB300_ROOT``: the prefix of every path (empty on a node; a scratch directory in tests)."""
+    return os.environ.get("GB300_ROOT", "")
+
+
+def _path(node_path: str) -> Path:
+    return Path(root() + node_path)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Slurm: one read of every node per tick
+
+
+@dataclass
+class SlurmView:
+    """Every node's Slurm record, read once per tick with ``scontrol --json show node``."""
+
+    slurm: HealSlurm
+    run: Runner
+    _records: dict[str, dict[str, Any]] | None = None
+
+    def records(self) -> dict[str, dict[str, Any]]:
+        if self._records is None:
+            doc = json.loads(self.run(["scontrol", "--json", "show", "node"]) or "{}")
+            self._records = {str(r.get("name") or r.get("hostname")): r for r in doc.get("nodes") or []}
+        return self._records
+
+    def forget(self) -> None:
+        self._records = None
+
+    def states(self, host: str) -> frozenset[str]:
+        raw = self.records().get(host, {})
+        words: list[str] = []
+        for key in ("state", "state_flags"):
+            value = raw.get(key)
+            items = value if isinstance(value, list) else str(value or "").replace("+", " ").split()
+            words.extend(str(v).upper() for v in items)
+        return frozenset(words)
+
+    def reason(self, host: str) -> str:
+        return str(self.records().get(host, {}).get("reason") or "")
+
+    def comment(self, host: str) -> str:
+        return str(self.records().get(host, {}).get("comment") or "")
+
+
+def gate_events(host: str, reason: str, now: float) -> list[Event]:
+    """The events a health gate drain reason (``gb300: <check>: <value>[; ...]``) stands for."""
+    text = reason.removeprefix(HEALTH_PREFIX).strip().removeprefix("boot check:").strip()
+    result = parse_gate_result(f"fail: {text}")
+    events: list[Event] = []
+    for check, message in result.failures:
+        if check == "xid":
+            codes = _XID.findall(message) or ["0"]
+            events.extend(Event(now, host, "xid", code) for code in dict.fromkeys(codes))
+            continue
+        kind, code = CHECK_KINDS.get(check, ("check-failed", None))
+        events.append(Event(now, host, kind, code, check if kind == "check-failed" else None))
+    return events
+
+
+@dataclass
+class SlurmFeed:
+    """Node evidence from Slurm's records: new gate drain reasons and nodes turning unreachable, each once."""
+
+    view: SlurmView
+    seen: dict[str, str] = field(default_factory=dict)  # node -> the last gate reason or "down" it reported
+    skip: Callable[[str], bool] = lambda _host: False
+
+    def poll(self, now: float) -> list[Event]:
+        events: list[Event] = []
+        records = self.view.records()
+        for host in sorted(records):
+            if self.skip(host):
+                continue
+            reason = self.view.reason(host)
+            down = bool(self.view.states(host) & _DOWN)
+            if reason.startswith(HEALTH_PREFIX):
+                if self.seen.get(host) != reason:
+                    self.seen[host] = reason
+                    events.extend(gate_events(host, reason, now))
+            elif down and not (reason and not reason.startswith(PREFIX)):
+                if self.seen.get(host) != "down":
+                    self.seen[host] = "down"
+                    events.append(Event(now, host, "unreachable"))
+            else:
+                self.seen.pop(host, None)
+        return events
+
+
+@dataclass
+class SlurmProbe:
+    """The gate's verdict on a node as Slurm shows it; no KVP pool from here (Guest Health Reports are skipped)."""
+
+    view: SlurmView
+
+    def gate_result(self, host: str) -> str | None:
+        self.view.forget()  # a recheck wants the controller's view now, not the tick's first read
+        if host not in self.view.records() or self.view.states(host) & _DOWN:
+            return None
+        reason = self.view.reason(host)
+        if reason.startswith(HEALTH_PREFIX):
+            return HEALTH_PREFIX + " " + reason.removeprefix(HEALTH_PREFIX).strip().removeprefix("boot check:").strip()
+        comment = self.view.comment(host)
+        if comment.startswith(GATE_COMMENT):
+            return comment.removeprefix(GATE_COMMENT).strip()
+        return "pass"
+
+    def kvp_pool(self, host: str) -> bytes | None:
+        return None
+
+
+@dataclass
+class SlurmTopology:
+    """Fabric identities from the nodes' ``Extra=gb300-nvlink:<ClusterUUID>:<CliqueId>``; the loop's topology is
+    written to a file for people to read: ``gb300-topology-refresh`` stays the one writer of topology.conf."""
+
+    view: SlurmView
+
+    def fabric_lines(self) -> str:
+        lines = []
+        for host, record in sorted(self.view.records().items()):
+            extra = str(record.get("extra") or "")
+            parts = (extra.split() or [""])[0].split(":")
+            if parts[0] == "gb300-nvlink" and len(parts) == 3:
+                lines.append(f"{host} {parts[1]} {parts[2]}\n")
+        return "".join(lines)
+
+    def write(self, rendered: str) -> None:
+        target = _path(VIEW)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(rendered, encoding="utf-8")
+
+
+@dataclass
+class SrunNccl:
+    """The rack acceptance run: ``srun`` of all_reduce_perf in a transient systemd unit, its output on the head.
+
+    Slurm starts no job on a drained node, so the run happens inside a maintenance reservation of the hosts
+    (root only, so no user job lands there meanwhile), with the loop's own drains lifted for it and put back,
+    with the same reason, when the run ends; a host someone else drained meanwhile keeps that drain.
+    """
+
+    run: Runner
+    settings: Mapping[str, Any]
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def submit(self, hosts: Sequence[str]) -> str:
+        handle = f"gb300-heal-nccl-{int(time.time())}-{len(self.runs) + 1}"
+        nodes = compress(hosts)
+        minutes = max(1, int(float(self.settings["timeoutSeconds"]) // 60))
+        self.run(
+            [
+                "scontrol", "create", "reservation", f"reservationname={handle}", "starttime=now",
+                f"duration={minutes}", "users=root", "flags=maint,ignore_jobs", f"nodes={nodes}",
+            ]
+        )  # fmt: skip
+        lifted = {}
+        doc = json.loads(self.run(["scontrol", "--json", "show", "node", nodes]) or "{}")
+        for record in doc.get("nodes") or []:
+            reason = str(record.get("reason") or "")
+            if reason.startswith(PREFIX):
+                lifted[str(record.get("name"))] = reason
+        if lifted:
+            self.run(["scontrol", "update", f"nodename={compress(list(lifted))}", "state=resume"])
+        output = _path(NCCL_DIR) / f"{handle}.out"
+        output.parent.mkdir(parents=True, exist_ok=True)
+        size = str(self.settings["bytes"])
+        env = ",".join(["ALL", *(f"{k}={v}" for k, v in sorted(self.settings["env"].items()))])
+        srun = [
+            "srun", f"--reservation={handle}", f"--nodelist={nodes}", f"--nodes={len(hosts)}", "--exclusive",
+            "--ntasks-per-node=4", "--cpus-per-task=24", "--gpus-per-node=4", "--cpu-bind=none", "--mpi=pmix",
+            f"--time={minutes}", f"--export={env}", f"{self.settings['ncclTests']}/all_reduce_perf",
+            "-b", size, "-e", size, "-f", "2", "-g", "1", "-n", "20", "-w", "5",
+        ]  # fmt: skip
+        self.run(
+            [
+                "systemd-run", f"--unit={handle}", "--collect", "--quiet",
+                f"--property=StandardOutput=file:{output}", "--property=StandardError=inherit", *srun,
+            ]
+        )  # fmt: skip
+        self.runs[handle] = {"hosts": list(hosts), "lifted": lifted, "output": str(output)}
+        return handle
+
+    def collect(self, handle: str) -> str | None:
+        job = self.runs.get(handle)
+        if job is None:
+            return ""  # forgotten (state from before this handle): an empty output fails the revalidation
+        try:
+            active = self.run(["systemctl", "is-active", f"{handle}.service"]).strip()
+        except SlurmError:  # is-active exits 3 for an inactive or unknown unit
+            active = "inactive"
+        if active in ("active", "activating"):
+            return None
+        self._finish(handle, job)
+        try:
+            return Path(job["output"]).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return ""
+
+    def _finish(self, handle: str, job: Mapping[str, Any]) -> None:
+        lifted: dict[str, str] = dict(job["lifted"])
+        if lifted:
+            doc = json.loads(self.run(["scontrol", "--json", "show", "node", compress(list(lifted))]) or "{}")
+            for record in doc.get("nodes") or []:
+                host = str(record.get("name"))
+                if host in lifted and not record.get("reason"):
+                    self.run(["scontrol", "update", f"nodename={host}", "state=drain", f"reason={lifted[host]}"])
+        with contextlib.suppress(SlurmError):  # an expired reservation is already gone
+            self.run(["scontrol", "delete", f"reservationname={handle}"])
+        self.runs.pop(handle, None)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Azure
+
+
+def _imds(path: str) -> Any:
+    """A JSON answer of the instance metadata service (``AZURE_POD_IDENTITY_AUTHORITY_HOST`` moves it, as it
+    moves azure-identity's managed identity requests)."""
+    base = os.environ.get("AZURE_POD_IDENTITY_AUTHORITY_HOST", "http://169.254.169.254").rstrip("/")
+    request = urllib.request.Request(f"{base}{path}", headers={"Metadata": "true"})  # noqa: S310 - IMDS over http
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(request, timeout=10) as response:
+        return json.loads(response.read().decode())
+
+
+def compute_clients(arm: str) -> tuple[Callable[[str], Any], str, str]:
+    """``subscription -> ComputeManagementClient`` signed in as the remediation identity, and the head's own
+    subscription and resource group (the racks' resource group)."""
+    from azure.identity import ManagedIdentityCredential  # noqa: PLC0415 - only the tick talks to Azure
+    from azure.mgmt.compute import ComputeManagementClient  # noqa: PLC0415
+
+    compute = _imds("/metadata/instance/compute?api-version=2021-02-01")
+    tags = {t["name"]: t["value"] for t in compute.get("tagsList") or []}
+    client_id = tags.get(CLIENT_ID_TAG, "")
+    if not re.fullmatch(r"[0-9a-fA-F-]{36}", client_id):
+        raise SystemExit(f"gb300-heal: the head's tag {CLIENT_ID_TAG} must be a GUID (got {client_id!r})")
+    credential = ManagedIdentityCredential(client_id=client_id)
+    clients: dict[str, Any] = {}
+
+    def client_for(subscription: str) -> Any:
+        if subscription not in clients:
+            clients[subscription] = ComputeManagementClient(
+                credential, subscription, base_url=arm, credential_scopes=[f"{arm}/.default"]
+            )
+        return clients[subscription]
+
+    return client_for, str(compute["subscriptionId"]), str(compute["resourceGroupName"])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The tick, status and resume
+
+
+@contextmanager
+def locked() -> Iterator[None]:
+    """One tick, status change or resume at a time (``flock`` on the lock file)."""
+    path = _path(LOCK)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def read_config() -> dict[str, Any]:
+    config: dict[str, Any] = json.loads(_path(CONFIG).read_text(encoding="utf-8"))
+    return config
+
+
+def _sink(config: Mapping[str, Any], halts: list[Mapping[str, Any]]) -> Sink:
+    write = file_sink(_path(DECISIONS))
+
+    def sink(record: Mapping[str, Any]) -> None:
+        if record["Decision"] == "halt":
+            halts.append(dict(record))
+        write(record)
+
+    _path(DECISIONS).parent.mkdir(parents=True, exist_ok=True)
+    return sink
+
+
+def tick(
+    now: float | None = None,
+    *,
+    run: Runner = run_local,
+    clients: Callable[[str], tuple[Callable[[str], Any], str, str]] = compute_clients,
+) -> dict[str, Any]:
+    """One tick of the loop on the head: read the state, tick, write the state. Returns the new state."""
+    now = time.time() if now is None else now
+    config = read_config()
+    policy = heal_policy.from_json(config["policy"])
+    with locked():
+        saved = heal_state.load(_path(STATE))
+        client_for, subscription, group = clients(str(config["armEndpoint"]))
+        racks = [RackRef(name, subscription, group) for name in config["racks"]]
+        slurm = HealSlurm(run=run)
+        view = SlurmView(slurm, run)
+        halts: list[Mapping[str, Any]] = []
+        feed = SlurmFeed(view, dict(saved.get("feed", {})))
+        nccl = SrunNccl(run, config["revalidate"], dict(saved.get("nccl", {})))
+        loop = Remediator(
+            policy=policy,
+            racks=racks,
+            azure=AzureRepairs(client_for, policy.ghr_api_version),
+            slurm=slurm,
+            probe=SlurmProbe(view),
+            nccl=nccl,
+            feed=feed,
+            topology_port=SlurmTopology(view),
+            sink=_sink(config, halts),
+            cluster=str(config["cluster"]),
+            nccl_env={str(k): str(v) for k, v in config["ncclEnv"].items()},
+            block_size=int(config["blockSize"]),
+            poll_s=float(config["pollSeconds"]),
+        )
+        listed_at = float(saved.get("listedAt", 0.0))
+        known = heal_state.instances_of(saved, racks)
+        if (
+            known
+            and now - listed_at < float(config["relistSeconds"])
+            and {i.rack.name for i in known.values()} == {r.name for r in racks}
+        ):
+            heal_state.adopt_instances(loop, known)
+        else:
+            loop.start(now)
+            listed_at = now
+        if "cases" in saved:
+            heal_state.restore(loop, saved, racks)
+        feed.skip = lambda host: host in loop.cases and loop.cases[host].state != "queued"
+        loop.tick(now)
+        extra = {
+            "feed": feed.seen,
+            "nccl": nccl.runs,
+            "haltRecord": halts[-1] if halts else saved.get("haltRecord"),
+            "resumed": saved.get("resumed"),
+            "tickedAt": now,
+        }
+        doc = heal_state.dump(loop, listed_at=listed_at, extra=extra)
+        heal_state.save(_path(STATE), doc)
+        return doc
+
+
+def status_lines(doc: Mapping[str, Any]) -> list[str]:
+    """What ``gb300-heal status`` prints."""
+    if "tickedAt" not in doc:
+        return ["gb300-heal: no tick has run yet (gb300-heal.timer starts the loop a few minutes after boot)"]
+    lines = [f"last tick: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(float(doc['tickedAt'])))}"]
+    if doc.get("halted"):
+        record = doc.get("haltRecord") or {}
+        lines.append(f"HALTED since {record.get('TimeGenerated', '?')}: {record.get('Reason', 'no record')}")
+        lines.append("repairs are stopped; find the cause, then run: gb300-heal resume --reason '<what you found>'")
+    else:
+        lines.append("running")
+        if doc.get("resumed"):
+            resumed = doc["resumed"]
+            lines.append(f"resumed at {resumed.get('at')} by {resumed.get('by')}: {resumed.get('reason')}")
+    cases = doc.get("cases", [])
+    lines.append(f"nodes under repair: {len(cases)}")
+    for case in cases:
+        actions = ", ".join(case.get("actions", [])) or "-"
+        lines.append(f"  {case['node']}: {case['state']} (actions: {actions}) - {case['reason']}")
+    escalated = [c for c in doc.get("closed", []) if c.get("state") == "escalated"]
+    if escalated:
+        lines.append(f"escalated (drained, waiting for a person): {compress([c['node'] for c in escalated])}")
+    return lines
+
+
+def resume(reason: str, by: str, now: float | None = None) -> dict[str, Any]:
+    """Let a halted loop go on: clear the halt and the fault window that caused it, and record who and why."""
+    now = time.time() if now is None else now
+    config = read_config()
+    with locked():
+        doc = heal_state.load(_path(STATE))
+        if not doc.get("halted"):
+            raise SystemExit("gb300-heal: the loop is not halted; nothing to resume")
+        doc["halted"] = False
+        doc["faults"] = []
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+        doc["resumed"] = {"at": stamp, "by": by, "reason": reason}
+        heal_state.save(_path(STATE), doc)
+        _sink(config, [])(
+            decision_record(now=now, cluster=str(config["cluster"]), decision="resume", reason=f"{by}: {reason}")
+        )
+        return doc
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="gb300-heal",
+        description="The remediation loop on the Slurm head (docs/self-healing.md). The timer runs `tick`; "
+        "people run `status` and `resume`.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("tick", help="run one tick of the loop (gb300-heal.timer does, every pollSeconds)")
+    status = commands.add_parser("status", help="what the loop is doing, and why it halted")
+    status.add_argument("--json", action="store_true", help="print the saved state as JSON")
+    again = commands.add_parser("resume", help="let a halted loop repair again")
+    again.add_argument("--reason", required=True, help="what the person found (goes to the decision record)")
+    args = parser.parse_args(argv)
+    if args.command == "tick":
+        tick()
+        return 0
+    if args.command == "status":
+        doc = heal_state.load(_path(STATE))
+        print(json.dumps(doc, indent=1, sort_keys=True) if args.json else "\n".join(status_lines(doc)))
+        return 0
+    who = os.environ.get("SUDO_USER") or os.environ.get("USER") or str(os.getuid())
+    doc = resume(args.reason, who)
+    print("\n".join(status_lines(doc)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["SlurmFeed", "SlurmProbe", "SlurmTopology", "SlurmView", "SrunNccl", "gate_events", "main", "tick"]

@@ -1,0 +1,177 @@
+"""The loop's memory between ticks on the head: one JSON file, written atomically (docs/self-healing.md#on-the-head).
+
+The head runs :class:`~gb300.heal.loop.Remediator` once per timer tick in a fresh process, so everything the loop
+knows lives here between ticks: the nodes under repair and where each is on the ladder, the evidence the judge
+holds (history, what waits for a recheck, rack incidents), the fault times the halt rail counts, whether the loop
+is halted and why, and the racks' VMs as Azure last listed them. :func:`save` writes a temporary file beside the
+target, flushes it to disk and renames it over the old one, so a crash mid-write leaves the previous state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from gb300.errors import DataError
+from gb300.heal.azure_calls import Instance, RackRef
+from gb300.heal.evidence import Event, Judge, Pending
+from gb300.heal.loop import Case, Remediator
+
+VERSION = 1
+KEEP_CLOSED = 200
+"""Closed cases kept besides the escalated ones (which stay out of service until a person acts)."""
+
+
+def _event(raw: Mapping[str, Any]) -> Event:
+    def text(key: str) -> str | None:
+        value = raw.get(key)
+        return None if value is None else str(value)
+
+    return Event(
+        float(raw["at"]), str(raw["node"]), str(raw["kind"]), *(text(k) for k in ("code", "check", "context", "job"))
+    )
+
+
+def _case(case: Case) -> dict[str, Any]:
+    doc = asdict(case)
+    doc["instance"] = case.instance.host
+    return doc
+
+
+def _restore_case(raw: Mapping[str, Any], instances: Mapping[str, Instance], racks: Mapping[str, RackRef]) -> Case:
+    doc = dict(raw)
+    host = str(doc["instance"])
+    instance = instances.get(host)
+    if instance is None:  # no longer listed by Azure: keep what the loop knew (its rack is still the stack's)
+        rack = racks.get(str(doc.get("rack", "")), next(iter(racks.values())))
+        instance = Instance(host, rack, str(doc.get("instance_id", "")), str(doc.get("resource_id", "")))
+    doc.pop("rack", None)
+    doc.pop("instance_id", None)
+    doc.pop("resource_id", None)
+    doc["instance"] = instance
+    doc["evidence"] = [_event(e) for e in doc["evidence"]]
+    return Case(**doc)
+
+
+def dump(loop: Remediator, *, listed_at: float, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything :func:`restore` needs, as JSON; ``extra`` holds the service's own fields (halt record...)."""
+    judge = loop.judge
+    escalated = [c for c in loop.closed if c.state == "escalated"]
+    others = [c for c in loop.closed if c.state != "escalated"][-KEEP_CLOSED:]
+    horizon = max([r.window_s for r in loop.policy.corroborate.values()] + [loop.policy.halt_window_s])
+
+    def recent(events: Sequence[Event]) -> list[dict[str, Any]]:
+        newest = max((e.at for e in events), default=0.0)
+        return [asdict(e) for e in events if newest - e.at <= horizon]
+
+    def case_doc(case: Case) -> dict[str, Any]:
+        doc = _case(case)
+        doc |= {
+            "rack": case.instance.rack.name,
+            "instance_id": case.instance.instance_id,
+            "resource_id": case.instance.resource_id,
+        }
+        return doc
+
+    return {
+        "version": VERSION,
+        "halted": loop.halted,
+        "listedAt": listed_at,
+        "instances": [
+            {"host": i.host, "rack": i.rack.name, "instanceId": i.instance_id, "resourceId": i.resource_id}
+            for i in loop.instances.values()
+        ],
+        "cases": [case_doc(c) for c in loop.cases.values()],
+        "closed": [case_doc(c) for c in (*escalated, *others)],
+        "faults": [[t, n] for t, n in loop._faults if loop._faults and loop._faults[-1][0] - t <= horizon],
+        "judge": {
+            "history": {node: recent(events) for node, events in judge.history.items() if recent(events)},
+            "pending": [
+                {"node": p.node, "key": p.key, "mode": p.mode, "due": p.due, "events": [asdict(e) for e in p.events]}
+                for p in judge.pending.values()
+            ],
+            "incidents": judge.incidents,
+            "unreachable": judge._unreachable,
+            "suspectUntil": judge.suspect_until,
+        },
+        **extra,
+    }
+
+
+def instances_of(doc: Mapping[str, Any], racks: Sequence[RackRef]) -> dict[str, Instance]:
+    """The racks' VMs as the state recorded them (only racks still in ``racks``)."""
+    by_name = {r.name: r for r in racks}
+    return {
+        str(i["host"]): Instance(str(i["host"]), by_name[str(i["rack"])], str(i["instanceId"]), str(i["resourceId"]))
+        for i in doc.get("instances", [])
+        if str(i["rack"]) in by_name
+    }
+
+
+def adopt_instances(loop: Remediator, instances: Mapping[str, Instance]) -> None:
+    """What :meth:`Remediator.start` does with Azure's answer, from a saved listing instead (no Azure call)."""
+    loop.instances = dict(instances)
+    sizes: dict[str, int] = {}
+    for instance in instances.values():
+        sizes[instance.rack.name] = sizes.get(instance.rack.name, 0) + 1
+    loop._rack_size = sizes
+    loop._judge = Judge(loop.policy, loop._rack_name, lambda host: sizes.get(loop._rack_name(host), 0))
+
+
+def restore(loop: Remediator, doc: Mapping[str, Any], racks: Sequence[RackRef]) -> None:
+    """Put a saved state back into a started loop (its instances set, by :meth:`start` or :func:`adopt_instances`)."""
+    if doc.get("version") != VERSION:
+        raise DataError(f"remediation state: version {doc.get('version')!r} is not {VERSION}")
+    by_name = {r.name: r for r in racks}
+    loop.halted = bool(doc.get("halted", False))
+    loop.cases = {c["node"]: _restore_case(c, loop.instances, by_name) for c in doc.get("cases", [])}
+    loop.closed = [_restore_case(c, loop.instances, by_name) for c in doc.get("closed", [])]
+    loop._faults = [(float(t), str(n)) for t, n in doc.get("faults", [])]
+    raw = doc.get("judge", {})
+    judge = loop.judge
+    judge.history = {node: [_event(e) for e in events] for node, events in raw.get("history", {}).items()}
+    judge.pending = {
+        (p["node"], p["key"]): Pending(
+            p["node"], p["key"], p["mode"], float(p["due"]), [_event(e) for e in p["events"]]
+        )
+        for p in raw.get("pending", [])
+    }
+    judge.incidents = {str(k): float(v) for k, v in raw.get("incidents", {}).items()}
+    judge._unreachable = {
+        str(rack): {str(n): float(at) for n, at in seen.items()} for rack, seen in raw.get("unreachable", {}).items()
+    }
+    judge.suspect_until = {str(k): float(v) for k, v in raw.get("suspectUntil", {}).items()}
+
+
+def load(path: Path) -> dict[str, Any]:
+    """The saved state, or an empty one when there is none yet."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {"version": VERSION}
+    doc = json.loads(text)
+    if not isinstance(doc, dict):
+        raise DataError(f"{path}: not a JSON object")
+    return doc
+
+
+def save(path: Path, doc: Mapping[str, Any]) -> None:
+    """Write ``doc`` to ``path`` atomically: a temporary file in the same directory, fsync, rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with temporary.open("w", encoding="utf-8") as handle:
+        json.dump(doc, handle, sort_keys=True, indent=1)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    temporary.chmod(0o600)
+    temporary.replace(path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)

@@ -1,0 +1,129 @@
+"""The head's channels on their own: what a gate drain reason stands for, and the rack run's drains and
+reservation (gb300.heal.head)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from gb300.heal.head import SlurmFeed, SlurmView, SrunNccl, gate_events
+from gb300.heal.loop import PREFIX
+from gb300.heal.ports import HealSlurm
+from gb300.slurm.client import SlurmError
+
+
+@pytest.mark.parametrize(
+    ("reason", "events"),
+    [
+        ("gb300: xid: XID in kernel log: 79@0000:01:00.0 (reboot or report the node)", [("xid", "79", None)]),
+        (
+            "gb300: xid: XID in kernel log: 48@0000:01:00.0 119@0000:02:00.0 48@0000:03:00.0",
+            [("xid", "48", None), ("xid", "119", None)],
+        ),
+        ("gb300: gpus: 3 GPUs visible, expected 4", [("gpu-missing", None, None)]),
+        ("gb300: row-remap-failure: DCGM_FI_DEV_ROW_REMAP_FAILURE=1 on GPU 2", [("ecc", "uncorrectable", None)]),
+        ("gb300: fabric-health: GPU 3 Summary=Unhealthy", [("nvlink-down", None, None)]),
+        ("gb300: ib-link-downed: mlx5_ib2 link_downed +3 in 10800s", [("check-failed", None, "ib-link-downed")]),
+        (
+            "gb300: mounts: /mnt/data not mounted (failed 3 runs in a row)",
+            [("check-failed", None, "mounts")],
+        ),
+        (
+            "gb300: boot check: gpus: 3 GPUs visible, expected 4; ib: mlx5_ib1 Down",
+            [("gpu-missing", None, None), ("ib-link-down", None, None)],
+        ),
+    ],
+)
+def test_a_gate_reason_becomes_the_evidence_the_loop_judges(
+    reason: str, events: list[tuple[str, str | None, str | None]]
+) -> None:
+    """Each failed check of a gate drain reason is one event of the kind the loop's rules judge."""
+    got = gate_events("n1", reason, 100.0)
+    assert [(e.kind, e.code, e.check) for e in got] == events
+    assert {e.node for e in got} == {"n1"}
+
+
+class Controller:
+    """An in-memory slurmctld for the channels: node records, reservations, the command lines seen."""
+
+    def __init__(self, nodes: dict[str, dict[str, Any]]) -> None:
+        self.nodes = nodes
+        self.reservations: set[str] = set()
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv: Sequence[str]) -> str:
+        args = list(argv)
+        self.calls.append(args)
+        if args[:3] == ["scontrol", "--json", "show"]:
+            names = args[4].split(",") if len(args) > 4 else sorted(self.nodes)
+            return json.dumps({"nodes": [{"name": n, **self.nodes[n]} for n in names if n in self.nodes]})
+        if args[:2] == ["scontrol", "update"]:
+            opts = dict(a.split("=", 1) for a in args[2:])
+            for name in opts["nodename"].split(","):  # the test's names need no hostlist brackets
+                node = self.nodes[name]
+                node["state"] = [w for w in node["state"] if w != "DRAIN"]
+                node["reason"] = ""
+                if opts.get("state") == "drain":
+                    node["state"].append("DRAIN")
+                    node["reason"] = opts["reason"]
+            return ""
+        if args[:3] == ["scontrol", "create", "reservation"]:
+            self.reservations.add(args[3].split("=", 1)[1])
+            return ""
+        if args[:2] == ["scontrol", "delete"]:
+            self.reservations.discard(args[2].split("=", 1)[1])
+            return ""
+        if args[0] == "systemd-run":
+            return ""
+        if args[:2] == ["systemctl", "is-active"]:
+            raise SlurmError("inactive")
+        raise AssertionError(args)
+
+
+def test_the_rack_run_lifts_only_the_loops_drains_and_puts_them_back(tmp_path: Any, monkeypatch: Any) -> None:
+    """For the NCCL run the loop's own drain is lifted inside a root-only maintenance reservation; afterwards it
+    is put back with its reason, while a node someone else drained during the run keeps that drain, and the
+    reservation is deleted."""
+    monkeypatch.setenv("GB300_ROOT", str(tmp_path))
+    ours = f"{PREFIX} XID 79"
+    slurm = Controller(
+        {
+            "a": {"state": ["IDLE", "DRAIN"], "reason": ours},
+            "b": {"state": ["IDLE", "DRAIN"], "reason": ours},
+            "c": {"state": ["IDLE"], "reason": ""},
+        }
+    )
+    runner = SrunNccl(slurm, {"timeoutSeconds": 1800, "bytes": 1024, "ncclTests": "/opt/nccl-tests/build", "env": {}})
+    handle = runner.submit(["a", "b", "c"])
+    assert slurm.reservations == {handle}
+    assert [slurm.nodes[n]["reason"] for n in "abc"] == ["", "", ""]
+    slurm.nodes["b"].update(state=["IDLE", "DRAIN"], reason="gb300-maintenance: Freeze 1234")  # meanwhile
+    (tmp_path / "var/lib/gb300/heal/nccl" / f"{handle}.out").write_text("# nccl-tests output\n")
+    assert runner.collect(handle) == "# nccl-tests output\n"
+    assert slurm.nodes["a"]["reason"] == ours
+    assert slurm.nodes["b"]["reason"] == "gb300-maintenance: Freeze 1234"
+    assert slurm.nodes["c"]["reason"] == ""
+    assert slurm.reservations == set()
+
+
+def test_the_feed_reports_a_gate_reason_once_and_leaves_other_owners_alone() -> None:
+    """A gate reason is reported once, again only when it changes; a down node drained by Scheduled Events is not
+    reported unreachable; a down node nobody drained is, once."""
+    slurm = Controller(
+        {
+            "a": {"state": ["IDLE", "DRAIN"], "reason": "gb300: gpus: 3 GPUs visible, expected 4"},
+            "b": {"state": ["DOWN", "DRAIN"], "reason": "gb300-maintenance: Reboot 1"},
+            "c": {"state": ["DOWN", "NOT_RESPONDING"], "reason": ""},
+        }
+    )
+    view = SlurmView(HealSlurm(run=slurm), slurm)
+    feed = SlurmFeed(view)
+    assert sorted((e.node, e.kind) for e in feed.poll(1.0)) == [("a", "gpu-missing"), ("c", "unreachable")]
+    view.forget()
+    assert feed.poll(2.0) == []
+    slurm.nodes["a"]["reason"] = "gb300: gpus: 2 GPUs visible, expected 4"
+    view.forget()
+    assert [(e.node, e.kind) for e in feed.poll(3.0)] == [("a", "gpu-missing")]
