@@ -86,6 +86,7 @@ def test_dry_run_after_pulumi_up_without_azure_exits_two(
     state = _write(tmp_path, _export(reference_plan))
     assert cli.main(["rollout", "--stack", "reference", "--state", str(state), "--dry-run"]) == 2
     captured = capsys.readouterr()
+    assert captured.err.strip().splitlines()[-1].startswith("gb300 rollout: --dry-run: which racks")
     assert "is Azure's to say" in captured.err
     assert "--azure live" in captured.err
     assert "nothing to roll out" not in captured.out + captured.err

@@ -94,7 +94,7 @@ def _source(args: argparse.Namespace) -> str:
     if not source:
         if args.dry_run:
             raise UsageError(
-                "gb300 rollout --dry-run: which racks run an old node configuration is Azure's to say, and the state "
+                "--dry-run: which racks run an old node configuration is Azure's to say, and the state "
                 "cannot tell ('pulumi up' has already written the new hash there): pass --azure live, or --azure FILE "
                 f"saved with `{instances.SAVE_HINT}`"
             )
