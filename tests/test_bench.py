@@ -42,7 +42,10 @@ def test_bench_reports_state_custom_data_and_cost_next_to_a_baseline(tmp_path: P
             assert sc[mode]["same_resources_as_plan"], mode
         assert sc["overhead_vs_floor-raw_cpu"] > 0
         assert sc["base-overhead_vs_floor-raw_cpu"] > 0
-    assert {"memory-large", "state-per-rack", "custom-data-gpu-node", "overhead-large-raw"} <= set(report["verdicts"])
+    expected = {"memory-large", "state-per-rack", "custom-data-gpu-node", "overhead-large-raw", "baseline-cpu-large"}
+    assert expected <= set(report["verdicts"])
+    ratio = report["scales"]["large"]["toolkit"]["cpu_s"] / report["scales"]["large"]["base-toolkit"]["cpu_s"]
+    assert report["verdicts"]["baseline-cpu-large"]["value"] == pytest.approx(ratio)
     assert "state per rack (1 -> 2 racks)" in proc.stdout
 
 
