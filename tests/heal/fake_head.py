@@ -4,6 +4,10 @@ Run as ``python fake_head.py <command> <args...>`` (a wrapper per command on PAT
 ``$FAKE_HEAD_STATE``: nodes (state words, reason, boot time, Extra, comment), jobs per node, reservations, and
 every command line seen. ``scontrol --json show node`` answers in Slurm 25.11's shape (``nodes[].name``,
 ``state`` a list, ``reason``, ``boot_time`` as ``{"set", "infinite", "number"}``, ``extra``, ``comment``).
+``scontrol --json show job`` answers with the jobs of ``slurm_jobs`` in the shape of Slurm's data_parser
+(``jobs[].job_id``, ``nodes`` a hostlist, ``job_state`` a list, ``start_time``/``end_time`` as
+``{"set", "infinite", "number"}``), as slurmrestd 24.05's ``/slurm/v0.0.41/job`` records show them
+(rackslab/Slurm-web slurmweb/tests/assets/slurmrestd/24.05; 25.11's own output not read).
 ``systemd-run`` runs nothing: it writes the rack run's output (``$FAKE_NCCL_OUTPUT``, an nccl-tests recording) to
 the unit's ``StandardOutput=file:`` path, as the finished unit would have.
 """
@@ -57,6 +61,22 @@ def main() -> int:  # noqa: PLR0912 - one branch per command line the loop sends
                 }
             )
         print(json.dumps({"nodes": nodes}))
+    elif cmd == "scontrol" and args[:3] == ["--json", "show", "job"]:
+
+        def stamp(value: float | None) -> dict[str, Any]:
+            return {"set": value is not None, "infinite": False, "number": int(value or 0)}
+
+        jobs = [
+            {
+                "job_id": int(job["id"]),
+                "nodes": job["nodes"],
+                "job_state": [job["state"]],
+                "start_time": stamp(job.get("start")),
+                "end_time": stamp(job.get("end")),
+            }
+            for job in state.get("slurm_jobs", [])
+        ]
+        print(json.dumps({"jobs": jobs, "last_backfill": stamp(None), "last_update": stamp(None)}))
     elif cmd == "scontrol" and args[0] == "update":
         opts = dict(a.split("=", 1) for a in args[1:])
         for name in _hosts(opts["nodename"]):

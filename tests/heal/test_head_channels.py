@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gb300.heal.head import SlurmFeed, SlurmView, SrunNccl, gate_events
+from gb300.heal.head import JobContext, SlurmFeed, SlurmJobs, SlurmView, SrunNccl, gate_events
 from gb300.heal.loop import PREFIX
 from gb300.heal.ports import HealSlurm
 from gb300.slurm.client import SlurmError
@@ -127,3 +127,61 @@ def test_the_feed_reports_a_gate_reason_once_and_leaves_other_owners_alone() -> 
     slurm.nodes["a"]["reason"] = "gb300: gpus: 2 GPUs visible, expected 4"
     view.forget()
     assert [(e.node, e.kind) for e in feed.poll(3.0)] == [("a", "gpu-missing")]
+
+
+def _job(job_id: int, nodes: str, state: str, start: float, end: float | None) -> dict[str, Any]:
+    """One record of `scontrol --json show job` as Slurm's data_parser writes it (times as set/infinite/number)."""
+    return {
+        "job_id": job_id,
+        "nodes": nodes,
+        "job_state": [state],
+        "start_time": {"set": True, "infinite": False, "number": int(start)},
+        "end_time": {"set": end is not None, "infinite": False, "number": int(end or 0)},
+    }
+
+
+@pytest.mark.parametrize(
+    ("jobs", "host", "expected"),
+    [
+        ([_job(1, "n[01-04]", "COMPLETED", 0, 900), _job(2, "n[03-05]", "FAILED", 100, 950)], "n03", ("2", 950.0)),
+        ([_job(1, "n[01-04]", "FAILED", 0, 950), _job(2, "n[03-05]", "RUNNING", 960, 5000)], "n03", ("2", None)),
+        ([_job(1, "n[01-04]", "COMPLETED", 0, 100)], "n03", None),  # ended longer ago than the horizon
+        ([_job(1, "n[01-04]", "RUNNING", 2000, 9000)], "n03", None),  # starts after the evidence
+        ([_job(1, "n[01-02]", "RUNNING", 0, 9000)], "n03", None),  # another node's job
+    ],
+    ids=["last-ended", "running-first", "too-old", "not-started", "elsewhere"],
+)
+def test_the_job_context_is_the_nodes_running_or_last_ended_job(
+    jobs: list[dict[str, Any]], host: str, expected: tuple[str, float | None] | None
+) -> None:
+    """The job attached to a node's evidence is the one running there, else the one that ended there last within
+    the horizon (the teardown window); jobs of other nodes, or not started yet, are not."""
+    calls: list[list[str]] = []
+
+    def run(argv: Sequence[str]) -> str:
+        calls.append(list(argv))
+        return json.dumps({"jobs": jobs})
+
+    found = SlurmJobs(run).last_on(host, 1000.0, 300.0)
+    assert (None if found is None else (found.job, found.ended)) == expected
+    assert calls == [["scontrol", "--json", "show", "job"]]
+
+
+def test_a_gate_xid_carries_its_job_and_a_teardown_code_after_the_end_is_marked() -> None:
+    """An XID event carries the node's job; XID 45 within the teardown window after that job's end is marked
+    job-teardown, XID 79 is not, and neither is XID 45 while the job still runs."""
+    reason = "gb300: xid: XID in kernel log: 45@0000:01:00.0 79@0000:02:00.0"
+    teardown = (frozenset({45}), 300.0)
+    ended = gate_events("n1", reason, 1000.0, job=JobContext("7", 950.0), teardown=teardown)
+    assert [(e.code, e.job, e.context) for e in ended] == [("45", "7", "job-teardown"), ("79", "7", None)]
+    running = gate_events("n1", reason, 1000.0, job=JobContext("7", None), teardown=teardown)
+    assert [(e.code, e.context) for e in running] == [("45", None), ("79", None)]
+
+
+def test_no_job_list_means_no_job_context() -> None:
+    """When `scontrol --json show job` fails, the evidence is judged as the node's own (no job attached)."""
+
+    def run(argv: Sequence[str]) -> str:
+        raise SlurmError("slurm_load_jobs error: Unable to contact slurm controller")
+
+    assert SlurmJobs(run).last_on("n1", 1000.0, 300.0) is None

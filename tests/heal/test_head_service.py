@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tarfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,9 +33,12 @@ from cryptography.x509.oid import NameOID
 
 from gb300 import config, paths
 from gb300.heal import deploy
+from gb300.heal import head as heal_head
+from gb300.heal import policy as heal_policy
 from gb300.node import context as node_context
 from gb300.ops import payload_publish
 from gb300.plan import PlanResult, run_plan
+from gb300.slurm.hostlist import compress
 from tests.support import plan_custom_data
 
 ROLE_ID = (
@@ -452,3 +456,92 @@ def test_a_node_whose_gate_still_fails_after_the_reboot_climbs_to_reimage(
     assert mine[-1]["Decision"] == "reimage"
     assert head.arm.requests[-1].endswith("/virtualMachines/2/reimage")
     assert "DRAIN" in head.slurm()["nodes"][sick]["state"]
+
+
+def _tick_at(head: Head, now: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One tick of the head's loop at ``now``, in this process with the head's environment (its stand-in scontrol,
+    IMDS and ARM): the settle time the same-job rule waits cannot pass in a test's real time."""
+    for key, value in head.env.items():
+        monkeypatch.setenv(key, value)
+    heal_head.tick(now)
+
+
+def _settle_s(head: Head) -> float:
+    config = json.loads((head.root / "etc/gb300/heal.json").read_text())
+    return heal_policy.from_json(config["policy"]).settle_s
+
+
+def _jobs(head: Head, *jobs: dict[str, Any]) -> None:
+    doc = head.slurm()
+    doc["slurm_jobs"] = list(jobs)
+    head.state.write_text(json.dumps(doc, indent=1))
+
+
+def test_the_same_xid_on_many_nodes_of_one_job_points_at_the_job(head: Head, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four nodes the gate drained for XID 79 right after one job failed on them: the feed attaches the job from
+    `scontrol --json show job`, the loop waits for the job's peers, then judges it the job's fault: no node is
+    drained by the loop and Azure is not called."""
+    now = time.time()
+    crashed = head.hosts[:4]
+    _jobs(
+        head,
+        {"id": 777, "nodes": compress(crashed), "state": "FAILED", "start": now - 7200, "end": now - 30},
+        {"id": 778, "nodes": head.hosts[10], "state": "RUNNING", "start": now - 600, "end": now + 3000},
+    )
+    for host in crashed:
+        head.set_node(host, state=["IDLE", "DRAIN"], reason=XID_REASON)
+
+    _tick_at(head, now, monkeypatch)
+    assert not [d for d in head.decisions() if d["Decision"] in ("suspect", "drain")]  # waiting for the peers
+    _tick_at(head, now + _settle_s(head) + 1, monkeypatch)
+
+    ignored = {d["Node"]: d["Reason"] for d in head.decisions() if d["Decision"] == "ignore"}
+    assert set(ignored) == set(crashed)
+    assert all("nodes of job 777" in reason for reason in ignored.values())
+    assert not [r for r in head.arm.requests if r.startswith("POST")]
+    assert not any(n["reason"].startswith("gb300-heal:") for n in head.slurm()["nodes"].values())
+    assert ["scontrol", "--json", "show", "job"] in head.slurm()["calls"]
+
+
+def test_an_xid_on_one_node_of_a_running_job_is_the_nodes(head: Head, monkeypatch: pytest.MonkeyPatch) -> None:
+    """XID 79 on one node of a four-node job that still runs: no peer reports it, so after the settle time the
+    loop drains that node and restarts its VM."""
+    now = time.time()
+    _jobs(
+        head, {"id": 779, "nodes": compress(head.hosts[:4]), "state": "RUNNING", "start": now - 60, "end": now + 7200}
+    )
+    sick = head.hosts[2]
+    head.set_node(sick, state=["MIXED", "DRAIN"], reason=XID_REASON)
+
+    _tick_at(head, now, monkeypatch)
+    assert not [r for r in head.arm.requests if r.startswith("POST")]
+    _tick_at(head, now + _settle_s(head) + 1, monkeypatch)
+    [suspect] = [d for d in head.decisions() if d["Decision"] == "suspect"]
+    assert suspect["Node"] == sick
+    assert "job 779, no peer reported it" in suspect["Reason"]
+    assert head.slurm()["nodes"][sick]["reason"].startswith("gb300-heal: XID 79")
+
+
+@pytest.mark.parametrize(("ended_ago", "acted"), [(20, False), (3600, True)], ids=["at-teardown", "long-after"])
+def test_a_teardown_xid_drain_is_judged_by_the_jobs_end(
+    head: Head, monkeypatch: pytest.MonkeyPatch, ended_ago: float, acted: bool
+) -> None:
+    """A gate drain for XID 45 (from a node whose gate could not apply the rule itself) right after its job ended
+    is teardown and ignored; an hour after the job's end it is the node's evidence and the loop acts."""
+    now = time.time()
+    host = head.hosts[5]
+    _jobs(head, {"id": 780, "nodes": host, "state": "COMPLETED", "start": now - 9000, "end": now - ended_ago})
+    head.set_node(
+        host,
+        state=["IDLE", "DRAIN"],
+        reason="gb300: xid: XID in kernel log: 45@0000:01:00.0 (reboot or report the node)",
+    )
+    _tick_at(head, now, monkeypatch)
+    decisions = [d for d in head.decisions() if d["Node"] == host]
+    if acted:
+        assert [d["Decision"] for d in decisions][:2] == ["suspect", "drain"]
+    else:
+        [ignore] = decisions
+        assert ignore["Decision"] == "ignore"
+        assert "teardown" in ignore["Reason"]
+        assert not head.slurm()["nodes"][host]["reason"].startswith("gb300-heal:")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -502,3 +503,81 @@ def test_a_lasting_soft_failure_drains_once(sandbox: Sandbox) -> None:
     rc, calls = run_check(sandbox)
     assert rc == 1
     assert drains(calls) == [drain]  # the calls log is cumulative: still only the first drain
+
+
+BOOT_ID = "5f0c2b7e-8d1a-4c55-9e3b-2a6f1d0c9b41"
+TEARDOWN_WINDOW = SPEC.xid_teardown_window_s  # data/remediation.yaml evidence.xid.teardownBenign
+
+
+def _xid45_at(sandbox: Sandbox, seconds: float) -> None:
+    """The clean kernel log plus an XID 45 (the driver's preemptive cleanup) at ``seconds`` since boot."""
+    clean = (FIXTURES / "dmesg.clean.txt").read_text()
+    line = f"[{seconds:12.6f}] NVRM: Xid (PCI:0009:06:00): 45, pid=3121, name=python, Ch 00000008\n"
+    sandbox.answer("dmesg", clean + line)
+
+
+def _job_ends(sandbox: Sandbox, job: str, uptime: float) -> subprocess.CompletedProcess[str]:
+    """Job ``job`` ends with the node up ``uptime`` seconds: the Slurm epilog runs the gate with --epilog."""
+    sandbox.write("proc/uptime", f"{uptime:.2f} 1000.00\n")
+    return sandbox.run("gb300-health-check", "--epilog", env={"GB300_NODENAME": NODE, "SLURM_JOB_ID": job})
+
+
+def test_the_teardown_xid_is_read_from_the_remediation_data() -> None:
+    """The gate's teardown codes and window are data/remediation.yaml's, and XID 45 is one of them."""
+    assert 45 in SPEC.xid_teardown
+    assert TEARDOWN_WINDOW > 0
+    env = render_health_env(SPEC, soft_failures_to_drain=1, nvme_mount="/mnt/resource_nvme", mounts=())
+    assert f"GB300_XID_TEARDOWN_WINDOW_S={TEARDOWN_WINDOW}\n" in env
+    assert "GB300_XID_TEARDOWN=" in env
+
+
+def test_xid_45_at_a_jobs_teardown_is_benign_in_the_epilog_and_after(sandbox: Sandbox) -> None:
+    """An XID 45 logged seconds before the epilog of the job that just ended is logged as benign, not drained:
+    neither by the epilog's run nor by slurmd's periodic runs afterwards, while the kernel log still holds it."""
+    healthy(sandbox)
+    sandbox.write("proc/sys/kernel/random/boot_id", BOOT_ID + "\n")
+    _xid45_at(sandbox, 8120.0)
+    result = _job_ends(sandbox, "4242", 8123.0)
+    assert result.returncode == 0, result.stderr
+    assert drains(sandbox.calls("scontrol")) == []
+    ends = sandbox.root / "var/lib/gb300/health/job-ends"
+    boot, uptime, _, job = ends.read_text().split()
+    assert (boot, float(uptime), job) == (BOOT_ID, 8123.0, "4242")
+    assert ends.stat().st_mode & 0o077 == 0  # root only
+    [note] = [c for c in sandbox.calls("logger") if "benign" in c]
+    assert "45@0009:06:00 job 4242" in note
+
+    sandbox.write("proc/uptime", f"{8123.0 + 10 * TEARDOWN_WINDOW:.2f} 1000.00\n")  # much later, another run
+    rc, calls = run_check(sandbox)
+    assert rc == 0
+    assert drains(calls) == []
+    assert len([c for c in sandbox.calls("logger") if "benign" in c]) == 1  # logged once, not every run
+
+
+@pytest.mark.parametrize(
+    ("xid_at", "boot_id"),
+    [(8123.0 - 2 * TEARDOWN_WINDOW, BOOT_ID), (8123.0 + 2 * TEARDOWN_WINDOW, BOOT_ID), (8120.0, "another-boot")],
+    ids=["long-before-the-end", "long-after-the-end", "end-recorded-in-another-boot"],
+)
+def test_xid_45_away_from_a_jobs_end_drains(sandbox: Sandbox, xid_at: float, boot_id: str) -> None:
+    """An XID 45 outside the window around every job end of this boot is a fault: the node drains for it."""
+    healthy(sandbox)
+    sandbox.write("proc/sys/kernel/random/boot_id", BOOT_ID + "\n")
+    sandbox.write("var/lib/gb300/health/job-ends", f"{boot_id} 8123.00 1764600000 4242\n")
+    _xid45_at(sandbox, xid_at)
+    sandbox.write("proc/uptime", f"{xid_at + 60:.2f} 1000.00\n")
+    rc, calls = run_check(sandbox)
+    assert rc == 1
+    [drain] = drains(calls)
+    assert "reason=gb300: xid: XID in kernel log: 45@0009:06:00" in drain
+
+
+def test_only_teardown_codes_are_excused_at_a_jobs_end(sandbox: Sandbox) -> None:
+    """XID 79 (fallen off the bus) in the epilog of a job that just ended is still a fault and drains."""
+    healthy(sandbox)
+    sandbox.write("proc/sys/kernel/random/boot_id", BOOT_ID + "\n")
+    sandbox.answer_fixture("dmesg", "dmesg.xid79.txt")  # XID 79 at 8123.55 s
+    result = _job_ends(sandbox, "4242", 8125.0)
+    assert result.returncode == 0
+    [drain] = drains(sandbox.calls("scontrol"))
+    assert "xid: XID in kernel log: 79@0009:06:00" in drain

@@ -11,6 +11,8 @@ The channels (:mod:`gb300.heal.ports`), on the head:
   ``scontrol update``/``requeue``/``create reservation``/``delete reservation`` (:class:`SlurmView`);
 * node evidence (:class:`SlurmFeed`): the health gate's drain reasons (``gb300: <check>: <value>; ...``), each
   failed check an event of the kind the loop judges, and nodes Slurm sees DOWN or NOT_RESPONDING (``unreachable``);
+  an XID event carries the job that ran on the node last (:class:`SlurmJobs`, ``scontrol --json show job``), so the
+  same-job rule can tell one crashed job on many nodes from many sick nodes;
 * the gate's verdict for a recheck (:class:`SlurmProbe`): down is no answer, a ``gb300:`` reason is a failure,
   a node comment ``gb300-gate: <result>`` (published by ``gb300-heal-publish`` on GPU nodes) is the gate's last
   result, otherwise a pass;
@@ -50,7 +52,7 @@ from gb300.heal.evidence import Event, parse_gate_result
 from gb300.heal.loop import PREFIX, Remediator
 from gb300.heal.ports import HealSlurm, Sink, decision_record, file_sink
 from gb300.slurm.client import HEALTH_PREFIX, Runner, SlurmError, run_local
-from gb300.slurm.hostlist import compress
+from gb300.slurm.hostlist import compress, expand
 
 CONFIG = "/etc/gb300/heal.json"
 STATE = "/var/lib/gb300/heal/state.json"
@@ -124,15 +126,96 @@ class SlurmView:
         return str(self.records().get(host, {}).get("comment") or "")
 
 
-def gate_events(host: str, reason: str, now: float) -> list[Event]:
-    """The events a health gate drain reason (``gb300: <check>: <value>[; ...]``) stands for."""
+@dataclass(frozen=True)
+class JobContext:
+    """The job that ran on a node last, as slurmctld still holds it: its id, and when it ended (None: running)."""
+
+    job: str
+    ended: float | None
+
+
+def _time(value: Any) -> float | None:
+    """A Slurm JSON time (``{"set", "infinite", "number"}`` since 23.11, a bare number before); None when unset."""
+    if isinstance(value, Mapping):
+        if not value.get("set", True) or value.get("infinite"):
+            return None
+        value = value.get("number")
+    number = float(value or 0)
+    return number or None
+
+
+@dataclass
+class SlurmJobs:
+    """Jobs slurmctld holds: running ones, and finished ones for ``MinJobAge`` seconds (slurm.conf(5); 300 by
+    default). Read at most once per tick with ``scontrol --json show job``, and only when a gate drain names an XID.
+
+    Each record's ``job_id``, ``nodes`` (a hostlist), ``job_state`` (a list), ``start_time`` and ``end_time``
+    (``{"set", "infinite", "number"}``) are read; a running job's ``end_time`` is its time limit, so ``job_state``
+    decides whether it ended.
+    """
+
+    run: Runner
+    _jobs: list[tuple[str, frozenset[str], float | None, float | None, bool]] | None = None
+
+    def _load(self) -> list[tuple[str, frozenset[str], float | None, float | None, bool]]:
+        if self._jobs is None:
+            try:
+                doc = json.loads(self.run(["scontrol", "--json", "show", "job"]) or "{}")
+            except (SlurmError, ValueError):
+                doc = {}  # no job context: the evidence is judged as the node's own
+            jobs = []
+            for raw in doc.get("jobs") or []:
+                nodes = str(raw.get("nodes") or "")
+                if not nodes or raw.get("job_id") is None:
+                    continue
+                states = raw.get("job_state")
+                words = {str(w).upper() for w in (states if isinstance(states, list) else [states or ""])}
+                running = bool(words & {"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING"})
+                hosts = frozenset(expand(nodes))
+                jobs.append(
+                    (str(raw["job_id"]), hosts, _time(raw.get("start_time")), _time(raw.get("end_time")), running)
+                )
+            self._jobs = jobs
+        return self._jobs
+
+    def last_on(self, host: str, now: float, horizon_s: float) -> JobContext | None:
+        """The job running on ``host``, else the one that ended there last, if that was at most ``horizon_s`` ago."""
+        best: JobContext | None = None
+        for job, hosts, start, end, running in self._load():
+            if host not in hosts or (start is not None and start > now):
+                continue
+            if running:
+                return JobContext(job, None)
+            if end is not None and now - end <= horizon_s and (best is None or (best.ended or 0) < end):
+                best = JobContext(job, end)
+        return best
+
+
+def gate_events(
+    host: str,
+    reason: str,
+    now: float,
+    *,
+    job: JobContext | None = None,
+    teardown: tuple[frozenset[int], float] = (frozenset(), 0.0),
+) -> list[Event]:
+    """The events a health gate drain reason (``gb300: <check>: <value>[; ...]``) stands for.
+
+    An XID event carries ``job`` (the node's last job, :class:`SlurmJobs`): the loop waits for the job's other nodes
+    before judging it. A teardown code (``teardown``: codes and window, ``evidence.xid.teardownBenign``) whose job
+    ended at most the window before now is marked ``job-teardown``, the same rule the gate applies on the node.
+    """
     text = reason.removeprefix(HEALTH_PREFIX).strip().removeprefix("boot check:").strip()
     result = parse_gate_result(f"fail: {text}")
+    codes_benign, window = teardown
     events: list[Event] = []
     for check, message in result.failures:
         if check == "xid":
             codes = _XID.findall(message) or ["0"]
-            events.extend(Event(now, host, "xid", code) for code in dict.fromkeys(codes))
+            for code in dict.fromkeys(codes):
+                ended = job is not None and job.ended is not None and now - job.ended <= window
+                context = "job-teardown" if ended and int(code) in codes_benign else None
+                events.append(Event(now, host, "xid", code, context=context, job=job.job if job else None))
             continue
         kind, code = CHECK_KINDS.get(check, ("check-failed", None))
         events.append(Event(now, host, kind, code, check if kind == "check-failed" else None))
@@ -146,6 +229,8 @@ class SlurmFeed:
     view: SlurmView
     seen: dict[str, str] = field(default_factory=dict)  # node -> the last gate reason or "down" it reported
     skip: Callable[[str], bool] = lambda _host: False
+    jobs: SlurmJobs | None = None
+    teardown: tuple[frozenset[int], float] = (frozenset(), 0.0)  # evidence.xid.teardownBenign: codes, window
 
     def poll(self, now: float) -> list[Event]:
         events: list[Event] = []
@@ -158,7 +243,10 @@ class SlurmFeed:
             if reason.startswith(HEALTH_PREFIX):
                 if self.seen.get(host) != reason:
                     self.seen[host] = reason
-                    events.extend(gate_events(host, reason, now))
+                    job = None
+                    if self.jobs is not None and _XID.search(reason) and "xid:" in reason:
+                        job = self.jobs.last_on(host, now, self.teardown[1])
+                    events.extend(gate_events(host, reason, now, job=job, teardown=self.teardown))
             elif down and not (reason and not reason.startswith(PREFIX)):
                 if self.seen.get(host) != "down":
                     self.seen[host] = "down"
@@ -380,7 +468,12 @@ def tick(
         slurm = HealSlurm(run=run)
         view = SlurmView(slurm, run)
         halts: list[Mapping[str, Any]] = []
-        feed = SlurmFeed(view, dict(saved.get("feed", {})))
+        feed = SlurmFeed(
+            view,
+            dict(saved.get("feed", {})),
+            jobs=SlurmJobs(run),
+            teardown=(policy.teardown_xids, policy.teardown_window_s),
+        )
         nccl = SrunNccl(run, config["revalidate"], dict(saved.get("nccl", {})))
         loop = Remediator(
             policy=policy,
@@ -498,4 +591,15 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["SlurmFeed", "SlurmProbe", "SlurmTopology", "SlurmView", "SrunNccl", "gate_events", "main", "tick"]
+__all__ = [
+    "JobContext",
+    "SlurmFeed",
+    "SlurmJobs",
+    "SlurmProbe",
+    "SlurmTopology",
+    "SlurmView",
+    "SrunNccl",
+    "gate_events",
+    "main",
+    "tick",
+]

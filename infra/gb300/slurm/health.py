@@ -76,6 +76,8 @@ class HealthSpec:
     dcgm_level_epilog: int
     xid_warning: tuple[int, ...]
     checks: tuple[CheckSpec, ...]
+    xid_teardown: tuple[int, ...]
+    xid_teardown_window_s: int
     fabric_health: tuple[tuple[str, str], ...]
     field_watches: tuple[FieldWatch, ...]
     ib_link_downed_count: int
@@ -92,6 +94,13 @@ class HealthSpec:
 @functools.cache
 def _data() -> dict[str, Any]:
     return data("health.yaml")
+
+
+def _teardown() -> dict[str, Any]:
+    """The teardown rule's one home: ``data/remediation.yaml`` ``evidence.xid.teardownBenign`` (the head's loop
+    reads the same entry through :mod:`gb300.heal.policy`)."""
+    rule: dict[str, Any] = data("remediation.yaml")["evidence"]["xid"]["teardownBenign"]
+    return rule
 
 
 def _threshold(raw: dict[str, Any] | None) -> Threshold | None:
@@ -172,6 +181,8 @@ def health_spec(
         dcgm_level_epilog=int(defaults["epilogDcgmDiagLevel"]["value"]),
         xid_warning=tuple(int(x) for x in defaults["xidWarning"]["value"]),
         checks=checks,
+        xid_teardown=tuple(int(x) for x in _teardown()["value"]),
+        xid_teardown_window_s=int(_teardown()["withinSecondsOfJobEnd"]),
         fabric_health=tuple((str(k), str(v)) for k, v in defaults["fabricHealth"]["expected"].items()),
         field_watches=_watches(defaults["fieldWatches"]["watches"], checks),
         ib_link_downed_count=int(defaults["ibLinkDowned"]["count"]),
@@ -218,6 +229,9 @@ def render_health_env(
         "GB300_DCGM_DIAG_LEVEL_PERIODIC": str(spec.dcgm_level_periodic),
         "GB300_DCGM_DIAG_LEVEL_EPILOG": str(spec.dcgm_level_epilog),
         "GB300_XID_WARNING": _words(spec.xid_warning),
+        # XIDs of a job's teardown: benign within this many seconds of a job's end on the node (remediation.yaml).
+        "GB300_XID_TEARDOWN": _words(spec.xid_teardown),
+        "GB300_XID_TEARDOWN_WINDOW_S": str(spec.xid_teardown_window_s),
         "GB300_SOFT_CHECKS": " ".join(c.name for c in spec.checks if c.check_class == "soft"),
         # What does not run in each mode (shorter than what does: custom data is size-limited).
         **{
