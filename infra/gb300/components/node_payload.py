@@ -34,7 +34,7 @@ from pulumi_command import local
 from gb300 import paths
 from gb300 import tags as gb300_tags
 from gb300.components.private_link import PrivateLinkArgs, endpoint_in_zone
-from gb300.components.storage import ip_rules, soft_deleting_blob_service
+from gb300.components.storage import ip_rules, soft_deleting_blob_service, storage_account
 from gb300.facts import roles, storage_facts
 
 READER = "Storage Blob Data Reader"
@@ -123,23 +123,15 @@ class NodePayloads(pulumi.ComponentResource):
         account_name = pulumi.Output.from_input(args.subscription_id).apply(
             lambda sub: payload_account_name(args.cluster_name, args.location, sub)
         )
-        account = storage.StorageAccount(
+        account = storage_account(
             f"{name}-account",
             account_name=account_name,
             resource_group_name=args.resource_group_name,
             location=args.location,
-            kind=storage.Kind.STORAGE_V2,
-            sku=storage.SkuArgs(name=storage.SkuName.STANDARD_LRS),
-            access_tier=storage.AccessTier.HOT,
-            allow_blob_public_access=False,
-            allow_shared_key_access=False,
-            default_to_o_auth_authentication=True,
-            minimum_tls_version=storage.MinimumTlsVersion.TLS1_2,
-            enable_https_traffic_only=True,
+            purpose=gb300_tags.STORAGE_PURPOSE_NODE_PAYLOAD,
+            tags=args.tags,
             public_network_access="Enabled",
             network_rule_set=network_access(args.upload_source_ranges),
-            allow_cross_tenant_replication=False,
-            tags=gb300_tags.storage_account(args.tags, gb300_tags.STORAGE_PURPOSE_NODE_PAYLOAD),
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
         service = soft_deleting_blob_service(

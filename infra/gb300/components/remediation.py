@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pulumi
-from pulumi_azure_native import managedidentity
 
+from gb300.components.identity import user_assigned_identity
 from gb300.facts import roles
 
 
@@ -37,14 +37,7 @@ class RemediationIdentity(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: RemediationIdentityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gb300:heal:RemediationIdentity", name, None, opts)
-        uai = managedidentity.UserAssignedIdentity(
-            f"{name}-id",
-            resource_name_=f"{name}-id",
-            resource_group_name=args.resource_group_name,
-            location=args.location,
-            tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        uai = user_assigned_identity(self, name, args.resource_group_name, args.location, args.tags)
         roles.assign_definition(
             f"{name}-role",
             definition=args.role_definition_id,

@@ -276,9 +276,51 @@ def ip_rules(ranges: tuple[str, ...]) -> list[storage.IPRuleArgs]:
     return rules
 
 
-def closed_network() -> tuple[str, storage.NetworkRuleSetArgs]:
+def closed_network() -> tuple[Literal["Disabled"], storage.NetworkRuleSetArgs]:
     """The data account's ``publicNetworkAccess`` and rule set: closed to every public address."""
     return "Disabled", storage.NetworkRuleSetArgs(default_action=storage.DefaultAction.DENY, bypass="None")
+
+
+def storage_account(
+    name: str,
+    *,
+    account_name: pulumi.Input[str],
+    resource_group_name: pulumi.Input[str],
+    location: str,
+    purpose: str,
+    tags: dict[str, str],
+    public_network_access: Literal["Enabled", "Disabled"],
+    network_rule_set: storage.NetworkRuleSetArgs,
+    opts: pulumi.ResourceOptions,
+    shared_key_access: bool = False,
+    hierarchical_namespace: bool | None = None,
+) -> storage.StorageAccount:
+    """A gb300 storage account (the data account here, the payload account in :mod:`gb300.components.node_payload`):
+    StorageV2, Standard LRS, hot tier, no anonymous blob access, Entra ID by default
+    (``defaultToOAuthAuthentication``), TLS 1.2, HTTPS only, no cross-tenant replication, tagged with the cluster's
+    tags and ``purpose`` (:func:`gb300.tags.storage_account`). What the accounts differ in is an argument: their
+    public endpoint, account keys (off unless ``shared_key_access``) and the hierarchical namespace (None leaves it
+    undeclared)."""
+    return storage.StorageAccount(
+        name,
+        account_name=account_name,
+        resource_group_name=resource_group_name,
+        location=location,
+        kind=storage.Kind.STORAGE_V2,
+        sku=storage.SkuArgs(name=storage.SkuName.STANDARD_LRS),
+        access_tier=storage.AccessTier.HOT,
+        is_hns_enabled=hierarchical_namespace,
+        allow_blob_public_access=False,
+        allow_shared_key_access=shared_key_access,
+        default_to_o_auth_authentication=True,
+        minimum_tls_version=storage.MinimumTlsVersion.TLS1_2,
+        enable_https_traffic_only=True,
+        public_network_access=public_network_access,
+        network_rule_set=network_rule_set,
+        allow_cross_tenant_replication=False,
+        tags=gb300_tags.storage_account(tags, purpose),
+        opts=opts,
+    )
 
 
 def soft_deleting_blob_service(
@@ -320,26 +362,19 @@ class BlobStore(pulumi.ComponentResource):
         super().__init__("gb300:storage:BlobStore", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         public_access, rule_set = closed_network()
-        account = storage.StorageAccount(
+        account = storage_account(
             f"{name}-account",
             account_name=pulumi.Output.from_input(args.subscription_id).apply(lambda sub: account_name(args, sub)),
             resource_group_name=args.resource_group_name,
             location=args.location,
-            kind=storage.Kind.STORAGE_V2,
-            sku=storage.SkuArgs(name=storage.SkuName.STANDARD_LRS),
-            access_tier=storage.AccessTier.HOT,
-            is_hns_enabled=args.hierarchical_namespace,
-            allow_blob_public_access=False,
-            # Azure's Lustre blob integration requires account key access (amlfs-prerequisites, "Blob integration
-            # prerequisites": "Access keys ... set to Enabled"); the nodes still use Entra ID only.
-            allow_shared_key_access=args.lustre is not None,
-            default_to_o_auth_authentication=True,
-            minimum_tls_version=storage.MinimumTlsVersion.TLS1_2,
-            enable_https_traffic_only=True,
+            purpose=gb300_tags.STORAGE_PURPOSE_DATA,
+            tags=args.tags,
             public_network_access=public_access,
             network_rule_set=rule_set,
-            allow_cross_tenant_replication=False,
-            tags=gb300_tags.storage_account(args.tags, gb300_tags.STORAGE_PURPOSE_DATA),
+            # Azure's Lustre blob integration requires account key access (amlfs-prerequisites, "Blob integration
+            # prerequisites": "Access keys ... set to Enabled"); the nodes still use Entra ID only.
+            shared_key_access=args.lustre is not None,
+            hierarchical_namespace=args.hierarchical_namespace,
             opts=stateful_options(storage.StorageAccount, self, allow_replace=args.allow_replace),
         )
         service = soft_deleting_blob_service(
