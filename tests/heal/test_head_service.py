@@ -35,9 +35,11 @@ from gb300 import config, paths
 from gb300.heal import deploy
 from gb300.heal import head as heal_head
 from gb300.heal import policy as heal_policy
+from gb300.heal.ports import HealSlurm
 from gb300.node import context as node_context
 from gb300.ops import payload_publish
 from gb300.plan import PlanResult, run_plan
+from gb300.slurm.client import run_local
 from gb300.slurm.hostlist import compress
 from tests.support import plan_custom_data
 
@@ -432,10 +434,11 @@ def test_the_plan_grants_the_operators_role_to_the_heads_own_identity_only(
 
 
 def test_a_node_whose_gate_still_fails_after_the_reboot_climbs_to_reimage(
-    head: Head, heal_plan: PlanResult, heal_raw: dict[str, Any], tmp_path: Path
+    head: Head, heal_plan: PlanResult, heal_raw: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The GPU node's gb300-heal-publish (from its own payload) puts the gate's failing boot verdict in its Slurm
-    record after the reboot; the head's next tick rechecks with it, records the failure and reimages the VM."""
+    """The GPU node's gb300-heal-publish (from its own payload) puts the gate's failing boot verdict, and the
+    physical host its KVP pool names, in its Slurm record after the reboot; the head reads the host (for a Guest
+    Health Report) and on its next tick rechecks with the verdict, records the failure and reimages the VM."""
     sick = head.hosts[2]
     head.set_node(sick, state=["IDLE", "DRAIN"], reason=XID_REASON)
     assert head.run("tick").returncode == 0
@@ -443,11 +446,25 @@ def test_a_node_whose_gate_still_fails_after_the_reboot_climbs_to_reimage(
     _extract(_payload(heal_plan, heal_raw, node_context.GPU_NODE), gpu)
     (gpu / "var/lib/gb300/health").mkdir(parents=True, exist_ok=True)
     (gpu / "var/lib/gb300/health/boot.result").write_text("fail: xid: XID in kernel log: 79@0000:01:00.0\n")
+    kvp = gpu / "var/lib/hyperv/.kvp_pool_3"  # Hyper-V KVP records: 512-byte key, 2048-byte value
+    kvp.parent.mkdir(parents=True)
+    kvp.write_bytes(
+        b"VirtualMachineName".ljust(512, b"\0")
+        + b"vm".ljust(2048, b"\0")
+        + b"PhysicalHostName".ljust(512, b"\0")
+        + b"GBHOST-0042".ljust(2048, b"\0")
+    )
     env = {**head.env, "GB300_ROOT": str(gpu), "GB300_NODENAME": sick}
     tool = gpu / "usr/local/sbin/gb300-heal-publish"
     published = subprocess.run([str(tool)], env=env, capture_output=True, text=True, check=False, timeout=60)
     assert published.returncode == 0, published.stderr
-    assert head.slurm()["nodes"][sick]["comment"] == "gb300-gate: fail: xid: XID in kernel log: 79@0000:01:00.0"
+    assert head.slurm()["nodes"][sick]["comment"] == (
+        "gb300-gate: fail: xid: XID in kernel log: 79@0000:01:00.0 | gb300-host: GBHOST-0042"
+    )
+    for key, value in head.env.items():
+        monkeypatch.setenv(key, value)
+    view = heal_head.SlurmView(HealSlurm(run=run_local), run_local)
+    assert heal_head.SlurmProbe(view).physical_host(sick) == "GBHOST-0042"
 
     assert head.run("tick").returncode == 0, head.run("status").stdout
     mine = [d for d in head.decisions() if d["Node"] == sick]

@@ -62,6 +62,9 @@ VIEW = "/var/lib/gb300/heal/topology.conf"
 NCCL_DIR = "/var/lib/gb300/heal/nccl"
 CLIENT_ID_TAG = gb300_tags.HEAL_CLIENT_ID
 GATE_COMMENT = "gb300-gate:"
+# gb300-heal-publish appends the node's physical host (Hyper-V KVP pool 3) to its gate comment after this mark, so
+# the head can name the old host in a Guest Health Report before a redeploy moves the VM.
+HOST_MARK = " | gb300-host:"
 """Prefix of the node comment ``gb300-heal-publish`` writes on GPU nodes: the gate's last result."""
 _DOWN = frozenset({"DOWN", "NOT_RESPONDING", "NO_RESPOND", "POWERED_DOWN", "FAIL", "UNKNOWN"})
 _XID = re.compile(r"\b(\d+)@")
@@ -258,7 +261,8 @@ class SlurmFeed:
 
 @dataclass
 class SlurmProbe:
-    """The gate's verdict on a node as Slurm shows it; no KVP pool from here (Guest Health Reports are skipped)."""
+    """The gate's verdict on a node and the physical host it runs on, as its Slurm record shows them (gb300-heal-publish
+    writes both into the node's comment)."""
 
     view: SlurmView
 
@@ -269,13 +273,17 @@ class SlurmProbe:
         reason = self.view.reason(host)
         if reason.startswith(HEALTH_PREFIX):
             return HEALTH_PREFIX + " " + reason.removeprefix(HEALTH_PREFIX).strip().removeprefix("boot check:").strip()
-        comment = self.view.comment(host)
+        comment = self.view.comment(host).split(HOST_MARK, 1)[0]
         if comment.startswith(GATE_COMMENT):
             return comment.removeprefix(GATE_COMMENT).strip()
         return "pass"
 
-    def kvp_pool(self, host: str) -> bytes | None:
-        return None
+    def physical_host(self, host: str) -> str | None:
+        self.view.forget()  # read just before a redeploy: the host the VM is on now
+        comment = self.view.comment(host)
+        if not comment.startswith(GATE_COMMENT) or HOST_MARK not in comment:
+            return None
+        return comment.split(HOST_MARK, 1)[1].strip() or None
 
 
 @dataclass

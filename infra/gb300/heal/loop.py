@@ -363,14 +363,8 @@ class Remediator:
     # Guest Health Report, topology, records
 
     def _physical_host(self, host: str) -> str | None:
-        """The physical host name from the node's KVP pool 3, read with nccl-eval's parser (before it moves)."""
-        pool = self.probe.kvp_pool(host)
-        if pool is None:
-            return None
-        try:
-            return str(nccl_eval().physical_host(pool)) or None
-        except ValueError:
-            return None
+        """The physical host the node runs on now (read before a redeploy moves it), as the node reports it."""
+        return self.probe.physical_host(host)
 
     def _report(self, case: Case, now: float) -> None:
         if not case.physical_host:

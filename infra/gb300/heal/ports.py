@@ -43,11 +43,12 @@ class HealSlurm(Slurm):
 
 
 class NodeProbe(Protocol):
-    """The node's own view: its gate result (``boot.result`` format) and its Hyper-V KVP pool 3 bytes."""
+    """The node's own view: its gate result (``boot.result`` format) and the physical host it runs on, as its Hyper-V
+    KVP pool 3 names it (``PhysicalHostNameFullyQualified`` or ``PhysicalHostName``), or None when unknown."""
 
     def gate_result(self, host: str) -> str | None: ...
 
-    def kvp_pool(self, host: str) -> bytes | None: ...
+    def physical_host(self, host: str) -> str | None: ...
 
 
 class NcclRunner(Protocol):

@@ -262,11 +262,12 @@ class World:
                 failures.append(f"{check}: {message.format(code=event.code)}")
         return "fail: " + "; ".join(dict.fromkeys(failures)) if failures else "pass"
 
-    def kvp_pool(self, host: str) -> bytes | None:
-        """Hyper-V KVP pool 3 records (512-byte key, 2048-byte value) with the node's physical host name."""
+    def physical_host(self, host: str) -> str | None:
+        """The name in a Hyper-V KVP pool 3 record (512-byte key, 2048-byte value), read with nccl-eval's parser."""
         if self._unreachable(host):
             return None
-        return b"PhysicalHostName".ljust(512, b"\0") + f"SIMHOST-{host}".encode().ljust(2048, b"\0")
+        pool = b"PhysicalHostName".ljust(512, b"\0") + f"SIMHOST-{host}".encode().ljust(2048, b"\0")
+        return str(nccl_eval().physical_host(pool)) or None
 
     def submit(self, hosts: Sequence[str]) -> str:
         handle = f"nccl-{len(self.nccl_runs) + 1}"
