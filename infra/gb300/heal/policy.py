@@ -124,7 +124,8 @@ def load(settings: RemediationSettings) -> Policy:
     }
     ghr = raw["azure"]["guestHealthReport"]
     return Policy(
-        xid_warning=_int_set(xid["warning"]["value"], "evidence.xid.warning"),
+        # The gate's own list (data/health.yaml xidWarning): one home for what is never a drain.
+        xid_warning=_int_set(data("health.yaml")["defaults"]["xidWarning"]["value"], "xidWarning"),
         teardown_xids=_int_set(xid["teardownBenign"]["value"], "evidence.xid.teardownBenign"),
         teardown_window_s=float(xid["teardownBenign"]["withinSecondsOfJobEnd"]),
         same_job_nodes=int(xid["sameJobNodes"]["value"]),
