@@ -203,3 +203,43 @@ def test_the_path_check_catches_a_moved_file() -> None:
         "tests/test_doc_links.py::test_gone",
         "gb300.rules.nowhere",
     ]
+
+
+DOC_ANCHOR = re.compile(r"docs/([\w-]+\.md)#([\w-]+)")
+
+
+def source_anchor_problems(root: Path) -> list[str]:
+    """Each ``docs/<page>.md#<anchor>`` that code, templates or data name (help texts, docstrings, comments) and
+    that leads to no heading of that page (``docs/page.md#anchor`` is the docs generator's own example)."""
+    problems = []
+    for top in ("infra", "templates", "policies"):
+        for path in sorted((root / top).rglob("*")):
+            if not path.is_file() or SKIP_DIRS.intersection(path.parts) or path.suffix in {".pyc", ".png"}:
+                continue
+            try:
+                text = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                continue
+            for page, anchor in DOC_ANCHOR.findall(text):
+                if page == "page.md":
+                    continue
+                dest = root / "docs" / page
+                if not dest.exists() or anchor not in anchors(dest):
+                    problems.append(f"{_shown(path)}: docs/{page}#{anchor}")
+    return problems
+
+
+def test_anchors_named_in_code_resolve() -> None:
+    """A help text or comment that sends a reader to docs/x.md#section finds that section."""
+    assert source_anchor_problems(ROOT) == []
+
+
+def test_the_code_anchor_check_catches_a_moved_section(tmp_path: Path) -> None:
+    """A help text naming a section that is not a heading of its page is reported with the file that names it."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "x.md").write_text("# X\n\n## Simulating a scenario\n", encoding="utf-8")
+    (tmp_path / "infra").mkdir()
+    (tmp_path / "infra" / "cli.py").write_text(
+        'HELP = "see docs/x.md#scenarios; docs/x.md#simulating-a-scenario"\n', encoding="utf-8"
+    )
+    assert source_anchor_problems(tmp_path) == [f"{tmp_path / 'infra' / 'cli.py'}: docs/x.md#scenarios"]

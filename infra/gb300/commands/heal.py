@@ -38,7 +38,9 @@ def add_parser(subparsers: Any) -> None:
     )
     sub = parser.add_subparsers(dest="heal_command", metavar="SUBCOMMAND", required=True)
     simulate = sub.add_parser("simulate", help="run the remediation loop against a simulated fleet")
-    simulate.add_argument("scenario", metavar="SCENARIO.yaml", help="the scenario (docs/self-healing.md#scenarios)")
+    simulate.add_argument(
+        "scenario", metavar="SCENARIO.yaml", help="the scenario (docs/self-healing.md#simulating-a-scenario)"
+    )
     simulate.add_argument("--json", metavar="REPORT", help="write the full report as JSON to REPORT")
     simulate.add_argument("--decisions", metavar="FILE", help="write every decision record as a JSON line to FILE")
     simulate.add_argument(

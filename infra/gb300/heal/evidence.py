@@ -1,6 +1,6 @@
 """Evidence before drain: what nodes report, judged in context, into act / watch / ignore.
 
-Rules (thresholds in ``data/remediation.yaml``, docs/self-healing.md#evidence):
+Rules (thresholds in ``data/remediation.yaml``, docs/self-healing.md#evidence-before-drain):
 
 * XIDs Azure's health agent treats as warnings never drain; XID 45 at a job's teardown is the driver cleaning up;
   fault evidence on a node that runs a job waits ``settleSeconds``: the same evidence on ``sameJobNodes`` nodes of

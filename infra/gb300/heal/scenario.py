@@ -1,4 +1,4 @@
-"""The scenario format of ``gb300 heal simulate`` (docs/self-healing.md#scenarios).
+"""The scenario format of ``gb300 heal simulate`` (docs/self-healing.md#simulating-a-scenario).
 
 ``racks`` of 18 nodes named ``r0001-00`` .. ``r<NNNN>-17``; ``duration`` simulated seconds; ``jobs`` with node
 patterns (``r0001-*,r0002-0[0-3]``, shell-style); ``events`` nodes and Azure report at simulated times;
