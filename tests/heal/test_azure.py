@@ -99,3 +99,25 @@ def test_module_lists_each_call_once() -> None:
     """Each rung maps to one SDK method; the repair role lists one action per call."""
     assert set(azure_calls.RUNG_CALLS) == {"reboot", "reimage", "replace"}
     assert len(REPAIR_ACTIONS) == len(set(REPAIR_ACTIONS)) == 1 + len(azure_calls.RUNG_CALLS)
+
+
+def test_guest_health_report_category_follows_the_evidence() -> None:
+    """An NVLink fault cured by a move is reported in the NVLink category of data/remediation.yaml, not the generic
+    one (the loop once mapped nvlink-down to nothing, so its category was never used)."""
+    from gb300.facts.loader import data  # noqa: PLC0415
+
+    ghr = data("remediation.yaml")["azure"]["guestHealthReport"]
+    result = simulate(
+        {
+            "racks": 1,
+            "duration": 21600,
+            "remediation": {"guestHealthReport": True},
+            "events": [
+                {"at": 1200, "node": "r0001-08", "kind": "nvlink-down"},
+                {"at": 1500, "node": "r0001-08", "kind": "nvlink-down"},
+            ],
+            "truth": [{"node": "r0001-08", "cured_by": "replace"}],
+        }
+    )
+    assert [r["properties"]["impactCategory"] for r in result.world.reports] == [ghr["categories"]["nvlink"]]
+    assert ghr["categories"]["nvlink"] != ghr["categories"]["default"]

@@ -371,7 +371,14 @@ class Remediator:
             self._record(now, "guest-health-report", "skipped: no physical host name in KVP", node=case.node)
             return
         kind = case.evidence[0].kind if case.evidence else "default"
-        family = {"gpu-missing": "gpu", "ecc": "ecc", "xid": "xid", "ib-link-down": "ib", "ib-flap": "ib-flap"}
+        family = {
+            "gpu-missing": "gpu",
+            "ecc": "ecc",
+            "xid": "xid",
+            "ib-link-down": "ib",
+            "ib-flap": "ib-flap",
+            "nvlink-down": "nvlink",
+        }
         category = self.policy.ghr_categories.get(family.get(kind, "default"), self.policy.ghr_categories["default"])
         started = datetime.fromtimestamp(case.first_evidence, UTC).isoformat().replace("+00:00", "Z")
         try:
