@@ -562,3 +562,24 @@ def test_a_teardown_xid_drain_is_judged_by_the_jobs_end(
         assert ignore["Decision"] == "ignore"
         assert "teardown" in ignore["Reason"]
         assert not head.slurm()["nodes"][host]["reason"].startswith("gb300-heal:")
+
+
+def test_the_timer_ticks_at_the_policys_poll_interval(
+    heal_raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head's timer starts the next tick service.pollSeconds after the last one, the period heal.json gives the
+    loop: a changed pollSeconds reaches both."""
+    real = deploy.data
+
+    def slower(name: str) -> Any:
+        doc = copy.deepcopy(real(name))
+        if name == "remediation.yaml":
+            doc["service"]["pollSeconds"] = int(doc["service"]["pollSeconds"]) * 2
+        return doc
+
+    monkeypatch.setattr(deploy, "data", slower)
+    poll = slower("remediation.yaml")["service"]["pollSeconds"]
+    files = {f.path: f.content for f in deploy.head_files(config.parse(copy.deepcopy(heal_raw)))}
+    timer = next(text for path, text in files.items() if path.endswith("/gb300-heal.timer"))
+    assert re.findall(r"(?m)^OnUnitInactiveSec=(.*)$", timer) == [f"{poll}s"]
+    assert json.loads(files["/etc/gb300/heal.json"])["pollSeconds"] == poll

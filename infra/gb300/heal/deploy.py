@@ -17,6 +17,7 @@ A GPU node carries ``gb300-heal-publish`` and its units (:func:`gpu_files`): the
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from typing import Any
 
@@ -123,6 +124,16 @@ def config_json(cfg: StackConfig) -> str:
     return json.dumps(doc, indent=1, sort_keys=True) + "\n"
 
 
+def timer_text() -> str:
+    """``gb300-heal.timer`` with its interval from ``service.pollSeconds``, the one home of the tick's period."""
+    text = (CLOUD_INIT_DIR / "slurm" / "systemd" / "gb300-heal.timer").read_text("utf-8")
+    poll = int(data("remediation.yaml")["service"]["pollSeconds"])
+    rendered, count = re.subn(r"(?m)^OnUnitInactiveSec=\S+$", f"OnUnitInactiveSec={poll}s", text)
+    if count != 1:
+        raise ValueError(f"gb300-heal.timer: expected one OnUnitInactiveSec= line, found {count}")
+    return rendered
+
+
 def head_files(cfg: StackConfig) -> list[ExtraFile]:
     """Every file the head carries for the loop (only with ``gb300:remediation.enabled``)."""
     code = [
@@ -131,7 +142,13 @@ def head_files(cfg: StackConfig) -> list[ExtraFile]:
     code.append(
         ExtraFile(f"{HOME}/examples/nccl-eval.py", (REPO_ROOT / "examples" / "nccl-eval.py").read_text("utf-8"))
     )
-    units = [ExtraFile(f"{UNIT_DIR}/{u}", (CLOUD_INIT_DIR / "slurm" / "systemd" / u).read_text("utf-8")) for u in UNITS]
+    units = [
+        ExtraFile(
+            f"{UNIT_DIR}/{u}",
+            timer_text() if u == "gb300-heal.timer" else (CLOUD_INIT_DIR / "slurm" / "systemd" / u).read_text("utf-8"),
+        )
+        for u in UNITS
+    ]
     return [
         *code,
         ExtraFile(f"{HOME}/requirements.txt", requirements_text()),
