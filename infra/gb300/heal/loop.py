@@ -368,7 +368,8 @@ class Remediator:
 
     def _report(self, case: Case, now: float) -> None:
         if not case.physical_host:
-            self._record(now, "guest-health-report", "skipped: no physical host name in KVP", node=case.node)
+            reason = "skipped: the node published no physical host (its KVP pool 3)"
+            self._record(now, "guest-health-report", reason, node=case.node)
             return
         kind = case.evidence[0].kind if case.evidence else "default"
         family = {
