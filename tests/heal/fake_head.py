@@ -16,25 +16,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
-
-def _hosts(expr: str) -> list[str]:
-    out: list[str] = []
-    for raw in re.findall(r"[^,\[]+(?:\[[^\]]*\])?", expr):
-        part = raw.lstrip(",")
-        m = re.fullmatch(r"(.*)\[([^\]]*)\](.*)", part)
-        if not m:
-            out.append(part)
-            continue
-        for item in m.group(2).split(","):
-            lo, _, hi = item.partition("-")
-            for i in range(int(lo), int(hi or lo) + 1):
-                out.append(f"{m.group(1)}{i:0{len(lo)}d}{m.group(3)}")
-    return out
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from standin import hostlist  # the stand-ins' one hostlist parser (tests/support/standin.py)
 
 
 def main() -> int:  # noqa: PLR0912 - one branch per command line the loop sends
@@ -44,7 +31,7 @@ def main() -> int:  # noqa: PLR0912 - one branch per command line the loop sends
     state.setdefault("calls", []).append([cmd, *args])
     code = 0
     if cmd == "scontrol" and args[:3] == ["--json", "show", "node"]:
-        wanted = _hosts(args[3]) if len(args) > 3 else sorted(state["nodes"])
+        wanted = hostlist(args[3]) if len(args) > 3 else sorted(state["nodes"])
         nodes = []
         for name in wanted:
             node = state["nodes"].get(name)
@@ -79,7 +66,7 @@ def main() -> int:  # noqa: PLR0912 - one branch per command line the loop sends
         print(json.dumps({"jobs": jobs, "last_backfill": stamp(None), "last_update": stamp(None)}))
     elif cmd == "scontrol" and args[0] == "update":
         opts = dict(a.split("=", 1) for a in args[1:])
-        for name in _hosts(opts["nodename"]):
+        for name in hostlist(opts["nodename"]):
             node = state["nodes"][name]
             words = [w for w in node["state"] if w != "DRAIN"]
             if opts.get("state") == "drain":
@@ -96,7 +83,7 @@ def main() -> int:  # noqa: PLR0912 - one branch per command line the loop sends
     elif cmd == "scontrol" and args[0] in ("requeue", "reconfigure"):
         pass
     elif cmd == "squeue":
-        hosts = _hosts(next(a for a in args if a.startswith("--nodelist=")).split("=", 1)[1])
+        hosts = hostlist(next(a for a in args if a.startswith("--nodelist=")).split("=", 1)[1])
         for host in hosts:
             for job in state.get("jobs", {}).get(host, []):
                 print(job)

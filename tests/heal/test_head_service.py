@@ -42,6 +42,7 @@ from gb300.plan import PlanResult, run_plan
 from gb300.slurm.client import run_local
 from gb300.slurm.hostlist import compress
 from tests.support import plan_custom_data
+from tests.support.standin import hostlist
 
 ROLE_ID = (
     "/subscriptions/00000000-0000-0000-0000-00000000cafe/providers/Microsoft.Authorization/roleDefinitions/"
@@ -314,13 +315,7 @@ def test_a_node_the_gate_drained_for_an_xid_is_drained_rebooted_revalidated_and_
 
 
 def _expand_nodelist(arg: str) -> list[str]:
-    sys.path.insert(0, str(FAKE.parent))
-    try:
-        from fake_head import _hosts  # noqa: PLC0415 - the stand-in's own hostlist reader
-
-        return _hosts(arg.split("=", 1)[1])
-    finally:
-        sys.path.pop(0)
+    return hostlist(arg.split("=", 1)[1])  # the stand-ins' own hostlist reader
 
 
 def test_a_halted_loop_says_why_and_a_person_resumes_it(head: Head) -> None:

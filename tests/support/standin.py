@@ -219,28 +219,31 @@ def _register_slurmd(state: dict) -> None:
     _slurm_save(state, slurm)
 
 
-def _hostlist(expr: str) -> list[str]:
+def hostlist(expr: str) -> list[str]:
+    """The names a Slurm hostlist expression stands for (``gpu-[001-003,007]x`` and comma-separated parts), as
+    ``scontrol show hostnames`` prints them: a stand-in's own parser, independent of gb300's ``slurm.hostlist``."""
     names: list[str] = []
-    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?", expr):
-        match = re.fullmatch(r"(.*)\[(.*)\]", part)
+    for raw in re.findall(r"[^,\[]+(?:\[[^\]]*\])?", expr):
+        part = raw.lstrip(",")
+        match = re.fullmatch(r"(.*)\[([^\]]*)\](.*)", part)
         if not match:
             names.append(part)
             continue
         for item in match.group(2).split(","):
             low, _, high = item.partition("-")
             for i in range(int(low), int(high or low) + 1):
-                names.append(f"{match.group(1)}{i:0{len(low)}d}")
+                names.append(f"{match.group(1)}{i:0{len(low)}d}{match.group(3)}")
     return names
 
 
 def scontrol(args: list[str], state: dict) -> int:
     slurm = _slurm_load(state)
     if args[:2] == ["show", "hostnames"]:
-        sys.stdout.write("".join(f"{n}\n" for n in _hostlist(args[2])))
+        sys.stdout.write("".join(f"{n}\n" for n in hostlist(args[2])))
         return 0
     if args[:2] == ["show", "node"]:
         wanted = [a for a in args[2:] if a != "-o"]
-        names = _hostlist(wanted[0]) if wanted else sorted(slurm["nodes"])
+        names = hostlist(wanted[0]) if wanted else sorted(slurm["nodes"])
         for name in names:
             node = slurm["nodes"].get(name)
             if node is None:
@@ -270,7 +273,7 @@ def scontrol(args: list[str], state: dict) -> int:
 
 def _delete_nodes(arg: str, state: dict, slurm: dict) -> int:
     """slurmctld's delete_nodes(): dynamic nodes only, none with a job (src/slurmctld/node_mgr.c)."""
-    for name in _hostlist(arg.split("=", 1)[1]):
+    for name in hostlist(arg.split("=", 1)[1]):
         node = slurm["nodes"].get(name)
         if node is None or {"ALLOCATED", "MIXED", "COMPLETING"} & set(node["State"].split("+")):
             sys.stderr.write(f"delete_node {arg}: Requested nodes are busy or unknown\n")
