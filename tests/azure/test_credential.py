@@ -45,6 +45,9 @@ class Endpoints(BaseHTTPRequestHandler):
             self._answer(404, {})
             return
         self.server.assertions.append(form["client_assertion"][0])
+        if getattr(self.server, "refusal", None):  # Entra ID's answer to an expired client assertion
+            self._answer(401, {"error": "invalid_client", "error_description": self.server.refusal})
+            return
         number = len(self.server.assertions)
         self._answer(200, {"token_type": "Bearer", "access_token": f"access-{number}", "expires_in": self.server.ttl})
 
@@ -64,6 +67,7 @@ class Server(ThreadingHTTPServer):
     id_requests: list[tuple[dict[str, list[str]], str]]
     assertions: list[str]
     ttl: int
+    refusal: str = ""
 
 
 class ToLocal(RequestsTransport):
@@ -426,4 +430,51 @@ def test_unreadable_stack_subscription_is_exit_two(
     assert code == cli.EXIT_USAGE
     last = err.splitlines()[-1]
     assert "config.azure-native:subscriptionId must be a plain subscription id" in last
+    assert "Traceback" not in err
+
+
+EXPIRED = (
+    "AADSTS700024: Client assertion is not within its valid time range. Current time: 2026-12-02T05:00:00Z, "
+    "expiry time of assertion 2026-12-02T04:10:00Z."
+)
+
+
+def _fixed_token(httpd: Server) -> credential.Credential:
+    """The Azure DevOps template's sign-in: ARM_USE_OIDC with the task's ID token as a fixed ARM_OIDC_TOKEN."""
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    env = {**IDS, "ARM_USE_OIDC": "true", "ARM_OIDC_TOKEN": "ado-id-token"}
+    return credential.build(Settings.from_env(env), transport=ToLocal(base))
+
+
+def test_a_fixed_oidc_token_is_sent_again_unchanged_and_its_refusal_says_why(server: Server) -> None:
+    """A fixed ARM_OIDC_TOKEN is the same assertion at every renewal; once Entra ID refuses it (expired), the error is
+    one line that says the token cannot be renewed and points at the Azure DevOps section, not at 'az login'."""
+    server.ttl = 0
+    cred = _fixed_token(server)
+    cred.get_token_info(ARM_SCOPE)
+    server.refusal = EXPIRED
+    with pytest.raises(CredentialError) as refused:
+        cred.get_token_info(ARM_SCOPE)
+    assert server.assertions == ["ado-id-token", "ado-id-token"]
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith("Azure refused workload identity federation (ARM_USE_OIDC): ")
+    assert "AADSTS700024" in message
+    assert message.endswith(credential.FIXED_TOKEN_HINT)
+    assert "az login" not in message
+
+
+def test_a_refused_fixed_token_is_exit_two_for_a_live_command(
+    server: Server, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`gb300 plan --quota live` signed in with a fixed token Entra ID refuses: one line, exit 2, no traceback."""
+    server.refusal = EXPIRED
+    monkeypatch.setattr(credential, "shared", lambda: _fixed_token(server))
+    code = cli.main(["plan", "--stack", "reference", "--quota", "live", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE
+    last = err.splitlines()[-1]
+    assert last.startswith("gb300 plan: Azure refused workload identity federation (ARM_USE_OIDC): ")
+    assert "AADSTS700024" in last
+    assert "docs/gitops.md#token-lifetime-on-azure-devops" in last
     assert "Traceback" not in err

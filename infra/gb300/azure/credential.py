@@ -160,9 +160,10 @@ class Settings:
 class Credential:
     """A token credential over azure-identity's that turns its sign-in failures into one :class:`CredentialError`."""
 
-    def __init__(self, inner: Any, method: Method) -> None:
+    def __init__(self, inner: Any, method: Method, hint: str = "") -> None:
         self.inner = inner
         self.method = method
+        self.hint = hint  # appended to a refusal: what cannot be renewed, and where the docs say what to do
 
     def get_token(
         self,
@@ -187,6 +188,8 @@ class Credential:
         try:
             return ask()
         except ClientAuthenticationError as exc:  # CredentialUnavailableError included
+            if self.hint:
+                raise CredentialError(f"Azure refused {self.method.value}: {_first_line(exc)}; {self.hint}") from None
             raise CredentialError(f"no Azure credential ({self.method.value}: {_first_line(exc)}): {SIGN_IN}") from None
         except AzureError as exc:  # Entra ID (or the CLI, or the identity endpoint) did not answer
             raise CredentialError(f"Azure sign-in did not complete ({self.method.value}: {_first_line(exc)})") from None
@@ -209,9 +212,20 @@ def build(settings: Settings, **client_kwargs: Any) -> Credential:
         )
     method = settings.method()
     try:
-        return Credential(_azure_identity(settings, method, client_kwargs), method)
+        return Credential(_azure_identity(settings, method, client_kwargs), method, _hint(settings, method))
     except (ValueError, OSError) as exc:  # a malformed tenant id, an unreadable certificate
         raise CredentialError(f"{method.value}: {_first_line(exc)}") from None
+
+
+FIXED_TOKEN_HINT = (
+    "ARM_OIDC_TOKEN is a fixed ID token that neither gb300 nor the azure-native provider can renew once it expires "  # noqa: S105
+    "(Azure DevOps: docs/gitops.md#token-lifetime-on-azure-devops)"
+)
+
+
+def _hint(settings: Settings, method: Method) -> str:
+    """What a refusal should add: a fixed OIDC token cannot be renewed (the provider's rule too)."""
+    return FIXED_TOKEN_HINT if method is Method.OIDC and settings.oidc_token else ""
 
 
 def _azure_identity(settings: Settings, method: Method, client_kwargs: dict[str, Any]) -> Any:
