@@ -657,3 +657,14 @@ def test_gitops_doc_says_the_pulumi_token_is_an_environment_secret() -> None:
     assert "never a repository secret" in text
     for name in _main_only_environments():
         assert f"`{name}`" in text
+
+
+def test_azure_schedule_that_reads_the_token_runs_on_main_only() -> None:
+    """The drift stage reads the variable group on the schedule alone, and every schedule builds main only, so the
+    Azure DevOps token (variable group `gb300`, with its Branch control check) stays on main as on GitHub."""
+    pipeline = load(ROOT / "azure-pipelines.yml")
+    assert [s["branches"] for s in pipeline["schedules"]] == [{"include": ["main"]}]
+    scheduled = [s for s in pipeline["stages"] if "'Schedule'" in s.get("condition", "")]
+    for stage in scheduled:
+        if any("group" in v for v in stage.get("variables", [])):
+            assert stage["condition"] == "eq(variables['Build.Reason'], 'Schedule')", stage["stage"]
