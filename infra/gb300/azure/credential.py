@@ -237,8 +237,9 @@ def _azure_identity(settings: Settings, method: Method, client_kwargs: dict[str,
     if method is Method.MSI:
         return identity.ManagedIdentityCredential(client_id=settings.client_id or None, **client_kwargs)
     if method is Method.CLI:
-        # The provider hands ARM_TENANT_ID to its CLI credential too (auth_azidentity.go, newSingleMethodAuthCredential:
-        # AzureCLICredentialOptions.TenantID): `az account get-access-token --tenant <it>`.
+        # ARM_TENANT_ID, when set, is the tenant asked: `az account get-access-token --tenant <it>`. The provider does
+        # the same in the auth_azidentity.go revision 015fcf2 (newSingleMethodAuthCredential sets
+        # AzureCLICredentialOptions.TenantID); revision 34d8ff3 of that file does not, so this follows the former.
         return identity.AzureCliCredential(tenant_id=settings.tenant_id)
     for name, value in (("ARM_CLIENT_ID", settings.client_id), ("ARM_TENANT_ID", settings.tenant_id)):
         if not value:
