@@ -35,6 +35,8 @@ class Server:
 
     def __init__(self, artifacts: list[dict[str, Any]], runs: dict[int, dict[str, str]], status: int = 200) -> None:
         self.artifacts, self.runs, self.status = artifacts, runs, status
+        self.off_main: set[str] = set()  # commits the compare API says main does not contain
+        self.compared: list[str] = []
         self.blob_headers: list[dict[str, str]] = []
         self.blobs: dict[str, bytes] = {}
         self.api = self._serve(self._api_handler())
@@ -65,7 +67,12 @@ class Server:
                 if path.startswith("/repos/o/r/actions/artifacts?"):
                     self._json({"total_count": len(outer.artifacts), "artifacts": outer.artifacts})
                 elif path.startswith("/repos/o/r/actions/runs/"):
-                    self._json(outer.runs[int(path.rsplit("/", 1)[1])])
+                    run_id = int(path.rsplit("/", 1)[1])
+                    self._json({"head_branch": "main", "head_sha": f"{run_id:040d}", **outer.runs[run_id]})
+                elif path.startswith("/repos/o/r/compare/"):
+                    sha = path.split("/")[5].split("...")[0]
+                    outer.compared.append(path.split("/")[5])
+                    self._json({"status": "diverged" if sha in outer.off_main else "ahead"})
                 elif path.startswith("/repos/o/r/actions/artifacts/") and path.endswith("/zip"):
                     self.send_response(302)
                     self.send_header("Location", f"{outer.url(outer.blob)}/blob/{path.split('/')[6]}?sig=signed")
@@ -192,3 +199,26 @@ def test_an_api_failure_fails_the_job(github: Server, tmp_path: Path) -> None:
     done = _run(github, tmp_path / "state")
     assert done.returncode == 1
     assert "::error::fetch-state reference" in done.stderr
+
+
+def test_a_run_whose_commit_is_not_on_main_is_passed_over(github: Server, tmp_path: Path) -> None:
+    """A drift run that says `main` but whose commit main does not contain (a manual run on a tag named main) is
+    refused with a warning; the older deploy on main is taken instead."""
+    github.off_main.add(f"{20:040d}")
+    done = _run(github, tmp_path / "state")
+    assert done.returncode == 0, done.stderr
+    assert "::warning::fetch-state reference: run 20 names main, but its commit is not on main" in done.stdout
+    assert json.loads((tmp_path / "state" / "reference.json").read_text()) == {"version": 3, "from": 1}
+    assert f"{20:040d}...main?per_page=1" in github.compared
+
+
+def test_a_run_on_another_branch_is_refused_whatever_its_artifact_says(github: Server, tmp_path: Path) -> None:
+    """The run's own head_branch counts: a run of another branch is refused even when the artifact listing says main,
+    and with no run left nothing is written (the plan runs without --state)."""
+    for run_id in (20, 10):
+        github.runs[run_id] = {**github.runs[run_id], "head_branch": "feature"}
+    done = _run(github, tmp_path / "state")
+    assert done.returncode == 0, done.stderr
+    assert "::notice::no published state for stack reference" in done.stdout
+    assert not (tmp_path / "state").exists()
+    assert not github.compared

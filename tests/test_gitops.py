@@ -546,3 +546,125 @@ def test_deploy_identity_condition_covers_every_role_the_stack_assigns() -> None
     line = re.search(r'^roles="([^"]*)"$', (ROOT / "docs" / "gitops.md").read_text(), re.MULTILINE)
     assert line, 'docs/gitops.md: no roles="..." line'
     assert set(re.findall(r"[0-9a-f-]{36}", line.group(1))) == wanted
+
+
+# The Pulumi token only on main (docs/gitops.md, "Where the Pulumi token lives").
+PULUMI_TOKEN = "PULUMI_ACCESS_TOKEN"  # noqa: S105 - the secret's name, not a secret
+_INPUT = re.compile(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}")
+
+
+def _main_only_environments() -> set[str]:
+    """The GitHub environments docs/gitops.md lists with deployment branches `main` only."""
+    text = (ROOT / "docs" / "gitops.md").read_text(encoding="utf-8")
+    return set(re.findall(r"^ *\| `([\w-]+)` \| `main` only \|", text, re.MULTILINE))
+
+
+def _token_leaks(workflows: dict[str, dict[str, Any]], main_only: set[str]) -> list[str]:
+    """Where a workflow hands PULUMI_ACCESS_TOKEN to something outside a main-only environment.
+
+    ``workflows`` maps a workflow's path (``./.github/workflows/x.yml``) to its loaded document. A job that names the
+    token anywhere (env, with, secrets, run) must run in an environment of ``main_only``; an environment given as
+    ``${{ inputs.<name> }}`` is every value the callers of that reusable workflow pass. A job calling a reusable
+    workflow cannot name an environment, so passing the token there (or ``secrets: inherit``) is a leak, as is a
+    workflow-level ``env`` that carries it.
+    """
+    leaks = []
+    for path, doc in workflows.items():
+        if PULUMI_TOKEN in str(doc.get("env", {})):
+            leaks.append(f"{path}: workflow-level env")
+        for job_id, job in (doc.get("jobs") or {}).items():
+            if "uses" in job:
+                if job.get("secrets") == "inherit" or PULUMI_TOKEN in str(job.get("secrets", {})):
+                    leaks.append(f"{path} {job_id}: passes the token to {job['uses']}")
+                continue
+            if PULUMI_TOKEN not in str(job):
+                continue
+            env = job.get("environment")
+            name = str(env.get("name") if isinstance(env, dict) else env or "")
+            found = _INPUT.fullmatch(name)
+            names = (
+                {
+                    str(caller.get("with", {}).get(found[1]))
+                    for other in workflows.values()
+                    for caller in (other.get("jobs") or {}).values()
+                    if caller.get("uses") == path
+                }
+                if found
+                else ({name} if name else set())
+            )
+            outside = sorted(names - main_only) if names else ["(no environment)"]
+            if outside:
+                leaks.append(f"{path} {job_id}: environment {', '.join(outside)}")
+    return leaks
+
+
+def _workflows() -> dict[str, dict[str, Any]]:
+    return {f"./{_rel(p)}": load(p) for p in GITHUB_WORKFLOWS}
+
+
+def test_token_check_catches_each_way_of_handing_out_the_token() -> None:
+    """The check below fails a job without an environment, one in an environment the docs do not list as main-only,
+    a workflow-level env, a reusable call passing the token or inheriting secrets, and a caller's unlisted stack."""
+    token = "${{ secrets.PULUMI_ACCESS_TOKEN }}"  # noqa: S105 - an expression naming it
+    run = {"steps": [{"run": "pulumi preview"}]}
+    bad = {
+        "./a.yml": {"env": {PULUMI_TOKEN: token}, "jobs": {}},
+        "./b.yml": {"jobs": {"plain": {**run, "env": {PULUMI_TOKEN: token}}}},
+        "./c.yml": {"jobs": {"staging": {**run, "environment": "staging", "env": {PULUMI_TOKEN: token}}}},
+        "./d.yml": {"jobs": {"call": {"uses": "./e.yml", "secrets": {PULUMI_TOKEN: token}, "with": {"stack": "dev"}}}},
+        "./e.yml": {"jobs": {"up": {**run, "environment": "${{ inputs.stack }}", "env": {PULUMI_TOKEN: token}}}},
+        "./f.yml": {"jobs": {"call": {"uses": "./e.yml", "secrets": "inherit", "with": {"stack": "feature"}}}},
+        "./g.yml": {"jobs": {"step": {"steps": [{"run": f"PULUMI_ACCESS_TOKEN={token} pulumi up"}]}}},
+    }
+    leaks = _token_leaks(bad, {"dev", "pulumi-read"})
+    assert leaks == [
+        "./a.yml: workflow-level env",
+        "./b.yml plain: environment (no environment)",
+        "./c.yml staging: environment staging",
+        "./d.yml call: passes the token to ./e.yml",
+        "./e.yml up: environment feature",
+        "./f.yml call: passes the token to ./e.yml",
+        "./g.yml step: environment (no environment)",
+    ]
+
+
+def test_the_pulumi_token_is_read_only_in_main_only_environments() -> None:
+    """Every job that reads PULUMI_ACCESS_TOKEN runs in an environment docs/gitops.md lists as main-only, no workflow
+    carries it in its own env, and no reusable-workflow call passes it (GitHub gives environment secrets only to a
+    job in that environment, and the environment's branch policy keeps other branches out)."""
+    main_only = _main_only_environments()
+    assert {"pulumi-read", *_github_deploy_stacks()} <= main_only, main_only
+    workflows = _workflows()
+    assert not _token_leaks(workflows, main_only)
+    readers = sorted(
+        (path, job_id)
+        for path, doc in workflows.items()
+        for job_id, job in doc["jobs"].items()
+        if "uses" not in job and PULUMI_TOKEN in str(job)
+    )
+    assert readers == [
+        ("./.github/workflows/drift.yml", "drift"),
+        ("./.github/workflows/stack-up.yml", "preview"),
+        ("./.github/workflows/stack-up.yml", "up"),
+    ]
+    assert all(PULUMI_TOKEN not in p.read_text() for p in GITHUB_ACTIONS)
+
+
+def test_gitops_doc_says_the_pulumi_token_is_an_environment_secret() -> None:
+    """The setup steps put PULUMI_ACCESS_TOKEN in each main-only environment, never in the repository's secrets."""
+    text = (ROOT / "docs" / "gitops.md").read_text(encoding="utf-8")
+    assert "**Secret**: `PULUMI_ACCESS_TOKEN`" not in text
+    assert "never a repository secret" in text
+    for name in _main_only_environments():
+        assert f"`{name}`" in text
+
+
+def test_azure_schedule_that_reads_the_token_runs_on_main_only() -> None:
+    """The drift stage reads the variable group on the schedule alone, and every schedule builds main only, so the
+    Azure DevOps token (variable group `gb300`, with its Branch control check) stays on main as on GitHub."""
+    pipeline = load(ROOT / "azure-pipelines.yml")
+    assert [s["branches"] for s in pipeline["schedules"]] == [{"include": ["main"]}]
+    scheduled = [s for s in pipeline["stages"] if "'Schedule'" in s.get("condition", "")]
+    for stage in scheduled:
+        if any("group" in v for v in stage.get("variables", [])):
+            assert stage["condition"] == "eq(variables['Build.Reason'], 'Schedule')", stage["stage"]

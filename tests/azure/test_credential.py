@@ -45,6 +45,9 @@ class Endpoints(BaseHTTPRequestHandler):
             self._answer(404, {})
             return
         self.server.assertions.append(form["client_assertion"][0])
+        if getattr(self.server, "refusal", None):  # Entra ID's answer to an expired client assertion
+            self._answer(401, {"error": "invalid_client", "error_description": self.server.refusal})
+            return
         number = len(self.server.assertions)
         self._answer(200, {"token_type": "Bearer", "access_token": f"access-{number}", "expires_in": self.server.ttl})
 
@@ -64,6 +67,7 @@ class Server(ThreadingHTTPServer):
     id_requests: list[tuple[dict[str, list[str]], str]]
     assertions: list[str]
     ttl: int
+    refusal: str = ""
 
 
 class ToLocal(RequestsTransport):
@@ -288,3 +292,189 @@ def test_without_a_credential_commands_exit_two_with_the_sign_in_hint(
     assert "ARM_USE_OIDC=true" in last
     assert "bug" not in err
     assert "drain" not in out
+
+
+def _fake_az(folder: Path, log: Path) -> None:
+    """An `az` on PATH that records its arguments and answers `account get-access-token` with a token.
+
+    A stand-in for the Azure CLI: it shows the arguments azure-identity's AzureCliCredential passes, not how the real
+    CLI resolves a tenant."""
+    az = folder / "az"
+    az.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s\\n" "$*" >> "{log}"\n'
+        'echo \'{"accessToken": "cli-token", "expires_on": 4102444800, "tokenType": "Bearer"}\'\n',
+        encoding="utf-8",
+    )
+    az.chmod(0o755)
+
+
+@pytest.mark.parametrize(("tenant", "expected"), [("tenant-b", "--tenant tenant-b"), ("", None)])
+def test_az_cli_sign_in_asks_for_arm_tenant_id(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tenant: str, expected: str | None
+) -> None:
+    """Signed in with `az login`, ARM_TENANT_ID reaches the CLI as `--tenant`, as the provider's CLI credential does;
+    without it the CLI's own default tenant is asked."""
+    log = tmp_path / "az.log"
+    _fake_az(tmp_path, log)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    cred = credential.build(Settings.from_env({"ARM_TENANT_ID": tenant} if tenant else {}))
+    assert cred.method is Method.CLI
+    assert cred.get_token(ARM_SCOPE).token == "cli-token"  # noqa: S105 - the fake az's answer
+    [call] = log.read_text().splitlines()
+    assert call.startswith("account get-access-token")
+    if expected:
+        assert call.endswith(expected)
+    else:
+        assert "--tenant" not in call
+
+
+def test_az_cli_with_a_malformed_tenant_is_one_line() -> None:
+    """A tenant id azure-identity rejects is a CredentialError naming the CLI method, not a traceback."""
+    with pytest.raises(CredentialError, match=r"^Azure CLI: "):
+        credential.build(Settings.from_env({"ARM_TENANT_ID": "not a tenant!"}))
+
+
+@pytest.mark.parametrize(
+    ("explicit", "env", "expected"),
+    [
+        ("stack-sub", {"ARM_SUBSCRIPTION_ID": "arm"}, ("stack-sub", "the stack's azure-native:subscriptionId")),
+        (None, {"ARM_SUBSCRIPTION_ID": "arm", "AZURE_SUBSCRIPTION_ID": "az"}, ("arm", "ARM_SUBSCRIPTION_ID")),
+        (None, {"AZURE_SUBSCRIPTION_ID": "az"}, ("az", "AZURE_SUBSCRIPTION_ID")),
+        (None, {}, ("cli-sub", "az account show")),
+    ],
+)
+def test_subscription_names_where_it_came_from(
+    monkeypatch: pytest.MonkeyPatch, explicit: str | None, env: dict[str, str], expected: tuple[str, str]
+) -> None:
+    """The stack's azure-native:subscriptionId over ARM_SUBSCRIPTION_ID (the provider's getConfig order), and each
+    answer says which one it is."""
+    monkeypatch.setattr(credential, "cli_subscription", lambda: "cli-sub")
+    found = credential.subscription(explicit, env)
+    assert found is not None
+    assert (found.id, found.source) == expected
+
+
+STACK_SUB = "99999999-8888-7777-6666-555555555555"
+
+
+def _stack_file(tmp_path: Path, value: Any) -> Path:
+    """The reference stack file with ``azure-native:subscriptionId`` set to ``value``."""
+    import yaml  # noqa: PLC0415
+
+    from gb300 import paths  # noqa: PLC0415
+
+    doc = yaml.safe_load(paths.stack_file("reference").read_text(encoding="utf-8"))
+    doc["config"]["azure-native:subscriptionId"] = value
+    path = tmp_path / "Pulumi.reference.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+def test_live_plan_asks_the_stacks_subscription_and_names_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With azure-native:subscriptionId in the stack file and another ARM_SUBSCRIPTION_ID, every live call asks the
+    stack's subscription, and the text and the JSON name it and where it came from."""
+    from tests.azure.test_images_live import _azure, _go_live, _serve  # noqa: PLC0415
+
+    monkeypatch.setenv("ARM_SUBSCRIPTION_ID", SUBSCRIPTION)
+    adapter = _azure(_serve("eastus2-2404-gb-24.04.2026052801.json"))
+    adapter.routes = {k.replace(SUBSCRIPTION, STACK_SUB): v for k, v in adapter.routes.items()}  # Azure, under it
+    _go_live(monkeypatch, adapter)
+    out_json = tmp_path / "plan.json"
+    argv = ["plan", "--stack-file", str(_stack_file(tmp_path, STACK_SUB)), "--quota", "live", "--json", str(out_json)]
+    code = cli.main(argv)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    asked = {s.split("/")[2] for s in adapter.seen}
+    assert asked == {STACK_SUB}, adapter.seen
+    assert f"live answers from Azure subscription {STACK_SUB} (from the stack's azure-native:subscriptionId)" in out
+    summary = json.loads(out_json.read_text())["summary"]
+    assert summary["azureSubscription"] == {"id": STACK_SUB, "from": "the stack's azure-native:subscriptionId"}
+
+
+def test_live_plan_without_stack_subscription_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without the stack key, ARM_SUBSCRIPTION_ID is asked and named."""
+    from tests.azure import test_images_live as live  # noqa: PLC0415
+
+    monkeypatch.setenv("ARM_SUBSCRIPTION_ID", "44444444-3333-2222-1111-000000000000")
+    adapter = live._azure(live._serve("eastus2-2404-gb-24.04.2026052801.json"))
+    adapter.routes = {
+        k.replace(SUBSCRIPTION, "44444444-3333-2222-1111-000000000000"): v for k, v in adapter.routes.items()
+    }
+    transport = live.fake_arm.transport(adapter)
+    common: dict[str, Any] = {"credential": live.StaticCredential(), "retry_total": 0, "transport": transport}
+    import functools  # noqa: PLC0415
+
+    monkeypatch.setattr(live.quota, "fetch_live", functools.partial(live.quota.fetch_live, **common))
+    monkeypatch.setattr(live.images_live, "fetch_live", functools.partial(live.images_live.fetch_live, **common))
+    monkeypatch.setattr(live.lustre_live, "ask", functools.partial(live.lustre_live.ask, **common))
+    assert cli.main(["plan", "--stack", "reference", "--quota", "live"]) == 0
+    out = capsys.readouterr().out
+    assert {s.split("/")[2] for s in adapter.seen} == {"44444444-3333-2222-1111-000000000000"}
+    assert "live answers from Azure subscription 44444444-3333-2222-1111-000000000000 (from ARM_SUBSCRIPTION_ID)" in out
+
+
+@pytest.mark.parametrize("value", [{"secure": "v1:abc"}, ""], ids=["encrypted", "empty"])
+def test_unreadable_stack_subscription_is_exit_two(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str], value: Any
+) -> None:
+    """A stack subscription gb300 cannot read is one line and exit 2, not a silent fall-back to ARM_SUBSCRIPTION_ID
+    (the provider would use the stack's)."""
+    monkeypatch.setenv("ARM_SUBSCRIPTION_ID", SUBSCRIPTION)
+    code = cli.main(["plan", "--stack-file", str(_stack_file(tmp_path, value)), "--quota", "live"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE
+    last = err.splitlines()[-1]
+    assert "config.azure-native:subscriptionId must be a plain subscription id" in last
+    assert "Traceback" not in err
+
+
+EXPIRED = (
+    "AADSTS700024: Client assertion is not within its valid time range. Current time: 2026-12-02T05:00:00Z, "
+    "expiry time of assertion 2026-12-02T04:10:00Z."
+)
+
+
+def _fixed_token(httpd: Server) -> credential.Credential:
+    """The Azure DevOps template's sign-in: ARM_USE_OIDC with the task's ID token as a fixed ARM_OIDC_TOKEN."""
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    env = {**IDS, "ARM_USE_OIDC": "true", "ARM_OIDC_TOKEN": "ado-id-token"}
+    return credential.build(Settings.from_env(env), transport=ToLocal(base))
+
+
+def test_a_fixed_oidc_token_is_sent_again_unchanged_and_its_refusal_says_why(server: Server) -> None:
+    """A fixed ARM_OIDC_TOKEN is the same assertion at every renewal; once Entra ID refuses it (expired), the error is
+    one line that says the token cannot be renewed and points at the Azure DevOps section, not at 'az login'."""
+    server.ttl = 0
+    cred = _fixed_token(server)
+    cred.get_token_info(ARM_SCOPE)
+    server.refusal = EXPIRED
+    with pytest.raises(CredentialError) as refused:
+        cred.get_token_info(ARM_SCOPE)
+    assert server.assertions == ["ado-id-token", "ado-id-token"]
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith("Azure refused workload identity federation (ARM_USE_OIDC): ")
+    assert "AADSTS700024" in message
+    assert message.endswith(credential.FIXED_TOKEN_HINT)
+    assert "az login" not in message
+
+
+def test_a_refused_fixed_token_is_exit_two_for_a_live_command(
+    server: Server, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`gb300 plan --quota live` signed in with a fixed token Entra ID refuses: one line, exit 2, no traceback."""
+    server.refusal = EXPIRED
+    monkeypatch.setattr(credential, "shared", lambda: _fixed_token(server))
+    code = cli.main(["plan", "--stack", "reference", "--quota", "live", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE
+    last = err.splitlines()[-1]
+    assert last.startswith("gb300 plan: Azure refused workload identity federation (ARM_USE_OIDC): ")
+    assert "AADSTS700024" in last
+    assert "docs/gitops.md#token-lifetime-on-azure-devops" in last
+    assert "Traceback" not in err

@@ -166,3 +166,18 @@ def test_status_unknown_rack_exits_two(
 def test_parse_status(text: str, expected: tuple[str, str, str]) -> None:
     """The node's status file reads as ready, failed with step and reason, or booting."""
     assert fleet_status.parse_status(text) == expected
+
+
+def test_status_names_the_subscription_it_asks(
+    reference_plan: PlanResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first line says which subscription Azure was asked: the racks' own, from their ids in --state."""
+    code, adapter = _status(
+        tmp_path, reference_plan, {"ref-train-r0001": dict.fromkeys(range(18), READY)}, ["--rack", "ref-train-r0001"]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert (
+        out.splitlines()[0] == f"gb300 status: Azure subscription {SUBSCRIPTION} (from the racks' Azure ids in --state)"
+    )
+    assert all(f"/subscriptions/{SUBSCRIPTION}/" in seen for seen in adapter.seen)

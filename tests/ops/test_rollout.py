@@ -562,3 +562,37 @@ def test_live_rollout_leaves_other_owners_drains(after_up: Path, capsys: pytest.
     assert len(updated) == 2 * (6 * VMS - 1)  # every other node drained once and resumed once
     assert held not in updated
     assert all("DRAIN" not in n.states for h, n in slurm.nodes.items() if h != held)
+
+
+def test_live_rollout_names_the_subscription_it_asks(after_up: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before asking Azure, the rollout says which subscription: the racks' own, from their ids in --state."""
+    code, _, adapter = _live(after_up, {}, ["--dry-run", "--azure", "live"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.splitlines()[0] == (
+        f"gb300 rollout: Azure subscription {SUBSCRIPTION} (from the racks' Azure ids in --state)"
+    )
+    assert all(f"/subscriptions/{SUBSCRIPTION}/" in seen for seen in adapter.seen)
+
+
+def test_state_in_another_subscription_than_the_stack_is_refused(
+    reference_plan: PlanResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stack file whose azure-native:subscriptionId is not where the state's racks are is one line, exit 2, before
+    Azure is asked anything."""
+    import yaml  # noqa: PLC0415
+
+    from gb300 import paths  # noqa: PLC0415
+
+    doc = yaml.safe_load(paths.stack_file("reference").read_text(encoding="utf-8"))
+    doc["config"]["azure-native:subscriptionId"] = "99999999-8888-7777-6666-555555555555"
+    stack = tmp_path / "Pulumi.reference.yaml"
+    stack.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    state = _write(tmp_path, _export(reference_plan))
+    code = cli.main(["rollout", "--stack-file", str(stack), "--state", str(state), "--azure", "live", "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE
+    assert err.splitlines()[-1].endswith(
+        f"config.azure-native:subscriptionId is 99999999-8888-7777-6666-555555555555, but the state's racks are in "
+        f"{SUBSCRIPTION}: export the state of this stack's deployment, or fix the stack file"
+    )

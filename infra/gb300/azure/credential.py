@@ -23,8 +23,9 @@ One method, the first that applies (the provider's order); never a chain that tr
 6. otherwise the Azure CLI's sign-in (``az login``).
 
 A managed identity is used only when asked for, so a workstation without one never waits on the instance metadata
-endpoint. Where this differs from the provider: no ``azure-native:*`` stack config keys (gb300 reads variables
-only), no auxiliary tenants, and only the public cloud (``ARM_ENVIRONMENT`` must be unset or ``public``).
+endpoint. Where this differs from the provider: of the ``azure-native:*`` stack config keys only ``subscriptionId``
+is read (:func:`subscription`; the rest come from variables only), no auxiliary tenants, and only the public
+cloud (``ARM_ENVIRONMENT`` must be unset or ``public``).
 
 A credential that cannot give a token (none configured, ``az`` missing or signed out, Entra ID refusing it) raises
 :class:`CredentialError` on first use, converted in :class:`Credential` alone: the CLI prints it as one line
@@ -43,7 +44,7 @@ import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -159,9 +160,10 @@ class Settings:
 class Credential:
     """A token credential over azure-identity's that turns its sign-in failures into one :class:`CredentialError`."""
 
-    def __init__(self, inner: Any, method: Method) -> None:
+    def __init__(self, inner: Any, method: Method, hint: str = "") -> None:
         self.inner = inner
         self.method = method
+        self.hint = hint  # appended to a refusal: what cannot be renewed, and where the docs say what to do
 
     def get_token(
         self,
@@ -186,6 +188,8 @@ class Credential:
         try:
             return ask()
         except ClientAuthenticationError as exc:  # CredentialUnavailableError included
+            if self.hint:
+                raise CredentialError(f"Azure refused {self.method.value}: {_first_line(exc)}; {self.hint}") from None
             raise CredentialError(f"no Azure credential ({self.method.value}: {_first_line(exc)}): {SIGN_IN}") from None
         except AzureError as exc:  # Entra ID (or the CLI, or the identity endpoint) did not answer
             raise CredentialError(f"Azure sign-in did not complete ({self.method.value}: {_first_line(exc)})") from None
@@ -208,9 +212,20 @@ def build(settings: Settings, **client_kwargs: Any) -> Credential:
         )
     method = settings.method()
     try:
-        return Credential(_azure_identity(settings, method, client_kwargs), method)
+        return Credential(_azure_identity(settings, method, client_kwargs), method, _hint(settings, method))
     except (ValueError, OSError) as exc:  # a malformed tenant id, an unreadable certificate
         raise CredentialError(f"{method.value}: {_first_line(exc)}") from None
+
+
+FIXED_TOKEN_HINT = (
+    "ARM_OIDC_TOKEN is a fixed ID token that neither gb300 nor the azure-native provider can renew once it expires "  # noqa: S105
+    "(Azure DevOps: docs/gitops.md#token-lifetime-on-azure-devops)"
+)
+
+
+def _hint(settings: Settings, method: Method) -> str:
+    """What a refusal should add: a fixed OIDC token cannot be renewed (the provider's rule too)."""
+    return FIXED_TOKEN_HINT if method is Method.OIDC and settings.oidc_token else ""
 
 
 def _azure_identity(settings: Settings, method: Method, client_kwargs: dict[str, Any]) -> Any:
@@ -222,7 +237,10 @@ def _azure_identity(settings: Settings, method: Method, client_kwargs: dict[str,
     if method is Method.MSI:
         return identity.ManagedIdentityCredential(client_id=settings.client_id or None, **client_kwargs)
     if method is Method.CLI:
-        return identity.AzureCliCredential()
+        # ARM_TENANT_ID, when set, is the tenant asked: `az account get-access-token --tenant <it>`. The provider does
+        # the same in the auth_azidentity.go revision 015fcf2 (newSingleMethodAuthCredential sets
+        # AzureCLICredentialOptions.TenantID); revision 34d8ff3 of that file does not, so this follows the former.
+        return identity.AzureCliCredential(tenant_id=settings.tenant_id)
     for name, value in (("ARM_CLIENT_ID", settings.client_id), ("ARM_TENANT_ID", settings.tenant_id)):
         if not value:
             raise CredentialError(f"{name} must be set to sign in with a {method.value} (got nothing); {SIGN_IN}")
@@ -313,16 +331,91 @@ def signed_in() -> Credential:
     return credential
 
 
-def subscription_id(explicit: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
-    """``explicit``, else ``ARM_SUBSCRIPTION_ID``, else ``AZURE_SUBSCRIPTION_ID``, else the Azure CLI's default
-    subscription when signing in with the CLI (as the provider does); None when there is none."""
+STACK_SUBSCRIPTION = "azure-native:subscriptionId"
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """The subscription gb300 asks Azure about, and where that id came from (every live answer names both)."""
+
+    id: str
+    source: str
+
+    def __str__(self) -> str:
+        return f"{self.id} (from {self.source})"
+
+
+def stack_subscription(path: Path) -> str | None:
+    """The stack file's ``azure-native:subscriptionId``, None when it does not set one.
+
+    Raises :class:`CredentialError` when it is set but not a plain string (a Pulumi secret gb300 cannot decrypt): the
+    provider would use it, so reading ``ARM_SUBSCRIPTION_ID`` instead could ask another subscription.
+    """
+    from gb300.config import stack_yaml  # noqa: PLC0415 - config imports nothing from here, but keep loads lazy
+
+    doc = stack_yaml.load(path) or {}
+    value = (doc.get("config") or {}).get(STACK_SUBSCRIPTION) if isinstance(doc, dict) else None
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise CredentialError(
+            f"{path}: config.{STACK_SUBSCRIPTION} must be a plain subscription id for gb300's own Azure calls (got "
+            f"{'an encrypted value' if isinstance(value, dict) else repr(value)}); the provider uses it, so gb300 "
+            "will not fall back to ARM_SUBSCRIPTION_ID"
+        )
+    return value.strip()
+
+
+def subscription(explicit: str | None = None, env: Mapping[str, str] | None = None) -> Subscription | None:
+    """The subscription to ask, in the provider's order: ``explicit`` (the stack's ``azure-native:subscriptionId``),
+    else ``ARM_SUBSCRIPTION_ID``, else (gb300's own addition) ``AZURE_SUBSCRIPTION_ID``, else the Azure CLI's default
+    subscription when signing in with the CLI; None when there is none.
+
+    Stack config over the variable is the provider's rule: pulumi/pulumi-azure-native
+    ``provider/pkg/provider/provider.go`` ``getConfig`` returns the config key when set and only then reads the
+    variable, and ``auth_azidentity.go`` ``readAuthConfig`` reads ``getConfig("subscriptionId",
+    "ARM_SUBSCRIPTION_ID")``; with the CLI, ``NewAzCoreIdentity`` takes ``az account show``'s subscription.
+    """
     env = os.environ if env is None else env
-    for value in (explicit, env.get("ARM_SUBSCRIPTION_ID"), env.get("AZURE_SUBSCRIPTION_ID")):
+    for value, source in (
+        (explicit, f"the stack's {STACK_SUBSCRIPTION}"),
+        (env.get("ARM_SUBSCRIPTION_ID"), "ARM_SUBSCRIPTION_ID"),
+        (env.get("AZURE_SUBSCRIPTION_ID"), "AZURE_SUBSCRIPTION_ID"),
+    ):
         if value and value.strip():
-            return value.strip()
+            return Subscription(value.strip(), source)
     if Settings.from_env(env).method() is Method.CLI:
-        return cli_subscription()
+        found = cli_subscription()
+        return Subscription(found, "az account show") if found else None
     return None
+
+
+def subscription_id(explicit: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
+    """:func:`subscription`'s id alone."""
+    found = subscription(explicit, env)
+    return found.id if found else None
+
+
+def state_subscriptions_line(command: str, ids: Sequence[str]) -> str:
+    """What ``gb300 <command>`` prints before asking Azure: the subscription(s) of the racks it asks about.
+
+    ``rollout`` and ``status`` ask each rack's own subscription, the one in its Azure id in the exported state (where
+    the provider created it), not one read from the environment.
+    """
+    distinct = sorted({i for i in ids if i})
+    where = ", ".join(distinct) or "(none)"
+    return f"gb300 {command}: Azure subscription {where} (from the racks' Azure ids in --state)"
+
+
+def check_stack_subscription(path: Path, ids: Sequence[str]) -> None:
+    """Refuse a state whose racks live in another subscription than the stack's ``azure-native:subscriptionId``."""
+    wanted = stack_subscription(path)
+    others = sorted({i for i in ids if i and i.lower() != (wanted or i).lower()})
+    if wanted and others:
+        raise CredentialError(
+            f"{path}: config.{STACK_SUBSCRIPTION} is {wanted}, but the state's racks are in {', '.join(others)}: "
+            "export the state of this stack's deployment, or fix the stack file"
+        )
 
 
 def cli_subscription() -> str | None:

@@ -94,6 +94,7 @@ class QuotaSnapshot:
 
     source: str
     regions: Mapping[str, RegionQuota] = field(default_factory=dict)
+    subscription: azure_credential.Subscription | None = None  # live: the subscription asked (None: none found)
 
 
 @dataclass(frozen=True)
@@ -276,10 +277,11 @@ def fetch_live(
     regions = list(regions)
     if credential is None:
         credential = azure_credential.signed_in()
-    sub = azure_credential.subscription_id(subscription_id)
-    if not sub:
+    where = azure_credential.subscription(subscription_id)
+    if where is None:
         why = f"no subscription id: {azure_credential.SUBSCRIPTION_HINT}"
         return QuotaSnapshot(LIVE, {r: RegionQuota(r, unverified=why) for r in regions})
+    sub = where.id
     client_kwargs.setdefault("connection_timeout", timeout_s)
     client_kwargs.setdefault("read_timeout", timeout_s)
     client_kwargs.setdefault("retry_total", 1)
@@ -318,7 +320,7 @@ def fetch_live(
             out[region] = RegionQuota(region, unverified=f"Azure did not answer in time ({_first_line(exc)})")
         except AzureError as exc:
             out[region] = RegionQuota(region, unverified=_first_line(exc))
-    return QuotaSnapshot(LIVE, out)
+    return QuotaSnapshot(LIVE, out, where)
 
 
 def _first_line(exc: BaseException) -> str:

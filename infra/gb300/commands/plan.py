@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
             )
     started = time.perf_counter()
     print(f"gb300 plan: validating and registering resources of stack {name}...", file=sys.stderr)
-    result = run_plan(name, raw, quota=args.quota, deployed=deployed, prices=args.prices)
+    result = run_plan(name, raw, quota=args.quota, deployed=deployed, prices=args.prices, stack_file=path)
     elapsed = time.perf_counter() - started
     print(
         f"gb300 plan: {len(result.resources):,} resources registered and checked in {elapsed:.1f}s",

@@ -13,6 +13,7 @@ from typing import Any
 
 from gb300 import config
 from gb300 import tags as gb300_tags
+from gb300.azure import credential as azure_credential
 from gb300.azure import instances
 from gb300.commands.plan import _stack, add_stack_arguments
 from gb300.errors import UsageError
@@ -141,6 +142,7 @@ def _deployed_racks(args: argparse.Namespace) -> tuple[str, list[rollout.Rack]]:
     missing = [r.name for r in deployed_racks if not (r.subscription_id and r.resource_group)]
     if missing:
         raise UsageError(f"--state {args.state}: no subscriptionId/resourceGroupName for {', '.join(missing[:3])}")
+    azure_credential.check_stack_subscription(path, [r.subscription_id for r in deployed_racks])
     return name, deployed_racks
 
 
@@ -161,6 +163,7 @@ def run(
     source = _source(args)
     name, deployed_racks = _deployed_racks(args)
     if source == instances.LIVE:
+        print(azure_credential.state_subscriptions_line(NAME, [r.subscription_id for r in deployed_racks]))
         client_for = client_for or rollout.azure_client_factory()
         print(f"gb300 rollout: asking Azure about {len(deployed_racks)} rack scale set(s)...", file=sys.stderr)
         answer = instances.fetch_live(

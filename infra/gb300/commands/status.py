@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gb300 import tags as gb300_tags
+from gb300.azure import credential as azure_credential
 from gb300.commands.plan import add_state_argument
 from gb300.errors import UsageError
 from gb300.ops import fleet_status, rollout
@@ -45,6 +46,7 @@ def run(args: argparse.Namespace, *, client_for: Callable[[str], Any] | None = N
         racks = [r for r in racks if r.name in args.rack]
     if not racks:
         raise UsageError(f"--state {args.state}: no deployed rack scale set (tag {gb300_tags.RACK})")
+    print(azure_credential.state_subscriptions_line(NAME, [r.subscription_id for r in racks]))
     reader = fleet_status.FleetStatus(client_for or rollout.azure_client_factory(), workers=args.workers)
     out, ready = fleet_status.lines((rack, reader.rack(rack)) for rack in racks)
     for line in out:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gb300.azure import credential as azure_credential
 from gb300.findings import Level
 from gb300.plan import glance
 from gb300.plan.runner import PlanResult
@@ -41,6 +42,13 @@ def text(result: PlanResult, *, stack_file: str) -> str:
     )
     lines += ["", "vCPU quota needed (per family)"]
     lines += [f"  {family:<40} {_n(count):>10}" for family, count in s["vcpus"].items()]
+    if "azureSubscription" in s:  # gone live: which subscription Azure's answers (quota, images, Lustre) came from
+        asked = s["azureSubscription"]
+        lines.append(
+            f"  live answers from Azure subscription {asked['id']} (from {asked['from']})"
+            if asked
+            else f"  live answers: no subscription id ({azure_credential.SUBSCRIPTION_HINT})"
+        )
     lines += ["", *glance.subnet_lines(s["subnets"])]
     if "access" in s:
         lines += ["", *glance.access_lines(s["access"])]

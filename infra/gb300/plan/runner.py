@@ -18,6 +18,7 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from gb300 import config
+from gb300.azure import credential as azure_credential
 from gb300.azure import images_live, inventory, lustre_live
 from gb300.config import StackConfig
 from gb300.errors import ConfigError, Gb300Error
@@ -263,7 +264,7 @@ def register(
     return records
 
 
-def _lustre_live(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> list[Report]:
+def _lustre_live(cfg: StackConfig, resources: Sequence[ResourceRecord], **live: Any) -> list[Report]:
     """With the plan gone live, Azure's own Lustre subnet size against the storage subnet (lustre-subnet-size)."""
     lustre = cfg.storage.lustre
     if lustre is None:
@@ -275,7 +276,7 @@ def _lustre_live(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> list[
     ]
     if len(storage) != 1 or not isinstance(storage[0], str):
         return []
-    answer = lustre_live.ask(lustre.sku, float(lustre.capacity_ti_b))
+    answer = lustre_live.ask(lustre.sku, float(lustre.capacity_ti_b), **live)
     reserved = int(catalog.load().limit("subnetReservedAddresses"))
     return lustre_live.findings(answer, storage[0], reserved, sku=lustre.sku, capacity_tib=lustre.capacity_ti_b)
 
@@ -287,6 +288,7 @@ def run_plan(
     quota: str | None = None,
     deployed: Sequence[DeployedResource] | None = None,
     prices: str | None = None,
+    stack_file: Path | None = None,
 ) -> PlanResult:
     """Validate ``raw`` (raises ConfigError), register the program's resources, then evaluate and summarise.
 
@@ -297,6 +299,8 @@ def run_plan(
     would replace or delete stateful storage (``storage-data-loss``) and machines, containers or subnets
     (``destroys-deployed``). ``prices`` picks what the cost is read from: None the shipped table
     (``data/prices.yaml``), ``live`` Azure's Retail Prices API, else a price table file (:mod:`gb300.cost`).
+    ``stack_file``: gone live, its ``azure-native:subscriptionId`` (when set) is the subscription asked, as for the
+    provider; the summary's ``azureSubscription`` names the one asked and where its id came from.
     """
     from gb300 import rules  # noqa: PLC0415 - rules import the plan's record type
 
@@ -307,7 +311,9 @@ def run_plan(
     # One block, not a helper function: every resource records the call stack it was declared from, one frame
     # deeper per level (docs/scale.md). The rules and the summary read each resource's views once.
     with gc_paused(), inventory.shared_reads():
-        return _assess(stack, cfg, register(stack, raw), quota=quota, deployed=deployed, prices=prices)
+        return _assess(
+            stack, cfg, register(stack, raw), quota=quota, deployed=deployed, prices=prices, stack_file=stack_file
+        )
 
 
 def _assess(
@@ -318,6 +324,7 @@ def _assess(
     quota: str | None,
     deployed: Sequence[DeployedResource] | None,
     prices: str | None = None,
+    stack_file: Path | None = None,
 ) -> PlanResult:
     """The registered ``resources`` evaluated by the rules and summarised (see :func:`run_plan`)."""
     from gb300 import paths, rules  # noqa: PLC0415 - rules import the plan's record type
@@ -327,15 +334,18 @@ def _assess(
 
     result = PlanResult(stack=stack, config=cfg, resources=resources)
     source = quota or cfg.policy.quota
-    snapshot = quotas.fetch(source, resources, base=paths.REPO_ROOT) if source else None
     live = bool(source) and str(source).strip().lower() == quotas.LIVE
+    # Gone live, every call asks the stack's azure-native:subscriptionId when it sets one (as the provider does).
+    stack_subscription = azure_credential.stack_subscription(stack_file) if live and stack_file else None
+    asks: dict[str, Any] = {"subscription_id": stack_subscription} if stack_subscription else {}
+    snapshot = quotas.fetch(source, resources, base=paths.REPO_ROOT, **asks) if source else None
     # Gone live, Azure also says whether each image version the stack boots exists (image-version-exists).
-    images = images_live.fetch_live(images_live.used_images(cfg)) if live else None
+    images = images_live.fetch_live(images_live.used_images(cfg), **asks) if live else None
     ctx = rules.RuleContext(policy=cfg.policy, quota=snapshot, config=cfg, deployed=deployed, images=images)
     assessed = rules.assess(resources, ctx)
     findings, hidden = assessed.findings, assessed.hidden
     if live:
-        lustre = network.lustre_subnet_size.named(_lustre_live(cfg, resources))
+        lustre = network.lustre_subnet_size.named(_lustre_live(cfg, resources, **asks))
         if network.lustre_subnet_size.id in cfg.policy.suppressed:
             hidden.setdefault(network.lustre_subnet_size.id, []).extend(lustre)
         else:
@@ -355,6 +365,9 @@ def _assess(
 
         result.summary["changes"] = glance.state_changes(resources, deployed)
     result.summary["cost"] = _cost(cfg, resources, deployed, prices)
+    if live and snapshot is not None:
+        asked = snapshot.subscription
+        result.summary["azureSubscription"] = {"id": asked.id, "from": asked.source} if asked else None
     return result
 
 
