@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -69,13 +68,13 @@ def below(installed: str, floor: str) -> bool:
     return have is None or need is None or have < need
 
 
-def package_problems(version: Callable[[str], str] = metadata.version) -> list[str]:
+def package_problems() -> list[str]:
     """One line per installed package below its floor (or not installed), naming the installed version and the
-    floor; empty when every floor holds. ``version`` is :func:`importlib.metadata.version` (tests fake it)."""
+    floor; empty when every floor holds. Versions come from :func:`importlib.metadata.version`."""
     problems = []
     for entry in package_floors():
         try:
-            installed = version(entry.name)
+            installed = metadata.version(entry.name)
         except metadata.PackageNotFoundError:
             problems.append(f"{entry.name} is not installed; gb300 needs {entry.name}>={entry.floor}: {FIX}")
             continue
