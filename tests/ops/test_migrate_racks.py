@@ -479,10 +479,10 @@ def test_migrate_racks_refuses_a_pulumi_cli_below_its_floor(
     from gb300 import floors  # noqa: PLC0415
     from tests.support import fake_pulumi  # noqa: PLC0415
 
-    bin_dir = fake_pulumi.install(tmp_path / "bin", tmp_path / "home", version="v3.250.0")
+    bin_dir = fake_pulumi.install(tmp_path / "bin", tmp_path / "home", version="v3.253.0")
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     err = _refused(tmp_path, capsys, legacy_state(planned))
-    assert "v3.250.0" in err
+    assert "v3.253.0" in err
     assert f"v{floors.cli_floor().floor}" in err
 
 
@@ -494,10 +494,10 @@ def test_migrate_racks_says_which_pulumi_cli_it_found(
 
     state = tmp_path / "before.json"
     state.write_text(json.dumps(legacy_state(planned)), encoding="utf-8")
-    bin_dir = fake_pulumi.install(tmp_path / "bin", tmp_path / "home", version="v3.251.0")
+    bin_dir = fake_pulumi.install(tmp_path / "bin", tmp_path / "home", version="v3.254.0")
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     assert cli.main(["migrate-racks", "--stack", "reference", "--state", str(state), "--out", str(tmp_path / "a")]) == 0
-    assert "Pulumi CLI v3.251.0 on PATH: at or above v3.251.0" in capsys.readouterr().out
+    assert "Pulumi CLI v3.254.0 on PATH: at or above v3.254.0" in capsys.readouterr().out
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert cli.main(["migrate-racks", "--stack", "reference", "--state", str(state), "--out", str(tmp_path / "b")]) == 0
-    assert "no Pulumi CLI on PATH here: commands.sh needs pulumi v3.251.0 or later" in capsys.readouterr().out
+    assert "no Pulumi CLI on PATH here: commands.sh needs pulumi v3.254.0 or later" in capsys.readouterr().out
