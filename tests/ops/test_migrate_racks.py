@@ -501,3 +501,30 @@ def test_migrate_racks_says_which_pulumi_cli_it_found(
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert cli.main(["migrate-racks", "--stack", "reference", "--state", str(state), "--out", str(tmp_path / "b")]) == 0
     assert "no Pulumi CLI on PATH here: commands.sh needs pulumi v3.254.0 or later" in capsys.readouterr().out
+
+
+def test_check_reads_the_type_from_the_urn_and_refuses_an_unreadable_preview(tmp_path: Path) -> None:
+    """A step without states is typed by its URN; a preview file that is not JSON exits 2 with one line that still
+    gives the rollback command."""
+    from gb300.ops import migrate_preview  # noqa: PLC0415
+
+    urn = (
+        "urn:pulumi:reference::gb300::gb300:compute:GpuPool$gb300:compute:Rack$"
+        f"{compute_package.SCALE_SET_TOKEN}::ref-train-r0003"
+    )
+    ok, lines = migrate_preview.check(
+        {"steps": [{"op": "replace", "urn": urn}]}, (compute_package.SCALE_SET_TOKEN,), "r"
+    )
+    assert not ok
+    assert "ref-train-r0003 (replace)" in lines[0]
+    bad = tmp_path / "preview.json"
+    bad.write_text("error: could not load plugin\n", encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, migrate_preview.__file__, str(bad), "rollback.json", compute_package.SCALE_SET_TOKEN],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "pulumi stack import --file rollback.json" in result.stderr
