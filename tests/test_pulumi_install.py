@@ -8,7 +8,9 @@ first on PATH and ``VIRTUAL_ENV`` set, ``python -m pip install --upgrade pip set
 ``python -m pip install -r requirements.txt``. pip is the real one, against the package index this machine's pip
 configuration names.
 
-What it cannot show: the CLI's own steps around these (plugin installation for the resources' providers).
+One difference: the test's own ``PYTHONPATH`` and ``VIRTUAL_ENV`` are dropped, so the pytest process's checkout
+cannot stand in for the clone's. What it cannot show: the CLI's own steps around these (plugin installation for
+the resources' providers).
 """
 
 from __future__ import annotations
