@@ -24,6 +24,7 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
+from gb300 import floors
 from gb300.commands import COMMANDS
 from gb300.errors import ConfigError, DataError, Gb300Error
 
@@ -53,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler = next(c for c in COMMANDS if args.command == c.NAME)
     try:
+        floors.require_packages()  # data/floors.yaml: a package below its floor is one line, exit 2
         code: int = handler.run(args)
         sys.stdout.flush()  # a reader gone away shows here, not in the interpreter's flush at exit
     except ConfigError as exc:

@@ -52,7 +52,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
-from gb300 import config, paths, rules
+from gb300 import config, floors, paths, rules
 from gb300.azure import quota
 from gb300.azure.inventory import Resource
 from gb300.config import PolicySettings, StackConfig
@@ -322,4 +322,9 @@ def policies(settings: SettingsSource = stack_settings, stack: ConfigSource = st
 
 
 def build_pack() -> PolicyPack:
+    """The pack, once the installed Pulumi packages are at or above their floors (``data/floors.yaml``); below
+    one, the pack's process exits with one line per package (no traceback), which the engine shows."""
+    too_old = floors.package_problems()
+    if too_old:
+        raise SystemExit("\n".join(too_old))
     return PolicyPack(name=PACK_NAME, policies=policies(), enforcement_level=EnforcementLevel.MANDATORY)

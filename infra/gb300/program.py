@@ -11,7 +11,7 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import authorization, resources
 
-from gb300 import config, rules
+from gb300 import config, floors, rules
 from gb300 import tags as gb300_tags
 from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs, compute_package
 from gb300.components import monitoring as monitoring_component
@@ -382,6 +382,9 @@ def _version_alias(alias: object) -> bool:
 
 def main() -> None:
     """Entry point under the Pulumi engine or the plan's mocks."""
+    too_old = floors.package_problems()
+    if too_old:  # before anything calls an SDK that lacks what gb300 uses (data/floors.yaml)
+        raise pulumi.RunError("\n".join(too_old))
     try:
         cfg = read_config()
     except ConfigError as exc:

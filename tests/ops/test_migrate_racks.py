@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import os
 import re
 import subprocess
 import sys
@@ -206,7 +207,8 @@ def test_inputs_are_the_plan_with_the_deployed_ids(migration: dict[str, Any], pl
 
 
 def test_commands_pass_shellcheck_and_delete_each_legacy_entry(migration: dict[str, Any]) -> None:
-    """commands.sh is strict bash that shellcheck passes, imports first, deletes each legacy URN once, then previews."""
+    """commands.sh is strict bash that shellcheck passes, keeps the state, imports, deletes each legacy URN once,
+    then previews as JSON for the check beside it (no --expect-no-changes: every imported rack shows an update)."""
     script = migration["commands"]
     result = subprocess.run([SHELLCHECK, "-s", "bash", "-"], input=script, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout
@@ -215,10 +217,13 @@ def test_commands_pass_shellcheck_and_delete_each_legacy_entry(migration: dict[s
     assert sorted(deletes) == sorted(migration["legacy"])
     assert len(deletes) == 64
     steps = [line for line in script.splitlines() if line.startswith("pulumi ")]
-    assert steps[0] == (
+    assert steps[0] == f"pulumi stack export --file {migration['out'] / 'rollback.json'}"
+    assert steps[1] == (
         f"pulumi import --file {migration['out'] / 'import.json'} --yes --protect=false --generate-code=false"
     )
-    assert steps[-1] == "pulumi preview --diff --expect-no-changes"
+    assert "--expect-no-changes" not in script
+    assert f"if ! pulumi preview --json > {migration['out'] / 'preview.json'}; then" in script
+    assert script.rstrip().splitlines()[-1].startswith(f"python3 {migration['out'] / 'check_preview.py'} ")
 
 
 def test_commands_unlink_the_logs_associations_first(migration: dict[str, Any], tmp_path: Path) -> None:
@@ -355,3 +360,171 @@ def test_plan_of_a_half_done_migration_names_migrate_racks(planned: list[Resourc
     errors = _destroys(tmp_path, doc)
     assert sorted(f["resource"] for f in errors) == sorted(legacy)
     assert all("`gb300 migrate-racks`" in f["message"] for f in errors)
+
+
+def _preview(planned: list[ResourceRecord], ops: dict[str, str] | None = None) -> dict[str, Any]:
+    """A `pulumi preview --json` document (pulumi/pulumi pkg/display/json.go PreviewDigest) of the migrated stack:
+    every rack's scale set an update, as after an import, except the ops ``ops`` gives by name; the rest same."""
+    ops = ops or {}
+    steps = []
+    for r in planned:
+        op = "update" if r.type == compute_package.SCALE_SET_TOKEN else "same"
+        op = ops.get(r.name, op)
+        state = {"urn": r.urn, "type": r.type, "custom": r.type != RACK_TYPE}
+        step: dict[str, Any] = {"op": op, "urn": r.urn, "oldState": state, "detailedDiff": None}
+        if op != "delete":
+            step["newState"] = state
+        if op == "update":
+            step["diffReasons"] = ["virtualMachineProfile"]
+        steps.append(step)
+    return {"steps": steps, "changeSummary": {}}
+
+
+def _run_commands(
+    planned: list[ResourceRecord], tmp_path: Path, preview: dict[str, Any]
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """`gb300 migrate-racks` on the reference stack's legacy state, then its commands.sh run by bash with the
+    stand-in pulumi CLI (tests/support/fake_pulumi.py) first on PATH, answering ``preview``."""
+    from tests.support import fake_pulumi  # noqa: PLC0415
+
+    home = tmp_path / "pulumi-home"
+    bin_dir = fake_pulumi.install(tmp_path / "bin", home, preview=preview)
+    state = tmp_path / "before.json"
+    state.write_text(json.dumps(legacy_state(planned)), encoding="utf-8")
+    out = tmp_path / "migrate"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    code = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "gb300"),
+            "migrate-racks",
+            "--stack",
+            "reference",
+            "--state",
+            str(state),
+            "--out",
+            str(out),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert code.returncode == 0, code.stderr
+    result = subprocess.run(["bash", str(out / "commands.sh")], env=env, capture_output=True, text=True, check=False)
+    return result, out, home
+
+
+@pytest.mark.slow
+def test_commands_go_on_when_the_racks_only_update(planned: list[ResourceRecord], tmp_path: Path) -> None:
+    """Every rack an update after the import (as azure-native's Read makes it): commands.sh runs to the end with
+    every pulumi call valid for the CLI, and says the updates are expected."""
+    from tests.support import fake_pulumi  # noqa: PLC0415
+
+    result, out, home = _run_commands(planned, tmp_path, _preview(planned))
+    assert result.returncode == 0, result.stderr
+    assert "64 update" in result.stdout
+    assert "expected after an import" in result.stdout
+    made = fake_pulumi.calls(home)
+    assert made[0] == ["version"]  # migrate-racks asked the CLI for its version
+    assert made[1] == ["stack", "export", "--file", str(out / "rollback.json")]
+    assert made[2][0] == "import"
+    assert sum(1 for c in made if c[:2] == ["state", "delete"]) == 64
+    assert made[-1] == ["preview", "--json"]
+
+
+@pytest.mark.slow
+def test_commands_stop_on_a_rack_that_would_be_replaced(planned: list[ResourceRecord], tmp_path: Path) -> None:
+    """A rack the preview would replace stops commands.sh (exit 1) with one line naming it, saying the state has
+    moved and how to roll it back."""
+    rack = "ref-train-r0007"
+    result, out, _ = _run_commands(planned, tmp_path, _preview(planned, {rack: "replace"}))
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert f"{rack} (replace)" in lines[0]
+    assert "state has already moved" in lines[0]
+    assert f"pulumi stack import --file {out / 'rollback.json'}" in lines[0]
+
+
+@pytest.mark.slow
+def test_commands_stop_on_a_rack_that_would_be_deleted(planned: list[ResourceRecord], tmp_path: Path) -> None:
+    """A rack the preview would delete stops commands.sh too."""
+    result, _, _ = _run_commands(planned, tmp_path, _preview(planned, {"ref-train-r0002": "delete"}))
+    assert result.returncode == 1
+    assert "ref-train-r0002 (delete)" in result.stderr
+    assert "1 rack(s)" in result.stderr
+
+
+def test_check_ignores_a_replace_of_something_else_and_counts_replacement_steps(planned: list[ResourceRecord]) -> None:
+    """Only racks stop the migration: a replaced logs association goes on; a rack's create-replacement and
+    delete-replaced steps (--show-replacement-steps) name it once."""
+    from gb300.ops import migrate_preview  # noqa: PLC0415
+
+    other = next(r for r in planned if r.type not in (compute_package.SCALE_SET_TOKEN, RACK_TYPE) and r.parent)
+    types = (compute_package.SCALE_SET_TOKEN, RACK_TYPE)
+    ok, _ = migrate_preview.check(_preview(planned, {other.name: "replace"}), types, "rollback.json")
+    assert ok
+    doc = _preview(planned, {"ref-train-r0001": "create-replacement"})
+    doc["steps"].append({**next(s for s in doc["steps"] if s["op"] == "create-replacement"), "op": "delete-replaced"})
+    ok, lines = migrate_preview.check(doc, types, "rollback.json")
+    assert not ok
+    assert "1 rack(s): ref-train-r0001 (create-replacement/delete-replaced)" in lines[0]
+
+
+def test_migrate_racks_refuses_a_pulumi_cli_below_its_floor(
+    planned: list[ResourceRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Pulumi CLI on PATH older than data/floors.yaml's CLI floor (parameterized import) exits 2 with one line
+    naming its version and the floor, and writes nothing."""
+    from gb300 import floors  # noqa: PLC0415
+    from tests.support import fake_pulumi  # noqa: PLC0415
+
+    bin_dir = fake_pulumi.install(tmp_path / "bin", tmp_path / "home", version="v3.253.0")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    err = _refused(tmp_path, capsys, legacy_state(planned))
+    assert "v3.253.0" in err
+    assert f"v{floors.cli_floor().floor}" in err
+
+
+def test_migrate_racks_says_which_pulumi_cli_it_found(
+    planned: list[ResourceRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With a CLI at or above the floor on PATH, the summary says so in one line; with none, it names the floor."""
+    from tests.support import fake_pulumi  # noqa: PLC0415
+
+    state = tmp_path / "before.json"
+    state.write_text(json.dumps(legacy_state(planned)), encoding="utf-8")
+    bin_dir = fake_pulumi.install(tmp_path / "bin", tmp_path / "home", version="v3.254.0")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    assert cli.main(["migrate-racks", "--stack", "reference", "--state", str(state), "--out", str(tmp_path / "a")]) == 0
+    assert "Pulumi CLI v3.254.0 on PATH: at or above v3.254.0" in capsys.readouterr().out
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert cli.main(["migrate-racks", "--stack", "reference", "--state", str(state), "--out", str(tmp_path / "b")]) == 0
+    assert "no Pulumi CLI on PATH here: commands.sh needs pulumi v3.254.0 or later" in capsys.readouterr().out
+
+
+def test_check_reads_the_type_from_the_urn_and_refuses_an_unreadable_preview(tmp_path: Path) -> None:
+    """A step without states is typed by its URN; a preview file that is not JSON exits 2 with one line that still
+    gives the rollback command."""
+    from gb300.ops import migrate_preview  # noqa: PLC0415
+
+    urn = (
+        "urn:pulumi:reference::gb300::gb300:compute:GpuPool$gb300:compute:Rack$"
+        f"{compute_package.SCALE_SET_TOKEN}::ref-train-r0003"
+    )
+    ok, lines = migrate_preview.check(
+        {"steps": [{"op": "replace", "urn": urn}]}, (compute_package.SCALE_SET_TOKEN,), "r"
+    )
+    assert not ok
+    assert "ref-train-r0003 (replace)" in lines[0]
+    bad = tmp_path / "preview.json"
+    bad.write_text("error: could not load plugin\n", encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, migrate_preview.__file__, str(bad), "rollback.json", compute_package.SCALE_SET_TOKEN],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "pulumi stack import --file rollback.json" in result.stderr

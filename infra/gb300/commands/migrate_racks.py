@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gb300 import config
+from gb300 import config, floors
 from gb300.commands.plan import _stack, add_stack_arguments
 from gb300.ops import migrate_racks
 from gb300.plan.state import parse_state, read_state
@@ -21,11 +21,14 @@ def add_parser(subparsers: Any) -> None:
         description=(
             "Read the deployed state (--state, from 'pulumi stack export'), find every rack gb300 0.1 declared as a "
             "Python dynamic resource, match each to the scale set the stack now declares by its Azure name, and "
-            "write DIR/import.json (for 'pulumi import --file') and DIR/commands.sh: import each scale set under "
-            "its new rack component, delete the legacy entries from the state only, then 'pulumi preview "
-            "--expect-no-changes'. Nothing here calls Azure or Pulumi, and no step deletes a VM. Exit 0: files "
-            "written; 2: nothing to migrate, a state of another stack, an interconnect block, or a rack the stack "
-            "no longer declares. See docs/fabric.md."
+            "write DIR/import.json (for 'pulumi import --file'), DIR/commands.sh and DIR/check_preview.py: keep the "
+            "state (DIR/rollback.json), import each scale set under its new rack component, delete the legacy "
+            "entries from the state only, then 'pulumi preview --json': every rack shows an update (expected after "
+            "an import); a rack that would be replaced or deleted stops the script with one line and the rollback "
+            "command. Nothing here calls Azure, and no step deletes a VM; a Pulumi CLI on PATH is only asked its "
+            "version (it must be at or above the floor in data/floors.yaml). Exit 0: files written; 2: nothing to "
+            "migrate, a state of another stack, an interconnect block, a rack the stack no longer declares, or a "
+            "Pulumi CLI below its floor. See docs/fabric.md."
         ),
     )
     add_stack_arguments(
@@ -45,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     deployed = parse_state(doc, where=f"state file {args.state}")
     where = f"--state {args.state}"
     migrate_racks.check_state(deployed, name, where)  # refuse before the plan runs
+    cli_line = floors.cli_check()  # a CLI below its floor refuses here, before any file is written
     config.parse(raw)
     from gb300.plan.runner import register  # noqa: PLC0415 - the Pulumi mocks load only for this
 
@@ -53,10 +57,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"gb300 migrate-racks: {len(migration.moves)} rack(s) of stack {name}")
     for file in written:
         print(f"  wrote {file}")
+    print(f"  {cli_line}")
     if migration.dependents:
         print(f"  {len(migration.dependents)} state entries depend on legacy racks: commands.sh unlinks them first")
     print(
-        f"Review them, run 'bash {written[1]}', then 'gb300 plan --state' on a fresh 'pulumi stack export' must "
-        "show no destroys-deployed error"
+        f"Review them, run 'bash {written[1]}' (its preview shows every rack as an update, which is expected; it "
+        "stops on a rack that would be replaced or deleted), then 'gb300 plan --state' on a fresh "
+        "'pulumi stack export' must show no destroys-deployed error"
     )
     return 0

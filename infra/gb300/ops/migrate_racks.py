@@ -5,11 +5,14 @@ LEGACY_DYNAMIC`), a child of its ``gb300:compute:GpuPool``. The program now decl
 component per rack whose child is the package's scale set (:mod:`gb300.components.compute_package`). Both name
 the same Azure scale set, so the migration moves state only:
 
+0. ``pulumi stack export`` keeps the state as it was (``rollback.json``), to put back with ``pulumi stack import``;
 1. ``pulumi import --file import.json`` adopts each deployed scale set under its new URN (a Read, no write), with
    the rack component created in the state as its parent;
 2. ``pulumi state delete`` drops each legacy entry from the state (no provider call: the dynamic provider's
    delete, which would delete the scale set, never runs);
-3. ``pulumi preview --diff --expect-no-changes`` checks that the program and the state agree.
+3. ``pulumi preview --json``, read by ``check_preview.py`` (:mod:`gb300.ops.migrate_preview`, copied beside
+   commands.sh): every rack shows an update, which is expected after an import; a rack that would be replaced or
+   deleted stops the script with one line naming it, what has moved and how to roll back.
 
 :func:`plan_migration` reads the deployed state and the plan and builds both files; it refuses (a
 :class:`~gb300.errors.UsageError`) what it cannot move safely. The import file follows pulumi/pulumi
@@ -29,6 +32,7 @@ from gb300.azure.inventory import LEGACY_SCALE_SETS, arm_address, legacy_kind
 from gb300.components import compute_package
 from gb300.components.gpu_pool import RACK_TYPE
 from gb300.errors import UsageError
+from gb300.ops import migrate_preview
 from gb300.plan.mocks import SUBSCRIPTION_ID
 from gb300.plan.runner import SECRET, ResourceRecord
 from gb300.plan.state import state_stacks
@@ -37,6 +41,9 @@ from gb300.rules.data_loss import DeployedResource
 POOL_TYPE = "gb300:compute:GpuPool"
 RACK_ENTRY_SUFFIX = "-rack"  # the rack component's name in the import file (its logical name is the rack's)
 DOCS = "docs/fabric.md, Migrating racks from gb300 0.1"
+CHECK_SCRIPT = "check_preview.py"  # gb300.ops.migrate_preview, copied beside commands.sh
+ROLLBACK = "rollback.json"  # the state before commands.sh moved anything
+PREVIEW = "preview.json"
 # The edges a state entry keeps to other entries (pulumi/pulumi apitype.ResourceV3).
 _EDGES = ("dependencies", "propertyDependencies", "deletedWith")
 
@@ -289,8 +296,11 @@ json.dump(doc, open(sys.argv[2], "w", encoding="utf-8"), indent=2)
 
 
 def commands(migration: Migration, out: Path) -> str:
-    """commands.sh: import, (unlink dependents,) delete each legacy entry from the state, then preview."""
+    """commands.sh: keep the state, import, (unlink dependents,) delete each legacy entry from the state, then
+    preview and stop on a rack that would be replaced or deleted."""
     q = shlex.quote
+    rollback = q(str(out / ROLLBACK))
+    restore = f"pulumi stack import --file {rollback}"
     lines = [
         "#!/usr/bin/env bash",
         "# A URN's '$' separates the parent's type from the resource's: single quotes keep it literal, on purpose.",
@@ -298,6 +308,9 @@ def commands(migration: Migration, out: Path) -> str:
         f"# gb300 migrate-racks: {len(migration.moves)} rack(s) from gb300 0.1's dynamic resources to azure-native's",
         f"# compute {compute_package.API_VERSION} package. Nothing here writes to Azure ({DOCS}).",
         "set -euo pipefail",
+        "",
+        f"# 0. Keep the state as it is now: '{restore}' puts it back.",
+        f"pulumi stack export --file {rollback}",
         "",
         "# 1. Adopt each deployed scale set under its new URN (a Read of Azure, no write), with its rack component.",
         f"pulumi import --file {q(str(out / 'import.json'))} --yes --protect=false --generate-code=false",
@@ -317,11 +330,20 @@ def commands(migration: Migration, out: Path) -> str:
         ]
     lines.append("# 2. Drop the legacy entries from the state only: the dynamic provider's delete never runs.")
     lines += [f"pulumi state delete '{m.legacy.urn}' --yes" for m in migration.moves]
+    preview = q(str(out / PREVIEW))
+    moved = f"the state has already moved (Azure is unchanged): roll back with '{restore}'"
     lines += [
         "",
-        "# 3. The program and the state must agree. The first 'pulumi up' then records the racks' resource options",
-        "# (replaceOnChanges, customTimeouts, deleteBeforeReplace), which an import cannot set; no Azure call.",
-        "pulumi preview --diff --expect-no-changes",
+        "# 3. Every rack shows an update: azure-native's import Read returns Azure's defaults as inputs, and the",
+        "# engine keeps the import file's inputs only at the top level. Expected; the first 'pulumi up' writes the",
+        "# program's inputs and records the racks' resource options (replaceOnChanges, customTimeouts). A rack that",
+        "# would be replaced or deleted stops here.",
+        f"if ! pulumi preview --json > {preview}; then",
+        f'  echo "migrate-racks: pulumi preview failed (its errors are in {preview}); {moved}" >&2',
+        "  exit 1",
+        "fi",
+        f"python3 {q(str(out / CHECK_SCRIPT))} {preview} {rollback} "
+        f"{q(compute_package.SCALE_SET_TOKEN)} {q(RACK_TYPE)}",
         "",
     ]
     if any("'" in m.legacy.urn for m in migration.moves):
@@ -330,7 +352,7 @@ def commands(migration: Migration, out: Path) -> str:
 
 
 def write(migration: Migration, out: Path) -> list[Path]:
-    """Write import.json and commands.sh under ``out``; return their paths."""
+    """Write import.json, commands.sh and the preview check it runs under ``out``; return their paths."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         doc = out / "import.json"
@@ -338,6 +360,8 @@ def write(migration: Migration, out: Path) -> list[Path]:
         script = out / "commands.sh"
         script.write_text(commands(migration, out), encoding="utf-8")
         script.chmod(0o755)
+        check = out / CHECK_SCRIPT
+        check.write_text(Path(migrate_preview.__file__).read_text(encoding="utf-8"), encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write ({exc.strerror})") from None
-    return [doc, script]
+    return [doc, script, check]
