@@ -76,6 +76,17 @@ def test_the_venv_is_activated_as_the_language_host_does() -> None:
     assert env == {"PATH": f"/x/.venv/bin{os.pathsep}/usr/bin", "VIRTUAL_ENV": "/x/.venv", "A": "1"}
 
 
+def test_the_real_exec_script_is_used_where_a_cli_is_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a Pulumi CLI's language host on PATH the exec script installed beside it runs the program; without
+    one, the harness's stand-in does (and only then)."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert language_host.language_exec() == language_host.STAND_IN_EXEC
+    for name in ("pulumi-language-python", language_host.EXEC_NAME):
+        (tmp_path / name).write_text("#!/bin/sh\n", encoding="utf-8")
+        (tmp_path / name).chmod(0o755)
+    assert language_host.language_exec() == tmp_path / language_host.EXEC_NAME
+
+
 def test_config_reaches_the_program_as_the_engine_sends_it(write_stack: Any, dev_raw: dict[str, Any]) -> None:
     """Each stack file key `namespace:name`, objects as JSON text; an encrypted value is refused, not guessed."""
     values = language_host.engine_config(paths.stack_file("dev"))
