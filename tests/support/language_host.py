@@ -21,8 +21,10 @@ Sources (pulumi/pulumi, read at v3.259; the pinned SDK is constraints.txt's ``pu
   ``constructArguments``: ``--monitor``, ``--engine``, ``--project``, ``--root_directory``, ``--stack``, ``--pwd``,
   ``--dry_run``, ``--parallel``, ``--organization`` and the entry point. Project, stack, monitor, engine, dry run,
   parallel and organization are *arguments*, not ``PULUMI_*`` variables, in this version. The command's own
-  ``cmd.Dir`` is not set (it inherits the language host's, which the engine starts in ``pwd``); the exec script
-  then ``chdir``s to ``--pwd`` and ``runpy.run_path``s the entry point as ``__main__``. A ``pulumi.RunError`` is
+  ``cmd.Dir`` is not set: it inherits the language host's, which the engine starts in ``pwd``
+  (``pkg/host/host.go`` ``LanguageRuntime``: ``plugin.NewLanguageRuntime(host, ctx, runtime, ctx.Pwd)``); the
+  exec script then ``chdir``s to ``--pwd`` and ``runpy.run_path``s the entry point as ``__main__`` (which runpy
+  looks up on ``sys.path`` when the directory has no ``__main__.py``). A ``pulumi.RunError`` is
   logged to the engine (``Engine.Log``, severity error) and exits 1; another exception is logged with its
   traceback and exits 32; an entry point without ``__main__.py`` logs "unable to find main python program" and
   exits 32. The language host turns an exit status other than 0 and 32 into "program exited with non-zero exit
