@@ -8,18 +8,20 @@ role assignments) needs Azure and is left out; Azurite stands in for the account
 """
 
 import json
+import re
 from pathlib import Path
 
 import pulumi
 from pulumi_command import local
 
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
 inputs = json.loads(Path(pulumi.Config("gb300-engine-test").require("upload")).read_text(encoding="utf-8"))
-upload = local.Command(
-    "payload-publish",
-    create=inputs["create"],
-    dir=inputs.get("dir"),
-    environment=inputs.get("environment"),
-    triggers=inputs.get("triggers"),
-)
+# Every input the component gives the command (create, dir, environment, triggers, ...), none left out: an input
+# this file does not know fails the run loudly instead of being dropped.
+upload = local.Command("payload-publish", **{_snake(k): v for k, v in inputs.items()})
 pulumi.export("stdout", upload.stdout)
 pulumi.export("stderr", upload.stderr)
