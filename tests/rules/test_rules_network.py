@@ -35,10 +35,14 @@ from tests.support.policy_support import (
         pytest.param([vnet([])], [], id="property-absent"),
         pytest.param([vnet(["not-a-cidr", 42])], [], id="odd-values"),  # type: ignore[list-item]
         pytest.param([vnet(["172.16.1.0/24", "172.16.2.0/24"])], ["error", "error"], id="several"),
+        pytest.param([subnet("gpu", "172.16.0.0/20", "hub-vnet")], ["error"], id="existing-vnet-subnet-inside"),
+        pytest.param([subnet("gpu", "10.60.32.0/19", "hub-vnet")], [], id="existing-vnet-subnet-outside"),
+        pytest.param([vnet(["10.40.0.0/16"]), subnet("gpu", "172.16.0.0/20")], [], id="declared-vnet-judged-by-space"),
     ],
 )
 def test_vnet_avoids_rdma_range(resources: list[ResourceRecord], expected: list[str]) -> None:
-    """A VNet overlapping 172.16.0.0/16 is an error naming the range and a fix; others pass."""
+    """A VNet overlapping 172.16.0.0/16, or a subnet overlapping it in a VNet the stack does not declare, is an error
+    naming the range and a fix; others pass."""
     found = run("vnet-avoids-rdma-range", resources)
     assert levels(found) == expected
     for f in found:

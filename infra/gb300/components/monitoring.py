@@ -15,7 +15,10 @@
   whose bootstrap logged a failure (``bootstrapAlert`` in ``data/monitoring.yaml``; docs/lifecycle.md), notifying
   the same action group.
 
-Every piece is optional; the component takes plain flags, never stack config.
+Every piece is optional; the component takes plain flags, never stack config. In a landing zone
+(docs/landing-zone.md) both workspaces may be a central team's (``existing_workspace``,
+``existing_monitor_workspace_id``): the rules, alerts and Grafana name them, gb300 declares neither, and its custom
+tables go into the given Log Analytics workspace, retained when the cluster is destroyed.
 """
 
 from __future__ import annotations

@@ -21,9 +21,21 @@ LUSTRE = "azure-native:storagecache:AmlFilesystem"
 
 @resource_rule("vnet-avoids-rdma-range")
 def vnet_avoids_rdma_range(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
-    """A VNet address space must not overlap Azure's RDMA network (172.16.0.0/16)."""
+    """A VNet address space must not overlap Azure's RDMA network (172.16.0.0/16); in a VNet the stack does not
+    declare (a landing zone's), neither may the subnets it carves there."""
     del ctx
     rdma = ipaddress.IPv4Network(catalog.load().limit("rdmaReservedRange"))
+    declared = set(_spaces(resources))
+    for sub in inventory.of_type(resources, SUBNET):
+        vnet_name = text(sub.inputs.get("virtualNetworkName"))
+        net = network(sub.inputs.get("addressPrefix"))
+        if vnet_name is not None and vnet_name.lower() not in declared and net is not None and net.overlaps(rdma):
+            yield Report(
+                Level.ERROR,
+                sub.urn,
+                f"subnet {short_subnet(sub)} of VNet {vnet_name}: must not overlap {rdma}, which Azure's InfiniBand "
+                f"RDMA network reserves (got {net}). Set gb300:network.addressSpace to a range of the VNet outside it.",
+            )
     for vnet in inventory.of_type(resources, VNET):
         prefixes = items(mapping(vnet.inputs.get("addressSpace")).get("addressPrefixes"))
         for prefix in prefixes:
