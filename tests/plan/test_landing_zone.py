@@ -8,12 +8,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 
 from gb300 import cli, config, paths
 from gb300.findings import Level
 from gb300.plan import PlanResult, run_plan
 from gb300.plan.runner import ResourceRecord
+from gb300.program import first_login_outputs
 from gb300.rules import destroy
 from tests.support.state import write_stack_export
 
@@ -153,3 +155,22 @@ def test_moving_a_deployed_stack_into_an_existing_vnet_is_refused(
     assert len(gpu) == 1, errors
     assert "replaces (deletes, then creates again) subnet gpu (virtualNetworkName, resourceGroupName changed" in gpu[0]
     assert "18 VMs affected" in gpu[0]
+
+
+@pulumi.runtime.test
+def test_login_command_sends_the_user_to_the_hubs_bastion(lz_raw: dict[str, Any]) -> Any:
+    """Without a Bastion of its own, `pulumi stack output loginCommand` is the hub Bastion's `az network bastion ssh`
+    line for this head, the hub's names left to fill in, and no bastionName output."""
+    head = "/subscriptions/s/resourceGroups/lz-rg/providers/Microsoft.Compute/virtualMachines/lz-head"
+    out = first_login_outputs(config.parse(copy.deepcopy(lz_raw)), "lz-rg", None, head)
+    assert "bastionName" not in out
+
+    def check(command: str) -> None:
+        assert command.startswith("no Bastion of gb300's own (gb300:network.bastion is false): use the hub's Bastion")
+        assert (
+            "az network bastion ssh --name <hub-bastion> --resource-group <hub-bastion-group> "
+            f"--target-resource-id {head}" in command
+        )
+        assert "--username azureuser" in command
+
+    return pulumi.Output.from_input(out["loginCommand"]).apply(check)
