@@ -28,8 +28,7 @@ private-endpoint-dns, "Security": Azure Key Vault)."""
 _ID = re.compile(
     r"/subscriptions/(?P<sub>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"
     r"/resourceGroups/(?P<rg>[-\w.()]{0,89}[-\w()])"
-    r"/providers/(?P<ns>[A-Za-z.]+)/(?P<type>[A-Za-z]+)/(?P<name>[A-Za-z0-9][-\w.]{0,259})",
-    re.ASCII,
+    r"/providers/(?P<ns>[A-Za-z.]+)/(?P<type>[A-Za-z]+)/(?P<name>[A-Za-z0-9][-A-Za-z0-9_.]{0,259})",
 )
 
 
