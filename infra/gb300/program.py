@@ -77,14 +77,17 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             address_space=cfg.network.address_space,
             subnets=subnets,
             ssh_source_ranges=list(cfg.access.ssh_source_ranges),
-            nat_gateway=cfg.network.nat_gateway,
+            nat_gateway=cfg.network.egress_via == "nat-gateway",
             # The GPU nodes and the head egress through the gateway (Lustre's few flows are Azure's own).
             nat_public_ips=egress.nat_sizing().gateway_ips(gpu_vms + 1),
             bastion=cfg.network.bastion,
             zone=cfg.cluster.zone,
             tags=tags,
+            existing_vnet=_existing_vnet(cfg),
+            firewall_ip=cfg.network.egress.next_hop_ip if cfg.network.egress_via == "firewall" else None,
         ),
     )
+    hub_zones = cfg.network.private_dns_zones.ids()
     identity = NodeIdentity(f"{name}-node", NodeIdentityArgs(rg_name, location, tags))
     secrets = ClusterSecrets(
         name,
@@ -97,6 +100,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             endpoints_subnet_id=net.subnet_ids["endpoints"],
             node_principal_id=identity.principal_id,
             tags=tags,
+            hub_zone_id=hub_zones.get("vault"),
         ),
     )
     outputs: dict[str, pulumi.Output[str]] = {}
@@ -135,6 +139,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             )
             if storage.lustre_tie is not None
             else None,
+            hub_zone_ids=hub_zones,
         ),
     )
     if blob_cfg is not None:
@@ -212,6 +217,8 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             alert_webhooks=tuple(config_secrets.as_secret_input(url) for url in mon.alerts.webhooks),
             bootstrap_alert_severity=mon.logs.bootstrap_alert.severity if mon.logs.bootstrap_alert.enabled else None,
             tags=tags,
+            existing_workspace=_existing_workspace(cfg),
+            existing_monitor_workspace_id=mon.prometheus.existing_workspace_id,
         ),
     )
     if monitoring.remote_write_url is not None:
@@ -306,6 +313,23 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     }
 
 
+def _existing_vnet(cfg: StackConfig) -> network_component.ExistingVnet | None:
+    """``gb300:network.existingVnetId`` as the network component takes it, or None."""
+    vnet, vnet_id = cfg.network.existing_vnet, cfg.network.existing_vnet_id
+    if vnet is None or vnet_id is None:
+        return None
+    return network_component.ExistingVnet(vnet_id, vnet.resource_group, vnet.name)
+
+
+def _existing_workspace(cfg: StackConfig) -> monitoring_component.ExistingWorkspace | None:
+    """``gb300:monitoring.existingLogAnalyticsWorkspaceId`` as the monitoring component takes it, or None."""
+    mon = cfg.monitoring
+    ws, ws_id = mon.existing_log_analytics_workspace, mon.existing_log_analytics_workspace_id
+    if ws is None or ws_id is None:
+        return None
+    return monitoring_component.ExistingWorkspace(ws_id, ws.resource_group, ws.name)
+
+
 def first_login_outputs(
     cfg: StackConfig, rg_name: pulumi.Input[str], bastion_name: pulumi.Output[str] | None, head_vm_id: pulumi.Input[str]
 ) -> dict[str, Any]:
@@ -314,6 +338,15 @@ def first_login_outputs(
     command (`pulumi stack output loginCommand`). Without Bastion, loginCommand says how to reach the head."""
     user = cfg.access.admin_username
     out: dict[str, Any] = {"headVmId": head_vm_id, "adminUsername": user}
+    if bastion_name is None and cfg.network.existing_vnet_id is not None:
+        out["loginCommand"] = pulumi.Output.concat(
+            "no Bastion of gb300's own (gb300:network.bastion is false): use the hub's Bastion: "
+            "az network bastion ssh --name <hub-bastion> --resource-group <hub-bastion-group> --target-resource-id ",
+            head_vm_id,
+            f" --auth-type ssh-key --username {user} --ssh-key ~/.ssh/id_ed25519 "
+            "(docs/landing-zone.md#reaching-the-head)",
+        )
+        return out
     if bastion_name is None:
         out["loginCommand"] = (
             "no Bastion (gb300:network.bastion is false): ssh to headPrivateIp from inside the VNet, "

@@ -35,10 +35,14 @@ from tests.support.policy_support import (
         pytest.param([vnet([])], [], id="property-absent"),
         pytest.param([vnet(["not-a-cidr", 42])], [], id="odd-values"),  # type: ignore[list-item]
         pytest.param([vnet(["172.16.1.0/24", "172.16.2.0/24"])], ["error", "error"], id="several"),
+        pytest.param([subnet("gpu", "172.16.0.0/20", "hub-vnet")], ["error"], id="existing-vnet-subnet-inside"),
+        pytest.param([subnet("gpu", "10.60.32.0/19", "hub-vnet")], [], id="existing-vnet-subnet-outside"),
+        pytest.param([vnet(["10.40.0.0/16"]), subnet("gpu", "172.16.0.0/20")], [], id="declared-vnet-judged-by-space"),
     ],
 )
 def test_vnet_avoids_rdma_range(resources: list[ResourceRecord], expected: list[str]) -> None:
-    """A VNet overlapping 172.16.0.0/16 is an error naming the range and a fix; others pass."""
+    """A VNet overlapping 172.16.0.0/16, or a subnet overlapping it in a VNet the stack does not declare, is an error
+    naming the range and a fix; others pass."""
     found = run("vnet-avoids-rdma-range", resources)
     assert levels(found) == expected
     for f in found:
@@ -103,6 +107,16 @@ def _fs(subnet_ref: str | None) -> ResourceRecord:
 
 
 NAT = {"id": "/subscriptions/x/resourceGroups/t-rg/providers/Microsoft.Network/natGateways/t-nat"}
+RT = {"id": "/subscriptions/x/resourceGroups/t-rg/providers/Microsoft.Network/routeTables/t-egress-rt"}
+
+
+def _route_table(*routes: dict[str, str]) -> ResourceRecord:
+    """The route table ``t-egress-rt`` with ``routes``."""
+    return record(
+        "azure-native:network:RouteTable",
+        "t-egress-rt",
+        {"routeTableName": "t-egress-rt", "location": "eastus2", "routes": list(routes)},
+    )
 
 
 @pytest.mark.parametrize(
@@ -112,7 +126,36 @@ NAT = {"id": "/subscriptions/x/resourceGroups/t-rg/providers/Microsoft.Network/n
             [_storage_subnet(defaultOutboundAccess=False, natGateway=NAT), _fs(subnet_id("storage"))], [], id="nat"
         ),
         pytest.param(
-            [_storage_subnet(defaultOutboundAccess=False), _fs(subnet_id("storage"))], ["error"], id="no-way-out"
+            [vnet(), _storage_subnet(defaultOutboundAccess=False), _fs(subnet_id("storage"))],
+            ["error"],
+            id="no-way-out",
+        ),
+        pytest.param(
+            [_storage_subnet(defaultOutboundAccess=False), _fs(subnet_id("storage"))], [], id="existing-vnet-hub-routes"
+        ),
+        pytest.param(
+            [
+                _route_table({"addressPrefix": "0.0.0.0/0", "nextHopType": "VirtualAppliance"}),
+                _storage_subnet(defaultOutboundAccess=False, routeTable=RT),
+                _fs(subnet_id("storage")),
+            ],
+            [],
+            id="firewall-route",
+        ),
+        pytest.param(
+            [
+                vnet(),
+                _route_table({"addressPrefix": "10.0.0.0/8", "nextHopType": "VirtualAppliance"}),
+                _storage_subnet(defaultOutboundAccess=False, routeTable=RT),
+                _fs(subnet_id("storage")),
+            ],
+            ["error"],
+            id="route-table-without-default-route",
+        ),
+        pytest.param(
+            [vnet(), _storage_subnet(defaultOutboundAccess=False, routeTable=RT), _fs(subnet_id("storage"))],
+            [],
+            id="route-table-not-declared",
         ),
         pytest.param(
             [_storage_subnet(defaultOutboundAccess=True), _fs(subnet_id("storage"))], [], id="default-outbound"
@@ -122,11 +165,12 @@ NAT = {"id": "/subscriptions/x/resourceGroups/t-rg/providers/Microsoft.Network/n
     ],
 )
 def test_lustre_subnet_egress(resources: list[ResourceRecord], expected: list[str]) -> None:
-    """A Lustre filesystem in a declared subnet with neither NAT nor default outbound access is an error."""
+    """A Lustre filesystem in a subnet of a declared VNet with no NAT, no default route and no default outbound access
+    is an error; a firewall's default route, or a landing zone's VNet whose routes the plan cannot see, is not."""
     found = run("lustre-subnet-egress", resources)
     assert levels(found) == expected
     for f in found:
-        assert "gb300:network.natGateway" in f.message
+        assert "gb300:network.natGateway" in f.message or "gb300:network.egress.via: firewall" in f.message
 
 
 def test_stack_without_nat_cannot_host_lustre(dev_raw: dict[str, Any]) -> None:

@@ -46,7 +46,8 @@ def add_parser(subparsers: Any) -> None:
         "--quota",
         metavar="FILE|live",
         help="check vCPU quota: 'live' asks Azure (signed in as the azure-native provider: see Azure sign-in), also "
-        "whether each image version exists and Lustre's subnet size; FILE is the JSON "
+        "whether each image version exists, Lustre's subnet size and, with gb300:network.existingVnetId, that the "
+        "carved space fits the VNet; FILE is the JSON "
         "of `az vm list-usage --location REGION -o json` (default: gb300:policy.quota; unset: not checked)",
     )
     p.add_argument(

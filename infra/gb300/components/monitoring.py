@@ -15,7 +15,10 @@
   whose bootstrap logged a failure (``bootstrapAlert`` in ``data/monitoring.yaml``; docs/lifecycle.md), notifying
   the same action group.
 
-Every piece is optional; the component takes plain flags, never stack config.
+Every piece is optional; the component takes plain flags, never stack config. In a landing zone
+(docs/landing-zone.md) both workspaces may be a central team's (``existing_workspace``,
+``existing_monitor_workspace_id``): the rules, alerts and Grafana name them, gb300 declares neither, and its custom
+tables go into the given Log Analytics workspace, retained when the cluster is destroyed.
 """
 
 from __future__ import annotations
@@ -83,6 +86,19 @@ class MonitoringArgs:
     alert_webhooks: Sequence[pulumi.Input[str]] = ()  # secrets (webhook URLs carry tokens)
     bootstrap_alert_severity: int | None = None  # the log alert's severity (0-4); None: no bootstrap alert
     tags: dict[str, str] = field(default_factory=dict)
+    existing_workspace: ExistingWorkspace | None = None
+    """A Log Analytics workspace that is not gb300's (``gb300:monitoring.existingLogAnalyticsWorkspaceId``)."""
+    existing_monitor_workspace_id: str | None = None
+    """An Azure Monitor workspace that is not gb300's (``gb300:monitoring.prometheus.existingWorkspaceId``)."""
+
+
+@dataclass(frozen=True)
+class ExistingWorkspace:
+    """A Log Analytics workspace a central team owns: its id, resource group and name (where gb300's tables go)."""
+
+    id: str
+    resource_group_name: str
+    name: str
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -117,24 +133,27 @@ class Monitoring(pulumi.ComponentResource):
             )
             self.endpoint_id = endpoint.id
 
-        workspace: operationalinsights.Workspace | None = None
+        workspace: pulumi.Output[str] | None = None
         if args.logs and endpoint is not None:
             workspace = self._logs(name, args, endpoint)
-            self.workspace_id = workspace.id
+            self.workspace_id = workspace
             if args.bootstrap_alert_severity is not None:
                 self._bootstrap_alert(name, args, workspace)
 
-        amw: monitor.AzureMonitorWorkspace | None = None
+        amw: pulumi.Output[str] | None = None
         if args.prometheus and endpoint is not None:
-            amw = monitor.AzureMonitorWorkspace(
-                f"{name}-amw",
-                azure_monitor_workspace_name=f"{name}-amw",
-                resource_group_name=rg,
-                location=args.location,
-                tags=args.tags,
-                opts=child,
-            )
-            self.monitor_workspace_id = amw.id
+            if args.existing_monitor_workspace_id is not None:
+                amw = pulumi.Output.from_input(args.existing_monitor_workspace_id)
+            else:
+                amw = monitor.AzureMonitorWorkspace(
+                    f"{name}-amw",
+                    azure_monitor_workspace_name=f"{name}-amw",
+                    resource_group_name=rg,
+                    location=args.location,
+                    tags=args.tags,
+                    opts=child,
+                ).id
+            self.monitor_workspace_id = amw
             self._metrics_rule(name, args, endpoint, amw)
 
         if args.grafana and amw is not None:
@@ -153,20 +172,30 @@ class Monitoring(pulumi.ComponentResource):
     def _assign(self, name: str, role: str, principal_id: pulumi.Input[str], scope: pulumi.Input[str]) -> None:
         roles.assign(name, role=role, scope=scope, principal_id=principal_id, parent=self)
 
-    def _logs(
-        self, name: str, args: MonitoringArgs, endpoint: monitor.DataCollectionEndpoint
-    ) -> operationalinsights.Workspace:
+    def _logs(self, name: str, args: MonitoringArgs, endpoint: monitor.DataCollectionEndpoint) -> pulumi.Output[str]:
+        """The logs workspace's id, its custom tables and the logs collection rule."""
         child = pulumi.ResourceOptions(parent=self)
-        workspace = operationalinsights.Workspace(
-            f"{name}-logs",
-            workspace_name=f"{name}-logs",
-            resource_group_name=args.resource_group_name,
-            location=args.location,
-            sku=operationalinsights.WorkspaceSkuArgs(name=operationalinsights.WorkspaceSkuNameEnum.PER_GB2018),
-            retention_in_days=args.retention_days,
-            tags=args.tags,
-            opts=child,
-        )
+        workspace_rg: pulumi.Input[str]
+        if args.existing_workspace is None:
+            workspace = operationalinsights.Workspace(
+                f"{name}-logs",
+                workspace_name=f"{name}-logs",
+                resource_group_name=args.resource_group_name,
+                location=args.location,
+                sku=operationalinsights.WorkspaceSkuArgs(name=operationalinsights.WorkspaceSkuNameEnum.PER_GB2018),
+                retention_in_days=args.retention_days,
+                tags=args.tags,
+                opts=child,
+            )
+            workspace_id, workspace_name, workspace_rg = workspace.id, workspace.name, args.resource_group_name
+        else:
+            # The central team's workspace: gb300's tables go into it and stay when the cluster goes (other clusters
+            # sending to the same workspace use them too).
+            existing = args.existing_workspace
+            workspace_id = pulumi.Output.from_input(existing.id)
+            workspace_name = pulumi.Output.from_input(existing.name)
+            workspace_rg = existing.resource_group_name
+            child = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
         columns = [operationalinsights.ColumnArgs(name=column, type=kind) for column, kind in LOG_COLUMNS]
         tables = []
         log_files = []
@@ -176,8 +205,8 @@ class Monitoring(pulumi.ComponentResource):
             table = operationalinsights.Table(
                 f"{name}-{table_name.lower().replace('_', '-')}",
                 table_name=table_name,
-                workspace_name=workspace.name,
-                resource_group_name=args.resource_group_name,
+                workspace_name=workspace_name,
+                resource_group_name=workspace_rg,
                 retention_in_days=args.retention_days,
                 schema=operationalinsights.SchemaArgs(
                     name=table_name, columns=columns, description=spec["description"]
@@ -224,21 +253,21 @@ class Monitoring(pulumi.ComponentResource):
                 log_files=log_files,
             ),
             destinations=monitor.DataCollectionRuleDestinationsArgs(
-                log_analytics=[monitor.LogAnalyticsDestinationArgs(name="logs", workspace_resource_id=workspace.id)]
+                log_analytics=[monitor.LogAnalyticsDestinationArgs(name="logs", workspace_resource_id=workspace_id)]
             ),
             data_flows=flows,
             tags=args.tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=tables),
         )
         self.logs_rule_id = rule.id
-        return workspace
+        return workspace_id
 
     def _metrics_rule(
         self,
         name: str,
         args: MonitoringArgs,
         endpoint: monitor.DataCollectionEndpoint,
-        amw: monitor.AzureMonitorWorkspace,
+        amw: pulumi.Output[str],
     ) -> None:
         prom = facts()["prometheus"]
         rule = monitor.DataCollectionRule(
@@ -259,7 +288,7 @@ class Monitoring(pulumi.ComponentResource):
                 ]
             ),
             destinations=monitor.DataCollectionRuleDestinationsArgs(
-                monitoring_accounts=[monitor.MonitoringAccountDestinationArgs(name="amw", account_resource_id=amw.id)]
+                monitoring_accounts=[monitor.MonitoringAccountDestinationArgs(name="amw", account_resource_id=amw)]
             ),
             data_flows=[monitor.DataFlowArgs(streams=[prom["stream"]], destinations=["amw"])],
             tags=args.tags,
@@ -279,8 +308,8 @@ class Monitoring(pulumi.ComponentResource):
         self,
         name: str,
         args: MonitoringArgs,
-        amw: monitor.AzureMonitorWorkspace,
-        workspace: operationalinsights.Workspace | None,
+        amw: pulumi.Output[str],
+        workspace: pulumi.Output[str] | None,
     ) -> None:
         g = facts()["grafana"]
         grafana = dashboard.Grafana(
@@ -295,7 +324,7 @@ class Monitoring(pulumi.ComponentResource):
                 grafana_major_version=g["majorVersion"],
                 grafana_integrations=dashboard.GrafanaIntegrationsArgs(
                     azure_monitor_workspace_integrations=[
-                        dashboard.AzureMonitorWorkspaceIntegrationArgs(azure_monitor_workspace_resource_id=amw.id)
+                        dashboard.AzureMonitorWorkspaceIntegrationArgs(azure_monitor_workspace_resource_id=amw)
                     ]
                 ),
             ),
@@ -303,10 +332,10 @@ class Monitoring(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         principal = grafana.identity.apply(lambda i: (i.principal_id if i else None) or "")
-        self._assign(f"{name}-grafana-reader", "Monitoring Reader", principal, amw.id)
-        self._assign(f"{name}-grafana-data-reader", "Monitoring Data Reader", principal, amw.id)
+        self._assign(f"{name}-grafana-reader", "Monitoring Reader", principal, amw)
+        self._assign(f"{name}-grafana-data-reader", "Monitoring Data Reader", principal, amw)
         if workspace is not None:
-            self._assign(f"{name}-grafana-logs-reader", "Log Analytics Reader", principal, workspace.id)
+            self._assign(f"{name}-grafana-logs-reader", "Log Analytics Reader", principal, workspace)
 
     def _action_group(self, name: str, args: MonitoringArgs) -> pulumi.Output[str] | None:
         """The id of the action group of the configured emails and webhooks (one, shared by every alert), or None."""
@@ -337,7 +366,7 @@ class Monitoring(pulumi.ComponentResource):
             self._oncall = group.id
         return self._oncall
 
-    def _bootstrap_alert(self, name: str, args: MonitoringArgs, workspace: operationalinsights.Workspace) -> None:
+    def _bootstrap_alert(self, name: str, args: MonitoringArgs, workspace: pulumi.Output[str]) -> None:
         """A log alert per node whose bootstrap logged a failure line, split by computer and failed step."""
         spec = facts()["bootstrapAlert"]
         group = self._action_group(name, args)
@@ -363,7 +392,7 @@ class Monitoring(pulumi.ComponentResource):
             display_name="gb300: node bootstrap failed",
             description="A node's bootstrap failed at a step (run-step's gb300-bootstrap line); docs/lifecycle.md",
             enabled=True,
-            scopes=[workspace.id],
+            scopes=[workspace],
             severity=args.bootstrap_alert_severity,
             evaluation_frequency=_value(spec["evaluationFrequency"]),
             window_size=_value(spec["windowSize"]),
@@ -374,7 +403,7 @@ class Monitoring(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-    def _alerts(self, name: str, args: MonitoringArgs, amw: monitor.AzureMonitorWorkspace) -> None:
+    def _alerts(self, name: str, args: MonitoringArgs, amw: pulumi.Output[str]) -> None:
         child = pulumi.ResourceOptions(parent=self)
         group = self._action_group(name, args)
         actions = [alertsmanagement.PrometheusRuleGroupActionArgs(action_group_id=group)] if group is not None else []
@@ -384,7 +413,7 @@ class Monitoring(pulumi.ComponentResource):
                 rule_group_name=f"{name}-{spec.name}",
                 resource_group_name=args.resource_group_name,
                 location=args.location,
-                scopes=[amw.id],
+                scopes=[amw],
                 enabled=True,
                 interval=iso_duration(spec.interval),
                 description=f"gb300 alert rules: {spec.name}",

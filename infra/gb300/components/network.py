@@ -1,5 +1,9 @@
 """The cluster network: a VNet carved into role subnets, NSGs that deny the Internet, NAT egress, Bastion.
 
+In a landing zone (docs/landing-zone.md) the VNet is the hub team's (``existing_vnet``): the subnets are declared
+in it and nothing else of it; egress may go through the hub's firewall (a route table, ``firewall_ip``) instead of a
+NAT gateway, and the hub's Bastion may serve the head.
+
 Nothing here gives a NIC a public IP. The only public addresses are Bastion's (its service endpoint)
 and the NAT gateway's (egress only, attached to no NIC). Default outbound access is off on every subnet, so
 the NAT gateway is the egress of the subnets that need one: GPU and head nodes, and the Azure Managed Lustre
@@ -91,6 +95,15 @@ def plan_subnets(
 
 
 @dataclass(frozen=True)
+class ExistingVnet:
+    """An existing VNet: its id, and its resource group and name (where its subnets are declared)."""
+
+    id: str
+    resource_group_name: str
+    name: str
+
+
+@dataclass(frozen=True)
 class NetworkArgs:
     """Inputs of :class:`Network`. ``subnets`` come from :func:`plan_subnets`."""
 
@@ -106,10 +119,16 @@ class NetworkArgs:
     bastion: bool = True
     zone: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    existing_vnet: ExistingVnet | None = None
+    """A VNet gb300 carves its subnets in and does not declare (``gb300:network.existingVnetId``); None: its own."""
+    firewall_ip: str | None = None
+    """``gb300:network.egress.nextHopIp``: a route table sends ``0.0.0.0/0`` there from the egress subnets (give
+    ``nat_gateway=False`` with it)."""
 
 
 class Network(pulumi.ComponentResource):
-    """A VNet with one subnet per role, an NSG per non-Bastion subnet, NAT egress and optional Bastion."""
+    """A VNet (or an existing one) with one subnet per role, an NSG per non-Bastion subnet, NAT or firewall egress,
+    and optional Bastion."""
 
     subnet_ids: dict[Role, pulumi.Output[str]]
     vnet_id: pulumi.Output[str]
@@ -125,15 +144,44 @@ class Network(pulumi.ComponentResource):
         rg = args.resource_group_name
         by_role = {s.role: s for s in args.subnets}
 
-        vnet = network.VirtualNetwork(
-            f"{name}-vnet",
-            virtual_network_name=f"{name}-vnet",
-            resource_group_name=rg,
-            location=args.location,
-            address_space=network.AddressSpaceArgs(address_prefixes=[args.address_space]),
-            tags=args.tags,
-            opts=child,
-        )
+        vnet_rg: pulumi.Input[str]
+        if args.existing_vnet is None:
+            vnet = network.VirtualNetwork(
+                f"{name}-vnet",
+                virtual_network_name=f"{name}-vnet",
+                resource_group_name=rg,
+                location=args.location,
+                address_space=network.AddressSpaceArgs(address_prefixes=[args.address_space]),
+                tags=args.tags,
+                opts=child,
+            )
+            vnet_id, vnet_name, vnet_rg = vnet.id, vnet.name, rg
+        else:
+            # A landing zone's VNet: the subnets are its children, declared in its resource group; the VNet itself,
+            # its other subnets and its peerings stay the hub team's.
+            existing = args.existing_vnet
+            vnet_id = pulumi.Output.from_input(existing.id)
+            vnet_name, vnet_rg = pulumi.Output.from_input(existing.name), existing.resource_group_name
+        route_table_id: pulumi.Output[str] | None = None
+        if args.firewall_ip is not None:
+            route_table_id = network.RouteTable(
+                f"{name}-egress-rt",
+                route_table_name=f"{name}-egress-rt",
+                resource_group_name=rg,
+                location=args.location,
+                # Routes the hub propagates (ExpressRoute, VPN) still reach the subnets.
+                disable_bgp_route_propagation=False,
+                routes=[
+                    network.RouteArgs(
+                        name="default-via-firewall",
+                        address_prefix="0.0.0.0/0",
+                        next_hop_type=network.RouteNextHopType.VIRTUAL_APPLIANCE,
+                        next_hop_ip_address=args.firewall_ip,
+                    )
+                ],
+                tags=args.tags,
+                opts=child,
+            ).id
         nat_id: pulumi.Output[str] | None = None
         if args.nat_gateway:
             # The first keeps the name of the one address gateways had before sizing (no replacement, same egress IP).
@@ -170,14 +218,16 @@ class Network(pulumi.ComponentResource):
                 )
                 nsg_id = nsg.id
             via_nat = nat_id is not None and plan.role in EGRESS_ROLES
+            via_firewall = route_table_id is not None and plan.role in EGRESS_ROLES
             subnet = network.Subnet(
                 f"{name}-{plan.name}",
                 subnet_name=plan.name,
-                virtual_network_name=vnet.name,
-                resource_group_name=rg,
+                virtual_network_name=vnet_name,
+                resource_group_name=vnet_rg,
                 address_prefix=plan.prefix,
                 network_security_group=network.NetworkSecurityGroupArgs(id=nsg_id) if nsg_id else None,
                 nat_gateway=network.SubResourceArgs(id=nat_id) if via_nat and nat_id else None,
+                route_table=network.RouteTableArgs(id=route_table_id) if via_firewall and route_table_id else None,
                 default_outbound_access=False,
                 # Otherwise the schema's default (Disabled): private endpoints go in the endpoints subnet only.
                 private_endpoint_network_policies="Enabled" if plan.role == "endpoints" else None,
@@ -209,8 +259,8 @@ class Network(pulumi.ComponentResource):
             )
             self.bastion_name = bastion.name
 
-        self.vnet_id = vnet.id
-        self.register_outputs({"vnetId": vnet.id, "subnetIds": self.subnet_ids})
+        self.vnet_id = vnet_id
+        self.register_outputs({"vnetId": vnet_id, "subnetIds": self.subnet_ids})
 
     def _public_ip(self, name: str, args: NetworkArgs, *, zonal: bool) -> network.PublicIPAddress:
         """A Standard static public address for a service endpoint (NAT egress, Bastion), never for a NIC."""

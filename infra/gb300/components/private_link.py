@@ -30,6 +30,9 @@ class PrivateLinkArgs:
     vnet_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
     tags: dict[str, str]
+    hub_zone_id: str | None = None
+    """The landing zone hub's zone of ``zone_name`` (``gb300:network.privateDnsZones``): the endpoint joins it, and
+    no zone or VNet link is declared (the hub links its zones to the VNet)."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,10 @@ class PrivateLink:
 
 
 def private_endpoint(prefix: str, args: PrivateLinkArgs, *, parent: pulumi.Resource) -> PrivateLink:
-    """Declare ``<prefix>-zone``, ``-link``, ``-pe`` and ``-dns`` under ``parent``."""
+    """Declare ``<prefix>-zone``, ``-link``, ``-pe`` and ``-dns`` under ``parent``; with a hub zone, only ``-pe`` and
+    ``-dns``, in the hub's zone."""
+    if args.hub_zone_id is not None:
+        return endpoint_in_zone(prefix, args, args.hub_zone_id, parent=parent)
     child = pulumi.ResourceOptions(parent=parent)
     zone = privatedns.PrivateZone(
         f"{prefix}-zone",

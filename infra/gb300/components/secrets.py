@@ -26,10 +26,11 @@ import pulumi_random as random
 from pulumi_azure_native import keyvault
 
 from gb300.components.private_link import PrivateLinkArgs, private_endpoint
+from gb300.config import resource_ids
 from gb300.facts import roles, storage_facts
 
 MUNGE_SECRET_NAME = "munge-key"  # noqa: S105 - the name of the secret, not its value
-KEY_VAULT_ZONE = "privatelink.vaultcore.azure.net"  # Azure private DNS zone of the vault sub-resource
+KEY_VAULT_ZONE = resource_ids.VAULT_ZONE  # Azure private DNS zone of the vault sub-resource
 MUNGE_KEY_BYTES = 1024  # munge's own `mungekey` default
 
 
@@ -45,6 +46,9 @@ class ClusterSecretsArgs:
     endpoints_subnet_id: pulumi.Input[str]
     node_principal_id: pulumi.Input[str]
     tags: dict[str, str] = field(default_factory=dict)
+    hub_zone_id: str | None = None
+    """The hub's ``privatelink.vaultcore.azure.net`` zone (``gb300:network.privateDnsZones.vault``); None: the
+    vault's own zone, linked to the VNet."""
 
 
 class ClusterSecrets(pulumi.ComponentResource):
@@ -106,6 +110,7 @@ class ClusterSecrets(pulumi.ComponentResource):
                 vnet_id=args.vnet_id,
                 subnet_id=args.endpoints_subnet_id,
                 tags=args.tags,
+                hub_zone_id=args.hub_zone_id,
             ),
             parent=self,
         )

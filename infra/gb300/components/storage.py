@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -243,6 +244,9 @@ class BlobStoreArgs:
     account_name: str | None = None  # gb300:storage.blob.accountName; None: see account_name()
     lustre: LustreServiceAccess | None = None
     """What the Lustre filesystem's tie to Blob needs of the account; None: no tie."""
+    hub_zone_ids: Mapping[str, str] = field(default_factory=dict)
+    """The hub's private DNS zone per sub-resource (``gb300:network.privateDnsZones``): the endpoint joins it and no
+    zone of that name is declared."""
 
 
 @dataclass(frozen=True)
@@ -422,6 +426,7 @@ class BlobStore(pulumi.ComponentResource):
                     vnet_id=args.vnet_id,
                     subnet_id=args.endpoints_subnet_id,
                     tags=args.tags,
+                    hub_zone_id=args.hub_zone_ids.get(group),
                 ),
                 parent=self,
             )

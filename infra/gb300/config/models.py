@@ -35,6 +35,7 @@ from gb300.config.monitoring import (
 )
 from gb300.config.policy import AllowDestroy, CostSettings, PolicySettings, RuleId, Suppression
 from gb300.config.remediation import RemediationSettings
+from gb300.config.resource_ids import zone_names
 from gb300.config.storage import StorageSettings
 from gb300.config.text import text_limit
 
@@ -132,6 +133,25 @@ class StackConfig(ConfigModel):
                     f"must not be in {home}, the admin user's home (got {path!r}): Azure writes its authorized_keys "
                     "there as root and the admin may sudo, so whoever writes the storage would log in as root. Use "
                     "a directory of its own such as '/lustre' or '/mnt/data'",
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _hub_zones_in_an_existing_vnet(self) -> StackConfig:
+        # gb300 may link no zone of its own to a landing zone's VNet: a second privatelink.blob zone there breaks the
+        # resolution of every other private endpoint the hub registers (docs/landing-zone.md).
+        if self.network.existing_vnet_id is None:
+            return self
+        blob = self.storage.blob
+        needed = ["blob", "vault"] + (["dfs"] if blob is not None and blob.hierarchical_namespace else [])
+        given = self.network.private_dns_zones.ids()
+        for group in needed:
+            if group not in given:
+                raise _PathError(
+                    ("network", "privateDnsZones", group),
+                    f"is required with gb300:network.existingVnetId: the id of the hub's {zone_names()[group]} zone, "
+                    f"which gb300's {group} private endpoint joins (gb300 links no zone of its own to an existing "
+                    "VNet)",
                 )
         return self
 

@@ -9,6 +9,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from gb300.config.base import ConfigModel
 from gb300.config.checks import _check_email, _check_webhook, _PathError
+from gb300.config.resource_ids import LOG_ANALYTICS, MONITOR_WORKSPACE, ResourceId, check, parse
 from gb300.config.secrets import StackSecret
 from gb300.config.text import text_limit
 
@@ -42,6 +43,12 @@ class PrometheusSettings(ConfigModel):
     """`false` turns managed Prometheus off, and with it Grafana and alerts."""
     scrape_interval_seconds: Annotated[int, Field(ge=5, le=300, strict=True)] = 30
     """The agents' scrape interval, seconds."""
+    existing_workspace_id: (
+        Annotated[str, Field(max_length=text_limit("resourceId")), AfterValidator(check(MONITOR_WORKSPACE))] | None
+    ) = None
+    """Id of an existing Azure Monitor workspace (`Microsoft.Monitor/accounts`, a central monitoring team's): the
+    nodes' metrics, the alert rules and Grafana use it, and gb300 declares no workspace of its own
+    (docs/landing-zone.md)."""
 
 
 class GrafanaSettings(ConfigModel):
@@ -87,6 +94,33 @@ class MonitoringSettings(ConfigModel):
     """Azure Managed Grafana linked to the workspace."""
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     """Prometheus alert rule groups (`templates/alerts/`) and an action group."""
+    existing_log_analytics_workspace_id: (
+        Annotated[str, Field(max_length=text_limit("resourceId")), AfterValidator(check(LOG_ANALYTICS))] | None
+    ) = None
+    """Id of an existing Log Analytics workspace (a central monitoring team's): the log data collection rule and the
+    bootstrap alert use it, gb300 declares no workspace of its own and adds its two custom tables to this one (kept
+    when the cluster is destroyed; docs/landing-zone.md)."""
+
+    @property
+    def existing_log_analytics_workspace(self) -> ResourceId | None:
+        """The parsed ``existingLogAnalyticsWorkspaceId``, or None."""
+        ws = self.existing_log_analytics_workspace_id
+        return parse(ws) if ws is not None else None
+
+    @model_validator(mode="after")
+    def _existing_needs_enabled(self) -> MonitoringSettings:
+        if self.existing_log_analytics_workspace_id is not None and not self.logs.enabled:
+            raise _PathError(
+                ("monitoring", "existingLogAnalyticsWorkspaceId"),
+                "needs gb300:monitoring.logs.enabled: true (logs are off, nothing would use it); remove one of them",
+            )
+        if self.prometheus.existing_workspace_id is not None and not self.prometheus.enabled:
+            raise _PathError(
+                ("monitoring", "prometheus", "existingWorkspaceId"),
+                "needs gb300:monitoring.prometheus.enabled: true (metrics are off, nothing would use it); remove one "
+                "of them",
+            )
+        return self
 
     @model_validator(mode="after")
     def _needs_prometheus(self) -> MonitoringSettings:

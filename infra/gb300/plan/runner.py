@@ -19,7 +19,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from gb300 import config
 from gb300.azure import credential as azure_credential
-from gb300.azure import images_live, inventory, lustre_live
+from gb300.azure import images_live, inventory, lustre_live, vnet_live
 from gb300.config import StackConfig
 from gb300.errors import ConfigError, Gb300Error
 from gb300.facts import catalog
@@ -281,6 +281,24 @@ def _lustre_live(cfg: StackConfig, resources: Sequence[ResourceRecord], **live: 
     return lustre_live.findings(answer, storage[0], reserved, sku=lustre.sku, capacity_tib=lustre.capacity_ti_b)
 
 
+def _vnet_live(cfg: StackConfig) -> list[Report]:
+    """With the plan gone live and an existing VNet, the carved space against the VNet Azure has (subnet-fits-pool)."""
+    vnet, vnet_id = cfg.network.existing_vnet, cfg.network.existing_vnet_id
+    if vnet is None or vnet_id is None:
+        return []
+    from gb300.components import network as network_component  # noqa: PLC0415 - the plan's carve, as build() does
+
+    storage = cfg.storage.lustre
+    carved = network_component.plan_subnets(
+        cfg.network.address_space,
+        gpu_vms=sum(p.vms for p in cfg.gpu_pools),
+        bastion=cfg.network.bastion,
+        storage_prefix=storage.subnet_prefix if storage is not None else None,
+        gpu_prefix=cfg.network.gpu_subnet_prefix_length,
+    )
+    return vnet_live.findings(vnet_live.fetch(vnet), vnet_id, cfg.network.address_space, carved)
+
+
 def run_plan(
     stack: str,
     raw: Mapping[str, Any],
@@ -350,6 +368,11 @@ def _assess(
             hidden.setdefault(network.lustre_subnet_size.id, []).extend(lustre)
         else:
             findings += lustre
+        vnet = network.subnet_fits_pool.named(_vnet_live(cfg))
+        if network.subnet_fits_pool.id in cfg.policy.suppressed:
+            hidden.setdefault(network.subnet_fits_pool.id, []).extend(vnet)
+        else:
+            findings += vnet
     result.suppressed = [
         SuppressedRule(s.rule, s.reason, tuple(sorted(hidden.get(s.rule, []), key=lambda f: (-f.level, f.resource))))
         for s in cfg.policy.suppress

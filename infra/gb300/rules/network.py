@@ -21,9 +21,21 @@ LUSTRE = "azure-native:storagecache:AmlFilesystem"
 
 @resource_rule("vnet-avoids-rdma-range")
 def vnet_avoids_rdma_range(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
-    """A VNet address space must not overlap Azure's RDMA network (172.16.0.0/16)."""
+    """A VNet address space must not overlap Azure's RDMA network (172.16.0.0/16); in a VNet the stack does not
+    declare (a landing zone's), neither may the subnets it carves there."""
     del ctx
     rdma = ipaddress.IPv4Network(catalog.load().limit("rdmaReservedRange"))
+    declared = set(_spaces(resources))
+    for sub in inventory.of_type(resources, SUBNET):
+        vnet_name = text(sub.inputs.get("virtualNetworkName"))
+        net = network(sub.inputs.get("addressPrefix"))
+        if vnet_name is not None and vnet_name.lower() not in declared and net is not None and net.overlaps(rdma):
+            yield Report(
+                Level.ERROR,
+                sub.urn,
+                f"subnet {short_subnet(sub)} of VNet {vnet_name}: must not overlap {rdma}, which Azure's InfiniBand "
+                f"RDMA network reserves (got {net}). Set gb300:network.addressSpace to a range of the VNet outside it.",
+            )
     for vnet in inventory.of_type(resources, VNET):
         prefixes = items(mapping(vnet.inputs.get("addressSpace")).get("addressPrefixes"))
         for prefix in prefixes:
@@ -177,14 +189,31 @@ def lustre_subnet_size(resources: Sequence[Resource], ctx: RuleContext) -> Itera
             )
 
 
+ROUTE_TABLE = "azure-native:network:RouteTable"
+
+
+def _default_route(table: Resource) -> bool:
+    """Whether a route table sends ``0.0.0.0/0`` somewhere (the hub's firewall, a gateway, the Internet)."""
+    return any(
+        text(mapping(route).get("addressPrefix")) == "0.0.0.0/0" and text(mapping(route).get("nextHopType")) != "None"
+        for route in items(table.inputs.get("routes"))
+    )
+
+
 @resource_rule("lustre-subnet-egress")
 def lustre_subnet_egress(resources: Sequence[Resource], ctx: RuleContext) -> Iterator[Report]:
-    """The Lustre filesystem's subnet must reach Azure services: a NAT gateway, or default outbound access."""
+    """The Lustre filesystem's subnet must reach Azure services: a NAT gateway, a route table with a default route
+    (a landing zone's firewall), default outbound access, or a VNet the stack does not declare (whose hub routes it).
+    """
     del ctx
     by_key = {
         (vnet_name.lower(), short_subnet(sub).lower()): sub
         for sub in inventory.of_type(resources, SUBNET)
         if (vnet_name := text(sub.inputs.get("virtualNetworkName"))) is not None
+    }
+    declared_vnets = set(_spaces(resources))
+    tables = {
+        (text(t.inputs.get("routeTableName")) or t.name).lower(): t for t in inventory.of_type(resources, ROUTE_TABLE)
     }
     for fs in inventory.of_type(resources, LUSTRE):
         ref = text(fs.inputs.get("filesystemSubnet"))
@@ -195,12 +224,29 @@ def lustre_subnet_egress(resources: Sequence[Resource], ctx: RuleContext) -> Ite
         nat = text(mapping(sub.inputs.get("natGateway")).get("id"))
         if nat or sub.inputs.get("defaultOutboundAccess") is not False:
             continue
+        table_ref = text(mapping(sub.inputs.get("routeTable")).get("id"))
+        if table_ref is not None:
+            table = tables.get(_last(table_ref, "routeTables") or "")
+            if table is None or _default_route(table):
+                continue  # a default route (the firewall), or a table the stack does not declare: not ours to judge
+            yield Report(
+                Level.ERROR,
+                fs.urn,
+                f"Lustre {short(fs)}: its subnet {short_subnet(sub)} must have outbound access to Azure services "
+                f"(got route table {short(table)} without a 0.0.0.0/0 route, no NAT gateway, and default outbound "
+                "access off). Azure Managed Lustre reaches Azure Storage, Key Vault and Azure Monitor from its own "
+                "subnet. Set gb300:network.egress.via: firewall with egress.nextHopIp (docs/landing-zone.md).",
+            )
+            continue
+        if key is not None and key[0] not in declared_vnets:
+            continue  # a landing zone's VNet (gb300:network.egress.via: none): the hub's routes are not in the plan
         yield Report(
             Level.ERROR,
             fs.urn,
             f"Lustre {short(fs)}: its subnet {short_subnet(sub)} must have outbound access to Azure services "
             "(got no NAT gateway, and default outbound access off). Azure Managed Lustre reaches Azure Storage, "
-            "Key Vault and Azure Monitor from its own subnet. Set gb300:network.natGateway: true.",
+            "Key Vault and Azure Monitor from its own subnet. Set gb300:network.natGateway: true (or, in a landing "
+            "zone, gb300:network.egress.via: firewall).",
         )
 
 

@@ -1,0 +1,176 @@
+"""The landing-zone example (stacks/Pulumi.landingzone.yaml, docs/landing-zone.md): gb300 uses the hub's VNet, firewall,
+DNS zones and workspaces and declares none of its own; moving a deployed stack into an existing VNet is refused."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+
+from gb300 import cli, config, paths
+from gb300.findings import Level
+from gb300.plan import PlanResult, run_plan
+from gb300.plan.runner import ResourceRecord
+from gb300.program import first_login_outputs
+from gb300.rules import destroy
+from tests.support.state import write_stack_export
+
+HUB_ZONES = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/hub-dns-rg/providers/Microsoft.Network/"
+MONITOR = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/hub-monitor-rg/providers/"
+LOGS = f"{MONITOR}Microsoft.OperationalInsights/workspaces/hub-logs"
+AMW = f"{MONITOR}Microsoft.Monitor/accounts/hub-prometheus"
+SPOKE = (
+    "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/spoke-gpu-rg/providers/"
+    "Microsoft.Network/virtualNetworks/spoke-gpu-vnet"
+)
+
+
+@pytest.fixture(scope="module")
+def lz_raw() -> dict[str, Any]:
+    """The gb300 namespace of the landing-zone example."""
+    return config.load_stack_file(paths.stack_file("landingzone"))
+
+
+@pytest.fixture(scope="module")
+def lz_plan(lz_raw: dict[str, Any]) -> PlanResult:
+    """The landing-zone example planned once."""
+    return run_plan("landingzone", copy.deepcopy(lz_raw))
+
+
+def _of(plan: PlanResult, kind: str) -> list[ResourceRecord]:
+    return [r for r in plan.resources if r.type == f"azure-native:{kind}"]
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "network:VirtualNetwork",
+        "network:NatGateway",
+        "network:PublicIPAddress",
+        "network:BastionHost",
+        "privatedns:PrivateZone",
+        "privatedns:VirtualNetworkLink",
+        "operationalinsights:Workspace",
+        "monitor:AzureMonitorWorkspace",
+    ],
+)
+def test_landing_zone_declares_none_of_the_hubs_pieces(lz_plan: PlanResult, kind: str) -> None:
+    """No VNet, NAT gateway (nor its addresses), Bastion, private DNS zone or link, or workspace of gb300's own."""
+    assert _of(lz_plan, kind) == []
+
+
+def test_landing_zone_plans_without_errors(lz_plan: PlanResult) -> None:
+    """The example plans clean: no rule mistakes the hub's pieces for missing ones."""
+    assert [f.message for f in lz_plan.findings if f.level == Level.ERROR] == []
+
+
+def test_every_subnet_is_a_child_of_the_existing_vnet(lz_plan: PlanResult) -> None:
+    """Each subnet is declared in the spoke VNet's resource group and name, inside the carved space."""
+    subnets = _of(lz_plan, "network:Subnet")
+    assert {s.inputs["subnetName"] for s in subnets} == {"gpu", "head", "storage", "endpoints"}
+    for s in subnets:
+        assert (s.inputs["resourceGroupName"], s.inputs["virtualNetworkName"]) == ("spoke-gpu-rg", "spoke-gpu-vnet")
+        assert s.id is not None
+        assert s.id.startswith(SPOKE.replace("00000000-0000-0000-0000-000000000000", s.id.split("/")[2]) + "/subnets/")
+        assert s.inputs["addressPrefix"].startswith("10.60.")
+
+
+def test_route_table_sends_everything_to_the_firewall(lz_plan: PlanResult) -> None:
+    """One route table, 0.0.0.0/0 -> the firewall's address, on the GPU, head and storage subnets only."""
+    (table,) = _of(lz_plan, "network:RouteTable")
+    assert table.inputs["routes"] == [
+        {
+            "name": "default-via-firewall",
+            "addressPrefix": "0.0.0.0/0",
+            "nextHopType": "VirtualAppliance",
+            "nextHopIpAddress": "10.0.0.4",
+        }
+    ]
+    routed = {s.inputs["subnetName"] for s in _of(lz_plan, "network:Subnet") if "routeTable" in s.inputs}
+    assert routed == {"gpu", "head", "storage"}
+    for s in _of(lz_plan, "network:Subnet"):
+        assert "natGateway" not in s.inputs
+        assert s.inputs.get("routeTable", {}).get("id") in (None, table.id)
+
+
+def test_every_private_endpoint_joins_the_hub_zone(lz_plan: PlanResult) -> None:
+    """Each endpoint's zone group names the hub's zone of its sub-resource: blob for both accounts, vault."""
+    groups = _of(lz_plan, "network:PrivateDnsZoneGroup")
+    assert len(groups) == len(_of(lz_plan, "network:PrivateEndpoint")) == 3
+    expected = {
+        "blob": f"{HUB_ZONES}privateDnsZones/privatelink.blob.core.windows.net",
+        "vault": f"{HUB_ZONES}privateDnsZones/privatelink.vaultcore.azure.net",
+    }
+    for group in groups:
+        (zone,) = group.inputs["privateDnsZoneConfigs"]
+        assert zone["privateDnsZoneId"] == expected[zone["name"]]
+
+
+def test_telemetry_goes_to_the_hub_workspaces(lz_plan: PlanResult) -> None:
+    """The log and metrics collection rules, the alerts and Grafana name the central team's workspaces."""
+    rules = {r.name: r.inputs["destinations"] for r in _of(lz_plan, "monitor:DataCollectionRule")}
+    assert rules["lz-mon-logs-dcr"] == {"logAnalytics": [{"name": "logs", "workspaceResourceId": LOGS}]}
+    assert rules["lz-mon-prom-dcr"] == {"monitoringAccounts": [{"name": "amw", "accountResourceId": AMW}]}
+    for table in _of(lz_plan, "operationalinsights:Table"):
+        assert (table.inputs["resourceGroupName"], table.inputs["workspaceName"]) == ("hub-monitor-rg", "hub-logs")
+        assert table.retain_on_delete  # other clusters may send to the same tables
+    (grafana,) = _of(lz_plan, "dashboard:Grafana")
+    integrations = grafana.inputs["properties"]["grafanaIntegrations"]["azureMonitorWorkspaceIntegrations"]
+    assert integrations == [{"azureMonitorWorkspaceResourceId": AMW}]
+    assert all(g.inputs["scopes"] == [AMW] for g in _of(lz_plan, "alertsmanagement:PrometheusRuleGroup"))
+    (alert,) = _of(lz_plan, "monitor:ScheduledQueryRule")
+    assert alert.inputs["scopes"] == [LOGS]
+
+
+def test_lustre_behind_the_firewall_is_not_refused(lz_raw: dict[str, Any]) -> None:
+    """Lustre's subnet gets out through the firewall route: rule lustre-subnet-egress finds nothing to refuse."""
+    raw = copy.deepcopy(lz_raw)
+    raw["storage"] = {**raw["storage"], "lustre": {"sku": "AMLFS-Durable-Premium-500", "capacityTiB": 4}}
+    plan = run_plan("landingzone", raw)
+    assert [f.message for f in plan.findings if f.rule == "lustre-subnet-egress"] == []
+
+
+def test_moving_a_deployed_stack_into_an_existing_vnet_is_refused(
+    write_stack: Any, dev_raw: dict[str, Any], dev_plan: PlanResult, tmp_path: Path
+) -> None:
+    """Switching the deployed dev stack from its own VNet to an existing one replaces every subnet: exit 1, the GPU
+    subnet's error naming its VMs, exactly as any subnet move."""
+    state = write_stack_export(tmp_path / "state.json", dev_plan)
+    lz = config.load_stack_file(paths.stack_file("landingzone"))
+    raw = copy.deepcopy(dev_raw)
+    raw["network"] = {**raw["network"], **{k: lz["network"][k] for k in ("existingVnetId", "privateDnsZones")}}
+    out = tmp_path / "plan.json"
+    code = cli.main(["plan", "--stack-file", str(write_stack(raw, "dev")), "--state", str(state), "--json", str(out)])
+    assert code == 1
+    errors = [
+        f["message"]
+        for f in json.loads(out.read_text())["findings"]
+        if f["rule"] == destroy.RULE_ID and f["level"] == "error"
+    ]
+    gpu = [m for m in errors if "subnet gpu" in m]
+    assert len(gpu) == 1, errors
+    assert "replaces (deletes, then creates again) subnet gpu (virtualNetworkName, resourceGroupName changed" in gpu[0]
+    assert "18 VMs affected" in gpu[0]
+
+
+@pulumi.runtime.test
+def test_login_command_sends_the_user_to_the_hubs_bastion(lz_raw: dict[str, Any]) -> Any:
+    """Without a Bastion of its own, `pulumi stack output loginCommand` is the hub Bastion's `az network bastion ssh`
+    line for this head, the hub's names left to fill in, and no bastionName output."""
+    head = "/subscriptions/s/resourceGroups/lz-rg/providers/Microsoft.Compute/virtualMachines/lz-head"
+    out = first_login_outputs(config.parse(copy.deepcopy(lz_raw)), "lz-rg", None, head)
+    assert "bastionName" not in out
+
+    def check(command: str) -> None:
+        assert command.startswith("no Bastion of gb300's own (gb300:network.bastion is false): use the hub's Bastion")
+        assert (
+            "az network bastion ssh --name <hub-bastion> --resource-group <hub-bastion-group> "
+            f"--target-resource-id {head}" in command
+        )
+        assert "--username azureuser" in command
+
+    return pulumi.Output.from_input(out["loginCommand"]).apply(check)
