@@ -125,7 +125,7 @@ class Launch:
 
     def run(self, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """Start it here and wait: the provider's ``exec.CommandContext`` with ``cmd.Dir`` and ``cmd.Env``."""
-        return subprocess.run(  # noqa: S603 - the command under test
+        return subprocess.run(
             list(self.argv), cwd=self.cwd, env=self.env, capture_output=True, text=True, timeout=timeout, check=False
         )
 
@@ -142,7 +142,7 @@ def local_command(
     *,
     provider_cwd: Path,
     provider_env: Mapping[str, str],
-    dir: str | None = None,  # noqa: A002 - the resource's input name
+    dir: str | None = None,
     environment: Mapping[str, str] | None = None,
     interpreter: Sequence[str] | None = None,
 ) -> Launch:
@@ -162,7 +162,7 @@ def command_as_engine_runs_it(
     create: str,
     engine_env: Mapping[str, str],
     *,
-    dir: str | None = None,  # noqa: A002 - the resource's input name
+    dir: str | None = None,
     environment: Mapping[str, str] | None = None,
 ) -> Launch:
     """A ``local.Command`` of the project at ``project_root`` as ``pulumi up`` runs it there: the command
