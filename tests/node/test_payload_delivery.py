@@ -387,8 +387,8 @@ def test_the_deploy_jobs_upload_signs_in_with_oidc_and_publishes_every_payload_t
 
 def test_azurite_refuses_a_token_for_another_audience_an_expired_one_and_none(delivered: dict[str, Any]) -> None:
     """The Azurite the upload published to checks bearer tokens (``--oauth basic``): a token for Key Vault and an
-    expired one are refused (403 AuthenticationFailed, as Azure answers) and no token reads nothing from the private container, so
-    the publish above was authenticated by the token Entra issued for Storage."""
+    expired one are refused (403 AuthenticationFailed, as Azure answers) and no token reads nothing from the
+    private container, so the publish above was authenticated by the token Entra issued for Storage."""
     refused = delivered["refused"]
     details = {"wrong": "Invalid token audience.", "expired": "Lifetime validation failed. The token is expired."}
     for token, detail in details.items():
