@@ -10,7 +10,9 @@ token's ``aud``, ``iss``, ``nbf``/``exp`` are checked, its signature is not:
 ``AZURITE_ACCOUNTS`` and reached at its production host name ``<account>.blob.core.windows.net`` (Azurite takes
 the account from the first label of a host name that is not an IP address:
 ``dist/src/blob/middlewares/blobStorageContext.middleware.js`` ``extractStoragePartsFromPath``), and
-``--skipApiVersionCheck``: azure-storage-blob sends a newer ``x-ms-version`` than 3.35.0 lists.
+``--skipApiVersionCheck`` (azure-storage-blob sends a newer ``x-ms-version`` than 3.35.0 lists) and
+``--disableTelemetry``. 3.35.0 also runs on Debian 12's own Node 18 (``nodejs`` 18.20.4, which
+scripts/ensure-test-tools installs where node is missing): it served HTTPS with ``--oauth basic`` there.
 
 What Azurite cannot show: it accepts Shared Key for every account it knows (an account with
 ``allowSharedKeyAccess: false`` refuses it) and has no role assignments (no 403 while a role propagates); the
@@ -79,6 +81,7 @@ def blob_argv(*, host: str, port: int, cert: Path, key: Path, location: Path) ->
         "--location",
         str(location),
         "--skipApiVersionCheck",
+        "--disableTelemetry",  # Azurite reports usage to Application Insights unless told not to
         "--silent",
         "--debug",
         str(location / "debug.log"),
