@@ -1,18 +1,26 @@
 """Stand-ins for the Azure endpoints the payload delivery meets, behaving as Azure does, over HTTPS on one port.
 
 Run as ``python -m tests.support.fake_azure --state DIR --cert PEM --key PEM --payload-host HOST`` inside a network
-namespace whose /etc/hosts sends the hosts below to 127.0.0.1; each request is dispatched by its Host header:
+namespace whose /etc/hosts sends the hosts below to the ``--listen`` address; each request is dispatched by its
+Host header:
 
 * the CI's ID token endpoint (``token.actions.githubusercontent.com``, as GitHub's): ``GET /id-token`` with the
   request token as bearer answers ``{"value": <ID token>}``;
 * Entra ID (``login.microsoftonline.com``): ``POST /<tenant>/oauth2/v2.0/token`` with that ID token as
   ``client_assertion`` answers an access token for the scope asked; any other assertion is refused (400
-  ``invalid_client``);
-* the payload account's Blob service: Shared Key is refused (403 ``KeyBasedAuthenticationNotPermitted``, what an
-  account with ``allowSharedKeyAccess: false`` answers), no credential is 401, a bearer token Entra did not issue is
-  401 ``InvalidAuthenticationInfo``; the first ``--deny-first`` requests with a good token answer 403
+  ``invalid_client``). The access token is a JWT with the claims Azure Storage (and Azurite's ``--oauth basic``,
+  which the delivery test publishes to) reads: ``aud`` the scope's resource, ``iss``
+  ``https://sts.windows.net/<tenant>/``, ``iat``/``nbf``/``exp`` (:func:`access_token`). Its signature is random
+  bytes: Azurite checks the claims, not the signature (``BlobTokenAuthenticator.authenticateBasic``), and no
+  test here can show Azure's signature check;
+* the payload account's Blob service, for what Azurite cannot do: Azurite accepts Shared Key for any account it
+  knows (so it cannot show an account with ``allowSharedKeyAccess: false``) and has no role assignments (so it
+  cannot show a deployer's role still propagating). This stand-in refuses Shared Key (403
+  ``KeyBasedAuthenticationNotPermitted``), answers no credential with 401, a bearer token Entra did not issue with
+  401 ``InvalidAuthenticationInfo``, and the first ``--deny-first`` requests with a good token with 403
   ``AuthorizationPermissionMismatch`` (a role assignment not yet propagated). Put Blob stores, Get Blob serves
-  (206 for a range), with ``x-ms-error-code`` and Azure's XML error body otherwise.
+  (206 for a range), with ``x-ms-error-code`` and Azure's XML error body otherwise. It does not show Azure's Blob
+  protocol beyond those two calls: the delivery test publishes to Azurite for that.
 
 Stored blobs land under ``DIR/blobs/<container>/<blob>``; every request is appended to ``DIR/requests.jsonl``
 (method, host, path, the kind of credential).
@@ -21,10 +29,12 @@ Stored blobs land under ``DIR/blobs/<container>/<blob>``; every request is appen
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import secrets
 import ssl
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -33,6 +43,30 @@ ID_TOKEN_HOST = "token.actions.githubusercontent.com"  # noqa: S105 - a host nam
 ENTRA_HOST = "login.microsoftonline.com"
 REQUEST_TOKEN = "gh-request-token"  # noqa: S105 - the stand-in's fixed CI request token
 ID_TOKEN = "gh-id-token-for-azure"  # noqa: S105
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def access_token(tenant: str, resource: str, lifetime: int = 3600) -> str:
+    """An Entra-shaped access token for ``resource`` (``https://storage.azure.com``): a JWT whose claims are those
+    Azure Storage reads (``aud``, ``iss`` on ``sts.windows.net``, ``iat``, ``nbf``, ``exp``, the caller's ``oid``
+    and ``tid``), with a random signature (see the module docstring)."""
+    now = int(time.time())
+    header = {"typ": "JWT", "alg": "RS256", "kid": "gb300-test"}
+    claims = {
+        "aud": resource,
+        "iss": f"https://sts.windows.net/{tenant}/",
+        "iat": now - 60,
+        "nbf": now - 60,
+        "exp": now + lifetime,
+        "oid": "44444444-4444-4444-4444-444444444444",
+        "tid": tenant,
+        "ver": "1.0",
+    }
+    parts = [_b64url(json.dumps(part, separators=(",", ":")).encode()) for part in (header, claims)]
+    return ".".join([*parts, _b64url(secrets.token_bytes(256))])
 
 
 class State:
@@ -107,7 +141,9 @@ class Handler(BaseHTTPRequestHandler):
             answer = {"error": "invalid_client", "error_description": "AADSTS700024: assertion is not valid"}
             self._send(400, json.dumps(answer).encode(), {"Content-Type": "application/json"})
             return
-        token = "entra-" + secrets.token_hex(8)
+        tenant = path.strip("/").split("/", 1)[0]
+        scope = form.get("scope", ["https://storage.azure.com/.default"])[0].split()[0]
+        token = access_token(tenant, scope.removesuffix("/.default"))
         with self.state.lock:
             self.state.issued.add(token)
         answer = {"token_type": "Bearer", "expires_in": 3600, "ext_expires_in": 3600, "access_token": token}
@@ -170,10 +206,11 @@ def main() -> None:
     parser.add_argument("--payload-host", required=True)
     parser.add_argument("--deny-first", type=int, default=0)
     parser.add_argument("--port", type=int, default=443)
+    parser.add_argument("--listen", default="127.0.0.1", help="the address to listen on")
     parser.add_argument("--accept-token", action="append", default=[], help="a bearer token taken as Entra's")
     args = parser.parse_args()
     Handler.state = State(args.state, args.payload_host, args.deny_first, tuple(args.accept_token))
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server = ThreadingHTTPServer((args.listen, args.port), Handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(args.cert, args.key)
     server.socket = context.wrap_socket(server.socket, server_side=True)

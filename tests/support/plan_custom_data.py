@@ -26,6 +26,7 @@ from gb300 import tags as gb300_tags
 from gb300.node import manifest
 from gb300.ops import payload_publish
 from gb300.plan import PlanResult
+from tests.support import engine
 
 
 def _walk(value: Any) -> Iterator[Mapping[str, Any]]:
@@ -72,10 +73,16 @@ def cloud_config(plan: PlanResult, role: str) -> str:
     return decode(encoded_custom_data(plan)[role])
 
 
+def publish_inputs(plan: PlanResult) -> dict[str, Any]:
+    """The payload upload's ``local.Command`` inputs as the plan records them (``create``, and ``dir`` and
+    ``environment`` where set): what the engine hands the command provider."""
+    [command] = [r for r in plan.resources if r.type == "command:local:Command"]
+    return dict(command.inputs)
+
+
 def publish_command(plan: PlanResult) -> str:
     """The payload upload's command line, as the plan records the ``local.Command`` (what ``pulumi up`` runs)."""
-    [command] = [r for r in plan.resources if r.type == "command:local:Command"]
-    return str(command.inputs["create"])
+    return str(publish_inputs(plan)["create"])
 
 
 def payload_account(plan: PlanResult) -> str:
@@ -93,7 +100,9 @@ def _rendered(plan: PlanResult) -> tuple[config.StackConfig, dict[str, bytes]]:
     """The stack the upload command names and its payloads (name -> archive), checked against the command's
     ``--expect`` digests, as ``gb300 payload publish`` checks them."""
     words = shlex.split(publish_command(plan))
-    stack_file = paths.REPO_ROOT / words[words.index("--stack-file") + 1]
+    # Relative to the directory the engine runs the command in (tests/support/engine.py), not the repository.
+    pwd = engine.engine_pwd(engine.load_project(paths.REPO_ROOT))
+    stack_file = pwd / words[words.index("--stack-file") + 1]
     expect = dict(words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--expect")
     cfg = config.parse(config.load_stack_file(stack_file))
     rendered = payload_publish.render(cfg)

@@ -39,8 +39,6 @@ from gb300.facts import roles, storage_facts
 
 READER = "Storage Blob Data Reader"
 WRITER = "Storage Blob Data Contributor"
-PYTHON = ".venv/bin/python"
-"""The project's environment (Pulumi.yaml's ``virtualenv``), relative to the project directory the engine runs in."""
 
 
 @dataclass(frozen=True)
@@ -69,10 +67,15 @@ def network_access(ranges: Sequence[str]) -> storage.NetworkRuleSetArgs:
 
 
 def publish_command(stack: str, account_url: str, container: str, payloads: Sequence[PayloadSpec]) -> str:
-    """The uploader's command line (``/bin/sh -c`` in the project directory): deterministic, free of secrets. The
-    stack file is named relative to the project, as Pulumi's ``stackConfigDir`` is."""
-    stack_file = (paths.STACKS_DIR / f"Pulumi.{stack}.yaml").relative_to(paths.REPO_ROOT)
-    words = [PYTHON, "-m", "gb300.cli", "payload", "publish", "--stack-file", str(stack_file)]
+    """The uploader's command line: deterministic, free of secrets. pulumi-command runs it with ``/bin/sh -c`` in
+    its provider's working directory, which the engine sets to the program's directory (Pulumi.yaml's ``main``:
+    ``infra/``, :func:`gb300.paths.engine_pwd`), not the repository root; so the project's Python (Pulumi.yaml's
+    ``virtualenv``) and the stack file are named relative to that directory (``../.venv/bin/python``,
+    ``../stacks/Pulumi.<stack>.yaml``), never absolute (the command line is stored in the state)."""
+    venv = paths.project_virtualenv()
+    python = paths.from_engine_pwd(venv / "bin" / "python") if venv else "python3"
+    stack_file = paths.from_engine_pwd(paths.stack_file(stack))
+    words = [python, "-m", "gb300.cli", "payload", "publish", "--stack-file", stack_file]
     words += ["--account-url", account_url, "--container", container]
     for payload in payloads:
         words += ["--expect", f"{payload.name}={payload.sha256}"]

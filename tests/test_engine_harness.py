@@ -1,0 +1,106 @@
+"""tests/support/engine.py starts processes as the Pulumi engine does; gb300 names paths for that directory.
+
+The harness follows pulumi's sources (``getPwdMain``, ``resolveVirtualEnvironmentPath``, ``ActivateVirtualEnv``,
+``NewProvider``, pulumi-command's ``run``); these tests pin each rule on small projects, and that gb300's own
+:func:`gb300.paths.engine_pwd` (which the upload's command line is built from) agrees with it for this project.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from gb300 import paths
+from gb300.components.node_payload import PayloadSpec, publish_command
+from tests.support import engine
+
+
+def _project(root: Path, text: str) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "Pulumi.yaml").write_text(text)
+    return root
+
+
+def test_a_main_that_is_a_directory_is_the_engines_working_directory(tmp_path: Path) -> None:
+    """getPwdMain: ``main: infra/`` names a directory, which becomes the pwd of the program and every plugin."""
+    root = _project(tmp_path / "p", "name: p\nruntime: python\nmain: infra/\n")
+    (root / "infra").mkdir()
+    assert engine.engine_pwd(engine.load_project(root)) == root / "infra"
+    assert paths.engine_pwd(root / "Pulumi.yaml") == root / "infra"
+
+
+def test_a_main_that_is_a_file_makes_its_directory_the_working_directory(tmp_path: Path) -> None:
+    root = _project(tmp_path / "p", "name: p\nruntime: python\nmain: src/app.py\n")
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("")
+    assert engine.engine_pwd(engine.load_project(root)) == root / "src"
+    assert paths.engine_pwd(root / "Pulumi.yaml") == root / "src"
+
+
+def test_no_main_is_the_project_directory(tmp_path: Path) -> None:
+    root = _project(tmp_path / "p", "name: p\nruntime: python\n")
+    assert engine.engine_pwd(engine.load_project(root)) == root
+    assert paths.engine_pwd(root / "Pulumi.yaml") == root
+
+
+def test_a_main_that_does_not_exist_is_refused_as_the_engine_refuses_it(tmp_path: Path) -> None:
+    root = _project(tmp_path / "p", "name: p\nruntime: python\nmain: nowhere/\n")
+    with pytest.raises(FileNotFoundError, match="project 'main' could not be read"):
+        engine.engine_pwd(engine.load_project(root))
+
+
+def test_this_project_runs_its_plugins_in_infra_and_its_program_in_the_root_venv() -> None:
+    """Pulumi.yaml: ``main: infra/`` and ``virtualenv: .venv``, the venv relative to the project root, not main."""
+    project = engine.load_project(paths.REPO_ROOT)
+    assert engine.engine_pwd(project) == paths.REPO_ROOT / "infra" == paths.engine_pwd()
+    assert engine.virtualenv(project) == paths.REPO_ROOT / ".venv" == paths.project_virtualenv()
+
+
+def test_the_upload_names_the_venv_and_stack_file_relative_to_the_engines_directory() -> None:
+    """The command line resolves, from infra/, to the project's Python and the stack file, and holds no
+    absolute path (it is stored in the state and must be the same from every checkout)."""
+    words = shlex.split(publish_command("dev", "https://a.blob.core.windows.net", "c", [PayloadSpec("head", "0", "h")]))
+    pwd = engine.engine_pwd(engine.load_project(paths.REPO_ROOT))
+    assert (pwd / words[0]).resolve() == (paths.REPO_ROOT / ".venv" / "bin" / "python").resolve()
+    assert (pwd / words[words.index("--stack-file") + 1]).resolve() == paths.stack_file("dev").resolve()
+    assert not [w for w in words if w.startswith("/")]
+
+
+def test_activating_the_virtualenv_prepends_its_bin_and_drops_pythonhome(tmp_path: Path) -> None:
+    env = engine.activate_virtualenv({"PATH": "/usr/bin", "PYTHONHOME": "/x", "VIRTUAL_ENV": "/old"}, tmp_path)
+    assert env == {"PATH": f"{tmp_path}/bin:/usr/bin", "VIRTUAL_ENV": str(tmp_path)}
+    assert engine.activate_virtualenv({}, tmp_path)["PATH"] == f"{tmp_path}/bin"
+
+
+def test_a_provider_gets_the_engines_environment_and_the_runtime_options(tmp_path: Path) -> None:
+    """NewProvider: os.Environ(), PULUMI_RUNTIME_<OPTION>, PULUMI_PROJECT, PULUMI_CONFIG; no virtualenv."""
+    project = engine.load_project(paths.REPO_ROOT)
+    env = engine.provider_environment(project, {"PATH": "/usr/bin", "ARM_USE_OIDC": "true"})
+    assert env["PATH"] == "/usr/bin"
+    assert env["ARM_USE_OIDC"] == "true"
+    assert env["PULUMI_RUNTIME_VIRTUALENV"] == ".venv"
+    assert env["PULUMI_RUNTIME_TOOLCHAIN"] == "pip"
+    assert env["PULUMI_PROJECT"] == "gb300"
+    assert env["PULUMI_CONFIG"] == "{}"
+    assert "VIRTUAL_ENV" not in env
+
+
+def test_a_command_runs_with_sh_in_the_providers_directory_or_its_dir(tmp_path: Path) -> None:
+    """pulumi-command's run: ``/bin/sh -c``; no ``dir`` -> the provider's own working directory; a relative
+    ``dir`` resolves against it; ``environment`` is added to (and overrides) the provider's environment."""
+    (tmp_path / "infra").mkdir()
+    here = engine.local_command(
+        "pwd; echo $A", provider_cwd=tmp_path / "infra", provider_env={"A": "1", "PATH": "/bin"}
+    )
+    assert here.run().stdout.split() == [str(tmp_path / "infra"), "1"]
+    there = engine.local_command(
+        "pwd; echo $A",
+        provider_cwd=tmp_path / "infra",
+        provider_env={"A": "1", "PATH": "/bin"},
+        dir="..",
+        environment={"A": "2"},
+    )
+    assert there.argv[:2] == ("/bin/sh", "-c")
+    assert there.run().stdout.split() == [str(tmp_path), "2"]
