@@ -24,6 +24,14 @@ Host header:
 
 Stored blobs land under ``DIR/blobs/<container>/<blob>``; every request is appended to ``DIR/requests.jsonl``
 (method, host, path, the kind of credential).
+
+For the node's side (tests/node/test_payload_trust.py): ``--imds-tags FILE`` also serves a stand-in IMDS on
+169.254.169.254:80 (the namespace's loopback must carry that address): the tags of FILE (a JSON object) for the
+instance's ``tagsList`` and the first ``--accept-token`` as the managed identity's storage token, to requests with
+``Metadata: true`` only. Two switches make a hostile Get Blob, for the size bounds: ``--pause-after N`` sends the
+first N bytes of a longer body, writes ``DIR/paused`` and waits (up to a minute) for ``DIR/go`` before the rest,
+so a test can look at what reached the disk meanwhile; ``--chunked`` sends bodies without a Content-Length
+(chunked), which Azure's Get Blob never does: it shows a reader that must bound a body of unknown length itself.
 """
 
 from __future__ import annotations
@@ -76,6 +84,8 @@ class State:
         self.deny_left = deny_first
         self.issued: set[str] = set(accept)  # tokens Entra issued (and any the node's IMDS stand-in hands out)
         self.lock = threading.Lock()
+        self.pause_after = 0  # --pause-after: 0 sends every body at once
+        self.chunked = False  # --chunked: bodies without a Content-Length
 
     def log(self, entry: dict[str, str]) -> None:
         with self.lock, (self.root / "requests.jsonl").open("a", encoding="utf-8") as handle:
@@ -192,10 +202,77 @@ class Handler(BaseHTTPRequestHandler):
             headers["Content-Range"] = f"bytes {first}-{last}/{len(data)}"
             self._send(206, data[first : last + 1], headers)
             return
+        if self.state.chunked or (self.state.pause_after and len(data) > self.state.pause_after):
+            self._send_hostile(data, headers)
+            return
         self._send(200, data, headers)
+
+    def _send_hostile(self, data: bytes, headers: dict[str, str]) -> None:
+        """``data`` as --chunked and --pause-after say: without a length, and/or stopping after the first bytes
+        until the test writes DIR/go (the connection closed at the end either way)."""
+        self.send_response(200)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Connection", "close")
+        self.close_connection = True
+        if self.state.chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        cut = self.state.pause_after if self.state.pause_after and len(data) > self.state.pause_after else len(data)
+        try:
+            for index, part in enumerate((data[:cut], data[cut:])):
+                if index == 1 and part:
+                    (self.state.root / "paused").write_text("paused\n")
+                    deadline = time.monotonic() + 60
+                    while not (self.state.root / "go").exists() and time.monotonic() < deadline:
+                        time.sleep(0.02)
+                for start in range(0, len(part), 65536):
+                    piece = part[start : start + 65536]
+                    if self.state.chunked:
+                        self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                    else:
+                        self.wfile.write(piece)
+                self.wfile.flush()
+            if self.state.chunked:
+                self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            return  # the reader stopped reading: what a bounded reader does
 
     def log_message(self, *args: object) -> None:
         return
+
+
+def serve_imds(tags: dict[str, str], token: str, log: Path) -> None:
+    """A stand-in IMDS on 169.254.169.254:80, in a thread: the instance's tags and a storage token (as IMDS
+    answers them, to requests with ``Metadata: true``); each request's path is appended to ``log``."""
+
+    class Imds(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            with log.open("a", encoding="utf-8") as handle:
+                handle.write(self.path + "\n")
+            if self.headers.get("Metadata") != "true":
+                self.send_response(400)
+                self.end_headers()
+                return
+            if self.path.startswith("/metadata/instance/compute/tagsList"):
+                body = json.dumps([{"name": k, "value": v} for k, v in tags.items()])
+            elif self.path.startswith("/metadata/identity/oauth2/token"):
+                body = json.dumps({"access_token": token, "token_type": "Bearer"})
+            else:
+                self.send_response(404)
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("169.254.169.254", 80), Imds)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
 
 
 def main() -> None:
@@ -208,8 +285,15 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=443)
     parser.add_argument("--listen", default="127.0.0.1", help="the address to listen on")
     parser.add_argument("--accept-token", action="append", default=[], help="a bearer token taken as Entra's")
+    parser.add_argument("--imds-tags", type=Path, help="also serve IMDS on 169.254.169.254:80 with these tags")
+    parser.add_argument("--pause-after", type=int, default=0, help="stop a longer body after N bytes until DIR/go")
+    parser.add_argument("--chunked", action="store_true", help="send bodies without a Content-Length")
     args = parser.parse_args()
     Handler.state = State(args.state, args.payload_host, args.deny_first, tuple(args.accept_token))
+    Handler.state.pause_after = args.pause_after
+    Handler.state.chunked = args.chunked
+    if args.imds_tags:
+        serve_imds(json.loads(args.imds_tags.read_text()), args.accept_token[0], args.state / "imds.log")
     server = ThreadingHTTPServer((args.listen, args.port), Handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(args.cert, args.key)

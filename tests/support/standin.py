@@ -348,7 +348,11 @@ def http_get(args: list[str], state: dict) -> int:
 
 def http_download(args: list[str], state: dict, out: str, url: str) -> int:
     """curl -o FILE -w '%{http_code}' of a Blob URL: ask the stand-in endpoints (state["endpoint"]) for the bytes,
-    write the body to FILE whatever the status (as curl does without --fail) and print the status code."""
+    write the body to FILE whatever the status (as curl does without --fail) and print the status code. ``-o -``
+    writes the body to standard output; ``-D FILE`` writes the status line there; ``--max-filesize N`` refuses a
+    longer body with curl's exit 63 before writing any of it (what curl does when the length is declared, as the
+    stand-in's always is: it cannot show a body of unknown length; tests/node/test_payload_trust.py runs the real
+    curl for that)."""
     import urllib.error  # noqa: PLC0415
 
     sent = _curl_request(args, url, state)
@@ -363,7 +367,16 @@ def http_download(args: list[str], state: dict, out: str, url: str) -> int:
         status, body = error.code, error.read()
     except OSError:
         return 7
-    Path(out).write_bytes(body)
+    if "-D" in args:
+        Path(args[args.index("-D") + 1]).write_text(f"HTTP/1.1 {status} stand-in\r\n\r\n")
+    if "--max-filesize" in args and len(body) > int(args[args.index("--max-filesize") + 1]):
+        sys.stderr.write("curl: (63) Maximum file size exceeded\n")
+        return 63
+    if out == "-":
+        sys.stdout.flush()
+        sys.stdout.buffer.write(body)
+    else:
+        Path(out).write_bytes(body)
     sys.stdout.write(write_out.replace("%{http_code}", str(status)))
     return 0
 

@@ -14,20 +14,26 @@ signature with ``openssl pkeyutl -verify -pubin -keyform DER -rawin`` (OpenSSL 3
 with OpenSSL 3.0), then the manifest's fields,
 then the archive's sha256, and only then extracts (``cloud-init/lib/fetch-payload``, docs/node-payload.md).
 
-``serial`` only grows (the uploader takes the publish time in milliseconds, or one more than the manifest it
-replaces): a node refuses a manifest older than the payload it runs, so an old signed manifest written back
-cannot roll a node back.
+``serial`` only grows (the uploader takes the publish time in milliseconds, or one more than the verified
+manifest it replaces): a node refuses a manifest older than the payload it runs, so an old signed manifest written
+back cannot roll a node back. Serials are decimals of 1 to :func:`limits`' ``serial_max_digits`` digits (18: below
+2^63-1, so every reader compares them exactly); a :class:`Manifest` outside that range cannot be made, so none is
+signed. The sizes a reader takes at most (manifest, signature) are :func:`limits` too: ``payload_limits`` in
+``infra/gb300/data/node.yaml``, the one place they are defined (the custom data's payload.env carries them to
+``fetch-payload``).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from gb300.errors import Gb300Error
+from gb300.errors import DataError, Gb300Error
+from gb300.facts.loader import DATA_DIR, data
 
 __all__ = [
     "ARCHIVE_PREFIX",
@@ -36,10 +42,12 @@ __all__ = [
     "PAYLOAD_PREFIX",
     "SIGNATURE",
     "SIGNING_KEY_ENV",
+    "Limits",
     "Manifest",
     "SigningKeyError",
     "archive_blob",
     "generate_key",
+    "limits",
     "load_private_key",
     "manifest_blob",
     "payload_name",
@@ -56,6 +64,47 @@ ARCHIVE_PREFIX = "archives"
 SIGNING_KEY_ENV = "GB300_PAYLOAD_SIGNING_KEY"
 """The variable holding the private signing key (PKCS#8 PEM) for ``gb300 payload publish``."""
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """``payload_limits`` (node.yaml): the most any reader takes of the payload container, and the serial range."""
+
+    manifest_max_bytes: int
+    signature_max_bytes: int
+    serial_max_digits: int
+
+    @property
+    def serial_max(self) -> int:
+        """The largest serial: ``serial_max_digits`` nines."""
+        return int(10**self.serial_max_digits) - 1
+
+
+_INT64_DIGITS = 18
+"""The most digits every decimal below 2^63-1 may have: the bound on ``serial_max_digits``."""
+
+
+@functools.cache
+def limits() -> Limits:
+    """``payload_limits`` from ``infra/gb300/data/node.yaml``, checked (a serial never past 18 digits)."""
+    path = DATA_DIR / "node.yaml"
+    raw: Any = data("node.yaml").get("payload_limits")
+    try:
+        found = Limits(int(raw["manifest_max_bytes"]), int(raw["signature_max_bytes"]), int(raw["serial_max_digits"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        msg = f"{path}: payload_limits: missing or malformed ({exc!r})"
+        raise DataError(msg) from exc
+    if not 1 <= found.serial_max_digits <= _INT64_DIGITS:
+        msg = f"{path}: payload_limits.serial_max_digits must be 1 to {_INT64_DIGITS} (got {found.serial_max_digits})"
+        raise DataError(msg)
+    if found.signature_max_bytes < SIGNATURE_BYTES or found.manifest_max_bytes < 1:
+        msg = f"{path}: payload_limits: a signature takes {SIGNATURE_BYTES} bytes and a manifest at least one"
+        raise DataError(msg)
+    return found
+
+
+SIGNATURE_BYTES = 64
+"""An Ed25519 signature's length (RFC 8032 section 5.1.6)."""
 
 
 class SigningKeyError(Gb300Error):
@@ -89,6 +138,15 @@ class Manifest:
     size: int
     serial: int
 
+    def __post_init__(self) -> None:
+        top = limits().serial_max
+        if isinstance(self.serial, bool) or not isinstance(self.serial, int) or not 1 <= self.serial <= top:
+            msg = f"serial {self.serial!r} is outside 1..{top} (payload_limits.serial_max_digits in node.yaml)"
+            raise ValueError(msg)
+        if isinstance(self.size, bool) or not isinstance(self.size, int) or not 1 <= self.size <= top:
+            msg = f"size {self.size!r} is outside 1..{top}"
+            raise ValueError(msg)
+
     @property
     def archive(self) -> str:
         return archive_blob(self.sha256)
@@ -104,16 +162,25 @@ class Manifest:
             "sha256": self.sha256,
             "size": self.size,
         }
-        return (json.dumps(body, sort_keys=True, separators=(",", ":")) + "\n").encode("ascii")
+        text = (json.dumps(body, sort_keys=True, separators=(",", ":")) + "\n").encode("ascii")
+        if len(text) > limits().manifest_max_bytes:
+            msg = f"manifest of {len(text)} bytes is larger than {limits().manifest_max_bytes} (payload_limits)"
+            raise ValueError(msg)
+        return text
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Manifest:
         """A manifest read back; raises ValueError for anything the uploader would not have written."""
+        if len(data) > limits().manifest_max_bytes:
+            raise ValueError(f"larger than {limits().manifest_max_bytes} bytes")
         body: Any = json.loads(data.decode("ascii"))
         if not isinstance(body, dict) or body.get("format") != FORMAT:
             raise ValueError("not a gb300 payload manifest (format 1)")
         sha = str(body.get("sha256", ""))
-        manifest = cls(str(body["cluster"]), str(body["name"]), sha, int(body["size"]), int(body["serial"]))
+        size, serial = body.get("size"), body.get("serial")
+        if not isinstance(size, int) or not isinstance(serial, int):
+            raise ValueError("size and serial must be integers")
+        manifest = cls(str(body["cluster"]), str(body["name"]), sha, size, serial)
         if not re.fullmatch(r"[0-9a-f]{64}", sha) or body.get("archive") != manifest.archive:
             raise ValueError("manifest names no content-addressed archive")
         if manifest.to_bytes() != data:

@@ -57,7 +57,8 @@ __all__ = [
 FETCH_PAYLOAD = "/usr/local/lib/gb300/fetch-payload"
 """Where the fetch script lands (inline, from the custom data)."""
 PAYLOAD_ENV = "/etc/gb300/payload.env"
-"""The payload's base URL, name, cluster, public key and retry settings (inline, from the custom data)."""
+"""The payload's base URL, name, cluster, public key, retry settings and read limits (inline, from the custom
+data; the limits are ``payload_limits`` in node.yaml)."""
 PAYLOAD_UPDATE = "/usr/local/sbin/gb300-payload-update"
 """Takes a newer signed payload in place: the same fetch and checks, forward only (inline, from the custom data)."""
 ACCOUNT_PLACEHOLDER = "@GB300_PAYLOAD_ACCOUNT@"
@@ -185,6 +186,7 @@ def payload_settings(ctx: BootstrapContext) -> tuple[str, str]:
 def _payload_env(ctx: BootstrapContext, name: str) -> str:
     container, public_key = payload_settings(ctx)
     suffix = storage_facts.blob_endpoint_suffix()
+    limits = manifest.limits()
     return (
         "# The node payload this custom data fetches (docs/node-payload.md): the signed manifest\n"
         f"# {manifest.PAYLOAD_PREFIX}/<name>/{manifest.MANIFEST} under the URL, checked with the public key.\n"
@@ -195,6 +197,9 @@ def _payload_env(ctx: BootstrapContext, name: str) -> str:
         f"GB300_STORAGE_SUFFIX={suffix}\n"
         f"GB300_PAYLOAD_ATTEMPTS={ctx.node.payload_attempts}\n"
         f"GB300_PAYLOAD_BACKOFF_SECONDS={ctx.node.payload_backoff_seconds}\n"
+        f"GB300_PAYLOAD_MANIFEST_MAX_BYTES={limits.manifest_max_bytes}\n"
+        f"GB300_PAYLOAD_SIGNATURE_MAX_BYTES={limits.signature_max_bytes}\n"
+        f"GB300_PAYLOAD_SERIAL_MAX_DIGITS={limits.serial_max_digits}\n"
     )
 
 

@@ -5,9 +5,16 @@ renders the payloads from the stack file, as the program did, and refuses to pub
 is the one the deployment expects (``--expect NAME=SHA256``, from the program); reads the private signing key from
 ``GB300_PAYLOAD_SIGNING_KEY`` and refuses it unless its public half is the stack's
 ``gb300:storage.nodePayload.signingPublicKey``; then, per payload, uploads the content-addressed archive, a new
-manifest (its ``serial`` one more than the one it replaces, at least the publish time in milliseconds) and the
-manifest's signature, over the account's public endpoint, with a bearer token from gb300's credential
-(:mod:`gb300.azure.credential`: the azure-native provider's ``ARM_*`` variables, OIDC refreshed per token).
+manifest (its ``serial`` the publish time in milliseconds, or one more than the manifest it replaces when that is
+later) and the manifest's signature, over the account's public endpoint, with a bearer token from gb300's
+credential (:mod:`gb300.azure.credential`: the azure-native provider's ``ARM_*`` variables, OIDC refreshed per
+token).
+
+Anyone who can write to the payload container can plant a manifest there, so what is there counts only when its
+signature verifies with the stack's public key (and it is this cluster's manifest for this payload): only then
+does its serial count, and only then is a payload "unchanged". Anything else (no signature, a bad one, a malformed
+or foreign manifest, a blob larger than ``payload_limits`` allows, which is never downloaded) is treated as absent,
+with a warning naming the blob and why, and the payload is published anew (docs/node-payload.md#publishing).
 
 A role assignment takes minutes to reach the storage service (learn.microsoft.com role-based-access-control
 troubleshooting: "up to 10 minutes"); the deployer's own grant is made in the same ``pulumi up``, so a 403
@@ -153,19 +160,57 @@ class Publisher:
                     "this machine (gb300:storage.nodePayload.uploadSourceRanges)"
                 ) from None
 
-    def _current(self, name: str) -> Manifest | None:
-        """The manifest the container holds for ``name`` now, or None."""
+    def _read(self, blob_name: str, cap: int) -> bytes | None:
+        """``blob_name``'s bytes, or None when it does not exist; raises :class:`_Untrusted` when it is empty or
+        larger than ``cap`` bytes. Its size is read first and at most ``cap`` bytes are ever asked for (a ranged
+        read), so a blob grown in between is still read no further."""
         from azure.core.exceptions import ResourceNotFoundError  # noqa: PLC0415
 
-        blob = self.client.get_blob_client(manifest.manifest_blob(name))
+        blob = self.client.get_blob_client(blob_name)
         try:
-            data = self._call(f"read {manifest.manifest_blob(name)}", lambda: blob.download_blob().readall())
+            size = int(self._call(f"read {blob_name}", blob.get_blob_properties).size)
+            if size > cap:
+                raise _Untrusted(f"{size} bytes, larger than the {cap} a gb300 publisher writes (not read)", blob_name)
+            if size == 0:
+                raise _Untrusted("empty", blob_name)
+            data = self._call(f"read {blob_name}", lambda: blob.download_blob(offset=0, length=size).readall())
         except ResourceNotFoundError:
             return None
+        if len(data) > cap:  # not asked for; a service that answers more than the range is not read further
+            raise _Untrusted(f"answered more than the {cap} bytes asked for", blob_name)
+        return bytes(data)
+
+    def _current(self, cluster: str, name: str, public_key: str) -> Manifest | None:
+        """The manifest the container holds for ``name`` now, when its signature verifies with ``public_key`` and
+        it is this cluster's manifest for ``name``; None otherwise (with a warning naming the blob and why, unless
+        there is no manifest at all: a first publish)."""
         try:
-            return Manifest.from_bytes(bytes(data))
-        except (ValueError, KeyError, TypeError):
-            return None  # not ours, or a format this version does not write: replaced, with a serial from the clock
+            return self._verified(cluster, name, public_key)
+        except _Untrusted as exc:
+            self._say(
+                f"WARNING: {exc.blob}: {exc}; not trusted: treated as absent, so {name} is published anew "
+                "(serial from the clock, docs/node-payload.md#publishing)"
+            )
+            return None
+
+    def _verified(self, cluster: str, name: str, public_key: str) -> Manifest | None:
+        limits = manifest.limits()
+        blob_name, sig_name = manifest.manifest_blob(name), manifest.signature_blob(name)
+        data = self._read(blob_name, limits.manifest_max_bytes)
+        if data is None:
+            return None
+        signature = self._read(sig_name, limits.signature_max_bytes)
+        if signature is None:
+            raise _Untrusted(f"unsigned ({sig_name} does not exist)", blob_name)
+        if not manifest.verify(public_key, data, signature):
+            raise _Untrusted("its signature does not verify with gb300:storage.nodePayload.signingPublicKey", blob_name)
+        try:
+            current = Manifest.from_bytes(data)
+        except (ValueError, KeyError, TypeError) as exc:  # UnicodeDecodeError is a ValueError
+            raise _Untrusted(f"signed but not a manifest this version reads ({exc})", blob_name) from None
+        if (current.cluster, current.name) != (cluster, name):
+            raise _Untrusted(f"signed for payload {current.name!r} of cluster {current.cluster!r}", blob_name)
+        return current
 
     def _put(self, blob_name: str, data: bytes, content_type: str) -> None:
         from azure.storage.blob import ContentSettings  # noqa: PLC0415
@@ -174,20 +219,48 @@ class Publisher:
         settings = ContentSettings(content_type=content_type)
         self._call(f"upload {blob_name}", lambda: blob.upload_blob(data, overwrite=True, content_settings=settings))
 
-    def publish(self, cluster: str, payload: Rendered, key: Any) -> Manifest:
-        """Upload ``payload``'s archive, then its new manifest and signature; an unchanged one is left as is."""
-        current = self._current(payload.name)
-        if current is not None and current.sha256 == payload.sha256 and current.cluster == cluster:
-            self._say(f"{payload.name}: unchanged (serial {current.serial}, sha256 {payload.sha256[:12]})")
-            return current
+    def publish(self, cluster: str, payload: Rendered, key: Any, *, public_key: str | None = None) -> Manifest:
+        """Upload ``payload``'s archive, then a new signed manifest, unless the container's manifest verifies with
+        ``public_key`` (the stack's; default: ``key``'s public half) and already names this sha256.
+
+        The current serial and "unchanged" come only from a verified manifest of this cluster and payload; anything
+        else is treated as absent (a warning names the blob and why). The new serial is the publish time in
+        milliseconds, or one more than the verified manifest's when that is later: it never goes backwards for a
+        node holding a serial this cluster's key signed, as long as this machine's clock is not behind the clock of
+        the publish that signed it. A serial outside ``payload_limits`` is refused, never signed.
+        """
+        public = public_key if public_key is not None else manifest.public_key_line(key)
+        current = self._current(cluster, payload.name, public)
+        # Content-addressed and small: uploaded every time, so an archive deleted or overwritten in the container
+        # is put back even when the manifest is unchanged.
         self._put(manifest.archive_blob(payload.sha256), payload.archive, "application/gzip")
-        serial = max(int(self.clock() * 1000), (current.serial + 1) if current else 0)
+        if current is not None and current.sha256 == payload.sha256:
+            self._say(
+                f"{payload.name}: manifest unchanged (serial {current.serial}, signature verified, sha256 "
+                f"{payload.sha256[:12]}); archive {current.archive} uploaded again"
+            )
+            return current
+        serial = max(int(self.clock() * 1000), (current.serial + 1) if current else 1)
+        top = manifest.limits().serial_max
+        if serial > top:
+            raise PublishError(
+                f"payload {payload.name}: serial {serial} is past {top}, the largest a node reads "
+                "(payload_limits.serial_max_digits in infra/gb300/data/node.yaml): refused, nothing signed"
+            )
         new = Manifest(cluster, payload.name, payload.sha256, len(payload.archive), serial)
         data = new.to_bytes()
         self._put(manifest.manifest_blob(payload.name), data, "application/json")
         self._put(manifest.signature_blob(payload.name), key.sign(data), "application/octet-stream")
         self._say(f"{payload.name}: published {new.archive} ({new.size} bytes), manifest serial {serial}, signed")
         return new
+
+
+class _Untrusted(Exception):  # noqa: N818 - not an error: a blob read and set aside
+    """A blob in the container that is not read as a manifest or signature (why, and which blob)."""
+
+    def __init__(self, why: str, blob: str) -> None:
+        super().__init__(why)
+        self.blob = blob
 
 
 def _refusal(what: str, status: int | None, code: str, waited: float) -> str:
