@@ -49,6 +49,7 @@ class Deployed:
     destroys: tuple[int | None, int | None]
     replaced: tuple[str, ...]
     reimage: Mapping[str, int]
+    line: str = ""  # impact_line: what the change destroys, in the words the text plan uses too
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,53 @@ def _deployed(summary: Mapping[str, Any]) -> Deployed | None:
     reimage = {str(k): v for k, v in reimage_map.items() if isinstance(v, int)}
     replaced_raw = summary.get("replacesVms")
     replaced = tuple(str(v) for v in replaced_raw) if isinstance(replaced_raw, list) else ()
-    return Deployed(_pair(summary.get("adds")), _pair(summary.get("destroys")), replaced, reimage)
+    return Deployed(
+        _pair(summary.get("adds")), _pair(summary.get("destroys")), replaced, reimage, impact_line(summary) or ""
+    )
+
+
+def _many(count: int, what: str) -> str:
+    """``1 VM``, ``4 rack scale sets``, ``2 x rack scale set (a gb300 0.1 dynamic resource)``."""
+    if count == 1:
+        return f"1 {what}"
+    return f"{count:,} x {what}" if "(" in what else f"{count:,} {what}s"
+
+
+def _counts(raw: Any) -> list[tuple[str, int]]:
+    body: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    return [(str(k), v) for k, v in body.items() if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+
+
+def _names(raw: Any) -> list[str]:
+    return [str(v) for v in raw] if isinstance(raw, list) else []
+
+
+def impact_line(summary: Mapping[str, Any]) -> str | None:
+    """What a change destroys, in one line: the VMs destroyed and in what, the machines replaced (the head
+    included), the data at risk, and the other resources deleted (a rack's ``-logs`` association), counted apart
+    so they never read as machines. None when the plan ran without the deployed state.
+
+    One implementation for both readers: the text plan (``gb300 plan --state``, gb300.plan.render) and this
+    pull request comment print this line, from ``summary.destroys`` (gb300.rules.destroy.summary).
+    """
+    raw = summary.get("destroys")
+    if not isinstance(raw, Mapping):
+        return None
+    vms = _int_or_none(raw.get("vms")) or 0
+    replaced = _names(raw.get("replaced")) or _names(summary.get("replacesVms"))
+    kinds = _counts(raw.get("kinds"))
+    shown = [_many(n, what) for what, n in kinds if not (what == "VM" and n == vms and replaced)]
+    line = f"Destroys {_many(vms, 'VM')}" + (f" ({', '.join(shown)})" if shown and vms else "")
+    if not vms and kinds:
+        line += f" and {', '.join(_many(n, what) for what, n in kinds)}"
+    line += f"; replaces {', '.join(replaced)}" if replaced else "; replaces no machine"
+    at_risk = _names(raw.get("dataAtRisk"))
+    line += f"; data at risk: {', '.join(at_risk)}" if at_risk else "; no data at risk"
+    others = _counts(raw.get("others"))
+    if others:
+        total = sum(n for _, n in others)
+        line += f"; also deletes {total:,} other resource(s): " + ", ".join(f"{n:,} {what}" for what, n in others)
+    return line + "."
 
 
 def _number(value: Any) -> float | None:
@@ -267,6 +314,8 @@ def _deployed_lines(by_stack: Mapping[str, PlanDigest], expected: Sequence[str])
         head = ", ".join(f"**{name}**" for name in dep.replaced) or "no"
         reimage = ", ".join(f"{n:,} in {pool}" for pool, n in sorted(dep.reimage.items())) or "none"
         lines.append(f"| `{stack}` | {_counted(dep.adds)} | {destroys} | {head} | {reimage} |")
+    said = [(stack, by_stack[stack].deployed) for stack in sorted(by_stack) if by_stack[stack].deployed]
+    lines += [""] + [f"- `{stack}`: {_cell(dep.line)}" for stack, dep in said if dep and dep.line]
     return lines
 
 
