@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +35,16 @@ def _cli(args: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
 
 
 def test_reference_plan_prints_its_total_and_lists_unknown_prices(reference_plan: PlanResult) -> None:
-    """The shipped table prices the NAT gateway, public IPs and endpoints; GB300 is listed as unknown, not zero."""
+    """The shipped table prices the OS disks, NAT gateway, public IPs and endpoints; the headline names the GB300
+    VMs it leaves out, and each unknown price is listed with its reason, never zero."""
     c = reference_plan.summary["cost"]
     page = text(reference_plan, stack_file="x")
-    assert f"total {c['hourly']:,.4f} USD per hour, {c['monthly']:,.2f} USD per month" in page
+    assert (
+        f"total {c['hourly']:,.2f} USD per hour, {c['monthly']:,.2f} USD per month; excludes 1,152 "
+        "Standard_ND128isr_GB300_v6 VMs, 1 Standard_D16ds_v5 VM, "
+    ) in page
+    assert c["headline"].startswith(f"{c['monthly']:,.2f} USD a month; excludes 1,152 Standard_ND128isr_GB300_v6 VMs")
+    assert c["headline"].endswith(": price unknown; give them with --prices FILE (docs/cost.md)")
     assert c["monthly"] == pytest.approx(c["hourly"] * prices.hours_per_month(), abs=0.01)
     known = [r for r in c["resources"] if r["hourly"] is not None]
     assert c["hourly"] == pytest.approx(sum(r["hourly"] for r in known), abs=1e-3)
@@ -47,6 +54,21 @@ def test_reference_plan_prints_its_total_and_lists_unknown_prices(reference_plan
     assert not c["complete"]
     # every VM, disk, filesystem and network meter the plan declares has a line; none is silently dropped
     assert {r["meter"] for r in c["resources"]} >= {GB300, "lustre/AMLFS-Durable-Premium-500", "natGateway"}
+
+
+def _hand_count() -> float:
+    """The total of the hand count in docs/cost.md ("Checking the reference plan by hand")."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cost.md").read_text(encoding="utf-8")
+    (total,) = re.findall(r"\| \*\*total\*\* \| \| \| \*\*([\d,.]+) USD\*\* \|", doc)
+    return float(total.replace(",", ""))
+
+
+def test_reference_total_matches_the_hand_count_and_names_the_gpus(reference_plan: PlanResult) -> None:
+    """Done-when: the reference plan's monthly total without GPU prices is within 15% of the hand count written in
+    docs/cost.md from the cited public prices, and the headline names the GPUs it leaves out."""
+    c = reference_plan.summary["cost"]
+    assert c["monthly"] == pytest.approx(_hand_count(), rel=0.15)
+    assert "excludes 1,152 Standard_ND128isr_GB300_v6 VMs" in c["headline"]
 
 
 def test_live_prices_give_the_five_largest_items(

@@ -63,6 +63,9 @@ class CostDigest:
     change_hourly: float | None = None
     change_monthly: float | None = None
     changes: tuple[str, ...] = ()
+    headline: str = ""  # cost_headline: the known total and what it leaves out
+    change_unknown: tuple[str, ...] = ()  # what the change moves whose price is unknown
+    change_known_hourly: float | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +169,28 @@ def _qty(value: Any) -> str:
     return f"{number:,.0f}" if number.is_integer() else f"{number:,.2f}"
 
 
+def excludes_clause(cost: Mapping[str, Any]) -> str:
+    """What a cost total leaves out, in the words the text plan, the plan JSON (``summary.cost.headline``) and this
+    comment all use: ``excludes 1,152 Standard_ND128isr_GB300_v6 VMs: price unknown; give it with --prices FILE``.
+    """
+    rows = [r for r in (cost.get("excludes") or []) if isinstance(r, Mapping)]
+    if not rows and cost.get("unknown"):
+        rows = [r for r in cost.get("unknown") or [] if isinstance(r, Mapping)]  # an older plan: no labels
+    if not rows:
+        return "every price known"
+    labels = [str(r.get("label") or f"{_qty(r.get('quantity'))} x {r.get('meter')}") for r in rows]
+    shown = ", ".join(labels[:4]) + (f" and {len(labels) - 4:,} more" if len(labels) > 4 else "")
+    them = "it" if len(labels) == 1 else "them"
+    return f"excludes {shown}: price unknown; give {them} with --prices FILE (docs/cost.md)"
+
+
+def cost_headline(cost: Mapping[str, Any]) -> str:
+    """The known monthly total and :func:`excludes_clause`."""
+    monthly = _number(cost.get("monthly"))
+    known = "-" if monthly is None else _money(monthly, str(cost.get("currency") or ""))
+    return f"{known} a month; {excludes_clause(cost)}"
+
+
 def cost_digest(raw: Any) -> CostDigest | None:
     """The cost part of a plan's summary, or None when the plan has none (an older gb300)."""
     if not isinstance(raw, Mapping):
@@ -192,6 +217,9 @@ def cost_digest(raw: Any) -> CostDigest | None:
         change_hourly=_number(change.get("hourly")) if change else None,
         change_monthly=_number(change.get("monthly")) if change else None,
         changes=tuple(changes),
+        headline=cost_headline(raw),
+        change_unknown=tuple(str(u) for u in (change or {}).get("unknown") or []),
+        change_known_hourly=_number(change.get("knownHourly")) if change else None,
     )
 
 
@@ -328,11 +356,21 @@ def _cost_lines(by_stack: Mapping[str, PlanDigest]) -> list[str]:
     lines += ["| stack | per hour | per month | change per hour | change per month | unknown prices |"]
     lines += ["|---|---:|---:|---:|---:|---:|"]
     for stack, c in costed:
-        change_h = "-" if c.change_hourly is None else _money(c.change_hourly, c.currency, sign=True)
-        change_m = "-" if c.change_monthly is None else _money(c.change_monthly, c.currency, sign=True)
+        if c.change_unknown:  # never +0.00 for a change that moves a quantity without a price
+            change_h = change_m = "**unknown**"
+        else:
+            change_h = "-" if c.change_hourly is None else _money(c.change_hourly, c.currency, sign=True)
+            change_m = "-" if c.change_monthly is None else _money(c.change_monthly, c.currency, sign=True)
         cells = [f"`{stack}`", _money(c.hourly, c.currency), _money(c.monthly, c.currency), change_h, change_m]
         lines.append("| " + " | ".join([*cells, str(c.unknown)]) + " |")
     for stack, c in costed:
+        lines.append(f"- `{stack}`: {_cell(c.headline)}")
+        if c.change_unknown:
+            known = "" if c.change_known_hourly is None else _money(c.change_known_hourly, c.currency, sign=True)
+            lines.append(
+                f"- `{stack}`: the change's cost is unknown: no price for {_cell(', '.join(c.change_unknown))}"
+                + (f" (the priced part: {known} per hour)" if known else "")
+            )
         lines += [f"- `{stack}`: {_cell(text)}" for text in c.changes]
     return lines
 

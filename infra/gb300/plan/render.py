@@ -151,10 +151,10 @@ def cost_lines(cost: Mapping[str, Any]) -> list[str]:
     if cost.get("reservationTerm"):
         terms.append(f"{cost['reservationTerm']} reservation")
     unknown = cost.get("unknown") or []
-    partial = f"; {len(unknown)} item(s) with unknown prices are not in it (listed below)" if unknown else ""
     lines = [
         f"Cost ({'; '.join(terms)})",
-        f"  total {_money(cost['hourly'], cur)} per hour, {_money(cost['monthly'], cur)} per month{partial}",
+        f"  total {_money(cost['hourly'], cur)} per hour, {_money(cost['monthly'], cur)} per month; "
+        + ci_summary.excludes_clause(cost),  # the pull request comment says it in the same words
     ]
     items = cost.get("items") or []
     if items:
@@ -173,20 +173,26 @@ def cost_lines(cost: Mapping[str, Any]) -> list[str]:
         lines.append("  usage-based (not in the total)")
         lines += [f"    {u['type']} x{u['count']}: {u['why']}" for u in usage]
     change = cost.get("change")
-    if change is not None:
+    if change is not None and change.get("hourly") is None:  # never +0.00 when a moved quantity has no price
+        lines.append(
+            f"  change against the deployed state: unknown: no price for {', '.join(change.get('unknown') or [])} "
+            f"(the priced part: {_money(change.get('knownHourly') or 0.0, cur, sign=True)} per hour, "
+            f"{_money(change.get('knownMonthly') or 0.0, cur, sign=True)} per month)"
+        )
+    elif change is not None:
         lines.append(
             f"  change against the deployed state: {_money(change['hourly'], cur, sign=True)} per hour, "
             f"{_money(change['monthly'], cur, sign=True)} per month (deployed: {_money(change['deployedHourly'], cur)} "
             "per hour)"
         )
-        for row in change["items"]:
-            moved = f"{_qty(row['before'], row['unit'])} -> {_qty(row['after'], row['unit'])}"
-            delta = (
-                "price unknown"
-                if row["hourly"] is None
-                else f"{_money(row['hourly'], cur, sign=True)}/h, {_money(row['monthly'], cur, sign=True)}/month"
-            )
-            lines.append(f"    {row['item']}: {row['meter']} {moved}: {delta}")
-        if not change["items"]:
-            lines.append("    nothing priced changes")
+    for row in (change or {}).get("items") or []:
+        moved = f"{_qty(row['before'], row['unit'])} -> {_qty(row['after'], row['unit'])}"
+        delta = (
+            "price unknown"
+            if row["hourly"] is None
+            else f"{_money(row['hourly'], cur, sign=True)}/h, {_money(row['monthly'], cur, sign=True)}/month"
+        )
+        lines.append(f"    {row['item']}: {row['meter']} {moved}: {delta}")
+    if change is not None and not change["items"]:
+        lines.append("    nothing priced changes")
     return lines
