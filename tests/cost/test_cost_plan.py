@@ -13,6 +13,7 @@ import pytest
 
 from gb300 import cli, cost
 from gb300.cost import prices
+from gb300.errors import UsageError
 from gb300.ops import ci_summary
 from gb300.plan import PlanResult, run_plan
 from gb300.plan.render import TOP_ITEMS, text
@@ -195,3 +196,86 @@ def test_pr_comment_shows_the_cost_and_its_change() -> None:
     page = ci_summary.render([ci_summary.digest({"stack": "reference", "summary": summary}, "?")])
     assert "| `reference` | 150.50 USD | 109,865.00 USD | +32.40 USD | +23,652.00 USD | 1 |" in page
     assert f"- `reference`: pool train VMs: `{GB300}` 1,152 -> 1,476: +32.40 USD per hour" in page
+
+
+RATE = 48.5  # a made-up negotiated GB300 rate: the test checks the arithmetic, not Azure's price
+
+
+def test_a_one_meter_price_file_prices_the_removal_of_4_racks(
+    reference_raw: dict[str, Any],
+    state: Path,
+    write_stack: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A price file with only the GB300 rate (no `per`: the shipped table's unit) overlays the shipped table:
+    retiring 4 racks shows minus 72 x the rate per hour in the text, the JSON and the pull request comment, and the
+    OS disks keep the shipped table's price."""
+    table = tmp_path / "gb300.yaml"
+    table.write_text(f"meters:\n  {GB300}:\n    price: {{value: {RATE}, source: our agreement}}\n", encoding="utf-8")
+    raw = copy.deepcopy(reference_raw)
+    raw["gpuPools"][0]["retiredRacks"] = [1, 2, 3, 4]
+    stack = str(write_stack(raw, "reference"))
+    _, printed, c = _cli(["--stack-file", stack, "--state", str(state), "--prices", str(table)], capsys, tmp_path)
+    vms = next(r for r in c["change"]["items"] if r["meter"] == GB300)
+    assert vms["hourly"] == pytest.approx(-72 * RATE)
+    assert f"pool train VMs: {GB300} 1,152 -> 1,080: -{72 * RATE:,.2f} USD/h" in printed
+    disks = next(r for r in c["change"]["items"] if r["meter"] == "disk/Premium_LRS/P15")
+    assert disks["hourly"] == pytest.approx(-72 * 38.012142 / 730, abs=1e-3)  # the shipped table, kept
+    assert c["change"]["hourly"] == pytest.approx(c["change"]["knownHourly"])  # every moved price is known
+    assert c["change"]["hourly"] < -72 * RATE  # the disks go too
+    comment = ci_summary.render(ci_summary.load([tmp_path / "plan.json"]), ["reference"])
+    assert f"- `reference`: pool train VMs: `{GB300}` 1,152 -> 1,080: -{72 * RATE:,.2f} USD per hour" in comment
+    assert "excludes 1,080 Standard_ND128isr_GB300_v6" not in comment  # priced now: not in what is left out
+
+
+def test_a_change_with_an_unknown_price_never_shows_zero(
+    reference_raw: dict[str, Any], state: Path, write_stack: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Retiring 4 racks with the shipped table (GB300 unknown): the change is unknown in the text, the JSON and the
+    pull request comment, with the priced part beside it; never +0.00."""
+    raw = copy.deepcopy(reference_raw)
+    raw["gpuPools"][0]["retiredRacks"] = [1, 2, 3, 4]
+    stack = str(write_stack(raw, "reference"))
+    _, printed, c = _cli(["--stack-file", stack, "--state", str(state)], capsys, tmp_path)
+    change = c["change"]
+    assert (change["hourly"], change["monthly"]) == (None, None)
+    assert change["unknown"] == ["-72 Standard_ND128isr_GB300_v6 VMs"]
+    assert "change against the deployed state: unknown: no price for -72 Standard_ND128isr_GB300_v6 VMs" in printed
+    assert "+0.00" not in printed
+    comment = ci_summary.render(ci_summary.load([tmp_path / "plan.json"]), ["reference"])
+    assert "| **unknown** | **unknown** |" in comment
+    assert "the change's cost is unknown: no price for -72 Standard_ND128isr_GB300_v6 VMs" in comment
+    assert "+0.00" not in comment
+    assert "excludes 1,080 Standard_ND128isr_GB300_v6 VMs" in comment  # the headline, in the comment too
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (f"meters:\n  {GB300}:\n    price: {{value: .nan}}\n", "must be a finite price of at least 0"),
+        (f"meters:\n  {GB300}:\n    price: {{value: -1}}\n", "must be a finite price of at least 0"),
+        ("meters:\n  vm/Standard_Made_Up:\n    price: {value: 1}\n", "no shipped meter has this id"),
+    ],
+)
+def test_a_price_file_with_a_bad_price_is_refused(body: str, expected: str, tmp_path: Path) -> None:
+    """A NaN or negative price, or a meter the table does not know given without its unit: a usage error naming
+    the key, never a cost."""
+    table = tmp_path / "p.yaml"
+    table.write_text(body, encoding="utf-8")
+    with pytest.raises(UsageError) as err:
+        cost.file_book(table, "USD")
+    assert expected in str(err.value)
+
+
+def test_a_savings_plan_term_prices_the_gpus_live(dev_raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """gb300:cost.savingsPlanTerm asks the live answer's savingsPlan price for the VMs; with the shipped table the
+    VMs are unknown, saying the term needs --prices live."""
+    monkeypatch.setattr(prices, "live_book", live(FakeRetailPrices()))
+    raw = copy.deepcopy(dev_raw)
+    raw["cost"] = {"savingsPlanTerm": "3 Years"}
+    plan = run_plan("dev", copy.deepcopy(raw), prices="live")
+    vms = next(r for r in plan.summary["cost"]["items"] if r["meter"] == GB300)
+    assert vms["hourly"] == pytest.approx(vms["quantity"] * 60.0)  # the fixture's 3-year savings plan price
+    offline = cost.book(None, region="eastus2", currency="USD", reservation=None, meters=[], savings_plan="1 Year")
+    assert "a 1 Year savings plan is priced by --prices live" in (offline.get(GB300).unknown_because or "")

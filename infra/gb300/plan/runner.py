@@ -373,6 +373,7 @@ def _cost(
         region=cfg.cluster.location,
         currency=cfg.cost.currency,
         reservation=cfg.cost.reservation,
+        savings_plan=cfg.cost.savings_plan,
         meters=wanted,
     )
     discount, term = cfg.cost.discount_percent, cfg.cost.reservation
