@@ -279,3 +279,30 @@ def test_a_savings_plan_term_prices_the_gpus_live(dev_raw: dict[str, Any], monke
     assert vms["hourly"] == pytest.approx(vms["quantity"] * 60.0)  # the fixture's 3-year savings plan price
     offline = cost.book(None, region="eastus2", currency="USD", reservation=None, meters=[], savings_plan="1 Year")
     assert "a 1 Year savings plan is priced by --prices live" in (offline.get(GB300).unknown_because or "")
+
+
+def test_fixed_charges_are_lines_and_usage_is_estimated(
+    reference_raw: dict[str, Any], reference_plan: PlanResult
+) -> None:
+    """Managed Grafana, the private DNS zones and the log alert rule are fixed charges with their own meters (not
+    usage-based); managed Prometheus's samples are estimated from the plan's own numbers, labelled as an estimate,
+    and move with the scrape interval."""
+    c = reference_plan.summary["cost"]
+    meters = [r["meter"] for r in c["resources"]]
+    assert (meters.count("grafana/Standard"), meters.count("privateDnsZone"), meters.count("alertRule/log")) == (
+        1,
+        2,
+        1,
+    )
+    assert "azure-native:monitor:ScheduledQueryRule" not in {u["type"] for u in c["usageBased"]}
+    (est,) = c["usageEstimates"]
+    assert est["nodes"] == reference_plan.summary["vms"]
+    assert est["quantity"] == est["seriesPerNode"] * est["nodes"] * 730 * 3600 // 30
+    assert "estimate" in est["what"]
+    assert f"estimate: {est['quantity']:,} samples ingested by managed Prometheus" in text(
+        reference_plan, stack_file="x"
+    )
+    raw = copy.deepcopy(reference_raw)
+    raw.setdefault("monitoring", {}).setdefault("prometheus", {})["scrapeIntervalSeconds"] = 60
+    slower = run_plan("reference", raw).summary["cost"]["usageEstimates"][0]
+    assert slower["quantity"] == est["quantity"] // 2

@@ -343,3 +343,30 @@ def change(planned: Estimate, deployed: Estimate) -> dict[str, Any]:
         "unknown": moved_unknown,
         "items": rows,
     }
+
+
+def prometheus_samples(gpu_vms: int, gpus_per_vm: int, scrape_interval_s: int) -> dict[str, Any]:
+    """An estimate, from the plan's own numbers, of the samples the GPU nodes send managed Prometheus in a month:
+    a lower bound, one series per metric name the node exporters emit (``data/metrics.yaml``; DCGM's once per GPU),
+    times the scrapes a month at ``gb300:monitoring.prometheus.scrapeIntervalSeconds``. Real nodes emit more series
+    (a node exporter metric per CPU, per filesystem, per NIC), so the bill is at least this."""
+    from gb300.facts.loader import data  # noqa: PLC0415 - read only for the estimate
+
+    exporters = data("metrics.yaml")["exporters"]
+    per_node = sum(
+        len(spec.get("metrics") or {}) * (gpus_per_vm if name == "dcgm" else 1) for name, spec in exporters.items()
+    )
+    scrapes = prices.hours_per_month() * 3600 / scrape_interval_s
+    samples = gpu_vms * per_node * scrapes
+    return {
+        "what": "samples ingested by managed Prometheus a month (estimate, lower bound)",
+        "seriesPerNode": per_node,
+        "scrapeIntervalSeconds": scrape_interval_s,
+        "nodes": gpu_vms,
+        "quantity": round(samples),
+        "unit": "samples",
+        "basis": (
+            f"at least {per_node} series per GPU node (one per metric name in data/metrics.yaml, DCGM's per GPU) x "
+            f"{gpu_vms:,} nodes x {scrapes:,.0f} scrapes a month (every {scrape_interval_s} s)"
+        ),
+    }

@@ -172,6 +172,8 @@ def cost_lines(cost: Mapping[str, Any]) -> list[str]:
     if usage:
         lines.append("  usage-based (not in the total)")
         lines += [f"    {u['type']} x{u['count']}: {u['why']}" for u in usage]
+    for est in cost.get("usageEstimates") or []:
+        lines.append(f"    estimate: {est['quantity']:,} {est['what']}: {est['basis']}")
     change = cost.get("change")
     if change is not None and change.get("hourly") is None:  # never +0.00 when a moved quantity has no price
         lines.append(
