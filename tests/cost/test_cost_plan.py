@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from gb300 import cli, cost
+from gb300 import cli, config, cost
 from gb300.cost import prices
-from gb300.errors import UsageError
+from gb300.errors import ConfigError, UsageError
 from gb300.ops import ci_summary
 from gb300.plan import PlanResult, run_plan
 from gb300.plan.render import TOP_ITEMS, text
@@ -306,3 +306,12 @@ def test_fixed_charges_are_lines_and_usage_is_estimated(
     raw.setdefault("monitoring", {}).setdefault("prometheus", {})["scrapeIntervalSeconds"] = 60
     slower = run_plan("reference", raw).summary["cost"]["usageEstimates"][0]
     assert slower["quantity"] == est["quantity"] // 2
+
+
+def test_a_bad_savings_plan_term_names_the_key(dev_raw: dict[str, Any]) -> None:
+    """gb300:cost.savingsPlanTerm accepts none, 1 Year or 3 Years; anything else is refused naming the key."""
+    raw = copy.deepcopy(dev_raw)
+    raw["cost"] = {"savingsPlanTerm": "2 Years"}
+    with pytest.raises(ConfigError) as err:
+        config.parse(raw)
+    assert "gb300:cost.savingsPlanTerm" in str(err.value)
