@@ -283,9 +283,12 @@ def _fetch(  # noqa: PLR0911 - one return per way a page can end the answer
     for _page in range(max_pages):
         try:
             response = client.send_request(request, stream=True, connection_timeout=timeout_s, read_timeout=timeout_s)
-            if response.status_code != 200:
-                return items, f"HTTP {response.status_code} from the Retail Prices API"
-            body = _read_page(response, max_page_bytes)
+            try:
+                if response.status_code != 200:
+                    return items, f"HTTP {response.status_code} from the Retail Prices API"
+                body = _read_page(response, max_page_bytes)
+            finally:
+                response.close()  # streamed: a refused page is not read to its end
         except AzureError as exc:
             return (
                 items,
