@@ -363,6 +363,7 @@ def _cost_lines(by_stack: Mapping[str, PlanDigest]) -> list[str]:
             change_m = "-" if c.change_monthly is None else _money(c.change_monthly, c.currency, sign=True)
         cells = [f"`{stack}`", _money(c.hourly, c.currency), _money(c.monthly, c.currency), change_h, change_m]
         lines.append("| " + " | ".join([*cells, str(c.unknown)]) + " |")
+    lines.append("")  # a list right after a table is read as one more row by some renderers
     for stack, c in costed:
         lines.append(f"- `{stack}`: {_cell(c.headline)}")
         if c.change_unknown:
