@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gb300 import cli, cost
+from gb300 import cli, config, cost
 from gb300.cost import prices
+from gb300.errors import ConfigError, UsageError
 from gb300.ops import ci_summary
 from gb300.plan import PlanResult, run_plan
 from gb300.plan.render import TOP_ITEMS, text
@@ -34,10 +36,16 @@ def _cli(args: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
 
 
 def test_reference_plan_prints_its_total_and_lists_unknown_prices(reference_plan: PlanResult) -> None:
-    """The shipped table prices the NAT gateway, public IPs and endpoints; GB300 is listed as unknown, not zero."""
+    """The shipped table prices the OS disks, NAT gateway, public IPs and endpoints; the headline names the GB300
+    VMs it leaves out, and each unknown price is listed with its reason, never zero."""
     c = reference_plan.summary["cost"]
     page = text(reference_plan, stack_file="x")
-    assert f"total {c['hourly']:,.4f} USD per hour, {c['monthly']:,.2f} USD per month" in page
+    assert (
+        f"total {c['hourly']:,.2f} USD per hour, {c['monthly']:,.2f} USD per month; excludes 1,152 "
+        "Standard_ND128isr_GB300_v6 VMs, 1 Standard_D16ds_v5 VM, "
+    ) in page
+    assert c["headline"].startswith(f"{c['monthly']:,.2f} USD a month; excludes 1,152 Standard_ND128isr_GB300_v6 VMs")
+    assert c["headline"].endswith(": price unknown; give them with --prices FILE (docs/cost.md)")
     assert c["monthly"] == pytest.approx(c["hourly"] * prices.hours_per_month(), abs=0.01)
     known = [r for r in c["resources"] if r["hourly"] is not None]
     assert c["hourly"] == pytest.approx(sum(r["hourly"] for r in known), abs=1e-3)
@@ -47,6 +55,21 @@ def test_reference_plan_prints_its_total_and_lists_unknown_prices(reference_plan
     assert not c["complete"]
     # every VM, disk, filesystem and network meter the plan declares has a line; none is silently dropped
     assert {r["meter"] for r in c["resources"]} >= {GB300, "lustre/AMLFS-Durable-Premium-500", "natGateway"}
+
+
+def _hand_count() -> float:
+    """The total of the hand count in docs/cost.md ("Checking the reference plan by hand")."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cost.md").read_text(encoding="utf-8")
+    (total,) = re.findall(r"\| \*\*total\*\* \| \| \| \*\*([\d,.]+) USD\*\* \|", doc)
+    return float(total.replace(",", ""))
+
+
+def test_reference_total_matches_the_hand_count_and_names_the_gpus(reference_plan: PlanResult) -> None:
+    """Done-when: the reference plan's monthly total without GPU prices is within 15% of the hand count written in
+    docs/cost.md from the cited public prices, and the headline names the GPUs it leaves out."""
+    c = reference_plan.summary["cost"]
+    assert c["monthly"] == pytest.approx(_hand_count(), rel=0.15)
+    assert "excludes 1,152 Standard_ND128isr_GB300_v6 VMs" in c["headline"]
 
 
 def test_live_prices_give_the_five_largest_items(
@@ -173,3 +196,122 @@ def test_pr_comment_shows_the_cost_and_its_change() -> None:
     page = ci_summary.render([ci_summary.digest({"stack": "reference", "summary": summary}, "?")])
     assert "| `reference` | 150.50 USD | 109,865.00 USD | +32.40 USD | +23,652.00 USD | 1 |" in page
     assert f"- `reference`: pool train VMs: `{GB300}` 1,152 -> 1,476: +32.40 USD per hour" in page
+
+
+RATE = 48.5  # a made-up negotiated GB300 rate: the test checks the arithmetic, not Azure's price
+
+
+def test_a_one_meter_price_file_prices_the_removal_of_4_racks(
+    reference_raw: dict[str, Any],
+    state: Path,
+    write_stack: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A price file with only the GB300 rate (no `per`: the shipped table's unit) overlays the shipped table:
+    retiring 4 racks shows minus 72 x the rate per hour in the text, the JSON and the pull request comment, and the
+    OS disks keep the shipped table's price."""
+    table = tmp_path / "gb300.yaml"
+    table.write_text(f"meters:\n  {GB300}:\n    price: {{value: {RATE}, source: our agreement}}\n", encoding="utf-8")
+    raw = copy.deepcopy(reference_raw)
+    raw["gpuPools"][0]["retiredRacks"] = [1, 2, 3, 4]
+    stack = str(write_stack(raw, "reference"))
+    _, printed, c = _cli(["--stack-file", stack, "--state", str(state), "--prices", str(table)], capsys, tmp_path)
+    vms = next(r for r in c["change"]["items"] if r["meter"] == GB300)
+    assert vms["hourly"] == pytest.approx(-72 * RATE)
+    assert f"pool train VMs: {GB300} 1,152 -> 1,080: -{72 * RATE:,.2f} USD/h" in printed
+    disks = next(r for r in c["change"]["items"] if r["meter"] == "disk/Premium_LRS/P15")
+    assert disks["hourly"] == pytest.approx(-72 * 38.012142 / 730, abs=1e-3)  # the shipped table, kept
+    assert c["change"]["hourly"] == pytest.approx(c["change"]["knownHourly"])  # every moved price is known
+    assert c["change"]["hourly"] < -72 * RATE  # the disks go too
+    comment = ci_summary.render(ci_summary.load([tmp_path / "plan.json"]), ["reference"])
+    assert f"- `reference`: pool train VMs: `{GB300}` 1,152 -> 1,080: -{72 * RATE:,.2f} USD per hour" in comment
+    assert "excludes 1,080 Standard_ND128isr_GB300_v6" not in comment  # priced now: not in what is left out
+
+
+def test_a_change_with_an_unknown_price_never_shows_zero(
+    reference_raw: dict[str, Any], state: Path, write_stack: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Retiring 4 racks with the shipped table (GB300 unknown): the change is unknown in the text, the JSON and the
+    pull request comment, with the priced part beside it; never +0.00."""
+    raw = copy.deepcopy(reference_raw)
+    raw["gpuPools"][0]["retiredRacks"] = [1, 2, 3, 4]
+    stack = str(write_stack(raw, "reference"))
+    _, printed, c = _cli(["--stack-file", stack, "--state", str(state)], capsys, tmp_path)
+    change = c["change"]
+    assert (change["hourly"], change["monthly"]) == (None, None)
+    assert change["unknown"] == ["-72 Standard_ND128isr_GB300_v6 VMs"]
+    assert "change against the deployed state: unknown: no price for -72 Standard_ND128isr_GB300_v6 VMs" in printed
+    assert "+0.00" not in printed
+    comment = ci_summary.render(ci_summary.load([tmp_path / "plan.json"]), ["reference"])
+    assert "| **unknown** | **unknown** |" in comment
+    assert "the change's cost is unknown: no price for -72 Standard_ND128isr_GB300_v6 VMs" in comment
+    assert "+0.00" not in comment
+    assert "excludes 1,080 Standard_ND128isr_GB300_v6 VMs" in comment  # the headline, in the comment too
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (f"meters:\n  {GB300}:\n    price: {{value: .nan}}\n", "must be a finite price of at least 0"),
+        (f"meters:\n  {GB300}:\n    price: {{value: -1}}\n", "must be a finite price of at least 0"),
+        ("meters:\n  vm/Standard_Made_Up:\n    price: {value: 1}\n", "no shipped meter has this id"),
+    ],
+)
+def test_a_price_file_with_a_bad_price_is_refused(body: str, expected: str, tmp_path: Path) -> None:
+    """A NaN or negative price, or a meter the table does not know given without its unit: a usage error naming
+    the key, never a cost."""
+    table = tmp_path / "p.yaml"
+    table.write_text(body, encoding="utf-8")
+    with pytest.raises(UsageError) as err:
+        cost.file_book(table, "USD")
+    assert expected in str(err.value)
+
+
+def test_a_savings_plan_term_prices_the_gpus_live(dev_raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """gb300:cost.savingsPlanTerm asks the live answer's savingsPlan price for the VMs; with the shipped table the
+    VMs are unknown, saying the term needs --prices live."""
+    monkeypatch.setattr(prices, "live_book", live(FakeRetailPrices()))
+    raw = copy.deepcopy(dev_raw)
+    raw["cost"] = {"savingsPlanTerm": "3 Years"}
+    plan = run_plan("dev", copy.deepcopy(raw), prices="live")
+    vms = next(r for r in plan.summary["cost"]["items"] if r["meter"] == GB300)
+    assert vms["hourly"] == pytest.approx(vms["quantity"] * 60.0)  # the fixture's 3-year savings plan price
+    offline = cost.book(None, region="eastus2", currency="USD", reservation=None, meters=[], savings_plan="1 Year")
+    assert "a 1 Year savings plan is priced by --prices live" in (offline.get(GB300).unknown_because or "")
+
+
+def test_fixed_charges_are_lines_and_usage_is_estimated(
+    reference_raw: dict[str, Any], reference_plan: PlanResult
+) -> None:
+    """Managed Grafana, the private DNS zones and the log alert rule are fixed charges with their own meters (not
+    usage-based); managed Prometheus's samples are estimated from the plan's own numbers, labelled as an estimate,
+    and move with the scrape interval."""
+    c = reference_plan.summary["cost"]
+    meters = [r["meter"] for r in c["resources"]]
+    assert (meters.count("grafana/Standard"), meters.count("privateDnsZone"), meters.count("alertRule/log")) == (
+        1,
+        2,
+        1,
+    )
+    assert "azure-native:monitor:ScheduledQueryRule" not in {u["type"] for u in c["usageBased"]}
+    (est,) = c["usageEstimates"]
+    assert est["nodes"] == reference_plan.summary["vms"]
+    assert est["quantity"] == est["seriesPerNode"] * est["nodes"] * 730 * 3600 // 30
+    assert "estimate" in est["what"]
+    assert f"estimate: {est['quantity']:,} samples ingested by managed Prometheus" in text(
+        reference_plan, stack_file="x"
+    )
+    raw = copy.deepcopy(reference_raw)
+    raw.setdefault("monitoring", {}).setdefault("prometheus", {})["scrapeIntervalSeconds"] = 60
+    slower = run_plan("reference", raw).summary["cost"]["usageEstimates"][0]
+    assert slower["quantity"] == est["quantity"] // 2
+
+
+def test_a_bad_savings_plan_term_names_the_key(dev_raw: dict[str, Any]) -> None:
+    """gb300:cost.savingsPlanTerm accepts none, 1 Year or 3 Years; anything else is refused naming the key."""
+    raw = copy.deepcopy(dev_raw)
+    raw["cost"] = {"savingsPlanTerm": "2 Years"}
+    with pytest.raises(ConfigError) as err:
+        config.parse(raw)
+    assert "gb300:cost.savingsPlanTerm" in str(err.value)

@@ -5,6 +5,7 @@ that answers as the API documents (OData `$filter`, `currencyCode`, `NextPageLin
 from __future__ import annotations
 
 import functools
+import io
 import json
 import re
 from pathlib import Path
@@ -13,6 +14,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 import requests
+import urllib3
+from azure.core.pipeline.transport import RequestsTransport
 
 from gb300.cost import prices
 from tests.support import fake_arm
@@ -139,3 +142,143 @@ def test_unit_of_measure(unit: str, per: str, hours: float | None) -> None:
     """The hours of one unit a price buys, from the API's unitOfMeasure; a unit that does not fit is None."""
     got = prices.unit_hours(unit, per)
     assert got == (None if hours is None else pytest.approx(hours))
+
+
+# --- the answer as the API publishes it: Global and empty-region meters, primary meters, savings plans ---------
+
+
+def test_nat_and_private_link_are_asked_under_global_and_private_dns_under_no_region() -> None:
+    """NAT gateway and Private Link meters sit under armRegionName 'Global' and private DNS under '' (the fixture
+    files them there): asked so, they are priced; asked under eastus2 they would be missing."""
+    adapter = FakeRetailPrices()
+    book = live(adapter)("eastus2", "USD", ["natGateway", "privateEndpoint", "privateDnsZone", "bastion/Standard"])
+    assert book.get("natGateway").hourly == _item("Standard Gateway", serviceName="NAT Gateway")["retailPrice"]
+    assert book.get("privateEndpoint").hourly == _item("Standard Private Endpoint")["retailPrice"]
+    assert book.get("privateDnsZone").hourly == pytest.approx(_item("Private Zone")["retailPrice"] / 730)
+    regions = {q["$filter"][0].split(" and ")[0] for q in adapter.seen}
+    assert regions == {"armRegionName eq 'Global'", "armRegionName eq ''", "armRegionName eq 'eastus2'"}
+    assert all(q["meterRegion"] == ["'primary'"] for q in adapter.seen)  # primary meters only, as documented
+
+
+def test_the_disk_mount_meter_is_asked_beside_the_disk() -> None:
+    """Premium SSD's Disk Mount meter is its own meter, priced per disk-month."""
+    book = live(FakeRetailPrices())("eastus2", "USD", ["diskMount/Premium_LRS/P15"])
+    assert book.get("diskMount/Premium_LRS/P15").hourly == pytest.approx(
+        _item("P15 LRS Disk Mount")["retailPrice"] / 730
+    )
+
+
+@pytest.mark.parametrize(("term", "price"), [("1 Year", 80.0), ("3 Years", 60.0)])
+def test_a_savings_plan_prices_vms_from_the_savings_plan_list(term: str, price: float) -> None:
+    """Asked for a savings plan term, a VM is priced from the pay-as-you-go item's savingsPlan entry of that term;
+    other meters keep their pay-as-you-go price."""
+    book = live(FakeRetailPrices())("eastus2", "USD", [GB300, "natGateway"], savings_plan=term)
+    assert book.get(GB300).hourly == price
+    assert f"{term} savings plan" in book.get(GB300).source
+    assert book.get("natGateway").hourly == _item("Standard Gateway", serviceName="NAT Gateway")["retailPrice"]
+
+
+# --- hostile answers: each leaves the meter unknown, and nothing is sent off the API's host ----------------------
+
+
+class RecordingTransport(FakeHttp):
+    """Records every request that reaches the wire (any scheme, any host) and answers the first with ``body``
+    (raw bytes, as a hostile or broken server might send), the next ones with an empty last page. A stand-in for
+    the network: it shows which URLs the client would have asked, not how a real server's TLS behaves."""
+
+    def __init__(self, body: bytes) -> None:
+        super().__init__()
+        self.body = body
+        self.urls: list[str] = []
+
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+        self.urls.append(request.url or "")
+        first = len(self.urls) == 1
+        response = json_response(request, 200, None if first else {"Items": [], "NextPageLink": None})
+        if first:
+            response._content = self.body
+            response.raw = urllib3.HTTPResponse(body=io.BytesIO(self.body), status=200, preload_content=False)
+        return response
+
+
+def _hostile(body: bytes, **kwargs: Any) -> tuple[prices.Price, RecordingTransport]:
+    adapter = RecordingTransport(body)
+    session = requests.Session()
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)  # a plain-http request would be recorded too, not sent anywhere
+    book = prices.live_book(
+        "eastus2", "USD", ["natGateway"], transport=RequestsTransport(session=session, session_owner=False),
+        retry_total=0, **kwargs,
+    )  # fmt: skip
+    return book.get("natGateway"), adapter
+
+
+def _page(price: Any, link: str | None = None) -> bytes:
+    item = dict(_item("Standard Gateway", serviceName="NAT Gateway"))
+    item["retailPrice"] = price
+    return json.dumps({"Items": [item], "NextPageLink": link, "Count": 1}).encode()
+
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        "https://prices.example.net/api/retail/prices?$skip=100",
+        "http://prices.azure.com/api/retail/prices?$skip=100",
+        "https://prices.azure.com.example.net/api/retail/prices",
+        "https://prices.azure.com:8443/api/retail/prices",
+    ],
+)
+def test_a_next_page_off_the_api_host_or_over_http_is_refused_before_any_request(link: str) -> None:
+    """NextPageLink to another host, a look-alike host, another port or plain http: not followed (one request in
+    all, to the API), and the meter is unknown with the reason, not priced from the first page."""
+    price, adapter = _hostile(_page(0.05, link))
+    assert len(adapter.urls) == 1
+    assert adapter.urls[0].startswith("https://prices.azure.com/api/retail/prices?")
+    assert price.hourly is None
+    assert "NextPageLink" in (price.unknown_because or "")
+
+
+@pytest.mark.parametrize(
+    ("value", "raw"),
+    [(float("nan"), b"NaN"), (float("inf"), b"Infinity"), (-0.05, b"-0.05"), ("0.0x5", b'"0.0x5"'), (True, b"true")],
+)
+def test_a_price_that_is_not_a_price_stays_unknown(value: Any, raw: bytes) -> None:
+    """NaN, infinite, negative, unparseable or boolean retailPrice: unknown with the reason, never a cost."""
+    body = _page("PLACEHOLDER").replace(b'"PLACEHOLDER"', raw)
+    price, _ = _hostile(body)
+    assert price.hourly is None, value
+    assert "is not a price" in (price.unknown_because or "")
+
+
+def test_deep_nesting_is_refused_not_a_recursion_error() -> None:
+    """An answer nested 100,000 deep (RecursionError in json.loads) leaves the meter unknown."""
+    price, _ = _hostile(b"[" * 100_000 + b"]" * 100_000)
+    assert price.hourly is None
+    assert "nested too deeply" in (price.unknown_because or "")
+
+
+def test_an_oversized_page_is_refused() -> None:
+    """A page larger than the bound is not read to the end: the meter is unknown."""
+    price, _ = _hostile(_page(0.05)[:-1] + b" " * 2048 + b"}", max_page_bytes=1024)
+    assert price.hourly is None
+    assert "more than 1,024 bytes" in (price.unknown_because or "")
+
+
+def test_an_endless_answer_stops_at_the_page_bound() -> None:
+    """Every page links to the next on the API's own host: the client stops after max_pages and says so."""
+
+    class Endless(FakeHttp):
+        def __init__(self) -> None:
+            super().__init__()
+            self.count = 0
+
+        def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+            self.count += 1
+            link = f"https://prices.azure.com/api/retail/prices?$skip={self.count * 100}"
+            return json_response(request, 200, {"Items": [], "NextPageLink": link, "Count": 0})
+
+    adapter = Endless()
+    book = prices.live_book("eastus2", "USD", ["natGateway"], transport=fake_arm.transport(adapter), retry_total=0,
+                            max_pages=5)  # fmt: skip
+    assert adapter.count == 5
+    assert "ran past 5 pages" in (book.get("natGateway").unknown_because or "")

@@ -113,7 +113,7 @@ def test_a_plan_against_the_stripped_export_sees_what_the_full_one_sees(
     assert summaries[0] == summaries[1]
     summary = summaries[1]
     # four racks, and the head: its custom data names the signing key, so `pulumi up` replaces it
-    assert summary["destroys"] == {"resources": 5, "vms": 73}
+    assert {k: summary["destroys"][k] for k in ("resources", "vms")} == {"resources": 5, "vms": 73}
     assert summary["needsReimage"] == {"train": 60}
     comment = ci_summary.render([ci_summary.digest({"stack": "reference", "summary": summary}, "reference")])
     assert "Against the deployed state" in comment

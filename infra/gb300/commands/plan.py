@@ -55,7 +55,8 @@ def add_parser(subparsers: Any) -> None:
         metavar="FILE|live",
         help="where the plan's cost comes from: 'live' asks Azure's Retail Prices API (public, no sign-in) for the "
         "stack's region and gb300:cost.currency; FILE is a price table shaped like infra/gb300/data/prices.yaml "
-        "(your negotiated prices); default: the shipped table, where unlisted prices are unknown (docs/cost.md)",
+        "whose meters (one or many: your negotiated GB300 rate) overlay the shipped table; default: the shipped "
+        "table, where unlisted prices are unknown and the total says what it excludes (docs/cost.md)",
     )
 
 

@@ -101,7 +101,18 @@ class CostSettings(ConfigModel):
     API's `Reservation` items, whose price is for the whole term); with the shipped table the VMs are then unknown.
     """
 
+    savings_plan_term: Literal["none", "1 Year", "3 Years"] = "none"
+    """Price the VMs at a compute savings plan of this term: the `savingsPlan` price the Retail Prices API gives with
+    each pay-as-you-go VM item (its preview API version). Only `--prices live` knows them; with the shipped table the
+    VMs are then unknown. `reservationTerm`, when also set, wins for the VMs.
+    """
+
     @property
     def reservation(self) -> str | None:
         """The reservation term, or None for pay-as-you-go."""
         return None if self.reservation_term == "none" else self.reservation_term
+
+    @property
+    def savings_plan(self) -> str | None:
+        """The savings plan term, or None."""
+        return None if self.savings_plan_term == "none" else self.savings_plan_term

@@ -29,19 +29,27 @@ __all__ = [
 
 
 def book(
-    source: str | None, *, region: str, currency: str, reservation: str | None, meters: Iterable[str]
+    source: str | None,
+    *,
+    region: str,
+    currency: str,
+    reservation: str | None,
+    meters: Iterable[str],
+    savings_plan: str | None = None,
 ) -> PriceBook:
-    """The prices ``source`` names: None the shipped table, ``live`` the Retail Prices API, else a table file.
+    """The prices ``source`` names: None the shipped table, ``live`` the Retail Prices API, else a table file over
+    the shipped table.
 
-    The table and a file hold pay-as-you-go prices: with a reservation term their VM prices are unknown (the term's
-    price comes from the API, ``--prices live``); a file's prices are taken as what you pay.
+    The table holds pay-as-you-go prices: with a reservation or savings plan term its VM prices are unknown (the
+    term's price comes from the API, ``--prices live``); a file's prices are taken as what you pay.
     """
     if source is not None and source.strip().lower() == LIVE:
-        return prices.live_book(region, currency, meters, reservation=reservation)
+        return prices.live_book(region, currency, meters, reservation=reservation, savings_plan=savings_plan)
     found = table_book(currency) if source is None else file_book(Path(source), currency)
-    if reservation is None or source is not None:
+    term = f"{reservation} reservation" if reservation else f"{savings_plan} savings plan" if savings_plan else None
+    if term is None or source is not None:
         return found
-    why = f"{found.source} holds pay-as-you-go prices; a {reservation} reservation is priced by --prices live"
+    why = f"{found.source} holds pay-as-you-go prices; a {term} is priced by --prices live"
     swapped = {
         meter: Price(None, price.per_unit, found.source, why) if meter.startswith("vm/") else price
         for meter, price in found.prices.items()

@@ -7,7 +7,9 @@ is priced, and what is not (docs/cost.md):
 * scale sets and VMs: VM-hours of their size, times their capacity; their managed OS disks by tier (an ephemeral
   OS disk costs nothing on top); managed data disks by tier;
 * Azure Managed Lustre: capacity (TiB) at its SKU's rate;
-* NAT gateways, Standard public IPs, private endpoints, Bastion: their hours;
+* NAT gateways, Standard public IPs, private endpoints, Bastion, Managed Grafana: their hours; private DNS zones
+  and log alert rules: their month (fixed charges, whatever the use); Premium SSD disks: their "Disk Mount" meter
+  on top of the disk's;
 * usage-based resources (the storage account, Log Analytics, Prometheus, ...): listed with why, not in the total;
 * everything else (networks, subnets, NSGs, identities, role assignments, locks, components) is free.
 
@@ -26,6 +28,7 @@ from gb300.azure import inventory, machines
 from gb300.azure.inventory import Resource, dig, mapping
 from gb300.cost import prices
 from gb300.cost.prices import PriceBook
+from gb300.ops import ci_summary
 
 AML = "azure-native:storagecache:AmlFilesystem"
 DISK = "azure-native:compute:Disk"
@@ -33,6 +36,11 @@ NAT = "azure-native:network:NatGateway"
 PUBLIC_IP = "azure-native:network:PublicIPAddress"
 PRIVATE_ENDPOINT = "azure-native:network:PrivateEndpoint"
 BASTION = "azure-native:network:BastionHost"
+GRAFANA = "azure-native:dashboard:Grafana"
+DNS_ZONE = "azure-native:privatedns:PrivateZone"
+ALERT_RULE = "azure-native:monitor:ScheduledQueryRule"
+# Premium SSD bills a "Disk Mount" meter per disk beside its "Disk" meter (the Retail Prices API lists both).
+MOUNT_METERED = ("Premium_LRS",)
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,32 @@ def _disk(urn: str, item: str, storage: Any, size: int | None, count: int) -> li
         return []
     tier = prices.disk_tier(storage, size)
     meter = f"disk/{storage}/{tier}" if tier else f"disk/{storage}/{size}GiB"
-    return [Line(urn, item, meter, count, "instance")]
+    out = [Line(urn, item, meter, count, "instance")]
+    if storage in MOUNT_METERED:
+        out.append(Line(urn, item, meter.replace("disk/", "diskMount/", 1), count, "instance"))
+    return out
+
+
+def _one(res: Resource) -> list[Line]:  # noqa: PLR0911 - one return per billed type
+    """The one line of a resource billed by the hour or month whatever its use (NAT gateway, public IP, private
+    endpoint, Bastion, Managed Grafana, private DNS zone, log alert rule), or none."""
+    sku = mapping(res.inputs.get("sku")).get("name")
+    if res.type == NAT:
+        return [Line(res.urn, f"NAT gateway {res.name}", "natGateway", 1, "instance")]
+    if res.type == PUBLIC_IP:
+        method = res.inputs.get("publicIPAllocationMethod") or "Dynamic"
+        return [Line(res.urn, "public IP addresses", f"publicIp/{sku or 'Basic'}/{method}", 1, "instance")]
+    if res.type == PRIVATE_ENDPOINT:
+        return [Line(res.urn, "private endpoints", "privateEndpoint", 1, "instance")]
+    if res.type == BASTION:
+        return [Line(res.urn, f"Bastion {res.name}", f"bastion/{sku or 'Basic'}", 1, "instance")]
+    if res.type == GRAFANA:
+        return [Line(res.urn, f"Managed Grafana {res.name}", f"grafana/{sku or 'Standard'}", 1, "instance")]
+    if res.type == DNS_ZONE:
+        return [Line(res.urn, "private DNS zones", "privateDnsZone", 1, "instance")]
+    if res.type == ALERT_RULE:
+        return [Line(res.urn, "log alert rules", "alertRule/log", 1, "instance")]
+    return []
 
 
 def lines(resources: Iterable[Resource]) -> list[Line]:
@@ -96,18 +129,24 @@ def lines(resources: Iterable[Resource]) -> list[Line]:
             tib = res.inputs.get("storageCapacityTiB")
             if isinstance(sku, str) and isinstance(tib, int | float) and not isinstance(tib, bool):
                 out.append(Line(res.urn, f"Lustre {res.name}", f"lustre/{sku}", float(tib), "TiB"))
-        elif res.type == NAT:
-            out.append(Line(res.urn, f"NAT gateway {res.name}", "natGateway", 1, "instance"))
-        elif res.type == PUBLIC_IP:
-            sku = mapping(res.inputs.get("sku")).get("name") or "Basic"
-            method = res.inputs.get("publicIPAllocationMethod") or "Dynamic"
-            out.append(Line(res.urn, "public IP addresses", f"publicIp/{sku}/{method}", 1, "instance"))
-        elif res.type == PRIVATE_ENDPOINT:
-            out.append(Line(res.urn, "private endpoints", "privateEndpoint", 1, "instance"))
-        elif res.type == BASTION:
-            sku = mapping(res.inputs.get("sku")).get("name") or "Basic"
-            out.append(Line(res.urn, f"Bastion {res.name}", f"bastion/{sku}", 1, "instance"))
+        else:
+            out += _one(res)
     return out
+
+
+def label(meter: str, quantity: float, unit: str) -> str:
+    """What a quantity of a meter is, for a reader: ``1,152 Standard_ND128isr_GB300_v6 VMs``, ``128 TiB of
+    lustre/AMLFS-Durable-Premium-500``."""
+    q = f"{quantity:,.0f}" if float(quantity).is_integer() else f"{quantity:,.2f}"
+    kind, _, rest = meter.partition("/")
+    if kind == "vm":
+        return f"{q} {rest} VM" + ("" if quantity == 1 else "s")
+    if kind in ("disk", "diskMount"):
+        tier = rest.rsplit("/", 1)[-1]
+        return f"{q} {tier} disk" + (" mount" if kind == "diskMount" else "") + ("" if quantity == 1 else "s")
+    if unit != "instance":
+        return f"{q} {unit} of {meter}"
+    return f"{q} x {meter}"
 
 
 @dataclass(frozen=True)
@@ -168,6 +207,22 @@ class Estimate:
         ]
         return sorted(rows, key=lambda r: (-float(r["hourly"]), str(r["item"])))
 
+    def excludes(self) -> list[dict[str, Any]]:
+        """What the total leaves out, summed per meter, largest quantity first: ``1,152 Standard_ND128isr_GB300_v6
+        VMs`` with why (the headline names them, so a total without the GPUs never reads as the cluster's)."""
+        quantity: dict[str, float] = defaultdict(float)
+        why: dict[str, str] = {}
+        units: dict[str, str] = {}
+        for p in self.unknown:
+            quantity[p.line.meter] += p.line.quantity
+            why.setdefault(p.line.meter, p.why or "unknown")
+            units[p.line.meter] = p.line.unit
+        rows = [
+            {"meter": m, "quantity": q, "unit": units[m], "label": label(m, q, units[m]), "why": why[m]}
+            for m, q in quantity.items()
+        ]
+        return sorted(rows, key=lambda r: (not str(r["meter"]).startswith("vm/"), -float(r["quantity"]), r["meter"]))
+
     def unknown_items(self) -> list[dict[str, Any]]:
         """Unknown lines summed per item and meter, with the reason."""
         quantity: dict[tuple[str, str], float] = defaultdict(float)
@@ -193,6 +248,8 @@ class Estimate:
             "hourly": round(self.hourly, 4),
             "monthly": round(self.monthly, 2),
             "complete": not self.unknown,
+            "excludes": self.excludes(),
+            "headline": "",  # set below from the same fields the pull request comment reads
             "items": self.items(),
             "unknown": self.unknown_items(),
             "usageBased": [{"type": t, "count": n, "why": w} for t, n, w in self.usage_based],
@@ -208,7 +265,10 @@ class Estimate:
                 }
                 for p in self.priced
             ],
-        }
+        } | {"headline": ci_summary.cost_headline({**self._totals(), "excludes": self.excludes()})}
+
+    def _totals(self) -> dict[str, Any]:
+        return {"currency": self.currency, "hourly": round(self.hourly, 4), "monthly": round(self.monthly, 2)}
 
 
 def estimate(
@@ -248,12 +308,18 @@ def change(planned: Estimate, deployed: Estimate) -> dict[str, Any]:
                 unknown.add(key)
             else:
                 hourly[key] += p.hourly
-    rows = []
+    rows: list[dict[str, Any]] = []
+    known = 0.0
+    moved_unknown: list[str] = []
     for key in sorted(set(before) | set(after)):
         if before[key] == after[key] and abs(hourly_after[key] - hourly_before[key]) < 1e-9:
             continue
         item, meter, unit = key
         delta = None if key in unknown else round(hourly_after[key] - hourly_before[key], 4)
+        if delta is None:
+            moved_unknown.append(label(meter, after[key] - before[key], unit))
+        else:
+            known += delta
         rows.append(
             {
                 "item": item,
@@ -265,11 +331,42 @@ def change(planned: Estimate, deployed: Estimate) -> dict[str, Any]:
                 "monthly": None if delta is None else round(delta * prices.hours_per_month(), 2),
             }
         )
-    diff = planned.hourly - deployed.hourly
+    # A change that moves a quantity whose price is unknown has an unknown cost: never a total of +0.00.
+    total = None if moved_unknown else round(planned.hourly - deployed.hourly, 4)
     return {
         "deployedHourly": round(deployed.hourly, 4),
         "deployedMonthly": round(deployed.monthly, 2),
-        "hourly": round(diff, 4),
-        "monthly": round(diff * prices.hours_per_month(), 2),
+        "hourly": total,
+        "monthly": None if total is None else round(total * prices.hours_per_month(), 2),
+        "knownHourly": round(known, 4),
+        "knownMonthly": round(known * prices.hours_per_month(), 2),
+        "unknown": moved_unknown,
         "items": rows,
+    }
+
+
+def prometheus_samples(gpu_vms: int, gpus_per_vm: int, scrape_interval_s: int) -> dict[str, Any]:
+    """An estimate, from the plan's own numbers, of the samples the GPU nodes send managed Prometheus in a month:
+    a lower bound, one series per metric name the node exporters emit (``data/metrics.yaml``; DCGM's once per GPU),
+    times the scrapes a month at ``gb300:monitoring.prometheus.scrapeIntervalSeconds``. Real nodes emit more series
+    (a node exporter metric per CPU, per filesystem, per NIC), so the bill is at least this."""
+    from gb300.facts.loader import data  # noqa: PLC0415 - read only for the estimate
+
+    exporters = data("metrics.yaml")["exporters"]
+    per_node = sum(
+        len(spec.get("metrics") or {}) * (gpus_per_vm if name == "dcgm" else 1) for name, spec in exporters.items()
+    )
+    scrapes = prices.hours_per_month() * 3600 / scrape_interval_s
+    samples = gpu_vms * per_node * scrapes
+    return {
+        "what": "samples ingested by managed Prometheus a month (estimate, lower bound)",
+        "seriesPerNode": per_node,
+        "scrapeIntervalSeconds": scrape_interval_s,
+        "nodes": gpu_vms,
+        "quantity": round(samples),
+        "unit": "samples",
+        "basis": (
+            f"at least {per_node} series per GPU node (one per metric name in data/metrics.yaml, DCGM's per GPU) x "
+            f"{gpu_vms:,} nodes x {scrapes:,.0f} scrapes a month (every {scrape_interval_s} s)"
+        ),
     }

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ class MeterSpec:
     status: str
     source: str
     live: Mapping[str, str]
+    region: str | None = None  # the live answer's armRegionName when not the stack's: 'Global', or '' (private DNS)
 
 
 @dataclass(frozen=True)
@@ -99,20 +101,40 @@ def usage_based() -> dict[str, str]:
 def meters(doc: Mapping[str, Any] | None = None) -> dict[str, MeterSpec]:
     """The meters of a price table document (default: the shipped one)."""
     raw = (doc if doc is not None else _table())["meters"]
+    shipped = _table()["meters"] if doc is not None else {}
     out = {}
     for meter_id, row in raw.items():
         price = row.get("price") or {}
         value = price.get("value")
+        # A file of your own may give a shipped meter's price alone: its unit comes from the shipped table.
+        per = row.get("per") or (shipped.get(meter_id) or {}).get("per")
+        if not isinstance(per, Mapping):
+            raise KeyError(f"meters.{meter_id}.per (the unit and period its price buys; no shipped meter has this id)")
+        live = {str(k): str(v) for k, v in (row.get("live") or {}).items()}
+        region = live.pop("region", None)
+        number = _number(value)
         out[meter_id] = MeterSpec(
             id=meter_id,
-            per_unit=str(row["per"]["unit"]),
-            period=str(row["per"]["period"]),
-            value=float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None,
-            status=str(price.get("status", "unknown")),
+            per_unit=str(per["unit"]),
+            period=str(per["period"]),
+            value=number,
+            status=str(price.get("status", "unknown" if number is None else "given")),
             source=str(price.get("source", "")),
-            live=dict(row.get("live") or {}),
+            live=live,
+            region=region,
         )
     return out
+
+
+def _number(value: Any) -> float | None:
+    """A finite, non-negative price, or None (absent, not a number, NaN, infinite or negative)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
 
 
 def _per_hour(value: float, period: str) -> float:
@@ -138,15 +160,29 @@ def table_book(currency: str = "USD", *, doc: Mapping[str, Any] | None = None, w
 
 
 def file_book(path: Path, currency: str) -> PriceBook:
-    """A price table of your own (negotiated prices), shaped like ``data/prices.yaml``; a bad file is a usage error."""
+    """Your own prices (negotiated, a quoted GB300 rate) over the shipped table: a file shaped like
+    ``data/prices.yaml`` whose meters replace the table's, one meter or many; every other meter keeps the table's
+    price. A meter the table has needs only ``price.value`` (its ``per`` comes from the table). A bad file is a
+    usage error."""
     try:
         doc = read_mapping(path)
-        meters(doc)
+        mine = meters(doc)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise UsageError(f"--prices {path}: not a price table shaped like data/prices.yaml ({exc})") from None
     except Exception as exc:  # noqa: BLE001 - DataError (unreadable, not YAML) becomes the user's usage error
         raise UsageError(f"--prices {path}: {exc}") from None
-    return table_book(currency, doc=doc, where=f"{path} ({doc.get('retrieved', 'undated')})")
+    bad = [
+        f"meters.{m}.price.value: must be a finite price of at least 0 (got {raw!r})"
+        for m, row in doc["meters"].items()
+        if (raw := (row.get("price") or {}).get("value")) is not None and mine[m].value is None
+    ]
+    if bad:
+        raise UsageError(f"--prices {path}: " + "; ".join(bad))
+    base = table_book(currency)
+    given = table_book(currency, doc=doc, where=f"{path} ({doc.get('retrieved', 'undated')})")
+    merged = dict(base.prices)
+    merged.update({m: p for m, p in given.prices.items() if p.hourly is not None or m not in merged})
+    return PriceBook(currency, f"{given.source} over {base.source}", merged)
 
 
 # --- live: the Azure Retail Prices API ------------------------------------------------------------------------
@@ -187,7 +223,7 @@ def _odata(value: str) -> str:
 
 
 def _filter(spec: MeterSpec, region: str) -> str:
-    parts = [f"armRegionName eq {_odata(region)}"]
+    parts = [f"armRegionName eq {_odata(region if spec.region is None else spec.region)}"]
     parts += [f"{key} eq {_odata(value)}" for key, value in sorted(spec.live.items())]
     return " and ".join(parts)
 
@@ -207,19 +243,99 @@ def _pick(items: Iterable[Mapping[str, Any]], spec: MeterSpec, reservation: str 
     return candidates[0] if candidates else None
 
 
+MAX_PAGE_BYTES = 4 * 1024 * 1024  # one page of 100 items is about 100 KB; anything near this is not the API
+
+
+def _same_api(link: str, base: str) -> str | None:
+    """Why ``link`` (a ``NextPageLink``) must not be followed, or None: only the API's own host, over https."""
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    want, got = urlsplit(base), urlsplit(link)
+    if got.scheme != "https":
+        return f"NextPageLink {link[:80]!r} is not https"
+    if (got.hostname or "").lower() != (want.hostname or "").lower() or got.port not in (None, 443):
+        return f"NextPageLink {link[:80]!r} leaves {want.hostname}"
+    return None
+
+
+def _read_page(response: Any, limit: int) -> bytes | str:
+    """The body, read up to ``limit`` bytes; a str says why it was refused (too large)."""
+    declared = response.headers.get("Content-Length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        return f"a page of {int(declared):,} bytes (more than {limit:,})"
+    body = bytearray()
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > limit:
+            return f"a page of more than {limit:,} bytes"
+    return bytes(body)
+
+
+def _fetch(  # noqa: PLR0911 - one return per way a page can end the answer
+    client: Any, request: Any, base: str, *, max_pages: int, max_page_bytes: int, timeout_s: float
+) -> tuple[list[Mapping[str, Any]], str | None]:
+    """The items of every page of one answer, following ``NextPageLink`` on the API's own host only, and why the
+    answer is not to be used (None when it is)."""
+    from azure.core.exceptions import AzureError  # noqa: PLC0415
+    from azure.core.rest import HttpRequest  # noqa: PLC0415
+
+    items: list[Mapping[str, Any]] = []
+    for _page in range(max_pages):
+        try:
+            response = client.send_request(request, stream=True, connection_timeout=timeout_s, read_timeout=timeout_s)
+            try:
+                if response.status_code != 200:
+                    return items, f"HTTP {response.status_code} from the Retail Prices API"
+                body = _read_page(response, max_page_bytes)
+            finally:
+                response.close()  # streamed: a refused page is not read to its end
+        except AzureError as exc:
+            return (
+                items,
+                f"the Retail Prices API did not answer ({str(exc).strip().splitlines()[0] if str(exc) else exc})",
+            )
+        if isinstance(body, str):
+            return items, f"the Retail Prices API answered {body}"
+        try:
+            page = json.loads(body)
+        except RecursionError:
+            return items, "the Retail Prices API answered JSON nested too deeply to read"
+        except ValueError:
+            return items, "the Retail Prices API answered something that is not JSON"
+        if not isinstance(page, Mapping):
+            return items, "the Retail Prices API answered JSON that is not an object"
+        items += [i for i in page.get("Items") or [] if isinstance(i, Mapping)]
+        link = page.get("NextPageLink")
+        if not link:
+            return items, None
+        refused = _same_api(str(link), base)
+        if refused is not None:
+            return items, refused
+        request = HttpRequest("GET", str(link))
+    return items, f"the answer ran past {max_pages} pages"
+
+
 def live_book(
     region: str,
     currency: str,
     wanted: Iterable[str],
     *,
     reservation: str | None = None,
+    savings_plan: str | None = None,
     timeout_s: float = 20.0,
     max_pages: int = 20,
+    max_page_bytes: int = MAX_PAGE_BYTES,
     **pipeline_kwargs: Any,
 ) -> PriceBook:
-    """Ask the Retail Prices API for every meter in ``wanted``; a meter it does not answer stays unknown, with why."""
+    """Ask the Retail Prices API for every meter in ``wanted``; a meter it does not answer stays unknown, with why.
+
+    Every request goes to the API's own host over https: a ``NextPageLink`` elsewhere (another host, plain http)
+    is refused before any request is sent, and the meter stays unknown. At most ``max_pages`` pages of at most
+    ``max_page_bytes`` each; an answer nested too deeply to parse is refused, not a crash. ``meterRegion=
+    'primary'`` asks for primary meters only (the API's documented filter). ``savings_plan`` (``1 Year``, ``3
+    Years``) prices VMs at the ``savingsPlan`` price of their pay-as-you-go item (preview API version only).
+    """
     from azure.core import PipelineClient  # noqa: PLC0415 - the Azure SDK loads only when asked to go live
-    from azure.core.exceptions import AzureError  # noqa: PLC0415
     from azure.core.pipeline.policies import RetryPolicy  # noqa: PLC0415
     from azure.core.rest import HttpRequest  # noqa: PLC0415
 
@@ -235,33 +351,19 @@ def live_book(
         if spec is None or not spec.live:
             prices[meter_id] = Price(None, unknown_because=f"meter {meter_id} has no live filter in data/prices.yaml")
             continue
-        items: list[Mapping[str, Any]] = []
-        request = HttpRequest(
-            "GET",
-            base,
-            params={"api-version": str(api["apiVersion"]), "currencyCode": currency, "$filter": _filter(spec, region)},
+        params = {
+            "api-version": str(api["apiVersion"]),
+            "currencyCode": currency,
+            "meterRegion": "'primary'",
+            "$filter": _filter(spec, region),
+        }
+        first = HttpRequest("GET", base, params=params)
+        items, why = _fetch(
+            client, first, base, max_pages=max_pages, max_page_bytes=max_page_bytes, timeout_s=timeout_s
         )
-        why = None
-        for _page in range(max_pages):
-            try:
-                response = client.send_request(request, connection_timeout=timeout_s, read_timeout=timeout_s)
-            except AzureError as exc:
-                why = f"the Retail Prices API did not answer ({str(exc).strip().splitlines()[0] if str(exc) else exc})"
-                break
-            if response.status_code != 200:
-                why = f"HTTP {response.status_code} from the Retail Prices API"
-                break
-            try:
-                page = json.loads(response.text())
-            except ValueError:
-                why = "the Retail Prices API answered something that is not JSON"
-                break
-            items += [i for i in page.get("Items") or [] if isinstance(i, Mapping)]
-            link = page.get("NextPageLink")
-            if not link:
-                break
-            request = HttpRequest("GET", str(link))
-        prices[meter_id] = _price(spec, items, currency=currency, reservation=reservation, why=why, label=label)
+        prices[meter_id] = _price(
+            spec, items, currency=currency, reservation=reservation, savings_plan=savings_plan, why=why, label=label
+        )
     return PriceBook(currency, label, prices)
 
 
@@ -273,8 +375,10 @@ def _price(  # noqa: PLR0911 - one return per way an answer can fail to price th
     reservation: str | None,
     why: str | None,
     label: str,
+    savings_plan: str | None = None,
 ) -> Price:
-    if why is not None and not items:
+    if why is not None:
+        # A refused or broken answer prices nothing: a partial list could pick the wrong item.
         return Price(None, spec.per_unit, label, why)
     item = _pick(items, spec, reservation)
     if item is None:
@@ -284,7 +388,10 @@ def _price(  # noqa: PLR0911 - one return per way an answer can fail to price th
         return Price(None, spec.per_unit, label, f"the Retail Prices API lists no {kind} for {spec.id} here")
     if item.get("currencyCode") not in (None, currency):
         return Price(None, spec.per_unit, label, f"answered in {item.get('currencyCode')}, not {currency}")
-    value = float(item.get("retailPrice") or 0)
+    raw = item.get("retailPrice")
+    value = _number(raw)
+    if value is None:
+        return Price(None, spec.per_unit, label, f"retailPrice {str(raw)[:40]!r} is not a price (finite, at least 0)")
     if item.get("type") == "Reservation":
         years = RESERVATION_YEARS.get(str(item.get("reservationTerm")))
         if years is None:
@@ -293,4 +400,23 @@ def _price(  # noqa: PLR0911 - one return per way an answer can fail to price th
     hours = unit_hours(str(item.get("unitOfMeasure", "")), spec.per_unit)
     if hours is None:
         return Price(None, spec.per_unit, label, f"unit {item.get('unitOfMeasure')!r} not understood for {spec.id}")
+    if savings_plan and spec.id.startswith("vm/"):
+        plans = item.get("savingsPlan")
+        plan = (
+            next(
+                (p for p in plans if isinstance(p, Mapping) and p.get("term") == savings_plan),
+                None,
+            )
+            if isinstance(plans, list)
+            else None
+        )
+        planned = _number(plan.get("retailPrice")) if plan is not None else None
+        if planned is None:
+            return Price(
+                None,
+                spec.per_unit,
+                label,
+                f"the Retail Prices API lists no {savings_plan} savings plan price for {spec.id} here",
+            )
+        return Price(planned / hours, spec.per_unit, f"{label}; {savings_plan} savings plan")
     return Price(value / hours, spec.per_unit, f"{label}; meter {item.get('meterName')}")

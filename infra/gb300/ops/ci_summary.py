@@ -49,6 +49,7 @@ class Deployed:
     destroys: tuple[int | None, int | None]
     replaced: tuple[str, ...]
     reimage: Mapping[str, int]
+    line: str = ""  # impact_line: what the change destroys, in the words the text plan uses too
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,9 @@ class CostDigest:
     change_hourly: float | None = None
     change_monthly: float | None = None
     changes: tuple[str, ...] = ()
+    headline: str = ""  # cost_headline: the known total and what it leaves out
+    change_unknown: tuple[str, ...] = ()  # what the change moves whose price is unknown
+    change_known_hourly: float | None = None
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,53 @@ def _deployed(summary: Mapping[str, Any]) -> Deployed | None:
     reimage = {str(k): v for k, v in reimage_map.items() if isinstance(v, int)}
     replaced_raw = summary.get("replacesVms")
     replaced = tuple(str(v) for v in replaced_raw) if isinstance(replaced_raw, list) else ()
-    return Deployed(_pair(summary.get("adds")), _pair(summary.get("destroys")), replaced, reimage)
+    return Deployed(
+        _pair(summary.get("adds")), _pair(summary.get("destroys")), replaced, reimage, impact_line(summary) or ""
+    )
+
+
+def _many(count: int, what: str) -> str:
+    """``1 VM``, ``4 rack scale sets``, ``2 x rack scale set (a gb300 0.1 dynamic resource)``."""
+    if count == 1:
+        return f"1 {what}"
+    return f"{count:,} x {what}" if "(" in what else f"{count:,} {what}s"
+
+
+def _counts(raw: Any) -> list[tuple[str, int]]:
+    body: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    return [(str(k), v) for k, v in body.items() if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+
+
+def _names(raw: Any) -> list[str]:
+    return [str(v) for v in raw] if isinstance(raw, list) else []
+
+
+def impact_line(summary: Mapping[str, Any]) -> str | None:
+    """What a change destroys, in one line: the VMs destroyed and in what, the machines replaced (the head
+    included), the data at risk, and the other resources deleted (a rack's ``-logs`` association), counted apart
+    so they never read as machines. None when the plan ran without the deployed state.
+
+    One implementation for both readers: the text plan (``gb300 plan --state``, gb300.plan.render) and this
+    pull request comment print this line, from ``summary.destroys`` (gb300.rules.destroy.summary).
+    """
+    raw = summary.get("destroys")
+    if not isinstance(raw, Mapping):
+        return None
+    vms = _int_or_none(raw.get("vms")) or 0
+    replaced = _names(raw.get("replaced")) or _names(summary.get("replacesVms"))
+    kinds = _counts(raw.get("kinds"))
+    shown = [_many(n, what) for what, n in kinds if not (what == "VM" and n == vms and replaced)]
+    line = f"Destroys {_many(vms, 'VM')}" + (f" ({', '.join(shown)})" if shown and vms else "")
+    if not vms and kinds:
+        line += f" and {', '.join(_many(n, what) for what, n in kinds)}"
+    line += f"; replaces {', '.join(replaced)}" if replaced else "; replaces no machine"
+    at_risk = _names(raw.get("dataAtRisk"))
+    line += f"; data at risk: {', '.join(at_risk)}" if at_risk else "; no data at risk"
+    others = _counts(raw.get("others"))
+    if others:
+        total = sum(n for _, n in others)
+        line += f"; also deletes {total:,} other resource(s): " + ", ".join(f"{n:,} {what}" for what, n in others)
+    return line + "."
 
 
 def _number(value: Any) -> float | None:
@@ -117,6 +167,28 @@ def _qty(value: Any) -> str:
     if number is None:
         return "?"
     return f"{number:,.0f}" if number.is_integer() else f"{number:,.2f}"
+
+
+def excludes_clause(cost: Mapping[str, Any]) -> str:
+    """What a cost total leaves out, in the words the text plan, the plan JSON (``summary.cost.headline``) and this
+    comment all use: ``excludes 1,152 Standard_ND128isr_GB300_v6 VMs: price unknown; give it with --prices FILE``.
+    """
+    rows = [r for r in (cost.get("excludes") or []) if isinstance(r, Mapping)]
+    if not rows and cost.get("unknown"):
+        rows = [r for r in cost.get("unknown") or [] if isinstance(r, Mapping)]  # an older plan: no labels
+    if not rows:
+        return "every price known"
+    labels = [str(r.get("label") or f"{_qty(r.get('quantity'))} x {r.get('meter')}") for r in rows]
+    shown = ", ".join(labels[:4]) + (f" and {len(labels) - 4:,} more" if len(labels) > 4 else "")
+    them = "it" if len(labels) == 1 else "them"
+    return f"excludes {shown}: price unknown; give {them} with --prices FILE (docs/cost.md)"
+
+
+def cost_headline(cost: Mapping[str, Any]) -> str:
+    """The known monthly total and :func:`excludes_clause`."""
+    monthly = _number(cost.get("monthly"))
+    known = "-" if monthly is None else _money(monthly, str(cost.get("currency") or ""))
+    return f"{known} a month; {excludes_clause(cost)}"
 
 
 def cost_digest(raw: Any) -> CostDigest | None:
@@ -145,6 +217,9 @@ def cost_digest(raw: Any) -> CostDigest | None:
         change_hourly=_number(change.get("hourly")) if change else None,
         change_monthly=_number(change.get("monthly")) if change else None,
         changes=tuple(changes),
+        headline=cost_headline(raw),
+        change_unknown=tuple(str(u) for u in (change or {}).get("unknown") or []),
+        change_known_hourly=_number(change.get("knownHourly")) if change else None,
     )
 
 
@@ -267,6 +342,8 @@ def _deployed_lines(by_stack: Mapping[str, PlanDigest], expected: Sequence[str])
         head = ", ".join(f"**{name}**" for name in dep.replaced) or "no"
         reimage = ", ".join(f"{n:,} in {pool}" for pool, n in sorted(dep.reimage.items())) or "none"
         lines.append(f"| `{stack}` | {_counted(dep.adds)} | {destroys} | {head} | {reimage} |")
+    said = [(stack, by_stack[stack].deployed) for stack in sorted(by_stack) if by_stack[stack].deployed]
+    lines += [""] + [f"- `{stack}`: {_cell(dep.line)}" for stack, dep in said if dep and dep.line]
     return lines
 
 
@@ -279,11 +356,22 @@ def _cost_lines(by_stack: Mapping[str, PlanDigest]) -> list[str]:
     lines += ["| stack | per hour | per month | change per hour | change per month | unknown prices |"]
     lines += ["|---|---:|---:|---:|---:|---:|"]
     for stack, c in costed:
-        change_h = "-" if c.change_hourly is None else _money(c.change_hourly, c.currency, sign=True)
-        change_m = "-" if c.change_monthly is None else _money(c.change_monthly, c.currency, sign=True)
+        if c.change_unknown:  # never +0.00 for a change that moves a quantity without a price
+            change_h = change_m = "**unknown**"
+        else:
+            change_h = "-" if c.change_hourly is None else _money(c.change_hourly, c.currency, sign=True)
+            change_m = "-" if c.change_monthly is None else _money(c.change_monthly, c.currency, sign=True)
         cells = [f"`{stack}`", _money(c.hourly, c.currency), _money(c.monthly, c.currency), change_h, change_m]
         lines.append("| " + " | ".join([*cells, str(c.unknown)]) + " |")
+    lines.append("")  # a list right after a table is read as one more row by some renderers
     for stack, c in costed:
+        lines.append(f"- `{stack}`: {_cell(c.headline)}")
+        if c.change_unknown:
+            known = "" if c.change_known_hourly is None else _money(c.change_known_hourly, c.currency, sign=True)
+            lines.append(
+                f"- `{stack}`: the change's cost is unknown: no price for {_cell(', '.join(c.change_unknown))}"
+                + (f" (the priced part: {known} per hour)" if known else "")
+            )
         lines += [f"- `{stack}`: {_cell(text)}" for text in c.changes]
     return lines
 

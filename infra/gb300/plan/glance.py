@@ -175,11 +175,27 @@ def storage_lines(store: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def change_lines(changes: Mapping[str, Sequence[str]], limit: int = 6) -> list[str]:
-    """With --state: the resources ``pulumi up`` adds, changes and destroys, a few names each."""
+def change_lines(
+    changes: Mapping[str, Sequence[str]],
+    impact: str | None = None,
+    replaced: Sequence[str] = (),
+    limit: int = 6,
+) -> list[str]:
+    """With --state: the resources ``pulumi up`` adds, changes, replaces and destroys, a few names each; ``impact``
+    (what the change destroys in one line, gb300.ops.ci_summary.impact_line) first. Destroyed machines are named
+    before what goes with them (a rack's ``-logs`` association)."""
     lines = ["Against the deployed state (`pulumi preview --diff` shows every property)"]
-    for key, verb in (("adds", "adds"), ("changes", "changes"), ("destroys", "destroys")):
-        names = list(changes.get(key, ()))
+    if impact:
+        lines.append(f"  {impact}")
+    rows = {**changes, "replaces": list(replaced)}
+    for key in ("adds", "changes", "replaces", "destroys"):
+        names = list(rows.get(key, ()))
+        if key == "destroys":
+            names.sort(key=lambda n: (n.endswith(_ASSOCIATED), n))
         shown = ", ".join(names[:limit]) + (f", ... ({len(names) - limit:,} more)" if len(names) > limit else "")
-        lines.append(f"  {verb:<9} {len(names):>6,}" + (f"  {shown}" if names else ""))
+        lines.append(f"  {key:<9} {len(names):>6,}" + (f"  {shown}" if names else ""))
     return lines
+
+
+# Names of resources that go with a machine (its data collection rule association): listed after the machines.
+_ASSOCIATED = ("-logs",)

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from gb300.azure import credential as azure_credential
-from gb300.findings import Level
+from gb300.findings import Finding, Level
+from gb300.ops import ci_summary
 from gb300.plan import glance
 from gb300.plan.runner import PlanResult
 
@@ -27,9 +28,11 @@ def text(result: PlanResult, *, stack_file: str) -> str:
     lines = [
         f"gb300 plan: stack {result.stack} ({stack_file})",
         f"cluster {s['cluster']} in {s['location']}{zone}",
-        "",
-        "Compute",
     ]
+    impact = ci_summary.impact_line(s)  # the pull request comment prints the same line
+    if impact is not None:
+        lines.append(f"Against the deployed state: {impact}")
+    lines += ["", "Compute"]
     for name, pool in s["pools"].items():
         lines.append(
             f"  pool {name:<10} {pool['vmSize']:<30} {_count(pool['racks'], 'rack'):>11} "
@@ -71,7 +74,8 @@ def text(result: PlanResult, *, stack_file: str) -> str:
                 "gb300 status)"
             )
     if "changes" in s:
-        lines += ["", *glance.change_lines(s["changes"])]
+        replaced = (s.get("destroys") or {}).get("replaced") or []
+        lines += ["", *glance.change_lines(s["changes"], impact, replaced)]
     if "cost" in s:
         lines += ["", *cost_lines(s["cost"])]
     lines += ["", *glance.resource_lines(s["resourcesByType"])]
@@ -84,8 +88,38 @@ def text(result: PlanResult, *, stack_file: str) -> str:
         lines.append(
             "Findings: " + ", ".join(f"{counts[lvl]} {lvl.label}" for lvl in sorted(Level, reverse=True) if counts[lvl])
         )
+        summary = finding_groups(result.findings)
+        if summary:
+            lines += summary
+            lines.append("  each finding:")
         lines += [f"  {f.level.label:<7} {f.rule}: {f.message}\n          at {f.resource}" for f in result.findings]
     return "\n".join(lines)
+
+
+GROUP_AT = 3  # this many findings of one rule, level and cause are summarised in one line before the details
+
+
+def _cause(f: Finding) -> str:
+    """A finding's message with its own resource's name taken out: the racks a pool rename deletes share one."""
+    name = f.resource.rsplit("::", 1)[-1]
+    return f.message.replace(name, "<name>") if name else f.message
+
+
+def finding_groups(findings: list[Finding]) -> list[str]:
+    """One line per cause that at least GROUP_AT findings share (rule, level and message but the resource's name):
+    the count, the first sentence of the message and the first names; the details follow in the full list."""
+    groups: dict[tuple[str, Level, str], list[Finding]] = {}
+    for f in findings:
+        groups.setdefault((f.rule, f.level, _cause(f)), []).append(f)
+    lines = []
+    for (rule, level, cause), found in groups.items():
+        if len(found) < GROUP_AT:
+            continue
+        names = [f.resource.rsplit("::", 1)[-1] for f in found]
+        shown = ", ".join(names[:3]) + (f", ... ({len(names) - 3:,} more)" if len(names) > 3 else "")
+        first = cause.split(". ", 1)[0].rstrip(".")
+        lines.append(f"  {level.label:<7} {rule} x{len(found):,}: {first}. <name>: {shown}")
+    return lines
 
 
 def suppressed_lines(result: PlanResult) -> list[str]:
@@ -125,10 +159,10 @@ def cost_lines(cost: Mapping[str, Any]) -> list[str]:
     if cost.get("reservationTerm"):
         terms.append(f"{cost['reservationTerm']} reservation")
     unknown = cost.get("unknown") or []
-    partial = f"; {len(unknown)} item(s) with unknown prices are not in it (listed below)" if unknown else ""
     lines = [
         f"Cost ({'; '.join(terms)})",
-        f"  total {_money(cost['hourly'], cur)} per hour, {_money(cost['monthly'], cur)} per month{partial}",
+        f"  total {_money(cost['hourly'], cur)} per hour, {_money(cost['monthly'], cur)} per month; "
+        + ci_summary.excludes_clause(cost),  # the pull request comment says it in the same words
     ]
     items = cost.get("items") or []
     if items:
@@ -146,21 +180,29 @@ def cost_lines(cost: Mapping[str, Any]) -> list[str]:
     if usage:
         lines.append("  usage-based (not in the total)")
         lines += [f"    {u['type']} x{u['count']}: {u['why']}" for u in usage]
+    for est in cost.get("usageEstimates") or []:
+        lines.append(f"    estimate: {est['quantity']:,} {est['what']}: {est['basis']}")
     change = cost.get("change")
-    if change is not None:
+    if change is not None and change.get("hourly") is None:  # never +0.00 when a moved quantity has no price
+        lines.append(
+            f"  change against the deployed state: unknown: no price for {', '.join(change.get('unknown') or [])} "
+            f"(the priced part: {_money(change.get('knownHourly') or 0.0, cur, sign=True)} per hour, "
+            f"{_money(change.get('knownMonthly') or 0.0, cur, sign=True)} per month)"
+        )
+    elif change is not None:
         lines.append(
             f"  change against the deployed state: {_money(change['hourly'], cur, sign=True)} per hour, "
             f"{_money(change['monthly'], cur, sign=True)} per month (deployed: {_money(change['deployedHourly'], cur)} "
             "per hour)"
         )
-        for row in change["items"]:
-            moved = f"{_qty(row['before'], row['unit'])} -> {_qty(row['after'], row['unit'])}"
-            delta = (
-                "price unknown"
-                if row["hourly"] is None
-                else f"{_money(row['hourly'], cur, sign=True)}/h, {_money(row['monthly'], cur, sign=True)}/month"
-            )
-            lines.append(f"    {row['item']}: {row['meter']} {moved}: {delta}")
-        if not change["items"]:
-            lines.append("    nothing priced changes")
+    for row in (change or {}).get("items") or []:
+        moved = f"{_qty(row['before'], row['unit'])} -> {_qty(row['after'], row['unit'])}"
+        delta = (
+            "price unknown"
+            if row["hourly"] is None
+            else f"{_money(row['hourly'], cur, sign=True)}/h, {_money(row['monthly'], cur, sign=True)}/month"
+        )
+        lines.append(f"    {row['item']}: {row['meter']} {moved}: {delta}")
+    if change is not None and not change["items"]:
+        lines.append("    nothing priced changes")
     return lines

@@ -409,11 +409,19 @@ def _cost(
         region=cfg.cluster.location,
         currency=cfg.cost.currency,
         reservation=cfg.cost.reservation,
+        savings_plan=cfg.cost.savings_plan,
         meters=wanted,
     )
     discount, term = cfg.cost.discount_percent, cfg.cost.reservation
     planned = cost.estimate(resources, book, discount_percent=discount, reservation_term=term)
     doc = planned.as_json()
+    if cfg.monitoring.prometheus.enabled:  # usage the plan's own numbers bound: labelled as an estimate
+        from gb300.cost.estimate import prometheus_samples  # noqa: PLC0415
+
+        gpu_vms = sum(ss.capacity for ss in inventory.scale_sets(resources))
+        gpus = max((pool.sku.gpus for pool in cfg.gpu_pools), default=0)
+        interval = cfg.monitoring.prometheus.scrape_interval_seconds
+        doc["usageEstimates"] = [prometheus_samples(gpu_vms, gpus, interval)]
     if deployed is not None:
         before = cost.estimate(deployed, book, discount_percent=discount, reservation_term=term)
         doc["change"] = cost.change(planned, before)

@@ -87,17 +87,42 @@ def _state(resources: Sequence[Resource], ctx: RuleContext) -> tuple[object, ...
     return (resources, ctx.deployed or (), ctx.config.storage.allow_replace if ctx.config else ())
 
 
-@state_rule("storage-data-loss", _state)
-def data_loss(
-    planned: Sequence[Resource], deployed: Sequence[DeployedResource], allow_replace: Sequence[str]
-) -> Iterator[Report]:
-    """Findings for every deployed stateful resource the plan would replace or delete."""
+def _losses(
+    planned: Sequence[Resource], deployed: Sequence[DeployedResource]
+) -> Iterator[tuple[DeployedResource, Mapping[str, Any], Resource | None, list[str]]]:
+    """Each deployed stateful resource the plan deletes (``new`` None) or replaces (``changes`` names why)."""
     stateful = storage_facts.stateful()
     by_urn = {r.urn: r for r in planned}
     for old in deployed:
         spec = stateful.get(old.type)
         if spec is None:
             continue
+        new = by_urn.get(old.urn)
+        changes = (
+            []
+            if new is None
+            else [
+                f"{prop}: {_show(old.inputs.get(prop), prop)} -> {_show(new.inputs.get(prop), prop)}"
+                for prop in spec["replaceOn"]
+                if _norm(old.inputs.get(prop)) != _norm(new.inputs.get(prop))
+            ]
+        )
+        if new is None or changes:
+            yield old, spec, new, changes
+
+
+def lost(planned: Sequence[Resource], deployed: Sequence[DeployedResource]) -> list[tuple[str, str]]:
+    """(what, name) of every stateful store whose data the plan loses, consented to or not: the plan's
+    ``summary.destroys.dataAtRisk`` (:func:`gb300.rules.destroy.summary`)."""
+    return [(str(spec["what"]), old.name) for old, spec, _new, _changes in _losses(planned, deployed)]
+
+
+@state_rule("storage-data-loss", _state)
+def data_loss(
+    planned: Sequence[Resource], deployed: Sequence[DeployedResource], allow_replace: Sequence[str]
+) -> Iterator[Report]:
+    """Findings for every deployed stateful resource the plan would replace or delete."""
+    for old, spec, new, changes in _losses(planned, deployed):
         key = str(spec["key"])
         allowed = key in allow_replace
         level = Level.WARNING if allowed else Level.ERROR
@@ -106,7 +131,6 @@ def data_loss(
             if allowed
             else f"Revert the change, or copy the data off and add '{key}' to gb300:storage.allowReplace."
         )
-        new = by_urn.get(old.urn)
         if new is None:
             same_type = [r for r in planned if r.type == old.type]
             moved = " (the plan declares one under another URN: add an alias instead)" if same_type else ""
@@ -116,11 +140,6 @@ def data_loss(
                 f"the plan would delete {spec['what']} ({old.name}){moved}; its data would be lost. {advice}",
             )
             continue
-        changes = [
-            f"{prop}: {_show(old.inputs.get(prop), prop)} -> {_show(new.inputs.get(prop), prop)}"
-            for prop in spec["replaceOn"]
-            if _norm(old.inputs.get(prop)) != _norm(new.inputs.get(prop))
-        ]
         if changes:
             migrate = _keep_the_tie(old.inputs.get("hsm")) if any(c.startswith("hsm:") for c in changes) else ""
             yield Report(

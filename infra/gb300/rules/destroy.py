@@ -247,13 +247,60 @@ def findings(
             )
 
 
-def summary(planned: Sequence[Resource], deployed: Sequence[DeployedResource]) -> dict[str, int]:
-    """Counts for the plan's summary: resources destroyed or moved, and the VMs they hold."""
+# Deployed resources that are bookkeeping, not Azure resources: never counted as destroyed.
+_BOOKKEEPING = ("gb300:", "pulumi:providers:", "random:", "pulumi:pulumi:Stack")
+_MACHINES = (SCALE_SET, VM, *LEGACY_SCALE_SETS)
+
+
+def _short(resource_type: str) -> str:
+    """``azure-native:monitor:DataCollectionRuleAssociation`` -> ``DataCollectionRuleAssociation``."""
+    return resource_type.rsplit(":", 1)[-1]
+
+
+def summary(planned: Sequence[Resource], deployed: Sequence[DeployedResource]) -> dict[str, Any]:
+    """What the change destroys, for the plan's summary (``summary.destroys``) and the one line a reviewer reads
+    (:func:`gb300.ops.ci_summary.impact_line`, shared by the text plan and the pull request comment).
+
+    ``resources``: machines, groups, subnets and disks deleted, replaced or moved (the watched kinds above);
+    ``vms``: the VMs they take (a VM counts once); ``kinds``: how many of each kind (``rack scale set``: 4);
+    ``replaced``: the machines ``pulumi up`` deletes and creates again (the head when its custom data changes);
+    ``dataAtRisk``: stateful stores whose data goes with them (the head's state disk, Lustre, storage accounts,
+    containers: :func:`gb300.rules.data_loss.lost`); ``others``: the other deployed resources the plan no longer
+    declares, by type (a rack's ``-logs`` data collection rule association goes with its rack), counted apart so
+    they never read as machines.
+    """
+    from gb300.rules.data_loss import lost  # noqa: PLC0415 - sibling rule, imported where used
+
     items = destroyed(planned, deployed)
     # A VM counts once: an interconnect group's VMs are its racks' VMs (counted with the racks when they go too).
-    machines = sum(i.vms for i in items if _kind(i.old) in (SCALE_SET, VM, *LEGACY_SCALE_SETS))
+    machines = sum(i.vms for i in items if _kind(i.old) in _MACHINES)
     groups = sum(i.vms for i in items if _kind(i.old) == GROUP)
-    return {"resources": len(items), "vms": max(machines, groups)}
+    kinds: dict[str, int] = {}
+    for item in items:
+        kinds[item.what] = kinds.get(item.what, 0) + 1
+    replaced = sorted(
+        f"{'the head VM' if gb300_tags.role_of(mapping(i.old.inputs.get('tags'))) == gb300_tags.ROLE_HEAD else i.what} "
+        f"{_azure_name(i.old)}"
+        for i in items
+        if i.action == "replace" and _kind(i.old) in _MACHINES
+    )
+    at_risk = [f"{name} ({what})" for what, name in lost(planned, deployed)]
+    at_risk += [f"{_azure_name(i.old)} (a managed disk: {_LOSS[i.what]})" for i in items if _kind(i.old) == DISK]
+    counted = {i.old.urn for i in items}
+    planned_urns = {r.urn for r in planned}
+    others: dict[str, int] = {}
+    for old in deployed:
+        if old.urn in counted or old.urn in planned_urns or old.type.startswith(_BOOKKEEPING):
+            continue
+        others[_short(old.type)] = others.get(_short(old.type), 0) + 1
+    return {
+        "resources": len(items),
+        "vms": max(machines, groups),
+        "kinds": dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "replaced": replaced,
+        "dataAtRisk": sorted(set(at_risk)),
+        "others": dict(sorted(others.items())),
+    }
 
 
 RULE_ID = findings.id
