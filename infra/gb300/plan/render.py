@@ -45,13 +45,8 @@ def text(result: PlanResult, *, stack_file: str) -> str:
     )
     lines += ["", "vCPU quota needed (per family)"]
     lines += [f"  {family:<40} {_n(count):>10}" for family, count in s["vcpus"].items()]
-    if "azureSubscription" in s:  # gone live: which subscription Azure's answers (quota, images, Lustre) came from
-        asked = s["azureSubscription"]
-        lines.append(
-            f"  live answers from Azure subscription {asked['id']} (from {asked['from']})"
-            if asked
-            else f"  live answers: no subscription id ({azure_credential.SUBSCRIPTION_HINT})"
-        )
+    if "azureSubscription" in s:
+        lines.append(subscription_line(s["azureSubscription"]))
     lines += ["", *glance.subnet_lines(s["subnets"])]
     if "access" in s:
         lines += ["", *glance.access_lines(s["access"])]
@@ -81,19 +76,30 @@ def text(result: PlanResult, *, stack_file: str) -> str:
     lines += ["", *glance.resource_lines(s["resourcesByType"])]
     lines.append("")
     lines += suppressed_lines(result)
-    if not result.findings:
-        lines.append("Findings: none")
-    else:
-        counts = {lvl: sum(1 for f in result.findings if f.level == lvl) for lvl in Level}
-        lines.append(
-            "Findings: " + ", ".join(f"{counts[lvl]} {lvl.label}" for lvl in sorted(Level, reverse=True) if counts[lvl])
-        )
-        summary = finding_groups(result.findings)
-        if summary:
-            lines += summary
-            lines.append("  each finding:")
-        lines += [f"  {f.level.label:<7} {f.rule}: {f.message}\n          at {f.resource}" for f in result.findings]
+    lines += finding_lines(result.findings)
     return "\n".join(lines)
+
+
+def finding_lines(findings: list[Finding]) -> list[str]:
+    """The findings' counts by level, one line per shared cause, then each finding where it was found."""
+    if not findings:
+        return ["Findings: none"]
+    counts = {lvl: sum(1 for f in findings if f.level == lvl) for lvl in Level}
+    lines = [
+        "Findings: " + ", ".join(f"{counts[lvl]} {lvl.label}" for lvl in sorted(Level, reverse=True) if counts[lvl])
+    ]
+    summary = finding_groups(findings)
+    if summary:
+        lines += [*summary, "  each finding:"]
+    lines += [f"  {f.level.label:<7} {f.rule}: {f.message}\n          at {f.resource}" for f in findings]
+    return lines
+
+
+def subscription_line(asked: Mapping[str, Any] | None) -> str:
+    """Gone live: which subscription Azure's answers (quota, images, Lustre) came from."""
+    if asked:
+        return f"  live answers from Azure subscription {asked['id']} (from {asked['from']})"
+    return f"  live answers: no subscription id ({azure_credential.SUBSCRIPTION_HINT})"
 
 
 GROUP_AT = 3  # this many findings of one rule, level and cause are summarised in one line before the details
