@@ -1,5 +1,9 @@
 """Start the Pulumi program and the policy pack exactly as the Pulumi engine starts them, with a stand-in engine.
 
+What it reads from ``Pulumi.yaml`` and ``PulumiPolicy.yaml`` (working directory and entry point, virtual
+environment, its activation, the stack's config) comes from :mod:`tests.support.engine`, the one model of those
+rules, which the command provider's start uses too; this module adds what the language host does with them.
+
 Sources (pulumi/pulumi, read at v3.259; the pinned SDK is constraints.txt's ``pulumi``):
 
 **The program** (``pulumi preview``/``up``):
