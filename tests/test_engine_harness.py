@@ -1,12 +1,15 @@
 """tests/support/engine.py starts processes as the Pulumi engine does; gb300 names paths for that directory.
 
 The harness follows pulumi's sources (``getPwdMain``, ``resolveVirtualEnvironmentPath``, ``ActivateVirtualEnv``,
-``NewProvider``, pulumi-command's ``run``); these tests pin each rule on small projects, and that gb300's own
-:func:`gb300.paths.engine_pwd` (which the upload's command line is built from) agrees with it for this project.
+``NewProvider``, pulumi-command's ``run``) and reads no gb300 path code; these tests pin each rule on small
+projects, and that gb300's own :func:`gb300.paths.engine_pwd`, :func:`gb300.paths.project_virtualenv` and
+:func:`gb300.paths.from_engine_pwd` (which the upload's command line is built from) agree with it on the same
+projects.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 
@@ -51,6 +54,68 @@ def test_a_main_that_does_not_exist_is_refused_as_the_engine_refuses_it(tmp_path
         engine.engine_pwd(engine.load_project(root))
 
 
+@pytest.mark.parametrize(
+    ("main", "venv", "pwd"),
+    [
+        ("infra/", "venvs/py", "infra"),
+        ("src/app.py", ".venv", "src"),
+        ("", "../shared/.venv", "."),
+    ],
+    ids=["main-directory", "main-file", "no-main"],
+)
+def test_gb300s_paths_agree_with_the_harness_on_the_same_project(
+    tmp_path: Path, main: str, venv: str, pwd: str
+) -> None:
+    """The same Pulumi.yaml read by the harness and by gb300.paths: the same engine directory, the same venv
+    (relative to the project root, not to ``main``), and a path gb300 names relative to that directory leads, from
+    the harness's directory, to the file it names."""
+    main_line = f"main: {main}\n" if main else ""
+    root = _project(
+        tmp_path / "p", f"name: p\nruntime:\n  name: python\n  options:\n    virtualenv: {venv}\n{main_line}"
+    )
+    (root / "infra").mkdir()
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("")
+    project = engine.load_project(root)
+    file = root / "Pulumi.yaml"
+    assert engine.engine_pwd(project) == paths.engine_pwd(file) == Path(os.path.normpath(root / pwd))
+    harness_venv = engine.virtualenv(project)
+    assert harness_venv == Path(os.path.normpath(root / venv))
+    gb300_venv = paths.project_virtualenv(file)
+    assert gb300_venv is not None
+    assert Path(os.path.normpath(gb300_venv)) == harness_venv  # the same directory; gb300 leaves ".." unjoined
+    for target in (harness_venv / "bin" / "python", root / "stacks" / "Pulumi.dev.yaml"):
+        named = paths.from_engine_pwd(target, file)
+        assert not named.startswith("/")
+        assert Path(os.path.normpath(engine.engine_pwd(project) / named)) == target
+
+
+def test_a_project_file_without_a_runtime_or_a_name_is_refused(tmp_path: Path) -> None:
+    """ValidateProject: a project needs a name and a runtime; a directory with no project file has no project."""
+    with pytest.raises(FileNotFoundError, match=r"no Pulumi\.yaml or Pulumi\.yml in"):
+        engine.load_project(tmp_path)
+    root = _project(tmp_path / "a", "name: p\nmain: infra/\n")
+    with pytest.raises(ValueError, match="project is missing a 'runtime' attribute"):
+        engine.load_project(root)
+    root = _project(tmp_path / "b", "runtime: python\n")
+    with pytest.raises(ValueError, match="project is missing a 'name' attribute"):
+        engine.load_project(root)
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "Pulumi.yml").write_text("name: c\nruntime: python\n")
+    assert engine.load_project(tmp_path / "c").name == "c"
+
+
+def test_a_policy_pack_file_needs_no_name(tmp_path: Path) -> None:
+    """PulumiPolicy.yaml names no project; its venv resolves against the pack's own directory."""
+    (tmp_path / "pack").mkdir()
+    (tmp_path / "pack" / engine.POLICY_PACK_FILE).write_text(
+        "runtime:\n  name: python\n  options:\n    virtualenv: ../.venv\n"
+    )
+    pack = engine.load_project(tmp_path / "pack", engine.POLICY_PACK_FILE)
+    assert (pack.name, pack.runtime) == ("", "python")
+    assert engine.virtualenv(pack) == tmp_path / ".venv"
+
+
 def test_this_project_runs_its_plugins_in_infra_and_its_program_in_the_root_venv() -> None:
     """Pulumi.yaml: ``main: infra/`` and ``virtualenv: .venv``, the venv relative to the project root, not main."""
     project = engine.load_project(paths.REPO_ROOT)
@@ -72,6 +137,12 @@ def test_activating_the_virtualenv_prepends_its_bin_and_drops_pythonhome(tmp_pat
     env = engine.activate_virtualenv({"PATH": "/usr/bin", "PYTHONHOME": "/x", "VIRTUAL_ENV": "/old"}, tmp_path)
     assert env == {"PATH": f"{tmp_path}/bin:/usr/bin", "VIRTUAL_ENV": str(tmp_path)}
     assert engine.activate_virtualenv({}, tmp_path)["PATH"] == f"{tmp_path}/bin"
+
+
+def test_activation_matches_path_and_pythonhome_without_case(tmp_path: Path) -> None:
+    """ActivateVirtualEnv compares keys with strings.EqualFold: ``Path`` is prepended to, ``pythonhome`` dropped."""
+    env = engine.activate_virtualenv({"Path": "/usr/bin", "pythonhome": "/x", "virtual_env": "/old"}, tmp_path)
+    assert env == {"Path": f"{tmp_path}/bin:/usr/bin", "VIRTUAL_ENV": str(tmp_path)}
 
 
 def test_a_provider_gets_the_engines_environment_and_the_runtime_options(tmp_path: Path) -> None:

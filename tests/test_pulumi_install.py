@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import engine
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -43,11 +45,9 @@ def _clone(dest: Path) -> Path:
 
 
 def _activated(venv: Path) -> dict[str, str]:
-    """The environment ActivateVirtualEnv gives pip: the venv's bin first on PATH, VIRTUAL_ENV set, no PYTHONHOME."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "VIRTUAL_ENV", "PYTHONPATH")}
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
-    env["VIRTUAL_ENV"] = str(venv)
-    return env
+    """The environment ActivateVirtualEnv gives pip (tests/support/engine.py: the venv's bin first on PATH,
+    VIRTUAL_ENV set, no PYTHONHOME), from this environment less its PYTHONPATH."""
+    return engine.activate_virtualenv({k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, venv)
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -64,8 +64,10 @@ def test_pulumi_install_gives_a_venv_that_runs_the_program(tmp_path: Path) -> No
     assert python3 is not None
     repo = _clone(tmp_path / "gb300")
     assert (repo / "infra" / "requirements.txt").is_file()
-    venv = repo / ".venv"  # Pulumi.yaml runtime.options.virtualenv, relative to the project root
-    program_dir = repo / "infra"  # Pulumi.yaml main: the language host's ProgramDirectory
+    project = engine.load_project(repo)
+    venv = engine.virtualenv(project)  # Pulumi.yaml runtime.options.virtualenv, relative to the project root
+    program_dir = engine.engine_pwd(project)  # Pulumi.yaml main: the language host's ProgramDirectory
+    assert (venv, program_dir) == (repo / ".venv", repo / "infra")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     _run([python3, "-m", "venv", str(venv)], repo, env)
     active = _activated(venv)

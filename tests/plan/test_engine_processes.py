@@ -1,4 +1,5 @@
-"""The program and the policy pack, each started as the Pulumi engine starts it (tests/support/language_host.py).
+"""The program and the policy pack, each started as the Pulumi engine starts it (tests/support/language_host.py,
+with the project rules of tests/support/engine.py).
 
 The program runs unmodified (``infra/__main__.py``) in a subprocess with the language host's interpreter, arguments,
 working directory and environment, and registers over gRPC with a monitor that answers as ``gb300 plan``'s mocks;
@@ -10,6 +11,7 @@ the engine's files.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -23,7 +25,7 @@ from gb300 import config, paths, policy_pack, rules
 from gb300.config import PolicySettings
 from gb300.plan import PlanResult
 from gb300.plan.runner import ResourceRecord, _record
-from tests.support import language_host
+from tests.support import engine, language_host
 from tests.support.policy_support import ssh_rule, with_inputs
 
 REPO = paths.REPO_ROOT
@@ -36,8 +38,8 @@ HEAD_NSG = "azure-native:network:NetworkSecurityGroup"
 def test_the_program_runs_in_infra_with_the_roots_venv() -> None:
     """Pulumi.yaml's `main: infra/` makes infra/ the program's directory and `.` its entry point; the venv is
     resolved against the project root, and the language host's command names it and the project root."""
-    project = language_host.load_project(REPO)
-    assert language_host.pwd_main(project.root, project.main) == (REPO / "infra", ".")
+    project = engine.load_project(REPO)
+    assert engine.pwd_main(project.root, project.main) == (REPO / "infra", ".")
     assert language_host.interpreter(project) == REPO / ".venv" / "bin" / "python"
     argv = language_host.program_command(
         project=project, stack="dev", monitor="127.0.0.1:1", engine_address="127.0.0.1:2", pwd=REPO / "infra", entry="."
@@ -50,19 +52,19 @@ def test_the_program_runs_in_infra_with_the_roots_venv() -> None:
 
 def test_main_that_is_missing_or_a_file() -> None:
     """getPwdMain: a file `main` runs in its directory under its own name; a missing one is refused."""
-    assert language_host.pwd_main(REPO, "infra/__main__.py") == (REPO / "infra", "__main__.py")
-    assert language_host.pwd_main(REPO, "") == (REPO, ".")
+    assert engine.pwd_main(REPO, "infra/__main__.py") == (REPO / "infra", "__main__.py")
+    assert engine.pwd_main(REPO, "") == (REPO, ".")
     with pytest.raises(FileNotFoundError, match="project 'main' could not be read"):
-        language_host.pwd_main(REPO, "no-such-dir/")
+        engine.pwd_main(REPO, "no-such-dir/")
 
 
 def test_the_pack_runs_with_the_venv_its_own_directory_names() -> None:
     """PulumiPolicy.yaml's `virtualenv: ../.venv` is resolved against policies/ (RunPlugin's root directory), so it
     is the checkout's .venv; resolved against the project root instead it names a directory that does not exist."""
-    pack = language_host.load_project(paths.POLICIES_DIR, "PulumiPolicy.yaml")
+    pack = engine.load_project(paths.POLICIES_DIR, engine.POLICY_PACK_FILE)
     assert language_host.interpreter(pack) == REPO / ".venv" / "bin" / "python"
     assert language_host.interpreter(pack).is_file()
-    wrong = language_host.Project(REPO, pack.name, pack.main, pack.runtime, pack.options)
+    wrong = dataclasses.replace(pack, root=REPO)
     assert language_host.interpreter(wrong) == REPO.parent / ".venv" / "bin" / "python"
     assert language_host.interpreter(wrong) != language_host.interpreter(pack)
     argv = language_host.policy_command(pack, "127.0.0.1:9")
@@ -72,7 +74,7 @@ def test_the_pack_runs_with_the_venv_its_own_directory_names() -> None:
 def test_the_venv_is_activated_as_the_language_host_does() -> None:
     """ActivateVirtualEnv: the venv's bin first on PATH, VIRTUAL_ENV set, PYTHONHOME dropped."""
     venv = Path("/x/.venv")
-    env = language_host.activated({"PATH": "/usr/bin", "PYTHONHOME": "/h", "VIRTUAL_ENV": "/other", "A": "1"}, venv)
+    env = engine.activate_virtualenv({"PATH": "/usr/bin", "PYTHONHOME": "/h", "VIRTUAL_ENV": "/other", "A": "1"}, venv)
     assert env == {"PATH": f"/x/.venv/bin{os.pathsep}/usr/bin", "VIRTUAL_ENV": "/x/.venv", "A": "1"}
 
 
@@ -89,13 +91,13 @@ def test_the_real_exec_script_is_used_where_a_cli_is_installed(tmp_path: Path, m
 
 def test_config_reaches_the_program_as_the_engine_sends_it(write_stack: Any, dev_raw: dict[str, Any]) -> None:
     """Each stack file key `namespace:name`, objects as JSON text; an encrypted value is refused, not guessed."""
-    values = language_host.engine_config(paths.stack_file("dev"))
+    values = engine.engine_config(paths.stack_file("dev"))
     assert json.loads(values["gb300:gpuPools"]) == dev_raw["gpuPools"]
     assert config.from_pulumi_config(values) == dev_raw
     raw = copy.deepcopy(dev_raw)
     raw["access"]["sshPublicKey"] = {"secure": "AAABAD"}
     with pytest.raises(ValueError, match="gb300:access holds an encrypted value"):
-        language_host.engine_config(write_stack(raw))
+        engine.engine_config(write_stack(raw))
 
 
 # --- The program, run as the language host runs it ---
@@ -104,7 +106,7 @@ def test_config_reaches_the_program_as_the_engine_sends_it(write_stack: Any, dev
 @pytest.fixture(scope="module")
 def dev_run() -> language_host.ProgramRun:
     """The dev stack's program, run once through the harness as `pulumi preview` runs it (about 7 s)."""
-    return language_host.run_program("dev", language_host.engine_config(paths.stack_file("dev")))
+    return language_host.run_program("dev", engine.engine_config(paths.stack_file("dev")))
 
 
 @pytest.mark.slow
@@ -127,7 +129,7 @@ def test_the_program_ran_where_and_how_the_engine_runs_it(dev_run: language_host
     assert dev_run.argv[0] == str(REPO / ".venv" / "bin" / "python")
     assert dev_run.cwd == REPO / "infra"
     assert dev_run.env["VIRTUAL_ENV"] == str(REPO / ".venv")
-    assert json.loads(dev_run.env["PULUMI_CONFIG"]) == language_host.engine_config(paths.stack_file("dev"))
+    assert json.loads(dev_run.env["PULUMI_CONFIG"]) == engine.engine_config(paths.stack_file("dev"))
     assert dev_run.env["PULUMI_CONFIG_SECRET_KEYS"] == "[]"  # noqa: S105 - an empty list of key names
 
 
@@ -137,7 +139,7 @@ def test_a_bad_config_reaches_the_user_as_the_engine_shows_it(write_stack: Any, 
     (no traceback), and the language host reports exit status 1; nothing but the stack was registered."""
     raw = copy.deepcopy(dev_raw)
     raw["gpuPools"][0]["racks"] = 0
-    run = language_host.run_program("dev", language_host.engine_config(write_stack(raw)))
+    run = language_host.run_program("dev", engine.engine_config(write_stack(raw)))
     assert run.returncode == 1
     assert run.engine_error == "program exited with non-zero exit code: 1"
     (error,) = run.errors()
@@ -155,7 +157,7 @@ def test_started_from_the_repository_root_the_program_runs_all_the_same(dev_run:
     location (gb300.paths), so it registers the same resources with the same inputs. The working directory matters
     to what a provider runs in it (pulumi-command's `local.Command` without `dir`), not to the program."""
     assert not (REPO / "__main__.py").exists()
-    run = language_host.run_program("dev", language_host.engine_config(paths.stack_file("dev")), pwd=REPO, entry=".")
+    run = language_host.run_program("dev", engine.engine_config(paths.stack_file("dev")), pwd=REPO, entry=".")
     assert run.cwd == REPO
     assert run.argv[run.argv.index("--pwd") + 1] == str(REPO)
     assert run.returncode == 0, run.stderr + "\n".join(run.errors())
@@ -207,7 +209,7 @@ def test_the_pack_started_from_its_directory_gives_the_plans_verdict(dev_plan: P
     """From policies/, with PulumiPolicy.yaml's venv and the stack config as the engine hands it, the pack passes
     the dev stack, and fails the stack whose head NSG opens SSH to the internet with exactly the rule the plan's
     rules fail it with, on that NSG."""
-    values = language_host.engine_config(paths.stack_file("dev"))
+    values = engine.engine_config(paths.stack_file("dev"))
     bad = _internet_ssh(dev_plan.resources)
     (nsg,) = [r for r in bad if r.name.endswith("-head-nsg")]
     settings = PolicySettings()

@@ -7,6 +7,11 @@ response schema (computed ones unknown); a provider without preview support (Pul
 provider) answers with the inputs (``pkg/resource/plugin/provider_plugin.go``, ``Create`` with ``Preview``).
 Ids of resources not created yet are unknown everywhere. These tests build exactly that and compare what the
 pack reports with what ``gb300 plan`` reports: both evaluate the one rule registry.
+
+Each pack is started as ``pulumi preview --policy-pack policies`` starts it (tests/support/language_host.py
+``policy_pack``): ``<venv>/bin/python -u -m pulumi.policy <engine> policies`` from ``policies/``, with
+PulumiPolicy.yaml's virtual environment activated, the variables the ``PolicyProxy`` adds, and ``ConfigureStack``
+sent before any other call.
 """
 
 from __future__ import annotations
@@ -15,26 +20,23 @@ import contextlib
 import copy
 import importlib
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 from google.protobuf import empty_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
-from gb300 import config, paths, policy_pack, rules
+from gb300 import config, policy_pack, rules
 from gb300.config import PolicySettings
 from gb300.findings import Finding, Level
 from gb300.plan import PlanResult, run_plan
 from gb300.plan.mocks import SUBSCRIPTION_ID
 from gb300.plan.runner import ResourceRecord
+from tests.support import language_host
 from tests.support.files import FIXTURES
 from tests.support.policy_support import struct, with_inputs
 
@@ -85,37 +87,12 @@ def preview_outputs(rec: ResourceRecord) -> dict[str, Any]:
     return {k: inputs.get(k, UNKNOWN_STRING_VALUE) for k in sorted(names)}
 
 
-def _start_pack(stack_config: dict[str, str]) -> tuple[subprocess.Popen[bytes], grpc.Channel]:
-    env = {
-        **os.environ,
-        "PULUMI_CONFIG": json.dumps(stack_config),
-        "PULUMI_PROJECT": "gb300",
-        "PULUMI_STACK": "reference",
-        "PULUMI_DRY_RUN": "true",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, str(paths.POLICIES_DIR / "__main__.py")],
-        cwd=paths.POLICIES_DIR,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    port = int(proc.stdout.readline().decode().strip() or "0")
-    assert port, proc.stderr.read().decode() if proc.stderr else "no port"
-    return proc, grpc.insecure_channel(f"127.0.0.1:{port}")
-
-
 @contextlib.contextmanager
 def _pack(stack_config: dict[str, str]) -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
-    """A pack process for one preview, as the engine starts one, with ``stack_config`` as the stack's config."""
-    proc, channel = _start_pack(stack_config)
-    try:
-        yield analyzer_pb2_grpc.AnalyzerStub(channel)
-    finally:
-        channel.close()
-        proc.terminate()
-        proc.wait(timeout=10)
+    """A pack process for one preview, started as the engine starts one (:func:`language_host.policy_pack`), with
+    ``stack_config`` as the stack's config."""
+    with language_host.policy_pack("reference", stack_config) as pack:
+        yield pack.analyzer
 
 
 @pytest.fixture

@@ -1,10 +1,18 @@
-"""Start what the Pulumi engine starts, the way the engine starts it: from the project's ``Pulumi.yaml``, the
-engine's working directory, the virtual environment the Python language host picks, and a provider's process as
-pulumi-command's ``local.Command`` runs it.
+"""Start what the Pulumi engine starts, the way the engine starts it: from the project's ``Pulumi.yaml`` (or a policy
+pack's ``PulumiPolicy.yaml``), the engine's working directory, the virtual environment the Python language host
+picks, the config the engine sends, and a provider's process as pulumi-command's ``local.Command`` runs it.
 
-Each function follows one engine source (pulumi/pulumi and pulumi/pulumi-command, cited per function), not
-gb300's own code: :mod:`gb300.paths` computes the same directory for the command line, and a test that used it
-here would agree with itself whatever the engine does. docs/engine-contract.md says what each behaviour is.
+This module is the one home of the harness's project-reading rules (:class:`Project`, :func:`load_project`,
+:func:`pwd_main`/:func:`engine_pwd`, :func:`virtualenv`, :func:`activate_virtualenv`, :func:`engine_config`):
+the command provider here and the program and policy pack of :mod:`tests.support.language_host` both use them.
+
+It is the *independent* model of the engine. Each function follows one engine source (pulumi/pulumi and
+pulumi/pulumi-command, cited per function), never gb300's own path code: the production functions
+:func:`gb300.paths.engine_pwd`, :func:`gb300.paths.project_virtualenv` and :func:`gb300.paths.from_engine_pwd`
+(which the payload upload's command line is built from) are what this harness checks, and a harness that called
+them would agree with itself whatever the engine does. tests/test_engine_harness.py checks that both give the
+same answers on the same projects (``main`` a directory, a file, absent; a relative ``virtualenv``).
+docs/engine-contract.md says what each behaviour is.
 
 What this cannot show: the engine's gRPC between the program, the engine and the provider (the command line is
 taken from the plan's recorded ``local.Command`` inputs, which the offline plan records as the engine would
@@ -13,6 +21,7 @@ receive them), and ``cloudCredentialEnvVars`` (credentials Pulumi Cloud ESC inje
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -22,7 +31,10 @@ from typing import Any
 
 import yaml
 
+from gb300.config import stack_yaml
+
 PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml")
+POLICY_PACK_FILE = "PulumiPolicy.yaml"
 SHELL = ("/bin/sh", "-c")
 """pulumi-command ``provider/pkg/provider/local/commandOutputs.go`` ``run``: the interpreter when none is given
 (on Linux and macOS)."""
@@ -30,69 +42,136 @@ SHELL = ("/bin/sh", "-c")
 
 @dataclass(frozen=True)
 class Project:
-    """A Pulumi project as the CLI loads it: the directory holding ``Pulumi.yaml`` (the engine's ``Root``) and the
-    fields the engine reads to start processes."""
+    """What the engine reads from a project file (``Pulumi.yaml``) or a policy pack file (``PulumiPolicy.yaml``)
+    to start processes."""
 
     root: Path
+    """The directory of the file (the engine's ``Root``): the program's root directory, or the pack's own."""
     name: str
     main: str
-    runtime_options: dict[str, Any] = field(default_factory=dict)
+    runtime: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """``runtime.options`` (``virtualenv``, ``toolchain``, ...)."""
 
 
-def load_project(root: Path) -> Project:
-    """``root``'s ``Pulumi.yaml`` (or ``.yml``): pulumi ``sdk/go/common/workspace/paths.go`` looks for both."""
-    for name in PROJECT_FILES:
-        if (root / name).is_file():
-            doc = yaml.safe_load((root / name).read_text(encoding="utf-8")) or {}
-            runtime = doc.get("runtime")
-            options = runtime.get("options", {}) if isinstance(runtime, dict) else {}
-            return Project(root=root, name=str(doc["name"]), main=str(doc.get("main") or ""), runtime_options=options)
-    msg = f"no Pulumi.yaml in {root}"
-    raise FileNotFoundError(msg)
+def load_project(root: Path, file: str | None = None) -> Project:
+    """The project file in ``root``: ``Pulumi.yaml`` or ``Pulumi.yml`` when ``file`` is None (pulumi
+    ``sdk/go/common/workspace/paths.go`` looks for both), else ``file`` (``PulumiPolicy.yaml`` for a policy pack,
+    ``pkg/resource/plugin/plugin.go`` ``ExecPlugin``). ``runtime`` is a name or ``{name, options}``; a project
+    without a name or a runtime is refused with the CLI's words (``sdk/go/common/workspace/project.go``
+    ``ValidateProject``). ``root`` is taken absolute, symbolic links resolved."""
+    names = PROJECT_FILES if file is None else (file,)
+    found = next((root / name for name in names if (root / name).is_file()), None)
+    if found is None:
+        msg = f"no {' or '.join(names)} in {root}"
+        raise FileNotFoundError(msg)
+    doc = yaml.safe_load(found.read_text(encoding="utf-8")) or {}
+    runtime = doc.get("runtime")
+    name, options = (runtime, {}) if not isinstance(runtime, dict) else (runtime.get("name"), runtime.get("options"))
+    if not name:
+        msg = f"{found}: project is missing a 'runtime' attribute"
+        raise ValueError(msg)
+    if file is None and not doc.get("name"):
+        msg = f"{found}: project is missing a 'name' attribute"
+        raise ValueError(msg)
+    return Project(
+        root=root.resolve(),
+        name=str(doc.get("name") or ""),
+        main=str(doc.get("main") or ""),
+        runtime=str(name),
+        options=dict(options or {}),
+    )
 
 
-def engine_pwd(project: Project) -> Path:
-    """The engine's working directory for the program and every plugin it starts.
+def pwd_main(root: Path, main: str) -> tuple[Path, str]:
+    """The working directory and entry point the engine runs ``main`` of the project at ``root`` with.
 
-    pulumi/pulumi ``pkg/engine/project.go`` ``getPwdMain``: no ``main`` -> the project root; a relative ``main``
-    is joined to the root; a directory becomes the pwd (main ".") and a file's parent directory does (main: its
-    base name). ``pkg/engine/deployment.go`` ``ProjectInfoContext`` makes it the plugin context's ``Pwd``;
-    ``pkg/resource/plugin/provider_plugin.go`` ``NewProvider`` starts each provider with ``newPlugin(ctx,
-    ctx.Pwd, ...)``, and ``pkg/resource/plugin/plugin.go`` ``newPlugin`` sets ``cmd.Dir = pwd``."""
-    if not project.main:
-        return project.root
-    main = Path(project.main)
-    target = main if main.is_absolute() else Path(os.path.normpath(project.root / main))
+    pulumi/pulumi ``pkg/engine/project.go`` ``getPwdMain``: no ``main`` -> the root and "."; a relative ``main``
+    is joined to the root (and cleaned), an absolute one is taken as is; a directory becomes the pwd (entry ".")
+    and a file's parent directory does (entry: its base name); a ``main`` that does not exist is refused."""
+    if not main:
+        return root, "."
+    target = Path(main) if Path(main).is_absolute() else Path(os.path.normpath(root / main))
     if not target.exists():
         msg = f"project 'main' could not be read: {target}"
         raise FileNotFoundError(msg)
-    return target if target.is_dir() else target.parent
+    if target.is_dir():
+        return target, "."
+    return target.parent, target.name
+
+
+def engine_pwd(project: Project) -> Path:
+    """The engine's working directory for the program and every plugin it starts: :func:`pwd_main`'s directory.
+
+    ``pkg/engine/deployment.go`` ``ProjectInfoContext`` makes it the plugin context's ``Pwd``;
+    ``pkg/resource/plugin/provider_plugin.go`` ``NewProvider`` starts each provider with ``newPlugin(ctx,
+    ctx.Pwd, ...)``, and ``pkg/resource/plugin/plugin.go`` ``newPlugin`` sets ``cmd.Dir = pwd``."""
+    return pwd_main(project.root, project.main)[0]
 
 
 def virtualenv(project: Project) -> Path | None:
-    """The virtual environment the Python language host runs the program in: ``runtime.options.virtualenv``
-    relative to the project root (pulumi ``sdk/python/toolchain/pip.go`` ``resolveVirtualEnvironmentPath(root,
-    virtualenv)``; ``root`` is ``RootDirectory``, the directory of ``Pulumi.yaml``, per
-    ``sdk/python/cmd/pulumi-language-python/main.go`` ``parseOptions``), not to ``main``."""
-    venv = project.runtime_options.get("virtualenv")
-    if not isinstance(venv, str) or not venv:
+    """The virtual environment the Python language host runs the program (or the policy pack) in:
+    ``runtime.options.virtualenv`` joined to the file's directory, not to ``main`` (pulumi
+    ``sdk/python/toolchain/pip.go`` ``resolveVirtualEnvironmentPath(root, virtualenv)``: ``filepath.Join``, which
+    cleans, for a relative one; an absolute one as is). ``root`` is ``RootDirectory``, the directory of
+    ``Pulumi.yaml``, per ``sdk/python/cmd/pulumi-language-python/main.go`` ``parseOptions``; for a pack,
+    ``RunPlugin`` resolves it against the pack's directory (``virtualenv: ../.venv`` -> ``<root>/.venv``)."""
+    option = project.options.get("virtualenv")
+    if not isinstance(option, str) or not option:
         return None
-    return Path(venv) if Path(venv).is_absolute() else project.root / venv
+    path = Path(option)
+    return path if path.is_absolute() else Path(os.path.normpath(project.root / path))
 
 
 def activate_virtualenv(environ: Mapping[str, str], venv: Path) -> dict[str, str]:
     """pulumi ``sdk/python/toolchain/toolchain.go`` ``ActivateVirtualEnv``: ``<venv>/bin`` first on ``PATH``
-    (``PATH`` is ``<venv>/bin`` alone when there was none), ``VIRTUAL_ENV`` set to ``venv``, ``PYTHONHOME``
-    removed. The language host does this for the program and a Python policy pack, not for provider plugins."""
-    env = {k: v for k, v in environ.items() if k.upper() not in ("PYTHONHOME", "VIRTUAL_ENV")}
-    path_key = next((k for k in env if k.upper() == "PATH"), None)
+    (compared without case; ``PATH`` is ``<venv>/bin`` alone when there was none), ``VIRTUAL_ENV`` set to
+    ``venv``, ``PYTHONHOME`` removed. The language host does this for the program and a Python policy pack, not for
+    provider plugins."""
     binary = str(venv / "bin")
-    if path_key is None:
+    env: dict[str, str] = {}
+    for key, value in environ.items():
+        if key.upper() == "PATH":
+            env[key] = f"{binary}{os.pathsep}{value}"
+        elif key.upper() not in ("PYTHONHOME", "VIRTUAL_ENV"):
+            env[key] = value
+    if not any(key.upper() == "PATH" for key in env):
         env["PATH"] = binary
-    else:
-        env[path_key] = f"{binary}{os.pathsep}{env[path_key]}"
     env["VIRTUAL_ENV"] = str(venv)
     return env
+
+
+def _config_text(value: Any) -> str:
+    """A config value as the engine passes it: text as is, an object or list as compact JSON, a scalar as text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return json.dumps(value)
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _has_secure(value: Any) -> bool:
+    if isinstance(value, dict):
+        return set(value) == {"secure"} or any(_has_secure(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_secure(v) for v in value)
+    return False
+
+
+def engine_config(stack_file: Path, project: str = "gb300") -> dict[str, str]:
+    """The config map the engine sends the program for ``stack_file``: every key ``namespace:name`` (a key without
+    a namespace takes the project's), every value a string. Encrypted (``secure:``) values are refused: the
+    harness holds no secrets provider to decrypt them. The file is read with gb300's strict stack reader (what it
+    refuses, the CLI would not get to send); the keys and values are made as the engine makes them."""
+    doc = stack_yaml.load(stack_file) or {}
+    out: dict[str, str] = {}
+    for key, value in (doc.get("config") or {}).items():
+        if _has_secure(value):
+            raise ValueError(f"{stack_file}: {key} holds an encrypted value; the harness cannot decrypt it")
+        out[key if ":" in key else f"{project}:{key}"] = _config_text(value)
+    return out
 
 
 def provider_environment(
@@ -105,10 +184,8 @@ def provider_environment(
     pulumi ``pkg/resource/plugin/provider_plugin.go`` ``NewProvider`` (the ``optionsStore``), the config from
     ``pkg/host/host.go``; ``pkg/resource/plugin/plugin.go`` ``newPlugin`` appends them to ``os.Environ()``. No
     virtual environment is activated for a provider."""
-    import json  # noqa: PLC0415
-
     env = dict(engine_env)
-    for key, value in project.runtime_options.items():
+    for key, value in project.options.items():
         env[f"PULUMI_RUNTIME_{key.upper()}"] = str(value)
     env["PULUMI_PROJECT"] = project.name
     env["PULUMI_CONFIG"] = json.dumps(dict(provider_config or {}), separators=(",", ":"))

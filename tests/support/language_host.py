@@ -1,5 +1,9 @@
 """Start the Pulumi program and the policy pack exactly as the Pulumi engine starts them, with a stand-in engine.
 
+What it reads from ``Pulumi.yaml`` and ``PulumiPolicy.yaml`` (working directory and entry point, virtual
+environment, its activation, the stack's config) comes from :mod:`tests.support.engine`, the one model of those
+rules, which the command provider's start uses too; this module adds what the language host does with them.
+
 Sources (pulumi/pulumi, read at v3.259; the pinned SDK is constraints.txt's ``pulumi``):
 
 **The program** (``pulumi preview``/``up``):
@@ -86,7 +90,6 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import yaml
 from google.protobuf import empty_pb2
 from pulumi.runtime.proto import (
     analyzer_pb2,
@@ -98,8 +101,8 @@ from pulumi.runtime.proto import (
 )
 
 from gb300 import paths
-from gb300.config import stack_yaml
 from gb300.plan.mocks import AzureMocks, RecordingMonitor, Registration, engine_urn
+from tests.support.engine import POLICY_PACK_FILE, Project, activate_virtualenv, load_project, pwd_main, virtualenv
 
 REPO = paths.REPO_ROOT
 EXEC_NAME = "pulumi-language-python-exec"
@@ -116,102 +119,15 @@ SEVERITY = {
 }
 
 
-# --- Where and how the engine runs things (pure functions over the project files) ---
-
-
-@dataclass(frozen=True)
-class Project:
-    """What the engine reads from a project file (``Pulumi.yaml``) or a policy pack file (``PulumiPolicy.yaml``)."""
-
-    root: Path
-    """The directory of the file: the program's root directory, or the pack's own directory."""
-    name: str
-    main: str
-    runtime: str
-    options: Mapping[str, Any]
-
-
-def load_project(root: Path = REPO, file: str = "Pulumi.yaml") -> Project:
-    doc = yaml.safe_load((root / file).read_text(encoding="utf-8"))
-    runtime = doc["runtime"]
-    name, options = (runtime, {}) if isinstance(runtime, str) else (runtime["name"], runtime.get("options") or {})
-    return Project(
-        root=root.resolve(),
-        name=str(doc.get("name", "")),
-        main=str(doc.get("main") or ""),
-        runtime=name,
-        options=options,
-    )
-
-
-def pwd_main(root: Path, main: str) -> tuple[Path, str]:
-    """``getPwdMain`` (pulumi ``pkg/engine/project.go``): the working directory and entry point of ``main``."""
-    if not main:
-        return root, "."
-    target = Path(os.path.normpath(root / main))
-    if not target.exists():
-        raise FileNotFoundError(f"project 'main' could not be read: {target}")
-    if target.is_dir():
-        return target, "."
-    return target.parent, target.name
-
-
-def venv_dir(project: Project) -> Path | None:
-    """``resolveVirtualEnvironmentPath``: ``runtime.options.virtualenv`` against the file's directory."""
-    option = project.options.get("virtualenv")
-    if not option:
-        return None
-    path = Path(str(option))
-    return path if path.is_absolute() else Path(os.path.normpath(project.root / path))
+# --- Where and how the language host runs things (the project rules are tests/support/engine.py's) ---
 
 
 def interpreter(project: Project) -> Path:
     """The ``python`` the pip toolchain runs: ``<venv>/bin/python`` (``pip.Command``)."""
-    venv = venv_dir(project)
+    venv = virtualenv(project)
     if venv is None:
         raise ValueError(f"{project.root}: no runtime.options.virtualenv; the engine would run python3 from PATH")
     return venv / "bin" / "python"
-
-
-def activated(environ: Mapping[str, str], venv: Path) -> dict[str, str]:
-    """``toolchain.ActivateVirtualEnv``: ``<venv>/bin`` first on ``PATH``, ``VIRTUAL_ENV`` set, no ``PYTHONHOME``."""
-    out = {k: v for k, v in environ.items() if k not in {"PYTHONHOME", "VIRTUAL_ENV", "PATH"}}
-    path = environ.get("PATH")
-    out["PATH"] = f"{venv / 'bin'}{os.pathsep}{path}" if path is not None else str(venv / "bin")
-    out["VIRTUAL_ENV"] = str(venv)
-    return out
-
-
-def _config_text(value: Any) -> str:
-    """A config value as the engine passes it: text as is, an object or list as compact JSON, a scalar as text."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return json.dumps(value)
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
-
-
-def _has_secure(value: Any) -> bool:
-    if isinstance(value, dict):
-        return set(value) == {"secure"} or any(_has_secure(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_secure(v) for v in value)
-    return False
-
-
-def engine_config(stack_file: Path, project: str = "gb300") -> dict[str, str]:
-    """The config map the engine sends the program for ``stack_file``: every key ``namespace:name`` (a key without
-    a namespace takes the project's), every value a string. Encrypted (``secure:``) values are refused: the
-    harness holds no secrets provider to decrypt them."""
-    doc = stack_yaml.load(stack_file) or {}
-    out: dict[str, str] = {}
-    for key, value in (doc.get("config") or {}).items():
-        if _has_secure(value):
-            raise ValueError(f"{stack_file}: {key} holds an encrypted value; the harness cannot decrypt it")
-        out[key if ":" in key else f"{project}:{key}"] = _config_text(value)
-    return out
 
 
 def language_exec() -> Path:
@@ -403,8 +319,8 @@ def program_command(
 
 def program_env(project: Project, config: Mapping[str, str], secret_keys: Sequence[str] = ()) -> dict[str, str]:
     """The program's environment: the engine's own, activated for the venv, plus the config variables."""
-    venv = venv_dir(project)
-    env = activated(os.environ, venv) if venv is not None else dict(os.environ)
+    venv = virtualenv(project)
+    env = activate_virtualenv(os.environ, venv) if venv is not None else dict(os.environ)
     env["PULUMI_CONFIG"] = json.dumps(dict(config), separators=(",", ":"))
     env["PULUMI_CONFIG_SECRET_KEYS"] = json.dumps(list(secret_keys))
     return env
@@ -478,8 +394,8 @@ def policy_env(
 ) -> dict[str, str]:
     """The pack's environment: the engine's, activated for the pack's venv, plus what the ``PolicyProxy`` adds from
     ``ConfigureStack`` (organization, project, stack, dry run, config)."""
-    venv = venv_dir(pack)
-    env = activated(os.environ, venv) if venv is not None else dict(os.environ)
+    venv = virtualenv(pack)
+    env = activate_virtualenv(os.environ, venv) if venv is not None else dict(os.environ)
     env["PULUMI_ORGANIZATION"] = DIY_ORGANIZATION
     env["PULUMI_PROJECT"] = project
     env["PULUMI_STACK"] = stack
@@ -515,7 +431,7 @@ def policy_pack(
     ``cwd`` defaults to the pack's directory (``RunPlugin`` sets ``cmd.Dir`` so); a test passes another only to
     show what the engine would not do.
     """
-    pack = load_project(pack_dir, "PulumiPolicy.yaml")
+    pack = load_project(pack_dir, POLICY_PACK_FILE)
     with engine(project, stack) as (_, engine_address, _recorder, _engine_service):
         argv = policy_command(pack, engine_address)
         env = policy_env(pack, project=project, stack=stack, config=config)
