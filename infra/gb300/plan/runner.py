@@ -28,6 +28,7 @@ from gb300.plan.state import added
 
 if TYPE_CHECKING:
     from gb300.rules.data_loss import DeployedResource
+    from gb300.rules.identity import StackIdentity
 
 PROJECT = "gb300"
 
@@ -287,6 +288,7 @@ def run_plan(
     quota: str | None = None,
     deployed: Sequence[DeployedResource] | None = None,
     prices: str | None = None,
+    siblings: Sequence[StackIdentity] = (),
 ) -> PlanResult:
     """Validate ``raw`` (raises ConfigError), register the program's resources, then evaluate and summarise.
 
@@ -297,6 +299,7 @@ def run_plan(
     would replace or delete stateful storage (``storage-data-loss``) and machines, containers or subnets
     (``destroys-deployed``). ``prices`` picks what the cost is read from: None the shipped table
     (``data/prices.yaml``), ``live`` Azure's Retail Prices API, else a price table file (:mod:`gb300.cost`).
+    ``siblings`` are the project's other stacks (``stack-identity`` refuses their cluster name and signing key).
     """
     from gb300 import rules  # noqa: PLC0415 - rules import the plan's record type
 
@@ -307,7 +310,9 @@ def run_plan(
     # One block, not a helper function: every resource records the call stack it was declared from, one frame
     # deeper per level (docs/scale.md). The rules and the summary read each resource's views once.
     with gc_paused(), inventory.shared_reads():
-        return _assess(stack, cfg, register(stack, raw), quota=quota, deployed=deployed, prices=prices)
+        return _assess(
+            stack, cfg, register(stack, raw), quota=quota, deployed=deployed, prices=prices, siblings=siblings
+        )
 
 
 def _assess(
@@ -318,6 +323,7 @@ def _assess(
     quota: str | None,
     deployed: Sequence[DeployedResource] | None,
     prices: str | None = None,
+    siblings: Sequence[StackIdentity] = (),
 ) -> PlanResult:
     """The registered ``resources`` evaluated by the rules and summarised (see :func:`run_plan`)."""
     from gb300 import paths, rules  # noqa: PLC0415 - rules import the plan's record type
@@ -331,7 +337,15 @@ def _assess(
     live = bool(source) and str(source).strip().lower() == quotas.LIVE
     # Gone live, Azure also says whether each image version the stack boots exists (image-version-exists).
     images = images_live.fetch_live(images_live.used_images(cfg)) if live else None
-    ctx = rules.RuleContext(policy=cfg.policy, quota=snapshot, config=cfg, deployed=deployed, images=images)
+    ctx = rules.RuleContext(
+        policy=cfg.policy,
+        quota=snapshot,
+        config=cfg,
+        deployed=deployed,
+        images=images,
+        stack=stack,
+        siblings=tuple(siblings),
+    )
     assessed = rules.assess(resources, ctx)
     findings, hidden = assessed.findings, assessed.hidden
     if live:
