@@ -50,7 +50,9 @@ def add_parser(subparsers: Any) -> None:
     keygen.add_argument("--out", required=True, type=Path, metavar="FILE", help="where the private key goes (0600)")
     publish = actions.add_parser("publish", help="sign and upload the stack's node payloads (what pulumi up runs)")
     source = publish.add_mutually_exclusive_group(required=True)
-    source.add_argument("--stack", metavar="NAME", help="the stack stacks/Pulumi.NAME.yaml")
+    source.add_argument(
+        "--stack", metavar="NAME", help="the stack Pulumi.NAME.yaml of the Pulumi project in the current directory"
+    )
     source.add_argument("--stack-file", type=Path, metavar="PATH", help="this stack file")
     publish.add_argument(
         "--account-url", required=True, metavar="URL", help="the payload account's https://<account>.blob.<suffix>"
@@ -122,6 +124,16 @@ def _keygen(out: Path) -> int:
     return 0
 
 
+def _project_stack(name: str) -> Path:
+    """``Pulumi.<name>.yaml`` of the Pulumi project around the current directory (as ``gb300 plan --stack`` and
+    the Pulumi CLI find it; ``pulumi up`` runs this command in the project's directory)."""
+    here = Path.cwd().resolve()
+    project = paths.find_project(here)
+    if project is None:
+        raise UsageError(f"--stack {name}: no Pulumi.yaml in {here} or a directory above it; give --stack-file")
+    return paths.project_stack_file(project, name)
+
+
 def _expectations(values: list[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for value in values:
@@ -135,7 +147,7 @@ def _expectations(values: list[str]) -> dict[str, str]:
 
 
 def _publish(args: argparse.Namespace) -> int:
-    path = args.stack_file if args.stack_file else paths.stack_file(args.stack)
+    path = args.stack_file if args.stack_file else _project_stack(args.stack)
     if not path.is_file():
         raise UsageError(f"stack file {path} does not exist")
     cfg = config.parse(config.load_stack_file(path))
