@@ -1,26 +1,31 @@
-"""``gb300 init NAME``: a new stack file made from a shipped one, with an identity of its own.
+"""`gb300 init NAME`: a new stack file made from a shipped one, with an identity of its own.
 
 Examples::
 
     gb300 init mylab --ssh-public-key ~/.ssh/id_ed25519.pub
     gb300 init prod --from reference --location westus3 --deployer service-principal
 
-Writes ``Pulumi.NAME.yaml`` in the stack folder of the Pulumi project around the current directory (``stacks/``),
-copied from ``--from`` (``dev``: one rack; ``reference``: 64 racks) with what must not be copied set anew:
+Writes `Pulumi.NAME.yaml` in the stack folder of the Pulumi project around the current directory (`stacks/`),
+copied from `--from` (`dev`: one rack; `reference`: 64 racks) with what must not be copied set anew:
 
-* ``gb300:cluster.name`` derived from NAME (lowercase letters, digits, single hyphens, at most 12; ``--cluster-name``
+* `gb300:cluster.name` derived from NAME (lowercase letters, digits, single hyphens, at most 12; `--cluster-name`
   to choose it), refused when another stack of the project already has it;
-* a new payload signing key pair: the private key goes to ``--signing-key`` (default ``~/.gb300/NAME-payload.pem``,
-  mode 0600, missing folders created with mode 0700, refused inside the project), the public key into the stack;
-* your SSH public key (``--ssh-public-key``; default ``~/.ssh/id_ed25519.pub``, else ``~/.ssh/id_rsa.pub``); the
-  shipped stacks' example key is refused;
-* ``deployerPrincipalType`` from ``--deployer``: ``user`` (you, after ``az login``; Azure refuses a role
-  assignment whose principal type is wrong with ``UnmatchedPrincipalType``) or ``service-principal`` (CI);
-* ``--location``, ``--zone``, ``--vm-size`` (the size's vCPU quota family is printed) and ``--racks``.
 
-The template's comments stay; the lines it changes are rewritten in place, and the written file is parsed back
-and checked before anything is written. It never overwrites a file: an existing stack file or key file is exit 2.
-Then it prints the next three commands. A stack copied by hand is what the ``stack-identity`` rule catches.
+* a new payload signing key pair: the private key goes to `--signing-key` (default `~/.gb300/NAME-payload.pem`,
+  mode 0600, missing folders created with mode 0700, refused inside the project), the public key into the stack;
+
+* your SSH public key (`--ssh-public-key`; default `~/.ssh/id_ed25519.pub`, else `~/.ssh/id_rsa.pub`); the
+  shipped stacks' example key is refused;
+
+* `deployerPrincipalType` from `--deployer`: `user` (you, after `az login`; Azure refuses a role
+  assignment whose principal type is wrong with `UnmatchedPrincipalType`) or `service-principal` (CI);
+
+* `--location`, `--zone`, `--vm-size` (the size's vCPU quota family is printed) and `--racks`.
+
+The template's comments stay; the lines it changes are rewritten in place, and the new text is parsed as gb300
+reads a stack and checked before anything is written. It never overwrites a file: an existing stack file or key
+file is exit 2. Then it prints the next three commands. A stack copied by hand is what the `stack-identity` rule
+catches.
 """
 
 from __future__ import annotations
