@@ -5,6 +5,7 @@ example key and nothing else."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,3 +97,18 @@ def test_a_hand_copied_dev_stack_fails_the_plan(
         f"info    {identity.RULE_ID}: is the example key the shipped stacks carry: nobody holds its private half, so "
         "nobody could log in to this example stack. Put your own public key here before deploying it"
     ]
+
+
+def test_the_policy_pack_names_the_stack_from_the_urns(dev_plan: Any) -> None:
+    """Under `pulumi preview --policy-pack`, stack-identity knows the stack from the resources' URNs: dev's example
+    key is an info there as in `gb300 plan`, not the warning a stack of another name gets."""
+    from pulumi_policy import StackValidationArgs  # noqa: PLC0415
+
+    from gb300 import policy_pack  # noqa: PLC0415
+    from tests.rules.test_policy_pack import policy_resource  # noqa: PLC0415
+
+    args = StackValidationArgs([policy_resource(r) for r in dev_plan.resources], {}, {})
+    ctx = policy_pack._context(args, args.resources, dev_plan.config.policy, lambda: dev_plan.config)
+    assert ctx.stack == "dev"
+    [finding] = identity.stack_identity.evaluate(args.resources, ctx)
+    assert finding.level is Level.INFO
