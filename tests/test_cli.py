@@ -136,3 +136,30 @@ def test_a_broken_pipe_that_is_not_stdout_is_still_a_bug(
     monkeypatch.setattr(schema, "run", broken)
     assert cli.main(["schema"]) == cli.EXIT_INTERNAL
     assert "internal error (BrokenPipeError" in capsys.readouterr().err
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """`gb300 --version` prints the version pyproject.toml gives, and exits 0."""
+    import tomllib  # noqa: PLC0415
+
+    version = tomllib.loads((paths.REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out == f"gb300 {version}\n"
+
+
+def test_payload_publish_stack_reads_the_current_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`payload publish --stack NAME` reads Pulumi.NAME.yaml of the project around the current directory, not the
+    installed checkout's: a stack only the current project has is found (here, and refused for its content)."""
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "Pulumi.yaml").write_text("name: gb300\nruntime: python\nstackConfigDir: stacks\n")
+    (tmp_path / "stacks" / "Pulumi.elsewhere.yaml").write_text("config:\n  gb300:cluster: {}\n")
+    monkeypatch.chdir(tmp_path / "stacks")
+    argv = ["payload", "publish", "--stack", "elsewhere", "--account-url", "https://a.blob.core.windows.net"]
+    assert cli.main([*argv, "--expect", "head=" + "a" * 64]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" not in err
+    assert "gb300:cluster.name" in err

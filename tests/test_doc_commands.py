@@ -26,6 +26,10 @@ _COMMAND = re.compile(r"^(?:\$ )?(?:\.venv/bin/)?(gb300 [a-z][a-z-]*(?: .*)?)$")
 
 # The commands that cannot run in a test on this machine, and why. Each must still appear in the docs.
 CANNOT_RUN: dict[str, str] = {
+    "gb300 init mylab --ssh-public-key ~/.ssh/id_ed25519.pub": "writes stacks/Pulumi.mylab.yaml into the checkout "
+    "and a key under ~/.gb300; tests/test_init.py runs it in a copy of the project",
+    "gb300 init prod --from reference --location westus3 --deployer service-principal": "writes a stack file into "
+    "the checkout and a key under ~/.gb300; tests/test_init.py runs these flags in a copy of the project",
     "gb300 software lock": "downloads every unpinned file and key from its vendor (needs the Internet); "
     "tests/ops/test_software_lock.py runs it against local servers",
     "gb300 software lock --stack prod": "needs the Internet, and a stack file stacks/Pulumi.prod.yaml the "

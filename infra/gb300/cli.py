@@ -22,6 +22,7 @@ import select
 import sys
 import traceback
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 
 from gb300 import floors
@@ -43,10 +44,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Turn one Pulumi stack file into an Azure ND GB300 v6 (NVL72) training cluster.",
         epilog="Deploy for real with the Pulumi CLI: pulumi preview / pulumi up (see README.md and docs/).",
     )
+    parser.add_argument("--version", action="version", version=f"gb300 {_version()}", help="print gb300's version")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.add_parser(sub)
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml ``version``)."""
+    try:
+        return metadata.version("gb300")
+    except metadata.PackageNotFoundError:  # run from a checkout without an install
+        return "unknown (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

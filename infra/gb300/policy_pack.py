@@ -217,7 +217,14 @@ def _context(
     args: StackValidationArgs, resources: Sequence[Resource], settings: PolicySettings, stack: ConfigSource
 ) -> rules.RuleContext:
     source = str(args.get_config().get("quota") or "") or settings.quota
-    return rules.RuleContext(policy=settings, quota=_snapshot(source, resources), config=stack())
+    # The stack's name, as every URN carries it (urn:pulumi:<stack>::<project>::...): stack-identity reads it.
+    names = {r.urn.split(":", 3)[2].split("::", 1)[0] for r in resources if r.urn.startswith("urn:pulumi:")}
+    return rules.RuleContext(
+        policy=settings,
+        quota=_snapshot(source, resources),
+        config=stack(),
+        stack=names.pop() if len(names) == 1 else None,
+    )
 
 
 def violation(finding: Finding, *, advisory: bool = False) -> tuple[str, str | None]:

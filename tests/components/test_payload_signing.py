@@ -42,17 +42,23 @@ def test_no_storage_account_in_any_plan_allows_shared_keys(
         assert not [r for r in plan.resources if r.type == "azure-native:storage:Blob"], plan.stack
 
 
-def test_keygen_writes_a_private_key_only_its_owner_reads_and_prints_the_stack_line(
+def test_keygen_writes_a_private_key_only_its_owner_reads_and_prints_the_stack_yaml(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The private key is a PEM of mode 0600; stdout is the stack line with its public half; a second keygen
-    over the same file is refused (exit 2) and leaves it as it was."""
-    out = tmp_path / "payload.pem"
+    """The private key is a PEM of mode 0600 in folders keygen made (0700); stdout is the nested stack YAML with its
+    public half, which pasted under a stack's config: is what the stack file parses to; a second keygen over the same
+    file is refused (exit 2) and leaves it as it was."""
+    out = tmp_path / "home" / ".gb300" / "payload.pem"
     assert cli.main(["payload", "keygen", "--out", str(out)]) == 0
-    line = capsys.readouterr().out.strip()
+    block = capsys.readouterr().out
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert [stat.S_IMODE(p.stat().st_mode) for p in (out.parent, out.parent.parent)] == [0o700, 0o700]
     key = manifest.load_private_key(out.read_text(), source=str(out))
-    assert line == f"gb300:storage.nodePayload.signingPublicKey: {manifest.public_key_line(key)}"
+    pasted = tmp_path / "Pulumi.pasted.yaml"
+    pasted.write_text("config:\n" + block)
+    assert config.load_stack_file(pasted) == {
+        "storage": {"nodePayload": {"signingPublicKey": manifest.public_key_line(key)}}
+    }
     before = out.read_bytes()
     assert cli.main(["payload", "keygen", "--out", str(out)]) == 2
     assert "never overwrites" in capsys.readouterr().err

@@ -33,6 +33,12 @@ def test_simulate_prints_per_node_actions_and_writes_the_report(
     lines = decisions.read_text().splitlines()
     assert len(lines) == report["decisions"]
     assert json.loads(lines[0])["Source"] == "gb300-heal"
+    records = [json.loads(line) for line in lines]
+    # every decision about a node names its rack too, so per-rack queries find it
+    about_nodes = [r for r in records if r["Node"] and "," not in r["Node"] and "[" not in r["Node"]]
+    assert about_nodes
+    assert {(r["Node"], r["Rack"]) for r in about_nodes if not r["Rack"]} == set()
+    assert {r["Rack"] for r in about_nodes if r["Node"] == "r0002-09"} == {"sim-gpu-r0002"}
 
 
 def test_bad_scenario_exits_two_with_one_line_per_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -60,7 +66,26 @@ def test_missing_scenario_exits_two(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 def test_role_prints_the_roles_to_create(capsys: pytest.CaptureFixture[str]) -> None:
     """`gb300 heal role` prints role definitions az accepts, scoped to the resource groups given."""
-    assert cli.main(["heal", "role", "--subscription", "s1", "--resource-group", "rg-gpu"]) == 0
+    sub = "11111111-2222-3333-4444-555555555555"
+    assert cli.main(["heal", "role", "--subscription", sub, "--resource-group", "rg-gpu"]) == 0
     roles = json.loads(capsys.readouterr().out)
-    assert roles[0]["AssignableScopes"] == ["/subscriptions/s1/resourceGroups/rg-gpu"]
+    assert roles[0]["AssignableScopes"] == [f"/subscriptions/{sub}/resourceGroups/rg-gpu"]
     assert "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/redeploy/action" in roles[0]["Actions"]
+
+
+@pytest.mark.parametrize("value", ["s1", "", "11111111-2222-3333-4444-55555555555", "/subscriptions/x"])
+def test_role_refuses_a_subscription_that_is_not_a_guid(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A subscription id that is not a GUID is exit 2, one line naming the flag, and no role is printed (a scope
+    built from it would be refused by Azure only at `az role definition create`)."""
+    assert cli.main(["heal", "role", "--subscription", value, "--resource-group", "rg-gpu"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    [line] = err.strip().splitlines()
+    assert line.startswith("gb300 heal: --subscription must be a subscription id, a GUID")
+
+
+def test_heal_help_shows_no_raw_markup(capsys: pytest.CaptureFixture[str]) -> None:
+    """`gb300 heal --help` reads as text: no reStructuredText double backticks."""
+    with pytest.raises(SystemExit):
+        cli.main(["heal", "--help"])
+    assert "``" not in capsys.readouterr().out

@@ -29,8 +29,9 @@ def _with_image(raw: dict[str, Any], image: str, *, new_doca: bool = False) -> d
     return out
 
 
-def _pin_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Point the loader at a checksums file that pins every URL of the shipped versions."""
+def _pin_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, images: bool = True) -> None:
+    """Point the loader at a checksums file that pins every URL of the shipped versions (and, with ``images``,
+    every container image's digest)."""
     software = load_software()
     files = {
         f.url: {"sha256": "a" * 64, "status": "verified", "source": "t"} for c in software.components for f in c.files
@@ -40,14 +41,33 @@ def _pin_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     commits = {
         c.git.key: {"commit": "b" * 40, "status": "verified", "source": "t"} for c in software.components if c.git
     }
-    path.write_text(yaml.safe_dump({"files": files, "keys": keys, "commits": commits}))
+    digests = {
+        image: {"digest": "sha256:" + "c" * 64, "status": "verified", "source": "t"}
+        for image in software_module.container_images().values()
+    }
+    doc = {"files": files, "keys": keys, "commits": commits, **({"images": digests} if images else {})}
+    path.write_text(yaml.safe_dump(doc))
     monkeypatch.setattr(software_module, "CHECKSUMS_FILE", path)
+
+
+def test_a_container_image_without_a_digest_is_a_warning_naming_it(
+    reference_raw: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Everything pinned but the DCGM exporter's digest: one warning naming the image and `gb300 software lock`
+    (nodes pull it by tag); with the digest, nothing (the next test)."""
+    _pin_everything(tmp_path, monkeypatch, images=False)
+    [finding] = rule.findings(config.parse(reference_raw))
+    image = software_module.container_images()["dcgm-exporter"]
+    assert (finding.level, finding.resource) == (Level.WARNING, "gb300:software")
+    assert f"container image dcgm-exporter ({image}) has no digest" in finding.message
+    assert "gb300 software lock" in finding.message
 
 
 def test_reference_plan_has_containers(reference_plan: PlanResult) -> None:
     """The shipped data pins enroot and pyxis by commit, so the reference stack plans with no containers warning
     and its GPU nodes are told which commit to build."""
-    assert [f for f in reference_plan.findings if f.rule == rule.RULE_ID] == []
+    found = [f for f in reference_plan.findings if f.rule == rule.RULE_ID]
+    assert [f for f in found if "container image" not in f.message] == []  # an unpinned image: the test above
     for name in ("enroot", "pyxis"):
         git = load_software().component(name).git
         assert git is not None

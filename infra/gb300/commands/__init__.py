@@ -7,6 +7,7 @@ from types import ModuleType
 from gb300.commands import (
     docs,
     heal,
+    init,
     migrate_racks,
     payload,
     plan,
@@ -20,6 +21,7 @@ from gb300.commands import (
 )
 
 COMMANDS: tuple[ModuleType, ...] = (
+    init,
     plan,
     schema,
     topology,

@@ -3,7 +3,8 @@
 The configuration reference comes from the JSON Schema of the stack config (``gb300 schema``), which pydantic
 builds from the models: every key with its type, constraints, default and description. The CLI reference
 comes from the argument parsers. Edit those, never the generated pages; ``--check`` (and the tests) fail when a
-committed page differs from what the code says.
+committed page differs from what the code says, or when README.md or a page of docs/ names a command, an option, a
+default or a stack key the code does not have (:mod:`gb300.ops.doc_claims`).
 """
 
 from __future__ import annotations
@@ -30,10 +31,13 @@ def add_parser(subparsers: Any) -> None:
         help="write the generated reference pages (docs/configuration.md, docs/cli.md)",
         description=(
             "Write docs/configuration.md from the stack config's schema and docs/cli.md from the command "
-            "line's parsers. With --check, write nothing and exit 1 when a committed page is stale."
+            "line's parsers. With --check, write nothing and exit 1 when a committed page is stale, or when README.md "
+            "or docs/*.md names a gb300 command, option, default or stack key the code does not have (one line each)."
         ),
     )
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page is out of date")
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 when a page is out of date or a doc's claim false"
+    )
 
 
 def pages() -> dict[Path, str]:
@@ -56,10 +60,16 @@ def stale_pages(root: Path = paths.REPO_ROOT) -> list[Path]:
 
 def run(args: argparse.Namespace) -> int:
     if args.check:
+        from gb300 import cli  # noqa: PLC0415 - the parser of every command (cli imports this module)
+        from gb300.ops.doc_claims import check_docs  # noqa: PLC0415
+
         stale = stale_pages()
         for rel in stale:
             print(f"{rel}: out of date; run {REGENERATE}", file=sys.stderr)
-        return 1 if stale else 0
+        claims = check_docs(paths.REPO_ROOT, cli.build_parser())
+        for problem in claims:
+            print(problem, file=sys.stderr)
+        return 1 if stale or claims else 0
     for rel, text in pages().items():
         path = paths.REPO_ROOT / rel
         if not path.exists() or path.read_text(encoding="utf-8") != text:

@@ -1,14 +1,14 @@
-"""``gb300 heal``: the self-healing loop's offline tools (docs/self-healing.md).
+"""gb300 heal: the self-healing loop's offline tools (docs/self-healing.md).
 
-``gb300 heal simulate SCENARIO.yaml [--json REPORT]`` runs the remediation loop, the same code the head runs,
+gb300 heal simulate SCENARIO.yaml [--json REPORT] runs the remediation loop, the same code the head runs,
 against a simulated fleet (fake Slurm, Azure through azure-mgmt-compute over a fake HTTP transport, the gate's
 result format, nccl-tests fixtures) on a simulated clock, and prints what it did: per node its final state and
 actions in order, then drains, false drains, repairs, the median time to repair, whether the rails halted the
-loop, and the topology's final blocks. ``--json`` writes the full report; ``--decisions`` the decision records
+loop, and the topology's final blocks. --json writes the full report; --decisions the decision records
 as JSON lines (what the head sends to Azure Monitor).
 
-``gb300 heal role --subscription ID --resource-group RG [...] [--guest-health-report]`` prints the custom role
-definitions an operator creates once (``az role definition create --role-definition @FILE``): exactly the Azure
+gb300 heal role --subscription ID --resource-group RG [...] [--guest-health-report] prints the custom role
+definitions an operator creates once (az role definition create --role-definition @FILE): exactly the Azure
 actions the loop calls.
 
 Exit 0 when the simulation ran (whatever it found), 2 for an unreadable or invalid scenario (one line per
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -47,16 +48,34 @@ def add_parser(subparsers: Any) -> None:
         "--poll", type=float, default=60.0, metavar="SECONDS", help="the loop's tick while it has work (default 60)"
     )
     role = sub.add_parser("role", help="print the custom role definitions the loop's identity needs")
-    role.add_argument("--subscription", required=True, metavar="ID")
+    role.add_argument(
+        "--subscription",
+        required=True,
+        metavar="ID",
+        help="the subscription id (a GUID) the roles are scoped to: az account show --query id -o tsv",
+    )
     role.add_argument("--resource-group", required=True, action="append", metavar="RG", help="a GPU resource group")
     role.add_argument("--guest-health-report", action="store_true", help="add the Guest Health Report role")
+
+
+def _subscription(value: str) -> str:
+    """An Azure subscription id: a GUID, else a :class:`UsageError` (exit 2, one line)."""
+    try:
+        return str(uuid.UUID(value.strip()))
+    except ValueError:
+        raise UsageError(
+            f"--subscription must be a subscription id, a GUID such as 00000000-0000-0000-0000-000000000000 "
+            f"(got {value!r}); az account show --query id -o tsv prints yours"
+        ) from None
 
 
 def run(args: argparse.Namespace) -> int:
     if args.heal_command == "role":
         from gb300.heal.azure_calls import role_definitions  # noqa: PLC0415 - the SDK loads only when needed
 
-        roles = role_definitions(args.subscription, args.resource_group, guest_health_report=args.guest_health_report)
+        roles = role_definitions(
+            _subscription(args.subscription), args.resource_group, guest_health_report=args.guest_health_report
+        )
         print(json.dumps(roles, indent=2))
         return 0
     return _simulate(args)

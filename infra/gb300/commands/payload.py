@@ -2,13 +2,14 @@
 
 Examples::
 
-    gb300 payload keygen --out ~/.gb300/ref-payload.pem   # prints the stack line with the public key
+    gb300 payload keygen --out ~/.gb300/ref-payload.pem   # prints the stack YAML with the public key
     GB300_PAYLOAD_SIGNING_KEY="$(cat ~/.gb300/ref-payload.pem)" \\
       gb300 payload publish --stack ref --account-url https://refpl0a1b2c3d.blob.core.windows.net \\
       --expect head=<sha256> --expect gpu-train=<sha256>
 
-``keygen`` writes a new Ed25519 private key (PKCS#8 PEM, mode 0600, never over an existing file) and prints the
-public key as the stack line ``gb300:storage.nodePayload.signingPublicKey``. Keep the private key out of the
+``keygen`` writes a new Ed25519 private key (PKCS#8 PEM, mode 0600, never over an existing file; missing folders
+are created, mode 0700) and prints the public key as the nested stack YAML of
+``gb300:storage.nodePayload.signingPublicKey``, ready to paste under ``config:``. Keep the private key out of the
 repository: CI gives it to the deploy job as the environment secret GB300_PAYLOAD_SIGNING_KEY.
 
 ``publish`` is what ``pulumi up`` runs (the payload component's ``local.Command``): it renders the stack's
@@ -34,7 +35,6 @@ from gb300.node import manifest
 from gb300.ops import payload_publish
 
 NAME = "payload"
-STACK_LINE = "gb300:storage.nodePayload.signingPublicKey"
 
 
 def add_parser(subparsers: Any) -> None:
@@ -50,7 +50,9 @@ def add_parser(subparsers: Any) -> None:
     keygen.add_argument("--out", required=True, type=Path, metavar="FILE", help="where the private key goes (0600)")
     publish = actions.add_parser("publish", help="sign and upload the stack's node payloads (what pulumi up runs)")
     source = publish.add_mutually_exclusive_group(required=True)
-    source.add_argument("--stack", metavar="NAME", help="the stack stacks/Pulumi.NAME.yaml")
+    source.add_argument(
+        "--stack", metavar="NAME", help="the stack Pulumi.NAME.yaml of the Pulumi project in the current directory"
+    )
     source.add_argument("--stack-file", type=Path, metavar="PATH", help="this stack file")
     publish.add_argument(
         "--account-url", required=True, metavar="URL", help="the payload account's https://<account>.blob.<suffix>"
@@ -78,24 +80,58 @@ def run(args: argparse.Namespace) -> int:
     return _publish(args)
 
 
-def _keygen(out: Path) -> int:
+def write_signing_key(out: Path, *, flag: str = "--out") -> str:
+    """Write a new Ed25519 payload signing key to ``out`` (:func:`write_private_key`); return the public key's
+    base64 (the stack's ``signingPublicKey``)."""
     pem, line = manifest.generate_key()
+    write_private_key(out, pem, flag=flag)
+    return line
+
+
+def write_private_key(out: Path, pem: bytes, *, flag: str = "--out") -> None:
+    """Write ``pem`` to ``out`` with mode 0600, never over an existing file, creating missing parent folders with
+    mode 0700. A path that cannot be written is a :class:`UsageError` naming ``flag``."""
+    out = out.expanduser()
     try:
+        for folder in reversed([p for p in (out.parent, *out.parent.parents) if not p.exists()]):
+            folder.mkdir(mode=0o700)  # each folder made here is 0700 (mkdir(parents=True) gives the rest 0777-umask)
         fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        raise UsageError(f"--out {out}: exists; gb300 never overwrites a signing key (choose another path)") from None
+        if out.is_dir():
+            raise UsageError(f"{flag} {out}: is a directory; give a file name such as {out / 'payload.pem'}") from None
+        raise UsageError(f"{flag} {out}: exists; gb300 never overwrites a signing key (choose another path)") from None
     except OSError as exc:
-        raise UsageError(f"--out {out}: cannot be created ({exc.strerror})") from None
+        raise UsageError(f"{flag} {out}: cannot be created ({exc.strerror})") from None
     with os.fdopen(fd, "wb") as handle:
         handle.write(pem)
-    print(f"{STACK_LINE}: {line}")
+
+
+def stack_block(public_key: str) -> str:
+    """The nested stack YAML that carries ``public_key``, pasteable into ``config:`` of a stack file (merge it into
+    an existing ``gb300:storage`` mapping)."""
+    return f"  gb300:storage:\n    nodePayload:\n      signingPublicKey: {public_key}"
+
+
+def _keygen(out: Path) -> int:
+    line = write_signing_key(out)
+    print(stack_block(line))
     print(
-        f"gb300 payload keygen: private key in {out} (0600). Put the line above in the stack file; give the private "
-        f"key to the deploy job as the secret {manifest.SIGNING_KEY_ENV} (docs/gitops.md), and keep it out of the "
-        "repository",
+        f"gb300 payload keygen: private key in {out} (0600). Put the lines above under config: in the stack file "
+        "(merged into its gb300:storage); give the private key to the deploy job as the secret "
+        f"{manifest.SIGNING_KEY_ENV} (docs/gitops.md), and keep it out of the repository",
         file=sys.stderr,
     )
     return 0
+
+
+def _project_stack(name: str) -> Path:
+    """``Pulumi.<name>.yaml`` of the Pulumi project around the current directory (as ``gb300 plan --stack`` and
+    the Pulumi CLI find it; ``pulumi up`` runs this command in the project's directory)."""
+    here = Path.cwd().resolve()
+    project = paths.find_project(here)
+    if project is None:
+        raise UsageError(f"--stack {name}: no Pulumi.yaml in {here} or a directory above it; give --stack-file")
+    return paths.project_stack_file(project, name)
 
 
 def _expectations(values: list[str]) -> dict[str, str]:
@@ -111,7 +147,7 @@ def _expectations(values: list[str]) -> dict[str, str]:
 
 
 def _publish(args: argparse.Namespace) -> int:
-    path = args.stack_file if args.stack_file else paths.stack_file(args.stack)
+    path = args.stack_file if args.stack_file else _project_stack(args.stack)
     if not path.is_file():
         raise UsageError(f"stack file {path} does not exist")
     cfg = config.parse(config.load_stack_file(path))

@@ -15,6 +15,7 @@ from gb300.errors import UsageError
 from gb300.plan import run_plan
 from gb300.plan.render import suppressed_lines, text
 from gb300.plan.state import load_state, state_stacks
+from gb300.rules import identity
 
 NAME = "plan"
 
@@ -148,7 +149,15 @@ def run(args: argparse.Namespace) -> int:
             )
     started = time.perf_counter()
     print(f"gb300 plan: validating and registering resources of stack {name}...", file=sys.stderr)
-    result = run_plan(name, raw, quota=args.quota, deployed=deployed, prices=args.prices, stack_file=path)
+    result = run_plan(
+        name,
+        raw,
+        quota=args.quota,
+        deployed=deployed,
+        prices=args.prices,
+        stack_file=path,
+        siblings=identity.siblings(path),
+    )
     elapsed = time.perf_counter() - started
     print(
         f"gb300 plan: {len(result.resources):,} resources registered and checked in {elapsed:.1f}s",

@@ -1,8 +1,9 @@
 """``gb300 software lock``: pin what nodes download (sha256 of files, fingerprints of apt signing keys, the
 manifest digests of container images, resolved from their tags through the registry's API).
 
-Nodes refuse any download that infra/gb300/data/checksums.yaml does not pin, so a new version (in
-versions.yaml or a stack's ``gb300:software``) needs its checksums before it can install on plain Ubuntu.
+Nodes refuse any file or repository key that infra/gb300/data/checksums.yaml does not pin, so a new version (in
+versions.yaml or a stack's ``gb300:software``) needs its checksums before it can install on plain Ubuntu; a
+container image without its digest there is pulled by its tag, and ``gb300 plan`` warns (software-checksums).
 Run this on a machine with Internet access and gpg, review the diff of checksums.yaml, and commit it::
 
     gb300 software lock                  # pin every gap of the defaults and of every stack in stacks/
@@ -75,7 +76,7 @@ def software_sets(stacks: list[str]) -> list[SoftwareSet]:
 
 def container_images() -> dict[str, str]:
     """The container images nodes pull (service -> registry/repository:tag), pinned by digest in checksums.yaml."""
-    return {"dcgm-exporter": str(software.pin("dcgmExporterImage"))}
+    return software.container_images()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -549,6 +549,15 @@ def apply_software_overrides(
     return _build(load_yaml_mapping(path or VERSIONS_FILE), clean, load_checksums(checksums))
 
 
+CONTAINER_IMAGE_PINS: dict[str, str] = {"dcgm-exporter": "dcgmExporterImage"}
+"""The container images nodes pull: service -> its ``pins`` entry in versions.yaml (registry/repository:tag)."""
+
+
+def container_images() -> dict[str, str]:
+    """The container images nodes pull (service -> registry/repository:tag), pinned by digest in checksums.yaml."""
+    return {service: str(pin(name)) for service, name in CONTAINER_IMAGE_PINS.items()}
+
+
 def pin(name: str) -> Any:
     """The value of ``pins.<name>`` in versions.yaml: a package or image the storage and monitoring steps install
     by name (``lustreClientPackages``, ``blobfuse2Package``, ``dcgmExporterImage``, ``nodeExporterPackage``,

@@ -16,7 +16,7 @@ def load() -> dict[str, Any]:
 
 
 def stateful() -> dict[str, Any]:
-    """Stateful resource types -> ``{key, what, replaceOn, source, status}``."""
+    """Stateful resource types -> ``{key, what, replaceOn, identifiedBy, source, status}``."""
     result: dict[str, Any] = load()["stateful"]
     return result
 

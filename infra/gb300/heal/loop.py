@@ -410,6 +410,9 @@ class Remediator:
             self.topology_port.write(built.render())
 
     def _record(self, now: float, decision: str, reason: str, **fields: Any) -> None:
+        node = fields.get("node")
+        if node and not fields.get("rack"):  # a node's decision names its rack too (per-rack queries)
+            fields["rack"] = self._rack_name(node)
         self.sink(
             decision_record(
                 now=now, cluster=self.cluster, decision=decision, reason=reason, halted=self.halted, **fields

@@ -29,6 +29,7 @@ from gb300.plan.state import added
 
 if TYPE_CHECKING:
     from gb300.rules.data_loss import DeployedResource
+    from gb300.rules.identity import StackIdentity
 
 PROJECT = "gb300"
 
@@ -307,6 +308,7 @@ def run_plan(
     deployed: Sequence[DeployedResource] | None = None,
     prices: str | None = None,
     stack_file: Path | None = None,
+    siblings: Sequence[StackIdentity] = (),
 ) -> PlanResult:
     """Validate ``raw`` (raises ConfigError), register the program's resources, then evaluate and summarise.
 
@@ -319,6 +321,7 @@ def run_plan(
     (``data/prices.yaml``), ``live`` Azure's Retail Prices API, else a price table file (:mod:`gb300.cost`).
     ``stack_file``: gone live, its ``azure-native:subscriptionId`` (when set) is the subscription asked, as for the
     provider; the summary's ``azureSubscription`` names the one asked and where its id came from.
+    ``siblings`` are the project's other stacks (``stack-identity`` refuses their cluster name and signing key).
     """
     from gb300 import rules  # noqa: PLC0415 - rules import the plan's record type
 
@@ -330,7 +333,14 @@ def run_plan(
     # deeper per level (docs/scale.md). The rules and the summary read each resource's views once.
     with gc_paused(), inventory.shared_reads():
         return _assess(
-            stack, cfg, register(stack, raw), quota=quota, deployed=deployed, prices=prices, stack_file=stack_file
+            stack,
+            cfg,
+            register(stack, raw),
+            quota=quota,
+            deployed=deployed,
+            prices=prices,
+            stack_file=stack_file,
+            siblings=siblings,
         )
 
 
@@ -343,6 +353,7 @@ def _assess(
     deployed: Sequence[DeployedResource] | None,
     prices: str | None = None,
     stack_file: Path | None = None,
+    siblings: Sequence[StackIdentity] = (),
 ) -> PlanResult:
     """The registered ``resources`` evaluated by the rules and summarised (see :func:`run_plan`)."""
     from gb300 import paths, rules  # noqa: PLC0415 - rules import the plan's record type
@@ -359,7 +370,15 @@ def _assess(
     snapshot = quotas.fetch(source, resources, base=paths.REPO_ROOT, **asks) if source else None
     # Gone live, Azure also says whether each image version the stack boots exists (image-version-exists).
     images = images_live.fetch_live(images_live.used_images(cfg), **asks) if live else None
-    ctx = rules.RuleContext(policy=cfg.policy, quota=snapshot, config=cfg, deployed=deployed, images=images)
+    ctx = rules.RuleContext(
+        policy=cfg.policy,
+        quota=snapshot,
+        config=cfg,
+        deployed=deployed,
+        images=images,
+        stack=stack,
+        siblings=tuple(siblings),
+    )
     assessed = rules.assess(resources, ctx)
     findings, hidden = assessed.findings, assessed.hidden
     if live:

@@ -13,7 +13,8 @@ and docs/rules.md. Kinds (:class:`~gb300.rules.base.Kind`):
 
 One module per theme: :mod:`~gb300.rules.network`, :mod:`~gb300.rules.compute`, :mod:`~gb300.rules.security`,
 :mod:`~gb300.rules.storage`, :mod:`~gb300.rules.checkpoint`, :mod:`~gb300.rules.tags`, :mod:`~gb300.rules.quota`
-(resource); :mod:`~gb300.rules.software`, :mod:`~gb300.rules.images` (config); :mod:`~gb300.rules.data_loss`,
+(resource); :mod:`~gb300.rules.software`, :mod:`~gb300.rules.images`, :mod:`~gb300.rules.identity` (config);
+:mod:`~gb300.rules.data_loss`,
 :mod:`~gb300.rules.destroy`, :mod:`~gb300.rules.reimage` (state).
 """
 
@@ -35,6 +36,7 @@ from gb300.rules import (
     compute,
     data_loss,
     destroy,
+    identity,
     images,
     network,
     quota,
@@ -77,6 +79,7 @@ REGISTRY: tuple[Rule[Any], ...] = (
     secrets.findings,
     images.findings,
     images.image_version_exists,
+    identity.stack_identity,
     data_loss.data_loss,
     destroy.findings,
     reimage.findings,

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from gb300.azure.quota import QuotaSnapshot
     from gb300.config import StackConfig
     from gb300.rules.data_loss import DeployedResource
+    from gb300.rules.identity import StackIdentity
 
 AZURE_NATIVE = "azure-native:"
 # What the policy pack puts where a preview cannot know a value yet (the id of a resource not created).
@@ -38,14 +39,17 @@ OPEN_SOURCES = frozenset({"*", "internet", "any", "0.0.0.0/0", "0.0.0.0", "::/0"
 @dataclass(frozen=True)
 class RuleContext:
     """What a rule may read besides the resources: the policy settings, for quota Azure's usage, the typed stack
-    config (config rules; None where it cannot be read), the deployed state (state rules; None without one) and
-    Azure's answers about the images the stack boots (None unless the plan went live)."""
+    config (config rules; None where it cannot be read), the deployed state (state rules; None without one),
+    Azure's answers about the images the stack boots (None unless the plan went live), and the stack's name and
+    the identities of the project's other stacks (``stack-identity``; None and empty where unknown)."""
 
     policy: PolicySettings = field(default_factory=PolicySettings)
     quota: QuotaSnapshot | None = None
     config: StackConfig | None = None
     deployed: Sequence[DeployedResource] | None = None
     images: ImageAnswers | None = None
+    stack: str | None = None
+    siblings: tuple[StackIdentity, ...] = ()
 
 
 class Kind(enum.Enum):

@@ -8,7 +8,9 @@ writes it (``gb300 plan --state FILE``; see :mod:`gb300.plan.state`). It compare
 
 * a changed replace-triggering input (``storageCapacityTiB: 128 -> 256``; a Lustre filesystem's tie to Blob,
   ``hsm``, added, changed or removed): ERROR;
-* a deployed stateful resource the plan no longer declares, or declares under a new URN: ERROR;
+* a deployed stateful resource the plan no longer declares, or declares under a new URN: ERROR; an alias is
+  suggested only when the plan declares the same Azure resource (the same ``identifiedBy`` names: resource group,
+  parent and own name) under another URN, never for a different resource of the type;
 * the same, when ``gb300:storage.allowReplace`` names the store: WARNING (the plan still says what is lost).
 
 Under ``pulumi up`` the same resources are ``protect``-ed with ``replace_on_changes`` set, so the engine stops
@@ -82,6 +84,26 @@ def _show(value: Any, prop: str = "") -> str:
     return repr(value)
 
 
+def _identity(inputs: Mapping[str, Any], keys: Sequence[str]) -> tuple[Any, ...] | None:
+    """The Azure identity of a resource: its ``keys`` inputs, normalized; None when one is unknown."""
+    values = tuple(_norm(inputs.get(k)) for k in keys)
+    return values if keys and all(isinstance(v, str) and v for v in values) else None
+
+
+def _moved(old: DeployedResource, planned: Sequence[Resource], keys: Sequence[str]) -> str:
+    """An alias hint when the plan declares the same Azure resource as ``old`` under another URN, else nothing."""
+    mine = _identity(old.inputs, keys)
+    if mine is None:
+        return ""
+    same = [r.urn for r in planned if r.type == old.type and _identity(r.inputs, keys) == mine]
+    if not same:
+        return ""
+    return (
+        f" (the plan declares the same Azure resource, {'/'.join(str(v) for v in mine)}, under another URN, "
+        f"{same[0]}: give it the alias {old.urn} instead, and Pulumi keeps it)"
+    )
+
+
 def _state(resources: Sequence[Resource], ctx: RuleContext) -> tuple[object, ...]:
     """The check's arguments: the plan, the deployed state and the consent, gb300:storage.allowReplace."""
     return (resources, ctx.deployed or (), ctx.config.storage.allow_replace if ctx.config else ())
@@ -132,8 +154,7 @@ def data_loss(
             else f"Revert the change, or copy the data off and add '{key}' to gb300:storage.allowReplace."
         )
         if new is None:
-            same_type = [r for r in planned if r.type == old.type]
-            moved = " (the plan declares one under another URN: add an alias instead)" if same_type else ""
+            moved = _moved(old, planned, spec.get("identifiedBy") or [])
             yield Report(
                 level,
                 old.urn,

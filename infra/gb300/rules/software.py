@@ -9,13 +9,15 @@ checksums.yaml) and the images its GPU pools boot, and says what a node will do 
 - A pool on an image the catalog knows does not carry the GB stack (plain Ubuntu) downloads everything:
   a missing pin stops its bootstrap, so its nodes never join Slurm (error).
 - A pool on an image the catalog does not know may or may not need the downloads (warning).
+- A container image nodes run (the DCGM exporter) without a digest in checksums.yaml is pulled by its tag, which
+  its registry can point at other bytes later: nodes do not refuse it, so the plan says so (warning).
 """
 
 from __future__ import annotations
 
 from gb300.config import StackConfig
 from gb300.facts import catalog
-from gb300.facts.software import SoftwareSet, apply_software_overrides
+from gb300.facts.software import SoftwareSet, apply_software_overrides, container_images, load_checksums
 from gb300.findings import Level, Report
 from gb300.rules.base import config_rule
 
@@ -37,15 +39,30 @@ def _unpinned_by_component(software: SoftwareSet) -> dict[str, list[str]]:
     return out
 
 
+def _unpinned_images() -> list[Report]:
+    """One warning per container image nodes pull whose manifest digest checksums.yaml does not pin."""
+    pins = load_checksums()
+    return [
+        Report(
+            Level.WARNING,
+            "gb300:software",
+            f"container image {service} ({image}) has no digest in infra/gb300/data/checksums.yaml: nodes pull it "
+            f"by its tag, which the registry can point at other bytes later (they do not refuse it); {_FIX}",
+        )
+        for service, image in sorted(container_images().items())
+        if not pins.digest(image)
+    ]
+
+
 @config_rule("software-checksums")
 def findings(cfg: StackConfig) -> list[Report]:
     """What the stack's nodes will refuse to download, and what follows from it."""
     software = apply_software_overrides(cfg.software)
+    out: list[Report] = _unpinned_images()
     missing = _unpinned_by_component(software)
     if not missing:
-        return []
+        return out
     deferred = {c.name for c in software.components if c.deferred}
-    out: list[Report] = []
     containers = sorted(n for n in missing if n in deferred)
     if containers:
         count = sum(len(missing[n]) for n in containers)
