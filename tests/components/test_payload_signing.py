@@ -12,16 +12,13 @@ from typing import Any
 
 import pytest
 import requests
-from azure.core.credentials import AccessToken
-from azure.core.pipeline.transport import HttpTransport
-from azure.core.rest._requests_basic import RestRequestsTransportResponse  # what RequestsTransport answers
 
 from gb300 import cli, config
 from gb300.node import manifest
 from gb300.ops import payload_publish
 from gb300.plan import PlanResult, run_plan
 from tests.rules.test_rules_stacks import BAD_STACK
-from tests.support import signing
+from tests.support import fake_arm, signing
 
 ACCOUNT = "azure-native:storage:StorageAccount"
 
@@ -152,43 +149,22 @@ def test_publish_takes_only_a_blob_endpoint_url(
     assert "--account-url must be https://<account>.blob.core.windows.net" in capsys.readouterr().err
 
 
-class _Forbidden(HttpTransport):  # type: ignore[misc]
+class _Forbidden(fake_arm.FakeHttp):
     """A Blob service whose answer to everything is 403 AuthorizationPermissionMismatch (a grant not arrived)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.requests: list[str] = []
 
-    def __enter__(self) -> _Forbidden:
-        return self
-
-    def __exit__(self, *args: object) -> None:
-        return None
-
-    def open(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-    def send(self, request: Any, **kwargs: Any) -> RestRequestsTransportResponse:
-        self.requests.append(f"{request.method} {request.url.split('?')[0]} {request.headers['Authorization'][:7]}")
-        raw = requests.Response()
-        raw.status_code, raw.reason = 403, "Forbidden"
-        raw.headers["x-ms-error-code"] = "AuthorizationPermissionMismatch"
-        raw.headers["Content-Type"] = "application/xml"
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+        url = (request.url or "").split("?")[0]
+        self.requests.append(f"{request.method} {url} {request.headers['Authorization'][:7]}")
         body = (
             b'<?xml version="1.0" encoding="utf-8"?><Error><Code>AuthorizationPermissionMismatch</Code><Message>This '
             b"request is not authorized to perform this operation using this permission.</Message></Error>"
         )
-        raw.headers["Content-Length"] = str(len(body))
-        raw._content = body
-        raw.raw = io.BytesIO(body)
-        return RestRequestsTransportResponse(request=request, internal_response=raw)
-
-
-class _Token:
-    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
-        return AccessToken("entra-token", 4_102_444_800)
+        headers = {"x-ms-error-code": "AuthorizationPermissionMismatch", "Content-Type": "application/xml"}
+        return fake_arm.response(request, 403, body, headers)
 
 
 def test_a_role_that_never_arrives_fails_after_the_wait_with_a_clear_message() -> None:
@@ -196,7 +172,10 @@ def test_a_role_that_never_arrives_fails_after_the_wait_with_a_clear_message() -
     role the deployer needs and the setting that grants it; every request carried a bearer token."""
     transport = _Forbidden()
     client = payload_publish.container_client(
-        "https://devpl0123abcd.blob.core.windows.net", "gb300-node-payload", _Token(), transport=transport
+        "https://devpl0123abcd.blob.core.windows.net",
+        "gb300-node-payload",
+        fake_arm.StaticCredential(),
+        transport=fake_arm.transport(transport),
     )
     waits: list[float] = []
     rendered = payload_publish.Rendered("head", b"x", "a" * 64)

@@ -7,8 +7,9 @@ the stack's public key counts; anything else is treated as absent, with a warnin
 the payload is published anew. Serials stay in the range nodes compare exactly (payload_limits in node.yaml).
 
 The publisher runs with azure-storage-blob's real ContainerClient and pipeline; the Blob service is
-:class:`BlobService`, an in-process transport that answers Get Blob Properties (HEAD), ranged Get Blob and Put
-Blob as Azure does (status, headers, x-ms-error-code). It cannot show anything about the network, TLS or
+:class:`BlobService`, a ``requests`` adapter behind azure-core's own RequestsTransport
+(tests/support/fake_arm.py) that answers Get Blob Properties (HEAD), ranged Get Blob and Put Blob as Azure does
+(status, headers, x-ms-error-code). It cannot show anything about the network, TLS or
 authentication (tests/node/test_payload_delivery.py runs the upload against a served Blob endpoint).
 """
 
@@ -21,13 +22,10 @@ from typing import Any
 
 import pytest
 import requests
-from azure.core.credentials import AccessToken
-from azure.core.pipeline.transport import HttpTransport
-from azure.core.rest._requests_basic import RestRequestsTransportResponse  # what RequestsTransport answers
 
 from gb300.node import manifest
 from gb300.ops import payload_publish
-from tests.support import signing
+from tests.support import fake_arm, signing
 
 ACCOUNT_URL = "https://devpl0123abcd.blob.core.windows.net"
 CONTAINER = "gb300-node-payload"
@@ -43,78 +41,66 @@ ARCHIVE_BLOB = manifest.archive_blob(SHA)
 MiB = 1024 * 1024
 
 
-class BlobService(HttpTransport):  # type: ignore[misc]
+class BlobService(fake_arm.FakeHttp):
     """The payload container, answering as Azure's Blob service does: HEAD (Get Blob Properties) with the blob's
     Content-Length, GET with ``x-ms-range`` as 206 and a Content-Range, PUT as 201; 404 ``BlobNotFound`` for a
     missing blob. Records each request (method, blob, range) and the bytes each GET sent."""
 
     def __init__(self, blobs: dict[str, bytes] | None = None) -> None:
+        super().__init__()
         self.blobs = dict(blobs or {})
         self.requests: list[tuple[str, str, str]] = []
         self.sent: dict[str, int] = {}
 
-    def __enter__(self) -> BlobService:
-        return self
-
-    def __exit__(self, *args: object) -> None:
-        return None
-
-    def open(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-    def send(self, request: Any, **kwargs: Any) -> RestRequestsTransportResponse:
-        path = request.url.split("?")[0].split(f"/{CONTAINER}/", 1)[1]
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+        path = (request.url or "").split("?")[0].split(f"/{CONTAINER}/", 1)[1]
         wanted = request.headers.get("x-ms-range", "")
-        self.requests.append((request.method, path, wanted))
+        self.requests.append((request.method or "", path, wanted))
         headers = {
             "ETag": '"0x8DC1"',
             "Last-Modified": "Tue, 01 Dec 2026 00:00:00 GMT",
             "x-ms-version": "2025-01-05",
-            "x-ms-request-id": "00000000-0000-0000-0000-000000000000",
         }
         if request.method == "PUT":
-            self.blobs[path] = bytes(request.body or b"")
-            return _response(request, 201, b"", headers | {"x-ms-request-server-encrypted": "true"})
+            self.blobs[path] = _body(request)
+            return fake_arm.response(request, 201, b"", headers | {"x-ms-request-server-encrypted": "true"})
         if path not in self.blobs:
             error = b'<?xml version="1.0" encoding="utf-8"?><Error><Code>BlobNotFound</Code></Error>'
             body = b"" if request.method == "HEAD" else error
-            return _response(request, 404, body, headers | {"x-ms-error-code": "BlobNotFound"})
+            return fake_arm.response(request, 404, body, headers | {"x-ms-error-code": "BlobNotFound"})
         data = self.blobs[path]
         headers |= {"x-ms-blob-type": "BlockBlob", "Content-Type": "application/octet-stream"}
         if request.method == "HEAD":
-            return _response(request, 200, b"", headers | {"Content-Length": str(len(data))}, length=len(data))
+            return fake_arm.response(request, 200, b"", headers | {"Content-Length": str(len(data))})
         first, last = 0, len(data) - 1
         if wanted:
             start, _, end = wanted.removeprefix("bytes=").partition("-")
             first, last = int(start), min(int(end or last), last)
             headers["Content-Range"] = f"bytes {first}-{last}/{len(data)}"
         self.sent[path] = self.sent.get(path, 0) + last + 1 - first
-        return _response(request, 206 if wanted else 200, data[first : last + 1], headers)
+        sent = data[first : last + 1]
+        return fake_arm.response(request, 206 if wanted else 200, sent, headers | {"Content-Length": str(len(sent))})
 
 
-def _response(
-    request: Any, status: int, body: bytes, headers: dict[str, str], length: int | None = None
-) -> RestRequestsTransportResponse:
-    raw = requests.Response()
-    raw.status_code, raw.reason = status, {200: "OK", 201: "Created", 206: "Partial Content", 404: "Not Found"}[status]
-    raw.headers.update(headers)
-    raw.headers["Content-Length"] = str(len(body) if length is None else length)
-    raw._content = body
-    raw.raw = io.BytesIO(body)
-    return RestRequestsTransportResponse(request=request, internal_response=raw)
-
-
-class _Token:
-    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
-        return AccessToken("entra-token", 4_102_444_800)
+def _body(request: requests.PreparedRequest) -> bytes:
+    """What a PUT carried: azure-core hands requests bytes, a stream or an iterator of chunks."""
+    body = request.body
+    if body is None:
+        return b""
+    if isinstance(body, bytes | bytearray):
+        return bytes(body)
+    if isinstance(body, str):
+        return body.encode()
+    if hasattr(body, "read"):
+        return bytes(body.read())
+    return b"".join(bytes(chunk) for chunk in body)
 
 
 def _publish(service: BlobService, payload: payload_publish.Rendered = PAYLOAD) -> tuple[manifest.Manifest, str]:
     """Publish ``payload`` of cluster dev into ``service``, verifying with the tests' key; (manifest, stderr)."""
-    client = payload_publish.container_client(ACCOUNT_URL, CONTAINER, _Token(), transport=service)
+    client = payload_publish.container_client(
+        ACCOUNT_URL, CONTAINER, fake_arm.StaticCredential(), transport=fake_arm.transport(service)
+    )
     out = io.StringIO()
     publisher = payload_publish.Publisher(client, role_wait_s=0, clock=lambda: NOW_S, out=out)
     got = publisher.publish(CLUSTER, payload, signing.key(), public_key=signing.public_key())

@@ -33,6 +33,7 @@ __all__ = [
     "StaticCredential",
     "forbidden",
     "json_response",
+    "response",
     "timeout",
     "transport",
 ]
@@ -59,23 +60,29 @@ class FakeHttp(requests.adapters.BaseAdapter):
         pass
 
 
+def response(
+    request: requests.PreparedRequest, status: int, body: bytes = b"", headers: dict[str, str] | None = None
+) -> requests.Response:
+    """An answer to ``request`` as Azure sends it: ``body`` as given, with a request id and ``headers``."""
+    answer = requests.Response()
+    answer.status_code = status
+    answer.reason = http.HTTPStatus(status).phrase
+    answer._content = body
+    answer.raw = urllib3.HTTPResponse(body=io.BytesIO(body), status=status, preload_content=False)
+    answer.headers["x-ms-request-id"] = "00000000-0000-0000-0000-000000000001"
+    for key, value in (headers or {}).items():
+        answer.headers[key] = value
+    answer.url = request.url or ""
+    answer.request = request
+    return answer
+
+
 def json_response(
     request: requests.PreparedRequest, status: int, body: Any, headers: dict[str, str] | None = None
 ) -> requests.Response:
     """An answer to ``request`` as Azure sends it: ``body`` as JSON (none for None), with a request id."""
-    response = requests.Response()
-    response.status_code = status
-    response.reason = http.HTTPStatus(status).phrase
     content = b"" if body is None else json.dumps(body).encode()
-    response._content = content
-    response.raw = urllib3.HTTPResponse(body=io.BytesIO(content), status=status, preload_content=False)
-    response.headers["Content-Type"] = "application/json; charset=utf-8"
-    response.headers["x-ms-request-id"] = "00000000-0000-0000-0000-000000000001"
-    for key, value in (headers or {}).items():
-        response.headers[key] = value
-    response.url = request.url or ""
-    response.request = request
-    return response
+    return response(request, status, content, {"Content-Type": "application/json; charset=utf-8", **(headers or {})})
 
 
 def transport(adapter: requests.adapters.BaseAdapter) -> RequestsTransport:
