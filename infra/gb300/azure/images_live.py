@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gb300.azure import answers
 from gb300.azure import credential as azure_credential
 
 if TYPE_CHECKING:
@@ -101,14 +102,11 @@ def fetch_live(
     return ImageAnswers(LIVE, {key: _ask(client, used) for key, used in sorted(distinct.items())})
 
 
-def _ask(client: Any, used: UsedImage) -> ImageAnswer:  # noqa: PLR0911 - one return per way Azure answers
+def _ask(client: Any, used: UsedImage) -> ImageAnswer:
     """One image in one region: a 404 is ``exists=False``, every other failure ``exists=None`` with why."""
     from azure.core.exceptions import (  # noqa: PLC0415 - the Azure SDK loads only when asked to go live
         AzureError,
-        ClientAuthenticationError,
         HttpResponseError,
-        ServiceRequestError,
-        ServiceResponseError,
     )
 
     publisher, offer, sku, version = used.parts
@@ -119,23 +117,8 @@ def _ask(client: Any, used: UsedImage) -> ImageAnswer:  # noqa: PLR0911 - one re
             client.virtual_machine_images.get(used.region, publisher, offer, sku, version)
             exists = True
         return ImageAnswer(used.urn, used.region, exists, None if exists else "no version listed")
-    except ClientAuthenticationError as exc:
-        code = getattr(exc, "status_code", None)
-        why = f"HTTP {code}: not authorized" if code else f"no Azure credential ({_first_line(exc)})"
-        return ImageAnswer(used.urn, used.region, None, why)
-    except HttpResponseError as exc:
-        if exc.status_code == 404:
-            return ImageAnswer(used.urn, used.region, False, f"HTTP 404: {_first_line(exc)}")
-        if exc.status_code in (401, 403):
-            why = f"HTTP {exc.status_code}: the identity may not read Microsoft.Compute images (needs Reader)"
-            return ImageAnswer(used.urn, used.region, None, why)
-        return ImageAnswer(used.urn, used.region, None, f"HTTP {exc.status_code}: {_first_line(exc)}")
-    except (ServiceRequestError, ServiceResponseError) as exc:
-        return ImageAnswer(used.urn, used.region, None, f"Azure did not answer in time ({_first_line(exc)})")
     except AzureError as exc:
-        return ImageAnswer(used.urn, used.region, None, _first_line(exc))
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+        if isinstance(exc, HttpResponseError) and exc.status_code == 404:
+            return ImageAnswer(used.urn, used.region, False, f"HTTP 404: {answers.first_line(exc)}")
+        why = answers.unanswered(exc, "Microsoft.Compute images (needs Reader)")
+        return ImageAnswer(used.urn, used.region, None, why)

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from gb300.azure import answers
 from gb300.azure import credential as azure_credential
 from gb300.findings import Level, Report
 
@@ -67,9 +68,9 @@ def ask(  # noqa: PLR0911 - one return per way Azure can fail to answer
     try:
         response = client.send_request(request, connection_timeout=timeout_s, read_timeout=timeout_s)
     except ClientAuthenticationError as exc:
-        return Answer(None, f"no Azure credential ({_first_line(exc)})")
+        return Answer(None, f"no Azure credential ({answers.first_line(exc)})")
     except AzureError as exc:
-        return Answer(None, f"Azure did not answer ({_first_line(exc)})")
+        return Answer(None, f"Azure did not answer ({answers.first_line(exc)})")
     if response.status_code in (401, 403):
         return Answer(
             None,
@@ -83,11 +84,6 @@ def ask(  # noqa: PLR0911 - one return per way Azure can fail to answer
         return Answer(int(size))
     except (ValueError, KeyError, TypeError):
         return Answer(None, "Azure's answer has no filesystemSubnetSize")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def findings(answer: Answer, subnet_prefix: str, reserved: int, *, sku: str, capacity_tib: float) -> list[Report]:

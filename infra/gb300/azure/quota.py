@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gb300.azure import answers
 from gb300.azure import credential as azure_credential
 from gb300.azure.inventory import Resource, whole
 from gb300.azure.machines import machines
@@ -265,13 +266,7 @@ def fetch_live(
 
     Without ``credential``, gb300's own (:func:`gb300.azure.credential.signed_in`): none raises ``CredentialError``.
     """
-    from azure.core.exceptions import (  # noqa: PLC0415 - the Azure SDK loads only when asked to go live
-        AzureError,
-        ClientAuthenticationError,
-        HttpResponseError,
-        ServiceRequestError,
-        ServiceResponseError,
-    )
+    from azure.core.exceptions import AzureError  # noqa: PLC0415 - the Azure SDK loads only when asked to go live
     from azure.mgmt.compute import ComputeManagementClient  # noqa: PLC0415
 
     regions = list(regions)
@@ -304,28 +299,10 @@ def fetch_live(
                 if _text(getattr(s, "resource_type", None)).lower() == "virtualmachines"
             }
             out[region] = RegionQuota(region, usages, offers)
-        except ClientAuthenticationError as exc:
-            code = getattr(exc, "status_code", None)
-            why = f"HTTP {code}: not authorized" if code else f"no Azure credential ({_first_line(exc)})"
-            out[region] = RegionQuota(region, unverified=why)
-        except HttpResponseError as exc:
-            code = exc.status_code
-            why = (
-                f"HTTP {code}: the identity may not read Microsoft.Compute usages (needs Reader on the subscription)"
-                if code in (401, 403)
-                else f"HTTP {code}: {_first_line(exc)}"
-            )
-            out[region] = RegionQuota(region, unverified=why)
-        except (ServiceRequestError, ServiceResponseError) as exc:
-            out[region] = RegionQuota(region, unverified=f"Azure did not answer in time ({_first_line(exc)})")
         except AzureError as exc:
-            out[region] = RegionQuota(region, unverified=_first_line(exc))
+            reads = "Microsoft.Compute usages (needs Reader on the subscription)"
+            out[region] = RegionQuota(region, unverified=answers.unanswered(exc, reads))
     return QuotaSnapshot(LIVE, out, where)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def fetch(source: str, resources: Sequence[Resource], *, base: Path | None = None, **live_kwargs: Any) -> QuotaSnapshot:

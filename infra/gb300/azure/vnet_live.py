@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gb300.azure import answers
 from gb300.azure import credential as azure_credential
 from gb300.config.netplan import SubnetPlan
 from gb300.config.resource_ids import ResourceId
@@ -38,11 +39,7 @@ def fetch(vnet: ResourceId, *, credential: Any = None, timeout_s: float = 20.0, 
     """Read the VNet; every failure is a :class:`VnetAnswer` with ``missing`` or ``unverified`` set."""
     from azure.core.exceptions import (  # noqa: PLC0415 - the Azure SDK loads only when asked to go live
         AzureError,
-        ClientAuthenticationError,
-        HttpResponseError,
         ResourceNotFoundError,
-        ServiceRequestError,
-        ServiceResponseError,
     )
     from azure.mgmt.network import NetworkManagementClient  # noqa: PLC0415
 
@@ -56,32 +53,15 @@ def fetch(vnet: ResourceId, *, credential: Any = None, timeout_s: float = 20.0, 
         got = client.virtual_networks.get(vnet.resource_group, vnet.name)
     except ResourceNotFoundError:
         return VnetAnswer(missing=True)
-    except ClientAuthenticationError as exc:
-        code = getattr(exc, "status_code", None)
-        return VnetAnswer(unverified=f"HTTP {code}: not authorized" if code else f"no Azure credential ({exc})")
-    except HttpResponseError as exc:
-        code = exc.status_code
-        why = (
-            f"HTTP {code}: the identity may not read the VNet (needs Microsoft.Network/virtualNetworks/read on it)"
-            if code in (401, 403)
-            else f"HTTP {code}: {_first_line(exc)}"
-        )
-        return VnetAnswer(unverified=why)
-    except (ServiceRequestError, ServiceResponseError) as exc:
-        return VnetAnswer(unverified=f"Azure did not answer in time ({_first_line(exc)})")
     except AzureError as exc:
-        return VnetAnswer(unverified=_first_line(exc))
+        reads = "the VNet (needs Microsoft.Network/virtualNetworks/read on it)"
+        return VnetAnswer(unverified=answers.unanswered(exc, reads))
     space = got.address_space
     prefixes = tuple(str(p) for p in ((space.address_prefixes if space else None) or []))
     subnets = tuple(
         (str(s.name), str(s.address_prefix or (s.address_prefixes or [""])[0])) for s in (got.subnets or []) if s.name
     )
     return VnetAnswer(prefixes, subnets)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def _net(prefix: str) -> ipaddress.IPv4Network | None:
