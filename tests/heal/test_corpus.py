@@ -11,10 +11,19 @@ from gb300.heal import generate
 from gb300.heal.policy import EVENT_KINDS
 from gb300.heal.scenario import load
 
+from gb300.heal import sim
+
 from .conftest import SCENARIOS, misjudged, simulate
 
 CORPUS = sorted(SCENARIOS.glob("*.yaml"))
 HALTING = {"bad-rollout-halt.yaml"}
+# Scenarios that end with a person by design (asserted in their own tests below): not judged by misjudged().
+TO_A_PERSON = {"flapping-xid48.yaml", "recurs-after-redeploy.yaml", "azure-forbidden.yaml"}
+
+
+def calls(result: sim.Result, action: str) -> list[str]:
+    """The ARM requests of one kind the simulated Azure received (restart, reimage, redeploy, instanceView)."""
+    return [c for c in result.world.azure_calls if c.rsplit("/", 1)[-1] == action]
 
 
 def test_corpus_has_twelve_cases_and_every_event_kind() -> None:
@@ -31,7 +40,7 @@ def test_shipped_scenario(path: Path) -> None:
     report = simulate(path).report()
     assert report["halted"] is (path.name in HALTING)
     assert report["false_drains"] == 0
-    if not report["halted"]:
+    if not report["halted"] and path.name not in TO_A_PERSON:
         assert misjudged(report) == []
 
 
@@ -99,3 +108,78 @@ def test_decision_records_carry_evidence() -> None:
     assert len(record["Evidence"]) == 3
     assert all("ib-flap" in e for e in record["Evidence"])
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", record["TimeGenerated"])
+
+
+def test_azure_not_now_keeps_the_node_on_its_rung() -> None:
+    """429 with Retry-After on every restart for 25 minutes, and 409 on one VM for half an hour: both nodes are
+    restarted once Azure lets them; no reimage, no redeploy, nothing escalated, no report; refusals counted."""
+    result = simulate(SCENARIOS / "azure-throttled.yaml")
+    report = result.report()
+    assert report["azure_refusals"] > 10
+    assert report["escalated"] == 0
+    assert report["guest_health_reports"] == 0
+    assert calls(result, "reimage") == calls(result, "redeploy") == []
+    assert misjudged(report) == []
+    later = [r for r in result.records if r["Decision"] == "azure-later"]
+    assert any("in 60s" in r["Reason"] for r in later)  # Retry-After honoured
+
+
+def test_a_refusal_that_will_not_change_fails_the_rung_but_never_escalates() -> None:
+    """403 on every call for one node: each rung fails, the node stays drained for a person, it is not escalated
+    and no Guest Health Report is filed (ARM errors alone are no evidence against the host)."""
+    report = simulate(SCENARIOS / "azure-forbidden.yaml").report()
+    (node,) = [n for n in report["nodes"] if n["node"] == "r0001-04"]
+    assert node["final_state"] == "drained"
+    assert node["case"] == "held"
+    assert node["escalated"] is False
+    assert report["escalated"] == 0
+    assert report["guest_health_reports"] == 0
+
+
+def test_a_head_that_dies_after_the_call_does_not_repeat_it() -> None:
+    """The head dies right after its restart call returns and is back 2 minutes later: it reads its intent,
+    asks the VM's instance view, and does not restart the VM again; the node is repaired by that one restart."""
+    result = simulate(SCENARIOS / "head-crash-mid-action.yaml")
+    report = result.report()
+    assert report["head_crashes"] == 1
+    assert len(calls(result, "restart")) == 1
+    assert len(calls(result, "instanceView")) == 1
+    assert misjudged(report) == []
+    assert [r for r in result.records if r["Decision"] == "reconcile"]
+
+
+def test_a_flapping_node_goes_to_a_person_after_its_second_recurrence() -> None:
+    """XID 48 back three hours after every reboot: two repairs, then the third case is drained and escalated
+    (NVSentinel's 7-day MultipleRemediations), not rebooted a third time; the report counts every case."""
+    result = simulate(SCENARIOS / "flapping-xid48.yaml")
+    report = result.report()
+    (node,) = [n for n in report["nodes"] if n["node"] == "r0001-09"]
+    assert node["cases"] == 3
+    assert node["escalated"] is True
+    assert node["final_state"] == "drained"
+    assert len(calls(result, "restart")) == 2
+    assert report["escalated"] == 1
+
+
+def test_a_fault_back_after_a_redeploy_is_reported_not_redeployed_again() -> None:
+    """The fault returns after the redeploy cured it: one redeploy in all, a second Guest Health Report (against
+    the new host), and the node escalated to a person."""
+    result = simulate(SCENARIOS / "recurs-after-redeploy.yaml")
+    report = result.report()
+    (node,) = [n for n in report["nodes"] if n["node"] == "r0001-11"]
+    assert node["cases"] == 2
+    assert node["escalated"] is True
+    assert len(calls(result, "redeploy")) == 1
+    assert report["guest_health_reports"] == 2
+
+
+def test_resume_judges_the_queued_cases_again() -> None:
+    """40 of 180 nodes fail a DCGM diagnostic in one minute (a glitch): the loop halts; after a person's resume the
+    queued cases are judged on the gate's current result, and no healthy node is drained."""
+    result = simulate(SCENARIOS / "resume-rejudges-glitch.yaml")
+    report = result.report()
+    decisions = [r["Decision"] for r in result.records]
+    assert "halt" in decisions
+    assert report["halted"] is False
+    assert report["drains"] == 0
+    assert sum(1 for n in report["nodes"] if n["case"] == "dismissed") == 40

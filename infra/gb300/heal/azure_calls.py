@@ -9,6 +9,8 @@ Calls (the SDK method, then the permission it needs):
 * ``begin_redeploy``: ``.../virtualMachines/redeploy/action`` (rung ``replace``: the SDK documents it as "shuts down
   the virtual machine in the virtual machine scale set, moves it to a new node, and powers it back on"; the VM
   keeps its name, instance id and model, so no permission on the scale set's model is needed);
+* ``get_instance_view``: ``.../virtualMachines/instanceView/read`` (after a head restart, whether a call the loop meant to make
+  reached Azure: the VM's ``ProvisioningState/<state>`` status and its time);
 * a Guest Health Report, ``PUT /subscriptions/{id}/providers/Microsoft.Impact/workloadImpacts/{name}`` sent
   through the same client's pipeline: ``Microsoft.Impact/workloadImpacts/write`` (subscription scope).
 
@@ -31,6 +33,7 @@ from gb300.slurm.hostlist import natural_key
 VMS = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
 REPAIR_ACTIONS: tuple[str, ...] = (
     f"{VMS}/read",
+    f"{VMS}/instanceView/read",
     f"{VMS}/restart/action",
     f"{VMS}/reimage/action",
     f"{VMS}/redeploy/action",
@@ -81,6 +84,19 @@ class AzureRepairs:
         operations = self._client_for(instance.rack.subscription_id).virtual_machine_scale_set_vms
         start = getattr(operations, RUNG_CALLS[rung])
         start(instance.rack.resource_group, instance.rack.name, instance.instance_id, polling=False)
+
+    def operation_state(self, instance: Instance) -> tuple[bool, float | None]:
+        """Whether an operation holds the VM now (``ProvisioningState/updating`` or ``creating``...), and when its
+        provisioning state last changed (the ``time`` of that status, epoch seconds), from the VM's instance view."""
+        operations = self._client_for(instance.rack.subscription_id).virtual_machine_scale_set_vms
+        view = operations.get_instance_view(instance.rack.resource_group, instance.rack.name, instance.instance_id)
+        for status in getattr(view, "statuses", None) or []:
+            code = str(getattr(status, "code", "") or "")
+            if code.startswith("ProvisioningState/"):
+                when = getattr(status, "time", None)
+                busy = code.split("/", 1)[1].lower() not in ("succeeded", "failed", "canceled")
+                return busy, when.timestamp() if when is not None else None
+        return False, None
 
     def guest_health_report(
         self, instance: Instance, *, category: str, description: str, physical_host: str, started: str

@@ -417,8 +417,10 @@ def compute_clients(arm: str) -> tuple[Callable[[str], Any], str, str]:
 
     def client_for(subscription: str) -> Any:
         if subscription not in clients:
+            # retry_total=0: the loop retries a refused call itself on a later tick (gb300.heal.loop.LATER), so a
+            # tick never sleeps out ARM's Retry-After while holding the lock.
             clients[subscription] = ComputeManagementClient(
-                credential, subscription, base_url=arm, credential_scopes=[f"{arm}/.default"]
+                credential, subscription, base_url=arm, credential_scopes=[f"{arm}/.default"], retry_total=0
             )
         return clients[subscription]
 
@@ -498,29 +500,23 @@ def tick(
             block_size=int(config["blockSize"]),
             poll_s=float(config["pollSeconds"]),
         )
-        listed_at = float(saved.get("listedAt", 0.0))
-        known = heal_state.instances_of(saved, racks)
-        if (
-            known
-            and now - listed_at < float(config["relistSeconds"])
-            and {i.rack.name for i in known.values()} == {r.name for r in racks}
-        ):
-            heal_state.adopt_instances(loop, known)
-        else:
-            loop.start(now)
-            listed_at = now
-        if "cases" in saved:
-            heal_state.restore(loop, saved, racks)
+        listed_at = heal_state.open_loop(loop, saved, racks, now, float(config["relistSeconds"]))
         feed.skip = lambda host: host in loop.cases and loop.cases[host].state != "queued"
+
+        def snapshot() -> dict[str, Any]:
+            extra = {
+                "feed": feed.seen,
+                "nccl": nccl.runs,
+                "haltRecord": halts[-1] if halts else saved.get("haltRecord"),
+                "resumed": saved.get("resumed"),
+                "tickedAt": now,
+            }
+            return heal_state.dump(loop, listed_at=listed_at, extra=extra)
+
+        # Intent before action: the loop saves the state (with the call it is about to make) before each Azure call.
+        loop.persist = lambda: heal_state.save(_path(STATE), snapshot())
         loop.tick(now)
-        extra = {
-            "feed": feed.seen,
-            "nccl": nccl.runs,
-            "haltRecord": halts[-1] if halts else saved.get("haltRecord"),
-            "resumed": saved.get("resumed"),
-            "tickedAt": now,
-        }
-        doc = heal_state.dump(loop, listed_at=listed_at, extra=extra)
+        doc = snapshot()
         heal_state.save(_path(STATE), doc)
         return doc
 
@@ -558,10 +554,7 @@ def resume(reason: str, by: str, now: float | None = None) -> dict[str, Any]:
         doc = heal_state.load(_path(STATE))
         if not doc.get("halted"):
             raise SystemExit("gb300-heal: the loop is not halted; nothing to resume")
-        doc["halted"] = False
-        doc["faults"] = []
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-        doc["resumed"] = {"at": stamp, "by": by, "reason": reason}
+        heal_state.mark_resumed(doc, now=now, by=by, reason=reason)
         heal_state.save(_path(STATE), doc)
         _sink(config, [])(
             decision_record(now=now, cluster=str(config["cluster"]), decision="resume", reason=f"{by}: {reason}")

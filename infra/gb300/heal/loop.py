@@ -32,7 +32,31 @@ PREFIX = "gb300-heal:"
 """Reason prefix of the loop's drains (the gate resumes only ``gb300:``, the rollout only its own)."""
 _DOWN = {"DOWN", "NOT_RESPONDING", "NO_RESPOND", "POWERED_DOWN", "FAIL", "UNKNOWN"}
 
-State = Literal["queued", "draining", "acting", "revalidating", "returned", "escalated", "held"]
+State = Literal["queued", "draining", "acting", "revalidating", "returned", "escalated", "held", "dismissed"]
+LATER = frozenset({408, 409, 429})
+"""ARM answers that mean "not now" (throttled, another operation holds the VM) as 5xx do: the same call again later.
+ARM documents 429 with ``Retry-After`` and 409 for a resource busy with another operation; azure-core's
+RetryPolicy (azure/core/pipeline/policies/_retry.py ``is_retry``) never retries a 409 and, for a POST, a 429
+only with ``Retry-After``, so the loop owns the retry: its clients run with ``retry_total=0``."""
+BACKOFF_MAX_S = 3600.0
+
+
+def refusal(exc: BaseException) -> tuple[int | None, float | None]:
+    """The HTTP status of an Azure SDK error (None: no answer, a connection error) and its ``Retry-After`` seconds."""
+    response = getattr(exc, "response", None)
+    status = getattr(exc, "status_code", None) or getattr(response, "status_code", None)
+    headers = getattr(response, "headers", None) or {}
+    raw = headers.get("Retry-After") if hasattr(headers, "get") else None
+    try:
+        after = float(raw) if raw is not None else None
+    except ValueError:
+        after = None  # an HTTP date: the backoff decides
+    return (int(status) if status else None), after
+
+
+def is_later(status: int | None) -> bool:
+    """Whether an Azure refusal will change by itself (retry the same call), or fails the rung (403, 404, 400)."""
+    return status is None or status in LATER or status >= 500
 
 
 def nccl_eval() -> ModuleType:
@@ -68,6 +92,12 @@ class Case:
     overdue: bool = False
     nccl_hosts: list[str] = field(default_factory=list)
     reruns: int = 0
+    intent: dict[str, Any] | None = None  # the Azure call about to be made (saved before it is made)
+    retry_at: float | None = None  # Azure said "not now": the same call again at this time
+    refusals: int = 0  # "not now" answers for the current call (the backoff's exponent)
+    failed_rechecks: int = 0  # rechecks the node failed after an action (evidence that it, not Azure, is bad)
+    escalate: str | None = None  # why a person is asked at once once the node is drained (a recurrence)
+    request: str | None = None  # a person's Action:Reboot / Action:Replace
 
 
 @dataclass
@@ -92,6 +122,9 @@ class Remediator:
     halted: bool = False
     instances: dict[str, Instance] = field(default_factory=dict)
     blocks: tuple[topology.Block, ...] = ()
+    rejudge: bool = False
+    shadow: bool = False
+    persist: Callable[[], None] | None = None
     _faults: list[tuple[float, str]] = field(default_factory=list)
     _judge: Judge | None = None
     _rack_size: dict[str, int] = field(default_factory=dict)
@@ -126,6 +159,8 @@ class Remediator:
         return min((p.due for p in self.judge.pending.values()), default=None)
 
     def tick(self, now: float) -> None:
+        for case in [c for c in self.cases.values() if c.intent is not None]:
+            self._reconcile(case, now)
         for event in self.feed.poll(now):
             if event.node not in self.instances:
                 self._record(now, "ignore", f"{event.node} is not a node of this cluster", node=event.node)
@@ -145,6 +180,8 @@ class Remediator:
         self._check_halt(now)
         if self.halted:
             return
+        if self.rejudge:
+            self._rejudge(now)
         self._admit(now)
         for case in list(self.cases.values()):
             self._advance(case, now)
@@ -162,10 +199,34 @@ class Remediator:
             return
         self._faults.append((now, verdict.node))
         first = min(e.at for e in verdict.evidence) if verdict.evidence else now
-        self.cases[verdict.node] = Case(
-            verdict.node, self.instances[verdict.node], "queued", first, verdict.reason, list(verdict.evidence)
-        )
+        case = Case(verdict.node, self.instances[verdict.node], "queued", first, verdict.reason, list(verdict.evidence))
+        self.cases[verdict.node] = case
         self._record(now, "suspect", verdict.reason, node=verdict.node, evidence=verdict.evidence)
+        self._remember(case, now)
+
+    def _remember(self, case: Case, now: float) -> None:
+        """A node back within the memory window (``memory.windowSeconds``): the second recurrence, or a return after
+        a redeploy, goes to a person once the node is drained, not up the ladder again."""
+        window = self.policy.memory_s
+        prior = [
+            c
+            for c in self.closed
+            if c.node == case.node and c.state == "returned" and c.ended is not None and now - c.ended <= window
+        ]
+        if len(prior) >= 2:
+            case.escalate = f"case {len(prior) + 1} of this node within {window / 86400:g} days: a person must look"
+        elif any("replace" in c.actions for c in prior):
+            case.escalate = "the fault came back after a redeploy: reported against the new host, a person must look"
+        if case.escalate:
+            self._record(now, "recurrence", case.escalate, node=case.node, evidence=case.evidence)
+
+    def _rejudge(self, now: float) -> None:
+        """After a person resumed a halted loop: queued cases whose node's gate passes now are dropped."""
+        self.rejudge = False
+        for case in [c for c in self.cases.values() if c.state == "queued"]:
+            gate = parse_gate_result(self.probe.gate_result(case.node))
+            if gate.passed:
+                self._close(case, "dismissed", now, "judged again after the resume: the gate passes now")
 
     def _incidents(self, now: float) -> None:
         """A held rack is let go once all its nodes answer the gate again."""
@@ -230,6 +291,11 @@ class Remediator:
         return True
 
     def _advance(self, case: Case, now: float) -> None:
+        if case.retry_at is not None:
+            if now >= case.retry_at:
+                case.retry_at = None
+                self._act(case, now)
+            return
         if case.state == "draining":
             if not self.slurm.jobs([case.node]):
                 self._climb(case, now)
@@ -249,31 +315,101 @@ class Remediator:
             self._revalidate(case, now)
 
     def _climb(self, case: Case, now: float) -> None:
+        if case.escalate and case.rung < 0:
+            if "redeploy" in case.escalate and self.policy.guest_health_report:
+                case.physical_host = self._physical_host(case.node)
+                self._report(case, now)
+            self._close(case, "escalated", now, case.escalate)
+            return
         case.rung += 1
         case.attempts = 0
         if case.rung >= len(RUNGS):
-            self._close(case, "escalated", now, "every rung tried and the node still fails: a person must look")
+            if case.failed_rechecks == 0:
+                # Only Azure's refusals stopped the ladder: nothing shows the node is bad; it stays drained.
+                self._close(case, "held", now, "Azure refused every repair (see azure-error): a person must look")
+            else:
+                self._close(case, "escalated", now, "every rung tried and the node still fails: a person must look")
             return
         self._act(case, now)
+
+    def _save_intent(self, case: Case, call: str, now: float) -> None:
+        """Intent before action: saved with the state before the call, so a head that dies after the call
+        reconciles with Azure and Slurm (:meth:`_reconcile`) instead of calling again."""
+        case.intent = {"call": call, "at": now}
+        if self.persist is not None:
+            self.persist()
 
     def _act(self, case: Case, now: float) -> None:
         rung = RUNGS[case.rung]
         if rung == "replace" and self.policy.guest_health_report:
             case.physical_host = self._physical_host(case.node)
+        if self.shadow:
+            self._record(now, rung, f"shadow mode: would {rung} {case.instance.rack.name}", node=case.node, step=rung)
+            return
+        self._save_intent(case, rung, now)
         try:
             self.azure.repair(rung, case.instance)
-        except Exception as exc:  # noqa: BLE001 - Azure's refusal is a failed attempt, recorded with its message
-            self._record(now, "azure-error", f"{rung}: {exc}", node=case.node, step=rung)
-            self._failed_attempt(case, now)
+        except Exception as exc:  # noqa: BLE001 - Azure's refusal is recorded with its message and judged below
+            case.intent = None
+            self._refused(case, rung, exc, now)
             return
+        case.intent = None
+        self._acted(case, rung, now)
+
+    def _acted(self, case: Case, rung: str, now: float) -> None:
         case.actions.append(rung)
         case.attempts += 1
+        case.refusals = 0
         case.state, case.since = "acting", now
         self._record(
             now, rung, f"{rung} {case.instance.rack.name}/{case.instance.instance_id}", node=case.node, step=rung
         )
         if rung == "replace" and self.policy.guest_health_report:
-            self._report(case, now)
+            if case.failed_rechecks:
+                self._report(case, now)
+            else:
+                self._record(now, "guest-health-report", "skipped: no recheck failed on this host", node=case.node)
+
+    def _refused(self, case: Case, rung: str, exc: Exception, now: float) -> None:
+        status, after = refusal(exc)
+        if is_later(status):
+            case.refusals += 1
+            delay = after if after is not None else min(self.poll_s * 2 ** min(case.refusals, 12), BACKOFF_MAX_S)
+            case.retry_at = now + max(delay, self.poll_s)
+            self._record(
+                now,
+                "azure-later",
+                f"{rung}: Azure answered {status or 'nothing'}; the same call again in {delay:.0f}s",
+                node=case.node,
+                step=rung,
+            )
+            return
+        self._record(now, "azure-error", f"{rung}: {exc}", node=case.node, step=rung)
+        self._failed_attempt(case, now)
+
+    def _reconcile(self, case: Case, now: float) -> None:
+        """A case whose intent was saved but whose call never returned to a saved state (the head died): ask
+        Slurm (did the node boot since?) and Azure (the VM's provisioning state and its time) instead of calling
+        again."""
+        intent = case.intent or {}
+        call, at = str(intent.get("call", "")), float(intent.get("at", now))
+        node = self.slurm.nodes([case.node]).get(case.node)
+        booted = node is not None and node.boot_time >= at
+        try:
+            busy, last = self.azure.operation_state(case.instance)
+        except Exception as exc:  # noqa: BLE001 - no answer yet: ask again next tick, never call blind
+            self._record(now, "azure-later", f"reconcile {call}: {exc}", node=case.node, step=call)
+            return
+        case.intent = None
+        if booted or busy or (last is not None and last >= at):
+            seen = "the node booted since" if booted else "Azure shows the operation under way or done"
+            self._record(now, "reconcile", f"{call} was sent before the head restarted: {seen}", node=case.node)
+            self._acted(case, call, at)
+        else:
+            self._record(
+                now, "reconcile", f"{call}: Azure shows no operation since the intent: sent now", node=case.node
+            )
+            self._act(case, now)
 
     def _failed_attempt(self, case: Case, now: float) -> None:
         case.attempts += 1  # a refused call counts as a try: 1 + retries tries in all
@@ -290,6 +426,7 @@ class Remediator:
         if not back:
             if now - case.since > rung.timeout_s:
                 self._record(now, "timeout", f"{rung.name}: not back after {rung.timeout_s:.0f}s", node=case.node)
+                case.failed_rechecks += 1
                 if case.attempts <= rung.retries:
                     self._act(case, now)
                 else:
@@ -301,6 +438,7 @@ class Remediator:
             case.state, case.since, case.nccl = "revalidating", now, None
             self._revalidate(case, now)
         else:
+            case.failed_rechecks += 1
             self._climb(case, now)
 
     def _revalidate(self, case: Case, now: float) -> None:

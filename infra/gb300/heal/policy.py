@@ -83,6 +83,7 @@ class Policy:
     guest_health_report: bool
     ghr_api_version: str
     ghr_categories: Mapping[str, str]
+    memory_s: float
 
 
 def _int_set(raw: Any, where: str) -> frozenset[int]:
@@ -148,6 +149,7 @@ def load(settings: RemediationSettings) -> Policy:
         guest_health_report=settings.guest_health_report,
         ghr_api_version=str(ghr["apiVersion"]),
         ghr_categories={str(k): str(v) for k, v in ghr["categories"].items()},
+        memory_s=float(raw["memory"]["windowSeconds"]),
     )
 
 

@@ -63,6 +63,52 @@ class TruthSpec(_Model):
     node: str = Field(min_length=1)
     cured_by: CuredBy
     until: float | None = Field(None, ge=0)
+    recurs_after: float | None = Field(None, gt=0)
+
+
+AzureCall = Literal["restart", "reimage", "redeploy", "list", "report", "any"]
+
+
+class AzureWindow(_Model):
+    """How ARM answers the loop's calls between ``from`` and ``until`` (a status of 400 or more: a refusal)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    start: float = Field(alias="from", ge=0)
+    until: float = Field(gt=0)
+    call: AzureCall = "any"
+    status: int = Field(ge=400, le=599)
+    retryAfter: float | None = Field(None, ge=0, le=86400)  # noqa: N815 - the scenario format's key
+    node: str | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _order(self) -> AzureWindow:
+        if self.until <= self.start:
+            raise ValueError(f"until must be after from (got {self.until!r})")
+        return self
+
+
+class HeadFault(_Model):
+    """The head's own fault: it dies right after its next Azure call returns, before it saves; back ``down`` s later."""
+
+    at: float = Field(ge=0)
+    kind: Literal["crash-after-call"]
+    down: float = Field(0, ge=0, le=86400)
+
+
+class OperatorAction(_Model):
+    """What a person does: ``resume`` a halted loop, or ``request`` a repair of a node (``Action:Reboot``...)."""
+
+    at: float = Field(ge=0)
+    kind: Literal["resume", "request"]
+    node: str | None = Field(None, min_length=1)
+    action: Literal["reboot", "replace"] | None = None
+
+    @model_validator(mode="after")
+    def _request(self) -> OperatorAction:
+        if self.kind == "request" and (self.node is None or self.action is None):
+            raise ValueError("kind request needs 'node' and 'action' (reboot or replace)")
+        return self
 
 
 class Scenario(_Model):
@@ -71,6 +117,9 @@ class Scenario(_Model):
     jobs: list[JobSpec] = Field(default_factory=list)
     events: list[EventSpec] = Field(default_factory=list)
     truth: list[TruthSpec] = Field(default_factory=list)
+    azure: list[AzureWindow] = Field(default_factory=list)
+    head: list[HeadFault] = Field(default_factory=list)
+    operator: list[OperatorAction] = Field(default_factory=list)
     remediation: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -113,14 +162,16 @@ def parse(raw: Any, where: str = "scenario") -> tuple[Scenario, RemediationSetti
         raise ConfigError(problems) from None
     nodes = scenario.nodes
     problems = []
-    patterns: list[tuple[str, list[str]]] = [
+    patterns: list[tuple[str, list[str | None]]] = [
         ("jobs", [j.nodes for j in scenario.jobs]),
         ("events", [e.node for e in scenario.events]),
         ("truth", [t.node for t in scenario.truth]),
+        ("azure", [w.node for w in scenario.azure]),
+        ("operator", [o.node for o in scenario.operator]),
     ]
     for field, items in patterns:
         for i, pattern in enumerate(items):
-            if not match(pattern, nodes):
+            if pattern is not None and not match(pattern, nodes):
                 problems.append(
                     Problem(
                         f"{where}.{field}[{i}]", f"matches no node (got {pattern!r}); nodes are r0001-00 .. {nodes[-1]}"

@@ -12,6 +12,7 @@ poll interval only while it has work, so a simulated day of 64 racks takes secon
 
 from __future__ import annotations
 
+import bisect
 import io
 import json
 import re
@@ -21,6 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -36,10 +38,11 @@ from gb300.config.remediation import RemediationSettings
 from gb300.facts import catalog
 from gb300.facts.loader import data
 from gb300.heal import policy as heal_policy
+from gb300.heal import state as heal_state
 from gb300.heal.azure_calls import AzureRepairs, RackRef
 from gb300.heal.evidence import Event
 from gb300.heal.loop import Remediator, nccl_eval
-from gb300.heal.ports import HealSlurm
+from gb300.heal.ports import HealSlurm, decision_record
 from gb300.heal.scenario import CURE_LEVEL, RACK_SIZE, Scenario, match
 from gb300.slurm.health import health_env_for
 from gb300.slurm.hostlist import compress, expand
@@ -49,6 +52,7 @@ RESOURCE_GROUP = "sim-gpu-rg"
 VM_SIZE = "Standard_ND128isr_GB300_v6"
 FIXTURES = paths.REPO_ROOT / "tests" / "fixtures" / "slurm"
 RUNG_LEVEL = {"restart": 1, "reimage": 2, "redeploy": 3}
+RUNG_CALL = {"restart": "restart", "reimage": "reimage", "redeploy": "redeploy"}
 # The gate check a fault of each kind fails, with the value it writes (gb300-health-check's drain reasons).
 GATE_FAILURE = {
     "xid": ("xid", "XID {code} in the kernel log"),
@@ -81,6 +85,8 @@ class Fault:
     until: float | None
     kinds: list[Event]
     cured_at: float | None = None
+    recurs_after: float | None = None
+    returns_at: float | None = None
 
 
 @dataclass
@@ -92,6 +98,17 @@ class SimNode:
     boot_time: float = 0.0
     busy_until: float = -1.0  # an Azure action in progress
     pending_level: int = 0
+    op_started: float = 0.0  # when the VM's provisioning state last changed (instance view)
+    op_ended: float = 0.0
+
+
+class HeadCrash(BaseException):
+    # Not an Exception: the loop's `except Exception` must not catch it; the head's process dies.
+    """The head dies right after an Azure call returned, before it saves (scenario ``head: crash-after-call``)."""
+
+    def __init__(self, down: float) -> None:
+        super().__init__(f"head down for {down:.0f}s")
+        self.down = down
 
 
 @dataclass
@@ -110,7 +127,10 @@ class World:
     topology_history: list[tuple[float, str]] = field(default_factory=list)
     nccl_runs: dict[str, tuple[float, list[str]]] = field(default_factory=dict)
     times: dict[str, float] = field(default_factory=_sim_times)
+    refusals: int = 0
     _events: list[Event] = field(default_factory=list)
+    _windows: list[tuple[Any, set[str] | None]] = field(default_factory=list)
+    _crashes: list[Any] = field(default_factory=list)
     _next_event: int = 0
     _fabric: str = ""
 
@@ -132,7 +152,9 @@ class World:
                 mine = [e for e in self._events if e.node == node and e.context != "job-teardown"]
                 start = mine[0].at if mine else 0.0
                 until = truth.until if truth.until is not None else (mine[-1].at if truth.cured_by == "self" else None)
-                self.faults[node] = Fault(CURE_LEVEL[truth.cured_by], start, until, mine)
+                self.faults[node] = Fault(CURE_LEVEL[truth.cured_by], start, until, mine, None, truth.recurs_after)
+        self._windows = [(w, set(match(w.node, names)) if w.node else None) for w in self.scenario.azure]
+        self._crashes = sorted(self.scenario.head, key=lambda h: h.at)
         self._fabric = "".join(
             f"{n} {uuid.uuid5(uuid.NAMESPACE_DNS, f'gb300-sim-rack-{s.rack}')} {s.rack}\n"
             for n, s in self.nodes.items()
@@ -160,14 +182,31 @@ class World:
         self.now = now
         for node in self.nodes.values():
             if 0 <= node.busy_until <= now:
-                node.boot_time = node.busy_until
+                node.boot_time = node.op_ended = node.busy_until
                 fault = self.faults.get(node.name)
                 if fault and fault.cured_at is None and fault.level <= node.pending_level:
                     fault.cured_at = node.busy_until
+                    if fault.recurs_after is not None:
+                        self._recur(fault, fault.cured_at + fault.recurs_after)
                 node.busy_until, node.pending_level = -1.0, 0
+        for fault in self.faults.values():
+            if fault.returns_at is not None and fault.returns_at <= now:
+                fault.cured_at, fault.start, fault.returns_at = None, fault.returns_at, None
+
+    def _recur(self, fault: Fault, at: float) -> None:
+        """The cure holds ``recurs_after`` seconds, then the fault and its reports come back (truth.recurs_after)."""
+        fault.returns_at = at
+        first = min(e.at for e in fault.kinds) if fault.kinds else at
+        for event in fault.kinds:
+            again = Event(at + event.at - first, event.node, event.kind, event.code, event.check, event.context)
+            keys = [(e.at, e.node) for e in self._events]
+            self._events.insert(bisect.bisect_right(keys, (again.at, again.node), lo=self._next_event), again)
 
     def next_change(self) -> float | None:
         times = [n.busy_until for n in self.nodes.values() if n.busy_until > self.now]
+        times += [f.returns_at for f in self.faults.values() if f.returns_at is not None and f.returns_at > self.now]
+        times += [o.at for o in self.scenario.operator if o.at > self.now]
+        times += [w.until for w, _ in self._windows if w.until > self.now]
         times += [f.until for f in self.faults.values() if f.until is not None and f.until > self.now]
         times += [t + self.times["nccl"] for t, _ in self.nccl_runs.values() if t + self.times["nccl"] > self.now]
         if self._next_event < len(self._events):
@@ -290,11 +329,46 @@ class World:
         self.topology = rendered
         self.topology_history.append((self.now, rendered))
 
-    def arm(self, method: str, path: str, body: Any) -> tuple[int, Any]:
-        """Azure Resource Manager for the loop's calls (answered for :class:`FakeArm`)."""
+    def _refused(self, call: str, host: str | None) -> tuple[int, Any, dict[str, str]] | None:
+        """The scenario's ``azure`` window that answers this call now, as ARM would."""
+        for window, hosts in self._windows:
+            if not (window.start <= self.now < window.until) or window.call not in (call, "any"):
+                continue
+            if hosts is not None and host not in hosts:
+                continue
+            self.refusals += 1
+            headers = {"Retry-After": f"{window.retryAfter:.0f}"} if window.retryAfter is not None else {}
+            codes = {409: "Conflict", 429: "TooManyRequests", 403: "AuthorizationFailed", 404: "NotFound"}
+            error = {"error": {"code": codes.get(window.status, "Error"), "message": f"simulated {window.status}"}}
+            return window.status, error, headers
+        return None
+
+    def _host(self, scale_set: str, instance: str) -> str:
+        return f"r{int(scale_set.rsplit('-r', 1)[1]):04d}-{int(instance):02d}"
+
+    def arm(self, method: str, path: str, body: Any) -> tuple[int, Any, dict[str, str]]:
+        """Azure Resource Manager for the loop's calls (answered for :class:`FakeArm`): the scenario's ``azure``
+        windows first, then a VM that is busy with an operation refuses another with 409, as ARM does."""
         self.azure_calls.append(f"{method} {path}")
+        answer = self._arm(method, path, body)
+        if self._crashes and self._crashes[0].at <= self.now:
+            raise HeadCrash(self._crashes.pop(0).down)
+        return answer
+
+    def _arm(self, method: str, path: str, body: Any) -> tuple[int, Any, dict[str, str]]:  # noqa: PLR0911
         prefix = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}/providers/Microsoft.Compute/"
         m = re.fullmatch(re.escape(prefix) + r"virtualMachineScaleSets/([^/]+)/virtualMachines(?:/(\d+)/(\w+))?", path)
+        host = self._host(m.group(1), m.group(2)) if m and m.group(2) is not None else None
+        call = {"GET": "list", "POST": RUNG_CALL.get(m.group(3) or "", "any") if m else "any", "PUT": "report"}
+        refused = self._refused(call.get(method, "any"), host or self._report_host(body))
+        if refused is not None:
+            return refused
+        if m and method == "GET" and m.group(3) == "instanceView" and host is not None:
+            node = self.nodes[host]
+            busy = node.busy_until > self.now
+            state, at = ("updating", node.op_started) if busy else ("succeeded", node.op_ended)
+            stamp = datetime.fromtimestamp(at, UTC).isoformat()
+            return 200, {"statuses": [{"code": f"ProvisioningState/{state}", "time": stamp}]}, {}
         if m and method == "GET" and m.group(2) is None:
             rack = int(m.group(1).rsplit("-r", 1)[1])
             value = [
@@ -306,17 +380,24 @@ class World:
                 }
                 for i in range(RACK_SIZE)
             ]
-            return 200, {"value": value}
-        if m and method == "POST" and m.group(3) in RUNG_LEVEL:
-            host = f"r{int(m.group(1).rsplit('-r', 1)[1]):04d}-{int(m.group(2)):02d}"
+            return 200, {"value": value}, {}
+        if m and method == "POST" and m.group(3) in RUNG_LEVEL and host is not None:
             node = self.nodes[host]
+            if node.busy_until > self.now:
+                return 409, {"error": {"code": "Conflict", "message": "another operation is in progress"}}, {}
             node.busy_until = self.now + self.times[m.group(3)]
+            node.op_started = self.now
             node.pending_level = max(node.pending_level, RUNG_LEVEL[m.group(3)])
-            return 202, None
+            return 202, None, {}
         if re.fullmatch(rf"/subscriptions/{SUBSCRIPTION}/providers/Microsoft\.Impact/workloadImpacts/[\w:-]+", path):
             self.reports.append(body)
-            return 201, body
-        return 404, {"error": {"code": "NotFound", "message": path}}
+            return 201, body, {}
+        return 404, {"error": {"code": "NotFound", "message": path}}, {}
+
+    def _report_host(self, body: Any) -> str | None:
+        resource = str(((body or {}).get("properties") or {}).get("impactedResourceId") or "")
+        m = re.search(r"virtualMachineScaleSets/([^/]+)/virtualMachines/(\d+)$", resource)
+        return self._host(m.group(1), m.group(2)) if m else None
 
 
 def shlex_join(args: Sequence[str]) -> str:
@@ -336,8 +417,10 @@ class FakeArm(requests.adapters.BaseAdapter):
             return _response(request, 401, {"error": {"code": "AuthenticationFailed", "message": "no token"}})
         raw = request.body
         body = json.loads(raw) if isinstance(raw, (str, bytes)) and raw else None
-        status, answer = self.world.arm(request.method or "GET", url.path, body)
-        return _response(request, status, answer)
+        status, answer, headers = self.world.arm(request.method or "GET", url.path, body)
+        response = _response(request, status, answer)
+        response.headers.update(headers)
+        return response
 
     def close(self) -> None:
         pass
@@ -404,28 +487,35 @@ class Result:
     world: World
     records: list[Mapping[str, Any]]
     wall_s: float
+    crashes: int = 0
 
     def report(self) -> dict[str, Any]:
-        cases = {c.node: c for c in self.loop.closed} | dict(self.loop.cases)
-        touched = set(cases) | {e.node for e in self.world._events} | set(self.world.faults)
+        every: dict[str, list[Any]] = {}
+        for case in [*self.loop.closed, *self.loop.cases.values()]:
+            every.setdefault(case.node, []).append(case)
+        touched = set(every) | {e.node for e in self.world._events} | set(self.world.faults)
         truth = {n: s for t in self.scenario.truth for n in match(t.node, self.scenario.nodes) for s in [t.cured_by]}
         nodes: list[dict[str, Any]] = []
         for name in sorted(touched):
             node = self.world.nodes[name]
-            case = cases.get(name)
+            cases = every.get(name, [])
+            last = cases[-1] if cases else None
             state = "drained" if node.drained else ("unreachable" if self.world._unreachable(name) else "in-service")
             nodes.append(
                 {
                     "node": name,
                     "final_state": state,
-                    "actions": list(case.actions) if case else [],
-                    "case": case.state if case else None,
+                    "actions": [a for c in cases for a in c.actions],
+                    "case": last.state if last else None,
+                    "cases": len(cases),
+                    "escalated": any(c.state == "escalated" for c in cases),
                     "truth": truth.get(name),
                 }
             )
         drained = [str(n["node"]) for n in nodes if "drain" in n["actions"]]
         returned = [c for c in self.loop.closed if c.state == "returned" and c.ended is not None]
         mttr = statistics.median(c.ended - c.first_evidence for c in returned) if returned else None  # type: ignore[operator]
+        incidents = sorted({str(r["Rack"]) for r in self.records if r["Decision"] == "rack-incident"})
         return {
             "racks": self.scenario.racks,
             "duration": self.scenario.duration,
@@ -433,6 +523,10 @@ class Result:
             "drains": len(drained),
             "false_drains": sum(1 for n in drained if truth.get(n) in (None, "self")),
             "repaired": len(returned),
+            "escalated": sum(1 for n in nodes if n["escalated"]),
+            "rack_incidents": incidents,
+            "azure_refusals": self.world.refusals,
+            "head_crashes": self.crashes,
             "mttr_seconds": mttr,
             "halted": self.loop.halted,
             "blocks": [{"name": b.name, "nodes": compress(b.hosts), "count": len(b.hosts)} for b in self.loop.blocks],
@@ -452,6 +546,9 @@ def run(
 ) -> Result:
     """Run the loop over the scenario's duration; the same code the head runs, on simulated channels.
 
+    Every tick opens a fresh loop from the saved state and saves it back, as ``gb300-heal tick`` does
+    (:func:`gb300.heal.state.open_loop`, :func:`~gb300.heal.state.dump`, through JSON); the loop saves its intent
+    before each Azure call, so a ``head: crash-after-call`` restores exactly what the head would read after it.
     ``on_tick(world, now)`` runs before each tick: what others do meanwhile (a person, ``gb300 rollout``).
     """
     started = time.perf_counter()
@@ -459,37 +556,77 @@ def run(
     records: list[Mapping[str, Any]] = []
     racks = [RackRef(f"sim-gpu-r{r:04d}", SUBSCRIPTION, RESOURCE_GROUP) for r in range(1, scenario.racks + 1)]
     policy = heal_policy.load(settings)
-    loop = Remediator(
-        policy=policy,
-        racks=racks,
-        azure=AzureRepairs(compute_client_for(world), policy.ghr_api_version),
-        slurm=HealSlurm(run=world.slurm),
-        probe=world,
-        nccl=world,
-        feed=world,
-        topology_port=world,
-        sink=records.append,
-        cluster="sim",
-        nccl_env=nccl_env(),
-        block_size=catalog.load().sku(VM_SIZE).vms_per_nvlink_domain,
-        poll_s=poll_s,
-    )
+    azure = AzureRepairs(compute_client_for(world), policy.ghr_api_version)
+    env = nccl_env()
+    block_size = catalog.load().sku(VM_SIZE).vms_per_nvlink_domain
+    relist_s = float(data("remediation.yaml")["service"]["relistSeconds"])
+    saved: dict[str, Any] = {"version": heal_state.VERSION}
+    operator = sorted(scenario.operator, key=lambda o: o.at)
+    crashes, down_until = 0, -1.0
+
+    def fresh() -> Remediator:
+        return Remediator(
+            policy=policy,
+            racks=racks,
+            azure=azure,
+            slurm=HealSlurm(run=world.slurm),
+            probe=world,
+            nccl=world,
+            feed=world,
+            topology_port=world,
+            sink=records.append,
+            cluster="sim",
+            nccl_env=env,
+            block_size=block_size,
+            poll_s=poll_s,
+        )
+
+    loop = fresh()
     now = 0.0
-    world.advance(now)
-    loop.start(now)
     while now <= scenario.duration:
         world.advance(now)
+        while operator and operator[0].at <= now:
+            _operate(world, saved, operator.pop(0), now)
         if on_tick is not None:
             on_tick(world, now)
-        loop.tick(now)
-        candidates = [world.next_change(), loop.next_due()]
+        if now >= down_until:
+            blocks = loop.blocks  # what the head last wrote to its topology view (a file on the head)
+            loop = fresh()
+            try:
+                listed_at = heal_state.open_loop(loop, saved, racks, now, relist_s)
+                loop.blocks = loop.blocks or blocks
+
+                def snapshot(target: Remediator = loop, at: float = listed_at, tick: float = now) -> dict[str, Any]:
+                    return heal_state.roundtrip(heal_state.dump(target, listed_at=at, extra={"tickedAt": tick}))
+
+                def persist(snap: Callable[[], dict[str, Any]] = snapshot) -> None:
+                    saved.clear()
+                    saved.update(snap())
+
+                loop.persist = persist
+                loop.tick(now)
+                persist()
+            except HeadCrash as crash:
+                crashes += 1
+                down_until = now + crash.down
+                records.append(decision_record(now=now, cluster="sim", decision="head-crash", reason=str(crash)))
+                blocks, loop = loop.blocks, fresh()
+                loop.blocks = blocks
+                heal_state.open_loop(loop, saved, racks, now, float("inf"))
+        candidates = [world.next_change(), loop.next_due(), down_until]
         if loop.busy() and not loop.halted:
             candidates.append(now + poll_s)
         upcoming = [t for t in candidates if t is not None and t > now]
         if not upcoming:
             break
         now = min(upcoming)
-    return Result(scenario, loop, world, records, time.perf_counter() - started)
+    return Result(scenario, loop, world, records, time.perf_counter() - started, crashes)
 
 
-__all__ = ["RACK_SIZE", "FakeArm", "Result", "World", "compute_client_for", "run"]
+def _operate(world: World, saved: dict[str, Any], action: Any, now: float) -> None:
+    """What a person does (scenario ``operator``): ``gb300-heal resume`` on the saved state, as the head's command."""
+    if action.kind == "resume" and saved.get("halted"):
+        heal_state.mark_resumed(saved, now=now, by="operator", reason="scenario operator resume")
+
+
+__all__ = ["RACK_SIZE", "FakeArm", "HeadCrash", "Result", "World", "compute_client_for", "run"]

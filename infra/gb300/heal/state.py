@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -61,7 +62,14 @@ def dump(loop: Remediator, *, listed_at: float, extra: Mapping[str, Any]) -> dic
     """Everything :func:`restore` needs, as JSON; ``extra`` holds the service's own fields (halt record...)."""
     judge = loop.judge
     escalated = [c for c in loop.closed if c.state == "escalated"]
-    others = [c for c in loop.closed if c.state != "escalated"][-KEEP_CLOSED:]
+    others = [c for c in loop.closed if c.state != "escalated"]
+    newest = max((c.ended or 0.0 for c in others), default=0.0)
+    # Every case inside the memory window (a recurrence is judged against them), and at least the last ones.
+    others = [
+        c
+        for i, c in enumerate(others)
+        if newest - (c.ended or 0.0) <= loop.policy.memory_s or i >= len(others) - KEEP_CLOSED
+    ]
     horizon = max([r.window_s for r in loop.policy.corroborate.values()] + [loop.policy.halt_window_s])
 
     def recent(events: Sequence[Event]) -> list[dict[str, Any]]:
@@ -80,6 +88,7 @@ def dump(loop: Remediator, *, listed_at: float, extra: Mapping[str, Any]) -> dic
     return {
         "version": VERSION,
         "halted": loop.halted,
+        "rejudge": loop.rejudge,
         "listedAt": listed_at,
         "instances": [
             {"host": i.host, "rack": i.rack.name, "instanceId": i.instance_id, "resourceId": i.resource_id}
@@ -128,6 +137,7 @@ def restore(loop: Remediator, doc: Mapping[str, Any], racks: Sequence[RackRef]) 
         raise DataError(f"remediation state: version {doc.get('version')!r} is not {VERSION}")
     by_name = {r.name: r for r in racks}
     loop.halted = bool(doc.get("halted", False))
+    loop.rejudge = bool(doc.get("rejudge", False))
     loop.cases = {c["node"]: _restore_case(c, loop.instances, by_name) for c in doc.get("cases", [])}
     loop.closed = [_restore_case(c, loop.instances, by_name) for c in doc.get("closed", [])]
     loop._faults = [(float(t), str(n)) for t, n in doc.get("faults", [])]
@@ -145,6 +155,45 @@ def restore(loop: Remediator, doc: Mapping[str, Any], racks: Sequence[RackRef]) 
         str(rack): {str(n): float(at) for n, at in seen.items()} for rack, seen in raw.get("unreachable", {}).items()
     }
     judge.suspect_until = {str(k): float(v) for k, v in raw.get("suspectUntil", {}).items()}
+
+
+def open_loop(
+    loop: Remediator, saved: Mapping[str, Any], racks: Sequence[RackRef], now: float, relist_s: float
+) -> float:
+    """A fresh loop as the saved state left it: the racks' VMs from the saved listing while it is younger than
+    ``relist_s`` (else listed again; kept when Azure refuses the list), then the saved cases, evidence and rails.
+    Returns when the racks were listed. The head and ``gb300 heal simulate`` both open every tick this way."""
+    listed_at = float(saved.get("listedAt", 0.0))
+    known = instances_of(saved, racks)
+    complete = {i.rack.name for i in known.values()} == {r.name for r in racks}
+    if known and complete and now - listed_at < relist_s:
+        adopt_instances(loop, known)
+    else:
+        try:
+            loop.start(now)
+            listed_at = now
+        except Exception:
+            if not known:
+                raise
+            adopt_instances(loop, known)  # Azure refused the list (throttled...): the last listing still holds
+    if "cases" in saved:
+        restore(loop, saved, racks)
+    return listed_at
+
+
+def mark_resumed(doc: dict[str, Any], *, now: float, by: str, reason: str) -> None:
+    """A person resumed the halted loop: the halt and its fault window are cleared, and the next tick judges the
+    queued cases again on the evidence current then (:meth:`Remediator._rejudge`)."""
+    doc["halted"] = False
+    doc["faults"] = []
+    doc["rejudge"] = True
+    doc["resumed"] = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), "by": by, "reason": reason}
+
+
+def roundtrip(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """``doc`` as :func:`save` then :func:`load` give it back (JSON), without the disk."""
+    back: dict[str, Any] = json.loads(json.dumps(doc, sort_keys=True))
+    return back
 
 
 def load(path: Path) -> dict[str, Any]:
