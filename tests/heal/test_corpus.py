@@ -7,11 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from gb300.heal import generate
+from gb300.heal import generate, sim
 from gb300.heal.policy import EVENT_KINDS
 from gb300.heal.scenario import load
-
-from gb300.heal import sim
 
 from .conftest import SCENARIOS, misjudged, simulate
 

@@ -9,8 +9,8 @@ Calls (the SDK method, then the permission it needs):
 * ``begin_redeploy``: ``.../virtualMachines/redeploy/action`` (rung ``replace``: the SDK documents it as "shuts down
   the virtual machine in the virtual machine scale set, moves it to a new node, and powers it back on"; the VM
   keeps its name, instance id and model, so no permission on the scale set's model is needed);
-* ``get_instance_view``: ``.../virtualMachines/instanceView/read`` (after a head restart, whether a call the loop meant to make
-  reached Azure: the VM's ``ProvisioningState/<state>`` status and its time);
+* ``get_instance_view``: ``.../virtualMachines/instanceView/read`` (after a head restart, whether a call the loop
+  meant to make reached Azure: the VM's ``ProvisioningState/<state>`` status and its time);
 * a Guest Health Report, ``PUT /subscriptions/{id}/providers/Microsoft.Impact/workloadImpacts/{name}`` sent
   through the same client's pipeline: ``Microsoft.Impact/workloadImpacts/write`` (subscription scope).
 
