@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import ssl
 import subprocess
 import sys
@@ -94,6 +95,15 @@ class Arm:
     racks: dict[str, list[str]]
     requests: list[str] = field(default_factory=list)
     authorized: list[bool] = field(default_factory=list)
+    crash_after: str | None = None  # a path suffix: the tick process is killed right after this call is answered
+    victim: int | None = None  # that process's pid
+    operations: dict[str, float] = field(default_factory=dict)  # instance -> when its last operation started
+
+    def after(self, path: str) -> None:
+        """Runs once the answer is on the wire: the head dies there, before it can save (SIGKILL, no clean-up)."""
+        if self.crash_after and path.split("?", 1)[0].endswith(self.crash_after) and self.victim:
+            self.crash_after = None
+            os.kill(self.victim, signal.SIGKILL)
 
     def imds(self, path: str) -> tuple[int, Any]:
         if path.startswith("/metadata/instance/compute"):
@@ -133,7 +143,12 @@ class Arm:
                 for i, host in enumerate(hosts)
             ]
             return 200, {"value": vms}
+        if method == "GET" and action == "instanceView":
+            started = self.operations.get(instance)
+            stamp = datetime.datetime.fromtimestamp(started or 0, datetime.UTC).isoformat()
+            return 200, {"statuses": [{"code": "ProvisioningState/succeeded", "time": stamp}]}
         if method == "POST" and action in ("restart", "reimage"):
+            self.operations[instance] = datetime.datetime.now(datetime.UTC).timestamp()
             doc = json.loads(self.state.read_text())
             node = doc["nodes"][hosts[int(instance)]]
             node["boot_time"] = int(datetime.datetime.now(datetime.UTC).timestamp()) + 5  # it boots again
@@ -168,7 +183,7 @@ def _certificate(base: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-def _serve(answer: Any, tls: ssl.SSLContext | None) -> tuple[ThreadingHTTPServer, str]:
+def _serve(answer: Any, tls: ssl.SSLContext | None, after: Any = lambda _path: None) -> tuple[ThreadingHTTPServer, str]:
     class Handler(BaseHTTPRequestHandler):
         def _reply(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -181,6 +196,8 @@ def _serve(answer: Any, tls: ssl.SSLContext | None) -> tuple[ThreadingHTTPServer
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+            self.wfile.flush()
+            after(self.path)
 
         do_GET = do_POST = _reply  # noqa: N815 - http.server's names
 
@@ -209,6 +226,13 @@ class Head:
         tool = self.root / "usr/local/sbin/gb300-heal"
         return subprocess.run(
             [str(tool), *args], env=self.env, capture_output=True, text=True, check=False, timeout=120
+        )
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """``gb300-heal`` as a process this test can watch (and the stand-in ARM can kill)."""
+        tool = self.root / "usr/local/sbin/gb300-heal"
+        return subprocess.Popen(
+            [str(tool), *args], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
 
     def slurm(self) -> dict[str, Any]:
@@ -249,7 +273,7 @@ def head(heal_plan: PlanResult, heal_raw: dict[str, Any], tmp_path: Path) -> Ite
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     tls.load_cert_chain(cert, key)
     imds_server, imds_url = _serve(lambda m, p, h: arm.imds(p), None)
-    arm_server, arm_url = _serve(lambda m, p, h: arm.arm(m, p, h.get("Authorization", "")), tls)
+    arm_server, arm_url = _serve(lambda m, p, h: arm.arm(m, p, h.get("Authorization", "")), tls, arm.after)
     # Azure's public endpoint becomes the stand-in's: the one value of heal.json the test changes.
     config["armEndpoint"] = arm_url
     (root / "etc/gb300/heal.json").write_text(json.dumps(config))
@@ -312,6 +336,34 @@ def test_a_node_the_gate_drained_for_an_xid_is_drained_rebooted_revalidated_and_
     assert (
         sum(1 for r in head.arm.requests if r.endswith("/virtualMachines") and r.startswith("GET")) == 1
     )  # listed once
+
+
+def test_a_head_killed_right_after_its_restart_call_does_not_restart_again(head: Head) -> None:
+    """The tick process is killed (SIGKILL) the moment ARM has answered its restart, before it saves. The loop had
+    saved its intent before the call; the next tick, a new process, reads it, asks the VM's instance view and
+    Slurm, sees the restart went through, and does not send a second restart."""
+    sick = head.hosts[4]
+    head.set_node(sick, state=["IDLE", "DRAIN"], reason=XID_REASON)
+    head.arm.crash_after = "/virtualMachines/4/restart"
+    process = head.start("tick")
+    head.arm.victim = process.pid
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == -signal.SIGKILL, stderr
+    saved = json.loads((head.root / "var/lib/gb300/heal/state.json").read_text())
+    [case] = saved["cases"]
+    assert case["intent"]["call"] == "reboot"  # saved before the call
+    assert case["actions"] == ["drain"]
+
+    again = head.run("tick")
+    assert again.returncode == 0, again.stderr
+    restarts = [r for r in head.arm.requests if r.endswith("/virtualMachines/4/restart")]
+    assert len(restarts) == 1
+    assert [r for r in head.arm.requests if r.endswith("/virtualMachines/4/instanceView")]
+    saved = json.loads((head.root / "var/lib/gb300/heal/state.json").read_text())
+    [case] = saved["cases"]
+    assert case["intent"] is None
+    assert case["actions"][:2] == ["drain", "reboot"]
+    assert "reconcile" in [d["Decision"] for d in head.decisions() if d["Node"] == sick]
 
 
 def _expand_nodelist(arg: str) -> list[str]:

@@ -123,6 +123,7 @@ class Remediator:
     instances: dict[str, Instance] = field(default_factory=dict)
     blocks: tuple[topology.Block, ...] = ()
     rejudge: bool = False
+    unknown_hosts: bool = False
     shadow: bool = False
     persist: Callable[[], None] | None = None
     _faults: list[tuple[float, str]] = field(default_factory=list)
@@ -163,6 +164,7 @@ class Remediator:
             self._reconcile(case, now)
         for event in self.feed.poll(now):
             if event.node not in self.instances:
+                self.unknown_hosts = True  # a new VM, or not ours: the next tick lists the racks again
                 self._record(now, "ignore", f"{event.node} is not a node of this cluster", node=event.node)
                 continue
             verdict = self.judge.observe(event)

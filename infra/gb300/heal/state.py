@@ -13,7 +13,6 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +36,19 @@ def _event(raw: Mapping[str, Any]) -> Event:
     )
 
 
+def _event_doc(event: Event) -> dict[str, Any]:
+    """An event as JSON (what :func:`dataclasses.asdict` gives, without its deep copies: the fields are flat)."""
+    return {name: getattr(event, name) for name in _EVENT_FIELDS}
+
+
+_EVENT_FIELDS = tuple(Event.__dataclass_fields__)
+
+
 def _case(case: Case) -> dict[str, Any]:
-    doc = asdict(case)
+    doc = {name: getattr(case, name) for name in Case.__dataclass_fields__}
+    doc["evidence"] = [_event_doc(e) for e in case.evidence]
+    doc["actions"], doc["nccl_hosts"] = list(case.actions), list(case.nccl_hosts)
+    doc["intent"] = dict(case.intent) if case.intent is not None else None
     doc["instance"] = case.instance.host
     return doc
 
@@ -74,7 +84,7 @@ def dump(loop: Remediator, *, listed_at: float, extra: Mapping[str, Any]) -> dic
 
     def recent(events: Sequence[Event]) -> list[dict[str, Any]]:
         newest = max((e.at for e in events), default=0.0)
-        return [asdict(e) for e in events if newest - e.at <= horizon]
+        return [_event_doc(e) for e in events if newest - e.at <= horizon]
 
     def case_doc(case: Case) -> dict[str, Any]:
         doc = _case(case)
@@ -90,6 +100,7 @@ def dump(loop: Remediator, *, listed_at: float, extra: Mapping[str, Any]) -> dic
         "halted": loop.halted,
         "rejudge": loop.rejudge,
         "listedAt": listed_at,
+        "relist": loop.unknown_hosts,
         "instances": [
             {"host": i.host, "rack": i.rack.name, "instanceId": i.instance_id, "resourceId": i.resource_id}
             for i in loop.instances.values()
@@ -98,9 +109,15 @@ def dump(loop: Remediator, *, listed_at: float, extra: Mapping[str, Any]) -> dic
         "closed": [case_doc(c) for c in (*escalated, *others)],
         "faults": [[t, n] for t, n in loop._faults if loop._faults and loop._faults[-1][0] - t <= horizon],
         "judge": {
-            "history": {node: recent(events) for node, events in judge.history.items() if recent(events)},
+            "history": {node: kept for node, events in judge.history.items() if (kept := recent(events))},
             "pending": [
-                {"node": p.node, "key": p.key, "mode": p.mode, "due": p.due, "events": [asdict(e) for e in p.events]}
+                {
+                    "node": p.node,
+                    "key": p.key,
+                    "mode": p.mode,
+                    "due": p.due,
+                    "events": [_event_doc(e) for e in p.events],
+                }
                 for p in judge.pending.values()
             ],
             "incidents": judge.incidents,
@@ -161,12 +178,15 @@ def open_loop(
     loop: Remediator, saved: Mapping[str, Any], racks: Sequence[RackRef], now: float, relist_s: float
 ) -> float:
     """A fresh loop as the saved state left it: the racks' VMs from the saved listing while it is younger than
-    ``relist_s`` (else listed again; kept when Azure refuses the list), then the saved cases, evidence and rails.
+    ``relist_s`` or while no case is open (else listed again; kept when Azure refuses the list), then the saved cases, evidence and rails.
     Returns when the racks were listed. The head and ``gb300 heal simulate`` both open every tick this way."""
     listed_at = float(saved.get("listedAt", 0.0))
     known = instances_of(saved, racks)
     complete = {i.rack.name for i in known.values()} == {r.name for r in racks}
-    if known and complete and now - listed_at < relist_s:
+    # Listed again only when the listing is older than relist_s and a repair may need Azure's current view (a case
+    # is open), or a node the listing lacks reported (``relist``): a quiet fleet costs no list calls.
+    fresh = now - listed_at < relist_s or not saved.get("cases")
+    if known and complete and fresh and not saved.get("relist"):
         adopt_instances(loop, known)
     else:
         try:
