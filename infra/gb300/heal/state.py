@@ -179,7 +179,8 @@ def open_loop(
 ) -> float:
     """A fresh loop as the saved state left it: the racks' VMs from the saved listing while it is younger than
     ``relist_s`` or while no case is open (else listed again; kept when Azure refuses the list), then the saved
-    cases, evidence and rails. Returns when the racks were listed. The head and ``gb300 heal simulate`` both open every tick this way."""
+    cases, evidence and rails. Returns when the racks were listed. The head and ``gb300 heal simulate`` both open
+    every tick this way."""
     listed_at = float(saved.get("listedAt", 0.0))
     known = instances_of(saved, racks)
     complete = {i.rack.name for i in known.values()} == {r.name for r in racks}
