@@ -181,3 +181,16 @@ def test_resume_judges_the_queued_cases_again() -> None:
     assert report["halted"] is False
     assert report["drains"] == 0
     assert sum(1 for n in report["nodes"] if n["case"] == "dismissed") == 40
+
+
+def test_xids_are_judged_by_nvidias_catalog() -> None:
+    """XID 45 mid-job and XID 121 drain nothing; three XID 79s under one job are three node faults, each rebooted;
+    an XID 79 a reboot does not cure is redeployed without a reimage."""
+    result = simulate(SCENARIOS / "xid-catalog-buckets.yaml")
+    report = result.report()
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert nodes["r0001-01"]["actions"] == nodes["r0002-02"]["actions"] == []
+    assert all(nodes[f"r0001-1{i}"]["actions"][:2] == ["drain", "reboot"] for i in range(3))
+    assert nodes["r0002-09"]["actions"][:3] == ["drain", "reboot", "replace"]
+    assert calls(result, "reimage") == []
+    assert misjudged(report) == []

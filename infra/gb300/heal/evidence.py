@@ -25,6 +25,20 @@ from gb300.heal.policy import Policy
 Decision = Literal["act", "ignore", "watch"]
 
 
+NO_NODE_ACTION = frozenset({"noAction", "restartApp", "teardownArtifact"})
+"""Catalog buckets whose XIDs are never a drain (data/remediation.yaml evidence.xid.catalog)."""
+XID_MAX = 999
+"""No XID of NVIDIA's catalog has more than three digits; anything longer is not an XID (and never reaches int())."""
+
+
+def xid_code(text: str | None) -> int | None:
+    """An XID code from a report, or None when it is not one (empty, not digits, longer than :data:`XID_MAX`)."""
+    raw = (text or "").strip()
+    if not raw.isascii() or not raw.isdigit() or len(raw) > len(str(XID_MAX)):
+        return None
+    return int(raw)
+
+
 @dataclass(frozen=True)
 class Event:
     """One report from a node or from Azure: at a time, about a host."""
@@ -120,12 +134,15 @@ class Judge:
         """Whether the event alone is a fault, or why it is not."""
         policy = self.policy
         if event.kind == "xid":
-            code = int(event.code or 0)
-            if code in policy.xid_warning:
-                return False, f"XID {code} is a warning (application or contained error)"
+            code = xid_code(event.code)
+            if code is None:
+                return False, "an XID that is not a code of NVIDIA's catalog"
             if code in policy.teardown_xids and event.context == "job-teardown":
                 return False, f"XID {code} during a job's teardown is the driver cleaning up"
-            return True, f"XID {code}"
+            bucket = policy.xid_bucket(code)
+            if code in policy.xid_warning or bucket in NO_NODE_ACTION:
+                return False, f"XID {code}: NVIDIA's XID catalog bucket {bucket}: the application's, not the node's"
+            return True, f"XID {code} ({bucket})"
         if event.kind == "ecc":
             if (event.code or "") in policy.ecc_fault:
                 return True, f"ECC {event.code}"
@@ -158,7 +175,9 @@ class Judge:
             return Verdict(event.node, "ignore", f"rack {rack} incident: held for a person", (event,))
         hard, why = self._hard(event)
         if hard:
-            if event.job:
+            # The same-job rule only for what NVIDIA's catalog calls a teardown artifact: any other hard evidence
+            # is the node's, whatever job ran on it (three XID 79s under one job are three nodes off the bus).
+            if event.job and event.kind == "xid" and xid_code(event.code) in self.policy.teardown_xids:
                 self._wait(event, "settle", event.at + self.policy.settle_s)
                 return None
             return Verdict(event.node, "act", why, (event,))

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from gb300 import paths
 from gb300.errors import DataError
 from gb300.heal.azure_calls import AzureRepairs, Instance, RackRef
-from gb300.heal.evidence import Event, Judge, Verdict, parse_gate_result
+from gb300.heal.evidence import Event, Judge, Verdict, parse_gate_result, xid_code
 from gb300.heal.policy import RUNGS, Policy
 from gb300.heal.ports import EventFeed, HealSlurm, NcclRunner, NodeProbe, Sink, TopologyPort, decision_record
 from gb300.slurm import topology
@@ -98,6 +98,7 @@ class Case:
     failed_rechecks: int = 0  # rechecks the node failed after an action (evidence that it, not Azure, is bad)
     escalate: str | None = None  # why a person is asked at once once the node is drained (a recurrence)
     request: str | None = None  # a person's Action:Reboot / Action:Replace
+    skip: list[str] = field(default_factory=list)  # rungs the evidence's catalog bucket says cannot cure it
 
 
 @dataclass
@@ -202,6 +203,9 @@ class Remediator:
         self._faults.append((now, verdict.node))
         first = min(e.at for e in verdict.evidence) if verdict.evidence else now
         case = Case(verdict.node, self.instances[verdict.node], "queued", first, verdict.reason, list(verdict.evidence))
+        codes = [xid_code(e.code) for e in verdict.evidence if e.kind == "xid"]
+        if any(c is not None and self.policy.xid_bucket(c) == "restartMachine" for c in codes):
+            case.skip = ["reimage"]  # a new OS disk cannot bring a GPU back onto the bus (RESTART_BM)
         self.cases[verdict.node] = case
         self._record(now, "suspect", verdict.reason, node=verdict.node, evidence=verdict.evidence)
         self._remember(case, now)
@@ -324,6 +328,8 @@ class Remediator:
             self._close(case, "escalated", now, case.escalate)
             return
         case.rung += 1
+        while case.rung < len(RUNGS) and RUNGS[case.rung] in case.skip:
+            case.rung += 1
         case.attempts = 0
         if case.rung >= len(RUNGS):
             if case.failed_rechecks == 0:
