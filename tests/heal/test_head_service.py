@@ -298,8 +298,7 @@ def head(heal_plan: PlanResult, heal_raw: dict[str, Any], tmp_path: Path) -> Ite
 def test_a_node_the_gate_drained_for_an_xid_is_drained_rebooted_revalidated_and_returned(head: Head) -> None:
     """A node the health gate drained for XID 95 (uncontained error): the first tick drains it with the loop's reason
     and restarts its VM through ARM as the remediation identity; the next ticks, each a new process reading the
-    saved state, see it
-    back, run the rack's NCCL check inside a maintenance reservation, and return it to service."""
+    saved state, see it back, run the rack's NCCL check inside a maintenance reservation, and return it to service."""
     sick = head.hosts[4]
     head.set_node(sick, state=["IDLE", "DRAIN"], reason=XID_REASON)
 
