@@ -36,7 +36,7 @@ from gb300 import config, paths
 from gb300.heal import deploy
 from gb300.heal import head as heal_head
 from gb300.heal import policy as heal_policy
-from gb300.heal.ports import HealSlurm
+from gb300.heal.ports import HealSlurm, decision_record
 from gb300.node import context as node_context
 from gb300.ops import payload_publish
 from gb300.plan import PlanResult, run_plan
@@ -615,3 +615,38 @@ def test_the_timer_ticks_at_the_policys_poll_interval(
     timer = next(text for path, text in files.items() if path.endswith("/gb300-heal.timer"))
     assert re.findall(r"(?m)^OnUnitInactiveSec=(.*)$", timer) == [f"{poll}s"]
     assert json.loads(files["/etc/gb300/heal.json"])["pollSeconds"] == poll
+
+
+def test_one_malformed_record_is_skipped_and_the_tick_goes_on(head: Head) -> None:
+    """Root on a node can write its own drain reason: a 5,000-digit "XID" (which int() refuses) on one node must
+    not stop the tick for the fleet. That record is ignored and logged; the real XID on another node is repaired."""
+    bad, sick = head.hosts[1], head.hosts[6]
+    head.set_node(bad, state=["IDLE", "DRAIN"], reason=f"gb300: xid: XID in kernel log: {'5' * 5000}@0000:01:00.0")
+    head.set_node(sick, state=["IDLE", "DRAIN"], reason=XID_REASON)
+    tick = head.run("tick")
+    assert tick.returncode == 0, tick.stderr
+    [ignored] = [d for d in head.decisions() if d["Node"] == bad]
+    assert ignored["Decision"] == "ignore"
+    assert "not a code" in ignored["Reason"]
+    assert len(json.dumps(ignored)) < 2000  # the 5,000 digits never reach the log
+    assert head.slurm()["nodes"][sick]["reason"].startswith("gb300-heal: XID 95")
+
+
+def test_a_hostile_host_name_never_reaches_azure_or_the_log(head: Head, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node's comment naming a 612-character "physical host" with a bidi override: the head reads no host from
+    it (a Guest Health Report would be skipped), and a decision record escapes control and bidi characters."""
+    sick = head.hosts[3]
+    hostile = "\u202e" + "A" * 611
+    head.set_node(sick, comment=f"gb300-gate: fail: gpus: 3 GPUs | gb300-host: {hostile}")
+    for key, value in head.env.items():
+        monkeypatch.setenv(key, value)
+    view = heal_head.SlurmView(HealSlurm(run=run_local), run_local)
+    assert heal_head.SlurmProbe(view).physical_host(sick) is None
+    head.set_node(sick, comment="gb300-gate: fail: gpus: 3 GPUs | gb300-host: GBHOST-0007")
+    assert heal_head.SlurmProbe(heal_head.SlurmView(HealSlurm(run=run_local), run_local)).physical_host(sick) == (
+        "GBHOST-0007"
+    )
+    record = decision_record(now=0, cluster="c", decision="recheck", reason=f"fail: gpus: {hostile}")
+    assert "\u202e" not in record["Reason"]
+    assert "\\u202e" in record["Reason"]
+    assert len(record["Reason"]) <= 500

@@ -16,6 +16,8 @@ simulator's truth.
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -37,6 +39,31 @@ def xid_code(text: str | None) -> int | None:
     if not raw.isascii() or not raw.isdigit() or len(raw) > len(str(XID_MAX)):
         return None
     return int(raw)
+
+
+HOST_MAX = 253
+"""A host name is a DNS name: at most 253 characters (RFC 1035), of letters, digits, dots and hyphens."""
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?")
+
+
+def checked_host(text: str | None) -> str | None:
+    """A physical host name as a node may name it (Hyper-V KVP ``PhysicalHostName``): a DNS name of at most
+    :data:`HOST_MAX` characters, else None. Root on a node writes its own Slurm comment; anything else (a
+    612-character name, a bidi override, a control character) never reaches Azure or the log."""
+    name = (text or "").strip()
+    if len(name) > HOST_MAX or not name.isascii() or not _HOST.fullmatch(name):
+        return None
+    return name
+
+
+def printable(text: str, limit: int = 500) -> str:
+    """``text`` as a log may hold it: control, format (bidi overrides) and separator characters escaped
+    (``\\u202e``), cut to ``limit`` characters."""
+    out = "".join(
+        f"\\u{ord(ch):04x}" if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn") else ch
+        for ch in text[: limit * 2]
+    )
+    return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)

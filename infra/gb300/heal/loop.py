@@ -22,7 +22,7 @@ from typing import Any, Literal
 from gb300 import paths
 from gb300.errors import DataError
 from gb300.heal.azure_calls import AzureRepairs, Instance, RackRef
-from gb300.heal.evidence import Event, Judge, Verdict, parse_gate_result, xid_code
+from gb300.heal.evidence import Event, Judge, Verdict, checked_host, parse_gate_result, xid_code
 from gb300.heal.policy import RUNGS, Policy
 from gb300.heal.ports import EventFeed, HealSlurm, NcclRunner, NodeProbe, Sink, TopologyPort, decision_record
 from gb300.slurm import topology
@@ -148,6 +148,10 @@ class Remediator:
             raise RuntimeError("Remediator.start() must run before the loop ticks")
         return self._judge
 
+    def record_bad(self, now: float, host: str, why: str) -> None:
+        """A record the loop could not read: skipped this tick, logged (the tick goes on for every other node)."""
+        self._record(now, "skip", f"unreadable record skipped: {why}", node=host)
+
     def _rack_name(self, host: str) -> str:
         instance = self.instances.get(host)
         return instance.rack.name if instance else ""
@@ -168,7 +172,11 @@ class Remediator:
                 self.unknown_hosts = True  # a new VM, or not ours: the next tick lists the racks again
                 self._record(now, "ignore", f"{event.node} is not a node of this cluster", node=event.node)
                 continue
-            verdict = self.judge.observe(event)
+            try:
+                verdict = self.judge.observe(event)
+            except Exception as exc:  # noqa: BLE001 - one bad record is skipped and logged, never the whole tick
+                self.record_bad(now, event.node, f"{type(exc).__name__}: {exc}")
+                continue
             if verdict is not None:
                 self._verdict(verdict, now)
         for rack in self.judge.rack_incidents(now):
@@ -510,7 +518,7 @@ class Remediator:
 
     def _physical_host(self, host: str) -> str | None:
         """The physical host the node runs on now (read before a redeploy moves it), as the node reports it."""
-        return self.probe.physical_host(host)
+        return checked_host(self.probe.physical_host(host))
 
     def _report(self, case: Case, now: float) -> None:
         if not case.physical_host:
