@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,28 @@ def test_role_prints_the_roles_to_create(capsys: pytest.CaptureFixture[str]) -> 
     roles = json.loads(capsys.readouterr().out)
     assert roles[0]["AssignableScopes"] == ["/subscriptions/s1/resourceGroups/rg-gpu"]
     assert "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/redeploy/action" in roles[0]["Actions"]
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "expect"),
+    [
+        ("racks: 2000\nduration: 2592000\n", [], "node-ticks; at most"),
+        ("racks: 1\nduration: 3600\n", ["--poll", "0.001"], "--poll: must be 10 to 3600 seconds (got 0.001)"),
+        ("racks: 1\nduration: 3600\n#" + "x" * 300_000 + "\n", [], "bytes; a scenario may have at most"),
+    ],
+    ids=["work", "poll", "file-size"],
+)
+def test_simulate_refuses_work_beyond_its_bounds_in_one_line_fast(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, args: list[str], expect: str
+) -> None:
+    """A scenario of 2,000 racks for 30 days, a --poll of a millisecond, or a file over 256 KiB: refused in one
+    line, exit 2, before any simulated tick (in well under a second)."""
+    path = tmp_path / "big.yaml"
+    path.write_text(content)
+    started = time.perf_counter()
+    code = cli.main(["heal", "simulate", str(path), *args])
+    assert time.perf_counter() - started < 5
+    err = capsys.readouterr().err
+    assert code == 2
+    assert expect in err
+    assert "Traceback" not in err

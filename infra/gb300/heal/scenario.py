@@ -22,6 +22,14 @@ from gb300.facts.loader import data
 from gb300.heal.policy import EVENT_KINDS, hard_checks
 
 RACK_SIZE = 18
+POLL_MIN_S, POLL_MAX_S = 10.0, 3600.0
+"""``--poll``: the loop's tick while it has work (the head's pollSeconds is 60)."""
+FILE_MAX_BYTES = 256 * 1024
+"""A scenario file larger than this is refused before it is parsed."""
+NODE_TICKS_MAX = 2 * 64 * RACK_SIZE * 1440
+"""Work bound: nodes x ticks (duration / poll), twice a simulated day of 64 racks at a 60 s tick (under a minute)."""
+EVENTS_MAX = 50_000
+"""Work bound: events after their node patterns are expanded."""
 CuredBy = Literal["self", "reboot", "reimage", "replace", "none"]
 CURE_LEVEL: Mapping[str, int] = {"self": 0, "reboot": 1, "reimage": 2, "replace": 3, "none": 4}
 ECC_CODES = ("row-remap-pending", "uncorrectable")
@@ -63,7 +71,7 @@ class TruthSpec(_Model):
     node: str = Field(min_length=1)
     cured_by: CuredBy
     until: float | None = Field(None, ge=0)
-    recurs_after: float | None = Field(None, gt=0)
+    recurs_after: float | None = Field(None, ge=600)
 
 
 AzureCall = Literal["restart", "reimage", "redeploy", "list", "report", "any"]
@@ -196,7 +204,37 @@ def parse(raw: Any, where: str = "scenario") -> tuple[Scenario, RemediationSetti
 
 def load(path: Path) -> tuple[Scenario, RemediationSettings]:
     """Read a scenario file with the strict reader of user YAML (gb300.config.stack_yaml) and parse it."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0  # the reader names a missing file
+    if size > FILE_MAX_BYTES:
+        raise ConfigError([Problem(path.name, f"is {size} bytes; a scenario may have at most {FILE_MAX_BYTES}")])
     return parse(stack_yaml.load(path), where=path.name)
 
 
-__all__ = ["CURE_LEVEL", "RACK_SIZE", "Scenario", "hard_checks", "load", "match", "node_name", "parse"]
+def bound(scenario: Scenario, poll_s: float, where: str = "scenario") -> None:
+    """Refuse, in one line each, work beyond the stated bounds (:data:`NODE_TICKS_MAX`, :data:`EVENTS_MAX`,
+    :data:`POLL_MIN_S` .. :data:`POLL_MAX_S`) before any of it is done."""
+    problems = []
+    if not POLL_MIN_S <= poll_s <= POLL_MAX_S:
+        problems.append(Problem("--poll", f"must be {POLL_MIN_S:g} to {POLL_MAX_S:g} seconds (got {poll_s:g})"))
+    else:
+        work = scenario.racks * RACK_SIZE * scenario.duration / poll_s
+        if work > NODE_TICKS_MAX:
+            problems.append(
+                Problem(
+                    where,
+                    f"{scenario.racks} racks for {scenario.duration:g} s at a {poll_s:g} s tick is {work:,.0f} "
+                    f"node-ticks; at most {NODE_TICKS_MAX:,} (fewer racks, a shorter duration or a longer --poll)",
+                )
+            )
+    nodes = scenario.nodes
+    expanded = sum(len(match(e.node, nodes)) for e in scenario.events[: EVENTS_MAX + 1])
+    if expanded > EVENTS_MAX:
+        problems.append(Problem(f"{where}.events", f"expand to more than {EVENTS_MAX:,} node events"))
+    if problems:
+        raise ConfigError(problems)
+
+
+__all__ = ["CURE_LEVEL", "RACK_SIZE", "Scenario", "bound", "hard_checks", "load", "match", "node_name", "parse"]
