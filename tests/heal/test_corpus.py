@@ -16,7 +16,7 @@ from .conftest import SCENARIOS, misjudged, simulate
 CORPUS = sorted(SCENARIOS.glob("*.yaml"))
 HALTING = {"bad-rollout-halt.yaml"}
 # Scenarios that end with a person by design (asserted in their own tests below): not judged by misjudged().
-TO_A_PERSON = {"flapping-xid48.yaml", "recurs-after-redeploy.yaml", "azure-forbidden.yaml"}
+TO_A_PERSON = {"flapping-xid48.yaml", "recurs-after-redeploy.yaml", "azure-forbidden.yaml", "nvlink-rack-down.yaml"}
 
 
 def calls(result: sim.Result, action: str) -> list[str]:
@@ -194,3 +194,28 @@ def test_xids_are_judged_by_nvidias_catalog() -> None:
     assert nodes["r0002-09"]["actions"][:3] == ["drain", "reboot", "replace"]
     assert calls(result, "reimage") == []
     assert misjudged(report) == []
+
+
+def test_a_rack_with_its_nvlink_domain_down_is_one_incident() -> None:
+    """NVLink failures on 14 of 18 nodes of one rack: one rack incident, all 18 nodes held out of service as one
+    block (none left schedulable on the broken domain), one Guest Health Report in the NVLink category, no node
+    rebooted, reimaged or redeployed; the other rack's lone NVLink fault is repaired."""
+    from gb300.facts.loader import data  # noqa: PLC0415
+
+    result = simulate(SCENARIOS / "nvlink-rack-down.yaml")
+    report = result.report()
+    assert report["rack_incidents"] == ["sim-gpu-r0001"]
+    assert all(result.world.nodes[f"r0001-{i:02d}"].drained for i in range(18))
+    assert not [c for c in result.world.azure_calls if "/sim-gpu-r0001/" in c and c.startswith("POST")]
+    nvlink = data("remediation.yaml")["azure"]["guestHealthReport"]["categories"]["nvlink"]
+    assert [r["properties"]["impactCategory"] for r in result.world.reports] == [nvlink]
+    assert all("r0001" not in b["nodes"] for b in report["blocks"])  # the held rack is no block to schedule on
+    assert next(n for n in report["nodes"] if n["node"] == "r0002-08")["actions"][-1] == "return"
+    assert [r for r in result.records if r["Decision"] == "rack-incident" and "NVLink" in r["Reason"]]
+
+
+def test_an_imex_blip_during_a_job_is_the_jobs() -> None:
+    """IMEX unhealthy on all 18 nodes of a running job, three times in ten minutes: the job's, no node drained."""
+    report = simulate(SCENARIOS / "imex-job-blip.yaml").report()
+    assert report["drains"] == 0
+    assert report["rack_incidents"] == []

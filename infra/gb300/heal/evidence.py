@@ -152,6 +152,8 @@ class Judge:
     pending: dict[tuple[str, str], Pending] = field(default_factory=dict)
     incidents: dict[str, float] = field(default_factory=dict)  # rack -> when it was declared
     _unreachable: dict[str, dict[str, float]] = field(default_factory=dict)  # rack -> node -> at
+    fabric: dict[str, dict[str, float]] = field(default_factory=dict)  # rack -> node -> last NVLink report
+    held: dict[str, float] = field(default_factory=dict)  # rack -> when its NVLink domain was held for a person
     suspect_until: dict[str, float] = field(default_factory=dict)  # node -> end of its evidence's window
 
     def _recent(self, node: str, kind: str, now: float, window: float) -> list[Event]:
@@ -200,6 +202,14 @@ class Judge:
         rack = self.rack_of(event.node)
         if rack in self.incidents and event.kind == "unreachable":
             return Verdict(event.node, "ignore", f"rack {rack} incident: held for a person", (event,))
+        if rack in self.held:
+            return Verdict(event.node, "ignore", f"rack {rack}: NVLink domain held for a person", (event,))
+        if event.kind == "nvlink-down":
+            self.fabric.setdefault(rack, {})[event.node] = event.at
+        if event.kind == "imex-unhealthy" and event.job:
+            jobs = self._imex_of_job(event)
+            if jobs is not None:
+                return jobs
         hard, why = self._hard(event)
         if hard:
             # The same-job rule only for what NVIDIA's catalog calls a teardown artifact: any other hard evidence
@@ -245,6 +255,39 @@ class Judge:
                 self.incidents[rack] = now
                 declared.append(rack)
                 for slot in [s for s, p in self.pending.items() if p.key == "unreachable" and s[0] in seen]:
+                    del self.pending[slot]
+        return declared
+
+    def _imex_of_job(self, event: Event) -> Verdict | None:
+        """IMEX is started per job: trouble on ``sameJobNodes`` or more of one job's nodes at once is the job's."""
+        window = self.policy.corroborate["imex-unhealthy"].window_s
+        peers = {
+            node
+            for node, events in self.history.items()
+            for e in events
+            if e.kind == event.kind and e.job == event.job and event.at - e.at <= window
+        }
+        if len(peers) < self.policy.same_job_nodes:
+            return None
+        for slot in [s for s, p in self.pending.items() if p.key == event.kind and s[0] in peers]:
+            del self.pending[slot]
+        why = f"IMEX unhealthy on {len(peers)} nodes of job {event.job}: the job's, not the nodes'"
+        return Verdict(event.node, "ignore", why, (event,))
+
+    def fabric_incidents(self, now: float) -> list[str]:
+        """Racks where NVLink evidence (the nodes' ``nvlink-down``: fabric health, NVLink errors) came from the
+        rack-incident share of the nodes within its window: the NVLink domain, not the nodes. Held from now on
+        (their waiting NVLink evidence dropped); only a person lets them go."""
+        declared = []
+        for rack, seen in self.fabric.items():
+            if rack in self.held:
+                continue
+            recent = [n for n, at in seen.items() if now - at <= self.policy.rack_incident_window_s]
+            size = self.rack_size(recent[0]) if recent else 0
+            if size and len(recent) >= self.policy.rack_incident_share * size:
+                self.held[rack] = now
+                declared.append(rack)
+                for slot in [s for s in self.pending if self.rack_of(s[0]) == rack]:
                     del self.pending[slot]
         return declared
 

@@ -148,6 +148,21 @@ class Remediator:
             raise RuntimeError("Remediator.start() must run before the loop ticks")
         return self._judge
 
+    def _observe(self, now: float) -> None:
+        """Judge the events that arrived since the last tick; one that cannot be judged is skipped and logged."""
+        for event in self.feed.poll(now):
+            if event.node not in self.instances:
+                self.unknown_hosts = True  # a new VM, or not ours: the next tick lists the racks again
+                self._record(now, "ignore", f"{event.node} is not a node of this cluster", node=event.node)
+                continue
+            try:
+                verdict = self.judge.observe(event)
+            except Exception as exc:  # noqa: BLE001 - one bad record is skipped and logged, never the whole tick
+                self.record_bad(now, event.node, f"{type(exc).__name__}: {exc}")
+                continue
+            if verdict is not None:
+                self._verdict(verdict, now)
+
     def record_bad(self, now: float, host: str, why: str) -> None:
         """A record the loop could not read: skipped this tick, logged (the tick goes on for every other node)."""
         self._record(now, "skip", f"unreadable record skipped: {why}", node=host)
@@ -167,20 +182,11 @@ class Remediator:
     def tick(self, now: float) -> None:
         for case in [c for c in self.cases.values() if c.intent is not None]:
             self._reconcile(case, now)
-        for event in self.feed.poll(now):
-            if event.node not in self.instances:
-                self.unknown_hosts = True  # a new VM, or not ours: the next tick lists the racks again
-                self._record(now, "ignore", f"{event.node} is not a node of this cluster", node=event.node)
-                continue
-            try:
-                verdict = self.judge.observe(event)
-            except Exception as exc:  # noqa: BLE001 - one bad record is skipped and logged, never the whole tick
-                self.record_bad(now, event.node, f"{type(exc).__name__}: {exc}")
-                continue
-            if verdict is not None:
-                self._verdict(verdict, now)
+        self._observe(now)
         for rack in self.judge.rack_incidents(now):
             self._record(now, "rack-incident", "much of the rack is unreachable at once: held for a person", rack=rack)
+        for rack in self.judge.fabric_incidents(now):
+            self._hold_rack(rack, now)
         for item in self.judge.due(now):
             if item.mode == "settle":
                 self._verdict(self.judge.settle(item), now)
@@ -241,6 +247,32 @@ class Remediator:
             gate = parse_gate_result(self.probe.gate_result(case.node))
             if gate.passed:
                 self._close(case, "dismissed", now, "judged again after the resume: the gate passes now")
+
+    def _hold_rack(self, rack: str, now: float) -> None:
+        """NVLink trouble on most of one rack: the domain, not 18 node faults. The whole rack is drained as one
+        block (its nodes share the broken domain), its open cases end without another Azure call, one Guest Health
+        Report in the NVLink category names the rack's first reporting node, and a person is asked."""
+        hosts = [h for h, i in self.instances.items() if i.rack.name == rack]
+        for case in [c for c in self.cases.values() if c.instance.rack.name == rack]:
+            self._close(case, "held", now, f"rack {rack} held as one NVLink incident: no repair node by node")
+        if self.shadow:
+            self._record(now, "rack-incident", f"shadow mode: would hold rack {rack}", rack=rack, hosts=hosts)
+            return
+        free = [h for h in hosts if not (r := self.slurm.reason(h)) or r.startswith((PREFIX, HEALTH_PREFIX))]
+        if free:
+            self.slurm.drain(free, f"{PREFIX} rack {rack}: NVLink domain incident, held for a person")
+        reason = (
+            f"NVLink evidence on {len(self.judge.fabric.get(rack, {}))} of {len(hosts)} nodes: the rack's NVLink "
+            "domain is held out of service as one block; a person must look (NVLink category report)"
+        )
+        self._record(now, "rack-incident", reason, rack=rack, hosts=hosts)
+        first = min(self.judge.fabric.get(rack, {}).items(), key=lambda item: item[1], default=None)
+        if first is not None and self.policy.guest_health_report:
+            node = first[0]
+            incident = Case(node, self.instances[node], "held", now, reason, [Event(now, node, "nvlink-down")])
+            incident.physical_host = self._physical_host(node)
+            self._report(incident, now)
+        self._refresh_topology(now)
 
     def _incidents(self, now: float) -> None:
         """A held rack is let go once all its nodes answer the gate again."""
@@ -551,9 +583,12 @@ class Remediator:
         self._record(now, "guest-health-report", f"{category} for {case.physical_host} ({name})", node=case.node)
 
     def _out_of_service(self) -> set[str]:
-        return {c.node for c in self.cases.values() if c.state != "queued"} | {
-            c.node for c in self.closed if c.state in ("escalated",)
-        }
+        held = {h for h, i in self.instances.items() if i.rack.name in self.judge.held}
+        return (
+            {c.node for c in self.cases.values() if c.state != "queued"}
+            | {c.node for c in self.closed if c.state in ("escalated",)}
+            | held
+        )
 
     def _refresh_topology(self, now: float) -> None:
         nodes, _problems = topology.parse_lines(self.topology_port.fabric_lines())

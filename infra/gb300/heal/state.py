@@ -121,6 +121,8 @@ def dump(loop: Remediator, *, listed_at: float, extra: Mapping[str, Any]) -> dic
                 for p in judge.pending.values()
             ],
             "incidents": judge.incidents,
+            "fabric": judge.fabric,
+            "held": judge.held,
             "unreachable": judge._unreachable,
             "suspectUntil": judge.suspect_until,
         },
@@ -168,6 +170,10 @@ def restore(loop: Remediator, doc: Mapping[str, Any], racks: Sequence[RackRef]) 
         for p in raw.get("pending", [])
     }
     judge.incidents = {str(k): float(v) for k, v in raw.get("incidents", {}).items()}
+    judge.held = {str(k): float(v) for k, v in raw.get("held", {}).items()}
+    judge.fabric = {
+        str(rack): {str(n): float(at) for n, at in seen.items()} for rack, seen in raw.get("fabric", {}).items()
+    }
     judge._unreachable = {
         str(rack): {str(n): float(at) for n, at in seen.items()} for rack, seen in raw.get("unreachable", {}).items()
     }
