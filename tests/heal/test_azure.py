@@ -110,3 +110,27 @@ def test_guest_health_report_category_follows_the_evidence() -> None:
     )
     assert [r["properties"]["impactCategory"] for r in result.world.reports] == [ghr["categories"]["nvlink"]]
     assert ghr["categories"]["nvlink"] != ghr["categories"]["default"]
+
+
+def test_a_guest_health_report_as_azure_documents_it() -> None:
+    """XID 79 that a reboot did not cure: the report is filed in Azure's XID 79 category (not the generic one),
+    names the VM by its VmUniqueId and the host the node itself named, and Azure's insights are read back into a
+    decision record. A node whose reboot was only refused by Azure gets no report (tested in test_corpus)."""
+    from gb300.facts.loader import data  # noqa: PLC0415
+
+    categories = data("remediation.yaml")["azure"]["guestHealthReport"]["categories"]
+    result = simulate(
+        {
+            "racks": 1,
+            "duration": 21600,
+            "remediation": {"guestHealthReport": True},
+            "events": [{"at": 600, "node": "r0001-09", "kind": "xid", "code": 79}],
+            "truth": [{"node": "r0001-09", "cured_by": "replace"}],
+        }
+    )
+    [report] = result.world.reports
+    body = report["properties"]
+    assert body["impactCategory"] == categories["xid79"] != categories["default"]
+    assert re.fullmatch(r"[0-9a-f-]{36}", body["additionalProperties"]["VmUniqueId"])
+    assert body["additionalProperties"]["PhysicalHostName"] == "SIMHOST-r0001-09"
+    assert [r["Reason"] for r in result.records if r["Decision"] == "report-insights"] == ["simulated: report received"]

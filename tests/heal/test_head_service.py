@@ -138,7 +138,7 @@ class Arm:
                     "name": f"{rack}_{i}",
                     "instanceId": str(i),
                     "id": f"{path.split('?', maxsplit=1)[0]}/{i}",
-                    "properties": {"osProfile": {"computerName": host}},
+                    "properties": {"osProfile": {"computerName": host}, "vmId": f"00000000-0000-0000-0000-{i:012d}"},
                 }
                 for i, host in enumerate(hosts)
             ]

@@ -12,7 +12,8 @@ Calls (the SDK method, then the permission it needs):
 * ``get_instance_view``: ``.../virtualMachines/instanceView/read`` (after a head restart, whether a call the loop
   meant to make reached Azure: the VM's ``ProvisioningState/<state>`` status and its time);
 * a Guest Health Report, ``PUT /subscriptions/{id}/providers/Microsoft.Impact/workloadImpacts/{name}`` sent
-  through the same client's pipeline: ``Microsoft.Impact/workloadImpacts/write`` (subscription scope).
+  through the same client's pipeline: ``Microsoft.Impact/workloadImpacts/write`` (subscription scope), and its
+  insights read back, ``GET .../workloadImpacts/{name}/insights``: ``Microsoft.Impact/workloadImpacts/insights/read``.
 
 No call needs ``Microsoft.Compute/virtualMachineScaleSets/write``: that permission rewrites the model, custom
 data included, which is root on every node. Operations are started with ``polling=False``: the loop waits for
@@ -39,7 +40,10 @@ REPAIR_ACTIONS: tuple[str, ...] = (
     f"{VMS}/redeploy/action",
 )
 """Actions on the GPU resource group: the role ``gb300 remediation``."""
-REPORT_ACTIONS: tuple[str, ...] = ("Microsoft.Impact/workloadImpacts/write",)
+REPORT_ACTIONS: tuple[str, ...] = (
+    "Microsoft.Impact/workloadImpacts/write",
+    "Microsoft.Impact/workloadImpacts/insights/read",
+)
 """Actions at subscription scope, only with ``gb300:remediation.guestHealthReport``: ``gb300 guest health report``."""
 RUNG_CALLS: Mapping[str, str] = {"reboot": "begin_restart", "reimage": "begin_reimage", "replace": "begin_redeploy"}
 
@@ -61,6 +65,7 @@ class Instance:
     rack: RackRef
     instance_id: str
     resource_id: str
+    vm_id: str = ""  # the VM's unique id (vmId): a Guest Health Report's VmUniqueId
 
 
 class AzureRepairs:
@@ -76,7 +81,7 @@ class AzureRepairs:
         for vm in client.virtual_machine_scale_set_vms.list(rack.resource_group, rack.name):
             profile = getattr(vm, "os_profile", None)
             host = str(getattr(profile, "computer_name", None) or vm.name)
-            out.append(Instance(host, rack, str(vm.instance_id), str(vm.id)))
+            out.append(Instance(host, rack, str(vm.instance_id), str(vm.id), str(getattr(vm, "vm_id", None) or "")))
         return sorted(out, key=lambda i: natural_key(i.host))
 
     def repair(self, rung: str, instance: Instance) -> None:
@@ -109,7 +114,7 @@ class AzureRepairs:
                 "impactCategory": category,
                 "impactDescription": description[:200],
                 "impactedResourceId": instance.resource_id,
-                "additionalProperties": {"PhysicalHostName": physical_host},
+                "additionalProperties": {"PhysicalHostName": physical_host, "VmUniqueId": instance.vm_id},
             }
         }
         request = HttpRequest(
@@ -121,6 +126,22 @@ class AzureRepairs:
         response = self._client_for(instance.rack.subscription_id).send_request(request)
         response.raise_for_status()
         return name
+
+    def insights(self, instance: Instance, name: str) -> list[str]:
+        """Azure's insights on a filed report (``GET .../workloadImpacts/{name}/insights``), as one line each."""
+        request = HttpRequest(
+            "GET",
+            f"/subscriptions/{instance.rack.subscription_id}/providers/Microsoft.Impact/workloadImpacts/{name}"
+            "/insights",
+            params={"api-version": self._ghr_api_version},
+        )
+        response = self._client_for(instance.rack.subscription_id).send_request(request)
+        response.raise_for_status()
+        out = []
+        for item in (response.json() or {}).get("value") or []:
+            content = ((item or {}).get("properties") or {}).get("content") or {}
+            out.append(str(content.get("title") or (item or {}).get("name") or "insight")[:200])
+        return out
 
 
 def role_definitions(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import ModuleType
@@ -557,16 +557,7 @@ class Remediator:
             reason = "skipped: the node published no physical host (its KVP pool 3)"
             self._record(now, "guest-health-report", reason, node=case.node)
             return
-        kind = case.evidence[0].kind if case.evidence else "default"
-        family = {
-            "gpu-missing": "gpu",
-            "ecc": "ecc",
-            "xid": "xid",
-            "ib-link-down": "ib",
-            "ib-flap": "ib-flap",
-            "nvlink-down": "nvlink",
-        }
-        category = self.policy.ghr_categories.get(family.get(kind, "default"), self.policy.ghr_categories["default"])
+        category = ghr_category(self.policy.ghr_categories, case.evidence)
         started = datetime.fromtimestamp(case.first_evidence, UTC).isoformat().replace("+00:00", "Z")
         try:
             name = self.azure.guest_health_report(
@@ -581,6 +572,13 @@ class Remediator:
             return
         case.actions.append("guest-health-report")
         self._record(now, "guest-health-report", f"{category} for {case.physical_host} ({name})", node=case.node)
+        try:
+            insights = self.azure.insights(case.instance, name)
+        except Exception as exc:  # noqa: BLE001 - insights are information for a person; the repair goes on
+            self._record(now, "azure-later", f"insights of {name}: {exc}", node=case.node)
+            return
+        if insights:
+            self._record(now, "report-insights", "; ".join(insights), node=case.node)
 
     def _out_of_service(self) -> set[str]:
         held = {h for h, i in self.instances.items() if i.rack.name in self.judge.held}
@@ -604,6 +602,28 @@ class Remediator:
                 now=now, cluster=self.cluster, decision=decision, reason=reason, halted=self.halted, **fields
             )
         )
+
+
+def ghr_category(categories: Mapping[str, str], evidence: Sequence[Event]) -> str:
+    """The Guest Health Report category for the case's first evidence (data/remediation.yaml, Azure's list)."""
+    first = evidence[0] if evidence else None
+    keys: list[str] = []
+    if first is not None:
+        family = {
+            "gpu-missing": "gpu",
+            "ecc": "ecc",
+            "ib-link-down": "ib",
+            "ib-flap": "ib-flap",
+            "nvlink-down": "nvlink",
+            "thermal-throttle": "thermal",
+        }
+        if first.kind == "xid":
+            keys = [f"xid{xid_code(first.code)}", "xid"]
+        elif first.kind == "check-failed":
+            keys = [str(first.check or "")]
+        else:
+            keys = [family.get(first.kind, "")]
+    return next((categories[k] for k in keys if k in categories), categories["default"])
 
 
 def escalated(cases: Sequence[Case]) -> list[Case]:

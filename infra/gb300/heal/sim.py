@@ -376,7 +376,10 @@ class World:
                     "name": f"{m.group(1)}_{i}",
                     "instanceId": str(i),
                     "id": f"{path}/{i}",
-                    "properties": {"osProfile": {"computerName": f"r{rack:04d}-{i:02d}"}},
+                    "properties": {
+                        "osProfile": {"computerName": f"r{rack:04d}-{i:02d}"},
+                        "vmId": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"gb300-sim-vm-{rack}-{i}")),
+                    },
                 }
                 for i in range(RACK_SIZE)
             ]
@@ -389,9 +392,13 @@ class World:
             node.op_started = self.now
             node.pending_level = max(node.pending_level, RUNG_LEVEL[m.group(3)])
             return 202, None, {}
-        if re.fullmatch(rf"/subscriptions/{SUBSCRIPTION}/providers/Microsoft\.Impact/workloadImpacts/[\w:-]+", path):
+        impacts = rf"/subscriptions/{SUBSCRIPTION}/providers/Microsoft\.Impact/workloadImpacts/[\w:-]+"
+        if re.fullmatch(impacts, path) and method == "PUT":
             self.reports.append(body)
             return 201, body, {}
+        if re.fullmatch(impacts + "/insights", path) and method == "GET":
+            insight = {"name": "i1", "properties": {"content": {"title": "simulated: report received"}}}
+            return 200, {"value": [insight]}, {}
         return 404, {"error": {"code": "NotFound", "message": path}}, {}
 
     def _report_host(self, body: Any) -> str | None:

@@ -102,7 +102,13 @@ def dump(loop: Remediator, *, listed_at: float, extra: Mapping[str, Any]) -> dic
         "listedAt": listed_at,
         "relist": loop.unknown_hosts,
         "instances": [
-            {"host": i.host, "rack": i.rack.name, "instanceId": i.instance_id, "resourceId": i.resource_id}
+            {
+                "host": i.host,
+                "rack": i.rack.name,
+                "instanceId": i.instance_id,
+                "resourceId": i.resource_id,
+                "vmId": i.vm_id,
+            }
             for i in loop.instances.values()
         ],
         "cases": [case_doc(c) for c in loop.cases.values()],
@@ -134,7 +140,9 @@ def instances_of(doc: Mapping[str, Any], racks: Sequence[RackRef]) -> dict[str, 
     """The racks' VMs as the state recorded them (only racks still in ``racks``)."""
     by_name = {r.name: r for r in racks}
     return {
-        str(i["host"]): Instance(str(i["host"]), by_name[str(i["rack"])], str(i["instanceId"]), str(i["resourceId"]))
+        str(i["host"]): Instance(
+            str(i["host"]), by_name[str(i["rack"])], str(i["instanceId"]), str(i["resourceId"]), str(i.get("vmId", ""))
+        )
         for i in doc.get("instances", [])
         if str(i["rack"]) in by_name
     }
