@@ -14,7 +14,7 @@ from gb300.heal.scenario import load
 from .conftest import SCENARIOS, misjudged, simulate
 
 CORPUS = sorted(SCENARIOS.glob("*.yaml"))
-HALTING = {"bad-rollout-halt.yaml"}
+HALTING = {"bad-rollout-halt.yaml", "halt-during-revalidation.yaml"}
 # Scenarios that end with a person by design (asserted in their own tests below): not judged by misjudged().
 TO_A_PERSON = {"flapping-xid48.yaml", "recurs-after-redeploy.yaml", "azure-forbidden.yaml", "nvlink-rack-down.yaml"}
 
@@ -219,3 +219,13 @@ def test_an_imex_blip_during_a_job_is_the_jobs() -> None:
     report = simulate(SCENARIOS / "imex-job-blip.yaml").report()
     assert report["drains"] == 0
     assert report["rack_incidents"] == []
+
+
+def test_a_node_lifted_for_its_rack_run_stays_out_when_the_loop_halts() -> None:
+    """The loop halts while a repaired node's rack NCCL run (which lifted its drain) is under way: the run is still
+    collected, the drain put back, and the node stays out of service while the loop waits for a person."""
+    report = simulate(SCENARIOS / "halt-during-revalidation.yaml").report()
+    assert report["halted"] is True
+    (node,) = [n for n in report["nodes"] if n["node"] == "r0001-03"]
+    assert node["final_state"] == "drained"
+    assert node["case"] == "revalidating"

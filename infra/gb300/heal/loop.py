@@ -196,6 +196,7 @@ class Remediator:
         self._incidents(now)
         self._check_halt(now)
         if self.halted:
+            self._finish_runs(now)
             return
         if self.rejudge:
             self._rejudge(now)
@@ -298,6 +299,17 @@ class Remediator:
                 "waiting for "
                 "a person",
             )
+
+    def _finish_runs(self, now: float) -> None:
+        """While halted: rack NCCL runs already started are still collected, so the runner puts back the drains it
+        lifted for the run (a lifted node must never stay schedulable because the loop stopped advancing it). The
+        result is not acted on; the run is made again after a person resumes the loop."""
+        for case in [c for c in self.cases.values() if c.state == "revalidating"]:
+            if case.nccl is not None and self.nccl.collect(case.nccl) is not None:
+                case.nccl = None
+                self._record(
+                    now, "revalidate", "halted: the rack run ended, its result waits for a resume", node=case.node
+                )
 
     def _under_repair(self) -> list[Case]:
         return [c for c in self.cases.values() if c.state in ("draining", "acting", "revalidating")]

@@ -128,6 +128,7 @@ class World:
     nccl_runs: dict[str, tuple[float, list[str]]] = field(default_factory=dict)
     times: dict[str, float] = field(default_factory=_sim_times)
     refusals: int = 0
+    lifted: dict[str, dict[str, str]] = field(default_factory=dict)  # NCCL run -> the loop's drains lifted for it
     _events: list[Event] = field(default_factory=list)
     _windows: list[tuple[Any, set[str] | None]] = field(default_factory=list)
     _crashes: list[Any] = field(default_factory=list)
@@ -309,8 +310,15 @@ class World:
         return str(nccl_eval().physical_host(pool)) or None
 
     def submit(self, hosts: Sequence[str]) -> str:
+        """Start the rack run; as the head's runner (gb300.heal.head.SrunNccl), the loop's own drains are lifted for
+        it and put back when the run is collected."""
         handle = f"nccl-{len(self.nccl_runs) + 1}"
         self.nccl_runs[handle] = (self.now, list(hosts))
+        for host in hosts:
+            node = self.nodes[host]
+            if node.drained and node.reason.startswith("gb300-heal:"):
+                self.lifted.setdefault(handle, {})[host] = node.reason
+                node.drained = False
         return handle
 
     def collect(self, handle: str) -> str | None:
@@ -318,6 +326,11 @@ class World:
         started, hosts = self.nccl_runs[handle]
         if self.now < started + self.times["nccl"]:
             return None
+        for host, reason in self.lifted.pop(handle, {}).items():
+            node = self.nodes[host]
+            if not node.drained and not node.reason.startswith("gb300-heal:") and node.reason:
+                continue  # someone else drained it meanwhile
+            node.drained, node.reason = True, reason
         healthy = all(self._fault(h) is None or self._fault(h).level == 0 for h in hosts)  # type: ignore[union-attr]
         name = "all_reduce_perf.rack-ok.txt" if healthy else "all_reduce_perf.rack-report.txt"
         return (FIXTURES / name).read_text(encoding="utf-8")
