@@ -229,3 +229,27 @@ def test_a_node_lifted_for_its_rack_run_stays_out_when_the_loop_halts() -> None:
     (node,) = [n for n in report["nodes"] if n["node"] == "r0001-03"]
     assert node["final_state"] == "drained"
     assert node["case"] == "revalidating"
+
+
+def test_a_persons_request_starts_the_ladder_where_they_asked() -> None:
+    """Action:Replace in a node's reason: drained by the loop, redeployed without a reboot first, revalidated and
+    returned; Action:Reboot: rebooted. Neither counts as fault evidence for the halt rail."""
+    result = simulate(SCENARIOS / "operator-request.yaml")
+    report = result.report()
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert nodes["r0001-02"]["actions"] == ["drain", "replace", "revalidate", "return"]
+    assert nodes["r0001-05"]["actions"] == ["drain", "reboot", "revalidate", "return"]
+    assert misjudged(report) == []
+
+
+def test_shadow_mode_records_every_decision_and_acts_on_none() -> None:
+    """gb300:remediation.shadow: the XID 95 and the NVLink rack are judged and recorded as they would be, but no
+    node is drained and no Azure call is made."""
+    result = simulate(SCENARIOS / "shadow-mode.yaml")
+    report = result.report()
+    assert report["drains"] == 0
+    assert not [c for c in result.world.azure_calls if not c.startswith("GET")]
+    assert not any(n.drained for n in result.world.nodes.values())
+    reasons = [r["Reason"] for r in result.records]
+    assert "shadow mode: would drain, then reboot" in reasons
+    assert any(r.startswith("shadow mode: would hold rack") for r in reasons)

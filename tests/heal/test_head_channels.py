@@ -210,3 +210,20 @@ def test_an_unreadable_record_is_skipped_and_reported() -> None:
     events = feed.poll(100.0)
     assert [e.node for e in events] == ["n2"]
     assert [h for h, _ in bad] == ["n1"]
+
+
+def test_a_persons_action_in_the_reason_is_a_request() -> None:
+    """`scontrol update ... reason="Action:Replace"` by a person (as HyperPod reads it) is one request event for
+    the loop, once; the loop's own reasons and the gate's are not requests."""
+    doc = {
+        "nodes": [
+            {"name": "n1", "state": ["IDLE", "DRAIN"], "reason": "Action:Replace bad HBM suspected"},
+            {"name": "n2", "state": ["IDLE", "DRAIN"], "reason": "Action:Reboot"},
+            {"name": "n3", "state": ["IDLE", "DRAIN"], "reason": "gb300-heal: Action:Replace asked"},
+        ]
+    }
+    view = SlurmView(HealSlurm(run=lambda argv: json.dumps(doc)), lambda argv: json.dumps(doc))
+    feed = SlurmFeed(view)
+    events = feed.poll(100.0)
+    assert [(e.node, e.kind, e.code) for e in events] == [("n1", "request", "replace"), ("n2", "request", "reboot")]
+    assert feed.poll(160.0) == []

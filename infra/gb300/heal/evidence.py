@@ -198,8 +198,12 @@ class Judge:
             p.node for p in self.pending.values()
         }
 
-    def _observe(self, event: Event) -> Verdict | None:  # noqa: PLR0911 - one return per rule
-        rack = self.rack_of(event.node)
+    def _context(self, event: Event, rack: str) -> Verdict | None:
+        """What the event's context decides before the evidence rules: a person's request, a held rack, a job's
+        IMEX."""
+        if event.kind == "request":
+            why = f"a person asked for {event.code} (Action: in the node's reason)"
+            return Verdict(event.node, "act", why, (event,))
         if rack in self.incidents and event.kind == "unreachable":
             return Verdict(event.node, "ignore", f"rack {rack} incident: held for a person", (event,))
         if rack in self.held:
@@ -207,9 +211,14 @@ class Judge:
         if event.kind == "nvlink-down":
             self.fabric.setdefault(rack, {})[event.node] = event.at
         if event.kind == "imex-unhealthy" and event.job:
-            jobs = self._imex_of_job(event)
-            if jobs is not None:
-                return jobs
+            return self._imex_of_job(event)
+        return None
+
+    def _observe(self, event: Event) -> Verdict | None:  # noqa: PLR0911 - one return per rule
+        rack = self.rack_of(event.node)
+        decided = self._context(event, rack)
+        if decided is not None:
+            return decided
         hard, why = self._hard(event)
         if hard:
             # The same-job rule only for what NVIDIA's catalog calls a teardown artifact: any other hard evidence

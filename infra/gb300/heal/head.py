@@ -49,7 +49,7 @@ from gb300.heal import policy as heal_policy
 from gb300.heal import state as heal_state
 from gb300.heal.azure_calls import AzureRepairs, RackRef
 from gb300.heal.evidence import Event, checked_host, parse_gate_result, xid_code
-from gb300.heal.loop import PREFIX, Remediator
+from gb300.heal.loop import PREFIX, Remediator, requested_action
 from gb300.heal.ports import HealSlurm, Sink, decision_record, file_sink
 from gb300.slurm.client import HEALTH_PREFIX, Runner, SlurmError, run_local
 from gb300.slurm.hostlist import compress, expand
@@ -249,11 +249,17 @@ class SlurmFeed:
                 self.on_bad(host, f"{type(exc).__name__}: {exc}")
         return events
 
-    def _poll_one(self, host: str, now: float) -> list[Event]:
+    def _poll_one(self, host: str, now: float) -> list[Event]:  # noqa: PLR0911 - one return per kind of record
         if self.skip(host):
             return []
         reason = self.view.reason(host)
         down = bool(self.view.states(host) & _DOWN)
+        action = requested_action(reason) if not reason.startswith(PREFIX) else None
+        if action is not None:
+            if self.seen.get(host) == reason:
+                return []
+            self.seen[host] = reason
+            return [Event(now, host, "request", action)]
         if reason.startswith(HEALTH_PREFIX):
             if self.seen.get(host) == reason:
                 return []

@@ -41,6 +41,19 @@ only with ``Retry-After``, so the loop owns the retry: its clients run with ``re
 BACKOFF_MAX_S = 3600.0
 
 
+REQUESTS: Mapping[str, str] = {"Action:Reboot": "reboot", "Action:Replace": "replace"}
+"""A person's request in a node's Slurm reason, as SageMaker HyperPod reads it (``scontrol update
+nodename=<node> state=drain reason="Action:Replace"``): the loop repairs the node from that rung."""
+
+
+def requested_action(reason: str) -> str | None:
+    """The rung a person asked for in a Slurm reason (``Action:Reboot`` or ``Action:Replace``), if any."""
+    for word in reason.split():
+        if word in REQUESTS:
+            return REQUESTS[word]
+    return None
+
+
 def refusal(exc: BaseException) -> tuple[int | None, float | None]:
     """The HTTP status of an Azure SDK error (None: no answer, a connection error) and its ``Retry-After`` seconds."""
     response = getattr(exc, "response", None)
@@ -134,6 +147,9 @@ class Remediator:
     # -------------------------------------------------------------------------------------------------
     # Set-up and the tick
 
+    def __post_init__(self) -> None:
+        self.shadow = self.shadow or self.policy.shadow
+
     def start(self, now: float) -> None:
         for rack in self.racks:
             for instance in self.azure.instances(rack):
@@ -215,7 +231,9 @@ class Remediator:
         if case is not None:
             case.evidence.extend(verdict.evidence)
             return
-        self._faults.append((now, verdict.node))
+        request = next((str(e.code) for e in verdict.evidence if e.kind == "request"), None)
+        if request is None:
+            self._faults.append((now, verdict.node))  # a person's request is no fault evidence for the halt rail
         first = min(e.at for e in verdict.evidence) if verdict.evidence else now
         case = Case(verdict.node, self.instances[verdict.node], "queued", first, verdict.reason, list(verdict.evidence))
         codes = [xid_code(e.code) for e in verdict.evidence if e.kind == "xid"]
@@ -223,7 +241,11 @@ class Remediator:
             case.skip = ["reimage"]  # a new OS disk cannot bring a GPU back onto the bus (RESTART_BM)
         self.cases[verdict.node] = case
         self._record(now, "suspect", verdict.reason, node=verdict.node, evidence=verdict.evidence)
-        self._remember(case, now)
+        if request is not None:
+            case.request = request
+            case.rung = RUNGS.index(request) - 1  # the ladder starts at the rung the person asked for
+        else:
+            self._remember(case, now)
 
     def _remember(self, case: Case, now: float) -> None:
         """A node back within the memory window (``memory.windowSeconds``): the second recurrence, or a return after
@@ -333,8 +355,12 @@ class Remediator:
 
     def _drain(self, case: Case, now: float) -> bool:
         reason = self.slurm.reason(case.node)
-        if reason and not reason.startswith((PREFIX, HEALTH_PREFIX)):
+        asked = case.request is not None and requested_action(reason) == case.request
+        if reason and not reason.startswith((PREFIX, HEALTH_PREFIX)) and not asked:
             self._close(case, "held", now, f"drained by someone else ({reason!r}): left alone")
+            return False
+        if self.shadow:
+            self._close(case, "dismissed", now, f"shadow mode: would drain, then {RUNGS[case.rung + 1]}")
             return False
         self.slurm.drain([case.node], f"{PREFIX} {case.reason}"[:250])
         case.actions.append("drain")

@@ -85,6 +85,7 @@ class Policy:
     ghr_categories: Mapping[str, str]
     memory_s: float
     xid_buckets: Mapping[str, str]
+    shadow: bool
 
     def xid_bucket(self, code: int) -> str:
         """NVIDIA's catalog bucket of an XID (``evidence.xid.catalog``); ``contactSupport`` when not listed."""
@@ -158,6 +159,7 @@ def load(settings: RemediationSettings) -> Policy:
         ghr_api_version=str(ghr["apiVersion"]),
         ghr_categories={str(k): str(v) for k, v in ghr["categories"].items()},
         memory_s=float(raw["memory"]["windowSeconds"]),
+        shadow=settings.shadow,
         xid_buckets={
             str(code): bucket
             for bucket, codes in xid["catalog"].items()

@@ -194,6 +194,15 @@ class World:
             if fault.returns_at is not None and fault.returns_at <= now:
                 fault.cured_at, fault.start, fault.returns_at = None, fault.returns_at, None
 
+    def request(self, host: str, action: str, now: float) -> None:
+        """A person drains the node with ``Action:Reboot`` or ``Action:Replace`` in its reason (as for HyperPod); the
+        head's feed reads it from the reason (gb300.heal.head.SlurmFeed), here it arrives as that event."""
+        node = self.nodes[host]
+        node.drained, node.reason = True, f"Action:{action.capitalize()} requested by an operator"
+        event = Event(now, host, "request", action)
+        keys = [(e.at, e.node) for e in self._events]
+        self._events.insert(bisect.bisect_right(keys, (now, host), lo=self._next_event), event)
+
     def _recur(self, fault: Fault, at: float) -> None:
         """The cure holds ``recurs_after`` seconds, then the fault and its reports come back (truth.recurs_after)."""
         fault.returns_at = at
@@ -647,6 +656,13 @@ def _operate(world: World, saved: dict[str, Any], action: Any, now: float) -> No
     """What a person does (scenario ``operator``): ``gb300-heal resume`` on the saved state, as the head's command."""
     if action.kind == "resume" and saved.get("halted"):
         heal_state.mark_resumed(saved, now=now, by="operator", reason="scenario operator resume")
+    elif action.kind == "request":
+        for host in match(action.node, scenario_nodes(world)):
+            world.request(host, action.action, now)
+
+
+def scenario_nodes(world: World) -> list[str]:
+    return list(world.nodes)
 
 
 __all__ = ["RACK_SIZE", "FakeArm", "HeadCrash", "Result", "World", "compute_client_for", "run"]
