@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from gb300 import config, paths
-from gb300.heal import deploy
+from gb300.heal import deploy, fake_arm
 from gb300.heal import head as heal_head
 from gb300.heal import policy as heal_policy
 from gb300.heal.ports import HealSlurm, decision_record
@@ -120,41 +120,26 @@ class Arm:
         return 404, {"error": path}
 
     def arm(self, method: str, path: str, auth: str) -> tuple[int, Any]:
+        """ARM's answers in the shapes of the simulator's fake ARM (gb300.heal.fake_arm), over real HTTPS."""
         self.requests.append(f"{method} {path.split('?', maxsplit=1)[0]}")
         self.authorized.append(auth == f"Bearer {TOKEN}")
-        prefix = (
-            f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{GROUP}/providers/Microsoft.Compute/virtualMachineScaleSets/"
-        )
-        m = re.fullmatch(
-            re.escape(prefix) + r"([^/]+)/virtualMachines(?:/(\d+)/(\w+))?", path.split("?", maxsplit=1)[0]
-        )
-        if m is None:
-            return 404, {"error": {"code": "NotFound", "message": path}}
-        rack, instance, action = m.groups()
-        hosts = self.racks[rack]
-        if method == "GET" and instance is None:
-            vms = [
-                {
-                    "name": f"{rack}_{i}",
-                    "instanceId": str(i),
-                    "id": f"{path.split('?', maxsplit=1)[0]}/{i}",
-                    "properties": {"osProfile": {"computerName": host}, "vmId": f"00000000-0000-0000-0000-{i:012d}"},
-                }
-                for i, host in enumerate(hosts)
-            ]
-            return 200, {"value": vms}
-        if method == "GET" and action == "instanceView":
-            started = self.operations.get(instance)
-            stamp = datetime.datetime.fromtimestamp(started or 0, datetime.UTC).isoformat()
-            return 200, {"statuses": [{"code": "ProvisioningState/succeeded", "time": stamp}]}
-        if method == "POST" and action in ("restart", "reimage"):
-            self.operations[instance] = datetime.datetime.now(datetime.UTC).timestamp()
+        call = fake_arm.route(method, path)
+        if call.scale_set is None or call.scale_set not in self.racks:
+            return 404, fake_arm.error(404, path)
+        hosts = self.racks[call.scale_set]
+        if call.call == "list" and call.instance is None:
+            return 200, fake_arm.vm_list(path, hosts, lambda i: f"00000000-0000-0000-0000-{i:012d}")
+        assert call.instance is not None
+        if call.action == "instanceView":
+            return 200, fake_arm.instance_view(False, self.operations.get(call.instance, 0.0))
+        if call.call in ("restart", "reimage"):
+            self.operations[call.instance] = datetime.datetime.now(datetime.UTC).timestamp()
             doc = json.loads(self.state.read_text())
-            node = doc["nodes"][hosts[int(instance)]]
+            node = doc["nodes"][hosts[int(call.instance)]]
             node["boot_time"] = int(datetime.datetime.now(datetime.UTC).timestamp()) + 5  # it boots again
             self.state.write_text(json.dumps(doc, indent=1))
             return 202, None
-        return 404, {"error": {"code": "NotFound", "message": path}}
+        return 404, fake_arm.error(404, path)
 
 
 def _certificate(base: Path) -> tuple[Path, Path]:

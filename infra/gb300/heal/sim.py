@@ -2,7 +2,7 @@
 
 The world (:class:`World`) reads the scenario's ``truth`` to decide what each action cures; the loop never sees it.
 The loop reaches the world only through the channels of :mod:`gb300.heal.ports`: Slurm command lines (answered by
-:meth:`World.slurm`), Azure over HTTP (azure-mgmt-compute's client on a fake transport, :class:`FakeArm`), gate
+:meth:`World.slurm`), Azure over HTTP (azure-mgmt-compute's client on :class:`gb300.heal.fake_arm.FakeArm`), gate
 results in the gate's own ``boot.result`` format, KVP pool bytes, nccl-tests output taken from the repository's
 fixtures and judged by ``examples/nccl-eval.py``, and fabric identity lines parsed by ``gb300.slurm.topology``.
 
@@ -13,7 +13,6 @@ poll interval only while it has work, so a simulated day of 64 racks takes secon
 from __future__ import annotations
 
 import bisect
-import io
 import json
 import re
 import statistics
@@ -22,21 +21,14 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
-
-import requests
-import urllib3
-from azure.core.credentials import AccessToken, AccessTokenInfo
-from azure.core.pipeline.transport import RequestsTransport
-from azure.mgmt.compute import ComputeManagementClient
 
 from gb300 import paths
 from gb300.config.remediation import RemediationSettings
 from gb300.facts import catalog
 from gb300.facts.loader import data
+from gb300.heal import fake_arm
 from gb300.heal import policy as heal_policy
 from gb300.heal import state as heal_state
 from gb300.heal.azure_calls import AzureRepairs, RackRef
@@ -52,7 +44,6 @@ RESOURCE_GROUP = "sim-gpu-rg"
 VM_SIZE = "Standard_ND128isr_GB300_v6"
 FIXTURES = paths.REPO_ROOT / "tests" / "fixtures" / "slurm"
 RUNG_LEVEL = {"restart": 1, "reimage": 2, "redeploy": 3}
-RUNG_CALL = {"restart": "restart", "reimage": "reimage", "redeploy": "redeploy"}
 # The gate check a fault of each kind fails, with the value it writes (gb300-health-check's drain reasons).
 GATE_FAILURE = {
     "xid": ("xid", "XID {code} in the kernel log"),
@@ -351,7 +342,7 @@ class World:
         self.topology = rendered
         self.topology_history.append((self.now, rendered))
 
-    def _refused(self, call: str, host: str | None) -> tuple[int, Any, dict[str, str]] | None:
+    def _refused(self, call: str, host: str | None) -> fake_arm.Answer | None:
         """The scenario's ``azure`` window that answers this call now, as ARM would."""
         for window, hosts in self._windows:
             if not (window.start <= self.now < window.until) or window.call not in (call, "any"):
@@ -360,68 +351,51 @@ class World:
                 continue
             self.refusals += 1
             headers = {"Retry-After": f"{window.retryAfter:.0f}"} if window.retryAfter is not None else {}
-            codes = {409: "Conflict", 429: "TooManyRequests", 403: "AuthorizationFailed", 404: "NotFound"}
-            error = {"error": {"code": codes.get(window.status, "Error"), "message": f"simulated {window.status}"}}
-            return window.status, error, headers
+            return window.status, fake_arm.error(window.status, f"simulated {window.status}"), headers
         return None
 
     def _host(self, scale_set: str, instance: str) -> str:
         return f"r{int(scale_set.rsplit('-r', 1)[1]):04d}-{int(instance):02d}"
 
-    def arm(self, method: str, path: str, body: Any) -> tuple[int, Any, dict[str, str]]:
-        """Azure Resource Manager for the loop's calls (answered for :class:`FakeArm`): the scenario's ``azure``
-        windows first, then a VM that is busy with an operation refuses another with 409, as ARM does."""
+    def arm(self, method: str, path: str, body: Any) -> fake_arm.Answer:
+        """Azure Resource Manager for the loop's calls (answered for :class:`gb300.heal.fake_arm.FakeArm`): the
+        scenario's ``azure`` windows first, then a VM that is busy with an operation refuses another with 409, as ARM
+        does."""
         self.azure_calls.append(f"{method} {path}")
         answer = self._arm(method, path, body)
         if self._crashes and self._crashes[0].at <= self.now:
             raise HeadCrash(self._crashes.pop(0).down)
         return answer
 
-    def _arm(self, method: str, path: str, body: Any) -> tuple[int, Any, dict[str, str]]:  # noqa: PLR0911
-        prefix = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}/providers/Microsoft.Compute/"
-        m = re.fullmatch(re.escape(prefix) + r"virtualMachineScaleSets/([^/]+)/virtualMachines(?:/(\d+)/(\w+))?", path)
-        host = self._host(m.group(1), m.group(2)) if m and m.group(2) is not None else None
-        call = {"GET": "list", "POST": RUNG_CALL.get(m.group(3) or "", "any") if m else "any", "PUT": "report"}
-        refused = self._refused(call.get(method, "any"), host or self._report_host(body))
+    def _arm(self, method: str, path: str, body: Any) -> fake_arm.Answer:  # noqa: PLR0911 - one return per call
+        request = fake_arm.route(method, path)
+        host = self._host(request.scale_set, request.instance) if request.scale_set and request.instance else None
+        refused = self._refused(request.call, host or self._report_host(body))
         if refused is not None:
             return refused
-        if m and method == "GET" and m.group(3) == "instanceView" and host is not None:
+        if request.action == "instanceView" and host is not None:
             node = self.nodes[host]
             busy = node.busy_until > self.now
-            state, at = ("updating", node.op_started) if busy else ("succeeded", node.op_ended)
-            stamp = datetime.fromtimestamp(at, UTC).isoformat()
-            return 200, {"statuses": [{"code": f"ProvisioningState/{state}", "time": stamp}]}, {}
-        if m and method == "GET" and m.group(2) is None:
-            rack = int(m.group(1).rsplit("-r", 1)[1])
-            value = [
-                {
-                    "name": f"{m.group(1)}_{i}",
-                    "instanceId": str(i),
-                    "id": f"{path}/{i}",
-                    "properties": {
-                        "osProfile": {"computerName": f"r{rack:04d}-{i:02d}"},
-                        "vmId": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"gb300-sim-vm-{rack}-{i}")),
-                    },
-                }
-                for i in range(RACK_SIZE)
-            ]
-            return 200, {"value": value}, {}
-        if m and method == "POST" and m.group(3) in RUNG_LEVEL and host is not None:
+            return 200, fake_arm.instance_view(busy, node.op_started if busy else node.op_ended), {}
+        if request.call == "list" and request.scale_set and request.instance is None:
+            rack = int(request.scale_set.rsplit("-r", 1)[1])
+            hosts = [f"r{rack:04d}-{i:02d}" for i in range(RACK_SIZE)]
+            vm_id = lambda i: str(uuid.uuid5(uuid.NAMESPACE_DNS, f"gb300-sim-vm-{rack}-{i}"))  # noqa: E731
+            return 200, fake_arm.vm_list(path, hosts, vm_id), {}
+        if request.call in RUNG_LEVEL and host is not None:
             node = self.nodes[host]
             if node.busy_until > self.now:
-                return 409, {"error": {"code": "Conflict", "message": "another operation is in progress"}}, {}
-            node.busy_until = self.now + self.times[m.group(3)]
+                return 409, fake_arm.error(409, "another operation is in progress on the VM"), {}
+            node.busy_until = self.now + self.times[request.call]
             node.op_started = self.now
-            node.pending_level = max(node.pending_level, RUNG_LEVEL[m.group(3)])
+            node.pending_level = max(node.pending_level, RUNG_LEVEL[request.call])
             return 202, None, {}
-        impacts = rf"/subscriptions/{SUBSCRIPTION}/providers/Microsoft\.Impact/workloadImpacts/[\w:-]+"
-        if re.fullmatch(impacts, path) and method == "PUT":
+        if request.call == "report" and method == "PUT":
             self.reports.append(body)
             return 201, body, {}
-        if re.fullmatch(impacts + "/insights", path) and method == "GET":
-            insight = {"name": "i1", "properties": {"content": {"title": "simulated: report received"}}}
-            return 200, {"value": [insight]}, {}
-        return 404, {"error": {"code": "NotFound", "message": path}}, {}
+        if request.call == "report" and request.action == "insights":
+            return 200, fake_arm.insights("simulated: report received"), {}
+        return 404, fake_arm.error(404, path), {}
 
     def _report_host(self, body: Any) -> str | None:
         resource = str(((body or {}).get("properties") or {}).get("impactedResourceId") or "")
@@ -433,66 +407,9 @@ def shlex_join(args: Sequence[str]) -> str:
     return " ".join(args)
 
 
-class FakeArm(requests.adapters.BaseAdapter):
-    """A requests adapter that hands ARM requests to the world (azure-core's RequestsTransport sits above it)."""
-
-    def __init__(self, world: World) -> None:
-        super().__init__()
-        self.world = world
-
-    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
-        url = urlparse(request.url or "")
-        if request.headers.get("Authorization") != "Bearer simulated-token":
-            return _response(request, 401, {"error": {"code": "AuthenticationFailed", "message": "no token"}})
-        raw = request.body
-        body = json.loads(raw) if isinstance(raw, (str, bytes)) and raw else None
-        status, answer, headers = self.world.arm(request.method or "GET", url.path, body)
-        response = _response(request, status, answer)
-        response.headers.update(headers)
-        return response
-
-    def close(self) -> None:
-        pass
-
-
-def _response(request: requests.PreparedRequest, status: int, body: Any) -> requests.Response:
-    response = requests.Response()
-    response.status_code = status
-    content = b"" if body is None else json.dumps(body).encode()
-    response._content = content
-    response.raw = urllib3.HTTPResponse(body=io.BytesIO(content), status=status, preload_content=False)
-    response.headers["Content-Type"] = "application/json; charset=utf-8"
-    response.headers["x-ms-request-id"] = "00000000-0000-0000-0000-000000000001"
-    response.url = request.url or ""
-    response.request = request
-    return response
-
-
-class SimulatedCredential:
-    """A fixed bearer token: the fake transport checks it is sent, Entra ID is never called."""
-
-    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
-        return AccessToken("simulated-token", int(time.time()) + 3600)
-
-    def get_token_info(self, *scopes: str, options: Any = None) -> AccessTokenInfo:
-        return AccessTokenInfo("simulated-token", int(time.time()) + 3600)
-
-
 def compute_client_for(world: World) -> Any:
-    """``subscription -> ComputeManagementClient`` whose HTTP goes to the world."""
-    session = requests.Session()
-    session.mount("https://", FakeArm(world))
-    transport = RequestsTransport(session=session, session_owner=False)
-    clients: dict[str, Any] = {}
-
-    def client_for(subscription: str) -> Any:
-        if subscription not in clients:
-            clients[subscription] = ComputeManagementClient(
-                SimulatedCredential(), subscription, transport=transport, retry_total=0
-            )
-        return clients[subscription]
-
-    return client_for
+    """``subscription -> ComputeManagementClient`` whose HTTP goes to the world (:mod:`gb300.heal.fake_arm`)."""
+    return fake_arm.compute_client_for(world.arm)
 
 
 def nccl_env() -> dict[str, str]:
@@ -665,4 +582,4 @@ def scenario_nodes(world: World) -> list[str]:
     return list(world.nodes)
 
 
-__all__ = ["RACK_SIZE", "FakeArm", "HeadCrash", "Result", "World", "compute_client_for", "run"]
+__all__ = ["RACK_SIZE", "HeadCrash", "Result", "World", "compute_client_for", "run"]
