@@ -107,7 +107,9 @@ class AzureRepairs:
         self, instance: Instance, *, category: str, description: str, physical_host: str, started: str
     ) -> str:
         """File a Guest Health Report for the host ``instance`` ran on; returns the report's name."""
-        name = f"gb300-{uuid.uuid4()}"
+        # One name per VM, host and fault: a PUT repeated after a head restart replaces the same report (ARM's PUT is
+        # idempotent), it never files a second one.
+        name = f"gb300-{uuid.uuid5(uuid.NAMESPACE_URL, f'{instance.resource_id}|{physical_host}|{started}')}"
         body = {
             "properties": {
                 "startDateTime": started,
