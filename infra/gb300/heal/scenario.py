@@ -2,8 +2,10 @@
 
 ``racks`` of 18 nodes named ``r0001-00`` .. ``r<NNNN>-17``; ``duration`` simulated seconds; ``jobs`` with node
 patterns (``r0001-*,r0002-0[0-3]``, shell-style); ``events`` nodes and Azure report at simulated times;
-``truth``, what is really wrong (read by the simulated world only); ``remediation``, optional overrides of the
-stack's ``gb300:remediation`` (camelCase keys). Every problem is one line naming its key path; exit 2.
+``truth``, what is really wrong (read by the simulated world only; ``recurs_after``: the cure holds that long);
+``azure``, how ARM answers the loop's calls by window; ``head``, the head's own crashes; ``operator``, a person's
+resume or ``Action:`` request; ``remediation``, optional overrides of the stack's ``gb300:remediation`` (camelCase
+keys). Every problem is one line naming its key path; exit 2. :func:`bound` refuses work beyond stated bounds.
 """
 
 from __future__ import annotations
