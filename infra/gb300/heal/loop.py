@@ -280,6 +280,8 @@ class Remediator:
             self._close(case, "held", now, f"rack {rack} held as one NVLink incident: no repair node by node")
         if self.shadow:
             self._record(now, "rack-incident", f"shadow mode: would hold rack {rack}", rack=rack, hosts=hosts)
+            self.judge.held.pop(rack, None)  # nothing is held: the rack's later evidence is still judged and recorded
+            self.judge.fabric.pop(rack, None)
             return
         free = [h for h in hosts if not (r := self.slurm.reason(h)) or r.startswith((PREFIX, HEALTH_PREFIX))]
         if free:
