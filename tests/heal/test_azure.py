@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from gb300.config import stack_yaml
 from gb300.heal import azure_calls
 from gb300.heal.azure_calls import REPAIR_ACTIONS, REPORT_ACTIONS, role_definitions
 
@@ -70,25 +71,13 @@ def test_guest_health_report_names_the_old_physical_host() -> None:
 
 
 def test_refused_call_is_recorded_and_the_ladder_goes_on() -> None:
-    """When Azure refuses a restart (403) the refusal is recorded with Azure's message and the node climbs on."""
-    from gb300.heal import sim  # noqa: PLC0415
-
-    original = sim.World.arm
-
-    def refuse_restart(self: sim.World, method: str, path: str, body: object) -> tuple[int, object]:
-        if path.endswith("/restart"):
-            self.azure_calls.append(f"{method} {path}")
-            return 403, {"error": {"code": "AuthorizationFailed", "message": "no restart/action"}}
-        return original(self, method, path, body)
-
-    sim.World.arm = refuse_restart  # type: ignore[method-assign]
-    try:
-        result = simulate(SCENARIOS / "gate-checks.yaml")
-    finally:
-        sim.World.arm = original  # type: ignore[method-assign]
+    """When Azure refuses a restart for good (403) the refusal is recorded with Azure's message and the node climbs
+    on (a 403 will not change by waiting, unlike 429 or 409)."""
+    raw = stack_yaml.load(SCENARIOS / "gate-checks.yaml")
+    raw["azure"] = [{"from": 0, "until": raw["duration"], "call": "restart", "status": 403}]
+    result = simulate(raw)
     errors = [r for r in result.records if r["Decision"] == "azure-error"]
     assert len(errors) == 2  # the first try and its one retry (data/remediation.yaml ladder.reboot.retries)
-    assert errors
     assert "AuthorizationFailed" in errors[0]["Reason"]
     node = next(n for n in result.report()["nodes"] if n["node"] == "r0002-06")
     assert node["actions"][:2] == ["drain", "reimage"]
@@ -98,7 +87,7 @@ def test_refused_call_is_recorded_and_the_ladder_goes_on() -> None:
 def test_module_lists_each_call_once() -> None:
     """Each rung maps to one SDK method; the repair role lists one action per call."""
     assert set(azure_calls.RUNG_CALLS) == {"reboot", "reimage", "replace"}
-    assert len(REPAIR_ACTIONS) == len(set(REPAIR_ACTIONS)) == 1 + len(azure_calls.RUNG_CALLS)
+    assert len(REPAIR_ACTIONS) == len(set(REPAIR_ACTIONS)) == 2 + len(azure_calls.RUNG_CALLS)  # + list, instance view
 
 
 def test_guest_health_report_category_follows_the_evidence() -> None:
@@ -121,3 +110,27 @@ def test_guest_health_report_category_follows_the_evidence() -> None:
     )
     assert [r["properties"]["impactCategory"] for r in result.world.reports] == [ghr["categories"]["nvlink"]]
     assert ghr["categories"]["nvlink"] != ghr["categories"]["default"]
+
+
+def test_a_guest_health_report_as_azure_documents_it() -> None:
+    """XID 79 that a reboot did not cure: the report is filed in Azure's XID 79 category (not the generic one),
+    names the VM by its VmUniqueId and the host the node itself named, and Azure's insights are read back into a
+    decision record. A node whose reboot was only refused by Azure gets no report (tested in test_corpus)."""
+    from gb300.facts.loader import data  # noqa: PLC0415
+
+    categories = data("remediation.yaml")["azure"]["guestHealthReport"]["categories"]
+    result = simulate(
+        {
+            "racks": 1,
+            "duration": 21600,
+            "remediation": {"guestHealthReport": True},
+            "events": [{"at": 600, "node": "r0001-09", "kind": "xid", "code": 79}],
+            "truth": [{"node": "r0001-09", "cured_by": "replace"}],
+        }
+    )
+    [report] = result.world.reports
+    body = report["properties"]
+    assert body["impactCategory"] == categories["xid79"] != categories["default"]
+    assert re.fullmatch(r"[0-9a-f-]{36}", body["additionalProperties"]["VmUniqueId"])
+    assert body["additionalProperties"]["PhysicalHostName"] == "SIMHOST-r0001-09"
+    assert [r["Reason"] for r in result.records if r["Decision"] == "report-insights"] == ["simulated: report received"]

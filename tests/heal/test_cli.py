@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,53 @@ def test_heal_help_shows_no_raw_markup(capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(SystemExit):
         cli.main(["heal", "--help"])
     assert "``" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "expect"),
+    [
+        ("racks: 2000\nduration: 2592000\n", [], "node-ticks; at most"),
+        ("racks: 1\nduration: 3600\n", ["--poll", "0.001"], "--poll: must be 10 to 3600 seconds (got 0.001)"),
+        ("racks: 1\nduration: 3600\n#" + "x" * 300_000 + "\n", [], "bytes; a scenario may have at most"),
+    ],
+    ids=["work", "poll", "file-size"],
+)
+def test_simulate_refuses_work_beyond_its_bounds_in_one_line_fast(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, args: list[str], expect: str
+) -> None:
+    """A scenario of 2,000 racks for 30 days, a --poll of a millisecond, or a file over 256 KiB: refused in one
+    line, exit 2, before any simulated tick (in well under a second)."""
+    path = tmp_path / "big.yaml"
+    path.write_text(content)
+    started = time.perf_counter()
+    code = cli.main(["heal", "simulate", str(path), *args])
+    assert time.perf_counter() - started < 5
+    err = capsys.readouterr().err
+    assert code == 2
+    assert expect in err
+    assert "Traceback" not in err
+
+
+def test_bad_failure_path_keys_name_their_key_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The azure, head, operator and recurs_after keys are checked like the rest: one line per problem, exit 2."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "racks: 1\nduration: 3600\n"
+        "azure:\n  - {from: 600, until: 100, call: restart, status: 429}\n"
+        "  - {from: 0, until: 100, call: reboot, status: 200}\n"
+        "head:\n  - {at: 10, kind: explode}\n"
+        "operator:\n  - {at: 10, kind: request}\n"
+        "truth:\n  - {node: r0001-01, cured_by: reboot, recurs_after: 5}\n"
+    )
+    assert cli.main(["heal", "simulate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    for line in (
+        "bad.yaml.azure[0]: until must be after from (got 100.0)",
+        "bad.yaml.azure[1].call: Input should be 'restart', 'reimage', 'redeploy', 'list', 'report' or 'any'",
+        "bad.yaml.azure[1].status: Input should be greater than or equal to 400 (got 200)",
+        "bad.yaml.head[0].kind: Input should be 'crash-after-call' (got 'explode')",
+        "bad.yaml.operator[0]: kind request needs 'node' and 'action' (reboot or replace)",
+        "bad.yaml.truth[0].recurs_after: Input should be greater than or equal to 600 (got 5)",
+    ):
+        assert line in err
+    assert "Traceback" not in err

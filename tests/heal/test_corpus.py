@@ -7,14 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from gb300.heal import generate
+from gb300.heal import generate, sim
 from gb300.heal.policy import EVENT_KINDS
 from gb300.heal.scenario import load
 
 from .conftest import SCENARIOS, misjudged, simulate
 
 CORPUS = sorted(SCENARIOS.glob("*.yaml"))
-HALTING = {"bad-rollout-halt.yaml"}
+HALTING = {"bad-rollout-halt.yaml", "halt-during-revalidation.yaml"}
+# Scenarios that end with a person by design (asserted in their own tests below): not judged by misjudged().
+TO_A_PERSON = {"flapping-xid48.yaml", "recurs-after-redeploy.yaml", "azure-forbidden.yaml", "nvlink-rack-down.yaml"}
+
+
+def calls(result: sim.Result, action: str) -> list[str]:
+    """The ARM requests of one kind the simulated Azure received (restart, reimage, redeploy, instanceView)."""
+    return [c for c in result.world.azure_calls if c.rsplit("/", 1)[-1] == action]
 
 
 def test_corpus_has_twelve_cases_and_every_event_kind() -> None:
@@ -31,7 +38,7 @@ def test_shipped_scenario(path: Path) -> None:
     report = simulate(path).report()
     assert report["halted"] is (path.name in HALTING)
     assert report["false_drains"] == 0
-    if not report["halted"]:
+    if not report["halted"] and path.name not in TO_A_PERSON:
         assert misjudged(report) == []
 
 
@@ -99,3 +106,150 @@ def test_decision_records_carry_evidence() -> None:
     assert len(record["Evidence"]) == 3
     assert all("ib-flap" in e for e in record["Evidence"])
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", record["TimeGenerated"])
+
+
+def test_azure_not_now_keeps_the_node_on_its_rung() -> None:
+    """429 with Retry-After on every restart for 25 minutes, and 409 on one VM for half an hour: both nodes are
+    restarted once Azure lets them; no reimage, no redeploy, nothing escalated, no report; refusals counted."""
+    result = simulate(SCENARIOS / "azure-throttled.yaml")
+    report = result.report()
+    assert report["azure_refusals"] > 10
+    assert report["escalated"] == 0
+    assert report["guest_health_reports"] == 0
+    assert calls(result, "reimage") == calls(result, "redeploy") == []
+    assert misjudged(report) == []
+    later = [r for r in result.records if r["Decision"] == "azure-later"]
+    assert any("in 60s" in r["Reason"] for r in later)  # Retry-After honoured
+
+
+def test_a_refusal_that_will_not_change_fails_the_rung_but_never_escalates() -> None:
+    """403 on every call for one node: each rung fails, the node stays drained for a person, it is not escalated
+    and no Guest Health Report is filed (ARM errors alone are no evidence against the host)."""
+    report = simulate(SCENARIOS / "azure-forbidden.yaml").report()
+    (node,) = [n for n in report["nodes"] if n["node"] == "r0001-04"]
+    assert node["final_state"] == "drained"
+    assert node["case"] == "held"
+    assert node["escalated"] is False
+    assert report["escalated"] == 0
+    assert report["guest_health_reports"] == 0
+
+
+def test_a_head_that_dies_after_the_call_does_not_repeat_it() -> None:
+    """The head dies right after its restart call returns and is back 2 minutes later: it reads its intent,
+    asks the VM's instance view, and does not restart the VM again; the node is repaired by that one restart."""
+    result = simulate(SCENARIOS / "head-crash-mid-action.yaml")
+    report = result.report()
+    assert report["head_crashes"] == 1
+    assert len(calls(result, "restart")) == 1
+    assert len(calls(result, "instanceView")) == 1
+    assert misjudged(report) == []
+    assert [r for r in result.records if r["Decision"] == "reconcile"]
+
+
+def test_a_flapping_node_goes_to_a_person_after_its_second_recurrence() -> None:
+    """XID 48 back three hours after every reboot: two repairs, then the third case is drained and escalated
+    (NVSentinel's 7-day MultipleRemediations), not rebooted a third time; the report counts every case."""
+    result = simulate(SCENARIOS / "flapping-xid48.yaml")
+    report = result.report()
+    (node,) = [n for n in report["nodes"] if n["node"] == "r0001-09"]
+    assert node["cases"] == 3
+    assert node["escalated"] is True
+    assert node["final_state"] == "drained"
+    assert len(calls(result, "restart")) == 2
+    assert report["escalated"] == 1
+
+
+def test_a_fault_back_after_a_redeploy_is_reported_not_redeployed_again() -> None:
+    """The fault returns after the redeploy cured it: one redeploy in all, a second Guest Health Report (against
+    the new host), and the node escalated to a person."""
+    result = simulate(SCENARIOS / "recurs-after-redeploy.yaml")
+    report = result.report()
+    (node,) = [n for n in report["nodes"] if n["node"] == "r0001-11"]
+    assert node["cases"] == 2
+    assert node["escalated"] is True
+    assert len(calls(result, "redeploy")) == 1
+    assert report["guest_health_reports"] == 2
+
+
+def test_resume_judges_the_queued_cases_again() -> None:
+    """40 of 180 nodes fail a DCGM diagnostic in one minute (a glitch): the loop halts; after a person's resume the
+    queued cases are judged on the gate's current result, and no healthy node is drained."""
+    result = simulate(SCENARIOS / "resume-rejudges-glitch.yaml")
+    report = result.report()
+    decisions = [r["Decision"] for r in result.records]
+    assert "halt" in decisions
+    assert report["halted"] is False
+    assert report["drains"] == 0
+    assert sum(1 for n in report["nodes"] if n["case"] == "dismissed") == 40
+
+
+def test_xids_are_judged_by_nvidias_catalog() -> None:
+    """XID 45 mid-job and XID 121 drain nothing; three XID 79s under one job are three node faults, each rebooted;
+    an XID 79 a reboot does not cure is redeployed without a reimage."""
+    result = simulate(SCENARIOS / "xid-catalog-buckets.yaml")
+    report = result.report()
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert nodes["r0001-01"]["actions"] == nodes["r0002-02"]["actions"] == []
+    assert all(nodes[f"r0001-1{i}"]["actions"][:2] == ["drain", "reboot"] for i in range(3))
+    assert nodes["r0002-09"]["actions"][:3] == ["drain", "reboot", "replace"]
+    assert calls(result, "reimage") == []
+    assert misjudged(report) == []
+
+
+def test_a_rack_with_its_nvlink_domain_down_is_one_incident() -> None:
+    """NVLink failures on 14 of 18 nodes of one rack: one rack incident, all 18 nodes held out of service as one
+    block (none left schedulable on the broken domain), one Guest Health Report in the NVLink category, no node
+    rebooted, reimaged or redeployed; the other rack's lone NVLink fault is repaired."""
+    from gb300.facts.loader import data  # noqa: PLC0415
+
+    result = simulate(SCENARIOS / "nvlink-rack-down.yaml")
+    report = result.report()
+    assert report["rack_incidents"] == ["sim-gpu-r0001"]
+    assert all(result.world.nodes[f"r0001-{i:02d}"].drained for i in range(18))
+    assert not [c for c in result.world.azure_calls if "/sim-gpu-r0001/" in c and c.startswith("POST")]
+    nvlink = data("remediation.yaml")["azure"]["guestHealthReport"]["categories"]["nvlink"]
+    assert [r["properties"]["impactCategory"] for r in result.world.reports] == [nvlink]
+    assert all("r0001" not in b["nodes"] for b in report["blocks"])  # the held rack is no block to schedule on
+    assert next(n for n in report["nodes"] if n["node"] == "r0002-08")["actions"][-1] == "return"
+    assert [r for r in result.records if r["Decision"] == "rack-incident" and "NVLink" in r["Reason"]]
+
+
+def test_an_imex_blip_during_a_job_is_the_jobs() -> None:
+    """IMEX unhealthy on all 18 nodes of a running job, three times in ten minutes: the job's, no node drained."""
+    report = simulate(SCENARIOS / "imex-job-blip.yaml").report()
+    assert report["drains"] == 0
+    assert report["rack_incidents"] == []
+
+
+def test_a_node_lifted_for_its_rack_run_stays_out_when_the_loop_halts() -> None:
+    """The loop halts while a repaired node's rack NCCL run (which lifted its drain) is under way: the run is still
+    collected, the drain put back, and the node stays out of service while the loop waits for a person."""
+    report = simulate(SCENARIOS / "halt-during-revalidation.yaml").report()
+    assert report["halted"] is True
+    (node,) = [n for n in report["nodes"] if n["node"] == "r0001-03"]
+    assert node["final_state"] == "drained"
+    assert node["case"] == "revalidating"
+
+
+def test_a_persons_request_starts_the_ladder_where_they_asked() -> None:
+    """Action:Replace in a node's reason: drained by the loop, redeployed without a reboot first, revalidated and
+    returned; Action:Reboot: rebooted. Neither counts as fault evidence for the halt rail."""
+    result = simulate(SCENARIOS / "operator-request.yaml")
+    report = result.report()
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert nodes["r0001-02"]["actions"] == ["drain", "replace", "revalidate", "return"]
+    assert nodes["r0001-05"]["actions"] == ["drain", "reboot", "revalidate", "return"]
+    assert misjudged(report) == []
+
+
+def test_shadow_mode_records_every_decision_and_acts_on_none() -> None:
+    """gb300:remediation.shadow: the XID 95 and the NVLink rack are judged and recorded as they would be, but no
+    node is drained and no Azure call is made."""
+    result = simulate(SCENARIOS / "shadow-mode.yaml")
+    report = result.report()
+    assert report["drains"] == 0
+    assert not [c for c in result.world.azure_calls if not c.startswith("GET")]
+    assert not any(n.drained for n in result.world.nodes.values())
+    reasons = [r["Reason"] for r in result.records]
+    assert "shadow mode: would drain, then reboot" in reasons
+    assert any(r.startswith("shadow mode: would hold rack") for r in reasons)

@@ -21,7 +21,10 @@ def judge() -> Judge:
         (Event(0, "r0001-00", "xid", "79"), "act"),
         (Event(0, "r0001-00", "xid", "13"), "ignore"),
         (Event(0, "r0001-00", "xid", "45", context="job-teardown", job="j"), "ignore"),
-        (Event(0, "r0001-00", "xid", "79", job="j"), None),  # settles first: peers of the same job?
+        (Event(0, "r0001-00", "xid", "79", job="j"), "act"),  # the same-job rule is for teardown artifacts only
+        (Event(0, "r0001-00", "xid", "45", job="j"), "ignore"),  # mid-job: the application's (catalog)
+        (Event(0, "r0001-00", "xid", "121"), "ignore"),  # corrected C2C: no action (catalog)
+        (Event(0, "r0001-00", "xid", "5" * 5000), "ignore"),  # not an XID: never reaches int()
         (Event(0, "r0001-00", "ecc", "row-remap-pending"), "act"),
         (Event(0, "r0001-00", "gpu-missing"), "act"),
         (Event(0, "r0001-00", "check-failed", check="dcgm-diag"), "act"),
@@ -50,14 +53,23 @@ def test_ib_flap_rate_rule() -> None:
     assert [spread.observe(Event(t, "r0001-02", "ib-flap")) for t in (0, 9000, 18000)] == [None, None, None]
 
 
-def test_same_xid_on_many_nodes_of_a_job_is_the_jobs() -> None:
-    """XID 79 on three nodes of one job settles as the job's fault; on one node it is the node's."""
+def test_hard_xids_under_one_job_are_each_the_nodes() -> None:
+    """XID 79 (off the bus) on three nodes of one job: three node faults, acted on at once; the same-job rule is
+    only for what NVIDIA's catalog calls a teardown artifact (XID 45), which is never a drain on its own."""
     j = judge()
-    for node in ("r0001-01", "r0001-02", "r0002-03"):
-        assert j.observe(Event(100, node, "xid", "79", job="big")) is None
-    j.observe(Event(100, "r0003-04", "xid", "79", job="small"))
-    verdicts = {p.node: j.settle(p).decision for p in j.due(100 + POLICY.settle_s)}
-    assert verdicts == {"r0001-01": "ignore", "r0001-02": "ignore", "r0002-03": "ignore", "r0003-04": "act"}
+    verdicts = [j.observe(Event(100, node, "xid", "79", job="big")) for node in ("r0001-01", "r0001-02", "r0002-03")]
+    assert [v.decision if v else None for v in verdicts] == ["act", "act", "act"]
+    assert not j.pending
+
+
+def test_catalog_buckets_are_nvidias() -> None:
+    """Each XID's bucket is NVIDIA's catalog's: 79 restarts the machine, 48 and 95 need a GPU reset (a reboot),
+    121 and 13 need nothing from the node."""
+    assert POLICY.xid_bucket(79) == "restartMachine"
+    assert POLICY.xid_bucket(95) == "resetGpu"
+    assert POLICY.xid_bucket(121) == "noAction"
+    assert POLICY.xid_bucket(13) == "restartApp"
+    assert POLICY.xid_bucket(45) == "teardownArtifact"
 
 
 def test_half_a_rack_unreachable_is_an_incident() -> None:

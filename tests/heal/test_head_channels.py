@@ -12,7 +12,7 @@ import pytest
 from gb300.heal.head import JobContext, SlurmFeed, SlurmJobs, SlurmView, SrunNccl, gate_events
 from gb300.heal.loop import PREFIX
 from gb300.heal.ports import HealSlurm
-from gb300.slurm.client import SlurmError
+from gb300.slurm.client import SlurmError, run_local
 
 
 @pytest.mark.parametrize(
@@ -185,3 +185,45 @@ def test_no_job_list_means_no_job_context() -> None:
         raise SlurmError("slurm_load_jobs error: Unable to contact slurm controller")
 
     assert SlurmJobs(run).last_on("n1", 1000.0, 300.0) is None
+
+
+def test_a_comment_cut_inside_a_utf8_character_does_not_break_the_read() -> None:
+    """scontrol prints a node comment cut inside a UTF-8 character (a node wrote its comment to the byte limit):
+    the read gives the rest of the output, the broken character replaced, instead of failing every tick."""
+    out = run_local(["printf", '{"nodes": [{"name": "n1", "comment": "gb300-gate: pass \\342\\202"}]}'])
+    assert json.loads(out)["nodes"][0]["name"] == "n1"
+    assert "\ufffd" in out
+
+
+def test_an_unreadable_record_is_skipped_and_reported() -> None:
+    """A record the feed cannot read (here a state that is not text) is skipped and reported; the others are read."""
+    doc = {
+        "nodes": [
+            {"name": "n1", "state": [{"bad": 1}], "reason": "gb300: gpus: 3 GPUs visible"},
+            {"name": "n2", "state": ["IDLE", "DRAIN"], "reason": "gb300: gpus: 3 GPUs visible"},
+        ]
+    }
+    view = SlurmView(HealSlurm(run=lambda argv: json.dumps(doc)), lambda argv: json.dumps(doc))
+    bad: list[tuple[str, str]] = []
+    feed = SlurmFeed(view, on_bad=lambda host, why: bad.append((host, why)))
+    feed.view.states = lambda host: (_ for _ in ()).throw(ValueError("unreadable")) if host == "n1" else frozenset()  # type: ignore[method-assign]
+    events = feed.poll(100.0)
+    assert [e.node for e in events] == ["n2"]
+    assert [h for h, _ in bad] == ["n1"]
+
+
+def test_a_persons_action_in_the_reason_is_a_request() -> None:
+    """`scontrol update ... reason="Action:Replace"` by a person (as HyperPod reads it) is one request event for
+    the loop, once; the loop's own reasons and the gate's are not requests."""
+    doc = {
+        "nodes": [
+            {"name": "n1", "state": ["IDLE", "DRAIN"], "reason": "Action:Replace bad HBM suspected"},
+            {"name": "n2", "state": ["IDLE", "DRAIN"], "reason": "Action:Reboot"},
+            {"name": "n3", "state": ["IDLE", "DRAIN"], "reason": "gb300-heal: Action:Replace asked"},
+        ]
+    }
+    view = SlurmView(HealSlurm(run=lambda argv: json.dumps(doc)), lambda argv: json.dumps(doc))
+    feed = SlurmFeed(view)
+    events = feed.poll(100.0)
+    assert [(e.node, e.kind, e.code) for e in events] == [("n1", "request", "replace"), ("n2", "request", "reboot")]
+    assert feed.poll(160.0) == []

@@ -45,7 +45,11 @@ def add_parser(subparsers: Any) -> None:
     simulate.add_argument("--json", metavar="REPORT", help="write the full report as JSON to REPORT")
     simulate.add_argument("--decisions", metavar="FILE", help="write every decision record as a JSON line to FILE")
     simulate.add_argument(
-        "--poll", type=float, default=60.0, metavar="SECONDS", help="the loop's tick while it has work (default 60)"
+        "--poll",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="the loop's tick while it has work, 10 to 3600 (default 60)",
     )
     role = sub.add_parser("role", help="print the custom role definitions the loop's identity needs")
     role.add_argument(
@@ -85,10 +89,9 @@ def _simulate(args: argparse.Namespace) -> int:
     from gb300.heal import scenario as scenario_file  # noqa: PLC0415
     from gb300.heal import sim  # noqa: PLC0415
 
-    if args.poll <= 0:
-        raise UsageError(f"--poll: must be more than 0 seconds (got {args.poll:g})")
     path = Path(args.scenario)
     scenario, settings = scenario_file.load(path)
+    scenario_file.bound(scenario, args.poll, where=path.name)
     print(
         f"gb300 heal simulate: {path.name}: {scenario.racks} rack(s), {scenario.duration:.0f} simulated seconds",
         file=sys.stderr,

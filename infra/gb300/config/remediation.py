@@ -32,6 +32,9 @@ class RemediationSettings(ConfigModel):
     """Run the remediation loop on the head. Off: nodes the health gate drains stay drained for a person."""
     requeue_jobs: bool = False
     """Requeue the jobs of a node the loop drains instead of waiting for them to end (they restart elsewhere)."""
+    shadow: bool = False
+    """Shadow mode: the loop runs on the live cluster and records every decision (drain, repair, rack hold, halt) but
+    acts on none: no drain, no Azure call. For a first week on a new cluster."""
     guest_health_report: bool = False
     """File an Azure Guest Health Report (preview; the subscription must be enabled for `Microsoft.Impact`) naming the
     old physical host when a node's VM is moved to another host."""

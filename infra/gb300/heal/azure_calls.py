@@ -9,8 +9,11 @@ Calls (the SDK method, then the permission it needs):
 * ``begin_redeploy``: ``.../virtualMachines/redeploy/action`` (rung ``replace``: the SDK documents it as "shuts down
   the virtual machine in the virtual machine scale set, moves it to a new node, and powers it back on"; the VM
   keeps its name, instance id and model, so no permission on the scale set's model is needed);
+* ``get_instance_view``: ``.../virtualMachines/instanceView/read`` (after a head restart, whether a call the loop
+  meant to make reached Azure: the VM's ``ProvisioningState/<state>`` status and its time);
 * a Guest Health Report, ``PUT /subscriptions/{id}/providers/Microsoft.Impact/workloadImpacts/{name}`` sent
-  through the same client's pipeline: ``Microsoft.Impact/workloadImpacts/write`` (subscription scope).
+  through the same client's pipeline: ``Microsoft.Impact/workloadImpacts/write`` (subscription scope), and its
+  insights read back, ``GET .../workloadImpacts/{name}/insights``: ``Microsoft.Impact/workloadImpacts/insights/read``.
 
 No call needs ``Microsoft.Compute/virtualMachineScaleSets/write``: that permission rewrites the model, custom
 data included, which is root on every node. Operations are started with ``polling=False``: the loop waits for
@@ -31,12 +34,16 @@ from gb300.slurm.hostlist import natural_key
 VMS = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
 REPAIR_ACTIONS: tuple[str, ...] = (
     f"{VMS}/read",
+    f"{VMS}/instanceView/read",
     f"{VMS}/restart/action",
     f"{VMS}/reimage/action",
     f"{VMS}/redeploy/action",
 )
 """Actions on the GPU resource group: the role ``gb300 remediation``."""
-REPORT_ACTIONS: tuple[str, ...] = ("Microsoft.Impact/workloadImpacts/write",)
+REPORT_ACTIONS: tuple[str, ...] = (
+    "Microsoft.Impact/workloadImpacts/write",
+    "Microsoft.Impact/workloadImpacts/insights/read",
+)
 """Actions at subscription scope, only with ``gb300:remediation.guestHealthReport``: ``gb300 guest health report``."""
 RUNG_CALLS: Mapping[str, str] = {"reboot": "begin_restart", "reimage": "begin_reimage", "replace": "begin_redeploy"}
 
@@ -58,6 +65,7 @@ class Instance:
     rack: RackRef
     instance_id: str
     resource_id: str
+    vm_id: str = ""  # the VM's unique id (vmId): a Guest Health Report's VmUniqueId
 
 
 class AzureRepairs:
@@ -73,7 +81,7 @@ class AzureRepairs:
         for vm in client.virtual_machine_scale_set_vms.list(rack.resource_group, rack.name):
             profile = getattr(vm, "os_profile", None)
             host = str(getattr(profile, "computer_name", None) or vm.name)
-            out.append(Instance(host, rack, str(vm.instance_id), str(vm.id)))
+            out.append(Instance(host, rack, str(vm.instance_id), str(vm.id), str(getattr(vm, "vm_id", None) or "")))
         return sorted(out, key=lambda i: natural_key(i.host))
 
     def repair(self, rung: str, instance: Instance) -> None:
@@ -82,18 +90,33 @@ class AzureRepairs:
         start = getattr(operations, RUNG_CALLS[rung])
         start(instance.rack.resource_group, instance.rack.name, instance.instance_id, polling=False)
 
+    def operation_state(self, instance: Instance) -> tuple[bool, float | None]:
+        """Whether an operation holds the VM now (``ProvisioningState/updating`` or ``creating``...), and when its
+        provisioning state last changed (the ``time`` of that status, epoch seconds), from the VM's instance view."""
+        operations = self._client_for(instance.rack.subscription_id).virtual_machine_scale_set_vms
+        view = operations.get_instance_view(instance.rack.resource_group, instance.rack.name, instance.instance_id)
+        for status in getattr(view, "statuses", None) or []:
+            code = str(getattr(status, "code", "") or "")
+            if code.startswith("ProvisioningState/"):
+                when = getattr(status, "time", None)
+                busy = code.split("/", 1)[1].lower() not in ("succeeded", "failed", "canceled")
+                return busy, when.timestamp() if when is not None else None
+        return False, None
+
     def guest_health_report(
         self, instance: Instance, *, category: str, description: str, physical_host: str, started: str
     ) -> str:
         """File a Guest Health Report for the host ``instance`` ran on; returns the report's name."""
-        name = f"gb300-{uuid.uuid4()}"
+        # One name per VM, host and fault: a PUT repeated after a head restart replaces the same report (ARM's PUT is
+        # idempotent), it never files a second one.
+        name = f"gb300-{uuid.uuid5(uuid.NAMESPACE_URL, f'{instance.resource_id}|{physical_host}|{started}')}"
         body = {
             "properties": {
                 "startDateTime": started,
                 "impactCategory": category,
                 "impactDescription": description[:200],
                 "impactedResourceId": instance.resource_id,
-                "additionalProperties": {"PhysicalHostName": physical_host},
+                "additionalProperties": {"PhysicalHostName": physical_host, "VmUniqueId": instance.vm_id},
             }
         }
         request = HttpRequest(
@@ -105,6 +128,22 @@ class AzureRepairs:
         response = self._client_for(instance.rack.subscription_id).send_request(request)
         response.raise_for_status()
         return name
+
+    def insights(self, instance: Instance, name: str) -> list[str]:
+        """Azure's insights on a filed report (``GET .../workloadImpacts/{name}/insights``), as one line each."""
+        request = HttpRequest(
+            "GET",
+            f"/subscriptions/{instance.rack.subscription_id}/providers/Microsoft.Impact/workloadImpacts/{name}"
+            "/insights",
+            params={"api-version": self._ghr_api_version},
+        )
+        response = self._client_for(instance.rack.subscription_id).send_request(request)
+        response.raise_for_status()
+        out = []
+        for item in (response.json() or {}).get("value") or []:
+            content = ((item or {}).get("properties") or {}).get("content") or {}
+            out.append(str(content.get("title") or (item or {}).get("name") or "insight")[:200])
+        return out
 
 
 def role_definitions(

@@ -16,6 +16,8 @@ simulator's truth.
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -23,6 +25,45 @@ from typing import Literal
 from gb300.heal.policy import Policy
 
 Decision = Literal["act", "ignore", "watch"]
+
+
+NO_NODE_ACTION = frozenset({"noAction", "restartApp", "teardownArtifact"})
+"""Catalog buckets whose XIDs are never a drain (data/remediation.yaml evidence.xid.catalog)."""
+XID_MAX = 999
+"""No XID of NVIDIA's catalog has more than three digits; anything longer is not an XID (and never reaches int())."""
+
+
+def xid_code(text: str | None) -> int | None:
+    """An XID code from a report, or None when it is not one (empty, not digits, longer than :data:`XID_MAX`)."""
+    raw = (text or "").strip()
+    if not raw.isascii() or not raw.isdigit() or len(raw) > len(str(XID_MAX)):
+        return None
+    return int(raw)
+
+
+HOST_MAX = 253
+"""A host name is a DNS name: at most 253 characters (RFC 1035), of letters, digits, dots and hyphens."""
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?")
+
+
+def checked_host(text: str | None) -> str | None:
+    """A physical host name as a node may name it (Hyper-V KVP ``PhysicalHostName``): a DNS name of at most
+    :data:`HOST_MAX` characters, else None. Root on a node writes its own Slurm comment; anything else (a
+    612-character name, a bidi override, a control character) never reaches Azure or the log."""
+    name = (text or "").strip()
+    if len(name) > HOST_MAX or not name.isascii() or not _HOST.fullmatch(name):
+        return None
+    return name
+
+
+def printable(text: str, limit: int = 500) -> str:
+    """``text`` as a log may hold it: control, format (bidi overrides) and separator characters escaped
+    (``\\u202e``), cut to ``limit`` characters."""
+    out = "".join(
+        f"\\u{ord(ch):04x}" if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn") else ch
+        for ch in text[: limit * 2]
+    )
+    return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -111,6 +152,8 @@ class Judge:
     pending: dict[tuple[str, str], Pending] = field(default_factory=dict)
     incidents: dict[str, float] = field(default_factory=dict)  # rack -> when it was declared
     _unreachable: dict[str, dict[str, float]] = field(default_factory=dict)  # rack -> node -> at
+    fabric: dict[str, dict[str, float]] = field(default_factory=dict)  # rack -> node -> last NVLink report
+    held: dict[str, float] = field(default_factory=dict)  # rack -> when its NVLink domain was held for a person
     suspect_until: dict[str, float] = field(default_factory=dict)  # node -> end of its evidence's window
 
     def _recent(self, node: str, kind: str, now: float, window: float) -> list[Event]:
@@ -120,12 +163,15 @@ class Judge:
         """Whether the event alone is a fault, or why it is not."""
         policy = self.policy
         if event.kind == "xid":
-            code = int(event.code or 0)
-            if code in policy.xid_warning:
-                return False, f"XID {code} is a warning (application or contained error)"
+            code = xid_code(event.code)
+            if code is None:
+                return False, "an XID that is not a code of NVIDIA's catalog"
             if code in policy.teardown_xids and event.context == "job-teardown":
                 return False, f"XID {code} during a job's teardown is the driver cleaning up"
-            return True, f"XID {code}"
+            bucket = policy.xid_bucket(code)
+            if code in policy.xid_warning or bucket in NO_NODE_ACTION:
+                return False, f"XID {code}: NVIDIA's XID catalog bucket {bucket}: the application's, not the node's"
+            return True, f"XID {code} ({bucket})"
         if event.kind == "ecc":
             if (event.code or "") in policy.ecc_fault:
                 return True, f"ECC {event.code}"
@@ -152,13 +198,32 @@ class Judge:
             p.node for p in self.pending.values()
         }
 
-    def _observe(self, event: Event) -> Verdict | None:  # noqa: PLR0911 - one return per rule
-        rack = self.rack_of(event.node)
+    def _context(self, event: Event, rack: str) -> Verdict | None:
+        """What the event's context decides before the evidence rules: a person's request, a held rack, a job's
+        IMEX."""
+        if event.kind == "request":
+            why = f"a person asked for {event.code} (Action: in the node's reason)"
+            return Verdict(event.node, "act", why, (event,))
         if rack in self.incidents and event.kind == "unreachable":
             return Verdict(event.node, "ignore", f"rack {rack} incident: held for a person", (event,))
+        if rack in self.held:
+            return Verdict(event.node, "ignore", f"rack {rack}: NVLink domain held for a person", (event,))
+        if event.kind == "nvlink-down":
+            self.fabric.setdefault(rack, {})[event.node] = event.at
+        if event.kind == "imex-unhealthy" and event.job:
+            return self._imex_of_job(event)
+        return None
+
+    def _observe(self, event: Event) -> Verdict | None:  # noqa: PLR0911 - one return per rule
+        rack = self.rack_of(event.node)
+        decided = self._context(event, rack)
+        if decided is not None:
+            return decided
         hard, why = self._hard(event)
         if hard:
-            if event.job:
+            # The same-job rule only for what NVIDIA's catalog calls a teardown artifact: any other hard evidence
+            # is the node's, whatever job ran on it (three XID 79s under one job are three nodes off the bus).
+            if event.job and event.kind == "xid" and xid_code(event.code) in self.policy.teardown_xids:
                 self._wait(event, "settle", event.at + self.policy.settle_s)
                 return None
             return Verdict(event.node, "act", why, (event,))
@@ -199,6 +264,39 @@ class Judge:
                 self.incidents[rack] = now
                 declared.append(rack)
                 for slot in [s for s, p in self.pending.items() if p.key == "unreachable" and s[0] in seen]:
+                    del self.pending[slot]
+        return declared
+
+    def _imex_of_job(self, event: Event) -> Verdict | None:
+        """IMEX is started per job: trouble on ``sameJobNodes`` or more of one job's nodes at once is the job's."""
+        window = self.policy.corroborate["imex-unhealthy"].window_s
+        peers = {
+            node
+            for node, events in self.history.items()
+            for e in events
+            if e.kind == event.kind and e.job == event.job and event.at - e.at <= window
+        }
+        if len(peers) < self.policy.same_job_nodes:
+            return None
+        for slot in [s for s, p in self.pending.items() if p.key == event.kind and s[0] in peers]:
+            del self.pending[slot]
+        why = f"IMEX unhealthy on {len(peers)} nodes of job {event.job}: the job's, not the nodes'"
+        return Verdict(event.node, "ignore", why, (event,))
+
+    def fabric_incidents(self, now: float) -> list[str]:
+        """Racks where NVLink evidence (the nodes' ``nvlink-down``: fabric health, NVLink errors) came from the
+        rack-incident share of the nodes within its window: the NVLink domain, not the nodes. Held from now on
+        (their waiting NVLink evidence dropped); only a person lets them go."""
+        declared = []
+        for rack, seen in self.fabric.items():
+            if rack in self.held:
+                continue
+            recent = [n for n, at in seen.items() if now - at <= self.policy.rack_incident_window_s]
+            size = self.rack_size(recent[0]) if recent else 0
+            if size and len(recent) >= self.policy.rack_incident_share * size:
+                self.held[rack] = now
+                declared.append(rack)
+                for slot in [s for s in self.pending if self.rack_of(s[0]) == rack]:
                     del self.pending[slot]
         return declared
 

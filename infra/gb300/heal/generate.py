@@ -16,7 +16,8 @@ from gb300.heal.scenario import RACK_SIZE, node_name
 # needs corroboration may be transient ("self"); evidence that meets a rule on its own (hard evidence, a count
 # reached) is a fault by the rule, so its cures start at reboot.
 PATTERNS: dict[str, tuple[list[dict[str, Any]], tuple[str, ...]]] = {
-    "xid-79": ([{"dt": 0, "kind": "xid", "code": 79}], ("reboot", "reimage", "replace", "none")),
+    # XID 79 (RESTART_BM in NVIDIA's catalog): a reimage cannot cure it, so the loop skips that rung.
+    "xid-79": ([{"dt": 0, "kind": "xid", "code": 79}], ("reboot", "replace", "none")),
     "xid-48": ([{"dt": 0, "kind": "xid", "code": 48}], ("reboot", "reimage", "replace")),
     "ecc-pending": ([{"dt": 0, "kind": "ecc", "code": "row-remap-pending"}], ("reboot", "reimage", "replace")),
     "ecc-uncorrectable": ([{"dt": 0, "kind": "ecc", "code": "uncorrectable"}], ("reboot", "reimage", "replace")),

@@ -48,8 +48,8 @@ from gb300 import tags as gb300_tags
 from gb300.heal import policy as heal_policy
 from gb300.heal import state as heal_state
 from gb300.heal.azure_calls import AzureRepairs, RackRef
-from gb300.heal.evidence import Event, parse_gate_result
-from gb300.heal.loop import PREFIX, Remediator
+from gb300.heal.evidence import Event, checked_host, parse_gate_result, xid_code
+from gb300.heal.loop import PREFIX, Remediator, requested_action
 from gb300.heal.ports import HealSlurm, Sink, decision_record, file_sink
 from gb300.slurm.client import HEALTH_PREFIX, Runner, SlurmError, run_local
 from gb300.slurm.hostlist import compress, expand
@@ -217,8 +217,10 @@ def gate_events(
             codes = _XID.findall(message) or ["0"]
             for code in dict.fromkeys(codes):
                 ended = job is not None and job.ended is not None and now - job.ended <= window
-                context = "job-teardown" if ended and int(code) in codes_benign else None
-                events.append(Event(now, host, "xid", code, context=context, job=job.job if job else None))
+                number = xid_code(code)  # None for a code no catalog has (5,000 digits never reach int())
+                context = "job-teardown" if ended and number in codes_benign else None
+                shown = code if number is not None else code[:8] + "..."
+                events.append(Event(now, host, "xid", shown, context=context, job=job.job if job else None))
             continue
         kind, code = CHECK_KINDS.get(check, ("check-failed", None))
         events.append(Event(now, host, kind, code, check if kind == "check-failed" else None))
@@ -234,29 +236,45 @@ class SlurmFeed:
     skip: Callable[[str], bool] = lambda _host: False
     jobs: SlurmJobs | None = None
     teardown: tuple[frozenset[int], float] = (frozenset(), 0.0)  # evidence.xid.teardownBenign: codes, window
+    on_bad: Callable[[str, str], None] = lambda _host, _why: None
 
     def poll(self, now: float) -> list[Event]:
+        """Events of every record; a record that cannot be read is skipped and reported (``on_bad``), never the
+        tick: one node's malformed reason must not stop the loop for the fleet."""
         events: list[Event] = []
-        records = self.view.records()
-        for host in sorted(records):
-            if self.skip(host):
-                continue
-            reason = self.view.reason(host)
-            down = bool(self.view.states(host) & _DOWN)
-            if reason.startswith(HEALTH_PREFIX):
-                if self.seen.get(host) != reason:
-                    self.seen[host] = reason
-                    job = None
-                    if self.jobs is not None and _XID.search(reason) and "xid:" in reason:
-                        job = self.jobs.last_on(host, now, self.teardown[1])
-                    events.extend(gate_events(host, reason, now, job=job, teardown=self.teardown))
-            elif down and not (reason and not reason.startswith(PREFIX)):
-                if self.seen.get(host) != "down":
-                    self.seen[host] = "down"
-                    events.append(Event(now, host, "unreachable"))
-            else:
-                self.seen.pop(host, None)
+        for host in sorted(self.view.records()):
+            try:
+                events.extend(self._poll_one(host, now))
+            except Exception as exc:  # noqa: BLE001 - any malformed record: skipped, logged, the tick goes on
+                self.on_bad(host, f"{type(exc).__name__}: {exc}")
         return events
+
+    def _poll_one(self, host: str, now: float) -> list[Event]:  # noqa: PLR0911 - one return per kind of record
+        if self.skip(host):
+            return []
+        reason = self.view.reason(host)
+        down = bool(self.view.states(host) & _DOWN)
+        action = requested_action(reason) if not reason.startswith(PREFIX) else None
+        if action is not None:
+            if self.seen.get(host) == reason:
+                return []
+            self.seen[host] = reason
+            return [Event(now, host, "request", action)]
+        if reason.startswith(HEALTH_PREFIX):
+            if self.seen.get(host) == reason:
+                return []
+            self.seen[host] = reason
+            job = None
+            if self.jobs is not None and _XID.search(reason) and "xid:" in reason:
+                job = self.jobs.last_on(host, now, self.teardown[1])
+            return gate_events(host, reason, now, job=job, teardown=self.teardown)
+        if down and not (reason and not reason.startswith(PREFIX)):
+            if self.seen.get(host) == "down":
+                return []
+            self.seen[host] = "down"
+            return [Event(now, host, "unreachable")]
+        self.seen.pop(host, None)
+        return []
 
 
 @dataclass
@@ -283,7 +301,7 @@ class SlurmProbe:
         comment = self.view.comment(host)
         if not comment.startswith(GATE_COMMENT) or HOST_MARK not in comment:
             return None
-        return comment.split(HOST_MARK, 1)[1].strip() or None
+        return checked_host(comment.split(HOST_MARK, 1)[1].strip())
 
 
 @dataclass
@@ -417,8 +435,10 @@ def compute_clients(arm: str) -> tuple[Callable[[str], Any], str, str]:
 
     def client_for(subscription: str) -> Any:
         if subscription not in clients:
+            # retry_total=0: the loop retries a refused call itself on a later tick (gb300.heal.loop.LATER), so a
+            # tick never sleeps out ARM's Retry-After while holding the lock.
             clients[subscription] = ComputeManagementClient(
-                credential, subscription, base_url=arm, credential_scopes=[f"{arm}/.default"]
+                credential, subscription, base_url=arm, credential_scopes=[f"{arm}/.default"], retry_total=0
             )
         return clients[subscription]
 
@@ -498,29 +518,24 @@ def tick(
             block_size=int(config["blockSize"]),
             poll_s=float(config["pollSeconds"]),
         )
-        listed_at = float(saved.get("listedAt", 0.0))
-        known = heal_state.instances_of(saved, racks)
-        if (
-            known
-            and now - listed_at < float(config["relistSeconds"])
-            and {i.rack.name for i in known.values()} == {r.name for r in racks}
-        ):
-            heal_state.adopt_instances(loop, known)
-        else:
-            loop.start(now)
-            listed_at = now
-        if "cases" in saved:
-            heal_state.restore(loop, saved, racks)
+        listed_at = heal_state.open_loop(loop, saved, racks, now, float(config["relistSeconds"]))
         feed.skip = lambda host: host in loop.cases and loop.cases[host].state != "queued"
+        feed.on_bad = lambda host, why: loop.record_bad(now, host, why)
+
+        def snapshot() -> dict[str, Any]:
+            extra = {
+                "feed": feed.seen,
+                "nccl": nccl.runs,
+                "haltRecord": halts[-1] if halts else saved.get("haltRecord"),
+                "resumed": saved.get("resumed"),
+                "tickedAt": now,
+            }
+            return heal_state.dump(loop, listed_at=listed_at, extra=extra)
+
+        # Intent before action: the loop saves the state (with the call it is about to make) before each Azure call.
+        loop.persist = lambda: heal_state.save(_path(STATE), snapshot())
         loop.tick(now)
-        extra = {
-            "feed": feed.seen,
-            "nccl": nccl.runs,
-            "haltRecord": halts[-1] if halts else saved.get("haltRecord"),
-            "resumed": saved.get("resumed"),
-            "tickedAt": now,
-        }
-        doc = heal_state.dump(loop, listed_at=listed_at, extra=extra)
+        doc = snapshot()
         heal_state.save(_path(STATE), doc)
         return doc
 
@@ -558,10 +573,7 @@ def resume(reason: str, by: str, now: float | None = None) -> dict[str, Any]:
         doc = heal_state.load(_path(STATE))
         if not doc.get("halted"):
             raise SystemExit("gb300-heal: the loop is not halted; nothing to resume")
-        doc["halted"] = False
-        doc["faults"] = []
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-        doc["resumed"] = {"at": stamp, "by": by, "reason": reason}
+        heal_state.mark_resumed(doc, now=now, by=by, reason=reason)
         heal_state.save(_path(STATE), doc)
         _sink(config, [])(
             decision_record(now=now, cluster=str(config["cluster"]), decision="resume", reason=f"{by}: {reason}")

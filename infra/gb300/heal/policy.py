@@ -83,6 +83,13 @@ class Policy:
     guest_health_report: bool
     ghr_api_version: str
     ghr_categories: Mapping[str, str]
+    memory_s: float
+    xid_buckets: Mapping[str, str]
+    shadow: bool
+
+    def xid_bucket(self, code: int) -> str:
+        """NVIDIA's catalog bucket of an XID (``evidence.xid.catalog``); ``contactSupport`` when not listed."""
+        return self.xid_buckets.get(str(code), "contactSupport")
 
 
 def _int_set(raw: Any, where: str) -> frozenset[int]:
@@ -123,6 +130,9 @@ def load(settings: RemediationSettings) -> Policy:
         name: Rung(name, float(ladder[name]["timeoutSeconds"]), int(ladder[name].get("retries", 0))) for name in RUNGS
     }
     ghr = raw["azure"]["guestHealthReport"]
+    listed = [c for b, codes in xid["catalog"].items() if b not in ("status", "source") for c in codes]
+    if len(listed) != len(set(listed)):
+        raise DataError("remediation.yaml evidence.xid.catalog: an XID is listed in more than one bucket")
     return Policy(
         # The gate's own list (data/health.yaml xidWarning): one home for what is never a drain.
         xid_warning=_int_set(data("health.yaml")["defaults"]["xidWarning"]["value"], "xidWarning"),
@@ -148,6 +158,14 @@ def load(settings: RemediationSettings) -> Policy:
         guest_health_report=settings.guest_health_report,
         ghr_api_version=str(ghr["apiVersion"]),
         ghr_categories={str(k): str(v) for k, v in ghr["categories"].items()},
+        memory_s=float(raw["memory"]["windowSeconds"]),
+        shadow=settings.shadow,
+        xid_buckets={
+            str(code): bucket
+            for bucket, codes in xid["catalog"].items()
+            if bucket not in ("status", "source")
+            for code in _int_set(codes, f"evidence.xid.catalog.{bucket}")
+        },
     )
 
 
@@ -166,6 +184,7 @@ def from_json(doc: Mapping[str, Any]) -> Policy:
     if set(doc) != fields:
         raise DataError(f"remediation policy: fields {sorted(set(doc) ^ fields)} missing or unknown")
     values = dict(doc)
+    values["xid_buckets"] = {str(k): str(v) for k, v in doc["xid_buckets"].items()}
     for key in ("xid_warning", "teardown_xids", "ecc_fault", "hard_checks"):
         values[key] = frozenset(values[key])
     values["corroborate"] = {k: Corroboration(**v) for k, v in doc["corroborate"].items()}

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from gb300.heal.evidence import Event
+from gb300.heal.evidence import Event, printable
 from gb300.slurm.client import Slurm
 from gb300.slurm.hostlist import compress
 
@@ -92,11 +92,11 @@ def decision_record(
         "Cluster": cluster,
         "Source": "gb300-heal",
         "Decision": decision,
-        "Node": node or (compress(hosts) if hosts else ""),
+        "Node": printable(node or (compress(hosts) if hosts else ""), 200),
         "Rack": rack or "",
         "Step": step or "",
-        "Reason": reason,
-        "Evidence": [e.describe() for e in evidence],
+        "Reason": printable(reason),
+        "Evidence": [printable(e.describe(), 200) for e in evidence[:50]],
         "Halted": halted,
     }
 

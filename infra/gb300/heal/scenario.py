@@ -2,8 +2,10 @@
 
 ``racks`` of 18 nodes named ``r0001-00`` .. ``r<NNNN>-17``; ``duration`` simulated seconds; ``jobs`` with node
 patterns (``r0001-*,r0002-0[0-3]``, shell-style); ``events`` nodes and Azure report at simulated times;
-``truth``, what is really wrong (read by the simulated world only); ``remediation``, optional overrides of the
-stack's ``gb300:remediation`` (camelCase keys). Every problem is one line naming its key path; exit 2.
+``truth``, what is really wrong (read by the simulated world only; ``recurs_after``: the cure holds that long);
+``azure``, how ARM answers the loop's calls by window; ``head``, the head's own crashes; ``operator``, a person's
+resume or ``Action:`` request; ``remediation``, optional overrides of the stack's ``gb300:remediation`` (camelCase
+keys). Every problem is one line naming its key path; exit 2. :func:`bound` refuses work beyond stated bounds.
 """
 
 from __future__ import annotations
@@ -22,6 +24,14 @@ from gb300.facts.loader import data
 from gb300.heal.policy import EVENT_KINDS, hard_checks
 
 RACK_SIZE = 18
+POLL_MIN_S, POLL_MAX_S = 10.0, 3600.0
+"""``--poll``: the loop's tick while it has work (the head's pollSeconds is 60)."""
+FILE_MAX_BYTES = 256 * 1024
+"""A scenario file larger than this is refused before it is parsed."""
+NODE_TICKS_MAX = 2 * 64 * RACK_SIZE * 1440
+"""Work bound: nodes x ticks (duration / poll), twice a simulated day of 64 racks at a 60 s tick (under a minute)."""
+EVENTS_MAX = 50_000
+"""Work bound: events after their node patterns are expanded."""
 CuredBy = Literal["self", "reboot", "reimage", "replace", "none"]
 CURE_LEVEL: Mapping[str, int] = {"self": 0, "reboot": 1, "reimage": 2, "replace": 3, "none": 4}
 ECC_CODES = ("row-remap-pending", "uncorrectable")
@@ -63,6 +73,52 @@ class TruthSpec(_Model):
     node: str = Field(min_length=1)
     cured_by: CuredBy
     until: float | None = Field(None, ge=0)
+    recurs_after: float | None = Field(None, ge=600)
+
+
+AzureCall = Literal["restart", "reimage", "redeploy", "list", "report", "any"]
+
+
+class AzureWindow(_Model):
+    """How ARM answers the loop's calls between ``from`` and ``until`` (a status of 400 or more: a refusal)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    start: float = Field(alias="from", ge=0)
+    until: float = Field(gt=0)
+    call: AzureCall = "any"
+    status: int = Field(ge=400, le=599)
+    retryAfter: float | None = Field(None, ge=0, le=86400)  # noqa: N815 - the scenario format's key
+    node: str | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _order(self) -> AzureWindow:
+        if self.until <= self.start:
+            raise ValueError(f"until must be after from (got {self.until!r})")
+        return self
+
+
+class HeadFault(_Model):
+    """The head's own fault: it dies right after its next Azure call returns, before it saves; back ``down`` s later."""
+
+    at: float = Field(ge=0)
+    kind: Literal["crash-after-call"]
+    down: float = Field(0, ge=0, le=86400)
+
+
+class OperatorAction(_Model):
+    """What a person does: ``resume`` a halted loop, or ``request`` a repair of a node (``Action:Reboot``...)."""
+
+    at: float = Field(ge=0)
+    kind: Literal["resume", "request"]
+    node: str | None = Field(None, min_length=1)
+    action: Literal["reboot", "replace"] | None = None
+
+    @model_validator(mode="after")
+    def _request(self) -> OperatorAction:
+        if self.kind == "request" and (self.node is None or self.action is None):
+            raise ValueError("kind request needs 'node' and 'action' (reboot or replace)")
+        return self
 
 
 class Scenario(_Model):
@@ -71,6 +127,9 @@ class Scenario(_Model):
     jobs: list[JobSpec] = Field(default_factory=list)
     events: list[EventSpec] = Field(default_factory=list)
     truth: list[TruthSpec] = Field(default_factory=list)
+    azure: list[AzureWindow] = Field(default_factory=list)
+    head: list[HeadFault] = Field(default_factory=list)
+    operator: list[OperatorAction] = Field(default_factory=list)
     remediation: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -113,14 +172,16 @@ def parse(raw: Any, where: str = "scenario") -> tuple[Scenario, RemediationSetti
         raise ConfigError(problems) from None
     nodes = scenario.nodes
     problems = []
-    patterns: list[tuple[str, list[str]]] = [
+    patterns: list[tuple[str, list[str | None]]] = [
         ("jobs", [j.nodes for j in scenario.jobs]),
         ("events", [e.node for e in scenario.events]),
         ("truth", [t.node for t in scenario.truth]),
+        ("azure", [w.node for w in scenario.azure]),
+        ("operator", [o.node for o in scenario.operator]),
     ]
     for field, items in patterns:
         for i, pattern in enumerate(items):
-            if not match(pattern, nodes):
+            if pattern is not None and not match(pattern, nodes):
                 problems.append(
                     Problem(
                         f"{where}.{field}[{i}]", f"matches no node (got {pattern!r}); nodes are r0001-00 .. {nodes[-1]}"
@@ -145,7 +206,37 @@ def parse(raw: Any, where: str = "scenario") -> tuple[Scenario, RemediationSetti
 
 def load(path: Path) -> tuple[Scenario, RemediationSettings]:
     """Read a scenario file with the strict reader of user YAML (gb300.config.stack_yaml) and parse it."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0  # the reader names a missing file
+    if size > FILE_MAX_BYTES:
+        raise ConfigError([Problem(path.name, f"is {size} bytes; a scenario may have at most {FILE_MAX_BYTES}")])
     return parse(stack_yaml.load(path), where=path.name)
 
 
-__all__ = ["CURE_LEVEL", "RACK_SIZE", "Scenario", "hard_checks", "load", "match", "node_name", "parse"]
+def bound(scenario: Scenario, poll_s: float, where: str = "scenario") -> None:
+    """Refuse, in one line each, work beyond the stated bounds (:data:`NODE_TICKS_MAX`, :data:`EVENTS_MAX`,
+    :data:`POLL_MIN_S` .. :data:`POLL_MAX_S`) before any of it is done."""
+    problems = []
+    if not POLL_MIN_S <= poll_s <= POLL_MAX_S:
+        problems.append(Problem("--poll", f"must be {POLL_MIN_S:g} to {POLL_MAX_S:g} seconds (got {poll_s:g})"))
+    else:
+        work = scenario.racks * RACK_SIZE * scenario.duration / poll_s
+        if work > NODE_TICKS_MAX:
+            problems.append(
+                Problem(
+                    where,
+                    f"{scenario.racks} racks for {scenario.duration:g} s at a {poll_s:g} s tick is {work:,.0f} "
+                    f"node-ticks; at most {NODE_TICKS_MAX:,} (fewer racks, a shorter duration or a longer --poll)",
+                )
+            )
+    nodes = scenario.nodes
+    expanded = sum(len(match(e.node, nodes)) for e in scenario.events[: EVENTS_MAX + 1])
+    if expanded > EVENTS_MAX:
+        problems.append(Problem(f"{where}.events", f"expand to more than {EVENTS_MAX:,} node events"))
+    if problems:
+        raise ConfigError(problems)
+
+
+__all__ = ["CURE_LEVEL", "RACK_SIZE", "Scenario", "bound", "hard_checks", "load", "match", "node_name", "parse"]

@@ -2,7 +2,7 @@
 
 The world (:class:`World`) reads the scenario's ``truth`` to decide what each action cures; the loop never sees it.
 The loop reaches the world only through the channels of :mod:`gb300.heal.ports`: Slurm command lines (answered by
-:meth:`World.slurm`), Azure over HTTP (azure-mgmt-compute's client on a fake transport, :class:`FakeArm`), gate
+:meth:`World.slurm`), Azure over HTTP (azure-mgmt-compute's client on :class:`gb300.heal.fake_arm.FakeArm`), gate
 results in the gate's own ``boot.result`` format, KVP pool bytes, nccl-tests output taken from the repository's
 fixtures and judged by ``examples/nccl-eval.py``, and fabric identity lines parsed by ``gb300.slurm.topology``.
 
@@ -12,7 +12,7 @@ poll interval only while it has work, so a simulated day of 64 racks takes secon
 
 from __future__ import annotations
 
-import io
+import bisect
 import json
 import re
 import statistics
@@ -23,23 +23,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
-
-import requests
-import urllib3
-from azure.core.credentials import AccessToken, AccessTokenInfo
-from azure.core.pipeline.transport import RequestsTransport
-from azure.mgmt.compute import ComputeManagementClient
 
 from gb300 import paths
 from gb300.config.remediation import RemediationSettings
 from gb300.facts import catalog
 from gb300.facts.loader import data
+from gb300.heal import fake_arm
 from gb300.heal import policy as heal_policy
+from gb300.heal import state as heal_state
 from gb300.heal.azure_calls import AzureRepairs, RackRef
 from gb300.heal.evidence import Event
 from gb300.heal.loop import Remediator, nccl_eval
-from gb300.heal.ports import HealSlurm
+from gb300.heal.ports import HealSlurm, decision_record
 from gb300.heal.scenario import CURE_LEVEL, RACK_SIZE, Scenario, match
 from gb300.slurm.health import health_env_for
 from gb300.slurm.hostlist import compress, expand
@@ -81,6 +76,8 @@ class Fault:
     until: float | None
     kinds: list[Event]
     cured_at: float | None = None
+    recurs_after: float | None = None
+    returns_at: float | None = None
 
 
 @dataclass
@@ -92,6 +89,17 @@ class SimNode:
     boot_time: float = 0.0
     busy_until: float = -1.0  # an Azure action in progress
     pending_level: int = 0
+    op_started: float = 0.0  # when the VM's provisioning state last changed (instance view)
+    op_ended: float = 0.0
+
+
+class HeadCrash(BaseException):
+    # Not an Exception: the loop's `except Exception` must not catch it; the head's process dies.
+    """The head dies right after an Azure call returned, before it saves (scenario ``head: crash-after-call``)."""
+
+    def __init__(self, down: float) -> None:
+        super().__init__(f"head down for {down:.0f}s")
+        self.down = down
 
 
 @dataclass
@@ -110,7 +118,11 @@ class World:
     topology_history: list[tuple[float, str]] = field(default_factory=list)
     nccl_runs: dict[str, tuple[float, list[str]]] = field(default_factory=dict)
     times: dict[str, float] = field(default_factory=_sim_times)
+    refusals: int = 0
+    lifted: dict[str, dict[str, str]] = field(default_factory=dict)  # NCCL run -> the loop's drains lifted for it
     _events: list[Event] = field(default_factory=list)
+    _windows: list[tuple[Any, set[str] | None]] = field(default_factory=list)
+    _crashes: list[Any] = field(default_factory=list)
     _next_event: int = 0
     _fabric: str = ""
 
@@ -132,7 +144,9 @@ class World:
                 mine = [e for e in self._events if e.node == node and e.context != "job-teardown"]
                 start = mine[0].at if mine else 0.0
                 until = truth.until if truth.until is not None else (mine[-1].at if truth.cured_by == "self" else None)
-                self.faults[node] = Fault(CURE_LEVEL[truth.cured_by], start, until, mine)
+                self.faults[node] = Fault(CURE_LEVEL[truth.cured_by], start, until, mine, None, truth.recurs_after)
+        self._windows = [(w, set(match(w.node, names)) if w.node else None) for w in self.scenario.azure]
+        self._crashes = sorted(self.scenario.head, key=lambda h: h.at)
         self._fabric = "".join(
             f"{n} {uuid.uuid5(uuid.NAMESPACE_DNS, f'gb300-sim-rack-{s.rack}')} {s.rack}\n"
             for n, s in self.nodes.items()
@@ -160,14 +174,40 @@ class World:
         self.now = now
         for node in self.nodes.values():
             if 0 <= node.busy_until <= now:
-                node.boot_time = node.busy_until
+                node.boot_time = node.op_ended = node.busy_until
                 fault = self.faults.get(node.name)
                 if fault and fault.cured_at is None and fault.level <= node.pending_level:
                     fault.cured_at = node.busy_until
+                    if fault.recurs_after is not None:
+                        self._recur(fault, fault.cured_at + fault.recurs_after)
                 node.busy_until, node.pending_level = -1.0, 0
+        for fault in self.faults.values():
+            if fault.returns_at is not None and fault.returns_at <= now:
+                fault.cured_at, fault.start, fault.returns_at = None, fault.returns_at, None
+
+    def request(self, host: str, action: str, now: float) -> None:
+        """A person drains the node with ``Action:Reboot`` or ``Action:Replace`` in its reason (as for HyperPod); the
+        head's feed reads it from the reason (gb300.heal.head.SlurmFeed), here it arrives as that event."""
+        node = self.nodes[host]
+        node.drained, node.reason = True, f"Action:{action.capitalize()} requested by an operator"
+        event = Event(now, host, "request", action)
+        keys = [(e.at, e.node) for e in self._events]
+        self._events.insert(bisect.bisect_right(keys, (now, host), lo=self._next_event), event)
+
+    def _recur(self, fault: Fault, at: float) -> None:
+        """The cure holds ``recurs_after`` seconds, then the fault and its reports come back (truth.recurs_after)."""
+        fault.returns_at = at
+        first = min(e.at for e in fault.kinds) if fault.kinds else at
+        for event in fault.kinds:
+            again = Event(at + event.at - first, event.node, event.kind, event.code, event.check, event.context)
+            keys = [(e.at, e.node) for e in self._events]
+            self._events.insert(bisect.bisect_right(keys, (again.at, again.node), lo=self._next_event), again)
 
     def next_change(self) -> float | None:
         times = [n.busy_until for n in self.nodes.values() if n.busy_until > self.now]
+        times += [f.returns_at for f in self.faults.values() if f.returns_at is not None and f.returns_at > self.now]
+        times += [o.at for o in self.scenario.operator if o.at > self.now]
+        times += [w.until for w, _ in self._windows if w.until > self.now]
         times += [f.until for f in self.faults.values() if f.until is not None and f.until > self.now]
         times += [t + self.times["nccl"] for t, _ in self.nccl_runs.values() if t + self.times["nccl"] > self.now]
         if self._next_event < len(self._events):
@@ -270,8 +310,15 @@ class World:
         return str(nccl_eval().physical_host(pool)) or None
 
     def submit(self, hosts: Sequence[str]) -> str:
+        """Start the rack run; as the head's runner (gb300.heal.head.SrunNccl), the loop's own drains are lifted for
+        it and put back when the run is collected."""
         handle = f"nccl-{len(self.nccl_runs) + 1}"
         self.nccl_runs[handle] = (self.now, list(hosts))
+        for host in hosts:
+            node = self.nodes[host]
+            if node.drained and node.reason.startswith("gb300-heal:"):
+                self.lifted.setdefault(handle, {})[host] = node.reason
+                node.drained = False
         return handle
 
     def collect(self, handle: str) -> str | None:
@@ -279,6 +326,11 @@ class World:
         started, hosts = self.nccl_runs[handle]
         if self.now < started + self.times["nccl"]:
             return None
+        for host, reason in self.lifted.pop(handle, {}).items():
+            node = self.nodes[host]
+            if not node.drained and not node.reason.startswith("gb300-heal:") and node.reason:
+                continue  # someone else drained it meanwhile
+            node.drained, node.reason = True, reason
         healthy = all(self._fault(h) is None or self._fault(h).level == 0 for h in hosts)  # type: ignore[union-attr]
         name = "all_reduce_perf.rack-ok.txt" if healthy else "all_reduce_perf.rack-report.txt"
         return (FIXTURES / name).read_text(encoding="utf-8")
@@ -290,97 +342,74 @@ class World:
         self.topology = rendered
         self.topology_history.append((self.now, rendered))
 
-    def arm(self, method: str, path: str, body: Any) -> tuple[int, Any]:
-        """Azure Resource Manager for the loop's calls (answered for :class:`FakeArm`)."""
+    def _refused(self, call: str, host: str | None) -> fake_arm.Answer | None:
+        """The scenario's ``azure`` window that answers this call now, as ARM would."""
+        for window, hosts in self._windows:
+            if not (window.start <= self.now < window.until) or window.call not in (call, "any"):
+                continue
+            if hosts is not None and host not in hosts:
+                continue
+            self.refusals += 1
+            headers = {"Retry-After": f"{window.retryAfter:.0f}"} if window.retryAfter is not None else {}
+            return window.status, fake_arm.error(window.status, f"simulated {window.status}"), headers
+        return None
+
+    def _host(self, scale_set: str, instance: str) -> str:
+        return f"r{int(scale_set.rsplit('-r', 1)[1]):04d}-{int(instance):02d}"
+
+    def arm(self, method: str, path: str, body: Any) -> fake_arm.Answer:
+        """Azure Resource Manager for the loop's calls (answered for :class:`gb300.heal.fake_arm.FakeArm`): the
+        scenario's ``azure`` windows first, then a VM that is busy with an operation refuses another with 409, as ARM
+        does."""
         self.azure_calls.append(f"{method} {path}")
-        prefix = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}/providers/Microsoft.Compute/"
-        m = re.fullmatch(re.escape(prefix) + r"virtualMachineScaleSets/([^/]+)/virtualMachines(?:/(\d+)/(\w+))?", path)
-        if m and method == "GET" and m.group(2) is None:
-            rack = int(m.group(1).rsplit("-r", 1)[1])
-            value = [
-                {
-                    "name": f"{m.group(1)}_{i}",
-                    "instanceId": str(i),
-                    "id": f"{path}/{i}",
-                    "properties": {"osProfile": {"computerName": f"r{rack:04d}-{i:02d}"}},
-                }
-                for i in range(RACK_SIZE)
-            ]
-            return 200, {"value": value}
-        if m and method == "POST" and m.group(3) in RUNG_LEVEL:
-            host = f"r{int(m.group(1).rsplit('-r', 1)[1]):04d}-{int(m.group(2)):02d}"
+        answer = self._arm(method, path, body)
+        if self._crashes and self._crashes[0].at <= self.now:
+            raise HeadCrash(self._crashes.pop(0).down)
+        return answer
+
+    def _arm(self, method: str, path: str, body: Any) -> fake_arm.Answer:  # noqa: PLR0911 - one return per call
+        request = fake_arm.route(method, path)
+        host = self._host(request.scale_set, request.instance) if request.scale_set and request.instance else None
+        refused = self._refused(request.call, host or self._report_host(body))
+        if refused is not None:
+            return refused
+        if request.action == "instanceView" and host is not None:
             node = self.nodes[host]
-            node.busy_until = self.now + self.times[m.group(3)]
-            node.pending_level = max(node.pending_level, RUNG_LEVEL[m.group(3)])
-            return 202, None
-        if re.fullmatch(rf"/subscriptions/{SUBSCRIPTION}/providers/Microsoft\.Impact/workloadImpacts/[\w:-]+", path):
+            busy = node.busy_until > self.now
+            return 200, fake_arm.instance_view(busy, node.op_started if busy else node.op_ended), {}
+        if request.call == "list" and request.scale_set and request.instance is None:
+            rack = int(request.scale_set.rsplit("-r", 1)[1])
+            hosts = [f"r{rack:04d}-{i:02d}" for i in range(RACK_SIZE)]
+            vm_id = lambda i: str(uuid.uuid5(uuid.NAMESPACE_DNS, f"gb300-sim-vm-{rack}-{i}"))  # noqa: E731
+            return 200, fake_arm.vm_list(path, hosts, vm_id), {}
+        if request.call in RUNG_LEVEL and host is not None:
+            node = self.nodes[host]
+            if node.busy_until > self.now:
+                return 409, fake_arm.error(409, "another operation is in progress on the VM"), {}
+            node.busy_until = self.now + self.times[request.call]
+            node.op_started = self.now
+            node.pending_level = max(node.pending_level, RUNG_LEVEL[request.call])
+            return 202, None, {}
+        if request.call == "report" and method == "PUT":
             self.reports.append(body)
-            return 201, body
-        return 404, {"error": {"code": "NotFound", "message": path}}
+            return 201, body, {}
+        if request.call == "report" and request.action == "insights":
+            return 200, fake_arm.insights("simulated: report received"), {}
+        return 404, fake_arm.error(404, path), {}
+
+    def _report_host(self, body: Any) -> str | None:
+        resource = str(((body or {}).get("properties") or {}).get("impactedResourceId") or "")
+        m = re.search(r"virtualMachineScaleSets/([^/]+)/virtualMachines/(\d+)$", resource)
+        return self._host(m.group(1), m.group(2)) if m else None
 
 
 def shlex_join(args: Sequence[str]) -> str:
     return " ".join(args)
 
 
-class FakeArm(requests.adapters.BaseAdapter):
-    """A requests adapter that hands ARM requests to the world (azure-core's RequestsTransport sits above it)."""
-
-    def __init__(self, world: World) -> None:
-        super().__init__()
-        self.world = world
-
-    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
-        url = urlparse(request.url or "")
-        if request.headers.get("Authorization") != "Bearer simulated-token":
-            return _response(request, 401, {"error": {"code": "AuthenticationFailed", "message": "no token"}})
-        raw = request.body
-        body = json.loads(raw) if isinstance(raw, (str, bytes)) and raw else None
-        status, answer = self.world.arm(request.method or "GET", url.path, body)
-        return _response(request, status, answer)
-
-    def close(self) -> None:
-        pass
-
-
-def _response(request: requests.PreparedRequest, status: int, body: Any) -> requests.Response:
-    response = requests.Response()
-    response.status_code = status
-    content = b"" if body is None else json.dumps(body).encode()
-    response._content = content
-    response.raw = urllib3.HTTPResponse(body=io.BytesIO(content), status=status, preload_content=False)
-    response.headers["Content-Type"] = "application/json; charset=utf-8"
-    response.headers["x-ms-request-id"] = "00000000-0000-0000-0000-000000000001"
-    response.url = request.url or ""
-    response.request = request
-    return response
-
-
-class SimulatedCredential:
-    """A fixed bearer token: the fake transport checks it is sent, Entra ID is never called."""
-
-    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
-        return AccessToken("simulated-token", int(time.time()) + 3600)
-
-    def get_token_info(self, *scopes: str, options: Any = None) -> AccessTokenInfo:
-        return AccessTokenInfo("simulated-token", int(time.time()) + 3600)
-
-
 def compute_client_for(world: World) -> Any:
-    """``subscription -> ComputeManagementClient`` whose HTTP goes to the world."""
-    session = requests.Session()
-    session.mount("https://", FakeArm(world))
-    transport = RequestsTransport(session=session, session_owner=False)
-    clients: dict[str, Any] = {}
-
-    def client_for(subscription: str) -> Any:
-        if subscription not in clients:
-            clients[subscription] = ComputeManagementClient(
-                SimulatedCredential(), subscription, transport=transport, retry_total=0
-            )
-        return clients[subscription]
-
-    return client_for
+    """``subscription -> ComputeManagementClient`` whose HTTP goes to the world (:mod:`gb300.heal.fake_arm`)."""
+    return fake_arm.compute_client_for(world.arm)
 
 
 def nccl_env() -> dict[str, str]:
@@ -404,28 +433,35 @@ class Result:
     world: World
     records: list[Mapping[str, Any]]
     wall_s: float
+    crashes: int = 0
 
     def report(self) -> dict[str, Any]:
-        cases = {c.node: c for c in self.loop.closed} | dict(self.loop.cases)
-        touched = set(cases) | {e.node for e in self.world._events} | set(self.world.faults)
+        every: dict[str, list[Any]] = {}
+        for case in [*self.loop.closed, *self.loop.cases.values()]:
+            every.setdefault(case.node, []).append(case)
+        touched = set(every) | {e.node for e in self.world._events} | set(self.world.faults)
         truth = {n: s for t in self.scenario.truth for n in match(t.node, self.scenario.nodes) for s in [t.cured_by]}
         nodes: list[dict[str, Any]] = []
         for name in sorted(touched):
             node = self.world.nodes[name]
-            case = cases.get(name)
+            cases = every.get(name, [])
+            last = cases[-1] if cases else None
             state = "drained" if node.drained else ("unreachable" if self.world._unreachable(name) else "in-service")
             nodes.append(
                 {
                     "node": name,
                     "final_state": state,
-                    "actions": list(case.actions) if case else [],
-                    "case": case.state if case else None,
+                    "actions": [a for c in cases for a in c.actions],
+                    "case": last.state if last else None,
+                    "cases": len(cases),
+                    "escalated": any(c.state == "escalated" for c in cases),
                     "truth": truth.get(name),
                 }
             )
         drained = [str(n["node"]) for n in nodes if "drain" in n["actions"]]
         returned = [c for c in self.loop.closed if c.state == "returned" and c.ended is not None]
         mttr = statistics.median(c.ended - c.first_evidence for c in returned) if returned else None  # type: ignore[operator]
+        incidents = sorted({str(r["Rack"]) for r in self.records if r["Decision"] == "rack-incident"})
         return {
             "racks": self.scenario.racks,
             "duration": self.scenario.duration,
@@ -433,6 +469,10 @@ class Result:
             "drains": len(drained),
             "false_drains": sum(1 for n in drained if truth.get(n) in (None, "self")),
             "repaired": len(returned),
+            "escalated": sum(1 for n in nodes if n["escalated"]),
+            "rack_incidents": incidents,
+            "azure_refusals": self.world.refusals,
+            "head_crashes": self.crashes,
             "mttr_seconds": mttr,
             "halted": self.loop.halted,
             "blocks": [{"name": b.name, "nodes": compress(b.hosts), "count": len(b.hosts)} for b in self.loop.blocks],
@@ -452,6 +492,9 @@ def run(
 ) -> Result:
     """Run the loop over the scenario's duration; the same code the head runs, on simulated channels.
 
+    Every tick opens a fresh loop from the saved state and saves it back, as ``gb300-heal tick`` does
+    (:func:`gb300.heal.state.open_loop`, :func:`~gb300.heal.state.dump`, through JSON); the loop saves its intent
+    before each Azure call, so a ``head: crash-after-call`` restores exactly what the head would read after it.
     ``on_tick(world, now)`` runs before each tick: what others do meanwhile (a person, ``gb300 rollout``).
     """
     started = time.perf_counter()
@@ -459,37 +502,84 @@ def run(
     records: list[Mapping[str, Any]] = []
     racks = [RackRef(f"sim-gpu-r{r:04d}", SUBSCRIPTION, RESOURCE_GROUP) for r in range(1, scenario.racks + 1)]
     policy = heal_policy.load(settings)
-    loop = Remediator(
-        policy=policy,
-        racks=racks,
-        azure=AzureRepairs(compute_client_for(world), policy.ghr_api_version),
-        slurm=HealSlurm(run=world.slurm),
-        probe=world,
-        nccl=world,
-        feed=world,
-        topology_port=world,
-        sink=records.append,
-        cluster="sim",
-        nccl_env=nccl_env(),
-        block_size=catalog.load().sku(VM_SIZE).vms_per_nvlink_domain,
-        poll_s=poll_s,
-    )
+    azure = AzureRepairs(compute_client_for(world), policy.ghr_api_version)
+    env = nccl_env()
+    block_size = catalog.load().sku(VM_SIZE).vms_per_nvlink_domain
+    relist_s = float(data("remediation.yaml")["service"]["relistSeconds"])
+    saved: dict[str, Any] = {"version": heal_state.VERSION}
+    operator = sorted(scenario.operator, key=lambda o: o.at)
+    crashes, down_until = 0, -1.0
+
+    def fresh() -> Remediator:
+        return Remediator(
+            policy=policy,
+            racks=racks,
+            azure=azure,
+            slurm=HealSlurm(run=world.slurm),
+            probe=world,
+            nccl=world,
+            feed=world,
+            topology_port=world,
+            sink=records.append,
+            cluster="sim",
+            nccl_env=env,
+            block_size=block_size,
+            poll_s=poll_s,
+        )
+
+    loop = fresh()
     now = 0.0
-    world.advance(now)
-    loop.start(now)
     while now <= scenario.duration:
         world.advance(now)
+        while operator and operator[0].at <= now:
+            _operate(world, saved, operator.pop(0), now)
         if on_tick is not None:
             on_tick(world, now)
-        loop.tick(now)
-        candidates = [world.next_change(), loop.next_due()]
+        if now >= down_until:
+            blocks = loop.blocks  # what the head last wrote to its topology view (a file on the head)
+            loop = fresh()
+            try:
+                listed_at = heal_state.open_loop(loop, saved, racks, now, relist_s)
+                loop.blocks = loop.blocks or blocks
+
+                def snapshot(target: Remediator = loop, at: float = listed_at, tick: float = now) -> dict[str, Any]:
+                    return heal_state.roundtrip(heal_state.dump(target, listed_at=at, extra={"tickedAt": tick}))
+
+                def persist(snap: Callable[[], dict[str, Any]] = snapshot) -> None:
+                    saved.clear()
+                    saved.update(snap())
+
+                loop.persist = persist
+                loop.tick(now)
+                persist()
+            except HeadCrash as crash:
+                crashes += 1
+                down_until = now + crash.down
+                records.append(decision_record(now=now, cluster="sim", decision="head-crash", reason=str(crash)))
+                blocks, loop = loop.blocks, fresh()
+                loop.blocks = blocks
+                heal_state.open_loop(loop, saved, racks, now, float("inf"))
+        candidates = [world.next_change(), loop.next_due(), down_until]
         if loop.busy() and not loop.halted:
             candidates.append(now + poll_s)
         upcoming = [t for t in candidates if t is not None and t > now]
         if not upcoming:
             break
         now = min(upcoming)
-    return Result(scenario, loop, world, records, time.perf_counter() - started)
+    return Result(scenario, loop, world, records, time.perf_counter() - started, crashes)
 
 
-__all__ = ["RACK_SIZE", "FakeArm", "Result", "World", "compute_client_for", "run"]
+def _operate(world: World, saved: dict[str, Any], action: Any, now: float) -> None:
+    """What a person does (scenario ``operator``): ``gb300-heal resume`` on the saved state, as the head's command."""
+    if action.kind == "resume" and saved.get("halted"):
+        heal_state.mark_resumed(saved, now=now, by="operator", reason="scenario operator resume")
+    elif action.kind == "request":
+        for host in match(action.node, scenario_nodes(world)):
+            world.request(host, action.action, now)
+
+
+def scenario_nodes(world: World) -> list[str]:
+    return list(world.nodes)
+
+
+__all__ = ["RACK_SIZE", "HeadCrash", "Result", "World", "compute_client_for", "run"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,19 @@ def _event(raw: Mapping[str, Any]) -> Event:
     )
 
 
+def _event_doc(event: Event) -> dict[str, Any]:
+    """An event as JSON (what :func:`dataclasses.asdict` gives, without its deep copies: the fields are flat)."""
+    return {name: getattr(event, name) for name in _EVENT_FIELDS}
+
+
+_EVENT_FIELDS = tuple(Event.__dataclass_fields__)
+
+
 def _case(case: Case) -> dict[str, Any]:
-    doc = asdict(case)
+    doc = {name: getattr(case, name) for name in Case.__dataclass_fields__}
+    doc["evidence"] = [_event_doc(e) for e in case.evidence]
+    doc["actions"], doc["nccl_hosts"] = list(case.actions), list(case.nccl_hosts)
+    doc["intent"] = dict(case.intent) if case.intent is not None else None
     doc["instance"] = case.instance.host
     return doc
 
@@ -61,12 +72,19 @@ def dump(loop: Remediator, *, listed_at: float, extra: Mapping[str, Any]) -> dic
     """Everything :func:`restore` needs, as JSON; ``extra`` holds the service's own fields (halt record...)."""
     judge = loop.judge
     escalated = [c for c in loop.closed if c.state == "escalated"]
-    others = [c for c in loop.closed if c.state != "escalated"][-KEEP_CLOSED:]
+    others = [c for c in loop.closed if c.state != "escalated"]
+    newest = max((c.ended or 0.0 for c in others), default=0.0)
+    # Every case inside the memory window (a recurrence is judged against them), and at least the last ones.
+    others = [
+        c
+        for i, c in enumerate(others)
+        if newest - (c.ended or 0.0) <= loop.policy.memory_s or i >= len(others) - KEEP_CLOSED
+    ]
     horizon = max([r.window_s for r in loop.policy.corroborate.values()] + [loop.policy.halt_window_s])
 
     def recent(events: Sequence[Event]) -> list[dict[str, Any]]:
         newest = max((e.at for e in events), default=0.0)
-        return [asdict(e) for e in events if newest - e.at <= horizon]
+        return [_event_doc(e) for e in events if newest - e.at <= horizon]
 
     def case_doc(case: Case) -> dict[str, Any]:
         doc = _case(case)
@@ -80,21 +98,37 @@ def dump(loop: Remediator, *, listed_at: float, extra: Mapping[str, Any]) -> dic
     return {
         "version": VERSION,
         "halted": loop.halted,
+        "rejudge": loop.rejudge,
         "listedAt": listed_at,
+        "relist": loop.unknown_hosts,
         "instances": [
-            {"host": i.host, "rack": i.rack.name, "instanceId": i.instance_id, "resourceId": i.resource_id}
+            {
+                "host": i.host,
+                "rack": i.rack.name,
+                "instanceId": i.instance_id,
+                "resourceId": i.resource_id,
+                "vmId": i.vm_id,
+            }
             for i in loop.instances.values()
         ],
         "cases": [case_doc(c) for c in loop.cases.values()],
         "closed": [case_doc(c) for c in (*escalated, *others)],
         "faults": [[t, n] for t, n in loop._faults if loop._faults and loop._faults[-1][0] - t <= horizon],
         "judge": {
-            "history": {node: recent(events) for node, events in judge.history.items() if recent(events)},
+            "history": {node: kept for node, events in judge.history.items() if (kept := recent(events))},
             "pending": [
-                {"node": p.node, "key": p.key, "mode": p.mode, "due": p.due, "events": [asdict(e) for e in p.events]}
+                {
+                    "node": p.node,
+                    "key": p.key,
+                    "mode": p.mode,
+                    "due": p.due,
+                    "events": [_event_doc(e) for e in p.events],
+                }
                 for p in judge.pending.values()
             ],
             "incidents": judge.incidents,
+            "fabric": judge.fabric,
+            "held": judge.held,
             "unreachable": judge._unreachable,
             "suspectUntil": judge.suspect_until,
         },
@@ -106,7 +140,9 @@ def instances_of(doc: Mapping[str, Any], racks: Sequence[RackRef]) -> dict[str, 
     """The racks' VMs as the state recorded them (only racks still in ``racks``)."""
     by_name = {r.name: r for r in racks}
     return {
-        str(i["host"]): Instance(str(i["host"]), by_name[str(i["rack"])], str(i["instanceId"]), str(i["resourceId"]))
+        str(i["host"]): Instance(
+            str(i["host"]), by_name[str(i["rack"])], str(i["instanceId"]), str(i["resourceId"]), str(i.get("vmId", ""))
+        )
         for i in doc.get("instances", [])
         if str(i["rack"]) in by_name
     }
@@ -128,6 +164,7 @@ def restore(loop: Remediator, doc: Mapping[str, Any], racks: Sequence[RackRef]) 
         raise DataError(f"remediation state: version {doc.get('version')!r} is not {VERSION}")
     by_name = {r.name: r for r in racks}
     loop.halted = bool(doc.get("halted", False))
+    loop.rejudge = bool(doc.get("rejudge", False))
     loop.cases = {c["node"]: _restore_case(c, loop.instances, by_name) for c in doc.get("cases", [])}
     loop.closed = [_restore_case(c, loop.instances, by_name) for c in doc.get("closed", [])]
     loop._faults = [(float(t), str(n)) for t, n in doc.get("faults", [])]
@@ -141,10 +178,57 @@ def restore(loop: Remediator, doc: Mapping[str, Any], racks: Sequence[RackRef]) 
         for p in raw.get("pending", [])
     }
     judge.incidents = {str(k): float(v) for k, v in raw.get("incidents", {}).items()}
+    judge.held = {str(k): float(v) for k, v in raw.get("held", {}).items()}
+    judge.fabric = {
+        str(rack): {str(n): float(at) for n, at in seen.items()} for rack, seen in raw.get("fabric", {}).items()
+    }
     judge._unreachable = {
         str(rack): {str(n): float(at) for n, at in seen.items()} for rack, seen in raw.get("unreachable", {}).items()
     }
     judge.suspect_until = {str(k): float(v) for k, v in raw.get("suspectUntil", {}).items()}
+
+
+def open_loop(
+    loop: Remediator, saved: Mapping[str, Any], racks: Sequence[RackRef], now: float, relist_s: float
+) -> float:
+    """A fresh loop as the saved state left it: the racks' VMs from the saved listing while it is younger than
+    ``relist_s`` or while no case is open (else listed again; kept when Azure refuses the list), then the saved
+    cases, evidence and rails. Returns when the racks were listed. The head and ``gb300 heal simulate`` both open
+    every tick this way."""
+    listed_at = float(saved.get("listedAt", 0.0))
+    known = instances_of(saved, racks)
+    complete = {i.rack.name for i in known.values()} == {r.name for r in racks}
+    # Listed again only when the listing is older than relist_s and a repair may need Azure's current view (a case
+    # is open), or a node the listing lacks reported (``relist``): a quiet fleet costs no list calls.
+    fresh = now - listed_at < relist_s or not saved.get("cases")
+    if known and complete and fresh and not saved.get("relist"):
+        adopt_instances(loop, known)
+    else:
+        try:
+            loop.start(now)
+            listed_at = now
+        except Exception:
+            if not known:
+                raise
+            adopt_instances(loop, known)  # Azure refused the list (throttled...): the last listing still holds
+    if "cases" in saved:
+        restore(loop, saved, racks)
+    return listed_at
+
+
+def mark_resumed(doc: dict[str, Any], *, now: float, by: str, reason: str) -> None:
+    """A person resumed the halted loop: the halt and its fault window are cleared, and the next tick judges the
+    queued cases again on the evidence current then (:meth:`Remediator._rejudge`)."""
+    doc["halted"] = False
+    doc["faults"] = []
+    doc["rejudge"] = True
+    doc["resumed"] = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), "by": by, "reason": reason}
+
+
+def roundtrip(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """``doc`` as :func:`save` then :func:`load` give it back (JSON), without the disk."""
+    back: dict[str, Any] = json.loads(json.dumps(doc, sort_keys=True))
+    return back
 
 
 def load(path: Path) -> dict[str, Any]:

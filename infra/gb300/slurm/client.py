@@ -38,7 +38,10 @@ Runner = Callable[[Sequence[str]], str]
 
 def run_local(argv: Sequence[str]) -> str:
     """Run a command and return its standard output; a non-zero exit raises :class:`SlurmError`."""
-    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=120, check=False)
+    # errors="replace": a node's comment or reason cut inside a UTF-8 character must not make every read fail.
+    done = subprocess.run(
+        list(argv), capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=120, check=False
+    )
     if done.returncode != 0:
         raise SlurmError(f"`{shlex.join(argv)}` exited {done.returncode}: {done.stderr.strip()[:300]}")
     return done.stdout
