@@ -99,7 +99,10 @@ def test_health_agent_thresholds_are_data() -> None:
     assert "clock-events:112:bitmask:0xE8" in watches
     assert "nvlink-ber:1218:gt:1e-06" in watches
     assert (env["GB300_IB_LINK_DOWNED_COUNT"], env["GB300_IB_LINK_DOWNED_WINDOW_S"]) == ("3", "10800")
-    assert env["GB300_XID_WARNING"] == "13 31 43 63 66 94 154"
+    never_drain = set(env["GB300_XID_WARNING"].split())
+    assert {"13", "31", "43", "63", "66", "94", "154"} <= never_drain  # Azure's health agent's warnings
+    assert {"45", "121"} <= never_drain  # NVIDIA's catalog: a teardown, a corrected C2C error
+    assert {"48", "79", "95"}.isdisjoint(never_drain)  # machine faults drain
     assert (env["GB300_GEMM_WARN_TFLOPS"], env["GB300_GEMM_REPORT_TFLOPS"]) == ("1785", "1720")
 
 

@@ -27,8 +27,6 @@ from gb300.heal.policy import Policy
 Decision = Literal["act", "ignore", "watch"]
 
 
-NO_NODE_ACTION = frozenset({"noAction", "restartApp", "teardownArtifact"})
-"""Catalog buckets whose XIDs are never a drain (data/remediation.yaml evidence.xid.catalog)."""
 XID_MAX = 999
 """No XID of NVIDIA's catalog has more than three digits; anything longer is not an XID (and never reaches int())."""
 
@@ -169,7 +167,7 @@ class Judge:
             if code in policy.teardown_xids and event.context == "job-teardown":
                 return False, f"XID {code} during a job's teardown is the driver cleaning up"
             bucket = policy.xid_bucket(code)
-            if code in policy.xid_warning or bucket in NO_NODE_ACTION:
+            if code in policy.xid_warning:
                 return False, f"XID {code}: NVIDIA's XID catalog bucket {bucket}: the application's, not the node's"
             return True, f"XID {code} ({bucket})"
         if event.kind == "ecc":

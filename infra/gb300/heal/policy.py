@@ -109,6 +109,7 @@ def hard_checks() -> frozenset[str]:
 def load(settings: RemediationSettings) -> Policy:
     """The policy for a stack's ``gb300:remediation`` (defaults when the stack sets nothing)."""
     from gb300.facts.loader import data  # noqa: PLC0415 - the plan reads data files; the head reads JSON
+    from gb300.slurm.health import never_drain_xids  # noqa: PLC0415 - the gate's list, read at plan time too
 
     raw = data("remediation.yaml")
     evidence = raw["evidence"]
@@ -134,8 +135,8 @@ def load(settings: RemediationSettings) -> Policy:
     if len(listed) != len(set(listed)):
         raise DataError("remediation.yaml evidence.xid.catalog: an XID is listed in more than one bucket")
     return Policy(
-        # The gate's own list (data/health.yaml xidWarning): one home for what is never a drain.
-        xid_warning=_int_set(data("health.yaml")["defaults"]["xidWarning"]["value"], "xidWarning"),
+        # The gate's own never-drain list (data/health.yaml xidWarning and the catalog's neverDrain buckets).
+        xid_warning=frozenset(never_drain_xids()),
         teardown_xids=_int_set(xid["teardownBenign"]["value"], "evidence.xid.teardownBenign"),
         teardown_window_s=float(xid["teardownBenign"]["withinSecondsOfJobEnd"]),
         same_job_nodes=int(xid["sameJobNodes"]["value"]),

@@ -96,6 +96,18 @@ def _data() -> dict[str, Any]:
     return data("health.yaml")
 
 
+def never_drain_xids(warning: list[Any] | None = None) -> tuple[int, ...]:
+    """The XIDs the gate logs and never drains for: Azure's health agent's warnings (``data/health.yaml``
+    ``xidWarning``) and every XID of NVIDIA's catalog buckets that need no action on the machine
+    (``data/remediation.yaml`` ``evidence.xid.neverDrain``), which the head's loop never repairs either."""
+    if warning is None:
+        warning = data("health.yaml")["defaults"]["xidWarning"]["value"]
+    xid = data("remediation.yaml")["evidence"]["xid"]
+    buckets = xid["neverDrain"]["value"]
+    codes = {int(x) for x in warning} | {int(c) for bucket in buckets for c in xid["catalog"][bucket]}
+    return tuple(sorted(codes))
+
+
 def _teardown() -> dict[str, Any]:
     """The teardown rule's one home: ``data/remediation.yaml`` ``evidence.xid.teardownBenign`` (the head's loop
     reads the same entry through :mod:`gb300.heal.policy`)."""
@@ -179,7 +191,7 @@ def health_spec(
         dcgm_level_boot=int(defaults["dcgmDiagLevel"]["boot"]),
         dcgm_level_periodic=int(defaults["dcgmDiagLevel"]["periodic"]),
         dcgm_level_epilog=int(defaults["epilogDcgmDiagLevel"]["value"]),
-        xid_warning=tuple(int(x) for x in defaults["xidWarning"]["value"]),
+        xid_warning=never_drain_xids(defaults["xidWarning"]["value"]),
         checks=checks,
         xid_teardown=tuple(int(x) for x in _teardown()["value"]),
         xid_teardown_window_s=int(_teardown()["withinSecondsOfJobEnd"]),
