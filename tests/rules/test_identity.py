@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from gb300 import cli
+from gb300.config import load_stack_file
 from gb300.findings import Level
 from gb300.rules import BY_ID, CONFIG_RULES, identity
+from tests.support.ci_files import stacks_in_repo
 
 EXAMPLE = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDuptD3soyOcGeTftsws1pF9pLvy/fYHdTEGGBbeVuI6 ops@example"
 OWN = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIADDzJxvaxYSYM901ZPfxr7kcSikvxUfUG9YOOBv67WK me@lab"
@@ -97,6 +99,20 @@ def test_a_hand_copied_dev_stack_fails_the_plan(
         f"info    {identity.RULE_ID}: is the example key the shipped stacks carry: nobody holds its private half, so "
         "nobody could log in to this example stack. Put your own public key here before deploying it"
     ]
+
+
+@pytest.mark.parametrize("stack", sorted(stacks_in_repo()))
+def test_every_shipped_stack_gets_only_an_info_for_its_example_key(stack: str) -> None:
+    """Each stack file gb300 ships (stacks/Pulumi.*.yaml), planned beside the others: stack-identity says at most an
+    info about it (the example key), never the warning or error a hand-made copy gets."""
+    root = Path(__file__).resolve().parents[2]
+    stack_file = root / "stacks" / f"Pulumi.{stack}.yaml"
+    raw = load_stack_file(stack_file)
+    own = identity.identity(stack, raw)
+    ssh = ((raw.get("access") or {}).get("sshPublicKey")) or ""
+    others = identity.siblings(stack_file)
+    found = list(identity.stack_identity(stack, own.cluster_name or "", ssh, own.signing_public_key, others))
+    assert [(f.level, f.resource) for f in found if f.level is not Level.INFO] == []
 
 
 def test_the_policy_pack_names_the_stack_from_the_urns(dev_plan: Any) -> None:

@@ -28,9 +28,10 @@ RULE_ID = "stack-identity"
 
 EXAMPLE_SSH_KEYS: tuple[str, ...] = ("AAAAC3NzaC1lZDI1NTE5AAAAIDuptD3soyOcGeTftsws1pF9pLvy/fYHdTEGGBbeVuI6",)
 """The bodies of the example SSH public keys the shipped stacks (``stacks/Pulumi.dev.yaml``,
-``stacks/Pulumi.reference.yaml``) carry: placeholders whose private half nobody holds."""
+``stacks/Pulumi.reference.yaml``, ``stacks/Pulumi.landingzone.yaml``) carry: placeholders whose private half nobody
+holds."""
 
-SHIPPED_STACKS: frozenset[str] = frozenset({"dev", "reference"})
+SHIPPED_STACKS: frozenset[str] = frozenset({"dev", "reference", "landingzone"})
 """The example stacks gb300 ships: for them the example key is an info (replace it before deploying), for any
 other stack a warning. Not an error: the stack deploys, and one config change and ``pulumi up`` give the nodes
 another key; another stack's cluster name or signing key is an error, since the deployment collides or fails."""
