@@ -24,7 +24,8 @@ from pulumi.runtime.proto import analyzer_pb2
 from gb300 import config, paths, policy_pack, rules
 from gb300.config import PolicySettings
 from gb300.plan import PlanResult
-from gb300.plan.runner import ResourceRecord, _record
+from gb300.plan.runner import _record
+from gb300.resources import ResourceRecord
 from tests.support import engine, language_host
 from tests.support.policy_support import ssh_rule, with_inputs
 

@@ -45,6 +45,7 @@ from gb300.errors import DataError, UsageError
 from gb300.facts import catalog
 from gb300.node import manifest
 from gb300.rules import identity
+from gb300.rules.base import StackIdentity
 
 NAME = "init"
 TEMPLATES = ("dev", "reference")
@@ -174,7 +175,7 @@ def derive_cluster_name(stack: str) -> str:
     return text[:CLUSTER_NAME_MAX].strip("-")
 
 
-def _cluster_name(given: str | None, stack: str, others: tuple[identity.StackIdentity, ...]) -> str:
+def _cluster_name(given: str | None, stack: str, others: tuple[StackIdentity, ...]) -> str:
     name = given if given is not None else derive_cluster_name(stack)
     flag = "--cluster-name" if given is not None else f"NAME {stack!r}"
     if not name:

@@ -21,7 +21,7 @@ from typing import Any
 from gb300 import tags as gb300_tags
 from gb300.azure import inventory
 from gb300.ops.rollout import Rack, _short
-from gb300.rules.data_loss import DeployedResource
+from gb300.resources import DeployedResource
 from gb300.slurm.hostlist import natural_key
 
 STATUS_FILE = "/var/lib/gb300/status"

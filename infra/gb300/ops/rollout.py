@@ -53,10 +53,9 @@ from typing import Any
 from gb300 import tags as gb300_tags
 from gb300.azure import credential as azure_credential
 from gb300.azure import instances, inventory
-from gb300.azure.inventory import Resource
 from gb300.errors import UsageError
+from gb300.resources import DeployedResource, Resource
 from gb300.rules import reimage
-from gb300.rules.data_loss import DeployedResource
 from gb300.slurm.client import DRAIN_PREFIX, HEALTH_PREFIX, Slurm, SlurmNode
 from gb300.slurm.hostlist import compress, natural_key
 

@@ -13,8 +13,7 @@ from typing import Any
 
 from gb300.config import StackConfig
 from gb300.facts import sizing
-from gb300.plan.runner import ResourceRecord
-from gb300.rules.data_loss import DeployedResource
+from gb300.resources import DeployedResource, ResourceRecord
 
 # What a non-scale-set resource in a subnet is called (scale sets' VMs are counted as VMs).
 _HOLDERS = {

@@ -20,24 +20,13 @@ before deleting them even when this check was skipped.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from gb300.azure.inventory import Resource, without_subscription
+from gb300.azure.inventory import without_subscription
 from gb300.facts import storage_facts
 from gb300.findings import Level, Report
+from gb300.resources import DeployedResource, Resource
 from gb300.rules.base import RuleContext, state_rule
-
-
-@dataclass(frozen=True)
-class DeployedResource:
-    """One resource of the deployed stack's state: its URN, type, id and the inputs it was created with."""
-
-    urn: str
-    type: str
-    name: str
-    id: str | None
-    inputs: Mapping[str, Any]
 
 
 def _norm(value: Any) -> Any:

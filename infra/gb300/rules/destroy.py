@@ -30,20 +30,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gb300 import tags as gb300_tags
-from gb300.azure.inventory import (
-    LEGACY_KINDS,
-    LEGACY_SCALE_SETS,
-    Resource,
-    legacy_kind,
-    mapping,
-    whole,
-    without_subscription,
-)
+from gb300.azure.inventory import LEGACY_KINDS, LEGACY_SCALE_SETS, legacy_kind, mapping, whole, without_subscription
 from gb300.components import compute_package
 from gb300.config import AllowDestroy
 from gb300.findings import Level, Report
+from gb300.resources import DeployedResource, Resource
 from gb300.rules.base import RuleContext, count, state_rule
-from gb300.rules.data_loss import DeployedResource
 
 VM = "azure-native:compute:VirtualMachine"
 SUBNET = "azure-native:network:Subnet"
