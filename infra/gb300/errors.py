@@ -23,6 +23,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+# The CLI's exit codes (gb300.cli; docs/cli.md's table is generated from them by gb300 docs).
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE (13)
+TRACEBACK_ENV = "GB300_TRACEBACK"
+
 
 class Gb300Error(Exception):
     """Base of every error gb300 raises on purpose: the CLI turns it into a clear message, never a traceback."""

@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from gb300.errors import DataError
+from gb300.facts import loader
+
 PACKAGE_DIR = Path(__file__).resolve().parent
-DATA_DIR = PACKAGE_DIR / "data"
+DATA_DIR = loader.DATA_DIR
 REPO_ROOT = PACKAGE_DIR.parents[1]
 STACKS_DIR = REPO_ROOT / "stacks"
 TEMPLATES_DIR = REPO_ROOT / "templates"
@@ -43,11 +46,8 @@ def find_project(start: Path) -> Path | None:
 def project_stacks_dir(project: Path) -> Path:
     """Where the project keeps its ``Pulumi.<stack>.yaml`` files: ``stackConfigDir`` relative to the project file's
     directory, or that directory itself (``ProjectStackPath`` in pulumi ``workspace/paths.go``)."""
-    from gb300.errors import DataError  # noqa: PLC0415 - only the CLI's --stack needs these
-    from gb300.facts.loader import read_yaml  # noqa: PLC0415 - the one YAML reader (it imports this module)
-
     try:
-        doc = read_yaml(project)
+        doc = loader.read_yaml(project)
     except DataError:
         doc = None
     config_dir = doc.get("stackConfigDir") if isinstance(doc, dict) else None
@@ -68,9 +68,7 @@ def project_stack_names(project: Path) -> list[str]:
 
 
 def _project_doc(project: Path) -> dict[str, object]:
-    from gb300.facts.loader import read_yaml  # noqa: PLC0415 - the one YAML reader (it imports this module)
-
-    doc = read_yaml(project)
+    doc = loader.read_yaml(project)
     return doc if isinstance(doc, dict) else {}
 
 
