@@ -12,6 +12,8 @@
      |    +-- SoftwareOverrideError  ... for a bad ``gb300:software`` entry                     (exit 2)
      +-- SlurmConfigError          a Slurm cluster description that cannot be rendered (gb300.slurm; exit 2)
      +-- CredentialError           no usable Azure credential for gb300's own calls (gb300.azure.credential; exit 2)
+     +-- PathError                 a config check's problem at another key path (gb300.config.checks; also a
+                                   ValueError: pydantic makes it one problem of the ConfigError)
 
 The CLI's exit codes: 0 pass, 1 findings, 2 bad input, 3 internal error (a :class:`DataError` or a bug).
 ``gb300.slurm.hostlist`` and ``gb300.slurm.topology`` run on the controller as standalone stdlib scripts, so they

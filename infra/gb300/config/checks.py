@@ -16,6 +16,7 @@ import struct
 from typing import Any
 
 from gb300.config.text import refuse_unprintable
+from gb300.errors import Gb300Error
 from gb300.facts import catalog
 
 NAMESPACE = "gb300"
@@ -325,8 +326,9 @@ def suppression_from_text(value: Any) -> Any:
     return {"rule": value} if isinstance(value, str) else value
 
 
-class PathError(ValueError):
-    """A model-level problem that belongs to a specific key path."""
+class PathError(ValueError, Gb300Error):
+    """A model-level problem that belongs to a specific key path. A ``ValueError``, so pydantic makes it one problem
+    of the stack's :class:`~gb300.errors.ConfigError` (:mod:`gb300.config.messages` reads its path)."""
 
     def __init__(self, loc: tuple[str | int, ...], message: str, *, relative: bool = False) -> None:
         super().__init__(message)
