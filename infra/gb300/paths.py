@@ -5,11 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gb300.errors import DataError
-from gb300.facts import loader
-
 PACKAGE_DIR = Path(__file__).resolve().parent
-DATA_DIR = loader.DATA_DIR
+DATA_DIR = PACKAGE_DIR / "data"
 REPO_ROOT = PACKAGE_DIR.parents[1]
 STACKS_DIR = REPO_ROOT / "stacks"
 TEMPLATES_DIR = REPO_ROOT / "templates"
@@ -46,6 +43,10 @@ def find_project(start: Path) -> Path | None:
 def project_stacks_dir(project: Path) -> Path:
     """Where the project keeps its ``Pulumi.<stack>.yaml`` files: ``stackConfigDir`` relative to the project file's
     directory, or that directory itself (``ProjectStackPath`` in pulumi ``workspace/paths.go``)."""
+    # Imported here: this module is shipped alone (stdlib only) to the head's remediation loop (gb300.heal.deploy).
+    from gb300.errors import DataError  # noqa: PLC0415
+    from gb300.facts import loader  # noqa: PLC0415
+
     try:
         doc = loader.read_yaml(project)
     except DataError:
@@ -68,6 +69,8 @@ def project_stack_names(project: Path) -> list[str]:
 
 
 def _project_doc(project: Path) -> dict[str, object]:
+    from gb300.facts import loader  # noqa: PLC0415 - stdlib only at import (see project_stacks_dir)
+
     doc = loader.read_yaml(project)
     return doc if isinstance(doc, dict) else {}
 
