@@ -10,19 +10,20 @@ from gb300 import cli, config, paths
 from gb300.commands import docs
 
 
-@pytest.mark.parametrize("page", sorted(docs.pages()), ids=str)
+@pytest.mark.parametrize("page", sorted(docs.pages(cli.build_parser())), ids=str)
 def test_generated_page_is_current(page: Path) -> None:
     """A committed generated page equals what `gb300 docs` writes now; the failure names the command to run."""
     committed = paths.REPO_ROOT / page
     assert committed.exists(), f"{page} is missing; run {docs.REGENERATE}"
-    assert committed.read_text(encoding="utf-8") == docs.pages()[page], f"{page} is out of date; run {docs.REGENERATE}"
+    text = docs.pages(cli.build_parser())[page]
+    assert committed.read_text(encoding="utf-8") == text, f"{page} is out of date; run {docs.REGENERATE}"
 
 
 def test_check_reports_a_stale_page(tmp_path: Path) -> None:
     """`gb300 docs --check` finds a page that differs from the code, and one that is missing."""
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "configuration.md").write_text("# hand-edited\n", encoding="utf-8")
-    assert docs.stale_pages(tmp_path) == [Path("docs/configuration.md"), Path("docs/cli.md")]
+    assert docs.stale_pages(cli.build_parser(), tmp_path) == [Path("docs/configuration.md"), Path("docs/cli.md")]
 
 
 def test_check_passes_on_the_checkout(capsys: pytest.CaptureFixture[str]) -> None:
@@ -46,8 +47,8 @@ def test_configuration_page_follows_the_models() -> None:
 
 def test_cli_page_lists_every_command_and_option() -> None:
     """Each subcommand has a section, and each of its options a row, taken from the parser itself."""
-    page = docs.cli_page()
     parser = cli.build_parser()
+    page = docs.cli_page(parser)
     for name, _summary, sub in docs._parsers(parser, "gb300"):
         assert f"## `{name}`" in page
         for action in sub._actions:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gb300 import cli, paths
-from gb300.commands.plan import _stack
+from gb300.commands.plan import resolve_stack
 
 
 def _project(root: Path, *, config_dir: str | None, cluster: str = "elsewhere") -> Path:
@@ -48,7 +48,7 @@ def test_stack_files_next_to_pulumi_yaml_without_stack_config_dir(tmp_path: Path
     """Without stackConfigDir, Pulumi.<stack>.yaml sits beside Pulumi.yaml, as the Pulumi CLI expects."""
     stack = _project(tmp_path / "p", config_dir=None)
     args = argparse.Namespace(stack="dev", stack_file=None)
-    assert _stack(args, cwd=tmp_path / "p") == ("dev", stack.resolve())
+    assert resolve_stack(args, cwd=tmp_path / "p") == ("dev", stack.resolve())
 
 
 @pytest.mark.parametrize(

@@ -26,15 +26,17 @@ from importlib import metadata
 from pathlib import Path
 
 from gb300 import floors
-from gb300.commands import COMMANDS
-from gb300.errors import ConfigError, DataError, Gb300Error
-
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
-EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE (13)
-TRACEBACK_ENV = "GB300_TRACEBACK"
+from gb300.commands import COMMANDS, docs
+from gb300.errors import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    TRACEBACK_ENV,
+    ConfigError,
+    DataError,
+    Gb300Error,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.add_parser(sub)
+    # `gb300 docs` describes this parser; it reads it from its arguments, since it cannot import this module.
+    parser.set_defaults(**{docs.ROOT_PARSER: parser})
     return parser
 
 

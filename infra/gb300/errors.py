@@ -12,6 +12,8 @@
      |    +-- SoftwareOverrideError  ... for a bad ``gb300:software`` entry                     (exit 2)
      +-- SlurmConfigError          a Slurm cluster description that cannot be rendered (gb300.slurm; exit 2)
      +-- CredentialError           no usable Azure credential for gb300's own calls (gb300.azure.credential; exit 2)
+     +-- PathError                 a config check's problem at another key path (gb300.config.checks; also a
+                                   ValueError: pydantic makes it one problem of the ConfigError)
 
 The CLI's exit codes: 0 pass, 1 findings, 2 bad input, 3 internal error (a :class:`DataError` or a bug).
 ``gb300.slurm.hostlist`` and ``gb300.slurm.topology`` run on the controller as standalone stdlib scripts, so they
@@ -22,6 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+# The CLI's exit codes (gb300.cli; docs/cli.md's table is generated from them by gb300 docs).
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE (13)
+TRACEBACK_ENV = "GB300_TRACEBACK"
 
 
 class Gb300Error(Exception):

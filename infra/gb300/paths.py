@@ -43,11 +43,12 @@ def find_project(start: Path) -> Path | None:
 def project_stacks_dir(project: Path) -> Path:
     """Where the project keeps its ``Pulumi.<stack>.yaml`` files: ``stackConfigDir`` relative to the project file's
     directory, or that directory itself (``ProjectStackPath`` in pulumi ``workspace/paths.go``)."""
-    from gb300.errors import DataError  # noqa: PLC0415 - only the CLI's --stack needs these
-    from gb300.facts.loader import read_yaml  # noqa: PLC0415 - the one YAML reader (it imports this module)
+    # Imported here: this module is shipped alone (stdlib only) to the head's remediation loop (gb300.heal.deploy).
+    from gb300.errors import DataError  # noqa: PLC0415
+    from gb300.facts import loader  # noqa: PLC0415
 
     try:
-        doc = read_yaml(project)
+        doc = loader.read_yaml(project)
     except DataError:
         doc = None
     config_dir = doc.get("stackConfigDir") if isinstance(doc, dict) else None
@@ -68,9 +69,9 @@ def project_stack_names(project: Path) -> list[str]:
 
 
 def _project_doc(project: Path) -> dict[str, object]:
-    from gb300.facts.loader import read_yaml  # noqa: PLC0415 - the one YAML reader (it imports this module)
+    from gb300.facts import loader  # noqa: PLC0415 - stdlib only at import (see project_stacks_dir)
 
-    doc = read_yaml(project)
+    doc = loader.read_yaml(project)
     return doc if isinstance(doc, dict) else {}
 
 

@@ -54,10 +54,10 @@ from pulumi_policy.proxy import UnknownValueError
 
 from gb300 import config, floors, paths, rules
 from gb300.azure import quota
-from gb300.azure.inventory import Resource
 from gb300.config import PolicySettings, StackConfig
 from gb300.errors import ConfigError
 from gb300.findings import Finding, Level
+from gb300.resources import Resource
 from gb300.rules.base import UNKNOWN
 
 PACK_NAME = "gb300"

@@ -15,7 +15,7 @@ from gb300.azure import contract
 from gb300.components import compute_package
 from gb300.facts import catalog
 from gb300.plan import PlanResult
-from gb300.plan.runner import ResourceRecord
+from gb300.resources import ResourceRecord
 from tests.support.policy_support import run
 
 STACKS = sorted(

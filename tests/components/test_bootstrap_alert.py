@@ -16,8 +16,9 @@ from gb300 import config
 from gb300.components import monitoring
 from gb300.node.settings import load_node
 from gb300.node.steps import RUN_STEP
-from gb300.plan import PlanResult, ResourceRecord
+from gb300.plan import PlanResult
 from gb300.plan.runner import register
+from gb300.resources import ResourceRecord
 from tests.support import kql
 from tests.support.arm import arm_body
 from tests.support.bootstrap_helpers import render_role

@@ -15,8 +15,9 @@ import pytest
 from gb300 import cli
 from gb300.facts import roles, sizing
 from gb300.findings import Level
-from gb300.plan import PlanResult, ResourceRecord, run_plan
-from gb300.rules.data_loss import DeployedResource, data_loss
+from gb300.plan import PlanResult, run_plan
+from gb300.resources import DeployedResource, ResourceRecord
+from gb300.rules.data_loss import data_loss
 from gb300.tags import STORAGE_PURPOSE, STORAGE_PURPOSE_DATA
 from tests.support.state import write_stack_export
 

@@ -20,8 +20,9 @@ from gb300.components.monitoring import Monitoring, MonitoringArgs
 from gb300.errors import ConfigError
 from gb300.facts import alerts
 from gb300.paths import DATA_DIR, TEMPLATES_DIR
-from gb300.plan import PlanResult, ResourceRecord
+from gb300.plan import PlanResult
 from gb300.plan.runner import register
+from gb300.resources import ResourceRecord
 from tests.support.arm import arm_body
 from tests.support.config_errors import error_lines
 

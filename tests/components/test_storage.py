@@ -16,10 +16,11 @@ from gb300 import tags as gb300_tags
 from gb300.components.storage import lustre_nid_range
 from gb300.facts import storage_facts
 from gb300.findings import Level
-from gb300.plan import PlanResult, ResourceRecord, mocks
+from gb300.plan import PlanResult, mocks
 from gb300.plan.runner import register
 from gb300.plan.state import parse_state
-from gb300.rules.data_loss import DeployedResource, data_loss
+from gb300.resources import DeployedResource, ResourceRecord
+from gb300.rules.data_loss import data_loss
 from tests.support import signing
 from tests.support.state import write_stack_export
 from tests.support.tie import TIE_PRINCIPAL

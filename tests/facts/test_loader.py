@@ -38,6 +38,12 @@ def test_yaml_is_parsed_by_the_loader_alone() -> None:
     assert PARSING.search(LOADER.read_text(encoding="utf-8"))  # the check looks for what the loader does
 
 
+def test_the_loader_reads_the_folder_gb300_paths_names() -> None:
+    """The loader names its data folder itself (it is below gb300.paths); both name infra/gb300/data."""
+    assert loader.DATA_DIR == DATA_DIR == PACKAGE_DIR / "data"
+    assert (loader.DATA_DIR / "skus.yaml").is_file()
+
+
 def test_data_files_are_read_once_and_handed_out_as_copies() -> None:
     """A data file is parsed once per process, and a caller changing its copy changes nobody else's."""
     loader._data.cache_clear()

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from gb300.facts import roles
-from gb300.plan import PlanResult, ResourceRecord
+from gb300.plan import PlanResult
 from gb300.plan.runner import register
+from gb300.resources import ResourceRecord
 
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 

@@ -18,7 +18,8 @@ from gb300 import cli
 from gb300.components import compute_package
 from gb300.components.gpu_pool import RACK_TYPE
 from gb300.plan.mocks import SUBSCRIPTION_ID
-from gb300.plan.runner import ResourceRecord, register
+from gb300.plan.runner import register
+from gb300.resources import ResourceRecord
 
 REAL_SUBSCRIPTION = "5f1c7a2e-3b4d-4e6f-8a9b-0c1d2e3f4a5b"
 LEGACY = "pulumi-python:dynamic:Resource"

@@ -18,7 +18,8 @@ import requests
 from gb300 import cli
 from gb300.commands import rollout as rollout_cmd
 from gb300.ops import rollout
-from gb300.plan import PlanResult, ResourceRecord
+from gb300.plan import PlanResult
+from gb300.resources import ResourceRecord
 from gb300.rules import reimage
 from gb300.slurm.hostlist import expand
 from tests.support import fake_arm

@@ -14,7 +14,8 @@ import pytest
 from gb300 import cli, config
 from gb300.azure import inventory
 from gb300.plan import PlanResult
-from gb300.plan.runner import DuplicateUrnError, ResourceRecord, register
+from gb300.plan.runner import DuplicateUrnError, register
+from gb300.resources import ResourceRecord
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 KEY_VAULT_SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"  # Azure's built-in role id (data/roles.yaml)

@@ -24,7 +24,8 @@ from pulumi.runtime.proto import analyzer_pb2
 from gb300 import config, paths, policy_pack, rules
 from gb300.config import PolicySettings
 from gb300.plan import PlanResult
-from gb300.plan.runner import ResourceRecord, _record
+from gb300.plan.runner import _record
+from gb300.resources import ResourceRecord
 from tests.support import engine, language_host
 from tests.support.policy_support import ssh_rule, with_inputs
 
@@ -169,7 +170,7 @@ def test_started_from_the_repository_root_the_program_runs_all_the_same(dev_run:
 # --- The policy pack, started as the engine starts it ---
 
 
-def _stack(records: list[ResourceRecord]) -> analyzer_pb2.AnalyzeStackRequest:
+def resolve_stack(records: list[ResourceRecord]) -> analyzer_pb2.AnalyzeStackRequest:
     return analyzer_pb2.AnalyzeStackRequest(
         resources=[
             language_host.analyzer_resource(r.urn, r.type, r.name, r.inputs, parent=r.parent or "") for r in records
@@ -200,7 +201,7 @@ def _preview(values: dict[str, str], records: list[ResourceRecord]) -> list[Any]
         for r in records:
             answer = pack.analyzer.Analyze(language_host.analyzer_resource(r.urn, r.type, r.name, r.inputs))
             assert list(answer.diagnostics) == []  # the inputs recorder reports nothing
-        stack = pack.analyzer.AnalyzeStack(_stack(records))
+        stack = pack.analyzer.AnalyzeStack(resolve_stack(records))
     return [d for d in stack.diagnostics if d.enforcementLevel == analyzer_pb2.MANDATORY]
 
 

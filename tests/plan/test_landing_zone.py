@@ -14,8 +14,8 @@ import pytest
 from gb300 import cli, config, paths
 from gb300.findings import Level
 from gb300.plan import PlanResult, run_plan
-from gb300.plan.runner import ResourceRecord
 from gb300.program import first_login_outputs
+from gb300.resources import ResourceRecord
 from gb300.rules import destroy
 from tests.support.state import write_stack_export
 

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from gb300.plan.mocks import NAME_ONLY_ANSWERS, AzureMocks
-from gb300.plan.runner import ResourceRecord, register
+from gb300.plan.runner import register
+from gb300.resources import ResourceRecord
 
 
 def _both_ways(stack: str, raw: dict[str, Any]) -> tuple[list[ResourceRecord], list[ResourceRecord]]:

@@ -10,8 +10,8 @@ import pytest
 
 from gb300.findings import Level
 from gb300.plan import PlanResult
-from gb300.plan.runner import ResourceRecord
 from gb300.plan.state import parse_state
+from gb300.resources import ResourceRecord
 from gb300.rules.data_loss import data_loss
 from tests.support.state import stack_export
 

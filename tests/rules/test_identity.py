@@ -13,12 +13,13 @@ from gb300 import cli
 from gb300.config import load_stack_file
 from gb300.findings import Level
 from gb300.rules import BY_ID, CONFIG_RULES, identity
+from gb300.rules.base import StackIdentity
 from tests.support.ci_files import stacks_in_repo
 
 EXAMPLE = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDuptD3soyOcGeTftsws1pF9pLvy/fYHdTEGGBbeVuI6 ops@example"
 OWN = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIADDzJxvaxYSYM901ZPfxr7kcSikvxUfUG9YOOBv67WK me@lab"
-DEV = identity.StackIdentity("dev", "dev", "MCowBQYDK2VwAyEARz3cKrC5iBHPh77fkCoRFBDj5htnapjgOx2TwphKP8I=")
-REF = identity.StackIdentity("reference", "ref", "MCowBQYDK2VwAyEAgeiBlSkf1k4dQ2zNgBPO9H/Toan2JxHMNpesGJG98bY=")
+DEV = StackIdentity("dev", "dev", "MCowBQYDK2VwAyEARz3cKrC5iBHPh77fkCoRFBDj5htnapjgOx2TwphKP8I=")
+REF = StackIdentity("reference", "ref", "MCowBQYDK2VwAyEAgeiBlSkf1k4dQ2zNgBPO9H/Toan2JxHMNpesGJG98bY=")
 OWN_SIGNING = "MCowBQYDK2VwAyEAPGQZiyPnMOc8LsXFq6bhpiFapXW+Z2L0iHs7WTOZlpE="
 
 
@@ -68,7 +69,7 @@ def test_siblings_are_the_other_stack_files_and_unreadable_ones_are_skipped(tmp_
         "config:\n  gb300:storage:\n    nodePayload:\n      signingPublicKey: KEY\n"
     )
     (tmp_path / "Pulumi.broken.yaml").write_text("config: [\n")
-    assert identity.siblings(tmp_path / "Pulumi.a.yaml") == (identity.StackIdentity("b", None, "KEY"),)
+    assert identity.siblings(tmp_path / "Pulumi.a.yaml") == (StackIdentity("b", None, "KEY"),)
     (tmp_path / "Pulumi.yaml").write_text("name: x\nruntime: python\nstackConfigDir: stacks\n")
     assert identity.siblings(tmp_path / "Pulumi.a.yaml") == ()  # not the project's stack folder
 

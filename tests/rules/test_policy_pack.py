@@ -28,7 +28,7 @@ from gb300.components import compute_package
 from gb300.config import PolicySettings
 from gb300.findings import Finding
 from gb300.plan import PlanResult
-from gb300.plan.runner import ResourceRecord
+from gb300.resources import ResourceRecord
 from tests.support.files import FIXTURES
 from tests.support.policy_support import account, lustre, struct, with_inputs
 

@@ -35,7 +35,7 @@ from gb300.config import PolicySettings
 from gb300.findings import Finding, Level
 from gb300.plan import PlanResult, run_plan
 from gb300.plan.mocks import SUBSCRIPTION_ID
-from gb300.plan.runner import ResourceRecord
+from gb300.resources import ResourceRecord
 from tests.support import language_host
 from tests.support.files import FIXTURES
 from tests.support.policy_support import struct, with_inputs

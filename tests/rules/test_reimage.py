@@ -11,8 +11,8 @@ import pytest
 from gb300 import cli
 from gb300.findings import Level
 from gb300.plan import PlanResult
+from gb300.resources import DeployedResource
 from gb300.rules import reimage
-from gb300.rules.data_loss import DeployedResource
 
 
 def _deployed(plan: PlanResult, stale: set[str]) -> list[DeployedResource]:

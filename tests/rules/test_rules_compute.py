@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gb300.plan.runner import ResourceRecord
+from gb300.resources import ResourceRecord
 from tests.support.policy_support import H100, assert_findings, levels, run, scale_set
 
 X64_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2404", "version": "latest"}

@@ -10,7 +10,7 @@ import pytest
 from gb300.facts import egress
 from gb300.findings import Level
 from gb300.plan import run_plan
-from gb300.plan.runner import ResourceRecord
+from gb300.resources import ResourceRecord
 from tests.support.policy_support import (
     assert_findings,
     levels,

@@ -11,7 +11,7 @@ import pytest
 from gb300 import rules
 from gb300.azure.quota import QuotaSnapshot, RegionQuota, Usage
 from gb300.config import PolicySettings
-from gb300.plan.runner import ResourceRecord
+from gb300.resources import ResourceRecord
 from tests.support.policy_support import account, lustre, nsg, record, scale_set, ssh_rule, subnet, vnet
 
 ODD: list[Any] = [None, 0, -1, 2.5, True, "", "x", [], [None], {}, {"id": None}, [[]]]

@@ -8,7 +8,7 @@ import pytest
 
 from gb300.config import PolicySettings
 from gb300.facts import storage_facts
-from gb300.plan.runner import ResourceRecord
+from gb300.resources import ResourceRecord
 from tests.support.policy_support import TAGS, assert_findings, levels, nsg, record, run, scale_set, ssh_rule
 
 # Azure reads a bare 0.0.0.0 source as "any"; S104 flags it as a bind address, which it is not here.

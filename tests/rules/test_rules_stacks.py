@@ -13,7 +13,7 @@ from gb300.components import compute_package
 from gb300.config import PolicySettings
 from gb300.findings import Level
 from gb300.plan import PlanResult, run_plan
-from gb300.plan.runner import ResourceRecord
+from gb300.resources import ResourceRecord
 from tests.support import signing
 from tests.support.policy_support import TAGS, account, lustre, with_inputs
 

@@ -13,7 +13,7 @@ import pytest
 from gb300 import tags as gb300_tags
 from gb300.facts import sizing
 from gb300.plan import PlanResult
-from gb300.plan.runner import ResourceRecord
+from gb300.resources import ResourceRecord
 from tests.support.policy_support import (
     SECURE_ACCOUNT,
     TAGS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gb300.config import PolicySettings
-from gb300.plan.runner import ResourceRecord
+from gb300.resources import ResourceRecord
 from tests.support.policy_support import TAGS, levels, record, run, subnet
 
 

@@ -14,7 +14,7 @@ from gb300.azure.quota import QuotaSnapshot
 from gb300.components import compute_package
 from gb300.config import PolicySettings
 from gb300.findings import Finding
-from gb300.plan.runner import ResourceRecord
+from gb300.resources import ResourceRecord
 
 SUB = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/t-rg/providers"
 GB300 = "Standard_ND128isr_GB300_v6"

@@ -13,7 +13,7 @@ from typing import Any
 
 from gb300.plan import PlanResult
 from gb300.plan.mocks import SUBSCRIPTION_ID
-from gb300.plan.runner import ResourceRecord
+from gb300.resources import ResourceRecord
 
 InputsOf = Callable[[ResourceRecord], dict[str, Any]]
 

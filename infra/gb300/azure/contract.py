@@ -23,9 +23,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gb300.azure.inventory import Resource, mapping
+from gb300.azure.inventory import mapping
 from gb300.components import compute_package
 from gb300.facts import catalog
+from gb300.resources import Resource
 
 GENERIC = "azure-native:resources:Resource"
 # A generic resource's namespace/type -> the SDK model of its body.

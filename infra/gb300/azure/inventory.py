@@ -17,10 +17,11 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from gb300 import tags as gb300_tags
 from gb300.components.compute_package import SCALE_SET_TOKEN
+from gb300.resources import Resource
 
 GENERIC = "azure-native:resources:Resource"
 TYPED_VMSS = "azure-native:compute:VirtualMachineScaleSet"
@@ -37,19 +38,6 @@ LEGACY_KINDS = {
 }
 LEGACY_SCALE_SETS = ("rack-scale-set", "pool-scale-set")
 SCALE_SET_TYPE = "microsoft.compute/virtualmachinescalesets"
-
-
-class Resource(Protocol):
-    """What a rule needs of a resource: the plan's record and the policy pack's arguments both fit."""
-
-    @property
-    def urn(self) -> str: ...
-    @property
-    def type(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def inputs(self) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)

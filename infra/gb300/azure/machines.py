@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gb300.azure import inventory
-from gb300.azure.inventory import Resource
+from gb300.resources import Resource
 
 VM = "azure-native:compute:VirtualMachine"
 

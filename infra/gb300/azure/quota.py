@@ -27,10 +27,11 @@ from typing import Any
 
 from gb300.azure import answers
 from gb300.azure import credential as azure_credential
-from gb300.azure.inventory import Resource, whole
+from gb300.azure.inventory import whole
 from gb300.azure.machines import machines
 from gb300.errors import Gb300Error
 from gb300.facts import catalog
+from gb300.resources import Resource
 
 TOTAL = "cores"  # the usage entry of all vCPUs in a region ("Total Regional vCPUs")
 LIVE = "live"

@@ -40,11 +40,12 @@ from typing import Any
 
 from gb300 import config, paths
 from gb300.commands.payload import write_private_key
-from gb300.config.checks import _check_name, _check_ssh_public_key
+from gb300.config.checks import check_name, check_ssh_public_key
 from gb300.errors import DataError, UsageError
 from gb300.facts import catalog
 from gb300.node import manifest
 from gb300.rules import identity
+from gb300.rules.base import StackIdentity
 
 NAME = "init"
 TEMPLATES = ("dev", "reference")
@@ -174,7 +175,7 @@ def derive_cluster_name(stack: str) -> str:
     return text[:CLUSTER_NAME_MAX].strip("-")
 
 
-def _cluster_name(given: str | None, stack: str, others: tuple[identity.StackIdentity, ...]) -> str:
+def _cluster_name(given: str | None, stack: str, others: tuple[StackIdentity, ...]) -> str:
     name = given if given is not None else derive_cluster_name(stack)
     flag = "--cluster-name" if given is not None else f"NAME {stack!r}"
     if not name:
@@ -182,7 +183,7 @@ def _cluster_name(given: str | None, stack: str, others: tuple[identity.StackIde
     if len(name) > CLUSTER_NAME_MAX:
         raise UsageError(f"--cluster-name must be at most {CLUSTER_NAME_MAX} characters (got {name!r})")
     try:
-        _check_name(name)
+        check_name(name)
     except ValueError as exc:
         raise UsageError(f"--cluster-name {exc}") from None
     taken = [o.stack for o in others if o.cluster_name == name]
@@ -222,7 +223,7 @@ def _ssh_key(given: Path | None) -> str:
             f"--ssh-public-key {given}: cannot be read ({getattr(exc, 'strerror', None) or exc})"
         ) from None
     try:
-        key = _check_ssh_public_key(text)
+        key = check_ssh_public_key(text)
     except ValueError as exc:
         raise UsageError(f"--ssh-public-key {given}: {exc}") from None
     if identity.is_example_ssh_key(key):

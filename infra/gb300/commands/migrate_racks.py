@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gb300 import config, floors
-from gb300.commands.plan import _stack, add_stack_arguments
+from gb300.commands.plan import add_stack_arguments, resolve_stack
 from gb300.ops import migrate_racks
 from gb300.plan.state import parse_state, read_state
 
@@ -42,7 +42,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Plan the stack, pair its racks with the state's legacy ones and write the two files."""
-    name, path = _stack(args)
+    name, path = resolve_stack(args)
     raw = config.load_stack_file(path)
     doc = read_state(args.state)
     deployed = parse_state(doc, where=f"state file {args.state}")

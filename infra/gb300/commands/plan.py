@@ -83,7 +83,7 @@ def add_state_argument(p: argparse.ArgumentParser, *, required: bool, text: str)
     p.add_argument("--state", metavar="FILE", type=Path, required=required, help=text)
 
 
-def _stack(args: argparse.Namespace, cwd: Path | None = None) -> tuple[str, Path]:
+def resolve_stack(args: argparse.Namespace, cwd: Path | None = None) -> tuple[str, Path]:
     """The stack's name and file: ``--stack-file``, or ``--stack`` resolved in the project around ``cwd``."""
     if args.stack_file is not None:
         path: Path = args.stack_file
@@ -129,7 +129,7 @@ def _write_json(path: Path, doc: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    name, path = _stack(args)
+    name, path = resolve_stack(args)
     if args.json is not None:
         _check_output(args.json)
     raw = config.load_stack_file(path)

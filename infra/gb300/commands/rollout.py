@@ -15,7 +15,7 @@ from gb300 import config
 from gb300 import tags as gb300_tags
 from gb300.azure import credential as azure_credential
 from gb300.azure import instances
-from gb300.commands.plan import _stack, add_stack_arguments
+from gb300.commands.plan import add_stack_arguments, resolve_stack
 from gb300.errors import UsageError
 from gb300.ops import rollout
 from gb300.plan.state import load_state, state_stacks
@@ -114,7 +114,7 @@ def _source(args: argparse.Namespace) -> str:
 
 def _deployed_racks(args: argparse.Namespace) -> tuple[str, list[rollout.Rack]]:
     """The state's node scale sets, once the stack, the state and ``--rack`` agree and ``pulumi up`` has run."""
-    name, path = _stack(args)
+    name, path = resolve_stack(args)
     raw = config.load_stack_file(path)
     deployed = load_state(args.state)
     config.parse(raw)

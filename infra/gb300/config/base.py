@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
-from gb300.config.checks import _PathError
+from gb300.config.checks import PathError
 from gb300.config.text import UNPRINTABLE_MESSAGE, printable_problem
 
 
@@ -37,5 +37,5 @@ class ConfigModel(BaseModel):
             problem = printable_problem(value)
             if problem is not None:
                 where, what = problem
-                raise _PathError((field.alias or name, *where), UNPRINTABLE_MESSAGE.format(what=what), relative=True)
+                raise PathError((field.alias or name, *where), UNPRINTABLE_MESSAGE.format(what=what), relative=True)
         return self

@@ -1,8 +1,8 @@
 """Field checks of the stack configuration: names, CIDRs, SSH keys, sizes, paths; and the path-aware error.
 
-Each ``_check_*`` takes a value pydantic has parsed and returns it (or its normal form) or raises
-``ValueError`` with the message the user sees after the key path. :class:`_PathError` lets a model-level
-check name a key path other than its own.
+Each ``check_*`` (``_check_*`` where only this module uses it) takes a value pydantic has parsed and returns it (or
+its normal form) or raises ``ValueError`` with the message the user sees after the key path. :class:`PathError`
+lets a model-level check name a key path other than its own.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import struct
 from typing import Any
 
 from gb300.config.text import refuse_unprintable
+from gb300.errors import Gb300Error
 from gb300.facts import catalog
 
 NAMESPACE = "gb300"
@@ -25,7 +26,7 @@ _SSH_KEY_TYPES = ("ssh-ed25519", "ssh-rsa")
 _RSA_MIN_BITS = 2048
 
 
-def _check_name(value: str) -> str:
+def check_name(value: str) -> str:
     if not re.fullmatch(r"[a-z][a-z0-9-]*", value) or value.endswith("-") or "--" in value:
         raise ValueError(
             f"must be lowercase letters, digits and single hyphens, starting with a letter (got {value!r})"
@@ -40,7 +41,7 @@ def _check_name(value: str) -> str:
 RESERVED_POOL_NAMES = ("head", "node", "mon", "lustre", "blob", "rg")
 
 
-def _check_pool_name(value: str) -> str:
+def check_pool_name(value: str) -> str:
     if not re.fullmatch(r"[a-z][a-z0-9]*", value):
         raise ValueError(f"must be lowercase letters and digits, starting with a letter (got {value!r})")
     if value in RESERVED_POOL_NAMES:
@@ -51,7 +52,7 @@ def _check_pool_name(value: str) -> str:
     return value
 
 
-def _check_location(value: str) -> str:
+def check_location(value: str) -> str:
     if not re.fullmatch(r"[a-z][a-z0-9]+", value):
         raise ValueError(f"must be an Azure region name such as 'eastus2' (got {value!r})")
     regions = catalog.load().limit("azureRegions")
@@ -65,7 +66,7 @@ def _check_location(value: str) -> str:
     return value
 
 
-def _check_tag_key(value: str) -> str:
+def check_tag_key(value: str) -> str:
     limits = catalog.load()
     prefixes = limits.limit("reservedTagPrefixes")
     if any(value.lower().startswith(p) for p in prefixes):
@@ -78,7 +79,7 @@ def _check_tag_key(value: str) -> str:
     return value
 
 
-def _check_address_space(value: str) -> str:
+def check_address_space(value: str) -> str:
     net = ipaddress.IPv4Network(value)
     ranges = [ipaddress.IPv4Network(r) for r in catalog.load().limit("vnetAddressRanges")]
     if not any(net.subnet_of(r) for r in ranges):
@@ -88,11 +89,11 @@ def _check_address_space(value: str) -> str:
     return value
 
 
-def _zone_to_str(value: Any) -> Any:
+def zone_to_str(value: Any) -> Any:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-def _check_cidr(value: Any) -> str:
+def check_cidr(value: Any) -> str:
     if not isinstance(value, str) or len(value) > len("255.255.255.255/32"):
         shown = _short(value) if isinstance(value, str) else value
         raise ValueError(f"must be an IPv4 CIDR such as '10.40.0.0/16' (got {shown!r})")
@@ -107,7 +108,7 @@ def _check_cidr(value: Any) -> str:
     return value
 
 
-def _check_ssh_public_key(value: str) -> str:
+def check_ssh_public_key(value: str) -> str:
     """One OpenSSH public key on one line, of a type Azure accepts, with a body that decodes to that type."""
     text = value.strip()
     if "PRIVATE KEY" in text:
@@ -165,7 +166,7 @@ def _short(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _check_ssh_limit(value: int) -> int:
+def check_ssh_limit(value: int) -> int:
     """``gb300:policy.sshSourceLimitPrefix`` only tightens the SSH rule: a prefix shorter than the default admits more
     of the Internet, and a /1 would admit half of it with no reason recorded anywhere."""
     loosest = int(catalog.load().limit("sshSourceLimitPrefix"))
@@ -183,7 +184,7 @@ def _check_ssh_limit(value: int) -> int:
 ED25519_SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")
 
 
-def _check_payload_public_key(value: str) -> str:
+def check_payload_public_key(value: str) -> str:
     """An Ed25519 public key, base64 of its DER SubjectPublicKeyInfo: the one line between a PEM's armour lines,
     as ``gb300 payload keygen`` prints it."""
     text = value.strip()
@@ -199,7 +200,7 @@ def _check_payload_public_key(value: str) -> str:
     return text
 
 
-def _check_username(value: str) -> str:
+def check_username(value: str) -> str:
     if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", value):
         raise ValueError(f"must be a Linux user name: lowercase, digits, '_' or '-' (got {value!r})")
     if value in catalog.load().limit("reservedAdminUsernames"):
@@ -207,7 +208,7 @@ def _check_username(value: str) -> str:
     return value
 
 
-def _check_imds_user(value: str) -> str:
+def check_imds_user(value: str) -> str:
     if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", value):
         raise ValueError(f"must be a Linux user name: lowercase, digits, '_' or '-' (got {value!r})")
     if value == "root":
@@ -215,7 +216,7 @@ def _check_imds_user(value: str) -> str:
     return value
 
 
-def _check_gpu_size(value: str) -> str:
+def check_gpu_size(value: str) -> str:
     cat = catalog.load()
     sku = cat.skus.get(value)
     if sku is None or not sku.is_gpu:
@@ -224,7 +225,7 @@ def _check_gpu_size(value: str) -> str:
     return value
 
 
-def _check_size(value: str) -> str:
+def check_size(value: str) -> str:
     if value not in catalog.load().skus:
         known = ", ".join(sorted(catalog.load().skus))
         raise ValueError(f"is not a size in the catalog (got {_short(value)!r}); known: {known}")
@@ -234,7 +235,7 @@ def _check_size(value: str) -> str:
 _IMAGE_ID = re.compile(r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Compute/.+", re.IGNORECASE)
 
 
-def _check_image(value: str) -> str:
+def check_image(value: str) -> str:
     if value.startswith("/"):
         if not _IMAGE_ID.fullmatch(value):
             raise ValueError(f"must be an image resource id under Microsoft.Compute (got {_short(value)!r})")
@@ -247,13 +248,13 @@ def _check_image(value: str) -> str:
     return value
 
 
-def _check_resource_id(value: str) -> str:
+def check_resource_id(value: str) -> str:
     if not value.startswith("/subscriptions/"):
         raise ValueError(f"must be an Azure resource id starting with /subscriptions/ (got {_short(value)!r})")
     return value
 
 
-def _check_mount_path(value: str) -> str:
+def check_mount_path(value: str) -> str:
     """A mount point of its own: a plain absolute path, not a directory that holds others, and neither inside nor
     above a system tree or a tree gb300 runs from or writes as root (``data/platform.yaml``)."""
     path = value.rstrip("/") or "/"
@@ -283,7 +284,7 @@ def _within(path: str, tree: str) -> bool:
     return path == tree or path.startswith(tree.rstrip("/") + "/")
 
 
-def _check_container_name(value: str) -> str:
+def check_container_name(value: str) -> str:
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]", value) or "--" in value:
         raise ValueError(
             f"must be 3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or "
@@ -292,7 +293,7 @@ def _check_container_name(value: str) -> str:
     return value
 
 
-def _check_email(value: str) -> str:
+def check_email(value: str) -> str:
     """One address ``local@domain.tld``, parsed in one pass: a backtracking pattern took minutes on a long value."""
     refuse_unprintable(value)
     local, at, domain = value.partition("@")
@@ -302,7 +303,7 @@ def _check_email(value: str) -> str:
     return value
 
 
-def _check_webhook(value: str) -> str:
+def check_webhook(value: str) -> str:
     if not re.fullmatch(r"https://[^\s/]+(/\S*)?", value):
         raise ValueError(f"must be an https:// URL; alerts never go out in clear text (got {_short(value)!r})")
     return value
@@ -311,7 +312,7 @@ def _check_webhook(value: str) -> str:
 _REASON_MIN_CHARS = 10
 
 
-def _check_reason(value: str) -> str:
+def check_reason(value: str) -> str:
     text = value.strip()
     if "\n" in text or len(text) < _REASON_MIN_CHARS:
         raise ValueError(
@@ -321,12 +322,13 @@ def _check_reason(value: str) -> str:
     return text
 
 
-def _suppression_from_text(value: Any) -> Any:
+def suppression_from_text(value: Any) -> Any:
     return {"rule": value} if isinstance(value, str) else value
 
 
-class _PathError(ValueError):
-    """A model-level problem that belongs to a specific key path."""
+class PathError(ValueError, Gb300Error):
+    """A model-level problem that belongs to a specific key path. A ``ValueError``, so pydantic makes it one problem
+    of the stack's :class:`~gb300.errors.ConfigError` (:mod:`gb300.config.messages` reads its path)."""
 
     def __init__(self, loc: tuple[str | int, ...], message: str, *, relative: bool = False) -> None:
         super().__init__(message)

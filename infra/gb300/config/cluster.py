@@ -11,12 +11,12 @@ from pydantic import AfterValidator, Field, model_validator
 from gb300 import tags as gb300_tags
 from gb300.config.base import ConfigModel
 from gb300.config.checks import (
-    _check_address_space,
-    _check_imds_user,
-    _check_location,
-    _check_ssh_public_key,
-    _check_username,
-    _PathError,
+    PathError,
+    check_address_space,
+    check_imds_user,
+    check_location,
+    check_ssh_public_key,
+    check_username,
 )
 from gb300.config.fields import AzureName, Cidr, Name, TagKey, TagValue, UserName, Zone
 from gb300.config.resource_ids import DNS_ZONE, VNET, ResourceId, check, parse, zone_names
@@ -29,7 +29,7 @@ class ClusterSettings(ConfigModel):
 
     name: Name
     """1-12 lowercase letters, digits, single hyphens; starts with a letter. Prefixes every Azure name."""
-    location: Annotated[AzureName, AfterValidator(_check_location)]
+    location: Annotated[AzureName, AfterValidator(check_location)]
     """Azure region, e.g. `eastus2`; names outside `data/platform.yaml` `azureRegions` are refused with a "did you
     mean". GB300 availability is a question for Azure's Resource SKUs API.
     """
@@ -49,7 +49,7 @@ class ClusterSettings(ConfigModel):
         own = {k.lower() for k in gb300_tags.ALL}
         for key in self.tags:
             if key.lower() in own or key.lower().startswith(gb300_tags.PREFIX):
-                raise _PathError(
+                raise PathError(
                     ("cluster", "tags", key),
                     f"is a tag key gb300 writes itself (got {key!r}; gb300's keys are in infra/gb300/tags.py, and "
                     f"every key starting {gb300_tags.PREFIX!r} is gb300's): the components, rules and nodes read it. "
@@ -62,7 +62,7 @@ class ClusterSettings(ConfigModel):
         limits = catalog.load()
         most = int(limits.limit("maxTagsPerResource")) - int(limits.limit("gb300TagReserve"))
         if len(self.tags) > most:
-            raise _PathError(
+            raise PathError(
                 ("cluster", "tags"),
                 f"must hold at most {most} tags (got {len(self.tags)}): Azure allows "
                 f"{limits.limit('maxTagsPerResource')} per resource and gb300 adds up to "
@@ -74,9 +74,9 @@ class ClusterSettings(ConfigModel):
 class AccessSettings(ConfigModel):
     """``gb300:access``: who may log in, and from where."""
 
-    admin_username: Annotated[UserName, AfterValidator(_check_username)] = "azureuser"
+    admin_username: Annotated[UserName, AfterValidator(check_username)] = "azureuser"
     """Linux admin user; Azure's reserved names (root, admin, ...) are refused."""
-    ssh_public_key: Annotated[str, Field(max_length=text_limit("sshPublicKey")), AfterValidator(_check_ssh_public_key)]
+    ssh_public_key: Annotated[str, Field(max_length=text_limit("sshPublicKey")), AfterValidator(check_ssh_public_key)]
     """One OpenSSH public key on one line, `ssh-ed25519` or `ssh-rsa` (2048 bits or more, counted from the modulus); a
     second line, control characters or `authorized_keys` options are refused. Password login is always off.
     """
@@ -84,7 +84,7 @@ class AccessSettings(ConfigModel):
     """CIDRs that may reach SSH on the login node; empty = only from inside the VNet / Bastion."""
     login_public_ip: bool = False
     """Give the login node a public IP (only allowed together with `sshSourceRanges`)."""
-    imds_allowed_users: Annotated[list[Annotated[UserName, AfterValidator(_check_imds_user)]], Field(max_length=16)] = (
+    imds_allowed_users: Annotated[list[Annotated[UserName, AfterValidator(check_imds_user)]], Field(max_length=16)] = (
         Field(default_factory=list)
     )
     """Service users besides root and the monitoring agents' own users that may reach the instance metadata service,
@@ -123,12 +123,12 @@ class EgressSettings(ConfigModel):
     @model_validator(mode="after")
     def _next_hop_with_firewall(self) -> EgressSettings:
         if self.via == "firewall" and self.next_hop_ip is None:
-            raise _PathError(
+            raise PathError(
                 ("network", "egress", "nextHopIp"),
                 "is required with egress.via: firewall: the firewall's private address, such as '10.0.0.4'",
             )
         if self.via != "firewall" and self.next_hop_ip is not None:
-            raise _PathError(
+            raise PathError(
                 ("network", "egress", "nextHopIp"),
                 f"is only used with egress.via: firewall (got via: {self.via}); remove it",
             )
@@ -173,7 +173,7 @@ class NetworkSettings(ConfigModel):
     Switching a deployed stack between the two moves every subnet, which `gb300 plan --state` refuses.
     """
 
-    address_space: Annotated[Cidr, AfterValidator(_check_address_space)] = "10.40.0.0/16"
+    address_space: Annotated[Cidr, AfterValidator(check_address_space)] = "10.40.0.0/16"
     """A CIDR: the VNet's space; gb300 carves `gpu`, `head`, `storage`, `endpoints` and `AzureBastionSubnet` from it.
     With `existingVnetId`, the part of that VNet's space gb300 carves from (free of its other subnets). Must be private
     (RFC 1918 or RFC 6598 `100.64.0.0/10`) and must not overlap 172.16.0.0/16 (Azure's RDMA network).
@@ -203,7 +203,7 @@ class NetworkSettings(ConfigModel):
     @model_validator(mode="after")
     def _one_egress_key(self) -> NetworkSettings:
         if "egress" in self.model_fields_set and "nat_gateway" in self.model_fields_set:
-            raise _PathError(
+            raise PathError(
                 ("network", "natGateway"),
                 f"must not be set together with egress (got natGateway: {str(self.nat_gateway).lower()} and "
                 f"egress.via: {self.egress.via}); remove natGateway, egress.via says it",

@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, model_validator
 
 from gb300.config.base import ConfigModel
-from gb300.config.checks import _check_gpu_size, _check_image, _check_resource_id, _check_size, _PathError
+from gb300.config.checks import PathError, check_gpu_size, check_image, check_resource_id, check_size
 from gb300.config.fields import AzureName, ImageReference, PoolName
 from gb300.config.text import text_limit
 from gb300.facts import catalog
@@ -21,23 +21,21 @@ class GpuPool(ConfigModel):
     """1-10 lowercase letters/digits; becomes the Slurm partition and part of host names. `head`, `node`, `mon`,
     `lustre`, `blob`, `rg` are refused: gb300 names its own resources so (docs/engine-contract.md).
     """
-    vm_size: Annotated[AzureName, AfterValidator(_check_gpu_size)] = "Standard_ND128isr_GB300_v6"
+    vm_size: Annotated[AzureName, AfterValidator(check_gpu_size)] = "Standard_ND128isr_GB300_v6"
     """A GPU size from the catalog (GB300, GB200, H100, H200)."""
     racks: Annotated[int, Field(ge=1, strict=True)]
     """NVLink domains: NVL72 racks of 18 VMs for GB sizes (VMs = racks x 18); single VMs for H100/H200. At most what
     one InfiniBand fabric spans (`data/skus.yaml` `fabricModels`: `maxRacksPerFabric` racks for GB sizes, the
     on-request `maxVmsPerFabric` VMs for H100/H200), refused before any resource is declared; more is more pools.
     """
-    image: Annotated[ImageReference, AfterValidator(_check_image)] = (
-        "microsoft-dsvm:ubuntu-hpc:2404-gb:24.04.2026052801"
-    )
+    image: Annotated[ImageReference, AfterValidator(check_image)] = "microsoft-dsvm:ubuntu-hpc:2404-gb:24.04.2026052801"
     """Marketplace URN `publisher:offer:sku:version` or an image resource id. Pin a version
     `infra/gb300/data/images.yaml` knows (rule `image-version-pinned`).
     """
     os_disk_size_gb: Annotated[int, Field(ge=64, le=4095, strict=True)] = Field(256, alias="osDiskSizeGB")
     """OS disk size in GB (Premium SSD)."""
     capacity_reservation_group_id: (
-        Annotated[str, Field(max_length=text_limit("resourceId")), AfterValidator(_check_resource_id)] | None
+        Annotated[str, Field(max_length=text_limit("resourceId")), AfterValidator(check_resource_id)] | None
     ) = None
     """Resource id of a capacity reservation group to target; the quota check then skips cores (the reservation holds
     them).
@@ -68,7 +66,7 @@ class GpuPool(ConfigModel):
         else:
             return self
         if self.racks > most:
-            raise _PathError(
+            raise PathError(
                 ("racks",),
                 f"must be at most {most:,} (got {self.racks:,}): one pool is one InfiniBand fabric, and one fabric "
                 f"of {sku.name} (model {fabric.name}) spans at most {most:,} {unit} (data/skus.yaml, {fact.status}: "
@@ -81,7 +79,7 @@ class GpuPool(ConfigModel):
     def _blocks_available(self) -> GpuPool:
         fabric = catalog.load().fabric_for(self.sku) if self.interconnect_blocks else None
         if fabric is not None and not fabric.interconnect_blocks_available:
-            raise _PathError(
+            raise PathError(
                 ("interconnectBlocks",),
                 f"must be false: racks are declared at Compute API {fabric.scale_set_api_version.value} through "
                 "azure-native's local package, whose interconnect block is not yet verified (got true). Remove the "
@@ -94,7 +92,7 @@ class GpuPool(ConfigModel):
     def _retired_within_racks(self) -> GpuPool:
         seen: set[int] = set()
         if self.retired_racks and catalog.load().fabric_for(self.sku).scale_set_per != "rack":
-            raise _PathError(
+            raise PathError(
                 ("retiredRacks",),
                 f"applies only to VM sizes with one scale set per rack (GB300, GB200); {self.vm_size} pools are "
                 "one scale set: lower racks instead",
@@ -102,17 +100,17 @@ class GpuPool(ConfigModel):
             )
         for i, index in enumerate(self.retired_racks):
             if index > self.racks:
-                raise _PathError(
+                raise PathError(
                     ("retiredRacks", i),
                     f"must be a rack number from 1 to racks ({self.racks}) (got {index}); racks counts every "
                     "rack number ever used, retired ones included",
                     relative=True,
                 )
             if index in seen:
-                raise _PathError(("retiredRacks", i), f"duplicates another entry (got {index})", relative=True)
+                raise PathError(("retiredRacks", i), f"duplicates another entry (got {index})", relative=True)
             seen.add(index)
         if len(seen) >= self.racks:
-            raise _PathError(
+            raise PathError(
                 ("retiredRacks",), f"must leave at least one rack in service (got all {self.racks})", relative=True
             )
         return self
@@ -135,9 +133,9 @@ class GpuPool(ConfigModel):
 class HeadSettings(ConfigModel):
     """``gb300:head``: the Slurm controller and login node."""
 
-    vm_size: Annotated[AzureName, AfterValidator(_check_size)] = "Standard_D16ds_v5"
+    vm_size: Annotated[AzureName, AfterValidator(check_size)] = "Standard_D16ds_v5"
     """Any size in the catalog, x86_64 or arm64 (the image must match)."""
-    image: Annotated[ImageReference, AfterValidator(_check_image)] = "canonical:ubuntu-24_04-lts:server:latest"
+    image: Annotated[ImageReference, AfterValidator(check_image)] = "canonical:ubuntu-24_04-lts:server:latest"
     """Marketplace URN or image id."""
     os_disk_size_gb: Annotated[int, Field(ge=64, le=4095, strict=True)] = Field(128, alias="osDiskSizeGB")
     """OS disk size in GB."""

@@ -7,15 +7,15 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from gb300.config.checks import _check_cidr, _check_name, _check_pool_name, _check_tag_key, _zone_to_str
+from gb300.config.checks import check_cidr, check_name, check_pool_name, check_tag_key, zone_to_str
 from gb300.config.text import text_limit
 
-Name = Annotated[str, Field(min_length=1, max_length=12), AfterValidator(_check_name)]
-PoolName = Annotated[str, Field(min_length=1, max_length=10), AfterValidator(_check_pool_name)]
-Cidr = Annotated[str, Field(max_length=len("255.255.255.255/32")), BeforeValidator(_check_cidr)]
+Name = Annotated[str, Field(min_length=1, max_length=12), AfterValidator(check_name)]
+PoolName = Annotated[str, Field(min_length=1, max_length=10), AfterValidator(check_pool_name)]
+Cidr = Annotated[str, Field(max_length=len("255.255.255.255/32")), BeforeValidator(check_cidr)]
 UserName = Annotated[str, Field(max_length=32)]  # Linux's LOGIN_NAME_MAX less the NUL; the checks hold the form
-Zone = Annotated[Literal["1", "2", "3"], BeforeValidator(_zone_to_str)]
-TagKey = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^<>%&\\?/]+$"), AfterValidator(_check_tag_key)]
+Zone = Annotated[Literal["1", "2", "3"], BeforeValidator(zone_to_str)]
+TagKey = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^<>%&\\?/]+$"), AfterValidator(check_tag_key)]
 TagValue = Annotated[str, Field(max_length=256)]
 AzureName = Annotated[str, Field(max_length=text_limit("azureName"))]
 ImageReference = Annotated[str, Field(max_length=text_limit("imageReference"))]

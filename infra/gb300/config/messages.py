@@ -13,7 +13,7 @@ from pydantic import (
 
 from gb300.config.checks import (
     NAMESPACE,
-    _PathError,
+    PathError,
     format_path,
 )
 from gb300.config.models import StackConfig
@@ -85,7 +85,7 @@ def _problems(exc: ValidationError) -> list[Problem]:
     for err in exc.errors(include_url=False):
         loc = tuple(part for part in err["loc"] if part != "[key]")  # a bad mapping key: name the key itself
         error = (err.get("ctx") or {}).get("error")
-        if isinstance(error, _PathError):
+        if isinstance(error, PathError):
             loc = (*loc, *error.loc) if error.relative else error.loc
         problems.append(Problem(format_path(loc), _message(err, _keys_at(loc))))
     return problems

@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 
 from gb300 import tags as gb300_tags
 from gb300.config.base import ConfigModel
-from gb300.config.checks import _PathError
+from gb300.config.checks import PathError
 from gb300.config.cluster import AccessSettings, ClusterSettings, NetworkSettings
 from gb300.config.compute import GpuPool, HeadSettings
 from gb300.config.fields import AzureName, Cidr, ImageReference, Name, PoolName, TagKey, TagValue, UserName, Zone
@@ -114,7 +114,7 @@ class StackConfig(ConfigModel):
         seen: dict[str, int] = {}
         for i, pool in enumerate(self.gpu_pools):
             if pool.name in seen:
-                raise _PathError(
+                raise PathError(
                     ("gpuPools", i, "name"),
                     f"duplicates gpuPools[{seen[pool.name]}].name (got {pool.name!r}); pool names must be unique",
                 )
@@ -128,7 +128,7 @@ class StackConfig(ConfigModel):
         home = f"/home/{self.access.admin_username}"
         for loc, path in self.storage.mounts():
             if path == home or path.startswith(home + "/"):
-                raise _PathError(
+                raise PathError(
                     loc,
                     f"must not be in {home}, the admin user's home (got {path!r}): Azure writes its authorized_keys "
                     "there as root and the admin may sudo, so whoever writes the storage would log in as root. Use "
@@ -147,7 +147,7 @@ class StackConfig(ConfigModel):
         given = self.network.private_dns_zones.ids()
         for group in needed:
             if group not in given:
-                raise _PathError(
+                raise PathError(
                     ("network", "privateDnsZones", group),
                     f"is required with gb300:network.existingVnetId: the id of the hub's {zone_names()[group]} zone, "
                     f"which gb300's {group} private endpoint joins (gb300 links no zone of its own to an existing "

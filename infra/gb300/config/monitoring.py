@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, model_validator
 
 from gb300.config.base import ConfigModel
-from gb300.config.checks import _check_email, _check_webhook, _PathError
+from gb300.config.checks import PathError, check_email, check_webhook
 from gb300.config.resource_ids import LOG_ANALYTICS, MONITOR_WORKSPACE, ResourceId, check, parse
 from gb300.config.secrets import StackSecret
 from gb300.config.text import text_limit
@@ -60,7 +60,7 @@ class GrafanaSettings(ConfigModel):
 
 def _check_webhook_unless_secret(value: str | StackSecret) -> str | StackSecret:
     """A plain URL is checked; a secret's text is unknown offline (rule `stack-secrets` says so)."""
-    return value if isinstance(value, StackSecret) else _check_webhook(value)
+    return value if isinstance(value, StackSecret) else check_webhook(value)
 
 
 class AlertSettings(ConfigModel):
@@ -68,7 +68,7 @@ class AlertSettings(ConfigModel):
 
     enabled: bool = True
     """Alert rules and the action group; need `prometheus.enabled`."""
-    emails: list[Annotated[str, Field(max_length=text_limit("emailAddress")), AfterValidator(_check_email)]] = Field(
+    emails: list[Annotated[str, Field(max_length=text_limit("emailAddress")), AfterValidator(check_email)]] = Field(
         default_factory=list
     )
     """Email addresses that are notified."""
@@ -110,12 +110,12 @@ class MonitoringSettings(ConfigModel):
     @model_validator(mode="after")
     def _existing_needs_enabled(self) -> MonitoringSettings:
         if self.existing_log_analytics_workspace_id is not None and not self.logs.enabled:
-            raise _PathError(
+            raise PathError(
                 ("monitoring", "existingLogAnalyticsWorkspaceId"),
                 "needs gb300:monitoring.logs.enabled: true (logs are off, nothing would use it); remove one of them",
             )
         if self.prometheus.existing_workspace_id is not None and not self.prometheus.enabled:
-            raise _PathError(
+            raise PathError(
                 ("monitoring", "prometheus", "existingWorkspaceId"),
                 "needs gb300:monitoring.prometheus.enabled: true (metrics are off, nothing would use it); remove one "
                 "of them",
@@ -127,7 +127,7 @@ class MonitoringSettings(ConfigModel):
         if not self.prometheus.enabled:
             for key, piece in (("grafana", self.grafana), ("alerts", self.alerts)):
                 if piece.enabled:
-                    raise _PathError(
+                    raise PathError(
                         ("monitoring", key, "enabled"),
                         "needs gb300:monitoring.prometheus.enabled: true (it reads the Azure Monitor workspace); "
                         "set it to false too",

@@ -9,7 +9,7 @@ from pydantic import AfterValidator, BeforeValidator, Field
 
 from gb300 import tags as gb300_tags
 from gb300.config.base import ConfigModel
-from gb300.config.checks import _check_reason, _check_ssh_limit, _suppression_from_text
+from gb300.config.checks import check_reason, check_ssh_limit, suppression_from_text
 from gb300.config.fields import TagKey
 from gb300.config.text import text_limit
 from gb300.facts import catalog
@@ -27,7 +27,7 @@ class Suppression(ConfigModel):
 
     rule: RuleId
     """The rule not to run."""
-    reason: Annotated[str, Field(max_length=300), AfterValidator(_check_reason)] | None = None
+    reason: Annotated[str, Field(max_length=300), AfterValidator(check_reason)] | None = None
     """Why, on one line of 10-300 characters without control or format characters (CR, ESC, U+2028, bidi
     overrides: the plan prints it); required for the security rules `no-ssh-from-internet`, `no-public-ip-on-nodes`,
     `storage-no-public-access`, `lustre-root-squash` (a bare id is refused, exit 2).
@@ -46,7 +46,7 @@ class PolicySettings(ConfigModel):
 
     fail_on: Literal["error", "warning", "info"] = "error"
     """The lowest level that makes `gb300 plan` exit 1."""
-    suppress: list[Annotated[Suppression, BeforeValidator(_suppression_from_text)]] = Field(default_factory=list)
+    suppress: list[Annotated[Suppression, BeforeValidator(suppression_from_text)]] = Field(default_factory=list)
     """Rules not to run, each a rule id or `{rule, reason}`; every plan, `--quiet` included, and the PR summary list
     each one with its reason and the findings it hides.
     """
@@ -58,11 +58,11 @@ class PolicySettings(ConfigModel):
     """
     ssh_source_limit_prefix: Annotated[
         int,
-        # The schema states the floor _check_ssh_limit holds (the default), which explains itself when refused.
+        # The schema states the floor check_ssh_limit holds (the default), which explains itself when refused.
         Field(
             ge=1, le=32, strict=True, json_schema_extra={"minimum": int(catalog.load().limit("sshSourceLimitPrefix"))}
         ),
-        AfterValidator(_check_ssh_limit),
+        AfterValidator(check_ssh_limit),
     ] = Field(default_factory=lambda: int(catalog.load().limit("sshSourceLimitPrefix")))
     """The public SSH sources of one NSG, united, may cover at most one block of this prefix length (rule
     `no-ssh-from-internet`). It only tightens: the default (`data/platform.yaml` `sshSourceLimitPrefix`) is also the

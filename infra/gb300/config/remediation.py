@@ -11,7 +11,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from gb300.config.base import ConfigModel
-from gb300.config.checks import _PathError
+from gb300.config.checks import PathError
 from gb300.facts.loader import data
 
 _RAILS = data("remediation.yaml")["rails"]
@@ -61,13 +61,13 @@ class RemediationSettings(ConfigModel):
     @model_validator(mode="after")
     def _role_when_enabled(self) -> RemediationSettings:
         if self.role_definition_id is not None and not _ROLE_ID.match(self.role_definition_id):
-            raise _PathError(
+            raise PathError(
                 ("remediation", "roleDefinitionId"),
                 "must be a role definition id /subscriptions/<guid>/providers/Microsoft.Authorization/"
                 f"roleDefinitions/<guid> (got {self.role_definition_id!r})",
             )
         if self.enabled and self.role_definition_id is None:
-            raise _PathError(
+            raise PathError(
                 ("remediation", "roleDefinitionId"),
                 "is required when gb300:remediation.enabled is true: the id of the custom role the loop runs with, "
                 f"created once by an operator: {ROLE_COMMAND}",

@@ -8,11 +8,11 @@ from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from gb300.config.base import ConfigModel
 from gb300.config.checks import (
-    _check_cidr,
-    _check_container_name,
-    _check_mount_path,
-    _check_payload_public_key,
-    _PathError,
+    PathError,
+    check_cidr,
+    check_container_name,
+    check_mount_path,
+    check_payload_public_key,
     format_path,
 )
 from gb300.config.text import text_limit
@@ -31,7 +31,7 @@ _DAYS = Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturda
 
 
 MountPath = Annotated[
-    str, Field(max_length=text_limit("filePath"), pattern=_MOUNT_PATH), AfterValidator(_check_mount_path)
+    str, Field(max_length=text_limit("filePath"), pattern=_MOUNT_PATH), AfterValidator(check_mount_path)
 ]
 
 
@@ -120,7 +120,7 @@ class LustreSettings(ConfigModel):
     @model_validator(mode="after")
     def _a_subnet_size(self) -> LustreSettings:
         if self.subnet_prefix_length is None and storage_facts.lustre_subnet_prefix(self.capacity_ti_b) is None:
-            raise _PathError(
+            raise PathError(
                 ("storage", "lustre", "subnetPrefixLength"),
                 f"is required for capacityTiB above the sizes Azure documents (got capacityTiB "
                 f"{self.capacity_ti_b}); ask Azure for the subnet size this filesystem needs and set it",
@@ -135,7 +135,7 @@ class LustreSettings(ConfigModel):
         return storage_facts.lustre_subnet_prefix(self.capacity_ti_b) or 0
 
 
-ContainerName = Annotated[str, Field(max_length=63), AfterValidator(_check_container_name)]
+ContainerName = Annotated[str, Field(max_length=63), AfterValidator(check_container_name)]
 
 
 class BlobContainer(ConfigModel):
@@ -205,7 +205,7 @@ class BlobSettings(ConfigModel):
     @model_validator(mode="after")
     def _versioning_needs_flat_namespace(self) -> BlobSettings:
         if self.versioning and self.hierarchical_namespace:
-            raise _PathError(
+            raise PathError(
                 ("storage", "blob", "versioning"),
                 "needs hierarchicalNamespace: false; Azure does not offer blob versioning on accounts with a "
                 "hierarchical namespace. Set versioning: false (soft delete still protects deleted blobs) or "
@@ -218,7 +218,7 @@ class BlobSettings(ConfigModel):
         seen: set[str] = set()
         for i, container in enumerate(self.containers):
             if container.name in seen:
-                raise _PathError(
+                raise PathError(
                     ("storage", "blob", "containers", i, "name"),
                     f"duplicates another container (got {container.name!r}); container names must be unique",
                 )
@@ -241,7 +241,7 @@ class CheckpointSettings(ConfigModel):
     @model_validator(mode="after")
     def _a_time_budget(self) -> CheckpointSettings:
         if self.write_minutes is None and self.interval_minutes is None:
-            raise _PathError(
+            raise PathError(
                 ("storage", "checkpoint", "writeMinutes"),
                 "is required when intervalMinutes is not given: set the minutes one checkpoint may take to write",
             )
@@ -250,7 +250,7 @@ class CheckpointSettings(ConfigModel):
             and self.interval_minutes is not None
             and self.write_minutes > self.interval_minutes
         ):
-            raise _PathError(
+            raise PathError(
                 ("storage", "checkpoint", "writeMinutes"),
                 f"must be at most intervalMinutes ({self.interval_minutes:g}) (got {self.write_minutes:g})",
             )
@@ -273,14 +273,14 @@ class NodePayloadSettings(ConfigModel):
     signed manifest and the content-addressed archive it names. The node identity may read it (Storage Blob Data
     Reader, this container only), the deployer write it (Storage Blob Data Contributor).
     """
-    signing_public_key: Annotated[str, Field(max_length=128), AfterValidator(_check_payload_public_key)] | None = None
+    signing_public_key: Annotated[str, Field(max_length=128), AfterValidator(check_payload_public_key)] | None = None
     """Required. The cluster's Ed25519 payload signing key, public half: base64 of its DER SubjectPublicKeyInfo
     (the line `gb300 payload keygen` prints). Nodes take a payload only when its manifest carries a valid
     signature by this key; the private half never enters the stack or Pulumi's state: the upload reads it from
     the variable `GB300_PAYLOAD_SIGNING_KEY` (docs/node-payload.md#signing).
     """
     upload_source_ranges: list[
-        Annotated[str, Field(max_length=len("255.255.255.255/32")), BeforeValidator(_check_cidr)]
+        Annotated[str, Field(max_length=len("255.255.255.255/32")), BeforeValidator(check_cidr)]
     ] = Field(default_factory=list)
     """Public IPv4 CIDRs the payload account's public endpoint accepts (default action Deny); empty: any address
     (default action Allow), as the shipped deploy jobs on hosted runners need. Entra ID is required either way and
@@ -334,7 +334,7 @@ class StorageSettings(ConfigModel):
         for j, (loc, path) in enumerate(mounts):
             for other_loc, other in mounts[:j]:
                 if path == other or path.startswith(other + "/") or other.startswith(path + "/"):
-                    raise _PathError(
+                    raise PathError(
                         loc,
                         f"overlaps {format_path(other_loc)} ({other}) (got {path!r}); each mount and the block cache "
                         "need their own directory, none inside another",
@@ -345,7 +345,7 @@ class StorageSettings(ConfigModel):
     def _payload_container_is_its_own(self) -> StorageSettings:
         names = [c.name for c in self.blob.containers] if self.blob is not None else []
         if self.node_payload.container in names:
-            raise _PathError(
+            raise PathError(
                 ("storage", "nodePayload", "container"),
                 f"must differ from every gb300:storage.blob.containers name (got {self.node_payload.container!r}): "
                 "the node payloads get a container of their own, readable by the nodes and nothing else",
@@ -367,19 +367,19 @@ class StorageSettings(ConfigModel):
         where = ("storage", "lustre", "blobIntegration")
         names = [c.name for c in self.blob.containers]
         if tie.container not in names:
-            raise _PathError(
+            raise PathError(
                 (*where, "container"),
                 f"must be one of gb300:storage.blob.containers ({', '.join(names)}) (got {tie.container!r}); the "
                 "filesystem imports from and exports to a container of the cluster's account",
             )
         if tie.logging_container in {*names, self.node_payload.container}:
-            raise _PathError(
+            raise PathError(
                 (*where, "loggingContainer"),
                 f"must differ from the data and node payload containers (got {tie.logging_container!r}); Azure keeps "
                 "import and export logs in a container of their own",
             )
         if tie.service_principal_id is None:
-            raise _PathError(
+            raise PathError(
                 (*where, "servicePrincipalId"),
                 "is required to tie Lustre to Blob (gb300:storage.lustre.blobIntegration.enabled: true): the object "
                 "id of the 'HPC Cache Resource Provider' service principal in your tenant, which `az ad sp list "
@@ -392,7 +392,7 @@ class StorageSettings(ConfigModel):
     @model_validator(mode="after")
     def _checkpoint_needs_lustre(self) -> StorageSettings:
         if self.checkpoint is not None and self.lustre is None:
-            raise _PathError(
+            raise PathError(
                 ("storage", "checkpoint"),
                 "needs gb300:storage.lustre: checkpoints are sized against the Lustre filesystem's throughput",
             )

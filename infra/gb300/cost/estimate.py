@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gb300.azure import inventory, machines
-from gb300.azure.inventory import Resource, dig, mapping
+from gb300.azure.inventory import dig, mapping
 from gb300.cost import prices
 from gb300.cost.prices import PriceBook
 from gb300.ops import ci_summary
+from gb300.resources import Resource
 
 AML = "azure-native:storagecache:AmlFilesystem"
 DISK = "azure-native:compute:Disk"

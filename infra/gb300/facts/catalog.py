@@ -24,7 +24,7 @@ class Sourced:
     source: str = ""
 
 
-def _sourced(raw: Any) -> Sourced:
+def sourced(raw: Any) -> Sourced:
     if isinstance(raw, dict) and "value" in raw:
         return Sourced(raw["value"], raw.get("status", "verified"), raw.get("source", ""))
     return Sourced(raw)
@@ -150,11 +150,11 @@ def _fabric(name: str, raw: dict[str, Any]) -> FabricModel:
     return FabricModel(
         name=name,
         scale_set_per=raw["scaleSetPer"],
-        scale_set_api_version=_sourced(raw["scaleSetApiVersion"]),
+        scale_set_api_version=sourced(raw["scaleSetApiVersion"]),
         interconnect_blocks_available=bool(raw.get("interconnectBlocks", {}).get("available", False)),
         single_placement_group=bool(raw["singlePlacementGroup"]),
-        max_racks_per_fabric=_sourced(raw["maxRacksPerFabric"]) if "maxRacksPerFabric" in raw else None,
-        max_vms_per_fabric=_sourced(raw["maxVmsPerFabric"]) if "maxVmsPerFabric" in raw else None,
+        max_racks_per_fabric=sourced(raw["maxRacksPerFabric"]) if "maxRacksPerFabric" in raw else None,
+        max_vms_per_fabric=sourced(raw["maxVmsPerFabric"]) if "maxVmsPerFabric" in raw else None,
         interconnect_group=raw.get("interconnectGroup"),
         max_vms_on_request=(raw.get("maxVmsPerFabric") or {}).get("onRequest"),
     )
@@ -166,12 +166,12 @@ def _sku(name: str, raw: dict[str, Any]) -> Sku:
         family=raw["family"],
         gpus=int(raw["gpus"]),
         vcpus=int(raw["vcpus"]),
-        memory_gib=_sourced(raw["memoryGiB"]),
+        memory_gib=sourced(raw["memoryGiB"]),
         cpu_arch=raw["cpuArch"],
         vms_per_nvlink_domain=int(raw["vmsPerNvlinkDomain"]),
         ib_ports=int(raw["ibPorts"]),
-        ib_rate_gbps=_sourced(raw["ibRateGbps"]) if "ibRateGbps" in raw else None,
-        quota_family=_sourced(raw["quotaFamily"]),
+        ib_rate_gbps=sourced(raw["ibRateGbps"]) if "ibRateGbps" in raw else None,
+        quota_family=sourced(raw["quotaFamily"]),
         fabric_model=raw.get("fabricModel"),
         source=raw.get("source", ""),
         status=raw.get("status", "verified"),
@@ -215,7 +215,7 @@ def load() -> Catalog:
         images={urn.lower(): _image(urn, raw) for urn, raw in images_raw.items()},
         fabric_models={name: _fabric(name, raw) for name, raw in skus_raw["fabricModels"].items()},
         limits={
-            name: _sourced(raw)
+            name: sourced(raw)
             for doc in (skus_raw, data("platform.yaml"))  # sizes' limits; Azure's and Linux's (config checks)
             for name, raw in doc["limits"].items()
         },

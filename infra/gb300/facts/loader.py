@@ -17,9 +17,13 @@ from typing import Any
 import yaml
 
 from gb300.errors import BootstrapDataError, DataError
-from gb300.paths import DATA_DIR
 
 __all__ = ["DATA_DIR", "data", "load_yaml_mapping", "read_mapping", "read_yaml"]
+
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+"""``infra/gb300/data``, the folder :data:`gb300.paths.DATA_DIR` names: written here again because the loader is
+below :mod:`gb300.paths`, which reads the Pulumi project file with :func:`read_yaml` (tests/facts/test_loader.py
+holds the two to one folder)."""
 
 
 # libyaml's parser with PyYAML's safe constructor and resolver (the values yaml.safe_load gives), several times

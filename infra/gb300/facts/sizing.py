@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from gb300.facts.catalog import Sourced, _sourced
+from gb300.facts.catalog import Sourced, sourced
 from gb300.facts.loader import data
 
 MB = 1_000_000
@@ -76,7 +76,7 @@ def lustre_skus() -> dict[str, LustreSku]:
             mbps_per_tib=int(row["mbpsPerTiB"]),
             min_tib=int(row["minTiB"]),
             increment_tib=int(row["incrementTiB"]),
-            max_tib=_sourced(row["maxTiB"]),
+            max_tib=sourced(row["maxTiB"]),
             max_alternative=row["maxTiB"].get("alternative") if isinstance(row["maxTiB"], dict) else None,
         )
         for name, row in raw.items()
@@ -86,7 +86,7 @@ def lustre_skus() -> dict[str, LustreSku]:
 @functools.cache
 def bytes_per_parameter() -> Sourced:
     """Bytes one model parameter adds to a checkpoint (data/checkpoint.yaml)."""
-    return _sourced(data("checkpoint.yaml")["bytesPerParameter"])
+    return sourced(data("checkpoint.yaml")["bytesPerParameter"])
 
 
 def checkpoint_bytes(parameters: float, per_parameter: float | None = None) -> float:

@@ -33,6 +33,7 @@ from typing import Any
 from gb300.errors import BootstrapError, ConfigError, Problem
 from gb300.facts import storage_facts
 from gb300.node import manifest
+from gb300.node import steps as node_steps
 from gb300.node.boot_context import BootstrapContext
 from gb300.node.render import (
     RenderedCustomData,
@@ -128,8 +129,6 @@ def _tar_gz(entries: list[tuple[str, bytes, int]]) -> bytes:
 
 def build_payload(ctx: BootstrapContext, config: dict[str, Any] | None = None) -> Payload:
     """``ctx.role``'s payload: the files of its full cloud-config (``config``, else built) as one archive."""
-    from gb300.node import steps as node_steps  # noqa: PLC0415 - the registry's providers import this package
-
     config = build_cloud_config(ctx) if config is None else config
     text = dump_cloud_config(ctx, config)
     found = find_secret_material(text)
@@ -159,8 +158,6 @@ def build_payload(ctx: BootstrapContext, config: dict[str, Any] | None = None) -
 
 
 def _fetch_script() -> str:
-    from gb300.node import steps as node_steps  # noqa: PLC0415
-
     return node_steps.compact((CLOUD_INIT_DIR / "lib" / "fetch-payload").read_text(encoding="utf-8"))
 
 
@@ -215,8 +212,6 @@ def _update_script() -> str:
 
 def render_small_custom_data(ctx: BootstrapContext) -> SmallCustomData:
     """``ctx.role``'s payload and the small custom data that fetches, checks and runs it."""
-    from gb300.node import steps as node_steps  # noqa: PLC0415
-
     full = build_cloud_config(ctx)
     payload = build_payload(ctx, full)
     name = manifest.payload_name(ctx.role, None if ctx.role == "head" else ctx.pool_name)

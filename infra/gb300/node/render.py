@@ -19,6 +19,7 @@ import yaml
 
 from gb300 import tags
 from gb300.errors import BootstrapError
+from gb300.node import steps as node_steps
 from gb300.node.boot_context import BootstrapContext
 from gb300.node.resources import CLOUD_INIT_DIR
 from gb300.node.roles import load_role
@@ -83,8 +84,6 @@ def _file_entry(path: str, content: str, permissions: str) -> dict[str, Any]:
 
 def build_cloud_config(ctx: BootstrapContext) -> dict[str, Any]:
     """The role's cloud-config as a dict (what `render_custom_data` serializes)."""
-    from gb300.node import steps as node_steps  # noqa: PLC0415 - the registry's providers import this package
-
     common, fragment = load_role(ctx.role, CLOUD_INIT_DIR)
     steps = node_steps.steps_for(ctx)
     config: dict[str, Any] = {}

@@ -20,8 +20,8 @@ from typing import Any
 
 from gb300 import tags as gb300_tags
 from gb300.azure import inventory
-from gb300.ops.rollout import Rack, _short
-from gb300.rules.data_loss import DeployedResource
+from gb300.ops.rollout import Rack, short_error
+from gb300.resources import DeployedResource
 from gb300.slurm.hostlist import natural_key
 
 STATUS_FILE = "/var/lib/gb300/status"
@@ -140,7 +140,7 @@ class FleetStatus:
                     {"commandId": "RunShellScript", "script": SCRIPT},
                 ).result()
             except Exception as exc:  # noqa: BLE001 - a node that cannot answer is reported, not fatal
-                return NodeStatus(host, BOOTING, "", f"Run Command failed: {_short(exc, 160)}")
+                return NodeStatus(host, BOOTING, "", f"Run Command failed: {short_error(exc, 160)}")
             state, step, reason = parse_status(_stdout(result))
             return NodeStatus(host, state, step, reason)
 

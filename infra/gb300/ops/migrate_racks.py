@@ -34,9 +34,9 @@ from gb300.components.gpu_pool import RACK_TYPE
 from gb300.errors import UsageError
 from gb300.ops import migrate_preview
 from gb300.plan.mocks import SUBSCRIPTION_ID
-from gb300.plan.runner import SECRET, ResourceRecord
+from gb300.plan.runner import SECRET
 from gb300.plan.state import state_stacks
-from gb300.rules.data_loss import DeployedResource
+from gb300.resources import DeployedResource, ResourceRecord
 
 POOL_TYPE = "gb300:compute:GpuPool"
 RACK_ENTRY_SUFFIX = "-rack"  # the rack component's name in the import file (its logical name is the rack's)

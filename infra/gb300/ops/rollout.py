@@ -53,10 +53,9 @@ from typing import Any
 from gb300 import tags as gb300_tags
 from gb300.azure import credential as azure_credential
 from gb300.azure import instances, inventory
-from gb300.azure.inventory import Resource
 from gb300.errors import UsageError
+from gb300.resources import DeployedResource, Resource
 from gb300.rules import reimage
-from gb300.rules.data_loss import DeployedResource
 from gb300.slurm.client import DRAIN_PREFIX, HEALTH_PREFIX, Slurm, SlurmNode
 from gb300.slurm.hostlist import compress, natural_key
 
@@ -291,7 +290,7 @@ class Rollout:
             try:
                 vms = self.azure.instances(rack)
             except Exception as exc:  # noqa: BLE001 - any Azure error stops at this rack with its message
-                fail(rack, "list", _short(exc))
+                fail(rack, "list", short_error(exc))
                 continue
             hosts[rack.name] = [vm.host for vm in vms]
             stale[rack.name] = [vm.instance_id for vm in vms if not vm.latest_model]
@@ -304,7 +303,7 @@ class Rollout:
                 if mine:
                     self.slurm.drain(mine, f"{DRAIN_PREFIX} reimage {rack.name}")
             except Exception as exc:  # noqa: BLE001
-                fail(rack, "drain", _short(exc))
+                fail(rack, "drain", short_error(exc))
                 continue
             self.log(f"  {rack.name}: drained {compress(mine)}")
             if held[rack.name]:
@@ -318,7 +317,7 @@ class Rollout:
             try:
                 pollers[rack.name] = self.azure.begin_reimage(rack)
             except Exception as exc:  # noqa: BLE001
-                fail(rack, "reimage", _short(exc))
+                fail(rack, "reimage", short_error(exc))
         reimaged = []
         for rack in live:
             if rack.name not in pollers:
@@ -327,7 +326,7 @@ class Rollout:
                 pollers[rack.name].result()
             except Exception as exc:  # noqa: BLE001
                 again = f"; its VMs now report the latest model, so run again with --rack {rack.name}"
-                fail(rack, "reimage", _short(exc) + (again if stale.get(rack.name) else ""))
+                fail(rack, "reimage", short_error(exc) + (again if stale.get(rack.name) else ""))
                 continue
             self.log(f"  {rack.name}: reimaged")
             reimaged.append(rack)
@@ -337,7 +336,7 @@ class Rollout:
                 if mine:
                     self.slurm.resume(mine)
             except Exception as exc:  # noqa: BLE001
-                fail(rack, "resume", _short(exc))
+                fail(rack, "resume", short_error(exc))
                 continue
             self.log(f"  {rack.name}: resumed {len(mine)} node(s)")
             report.done.append(rack)
@@ -354,14 +353,14 @@ class Rollout:
             try:
                 pollers[rack.name] = self.azure.begin_update(rack, stale[rack.name])
             except Exception as exc:  # noqa: BLE001
-                fail(rack, "update to the latest model", _short(exc))
+                fail(rack, "update to the latest model", short_error(exc))
         updated = []
         for rack in racks:
             if rack.name in pollers:
                 try:
                     pollers[rack.name].result()
                 except Exception as exc:  # noqa: BLE001
-                    fail(rack, "update to the latest model", _short(exc))
+                    fail(rack, "update to the latest model", short_error(exc))
                     continue
                 self.log(f"  {rack.name}: {len(stale[rack.name])} VM(s) updated to the latest model")
             elif stale.get(rack.name):
@@ -381,7 +380,7 @@ class Rollout:
                 try:
                     jobs = self.slurm.jobs(hosts[rack.name])
                 except Exception as exc:  # noqa: BLE001
-                    fail(rack, "wait for jobs", _short(exc))
+                    fail(rack, "wait for jobs", short_error(exc))
                     continue
                 if not jobs:
                     self.log(f"  {rack.name}: no job left")
@@ -417,7 +416,7 @@ class Rollout:
                 try:
                     nodes = self.slurm.nodes(names)
                 except Exception as exc:  # noqa: BLE001
-                    fail(rack, "health gate", _short(exc))
+                    fail(rack, "health gate", short_error(exc))
                     continue
                 bad = [n for n in nodes.values() if n.reason.startswith(HEALTH_PREFIX)]
                 if bad:
@@ -450,7 +449,7 @@ def _back(node: SlurmNode | None, started: float) -> bool:
     return node is not None and node.boot_time >= started and not (node.states & _DOWN)
 
 
-def _short(exc: BaseException, limit: int = 300) -> str:
+def short_error(exc: BaseException, limit: int = 300) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

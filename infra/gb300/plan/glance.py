@@ -13,8 +13,8 @@ from typing import Any
 
 from gb300.config import StackConfig
 from gb300.facts import sizing
-from gb300.plan.runner import ResourceRecord
-from gb300.rules.data_loss import DeployedResource
+from gb300.resources import DeployedResource, ResourceRecord
+from gb300.rules.data_loss import normalised
 
 # What a non-scale-set resource in a subnet is called (scale sets' VMs are counted as VMs).
 _HOLDERS = {
@@ -86,10 +86,9 @@ def state_changes(resources: Sequence[ResourceRecord], deployed: Sequence[Deploy
 
     Names only, offline: ``pulumi preview --diff`` is exact; this is the short list a reviewer reads first.
     """
-    from gb300.rules.data_loss import _norm  # noqa: PLC0415 - the state comparison's own normaliser
 
     def same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-        return bool(_norm(dict(a)) == _norm(dict(b)))
+        return bool(normalised(dict(a)) == normalised(dict(b)))
 
     def name(urn: str) -> str:
         return urn.rsplit("::", 1)[-1]

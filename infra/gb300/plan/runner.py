@@ -9,7 +9,7 @@ import importlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pulumi
 from pulumi.runtime import settings
@@ -17,19 +17,21 @@ from pulumi.runtime.rpc import is_rpc_secret
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from gb300 import config
+from gb300 import config, cost, paths, rules
 from gb300.azure import credential as azure_credential
 from gb300.azure import images_live, inventory, lustre_live, vnet_live
+from gb300.azure import quota as quotas
 from gb300.config import StackConfig
+from gb300.cost.estimate import prometheus_samples
 from gb300.errors import ConfigError, Gb300Error
 from gb300.facts import catalog
 from gb300.findings import Finding, Report
+from gb300.plan import glance, summary
 from gb300.plan.mocks import AzureMocks, RecordingMonitor, Registration
 from gb300.plan.state import added
-
-if TYPE_CHECKING:
-    from gb300.rules.data_loss import DeployedResource
-    from gb300.rules.identity import StackIdentity
+from gb300.resources import DeployedResource, ResourceRecord
+from gb300.rules import destroy, network, reimage
+from gb300.rules.base import StackIdentity
 
 PROJECT = "gb300"
 
@@ -53,49 +55,6 @@ YOUNG_GC_THRESHOLD = 10_000  # net allocations between collections of the younge
 # default) found nothing to free and cost about 0.6 s of a 1,388-rack plan's CPU with the same peak (docs/scale.md).
 MIDDLE_GC_THRESHOLD = 1_000
 SECRET = "[secret]"  # noqa: S105 - how the plan shows a secret input; its value never reaches the plan or its JSON
-
-
-@dataclass(frozen=True)
-class ResourceRecord:
-    """One resource as the plan JSON shows it; inputs are camelCase, as the provider receives them."""
-
-    urn: str
-    type: str
-    name: str
-    parent: str | None
-    protect: bool
-    id: str | None
-    inputs: dict[str, Any]
-    retain_on_delete: bool = False
-    replace_on_changes: tuple[str, ...] = ()
-    delete_before_replace: bool = False
-    dependencies: tuple[str, ...] = ()  # URNs created first: explicit depends_on and the inputs' resources
-    package: Mapping[str, str] | None = None  # the parameterized package it belongs to (azure-native's compute)
-    custom_timeouts: Mapping[str, str] | None = None
-    provider: str | None = None  # an explicit provider's reference, ``<urn>::<id>``
-
-    def as_json(self) -> dict[str, Any]:
-        extra: dict[str, Any] = {}
-        if self.package is not None:
-            extra["package"] = dict(self.package)
-        if self.custom_timeouts is not None:
-            extra["customTimeouts"] = dict(self.custom_timeouts)
-        if self.provider is not None:
-            extra["provider"] = self.provider
-        return {
-            "urn": self.urn,
-            "type": self.type,
-            "name": self.name,
-            "parent": self.parent,
-            "protect": self.protect,
-            "retainOnDelete": self.retain_on_delete,
-            "replaceOnChanges": list(self.replace_on_changes),
-            "deleteBeforeReplace": self.delete_before_replace,
-            "dependencies": list(self.dependencies),
-            "id": self.id,
-            **extra,
-            "inputs": self.inputs,
-        }
 
 
 @dataclass
@@ -323,8 +282,6 @@ def run_plan(
     provider; the summary's ``azureSubscription`` names the one asked and where its id came from.
     ``siblings`` are the project's other stacks (``stack-identity`` refuses their cluster name and signing key).
     """
-    from gb300 import rules  # noqa: PLC0415 - rules import the plan's record type
-
     cfg = config.parse(raw)
     unknown = rules.unknown_suppressions(cfg.policy)
     if unknown:
@@ -356,11 +313,6 @@ def _assess(
     siblings: Sequence[StackIdentity] = (),
 ) -> PlanResult:
     """The registered ``resources`` evaluated by the rules and summarised (see :func:`run_plan`)."""
-    from gb300 import paths, rules  # noqa: PLC0415 - rules import the plan's record type
-    from gb300.azure import quota as quotas  # noqa: PLC0415
-    from gb300.plan import summary  # noqa: PLC0415
-    from gb300.rules import destroy, network, reimage  # noqa: PLC0415
-
     result = PlanResult(stack=stack, config=cfg, resources=resources)
     source = quota or cfg.policy.quota
     live = bool(source) and str(source).strip().lower() == quotas.LIVE
@@ -403,8 +355,6 @@ def _assess(
         result.summary["replacesVms"] = reimage.replaced(resources, deployed)
         result.summary["destroys"] = destroy.summary(resources, deployed)
         result.summary["adds"] = added(resources, deployed)
-        from gb300.plan import glance  # noqa: PLC0415 - glance reads ResourceRecord from this module
-
         result.summary["changes"] = glance.state_changes(resources, deployed)
     result.summary["cost"] = _cost(cfg, resources, deployed, prices)
     if live and snapshot is not None:
@@ -420,8 +370,6 @@ def _cost(
     prices: str | None,
 ) -> dict[str, Any]:
     """The plan's cost (``summary.cost``); with the deployed state, also the change (``summary.cost.change``)."""
-    from gb300 import cost  # noqa: PLC0415 - the cost package reads the plan's records
-
     wanted = {line.meter for line in cost.lines(resources)} | {line.meter for line in cost.lines(deployed or ())}
     book = cost.book(
         prices,
@@ -435,8 +383,6 @@ def _cost(
     planned = cost.estimate(resources, book, discount_percent=discount, reservation_term=term)
     doc = planned.as_json()
     if cfg.monitoring.prometheus.enabled:  # usage the plan's own numbers bound: labelled as an estimate
-        from gb300.cost.estimate import prometheus_samples  # noqa: PLC0415
-
         gpu_vms = sum(ss.capacity for ss in inventory.scale_sets(resources))
         gpus = max((pool.sku.gpus for pool in cfg.gpu_pools), default=0)
         interval = cfg.monitoring.prometheus.scrape_interval_seconds

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gb300.errors import UsageError
-from gb300.rules.data_loss import DeployedResource
+from gb300.resources import DeployedResource
 
 _VERSIONS = (1, 2, 3)  # checkpoint versions `pulumi stack export` has written; 3 since Pulumi 1.x
 

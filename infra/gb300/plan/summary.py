@@ -12,7 +12,7 @@ from gb300.azure import inventory, machines
 from gb300.config import StackConfig
 from gb300.facts import catalog
 from gb300.plan import glance
-from gb300.plan.runner import ResourceRecord
+from gb300.resources import ResourceRecord
 
 
 def payload_bytes(cfg: StackConfig) -> dict[str, int]:

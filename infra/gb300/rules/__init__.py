@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gb300.azure import inventory
-from gb300.azure.inventory import Resource
 from gb300.azure.quota import QuotaSnapshot
 from gb300.config import PolicySettings, format_path
 from gb300.errors import Problem
 from gb300.findings import Finding, Level
+from gb300.resources import DeployedResource, Resource
 from gb300.rules import (
     checkpoint,
     compute,
@@ -52,7 +52,6 @@ from gb300.rules.base import Kind, Rule, RuleContext
 if TYPE_CHECKING:
     from gb300.azure.quota import QuotaSnapshot
     from gb300.config import StackConfig
-    from gb300.rules.data_loss import DeployedResource
 
 REGISTRY: tuple[Rule[Any], ...] = (
     network.vnet_avoids_rdma_range,

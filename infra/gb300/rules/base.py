@@ -17,16 +17,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec
 
-from gb300.azure.inventory import Resource, mapping
+from gb300.azure.inventory import mapping
 from gb300.config import PolicySettings
 from gb300.findings import Finding, Level, Report
+from gb300.resources import DeployedResource, Resource
 
 if TYPE_CHECKING:
     from gb300.azure.images_live import ImageAnswers
     from gb300.azure.quota import QuotaSnapshot
     from gb300.config import StackConfig
-    from gb300.rules.data_loss import DeployedResource
-    from gb300.rules.identity import StackIdentity
 
 AZURE_NATIVE = "azure-native:"
 # What the policy pack puts where a preview cannot know a value yet (the id of a resource not created).
@@ -34,6 +33,16 @@ UNKNOWN = "(known after deployment)"
 # Source prefixes that mean "anyone on the Internet" in an NSG rule (compared case-insensitively).
 # S104 flags "0.0.0.0" as a bind address; here it is a value to match, not an address to bind.
 OPEN_SOURCES = frozenset({"*", "internet", "any", "0.0.0.0/0", "0.0.0.0", "::/0"})  # noqa: S104
+
+
+@dataclass(frozen=True)
+class StackIdentity:
+    """What must differ between two stacks of one project: the cluster name and the payload signing key
+    (``stack-identity``, :mod:`gb300.rules.identity`)."""
+
+    stack: str
+    cluster_name: str | None
+    signing_public_key: str | None
 
 
 @dataclass(frozen=True)

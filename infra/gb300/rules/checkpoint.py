@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from gb300 import tags as gb300_tags
-from gb300.azure.inventory import Resource, dig
+from gb300.azure.inventory import dig
 from gb300.facts import sizing
 from gb300.findings import Level, Report
+from gb300.resources import Resource
 from gb300.rules.base import RuleContext, resource_rule
 
 AMLFS = "azure-native:storagecache:AmlFilesystem"

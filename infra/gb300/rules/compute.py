@@ -8,10 +8,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from gb300.azure import contract, inventory
-from gb300.azure.inventory import Resource, ScaleSetView, mapping
+from gb300.azure.inventory import ScaleSetView, mapping
 from gb300.azure.machines import machines
 from gb300.facts import catalog
 from gb300.findings import Level, Report
+from gb300.resources import Resource
 from gb300.rules.base import UNKNOWN, RuleContext, count, resource_rule, text
 
 

@@ -20,35 +20,27 @@ before deleting them even when this check was skipped.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from gb300.azure.inventory import Resource, without_subscription
+from gb300.azure.inventory import without_subscription
 from gb300.facts import storage_facts
 from gb300.findings import Level, Report
+from gb300.resources import DeployedResource, Resource
 from gb300.rules.base import RuleContext, state_rule
 
 
-@dataclass(frozen=True)
-class DeployedResource:
-    """One resource of the deployed stack's state: its URN, type, id and the inputs it was created with."""
-
-    urn: str
-    type: str
-    name: str
-    id: str | None
-    inputs: Mapping[str, Any]
-
-
-def _norm(value: Any) -> Any:
+def normalised(value: Any) -> Any:
+    """``value`` as the state comparison compares it: strings trimmed, lowercased and without the subscription id,
+    whole floats as ints, the same inside mappings and lists (the plan's state changes, :mod:`gb300.plan.glance`,
+    compare with it too)."""
     if isinstance(value, str):
         return without_subscription(value.strip().lower())
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, Mapping):
-        return {k: _norm(v) for k, v in value.items()}
+        return {k: normalised(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_norm(v) for v in value]
+        return [normalised(v) for v in value]
     return value
 
 
@@ -86,7 +78,7 @@ def _show(value: Any, prop: str = "") -> str:
 
 def _identity(inputs: Mapping[str, Any], keys: Sequence[str]) -> tuple[Any, ...] | None:
     """The Azure identity of a resource: its ``keys`` inputs, normalized; None when one is unknown."""
-    values = tuple(_norm(inputs.get(k)) for k in keys)
+    values = tuple(normalised(inputs.get(k)) for k in keys)
     return values if keys and all(isinstance(v, str) and v for v in values) else None
 
 
@@ -126,7 +118,7 @@ def _losses(
             else [
                 f"{prop}: {_show(old.inputs.get(prop), prop)} -> {_show(new.inputs.get(prop), prop)}"
                 for prop in spec["replaceOn"]
-                if _norm(old.inputs.get(prop)) != _norm(new.inputs.get(prop))
+                if normalised(old.inputs.get(prop)) != normalised(new.inputs.get(prop))
             ]
         )
         if new is None or changes:

@@ -30,20 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gb300 import tags as gb300_tags
-from gb300.azure.inventory import (
-    LEGACY_KINDS,
-    LEGACY_SCALE_SETS,
-    Resource,
-    legacy_kind,
-    mapping,
-    whole,
-    without_subscription,
-)
+from gb300.azure.inventory import LEGACY_KINDS, LEGACY_SCALE_SETS, legacy_kind, mapping, whole, without_subscription
 from gb300.components import compute_package
 from gb300.config import AllowDestroy
 from gb300.findings import Level, Report
+from gb300.resources import DeployedResource, Resource
 from gb300.rules.base import RuleContext, count, state_rule
-from gb300.rules.data_loss import DeployedResource
+from gb300.rules.data_loss import lost
 
 VM = "azure-native:compute:VirtualMachine"
 SUBNET = "azure-native:network:Subnet"
@@ -269,8 +262,6 @@ def summary(planned: Sequence[Resource], deployed: Sequence[DeployedResource]) -
     declares, by type (a rack's ``-logs`` data collection rule association goes with its rack), counted apart so
     they never read as machines.
     """
-    from gb300.rules.data_loss import lost  # noqa: PLC0415 - sibling rule, imported where used
-
     items = destroyed(planned, deployed)
     # A VM counts once: an interconnect group's VMs are its racks' VMs (counted with the racks when they go too).
     machines = sum(i.vms for i in items if _kind(i.old) in _MACHINES)

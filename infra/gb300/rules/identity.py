@@ -13,16 +13,15 @@ the rules run (a rule reads no files); the policy pack has none, so there the ru
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gb300 import paths
-from gb300.azure.inventory import Resource
 from gb300.config import load_stack_file
 from gb300.errors import Gb300Error
 from gb300.findings import Level, Report
-from gb300.rules.base import Kind, Rule, RuleContext
+from gb300.resources import Resource
+from gb300.rules.base import Kind, Rule, RuleContext, StackIdentity
 
 RULE_ID = "stack-identity"
 
@@ -35,15 +34,6 @@ SHIPPED_STACKS: frozenset[str] = frozenset({"dev", "reference", "landingzone"})
 """The example stacks gb300 ships: for them the example key is an info (replace it before deploying), for any
 other stack a warning. Not an error: the stack deploys, and one config change and ``pulumi up`` give the nodes
 another key; another stack's cluster name or signing key is an error, since the deployment collides or fails."""
-
-
-@dataclass(frozen=True)
-class StackIdentity:
-    """What must differ between two stacks of one project: the cluster name and the payload signing key."""
-
-    stack: str
-    cluster_name: str | None
-    signing_public_key: str | None
 
 
 def ssh_key_body(key: str) -> str:

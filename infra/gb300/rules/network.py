@@ -9,9 +9,10 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
 from gb300.azure import inventory
-from gb300.azure.inventory import Resource, items, mapping
+from gb300.azure.inventory import items, mapping
 from gb300.facts import catalog, egress, storage_facts
 from gb300.findings import Level, Report
+from gb300.resources import Resource
 from gb300.rules.base import RuleContext, count, network, resource_rule, short, text
 
 VNET = "azure-native:network:VirtualNetwork"

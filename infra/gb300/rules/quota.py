@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from gb300.azure.inventory import Resource
 from gb300.azure.quota import TOTAL, Demand, QuotaSnapshot, RegionQuota, Usage, demand, normalize
 from gb300.findings import Level, Report
+from gb300.resources import Resource
 from gb300.rules.base import RuleContext, resource_rule
 
 CONFIG_PATH = "gb300:policy.quota"  # where region-wide findings point: the quota source ...

@@ -18,10 +18,9 @@ from typing import Any
 
 from gb300 import tags as gb300_tags
 from gb300.azure import inventory
-from gb300.azure.inventory import Resource
 from gb300.findings import Level, Report
+from gb300.resources import DeployedResource, Resource
 from gb300.rules.base import state_rule
-from gb300.rules.data_loss import DeployedResource
 
 HASH_TAG = gb300_tags.CUSTOM_DATA_HASH
 VM = "azure-native:compute:VirtualMachine"

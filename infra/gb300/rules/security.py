@@ -23,9 +23,10 @@ from typing import Any
 
 from gb300 import tags as gb300_tags
 from gb300.azure import inventory
-from gb300.azure.inventory import Resource, items, mapping
+from gb300.azure.inventory import items, mapping
 from gb300.facts import catalog, storage_facts
 from gb300.findings import Level, Report
+from gb300.resources import Resource
 from gb300.rules.base import OPEN_SOURCES, RuleContext, network, resource_rule, short, text
 
 NSG = "azure-native:network:NetworkSecurityGroup"

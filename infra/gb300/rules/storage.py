@@ -15,10 +15,11 @@ from typing import Any
 
 from gb300 import tags as gb300_tags
 from gb300.azure import inventory
-from gb300.azure.inventory import Resource, items, mapping
+from gb300.azure.inventory import items, mapping
 from gb300.config import netplan
 from gb300.facts import sizing
 from gb300.findings import Level, Report
+from gb300.resources import Resource
 from gb300.rules.base import UNKNOWN, RuleContext, resource_rule, short, text
 from gb300.rules.security import united
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from gb300 import tags as gb300_tags
-from gb300.azure.inventory import Resource
 from gb300.findings import Level, Report
+from gb300.resources import Resource
 from gb300.rules.base import RuleContext, is_azure, resource_rule, short, tags_of
 
 TOOLKIT_TAGS = gb300_tags.TOOLKIT
