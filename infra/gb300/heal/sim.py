@@ -93,7 +93,7 @@ class SimNode:
     op_ended: float = 0.0
 
 
-class HeadCrash(BaseException):
+class _HeadCrash(BaseException):
     # Not an Exception: the loop's `except Exception` must not catch it; the head's process dies.
     """The head dies right after an Azure call returned, before it saves (scenario ``head: crash-after-call``)."""
 
@@ -364,7 +364,7 @@ class World:
         self.azure_calls.append(f"{method} {path}")
         answer = self._arm(method, path, body)
         if self._crashes and self._crashes[0].at <= self.now:
-            raise HeadCrash(self._crashes.pop(0).down)
+            raise _HeadCrash(self._crashes.pop(0).down)
         return answer
 
     def _arm(self, method: str, path: str, body: Any) -> fake_arm.Answer:  # noqa: PLR0911 - one return per call
@@ -552,7 +552,7 @@ def run(
                 loop.persist = persist
                 loop.tick(now)
                 persist()
-            except HeadCrash as crash:
+            except _HeadCrash as crash:
                 crashes += 1
                 down_until = now + crash.down
                 records.append(decision_record(now=now, cluster="sim", decision="head-crash", reason=str(crash)))
@@ -582,4 +582,4 @@ def scenario_nodes(world: World) -> list[str]:
     return list(world.nodes)
 
 
-__all__ = ["RACK_SIZE", "HeadCrash", "Result", "World", "compute_client_for", "run"]
+__all__ = ["RACK_SIZE", "Result", "World", "compute_client_for", "run"]
