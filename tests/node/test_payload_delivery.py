@@ -233,13 +233,17 @@ def _upload(plan: PlanResult, project: Path, env: dict[str, str]) -> engine.Laun
 def _node_files(work: Path, plan: PlanResult) -> None:
     """fetch-payload and its settings from each role's custom data, laid out under ``work/<role>``."""
     for role in FETCHED_ROLES:
-        files = yaml.safe_load(plan_custom_data.cloud_config(plan, role))["write_files"]
-        for entry in files:
-            if entry["path"] in (FETCH_PAYLOAD, PAYLOAD_ENV):
-                target = work / role / entry["path"].lstrip("/")
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(entry["content"])
-                target.chmod(int(entry["permissions"], 8))
+        _lay_out_fetch(yaml.safe_load(plan_custom_data.cloud_config(plan, role))["write_files"], work / role)
+
+
+def _lay_out_fetch(files: list[dict[str, Any]], root: Path) -> None:
+    """fetch-payload and payload.env of one role's ``write_files``, at their node paths under ``root``."""
+    for entry in files:
+        if entry["path"] in (FETCH_PAYLOAD, PAYLOAD_ENV):
+            target = root / entry["path"].lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(entry["content"])
+            target.chmod(int(entry["permissions"], 8))
 
 
 @pytest.fixture(scope="module")
@@ -575,12 +579,7 @@ def hostile(signed_reference_plan: PlanResult, tmp_path_factory: pytest.TempPath
     files = yaml.safe_load(plan_custom_data.cloud_config(signed_reference_plan, node_context.HEAD))["write_files"]
     for case, tags in CASES.items():
         (work / f"{case}.tags.json").write_text(json.dumps(tags))
-        for entry in files:
-            if entry["path"] in (FETCH_PAYLOAD, PAYLOAD_ENV):
-                target = work / case / entry["path"].lstrip("/")
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(entry["content"])
-                target.chmod(int(entry["permissions"], 8))
+        _lay_out_fetch(files, work / case)
     ca = str(work / "ca.pem")
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
