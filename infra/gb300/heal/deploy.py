@@ -26,13 +26,14 @@ from gb300.facts import catalog
 from gb300.facts.loader import data
 from gb300.facts.software import load_software
 from gb300.heal import policy as heal_policy
+from gb300.node import paths as node_paths
 from gb300.node.boot_context import ExtraFile
 from gb300.paths import CLOUD_INIT_DIR, PACKAGE_DIR, REPO_ROOT
 from gb300.slurm.health import health_env_for
 
-HOME = "/opt/gb300/heal"
-UNIT_DIR = "/opt/gb300/systemd"
-SBIN = "/usr/local/sbin"
+HOME = node_paths.HEAL_HOME
+UNIT_DIR = node_paths.UNIT_STAGING
+SBIN = node_paths.SBIN
 MODULES: tuple[str, ...] = (
     "__init__.py",
     "errors.py",
@@ -45,6 +46,8 @@ MODULES: tuple[str, ...] = (
     "heal/policy.py",
     "heal/ports.py",
     "heal/state.py",
+    "node/__init__.py",
+    "node/paths.py",
     "slurm/__init__.py",
     "slurm/client.py",
     "slurm/hostlist.py",
@@ -152,7 +155,7 @@ def head_files(cfg: StackConfig) -> list[ExtraFile]:
     return [
         *code,
         ExtraFile(f"{HOME}/requirements.txt", requirements_text()),
-        ExtraFile("/etc/gb300/heal.json", config_json(cfg)),
+        ExtraFile(node_paths.HEAL_CONFIG, config_json(cfg)),
         ExtraFile(f"{SBIN}/gb300-heal", (CLOUD_INIT_DIR / "slurm" / "gb300-heal").read_text("utf-8"), "0755"),
         *units,
     ]

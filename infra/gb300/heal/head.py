@@ -51,15 +51,16 @@ from gb300.heal.azure_calls import AzureRepairs, RackRef
 from gb300.heal.evidence import Event, checked_host, parse_gate_result, xid_code
 from gb300.heal.loop import PREFIX, Remediator, requested_action
 from gb300.heal.ports import HealSlurm, Sink, decision_record, file_sink
+from gb300.node import paths as node_paths
 from gb300.slurm.client import HEALTH_PREFIX, Runner, SlurmError, run_local
 from gb300.slurm.hostlist import compress, expand
 
-CONFIG = "/etc/gb300/heal.json"
-STATE = "/var/lib/gb300/heal/state.json"
-LOCK = "/var/lib/gb300/heal/lock"
-DECISIONS = "/var/log/gb300/health/remediation.log"
-VIEW = "/var/lib/gb300/heal/topology.conf"
-NCCL_DIR = "/var/lib/gb300/heal/nccl"
+CONFIG = node_paths.HEAL_CONFIG
+STATE = node_paths.HEAL_STATE
+LOCK = node_paths.HEAL_LOCK
+DECISIONS = node_paths.HEAL_DECISION_LOG
+VIEW = node_paths.HEAL_TOPOLOGY_VIEW
+NCCL_DIR = node_paths.HEAL_NCCL_DIR
 CLIENT_ID_TAG = gb300_tags.HEAL_CLIENT_ID
 GATE_COMMENT = "gb300-gate:"
 # gb300-heal-publish appends the node's physical host (Hyper-V KVP pool 3) to its gate comment after this mark, so

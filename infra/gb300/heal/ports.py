@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gb300.heal.evidence import Event, printable
+from gb300.node import paths as node_paths
 from gb300.slurm.client import Slurm
 from gb300.slurm.hostlist import compress
 
 Sink = Callable[[Mapping[str, Any]], None]
 """Receives one decision record (:func:`decision_record`)."""
 
-DECISION_LOG = Path("/var/log/gb300/health/remediation.log")
+DECISION_LOG = Path(node_paths.HEAL_DECISION_LOG)
 """Where the head's loop appends its records: the existing data collection rule ships ``/var/log/gb300/health/*.log``
 to the ``Gb300Health_CL`` table (data/monitoring.yaml), so no new Azure Monitor plumbing is needed."""
 
