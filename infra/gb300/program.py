@@ -6,6 +6,7 @@ mock monitor. Both read the same config and declare the same resources.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -13,14 +14,23 @@ from pulumi_azure_native import authorization, resources
 
 from gb300 import config, floors, rules
 from gb300 import tags as gb300_tags
-from gb300.components import GpuPool, GpuPoolArgs, Network, NetworkArgs, NodeIdentity, NodeIdentityArgs, compute_package
+from gb300.components import (
+    ClusterScope,
+    GpuPool,
+    GpuPoolArgs,
+    Identity,
+    IdentityArgs,
+    Network,
+    NetworkArgs,
+    compute_package,
+)
+from gb300.components import lustre as lustre_component
 from gb300.components import monitoring as monitoring_component
 from gb300.components import network as network_component
 from gb300.components import storage as storage_component
 from gb300.components.head import HeadNode, HeadNodeArgs
 from gb300.components.node_common import NodeCommon
 from gb300.components.node_payload import NodePayloadArgs, NodePayloads, PayloadSpec
-from gb300.components.remediation import RemediationIdentity, RemediationIdentityArgs
 from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from gb300.config import StackConfig, netplan
 from gb300.config import secrets as config_secrets
@@ -38,42 +48,112 @@ def keeps_data(cfg: StackConfig) -> bool:
 
 
 def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
-    """Declare every resource of the cluster described by ``cfg``; returns the stack outputs."""
-    cat = catalog.load()
-    name = cfg.cluster.name
-    tags = cfg.tags
-    location = cfg.cluster.location
+    """Declare every resource of the cluster described by ``cfg``; returns the stack outputs.
 
+    The placement is said once (:func:`cluster_scope`) and handed to every component; each section below turns
+    one part of the config into one component's ``...Args``, in the order the engine registers them.
+    """
+    scope, deployer_object_id = cluster_scope(cfg)
+    subnets = _subnet_plan(cfg)
+    net = _network(cfg, scope, subnets)
+    scope = scope.with_network(net.ids)
+    name = scope.cluster_name
+    identity = Identity(f"{name}-node", IdentityArgs(scope))
+    secrets = ClusterSecrets(name, ClusterSecretsArgs(scope, node_principal_id=identity.principal_id))
+    head_data, pool_data = render_roles(cfg)
+    outputs: dict[str, pulumi.Output[str]] = {}
+    blob = _blob_store(cfg, scope, identity)
+    if cfg.storage.blob is not None:
+        outputs["storageAccountName"] = blob.name
+    lustre = _lustre(cfg, scope, subnets, blob)
+    if lustre is not None:
+        outputs["lustreMgsAddress"] = lustre.mgs_address
+    payloads = _node_payloads(
+        cfg,
+        scope,
+        identity=identity,
+        deployer_object_id=deployer_object_id,
+        blob=blob,
+        rendered=(head_data, *pool_data.values()),
+    )
+    outputs["nodePayloadUrl"] = payloads.url
+    monitoring = _monitoring(cfg, scope, identity)
+    if monitoring.remote_write_url is not None:
+        outputs["prometheusRemoteWriteUrl"] = monitoring.remote_write_url
+    node = _node_common(
+        cfg, scope, identity=identity, secrets=secrets, payloads=payloads, monitoring=monitoring, outputs=outputs
+    )
+    head = _head(cfg, node, payloads, head_data)
+    _gpu_pools(cfg, node, payloads, pool_data)
+    return {
+        **first_login_outputs(cfg, scope.resource_group_name, net.bastion_name, head.vm_id),
+        "resourceGroupName": pulumi.Output.from_input(scope.resource_group_name),
+        "vnetId": net.vnet_id,
+        "nodeIdentityId": identity.id,
+        "keyVaultName": secrets.vault_name,
+        "headPrivateIp": head.private_ip,
+        "nodeIdentityClientId": identity.client_id,
+        **outputs,
+    }
+
+
+def cluster_scope(cfg: StackConfig) -> tuple[ClusterScope, pulumi.Output[str]]:
+    """The cluster's resource group and the scope every component is placed in (its network comes later:
+    :meth:`ClusterScope.with_network`); and the deployer's object id."""
+    name = cfg.cluster.name
     # Deleting a resource group deletes everything in it, retained stores included: while it holds one, the group
     # is protected and retained too, so neither `pulumi destroy` nor a replacement of the group deletes it.
     keep = keeps_data(cfg)
     rg = resources.ResourceGroup(
         f"{name}-rg",
         resource_group_name=f"{name}-rg",
-        location=location,
-        tags=tags,
+        location=cfg.cluster.location,
+        tags=cfg.tags,
         opts=pulumi.ResourceOptions(protect=keep, retain_on_delete=keep),
     )
-    rg_name = rg.name
     # The deployer's tenant, subscription and object id.
     client = authorization.get_client_config_output()
-    tenant_id = client.tenant_id
-    subscription_id = client.subscription_id
-    deployer_object_id = client.object_id
-    storage = cfg.storage
-    gpu_vms = sum(p.vms for p in cfg.gpu_pools)
-    subnets = network_component.plan_subnets(
+    scope = ClusterScope(
+        cluster_name=name,
+        resource_group_name=rg.name,
+        resource_group_id=rg.id,
+        location=cfg.cluster.location,
+        subscription_id=client.subscription_id,
+        tenant_id=client.tenant_id,
+        zone=cfg.cluster.zone,
+        tags=cfg.tags,
+        hub_zone_ids=cfg.network.private_dns_zones.ids(),
+    )
+    return scope, client.object_id
+
+
+def render_roles(cfg: StackConfig) -> tuple[nodes.CustomData, dict[str, nodes.CustomData]]:
+    """Every role's node payload, rendered from the config alone (the head's, and each GPU pool's by pool name):
+    the custom data fetches it (docs/node-payload.md)."""
+    head_data = nodes.render(nodes.HEAD, cfg)
+    pool_data = {pool.name: nodes.render(nodes.GPU_NODE, cfg, pool) for pool in cfg.gpu_pools}
+    return head_data, pool_data
+
+
+def _subnet_plan(cfg: StackConfig) -> list[netplan.SubnetPlan]:
+    """The subnets carved from ``gb300:network.addressSpace`` for the stack's GPU VMs."""
+    lustre = cfg.storage.lustre
+    return network_component.plan_subnets(
         cfg.network.address_space,
-        gpu_vms=gpu_vms,
+        gpu_vms=sum(p.vms for p in cfg.gpu_pools),
         bastion=cfg.network.bastion,
-        storage_prefix=storage.lustre.subnet_prefix if storage.lustre is not None else None,
+        storage_prefix=lustre.subnet_prefix if lustre is not None else None,
         gpu_prefix=cfg.network.gpu_subnet_prefix_length,
     )
-    net = Network(
-        name,
+
+
+def _network(cfg: StackConfig, scope: ClusterScope, subnets: list[netplan.SubnetPlan]) -> Network:
+    """``gb300:network`` and ``gb300:access.sshSourceRanges``: the VNet (or the landing zone's), subnets, egress."""
+    gpu_vms = sum(p.vms for p in cfg.gpu_pools)
+    return Network(
+        scope.cluster_name,
         NetworkArgs(
-            resource_group_name=rg_name,
-            location=location,
+            scope=scope,
             address_space=cfg.network.address_space,
             subnets=subnets,
             ssh_source_ranges=list(cfg.access.ssh_source_ranges),
@@ -81,131 +161,121 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             # The GPU nodes and the head egress through the gateway (Lustre's few flows are Azure's own).
             nat_public_ips=egress.nat_sizing().gateway_ips(gpu_vms + 1),
             bastion=cfg.network.bastion,
-            zone=cfg.cluster.zone,
-            tags=tags,
             existing_vnet=_existing_vnet(cfg),
             firewall_ip=cfg.network.egress.next_hop_ip if cfg.network.egress_via == "firewall" else None,
         ),
     )
-    hub_zones = cfg.network.private_dns_zones.ids()
-    identity = NodeIdentity(f"{name}-node", NodeIdentityArgs(rg_name, location, tags))
-    secrets = ClusterSecrets(
-        name,
-        ClusterSecretsArgs(
-            cluster_name=name,
-            resource_group_name=rg_name,
-            location=location,
-            tenant_id=tenant_id,
-            vnet_id=net.vnet_id,
-            endpoints_subnet_id=net.subnet_ids["endpoints"],
-            node_principal_id=identity.principal_id,
-            tags=tags,
-            hub_zone_id=hub_zones.get("vault"),
-        ),
-    )
-    outputs: dict[str, pulumi.Output[str]] = {}
-    # Every role's node payload, rendered from the config alone: the custom data fetches it (docs/node-payload.md).
-    head_data = nodes.render(nodes.HEAD, cfg)
-    pool_data = {pool.name: nodes.render(nodes.GPU_NODE, cfg, pool) for pool in cfg.gpu_pools}
-    # Every stack has the data account (closed; with gb300:storage.blob it holds the data containers): its blob zone
-    # serves the payload account's private endpoint too.
+
+
+def _blob_settings(cfg: StackConfig) -> config.BlobSettings:
+    """``gb300:storage.blob``, or its defaults for the data account every stack has."""
+    return cfg.storage.blob if cfg.storage.blob is not None else config.BlobSettings()
+
+
+def _blob_store(cfg: StackConfig, scope: ClusterScope, identity: Identity) -> storage_component.BlobStore:
+    """The data account every stack has (closed; with ``gb300:storage.blob`` it holds the data containers): its blob
+    zone serves the payload account's private endpoint too."""
+    storage = cfg.storage
     blob_cfg = storage.blob
-    blob_settings = blob_cfg if blob_cfg is not None else config.BlobSettings()
-    blob = storage_component.BlobStore(
-        f"{name}-blob",
+    settings = _blob_settings(cfg)
+    tie = storage.lustre_tie
+    return storage_component.BlobStore(
+        f"{scope.cluster_name}-blob",
         storage_component.BlobStoreArgs(
-            resource_group_name=rg_name,
-            location=location,
-            cluster_name=name,
-            subscription_id=subscription_id,
-            account_name=blob_settings.account_name,
+            scope=scope,
+            account_name=settings.account_name,
             containers=[storage_component.ContainerAccess(c.name, c.access) for c in blob_cfg.containers]
             if blob_cfg is not None
             else [],
-            endpoints_subnet_id=net.subnet_ids["endpoints"],
-            vnet_id=net.vnet_id,
             node_principal_id=identity.principal_id,
-            soft_delete_days=blob_settings.soft_delete_days,
-            hierarchical_namespace=blob_settings.hierarchical_namespace,
-            versioning=blob_settings.versioning,
-            previous_version_retention_days=blob_settings.previous_version_retention_days,
+            soft_delete_days=settings.soft_delete_days,
+            hierarchical_namespace=settings.hierarchical_namespace,
+            versioning=settings.versioning,
+            previous_version_retention_days=settings.previous_version_retention_days,
             # Without gb300:storage.blob the account holds nothing that cannot be made again.
             allow_replace="account" in storage.allow_replace or blob_cfg is None,
             allow_replace_containers="containers" in storage.allow_replace,
-            tags=tags,
             lustre=storage_component.LustreServiceAccess(
-                principal_id=storage.lustre_tie.service_principal_id or "",
-                logging_container=storage.lustre_tie.logging_container,
+                principal_id=tie.service_principal_id or "", logging_container=tie.logging_container
             )
-            if storage.lustre_tie is not None
+            if tie is not None
             else None,
-            hub_zone_ids=hub_zones,
         ),
     )
-    if blob_cfg is not None:
-        outputs["storageAccountName"] = blob.name
-    if storage.lustre is not None:
-        checkpoint = storage.checkpoint
-        tie = storage.lustre_tie
-        lustre = storage_component.Lustre(
-            f"{name}-lustre",
-            storage_component.LustreArgs(
-                resource_group_name=rg_name,
-                location=location,
-                sku=storage.lustre.sku,
-                capacity_tib=storage.lustre.capacity_ti_b,
-                subnet_id=net.subnet_ids["storage"],
-                maintenance_day=storage.lustre.maintenance_window.day_of_week,
-                maintenance_time_utc=storage.lustre.maintenance_window.time_of_day_utc,
-                zone=cfg.cluster.zone,
-                allow_replace="lustre" in storage.allow_replace,
-                tags=tags,
-                trusted_client_cidrs=tuple(s.prefix for s in subnets if s.role in netplan.LUSTRE_CLIENT_ROLES),
-                checkpoint_parameters=checkpoint.parameters if checkpoint else None,
-                checkpoint_minutes=checkpoint.budget_minutes if checkpoint else None,
-                checkpoint_bytes_per_parameter=checkpoint.bytes_per_parameter if checkpoint else None,
-                checkpoint_interval_minutes=checkpoint.interval_minutes if checkpoint else None,
-                blob=storage_component.LustreBlobArgs(
-                    container_id=blob.container_ids[tie.container],
-                    logging_container_id=blob.container_ids[tie.logging_container],
-                    import_prefix=tie.import_prefix,
-                    export_prefix=tie.export_prefix,
-                    ready=tuple(blob.lustre_ready),
-                )
-                if tie is not None
-                else None,
-            ),
-        )
-        outputs["lustreMgsAddress"] = lustre.mgs_address
-    payloads = NodePayloads(
-        f"{name}-payload",
+
+
+def _lustre(
+    cfg: StackConfig, scope: ClusterScope, subnets: list[netplan.SubnetPlan], blob: storage_component.BlobStore
+) -> lustre_component.Lustre | None:
+    """``gb300:storage.lustre`` (with its checkpoint sizing and its tie to Blob), or None."""
+    storage = cfg.storage
+    if storage.lustre is None:
+        return None
+    checkpoint = storage.checkpoint
+    tie = storage.lustre_tie
+    return lustre_component.Lustre(
+        f"{scope.cluster_name}-lustre",
+        lustre_component.LustreArgs(
+            scope=scope,
+            sku=storage.lustre.sku,
+            capacity_tib=storage.lustre.capacity_ti_b,
+            maintenance_day=storage.lustre.maintenance_window.day_of_week,
+            maintenance_time_utc=storage.lustre.maintenance_window.time_of_day_utc,
+            allow_replace="lustre" in storage.allow_replace,
+            trusted_client_cidrs=tuple(s.prefix for s in subnets if s.role in netplan.LUSTRE_CLIENT_ROLES),
+            checkpoint_parameters=checkpoint.parameters if checkpoint else None,
+            checkpoint_minutes=checkpoint.budget_minutes if checkpoint else None,
+            checkpoint_bytes_per_parameter=checkpoint.bytes_per_parameter if checkpoint else None,
+            checkpoint_interval_minutes=checkpoint.interval_minutes if checkpoint else None,
+            blob=lustre_component.LustreBlobArgs(
+                container_id=blob.container_ids[tie.container],
+                logging_container_id=blob.container_ids[tie.logging_container],
+                import_prefix=tie.import_prefix,
+                export_prefix=tie.export_prefix,
+                ready=tuple(blob.lustre_ready),
+            )
+            if tie is not None
+            else None,
+        ),
+    )
+
+
+def _node_payloads(
+    cfg: StackConfig,
+    scope: ClusterScope,
+    *,
+    identity: Identity,
+    deployer_object_id: pulumi.Output[str],
+    blob: storage_component.BlobStore,
+    rendered: Sequence[nodes.CustomData],
+) -> NodePayloads:
+    """``gb300:storage.nodePayload``: the payload account, and the upload of every role's rendered payload."""
+    settings = cfg.storage.node_payload
+    return NodePayloads(
+        f"{scope.cluster_name}-payload",
         NodePayloadArgs(
-            resource_group_name=rg_name,
-            location=location,
-            cluster_name=name,
-            subscription_id=subscription_id,
-            container=storage.node_payload.container,
-            payloads=[PayloadSpec(d.name, d.payload.sha256, d.role) for d in (head_data, *pool_data.values())],
+            scope=scope,
+            container=settings.container,
+            payloads=[PayloadSpec(d.name, d.payload.sha256, d.role) for d in rendered],
             node_principal_id=identity.principal_id,
             deployer_principal_id=deployer_object_id,
             deployer_principal_type=None
-            if storage.node_payload.deployer_principal_type == "none"
-            else storage.node_payload.deployer_principal_type,
-            vnet_id=net.vnet_id,
-            endpoints_subnet_id=net.subnet_ids["endpoints"],
+            if settings.deployer_principal_type == "none"
+            else settings.deployer_principal_type,
             blob_zone_id=blob.zone_ids["blob"],
-            soft_delete_days=blob_settings.soft_delete_days,
-            upload_source_ranges=tuple(storage.node_payload.upload_source_ranges),
-            tags=tags,
+            soft_delete_days=_blob_settings(cfg).soft_delete_days,
+            upload_source_ranges=tuple(settings.upload_source_ranges),
         ),
     )
-    outputs["nodePayloadUrl"] = payloads.url
+
+
+def _monitoring(cfg: StackConfig, scope: ClusterScope, identity: Identity) -> monitoring_component.Monitoring:
+    """``gb300:monitoring``: logs, Prometheus, Grafana and alerts, each as the stack turns it on."""
     mon = cfg.monitoring
-    monitoring = monitoring_component.Monitoring(
-        f"{name}-mon",
+    return monitoring_component.Monitoring(
+        f"{scope.cluster_name}-mon",
         monitoring_component.MonitoringArgs(
-            resource_group_name=rg_name,
-            location=location,
+            scope=scope,
             node_principal_id=identity.principal_id,
             logs=mon.logs.enabled,
             retention_days=mon.logs.retention_days,
@@ -216,59 +286,65 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             # Secrets, always: a webhook URL carries its receiver's token (gb300.config.secrets).
             alert_webhooks=tuple(config_secrets.as_secret_input(url) for url in mon.alerts.webhooks),
             bootstrap_alert_severity=mon.logs.bootstrap_alert.severity if mon.logs.bootstrap_alert.enabled else None,
-            tags=tags,
             existing_workspace=_existing_workspace(cfg),
             existing_monitor_workspace_id=mon.prometheus.existing_workspace_id,
         ),
     )
-    if monitoring.remote_write_url is not None:
-        outputs["prometheusRemoteWriteUrl"] = monitoring.remote_write_url
+
+
+def _node_common(
+    cfg: StackConfig,
+    scope: ClusterScope,
+    *,
+    identity: Identity,
+    secrets: ClusterSecrets,
+    payloads: NodePayloads,
+    monitoring: monitoring_component.Monitoring,
+    outputs: Mapping[str, pulumi.Output[str]],
+) -> NodeCommon:
+    """What every VM shares: the login, the identity, the node tags, what first boot reads, where logs go."""
     # Nodes learn deploy-time values from their own tags (IMDS), so custom data holds no secret and does not
     # change when a generated name does: the vault, the identity, and Lustre, Blob and Prometheus when deployed.
     # The payload account's name is the exception: fetch-payload sends a token there, so it comes from the custom
     # data (deterministic for a deployed stack), never from a tag (docs/node-payload.md).
     node_tags: dict[str, pulumi.Input[str]] = gb300_tags.node(
-        tags,
+        scope.tags,
         keyvault=secrets.vault_name,
         node_client_id=identity.client_id,
         lustre_mgs=outputs.get("lustreMgsAddress"),
         blob_account=outputs.get("storageAccountName"),
         prom_write=outputs.get("prometheusRemoteWriteUrl"),
     )
-    node = NodeCommon(
-        resource_group_name=rg_name,
-        location=location,
+    return NodeCommon(
+        scope=scope,
         admin_username=cfg.access.admin_username,
         ssh_public_key=cfg.access.ssh_public_key,
         identity_id=identity.id,
-        zone=cfg.cluster.zone,
         tags=node_tags,
         boot_dependencies=(*secrets.boot_dependencies, *payloads.boot_dependencies),
         monitoring=monitoring,
     )
+
+
+def _head(cfg: StackConfig, node: NodeCommon, payloads: NodePayloads, head_data: nodes.CustomData) -> HeadNode:
+    """``gb300:head`` and ``gb300:access.loginPublicIp``: the head VM, with the remediation identity when the loop
+    is on."""
+    scope = node.scope
     # gb300:remediation: the loop on the head signs in as an identity of its own, holding only the operator's role.
     heal = None
     if cfg.remediation.enabled and cfg.remediation.role_definition_id is not None:
-        heal = RemediationIdentity(
-            f"{name}-heal",
-            RemediationIdentityArgs(
-                resource_group_name=rg_name,
-                resource_group_id=rg.id,
-                location=location,
-                role_definition_id=cfg.remediation.role_definition_id,
-                tags=tags,
-            ),
+        heal = Identity(
+            f"{scope.cluster_name}-heal",
+            IdentityArgs(scope, role_definition_id=cfg.remediation.role_definition_id),
         )
-    head = HeadNode(
+    return HeadNode(
         nodes.head_hostname(cfg),
         HeadNodeArgs(
             node=node,
-            cluster_name=name,
             vm_size=cfg.head.vm_size,
             image=cfg.head.image,
             os_disk_size_gb=cfg.head.os_disk_size_gb,
             state_disk_size_gb=cfg.head.state_disk_size_gb,
-            subnet_id=net.subnet_ids["head"],
             custom_data=payloads.account_name.apply(head_data.for_account),
             custom_data_sha256=head_data.sha256,
             public_ip=cfg.access.login_public_ip,
@@ -276,41 +352,36 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             heal_client_id=heal.client_id if heal is not None else None,
         ),
     )
+
+
+def _gpu_pools(
+    cfg: StackConfig, node: NodeCommon, payloads: NodePayloads, pool_data: Mapping[str, nodes.CustomData]
+) -> None:
+    """``gb300:gpuPools``: one GPU pool component per pool, its racks booting the pool's rendered custom data."""
+    cat = catalog.load()
+    name = node.scope.cluster_name
     # The racks' compute package reads its own config namespace; this provider gives it the stack's azure-native:*
     # settings (compute_package.Provider).
     compute_provider = compute_package.provider_from_stack(f"{name}-compute") if cfg.gpu_pools else None
     for pool in cfg.gpu_pools:
-        sku = pool.sku
         custom = pool_data[pool.name]
         GpuPool(
             f"{name}-{pool.name}",
             GpuPoolArgs(
                 node=node,
-                cluster_name=name,
                 pool_name=pool.name,
-                sku=sku,
-                fabric=cat.fabric_for(sku),
+                sku=pool.sku,
+                fabric=cat.fabric_for(pool.sku),
                 racks=pool.racks,
                 retired_racks=tuple(pool.retired_racks),
                 image=pool.image,
                 os_disk_size_gb=pool.os_disk_size_gb,
-                subnet_id=net.subnet_ids["gpu"],
                 custom_data=payloads.account_name.apply(custom.for_account),
                 custom_data_sha256=custom.sha256,
                 compute_provider=compute_provider,
                 capacity_reservation_group_id=pool.capacity_reservation_group_id,
             ),
         )
-    return {
-        **first_login_outputs(cfg, rg_name, net.bastion_name, head.vm_id),
-        "resourceGroupName": rg_name,
-        "vnetId": net.vnet_id,
-        "nodeIdentityId": identity.id,
-        "keyVaultName": secrets.vault_name,
-        "headPrivateIp": head.private_ip,
-        "nodeIdentityClientId": identity.client_id,
-        **outputs,
-    }
 
 
 def _existing_vnet(cfg: StackConfig) -> network_component.ExistingVnet | None:

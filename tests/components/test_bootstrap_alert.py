@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gb300 import config
-from gb300.components import monitoring
+from gb300.facts import monitoring_facts
 from gb300.node.settings import load_node
 from gb300.node.steps import RUN_STEP
 from gb300.plan import PlanResult
@@ -138,7 +138,7 @@ def test_the_alert_watches_the_workspace_with_the_stacks_severity_and_action_gro
     assert "Error" in syslog["logLevels"]
     (condition,) = rule.inputs["criteria"]["allOf"]
     assert [d["name"] for d in condition["dimensions"]] == ["Computer", "Step"]
-    assert rule.inputs["evaluationFrequency"] == monitoring.facts()["bootstrapAlert"]["evaluationFrequency"]["value"]
+    assert rule.inputs["evaluationFrequency"] == monitoring_facts.facts()["bootstrapAlert"]["evaluationFrequency"]["value"]
 
 
 def test_the_alert_rule_matches_azures_sdk_model(reference_plan: PlanResult) -> None:
@@ -183,7 +183,7 @@ def test_no_bootstrap_alert_when_it_or_logs_are_off(dev_raw: dict[str, Any], log
 
 def test_run_step_and_the_query_share_the_tag_and_level(failed: Sandbox) -> None:
     """The tag and level run-step logs its failure with are the ones the query filters on (from the real output)."""
-    query = str(monitoring.facts()["bootstrapAlert"]["query"])
+    query = str(monitoring_facts.facts()["bootstrapAlert"]["query"])
     (line,) = [r for r in _syslog(failed) if r["SyslogMessage"].startswith("bootstrap failed at ")]
     assert f'ProcessName == "{line["ProcessName"]}"' in query
     assert f'SeverityLevel == "{line["SeverityLevel"]}"' in query

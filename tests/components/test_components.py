@@ -9,7 +9,7 @@ import pulumi
 import pytest
 
 from gb300.azure import inventory
-from gb300.components import Network, NetworkArgs, compute_package
+from gb300.components import ClusterScope, Network, NetworkArgs, compute_package
 from gb300.config import netplan
 from gb300.facts import catalog, storage_facts
 from gb300.plan import PlanResult
@@ -234,14 +234,20 @@ def test_login_public_ip_is_opt_in(dev_raw: dict[str, Any]) -> None:
 def ssh_network_args() -> NetworkArgs:
     plans = netplan.carve("10.50.0.0/16", gpu_vms=18, reserved=5)
     return NetworkArgs(
-        resource_group_name="rg",
-        location="eastus2",
+        scope=ClusterScope(
+            cluster_name="t",
+            resource_group_name="rg",
+            resource_group_id="/subscriptions/s/resourceGroups/rg",
+            location="eastus2",
+            subscription_id="s",
+            tenant_id="t",
+            tags={"gb300-cluster": "t"},
+        ),
         address_space="10.50.0.0/16",
         subnets=plans,
         ssh_source_ranges=["203.0.113.0/24"],
         nat_gateway=False,
         bastion=False,
-        tags={"gb300-cluster": "t"},
     )
 
 

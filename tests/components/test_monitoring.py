@@ -16,6 +16,7 @@ import yaml
 
 from gb300 import config
 from gb300.azure import inventory
+from gb300.components import ClusterScope
 from gb300.components.monitoring import Monitoring, MonitoringArgs
 from gb300.errors import ConfigError
 from gb300.facts import alerts
@@ -328,8 +329,14 @@ def _associate_under_a_rack(*, logs: bool) -> list[ResourceRecord]:
         mon = Monitoring(
             "m",
             MonitoringArgs(
-                resource_group_name="rg",
-                location="eastus2",
+                scope=ClusterScope(
+                    cluster_name="m",
+                    resource_group_name="rg",
+                    resource_group_id="/subscriptions/s/resourceGroups/rg",
+                    location="eastus2",
+                    subscription_id="s",
+                    tenant_id="t",
+                ),
                 node_principal_id="principal",
                 logs=logs,
                 prometheus=False,

@@ -13,7 +13,7 @@ import pytest
 
 from gb300 import cli
 from gb300 import tags as gb300_tags
-from gb300.components.storage import lustre_nid_range
+from gb300.components.lustre import lustre_nid_range
 from gb300.facts import storage_facts
 from gb300.findings import Level
 from gb300.plan import PlanResult, mocks

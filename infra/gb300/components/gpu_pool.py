@@ -32,17 +32,16 @@ RACK_INDEX_WIDTH = 4  # r0001..r9999: names never change when a pool grows past 
 
 @dataclass(frozen=True)
 class GpuPoolArgs:
-    """Inputs of :class:`GpuPool`; ids of shared resources come in, nothing is read from stack config."""
+    """Inputs of :class:`GpuPool`; ids of shared resources come in (the nodes go in the scope's ``gpu`` subnet),
+    nothing is read from stack config."""
 
     node: NodeCommon
-    cluster_name: str
     pool_name: str
     sku: Sku
     fabric: FabricModel
     racks: int  # rack numbers 1..racks; those in ``retired_racks`` are not deployed
     image: str
     os_disk_size_gb: int
-    subnet_id: pulumi.Input[str]
     custom_data: pulumi.Input[str]
     custom_data_sha256: str
     # The compute package's provider (program.py builds it from the stack's azure-native settings; components
@@ -104,7 +103,7 @@ def declare_scale_set(
         os_disk_size_gb=args.os_disk_size_gb,
         admin_username=args.node.admin_username,
         ssh_public_key=args.node.ssh_public_key,
-        subnet_id=args.subnet_id,
+        subnet_id=args.node.scope.subnet_id("gpu"),
         custom_data=args.custom_data,
         interconnect_group_id=interconnect_group_id,
         capacity_reservation_group_id=args.capacity_reservation_group_id,
@@ -123,9 +122,9 @@ def declare_scale_set(
             # Azure names are fixed: a replacement deletes the old scale set before it creates the new one.
             delete_before_replace=True,
         ),
-        resource_group_name=args.node.resource_group_name,
+        resource_group_name=args.node.scope.resource_group_name,
         vm_scale_set_name=name,
-        location=args.node.location,
+        location=args.node.scope.location,
         zones=shared.zones,
         sku=scale_set.sku(spec),
         identity=shared.identity,
@@ -202,7 +201,7 @@ class GpuPool(pulumi.ComponentResource):
                 *(monitoring.scale_set_extensions(args.node.identity_id) if monitoring else ()),
             ),
             tags=tags,
-            zones=[args.node.zone] if args.node.zone else None,
+            zones=args.node.scope.zones,
         )
         self.interconnect_group_id = None
         self.scale_set_ids = []
@@ -211,8 +210,8 @@ class GpuPool(pulumi.ComponentResource):
             group = network.InterconnectGroup(
                 f"{name}-ig",
                 interconnect_group_name=f"{name}-ig",
-                resource_group_name=args.node.resource_group_name,
-                location=args.node.location,
+                resource_group_name=args.node.scope.resource_group_name,
+                location=args.node.scope.location,
                 scope=ig.get("scope", "InfiniBand"),
                 subgroup_profile=network.SubgroupProfileArgs(
                     vm_size=args.sku.name,
@@ -225,7 +224,7 @@ class GpuPool(pulumi.ComponentResource):
             self.interconnect_group_id = group.id
             for position, index in enumerate(args.rack_indices, start=1):
                 rack = Rack(
-                    rack_name(args.cluster_name, args.pool_name, index),
+                    rack_name(args.node.scope.cluster_name, args.pool_name, index),
                     args,
                     shared,
                     index=index,
@@ -235,7 +234,7 @@ class GpuPool(pulumi.ComponentResource):
                 )
                 self.scale_set_ids.append(rack.scale_set_id)
         else:
-            scale_set_name = f"{args.cluster_name}-{args.pool_name}"
+            scale_set_name = f"{args.node.scope.cluster_name}-{args.pool_name}"
             vmss = declare_scale_set(scale_set_name, args, shared, self, capacity=args.vms, tags=tags)
             self.scale_set_ids.append(vmss.id)
             if monitoring is not None:

@@ -9,11 +9,10 @@
   identity, which holds ``Monitoring Metrics Publisher`` on that one rule and nothing else.
 * **Grafana**: Azure Managed Grafana linked to the workspace; its system identity reads the workspace
   (``Monitoring Reader`` + ``Monitoring Data Reader``) and, with logs on, the Log Analytics workspace.
-* **Alerts**: Prometheus rule groups from ``templates/alerts/*.yaml`` evaluated against the workspace, notifying
-  an action group of the configured emails and webhooks.
-* **Bootstrap alert**: a log alert (scheduled query rule) on the Log Analytics workspace that fires for each node
-  whose bootstrap logged a failure (``bootstrapAlert`` in ``data/monitoring.yaml``; docs/lifecycle.md), notifying
-  the same action group.
+* **Alerts** (:mod:`gb300.components.alerting`): Prometheus rule groups from ``templates/alerts/*.yaml`` evaluated
+  against the workspace, and a log alert on the Log Analytics workspace that fires for each node whose bootstrap
+  logged a failure (``bootstrapAlert`` in ``data/monitoring.yaml``; docs/lifecycle.md), both notifying an action
+  group of the configured emails and webhooks.
 
 Every piece is optional; the component takes plain flags, never stack config. In a landing zone
 (docs/landing-zone.md) both workspaces may be a central team's (``existing_workspace``,
@@ -23,33 +22,23 @@ tables go into the given Log Analytics workspace, retained when the cluster is d
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from pulumi_azure_native import alertsmanagement, compute, dashboard, monitor, operationalinsights
+from pulumi_azure_native import compute, dashboard, monitor, operationalinsights
 
+from gb300.components import alerting
+from gb300.components.scope import ClusterScope
 from gb300.facts import roles
-from gb300.facts.alerts import alert_groups, iso_duration
-from gb300.facts.loader import data
+from gb300.facts.monitoring_facts import facts, value
 from gb300.paths import TEMPLATES_DIR
 
 DASHBOARDS_DIR = TEMPLATES_DIR / "dashboards"
 # The custom tables' columns (name, type): Azure's text log shape (a time, the line, its file, the node).
 LOG_COLUMNS = (("TimeGenerated", "datetime"), ("RawData", "string"), ("FilePath", "string"), ("Computer", "string"))
-
-
-@functools.cache
-def facts() -> dict[str, Any]:
-    """``data/monitoring.yaml``."""
-    return data("monitoring.yaml")
-
-
-def _value(raw: Any) -> Any:
-    return raw["value"] if isinstance(raw, dict) and "value" in raw else raw
 
 
 def agent_extension(identity_id: pulumi.Input[str]) -> dict[str, Any]:
@@ -60,9 +49,9 @@ def agent_extension(identity_id: pulumi.Input[str]) -> dict[str, Any]:
         "properties": {
             "publisher": ama["publisher"],
             "type": ama["type"],
-            "typeHandlerVersion": _value(ama["typeHandlerVersion"]),
-            "autoUpgradeMinorVersion": bool(_value(ama["autoUpgradeMinorVersion"])),
-            "enableAutomaticUpgrade": bool(_value(ama["enableAutomaticUpgrade"])),
+            "typeHandlerVersion": value(ama["typeHandlerVersion"]),
+            "autoUpgradeMinorVersion": bool(value(ama["autoUpgradeMinorVersion"])),
+            "enableAutomaticUpgrade": bool(value(ama["enableAutomaticUpgrade"])),
             "settings": {
                 "authentication": {"managedIdentity": {"identifier-name": "mi_res_id", "identifier-value": identity_id}}
             },
@@ -72,10 +61,10 @@ def agent_extension(identity_id: pulumi.Input[str]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class MonitoringArgs:
-    """Inputs of :class:`Monitoring`: which pieces, who is told, and the node identity that sends data."""
+    """Inputs of :class:`Monitoring`: where (the scope), which pieces, who is told, and the node identity that sends
+    data."""
 
-    resource_group_name: pulumi.Input[str]
-    location: str
+    scope: ClusterScope
     node_principal_id: pulumi.Input[str]
     logs: bool = True
     retention_days: int = 30
@@ -85,7 +74,6 @@ class MonitoringArgs:
     alert_emails: Sequence[str] = ()
     alert_webhooks: Sequence[pulumi.Input[str]] = ()  # secrets (webhook URLs carry tokens)
     bootstrap_alert_severity: int | None = None  # the log alert's severity (0-4); None: no bootstrap alert
-    tags: dict[str, str] = field(default_factory=dict)
     existing_workspace: ExistingWorkspace | None = None
     """A Log Analytics workspace that is not gb300's (``gb300:monitoring.existingLogAnalyticsWorkspaceId``)."""
     existing_monitor_workspace_id: str | None = None
@@ -101,8 +89,28 @@ class ExistingWorkspace:
     name: str
 
 
+@dataclass(frozen=True)
+class _Workspace:
+    """The Log Analytics workspace the logs go to, and the options of the tables gb300 puts in it."""
+
+    id: pulumi.Output[str]
+    name: pulumi.Output[str]
+    resource_group_name: pulumi.Input[str]
+    table_opts: pulumi.ResourceOptions
+
+
+@dataclass(frozen=True)
+class _LogSources:
+    """The custom tables and what the logs collection rule reads into them."""
+
+    tables: list[operationalinsights.Table]
+    log_files: list[monitor.LogFilesDataSourceArgs]
+    flows: list[monitor.DataFlowArgs]
+    declarations: dict[str, monitor.StreamDeclarationArgs]
+
+
 class Monitoring(pulumi.ComponentResource):
-    """Workspaces, collection rules, Grafana and alerts. Call :meth:`attach` with the scale sets to watch."""
+    """Workspaces, collection rules, Grafana and alerts. Call :meth:`associate` with the scale sets to watch."""
 
     workspace_id: pulumi.Output[str] | None
     monitor_workspace_id: pulumi.Output[str] | None
@@ -114,8 +122,7 @@ class Monitoring(pulumi.ComponentResource):
         super().__init__("gb300:monitoring:Monitoring", name, None, opts)
         self._name = name
         self._args = args
-        child = pulumi.ResourceOptions(parent=self)
-        rg = args.resource_group_name
+        scope = args.scope
         self.workspace_id = self.monitor_workspace_id = self.remote_write_url = None
         self.logs_rule_id = self.endpoint_id = None
         self._oncall: pulumi.Output[str] | None = None
@@ -125,11 +132,11 @@ class Monitoring(pulumi.ComponentResource):
             endpoint = monitor.DataCollectionEndpoint(
                 f"{name}-dce",
                 data_collection_endpoint_name=f"{name}-dce",
-                resource_group_name=rg,
-                location=args.location,
+                resource_group_name=scope.resource_group_name,
+                location=scope.location,
                 kind=monitor.KnownDataCollectionEndpointResourceKind.LINUX,
-                tags=args.tags,
-                opts=child,
+                tags=scope.tags,
+                opts=pulumi.ResourceOptions(parent=self),
             )
             self.endpoint_id = endpoint.id
 
@@ -138,28 +145,21 @@ class Monitoring(pulumi.ComponentResource):
             workspace = self._logs(name, args, endpoint)
             self.workspace_id = workspace
             if args.bootstrap_alert_severity is not None:
-                self._bootstrap_alert(name, args, workspace)
+                group = self._action_group(name, args)
+                alerting.bootstrap_alert(
+                    name, scope, workspace, args.bootstrap_alert_severity, group, parent=self
+                )  # fmt: skip
 
         amw: pulumi.Output[str] | None = None
         if args.prometheus and endpoint is not None:
-            if args.existing_monitor_workspace_id is not None:
-                amw = pulumi.Output.from_input(args.existing_monitor_workspace_id)
-            else:
-                amw = monitor.AzureMonitorWorkspace(
-                    f"{name}-amw",
-                    azure_monitor_workspace_name=f"{name}-amw",
-                    resource_group_name=rg,
-                    location=args.location,
-                    tags=args.tags,
-                    opts=child,
-                ).id
+            amw = self._monitor_workspace(name, args)
             self.monitor_workspace_id = amw
             self._metrics_rule(name, args, endpoint, amw)
 
         if args.grafana and amw is not None:
             self._grafana(name, args, amw, workspace)
         if args.alerts and amw is not None:
-            self._alerts(name, args, amw)
+            alerting.prometheus_rule_groups(name, scope, amw, self._action_group(name, args), parent=self)
 
         self.register_outputs(
             {
@@ -172,53 +172,79 @@ class Monitoring(pulumi.ComponentResource):
     def _assign(self, name: str, role: str, principal_id: pulumi.Input[str], scope: pulumi.Input[str]) -> None:
         roles.assign(name, role=role, scope=scope, principal_id=principal_id, parent=self)
 
-    def _logs(self, name: str, args: MonitoringArgs, endpoint: monitor.DataCollectionEndpoint) -> pulumi.Output[str]:
-        """The logs workspace's id, its custom tables and the logs collection rule."""
-        child = pulumi.ResourceOptions(parent=self)
-        workspace_rg: pulumi.Input[str]
+    def _action_group(self, name: str, args: MonitoringArgs) -> pulumi.Output[str] | None:
+        """The id of the action group of the configured emails and webhooks (one, shared by every alert, declared
+        when the first alert asks for it), or None when there is nobody to tell."""
+        if not (args.alert_emails or args.alert_webhooks):
+            return None
+        if self._oncall is None:
+            self._oncall = alerting.action_group(name, args.scope, args.alert_emails, args.alert_webhooks, parent=self)
+        return self._oncall
+
+    def _monitor_workspace(self, name: str, args: MonitoringArgs) -> pulumi.Output[str]:
+        """The Azure Monitor workspace's id: gb300's own, or the central team's (``existing_monitor_workspace_id``)."""
+        if args.existing_monitor_workspace_id is not None:
+            return pulumi.Output.from_input(args.existing_monitor_workspace_id)
+        return monitor.AzureMonitorWorkspace(
+            f"{name}-amw",
+            azure_monitor_workspace_name=f"{name}-amw",
+            resource_group_name=args.scope.resource_group_name,
+            location=args.scope.location,
+            tags=args.scope.tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        ).id
+
+    def _workspace(self, name: str, args: MonitoringArgs) -> _Workspace:
+        """The Log Analytics workspace: gb300's own, or the central team's (``existing_workspace``)."""
+        scope = args.scope
         if args.existing_workspace is None:
             workspace = operationalinsights.Workspace(
                 f"{name}-logs",
                 workspace_name=f"{name}-logs",
-                resource_group_name=args.resource_group_name,
-                location=args.location,
+                resource_group_name=scope.resource_group_name,
+                location=scope.location,
                 sku=operationalinsights.WorkspaceSkuArgs(name=operationalinsights.WorkspaceSkuNameEnum.PER_GB2018),
                 retention_in_days=args.retention_days,
-                tags=args.tags,
-                opts=child,
+                tags=scope.tags,
+                opts=pulumi.ResourceOptions(parent=self),
             )
-            workspace_id, workspace_name, workspace_rg = workspace.id, workspace.name, args.resource_group_name
-        else:
-            # The central team's workspace: gb300's tables go into it and stay when the cluster goes (other clusters
-            # sending to the same workspace use them too).
-            existing = args.existing_workspace
-            workspace_id = pulumi.Output.from_input(existing.id)
-            workspace_name = pulumi.Output.from_input(existing.name)
-            workspace_rg = existing.resource_group_name
-            child = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
+            return _Workspace(
+                workspace.id, workspace.name, scope.resource_group_name, pulumi.ResourceOptions(parent=self)
+            )
+        # The central team's workspace: gb300's tables go into it and stay when the cluster goes (other clusters
+        # sending to the same workspace use them too).
+        existing = args.existing_workspace
+        return _Workspace(
+            pulumi.Output.from_input(existing.id),
+            pulumi.Output.from_input(existing.name),
+            existing.resource_group_name,
+            pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+        )
+
+    def _log_tables(self, name: str, args: MonitoringArgs, workspace: _Workspace) -> _LogSources:
+        """One custom table per ``logTables`` entry of the facts, and the rule's text log source and flow into it."""
         columns = [operationalinsights.ColumnArgs(name=column, type=kind) for column, kind in LOG_COLUMNS]
-        tables = []
-        log_files = []
-        flows = [monitor.DataFlowArgs(streams=["Microsoft-Syslog"], destinations=["logs"])]
-        declarations: dict[str, monitor.StreamDeclarationArgs] = {}
+        sources = _LogSources(
+            [], [], [monitor.DataFlowArgs(streams=["Microsoft-Syslog"], destinations=["logs"])], {}
+        )  # fmt: skip
         for table_name, spec in facts()["logTables"].items():
             table = operationalinsights.Table(
                 f"{name}-{table_name.lower().replace('_', '-')}",
                 table_name=table_name,
-                workspace_name=workspace_name,
-                resource_group_name=workspace_rg,
+                workspace_name=workspace.name,
+                resource_group_name=workspace.resource_group_name,
                 retention_in_days=args.retention_days,
                 schema=operationalinsights.SchemaArgs(
                     name=table_name, columns=columns, description=spec["description"]
                 ),
-                opts=child,
+                opts=workspace.table_opts,
             )
-            tables.append(table)
+            sources.tables.append(table)
             stream = f"Custom-{table_name}"
-            declarations[stream] = monitor.StreamDeclarationArgs(
+            sources.declarations[stream] = monitor.StreamDeclarationArgs(
                 columns=[monitor.ColumnDefinitionArgs(name=column, type=kind) for column, kind in LOG_COLUMNS]
             )
-            log_files.append(
+            sources.log_files.append(
                 monitor.LogFilesDataSourceArgs(
                     name=table_name.lower().replace("_", "-"),
                     file_patterns=list(spec["filePatterns"]),
@@ -226,21 +252,27 @@ class Monitoring(pulumi.ComponentResource):
                     streams=[stream],  # no record-start format: every line is a record (output logs have no stamps)
                 )
             )
-            flows.append(
+            sources.flows.append(
                 monitor.DataFlowArgs(
                     streams=[stream], destinations=["logs"], output_stream=stream, transform_kql="source"
                 )
             )
+        return sources
+
+    def _logs(self, name: str, args: MonitoringArgs, endpoint: monitor.DataCollectionEndpoint) -> pulumi.Output[str]:
+        """The logs workspace's id, its custom tables and the logs collection rule."""
+        workspace = self._workspace(name, args)
+        sources = self._log_tables(name, args, workspace)
         syslog = facts()["syslog"]
         rule = monitor.DataCollectionRule(
             f"{name}-logs-dcr",
             data_collection_rule_name=f"{name}-logs-dcr",
-            resource_group_name=args.resource_group_name,
-            location=args.location,
+            resource_group_name=args.scope.resource_group_name,
+            location=args.scope.location,
             kind=monitor.KnownDataCollectionRuleResourceKind.LINUX,
             description="gb300: syslog (gb300-<step> bootstrap journal), cloud-init and health-check logs",
             data_collection_endpoint_id=endpoint.id,
-            stream_declarations=declarations,
+            stream_declarations=sources.declarations,
             data_sources=monitor.DataCollectionRuleDataSourcesArgs(
                 syslog=[
                     monitor.SyslogDataSourceArgs(
@@ -250,17 +282,17 @@ class Monitoring(pulumi.ComponentResource):
                         log_levels=list(syslog["levels"]),
                     )
                 ],
-                log_files=log_files,
+                log_files=sources.log_files,
             ),
             destinations=monitor.DataCollectionRuleDestinationsArgs(
-                log_analytics=[monitor.LogAnalyticsDestinationArgs(name="logs", workspace_resource_id=workspace_id)]
+                log_analytics=[monitor.LogAnalyticsDestinationArgs(name="logs", workspace_resource_id=workspace.id)]
             ),
-            data_flows=flows,
-            tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=tables),
+            data_flows=sources.flows,
+            tags=args.scope.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=sources.tables),
         )
         self.logs_rule_id = rule.id
-        return workspace_id
+        return workspace.id
 
     def _metrics_rule(
         self,
@@ -273,8 +305,8 @@ class Monitoring(pulumi.ComponentResource):
         rule = monitor.DataCollectionRule(
             f"{name}-prom-dcr",
             data_collection_rule_name=f"{name}-prom-dcr",
-            resource_group_name=args.resource_group_name,
-            location=args.location,
+            resource_group_name=args.scope.resource_group_name,
+            location=args.scope.location,
             # Azure's documented shape for remote-write (Azure/prometheus-collector AddonArmTemplate): a Linux rule
             # whose prometheusForwarder data source feeds the stream into the Azure Monitor workspace.
             kind=monitor.KnownDataCollectionRuleResourceKind.LINUX,
@@ -291,11 +323,11 @@ class Monitoring(pulumi.ComponentResource):
                 monitoring_accounts=[monitor.MonitoringAccountDestinationArgs(name="amw", account_resource_id=amw)]
             ),
             data_flows=[monitor.DataFlowArgs(streams=[prom["stream"]], destinations=["amw"])],
-            tags=args.tags,
+            tags=args.scope.tags,
             opts=pulumi.ResourceOptions(parent=self),
         )
         self._assign(f"{name}-prom-publisher", "Monitoring Metrics Publisher", args.node_principal_id, rule.id)
-        api = _value(prom["remoteWriteApiVersion"])
+        api = value(prom["remoteWriteApiVersion"])
         # The endpoint is read before Output.all, which hands a nested output type on as a plain dict.
         ingestion = endpoint.metrics_ingestion.apply(_endpoint)
         self.remote_write_url = pulumi.Output.all(ingestion, rule.immutable_id).apply(
@@ -315,8 +347,8 @@ class Monitoring(pulumi.ComponentResource):
         grafana = dashboard.Grafana(
             f"{name}-grafana",
             workspace_name=grafana_name(name),
-            resource_group_name=args.resource_group_name,
-            location=args.location,
+            resource_group_name=args.scope.resource_group_name,
+            location=args.scope.location,
             sku=dashboard.ResourceSkuArgs(name=g["sku"]),
             identity=dashboard.ManagedServiceIdentityArgs(type=dashboard.ManagedServiceIdentityType.SYSTEM_ASSIGNED),
             properties=dashboard.ManagedGrafanaPropertiesArgs(
@@ -328,7 +360,7 @@ class Monitoring(pulumi.ComponentResource):
                     ]
                 ),
             ),
-            tags=args.tags,
+            tags=args.scope.tags,
             opts=pulumi.ResourceOptions(parent=self),
         )
         principal = grafana.identity.apply(lambda i: (i.principal_id if i else None) or "")
@@ -336,107 +368,6 @@ class Monitoring(pulumi.ComponentResource):
         self._assign(f"{name}-grafana-data-reader", "Monitoring Data Reader", principal, amw)
         if workspace is not None:
             self._assign(f"{name}-grafana-logs-reader", "Log Analytics Reader", principal, workspace)
-
-    def _action_group(self, name: str, args: MonitoringArgs) -> pulumi.Output[str] | None:
-        """The id of the action group of the configured emails and webhooks (one, shared by every alert), or None."""
-        if not (args.alert_emails or args.alert_webhooks):
-            return None
-        if self._oncall is None:
-            child = pulumi.ResourceOptions(parent=self)
-            group = monitor.ActionGroup(
-                f"{name}-oncall",
-                action_group_name=f"{name}-oncall",
-                group_short_name=name[:12],
-                resource_group_name=args.resource_group_name,
-                location="Global",
-                enabled=True,
-                email_receivers=[
-                    monitor.MicrosoftCommonEmailReceiverArgs(
-                        name=f"email-{i}", email_address=email, use_common_alert_schema=True
-                    )
-                    for i, email in enumerate(args.alert_emails)
-                ],
-                webhook_receivers=[
-                    monitor.WebhookReceiverArgs(name=f"webhook-{i}", service_uri=url, use_common_alert_schema=True)
-                    for i, url in enumerate(args.alert_webhooks)
-                ],
-                tags=args.tags,
-                opts=child,
-            )
-            self._oncall = group.id
-        return self._oncall
-
-    def _bootstrap_alert(self, name: str, args: MonitoringArgs, workspace: pulumi.Output[str]) -> None:
-        """A log alert per node whose bootstrap logged a failure line, split by computer and failed step."""
-        spec = facts()["bootstrapAlert"]
-        group = self._action_group(name, args)
-        condition = monitor.ConditionArgs(
-            query=str(spec["query"]),
-            time_aggregation=monitor.TimeAggregation.COUNT,
-            operator=monitor.Operator.GREATER_THAN,
-            threshold=0,
-            dimensions=[
-                monitor.DimensionArgs(name=column, operator=monitor.DimensionOperator.INCLUDE, values=["*"])
-                for column in ("Computer", "Step")
-            ],
-            failing_periods=monitor.ConditionFailingPeriodsArgs(
-                number_of_evaluation_periods=1, min_failing_periods_to_alert=1
-            ),
-        )
-        monitor.ScheduledQueryRule(
-            f"{name}-bootstrap-failed",
-            rule_name=f"{name}-bootstrap-failed",
-            resource_group_name=args.resource_group_name,
-            location=args.location,
-            kind=monitor.Kind.LOG_ALERT,
-            display_name="gb300: node bootstrap failed",
-            description="A node's bootstrap failed at a step (run-step's gb300-bootstrap line); docs/lifecycle.md",
-            enabled=True,
-            scopes=[workspace],
-            severity=args.bootstrap_alert_severity,
-            evaluation_frequency=_value(spec["evaluationFrequency"]),
-            window_size=_value(spec["windowSize"]),
-            criteria=monitor.ScheduledQueryRuleCriteriaArgs(all_of=[condition]),
-            auto_mitigate=True,
-            actions=monitor.ActionsArgs(action_groups=[group]) if group is not None else None,
-            tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-
-    def _alerts(self, name: str, args: MonitoringArgs, amw: pulumi.Output[str]) -> None:
-        child = pulumi.ResourceOptions(parent=self)
-        group = self._action_group(name, args)
-        actions = [alertsmanagement.PrometheusRuleGroupActionArgs(action_group_id=group)] if group is not None else []
-        for spec in alert_groups():
-            alertsmanagement.PrometheusRuleGroup(
-                f"{name}-{spec.name}",
-                rule_group_name=f"{name}-{spec.name}",
-                resource_group_name=args.resource_group_name,
-                location=args.location,
-                scopes=[amw],
-                enabled=True,
-                interval=iso_duration(spec.interval),
-                description=f"gb300 alert rules: {spec.name}",
-                rules=[
-                    alertsmanagement.PrometheusRuleArgs(
-                        alert=rule.alert,
-                        expression=rule.expr,
-                        for_=iso_duration(rule.for_),
-                        severity=rule.severity,
-                        enabled=True,
-                        resolve_configuration=alertsmanagement.PrometheusRuleResolveConfigurationArgs(
-                            auto_resolved=True, time_to_resolve="PT10M"
-                        ),
-                        # Left out when empty, as Azure's own rule groups leave them out.
-                        labels=rule.labels or None,
-                        annotations=rule.annotations or None,
-                        actions=actions or None,
-                    )
-                    for rule in spec.rules
-                ],
-                tags=args.tags,
-                opts=child,
-            )
 
     def associate(
         self, resource_id: pulumi.Input[str], name: str, opts: pulumi.ResourceOptions | None = None
@@ -469,11 +400,9 @@ class Monitoring(pulumi.ComponentResource):
         vm_name: str,
         vm_id: pulumi.Input[str],
         identity_id: pulumi.Input[str],
-        *,
-        location: str,
-        resource_group_name: pulumi.Input[str],
     ) -> None:
-        """Run the Azure Monitor Agent on a single VM (the head node) and attach the logs rule to it."""
+        """Run the Azure Monitor Agent on a single VM (the head node, in the scope's resource group) and attach the
+        logs rule to it."""
         if self.logs_rule_id is None:
             return
         ext = agent_extension(identity_id)["properties"]
@@ -482,15 +411,15 @@ class Monitoring(pulumi.ComponentResource):
             vm_extension_name="AzureMonitorLinuxAgent",
             # Derived from the VM's id so the extension waits for the VM (a plain name carries no dependency).
             vm_name=pulumi.Output.from_input(vm_id).apply(lambda _: vm_name),
-            resource_group_name=resource_group_name,
-            location=location,
+            resource_group_name=self._args.scope.resource_group_name,
+            location=self._args.scope.location,
             publisher=ext["publisher"],
             type=ext["type"],
             type_handler_version=ext["typeHandlerVersion"],
             auto_upgrade_minor_version=ext["autoUpgradeMinorVersion"],
             enable_automatic_upgrade=ext["enableAutomaticUpgrade"],
             settings=ext["settings"],
-            tags=self._args.tags,
+            tags=self._args.scope.tags,
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.associate(vm_id, f"{vm_name}-0001-logs")
@@ -504,7 +433,7 @@ def grafana_name(component_name: str) -> str:
     """
     rule = facts()["grafana"]["name"]
     name = f"{component_name}-graf"
-    if len(name) > int(_value(rule["maxLength"])) or not re.fullmatch(rule["pattern"], name):
+    if len(name) > int(value(rule["maxLength"])) or not re.fullmatch(rule["pattern"], name):
         raise ValueError(f"Grafana workspace name {name!r} breaks Azure's naming rule ({rule['source']})")
     return name
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import pulumi
 from pulumi_azure_native import network
 
+from gb300.components.scope import ClusterScope, NetworkIds
 from gb300.config import netplan
 from gb300.config.netplan import Role, SubnetPlan
 from gb300.facts import catalog, egress, storage_facts
@@ -105,10 +106,9 @@ class ExistingVnet:
 
 @dataclass(frozen=True)
 class NetworkArgs:
-    """Inputs of :class:`Network`. ``subnets`` come from :func:`plan_subnets`."""
+    """Inputs of :class:`Network`: where (the scope) and what. ``subnets`` come from :func:`plan_subnets`."""
 
-    resource_group_name: pulumi.Input[str]
-    location: str
+    scope: ClusterScope
     address_space: str
     subnets: list[SubnetPlan]
     ssh_source_ranges: list[str] = field(default_factory=list)
@@ -117,13 +117,20 @@ class NetworkArgs:
     """Public IPs of the NAT gateway, 1 to ``natPublicIpsPerGateway`` (16): :meth:`NatSizing.gateway_ips
     <gb300.facts.egress.NatSizing.gateway_ips>` of the nodes behind it."""
     bastion: bool = True
-    zone: str | None = None
-    tags: dict[str, str] = field(default_factory=dict)
     existing_vnet: ExistingVnet | None = None
     """A VNet gb300 carves its subnets in and does not declare (``gb300:network.existingVnetId``); None: its own."""
     firewall_ip: str | None = None
     """``gb300:network.egress.nextHopIp``: a route table sends ``0.0.0.0/0`` there from the egress subnets (give
     ``nat_gateway=False`` with it)."""
+
+
+@dataclass(frozen=True)
+class _Vnet:
+    """The VNet the subnets are declared in: its id, name and resource group."""
+
+    id: pulumi.Output[str]
+    name: pulumi.Output[str]
+    resource_group_name: pulumi.Input[str]
 
 
 class Network(pulumi.ComponentResource):
@@ -132,6 +139,7 @@ class Network(pulumi.ComponentResource):
 
     subnet_ids: dict[Role, pulumi.Output[str]]
     vnet_id: pulumi.Output[str]
+    bastion_name: pulumi.Output[str] | None
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         most = egress.nat_sizing().max_ips
@@ -140,94 +148,106 @@ class Network(pulumi.ComponentResource):
                 f"'nat_public_ips' must be 1 to {most}, Azure's limit per NAT gateway (got {args.nat_public_ips!r})"
             )
         super().__init__("gb300:network:Network", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        rg = args.resource_group_name
-        by_role = {s.role: s for s in args.subnets}
+        self._name = name
+        self._args = args
+        vnet = self._vnet()
+        route_table_id = self._route_table() if args.firewall_ip is not None else None
+        nat_id = self._nat_gateway() if args.nat_gateway else None
+        self.subnet_ids = self._subnets(vnet, nat_id, route_table_id)
+        self.bastion_name = self._bastion() if args.bastion and "bastion" in self.subnet_ids else None
+        self.vnet_id = vnet.id
+        self.register_outputs({"vnetId": vnet.id, "subnetIds": self.subnet_ids})
 
-        vnet_rg: pulumi.Input[str]
+    @property
+    def ids(self) -> NetworkIds:
+        """The VNet and subnet ids, as :meth:`gb300.components.scope.ClusterScope.with_network` takes them."""
+        return NetworkIds(self.vnet_id, dict(self.subnet_ids))
+
+    def _vnet(self) -> _Vnet:
+        """The cluster's own VNet, or the landing zone's (``existing_vnet``), which is not declared."""
+        name, args, scope = self._name, self._args, self._args.scope
         if args.existing_vnet is None:
             vnet = network.VirtualNetwork(
                 f"{name}-vnet",
                 virtual_network_name=f"{name}-vnet",
-                resource_group_name=rg,
-                location=args.location,
+                resource_group_name=scope.resource_group_name,
+                location=scope.location,
                 address_space=network.AddressSpaceArgs(address_prefixes=[args.address_space]),
-                tags=args.tags,
-                opts=child,
+                tags=scope.tags,
+                opts=pulumi.ResourceOptions(parent=self),
             )
-            vnet_id, vnet_name, vnet_rg = vnet.id, vnet.name, rg
-        else:
-            # A landing zone's VNet: the subnets are its children, declared in its resource group; the VNet itself,
-            # its other subnets and its peerings stay the hub team's.
-            existing = args.existing_vnet
-            vnet_id = pulumi.Output.from_input(existing.id)
-            vnet_name, vnet_rg = pulumi.Output.from_input(existing.name), existing.resource_group_name
-        route_table_id: pulumi.Output[str] | None = None
-        if args.firewall_ip is not None:
-            route_table_id = network.RouteTable(
-                f"{name}-egress-rt",
-                route_table_name=f"{name}-egress-rt",
-                resource_group_name=rg,
-                location=args.location,
-                # Routes the hub propagates (ExpressRoute, VPN) still reach the subnets.
-                disable_bgp_route_propagation=False,
-                routes=[
-                    network.RouteArgs(
-                        name="default-via-firewall",
-                        address_prefix="0.0.0.0/0",
-                        next_hop_type=network.RouteNextHopType.VIRTUAL_APPLIANCE,
-                        next_hop_ip_address=args.firewall_ip,
-                    )
-                ],
-                tags=args.tags,
-                opts=child,
-            ).id
-        nat_id: pulumi.Output[str] | None = None
-        if args.nat_gateway:
-            # The first keeps the name of the one address gateways had before sizing (no replacement, same egress IP).
-            nat_ips = [
-                self._public_ip(f"{name}-nat-ip" if i == 1 else f"{name}-nat-ip-{i}", args, zonal=True)
-                for i in range(1, args.nat_public_ips + 1)
-            ]
-            nat = network.NatGateway(
-                f"{name}-nat",
-                nat_gateway_name=f"{name}-nat",
-                resource_group_name=rg,
-                location=args.location,
-                sku=network.NatGatewaySkuArgs(name=network.NatGatewaySkuName.STANDARD),
-                public_ip_addresses=[network.SubResourceArgs(id=ip.id) for ip in nat_ips],
-                zones=[args.zone] if args.zone else None,
-                tags=args.tags,
-                opts=child,
-            )
-            nat_id = nat.id
+            return _Vnet(vnet.id, vnet.name, scope.resource_group_name)
+        # A landing zone's VNet: the subnets are its children, declared in its resource group; the VNet itself,
+        # its other subnets and its peerings stay the hub team's.
+        existing = args.existing_vnet
+        return _Vnet(
+            pulumi.Output.from_input(existing.id),
+            pulumi.Output.from_input(existing.name),
+            existing.resource_group_name,
+        )
 
-        self.subnet_ids = {}
+    def _route_table(self) -> pulumi.Output[str]:
+        """The route table that sends the egress subnets' default route to the hub's firewall (``firewall_ip``)."""
+        name, scope = self._name, self._args.scope
+        return network.RouteTable(
+            f"{name}-egress-rt",
+            route_table_name=f"{name}-egress-rt",
+            resource_group_name=scope.resource_group_name,
+            location=scope.location,
+            # Routes the hub propagates (ExpressRoute, VPN) still reach the subnets.
+            disable_bgp_route_propagation=False,
+            routes=[
+                network.RouteArgs(
+                    name="default-via-firewall",
+                    address_prefix="0.0.0.0/0",
+                    next_hop_type=network.RouteNextHopType.VIRTUAL_APPLIANCE,
+                    next_hop_ip_address=self._args.firewall_ip,
+                )
+            ],
+            tags=scope.tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        ).id
+
+    def _nat_gateway(self) -> pulumi.Output[str]:
+        """The NAT gateway and its public IPs (``nat_public_ips``)."""
+        name, scope = self._name, self._args.scope
+        # The first keeps the name of the one address gateways had before sizing (no replacement, same egress IP).
+        nat_ips = [
+            self._public_ip(f"{name}-nat-ip" if i == 1 else f"{name}-nat-ip-{i}", zonal=True)
+            for i in range(1, self._args.nat_public_ips + 1)
+        ]
+        return network.NatGateway(
+            f"{name}-nat",
+            nat_gateway_name=f"{name}-nat",
+            resource_group_name=scope.resource_group_name,
+            location=scope.location,
+            sku=network.NatGatewaySkuArgs(name=network.NatGatewaySkuName.STANDARD),
+            public_ip_addresses=[network.SubResourceArgs(id=ip.id) for ip in nat_ips],
+            zones=scope.zones,
+            tags=scope.tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        ).id
+
+    def _subnets(
+        self, vnet: _Vnet, nat_id: pulumi.Output[str] | None, route_table_id: pulumi.Output[str] | None
+    ) -> dict[Role, pulumi.Output[str]]:
+        """One subnet per planned role, each but Bastion's with its NSG; the egress roles through NAT or firewall."""
+        name, args = self._name, self._args
+        by_role = {s.role: s for s in args.subnets}
+        subnet_ids: dict[Role, pulumi.Output[str]] = {}
         previous: pulumi.Resource | None = None
         for plan in args.subnets:
-            nsg_id = None
-            if plan.role != "bastion":
-                nsg = network.NetworkSecurityGroup(
-                    f"{name}-{plan.name}-nsg",
-                    network_security_group_name=f"{name}-{plan.name}-nsg",
-                    resource_group_name=rg,
-                    location=args.location,
-                    security_rules=self._rules(plan, args, by_role),
-                    tags=args.tags,
-                    opts=child,
-                )
-                nsg_id = nsg.id
-            via_nat = nat_id is not None and plan.role in EGRESS_ROLES
-            via_firewall = route_table_id is not None and plan.role in EGRESS_ROLES
+            nsg_id = self._nsg(plan, by_role) if plan.role != "bastion" else None
+            egress_role = plan.role in EGRESS_ROLES
             subnet = network.Subnet(
                 f"{name}-{plan.name}",
                 subnet_name=plan.name,
-                virtual_network_name=vnet_name,
-                resource_group_name=vnet_rg,
+                virtual_network_name=vnet.name,
+                resource_group_name=vnet.resource_group_name,
                 address_prefix=plan.prefix,
                 network_security_group=network.NetworkSecurityGroupArgs(id=nsg_id) if nsg_id else None,
-                nat_gateway=network.SubResourceArgs(id=nat_id) if via_nat and nat_id else None,
-                route_table=network.RouteTableArgs(id=route_table_id) if via_firewall and route_table_id else None,
+                nat_gateway=network.SubResourceArgs(id=nat_id) if egress_role and nat_id else None,
+                route_table=network.RouteTableArgs(id=route_table_id) if egress_role and route_table_id else None,
                 default_outbound_access=False,
                 # Otherwise the schema's default (Disabled): private endpoints go in the endpoints subnet only.
                 private_endpoint_network_policies="Enabled" if plan.role == "endpoints" else None,
@@ -235,44 +255,56 @@ class Network(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[previous] if previous else None),
             )
             previous = subnet
-            self.subnet_ids[plan.role] = subnet.id
+            subnet_ids[plan.role] = subnet.id
+        return subnet_ids
 
-        self.bastion_name: pulumi.Output[str] | None = None
-        if args.bastion and "bastion" in self.subnet_ids:
-            bastion_ip = self._public_ip(f"{name}-bastion-ip", args, zonal=False)
-            bastion = network.BastionHost(
-                f"{name}-bastion",
-                bastion_host_name=f"{name}-bastion",
-                resource_group_name=rg,
-                location=args.location,
-                sku=network.SkuArgs(name=network.BastionHostSkuName.STANDARD),
-                enable_tunneling=True,
-                ip_configurations=[
-                    network.BastionHostIPConfigurationArgs(
-                        name="bastion",
-                        subnet=network.SubResourceArgs(id=self.subnet_ids["bastion"]),
-                        public_ip_address=network.SubResourceArgs(id=bastion_ip.id),
-                    )
-                ],
-                tags=args.tags,
-                opts=child,
-            )
-            self.bastion_name = bastion.name
+    def _nsg(self, plan: SubnetPlan, by_role: dict[Role, SubnetPlan]) -> pulumi.Output[str]:
+        """The network security group of one subnet."""
+        name, scope = self._name, self._args.scope
+        return network.NetworkSecurityGroup(
+            f"{name}-{plan.name}-nsg",
+            network_security_group_name=f"{name}-{plan.name}-nsg",
+            resource_group_name=scope.resource_group_name,
+            location=scope.location,
+            security_rules=self._rules(plan, self._args, by_role),
+            tags=scope.tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        ).id
 
-        self.vnet_id = vnet_id
-        self.register_outputs({"vnetId": vnet_id, "subnetIds": self.subnet_ids})
+    def _bastion(self) -> pulumi.Output[str]:
+        """Bastion (Standard, tunnelling on) in its subnet, and its public IP; returns its name."""
+        name, scope = self._name, self._args.scope
+        bastion_ip = self._public_ip(f"{name}-bastion-ip", zonal=False)
+        return network.BastionHost(
+            f"{name}-bastion",
+            bastion_host_name=f"{name}-bastion",
+            resource_group_name=scope.resource_group_name,
+            location=scope.location,
+            sku=network.SkuArgs(name=network.BastionHostSkuName.STANDARD),
+            enable_tunneling=True,
+            ip_configurations=[
+                network.BastionHostIPConfigurationArgs(
+                    name="bastion",
+                    subnet=network.SubResourceArgs(id=self.subnet_ids["bastion"]),
+                    public_ip_address=network.SubResourceArgs(id=bastion_ip.id),
+                )
+            ],
+            tags=scope.tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        ).name
 
-    def _public_ip(self, name: str, args: NetworkArgs, *, zonal: bool) -> network.PublicIPAddress:
+    def _public_ip(self, name: str, *, zonal: bool) -> network.PublicIPAddress:
         """A Standard static public address for a service endpoint (NAT egress, Bastion), never for a NIC."""
+        scope = self._args.scope
         return network.PublicIPAddress(
             name,
             public_ip_address_name=name,
-            resource_group_name=args.resource_group_name,
-            location=args.location,
+            resource_group_name=scope.resource_group_name,
+            location=scope.location,
             sku=network.PublicIPAddressSkuArgs(name=network.PublicIPAddressSkuName.STANDARD),
             public_ip_allocation_method=network.IPAllocationMethod.STATIC,
-            zones=[args.zone] if zonal and args.zone else None,
-            tags=args.tags,
+            zones=scope.zones if zonal else None,
+            tags=scope.tags,
             opts=pulumi.ResourceOptions(parent=self),
         )
 

@@ -34,6 +34,7 @@ from pulumi_command import local
 from gb300 import paths
 from gb300 import tags as gb300_tags
 from gb300.components.private_link import PrivateLinkArgs, endpoint_in_zone
+from gb300.components.scope import ClusterScope
 from gb300.components.storage import ip_rules, soft_deleting_blob_service, storage_account
 from gb300.facts import roles, storage_facts
 
@@ -84,26 +85,21 @@ def publish_command(stack: str, account_url: str, container: str, payloads: Sequ
 
 @dataclass(frozen=True)
 class NodePayloadArgs:
-    """Inputs of :class:`NodePayloads`."""
+    """Inputs of :class:`NodePayloads`: the scope (with its network: the nodes' endpoint goes in its endpoints subnet)
+    and what to publish."""
 
-    resource_group_name: pulumi.Input[str]
-    location: str
-    cluster_name: str
-    subscription_id: pulumi.Input[str]
+    scope: ClusterScope
     container: str
     payloads: Sequence[PayloadSpec]
     node_principal_id: pulumi.Input[str]
     deployer_principal_id: pulumi.Input[str]
     deployer_principal_type: str | None
     """``User`` or ``ServicePrincipal``: who runs ``pulumi up``; None grants the deployer nothing."""
-    vnet_id: pulumi.Input[str]
-    endpoints_subnet_id: pulumi.Input[str]
     blob_zone_id: pulumi.Input[str]
     """The VNet's ``privatelink.blob`` zone (the data account's component declares it)."""
     soft_delete_days: int
     """Blob and container soft delete (``gb300:storage.blob.softDeleteDays``): a deleted payload is recoverable."""
     upload_source_ranges: Sequence[str] = ()
-    tags: dict[str, str] = field(default_factory=dict)
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 
@@ -122,62 +118,15 @@ class NodePayloads(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NodePayloadArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gb300:compute:NodePayloads", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        account_name = pulumi.Output.from_input(args.subscription_id).apply(
-            lambda sub: payload_account_name(args.cluster_name, args.location, sub)
+        scope = args.scope
+        account_name = pulumi.Output.from_input(scope.subscription_id).apply(
+            lambda sub: payload_account_name(scope.cluster_name, scope.location, sub)
         )
-        account = storage_account(
-            f"{name}-account",
-            account_name=account_name,
-            resource_group_name=args.resource_group_name,
-            location=args.location,
-            purpose=gb300_tags.STORAGE_PURPOSE_NODE_PAYLOAD,
-            tags=args.tags,
-            public_network_access="Enabled",
-            network_rule_set=network_access(args.upload_source_ranges),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
-        )
-        service = soft_deleting_blob_service(
-            f"{name}-blob-service", account, args.resource_group_name, args.soft_delete_days, child
-        )
-        container = storage.BlobContainer(
-            f"{name}-container",
-            container_name=args.container,
-            account_name=account.name,
-            resource_group_name=args.resource_group_name,
-            public_access=storage.PublicAccess.NONE,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[service]),
-        )
-        endpoint_in_zone(
-            f"{name}-blob",
-            PrivateLinkArgs(
-                group="blob",
-                zone_name=storage_facts.private_link_zones()["blob"],
-                service_id=account.id,
-                resource_group_name=args.resource_group_name,
-                location=args.location,
-                vnet_id=args.vnet_id,
-                subnet_id=args.endpoints_subnet_id,
-                tags=args.tags,
-            ),
-            args.blob_zone_id,
-            parent=self,
-        )
+        container = self._account(name, args, account_name)
         self.reader = roles.assign(
             f"{name}-nodes", role=READER, scope=container.id, principal_id=args.node_principal_id, parent=self
         )
-        uploads_after: list[pulumi.Resource] = [container]
-        if args.deployer_principal_type is not None:
-            uploads_after.append(
-                roles.assign(
-                    f"{name}-deployer",
-                    role=WRITER,
-                    scope=container.id,
-                    principal_id=args.deployer_principal_id,
-                    parent=self,
-                    principal_type=args.deployer_principal_type,
-                )
-            )
+        uploads_after = self._deployer_access(name, args, container)
         # The name as computed, not the resource's output: known in a preview before the account exists, so the custom
         # data (and the size and reimage rules that read it) is known too. The upload waits for the account through
         # its dependencies.
@@ -192,3 +141,55 @@ class NodePayloads(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=uploads_after),
         )
         self.register_outputs({"url": self.url, "accountName": self.account_name})
+
+    def _account(self, name: str, args: NodePayloadArgs, account_name: pulumi.Output[str]) -> storage.BlobContainer:
+        """The payload account, its blob service, the nodes' private endpoint to it; returns the payload container."""
+        scope = args.scope
+        account = storage_account(
+            f"{name}-account",
+            account_name=account_name,
+            scope=scope,
+            purpose=gb300_tags.STORAGE_PURPOSE_NODE_PAYLOAD,
+            public_network_access="Enabled",
+            network_rule_set=network_access(args.upload_source_ranges),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+        )
+        service = soft_deleting_blob_service(
+            f"{name}-blob-service", account, scope, args.soft_delete_days, pulumi.ResourceOptions(parent=self)
+        )
+        container = storage.BlobContainer(
+            f"{name}-container",
+            container_name=args.container,
+            account_name=account.name,
+            resource_group_name=scope.resource_group_name,
+            public_access=storage.PublicAccess.NONE,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[service]),
+        )
+        endpoint_in_zone(
+            f"{name}-blob",
+            PrivateLinkArgs(
+                group="blob", zone_name=storage_facts.private_link_zones()["blob"], service_id=account.id, scope=scope
+            ),
+            args.blob_zone_id,
+            parent=self,
+        )
+        return container
+
+    def _deployer_access(
+        self, name: str, args: NodePayloadArgs, container: storage.BlobContainer
+    ) -> list[pulumi.Resource]:
+        """The deployer's write access to the container (unless ``deployer_principal_type`` is None); returns what
+        the upload waits for: the container and that access."""
+        uploads_after: list[pulumi.Resource] = [container]
+        if args.deployer_principal_type is not None:
+            uploads_after.append(
+                roles.assign(
+                    f"{name}-deployer",
+                    role=WRITER,
+                    scope=container.id,
+                    principal_id=args.deployer_principal_id,
+                    parent=self,
+                    principal_type=args.deployer_principal_type,
+                )
+            )
+        return uploads_after

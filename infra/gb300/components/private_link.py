@@ -17,22 +17,20 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_azure_native import network, privatedns
 
+from gb300.components.scope import ClusterScope
+
 
 @dataclass(frozen=True)
 class PrivateLinkArgs:
-    """Where the endpoint goes and what it serves; ``group`` is the service's sub-resource (vault, blob, dfs)."""
+    """What the endpoint serves; ``group`` is the service's sub-resource (vault, blob, dfs). The endpoint goes in
+    the scope's endpoints subnet, its zone is linked to the scope's VNet, and it joins the hub's zone of its group
+    when the scope names one (``gb300:network.privateDnsZones``): then no zone or VNet link is declared (the hub
+    links its zones to the VNet)."""
 
     group: str
     zone_name: str
     service_id: pulumi.Input[str]
-    resource_group_name: pulumi.Input[str]
-    location: str
-    vnet_id: pulumi.Input[str]
-    subnet_id: pulumi.Input[str]
-    tags: dict[str, str]
-    hub_zone_id: str | None = None
-    """The landing zone hub's zone of ``zone_name`` (``gb300:network.privateDnsZones``): the endpoint joins it, and
-    no zone or VNet link is declared (the hub links its zones to the VNet)."""
+    scope: ClusterScope
 
 
 @dataclass(frozen=True)
@@ -48,27 +46,29 @@ class PrivateLink:
 def private_endpoint(prefix: str, args: PrivateLinkArgs, *, parent: pulumi.Resource) -> PrivateLink:
     """Declare ``<prefix>-zone``, ``-link``, ``-pe`` and ``-dns`` under ``parent``; with a hub zone, only ``-pe`` and
     ``-dns``, in the hub's zone."""
-    if args.hub_zone_id is not None:
-        return endpoint_in_zone(prefix, args, args.hub_zone_id, parent=parent)
+    scope = args.scope
+    hub_zone_id = scope.hub_zone_ids.get(args.group)
+    if hub_zone_id is not None:
+        return endpoint_in_zone(prefix, args, hub_zone_id, parent=parent)
     child = pulumi.ResourceOptions(parent=parent)
     zone = privatedns.PrivateZone(
         f"{prefix}-zone",
         private_zone_name=args.zone_name,
-        resource_group_name=args.resource_group_name,
+        resource_group_name=scope.resource_group_name,
         location="global",
-        tags=args.tags,
+        tags=scope.tags,
         opts=child,
     )
     privatedns.VirtualNetworkLink(
         f"{prefix}-link",
         virtual_network_link_name=f"{prefix}-link",
         private_zone_name=zone.name,
-        resource_group_name=args.resource_group_name,
+        resource_group_name=scope.resource_group_name,
         location="global",
         registration_enabled=False,
         resolution_policy=privatedns.ResolutionPolicy.NX_DOMAIN_REDIRECT,
-        virtual_network=privatedns.SubResourceArgs(id=args.vnet_id),
-        tags=args.tags,
+        virtual_network=privatedns.SubResourceArgs(id=scope.vnet_id),
+        tags=scope.tags,
         opts=child,
     )
     return endpoint_in_zone(prefix, args, zone.id, parent=parent)
@@ -80,25 +80,26 @@ def endpoint_in_zone(
     """Declare ``<prefix>-pe`` and ``-dns`` under ``parent``, registering the endpoint in the existing zone
     ``zone_id`` (one ``privatelink.blob`` zone per VNet serves every account's blob endpoint)."""
     child = pulumi.ResourceOptions(parent=parent)
+    scope = args.scope
     endpoint = network.PrivateEndpoint(
         f"{prefix}-pe",
         private_endpoint_name=f"{prefix}-pe",
-        resource_group_name=args.resource_group_name,
-        location=args.location,
-        subnet=network.SubnetArgs(id=args.subnet_id),
+        resource_group_name=scope.resource_group_name,
+        location=scope.location,
+        subnet=network.SubnetArgs(id=scope.subnet_id("endpoints")),
         private_link_service_connections=[
             network.PrivateLinkServiceConnectionArgs(
                 name=prefix, private_link_service_id=args.service_id, group_ids=[args.group]
             )
         ],
-        tags=args.tags,
+        tags=scope.tags,
         opts=child,
     )
     zone_group = network.PrivateDnsZoneGroup(
         f"{prefix}-dns",
         private_dns_zone_group_name="default",
         private_endpoint_name=endpoint.name,
-        resource_group_name=args.resource_group_name,
+        resource_group_name=scope.resource_group_name,
         private_dns_zone_configs=[network.PrivateDnsZoneConfigArgs(name=args.group, private_dns_zone_id=zone_id)],
         opts=child,
     )

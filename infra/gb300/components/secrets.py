@@ -19,13 +19,14 @@ suffix, so its vault never collides with a soft-deleted one (docs/day2.md, teari
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_random as random
 from pulumi_azure_native import keyvault
 
 from gb300.components.private_link import PrivateLinkArgs, private_endpoint
+from gb300.components.scope import ClusterScope
 from gb300.config import resource_ids
 from gb300.facts import roles, storage_facts
 
@@ -36,19 +37,11 @@ MUNGE_KEY_BYTES = 1024  # munge's own `mungekey` default
 
 @dataclass(frozen=True)
 class ClusterSecretsArgs:
-    """Inputs of :class:`ClusterSecrets`."""
+    """Inputs of :class:`ClusterSecrets`: the scope (with its network: the vault's endpoint goes in the endpoints
+    subnet, and joins the hub's ``privatelink.vaultcore.azure.net`` zone when the scope names one) and who reads."""
 
-    cluster_name: str
-    resource_group_name: pulumi.Input[str]
-    location: str
-    tenant_id: pulumi.Input[str]
-    vnet_id: pulumi.Input[str]
-    endpoints_subnet_id: pulumi.Input[str]
+    scope: ClusterScope
     node_principal_id: pulumi.Input[str]
-    tags: dict[str, str] = field(default_factory=dict)
-    hub_zone_id: str | None = None
-    """The hub's ``privatelink.vaultcore.azure.net`` zone (``gb300:network.privateDnsZones.vault``); None: the
-    vault's own zone, linked to the VNet."""
 
 
 class ClusterSecrets(pulumi.ComponentResource):
@@ -63,55 +56,23 @@ class ClusterSecrets(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterSecretsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gb300:secrets:ClusterSecrets", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        suffix = random.RandomString(
-            f"{name}-kv-suffix", length=6, special=False, upper=False, numeric=True, opts=child
-        )
-        vault = keyvault.Vault(
-            f"{name}-kv",
-            vault_name=suffix.result.apply(lambda s: f"{args.cluster_name}-kv-{s}"),
-            resource_group_name=args.resource_group_name,
-            location=args.location,
-            properties=keyvault.VaultPropertiesArgs(
-                tenant_id=args.tenant_id,
-                sku=keyvault.SkuArgs(family=keyvault.SkuFamily.A, name=keyvault.SkuName.STANDARD),
-                enable_rbac_authorization=True,
-                enable_purge_protection=True,
-                enable_soft_delete=True,
-                soft_delete_retention_in_days=storage_facts.key_vault_soft_delete_days(),
-                public_network_access="Disabled",
-                network_acls=keyvault.NetworkRuleSetArgs(
-                    default_action=keyvault.NetworkRuleAction.DENY,
-                    bypass=keyvault.NetworkRuleBypassOptions.AZURE_SERVICES,
-                ),
-            ),
-            tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
-        )
+        scope = args.scope
+        vault = self._vault(name, scope)
         munge = random.RandomBytes(f"{name}-munge-key", length=MUNGE_KEY_BYTES, opts=child)
         secret = keyvault.Secret(
             f"{name}-munge-key",
             secret_name=MUNGE_SECRET_NAME,
             vault_name=vault.name,
-            resource_group_name=args.resource_group_name,
+            resource_group_name=scope.resource_group_name,
             properties=keyvault.SecretPropertiesArgs(
                 value=pulumi.Output.secret(munge.base64), content_type="application/base64"
             ),
-            tags=args.tags,
+            tags=scope.tags,
             opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),  # deleting it is a data-plane call
         )
         link = private_endpoint(
             f"{name}-vault",
-            PrivateLinkArgs(
-                group="vault",
-                zone_name=KEY_VAULT_ZONE,
-                service_id=vault.id,
-                resource_group_name=args.resource_group_name,
-                location=args.location,
-                vnet_id=args.vnet_id,
-                subnet_id=args.endpoints_subnet_id,
-                tags=args.tags,
-                hub_zone_id=args.hub_zone_id,
-            ),
+            PrivateLinkArgs(group="vault", zone_name=KEY_VAULT_ZONE, service_id=vault.id, scope=scope),
             parent=self,
         )
         read_access = roles.assign(
@@ -126,3 +87,31 @@ class ClusterSecrets(pulumi.ComponentResource):
         self.munge_secret_name = MUNGE_SECRET_NAME
         self.boot_dependencies = (secret, read_access, link.zone_group)
         self.register_outputs({"vaultName": vault.name, "vaultId": vault.id})
+
+    def _vault(self, name: str, scope: ClusterScope) -> keyvault.Vault:
+        """The vault, named ``<cluster>-kv-<6 random characters>``: RBAC, purge protection, no public access."""
+        child = pulumi.ResourceOptions(parent=self)
+        suffix = random.RandomString(
+            f"{name}-kv-suffix", length=6, special=False, upper=False, numeric=True, opts=child
+        )
+        return keyvault.Vault(
+            f"{name}-kv",
+            vault_name=suffix.result.apply(lambda s: f"{scope.cluster_name}-kv-{s}"),
+            resource_group_name=scope.resource_group_name,
+            location=scope.location,
+            properties=keyvault.VaultPropertiesArgs(
+                tenant_id=scope.tenant_id,
+                sku=keyvault.SkuArgs(family=keyvault.SkuFamily.A, name=keyvault.SkuName.STANDARD),
+                enable_rbac_authorization=True,
+                enable_purge_protection=True,
+                enable_soft_delete=True,
+                soft_delete_retention_in_days=storage_facts.key_vault_soft_delete_days(),
+                public_network_access="Disabled",
+                network_acls=keyvault.NetworkRuleSetArgs(
+                    default_action=keyvault.NetworkRuleAction.DENY,
+                    bypass=keyvault.NetworkRuleBypassOptions.AZURE_SERVICES,
+                ),
+            ),
+            tags=scope.tags,
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+        )
