@@ -138,7 +138,8 @@ def test_the_alert_watches_the_workspace_with_the_stacks_severity_and_action_gro
     assert "Error" in syslog["logLevels"]
     (condition,) = rule.inputs["criteria"]["allOf"]
     assert [d["name"] for d in condition["dimensions"]] == ["Computer", "Step"]
-    assert rule.inputs["evaluationFrequency"] == monitoring_facts.facts()["bootstrapAlert"]["evaluationFrequency"]["value"]
+    spec = monitoring_facts.facts()["bootstrapAlert"]
+    assert rule.inputs["evaluationFrequency"] == spec["evaluationFrequency"]["value"]
 
 
 def test_the_alert_rule_matches_azures_sdk_model(reference_plan: PlanResult) -> None:
