@@ -18,8 +18,8 @@ class NodeCommon:
     """Where a node lives (the cluster scope), who may log in, the identity it runs as and the tags it carries.
 
     The head node (:class:`~gb300.components.head.HeadNodeArgs`) and every GPU pool
-    (:class:`~gb300.components.gpu_pool.GpuPoolArgs`) take the same one; what differs by role (size,
-    image, subnet, custom data) stays on their own ``...Args``.
+    (:class:`~gb300.components.gpu_pool.GpuPoolArgs`) take the same one; each finds its role's subnet in the scope
+    (``head``, ``gpu``), and what else differs by role (size, image, custom data) stays on their own ``...Args``.
     """
 
     scope: ClusterScope
