@@ -405,7 +405,7 @@ def test_the_payload_code_imports_only_the_standard_library_and_the_pinned_packa
         "sys.meta_path.insert(0, Guard())\n"
         f"sys.path.insert(0, {str(head.root / 'opt/gb300/heal/python')!r})\n"
         "import gb300.heal.head, azure.identity, azure.mgmt.compute\n"
-        "from gb300.heal.loop import nccl_eval\n"
+        "from gb300.heal.nccl import nccl_eval\n"
         "print(gb300.heal.head.__file__, nccl_eval().__file__)\n"
     )
     done = subprocess.run([sys.executable, "-I", "-c", guard], capture_output=True, text=True, check=False)

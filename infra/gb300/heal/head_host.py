@@ -92,7 +92,7 @@ def compute_clients(arm: str) -> tuple[Callable[[str], Any], str, str]:
 
     def client_for(subscription: str) -> Any:
         if subscription not in clients:
-            # retry_total=0: the loop retries a refused call itself on a later tick (gb300.heal.loop.LATER), so a
+            # retry_total=0: the loop retries a refused call itself on a later tick (gb300.heal.case.LATER), so a
             # tick never sleeps out ARM's Retry-After while holding the lock.
             clients[subscription] = ComputeManagementClient(
                 credential, subscription, base_url=arm, credential_scopes=[f"{arm}/.default"], retry_total=0

@@ -35,7 +35,8 @@ from gb300.heal import fake_arm
 from gb300.heal import policy as heal_policy
 from gb300.heal import state as heal_state
 from gb300.heal.azure_calls import AzureRepairs, RackRef
-from gb300.heal.loop import Remediator, nccl_eval
+from gb300.heal.loop import Remediator
+from gb300.heal.nccl import nccl_eval
 from gb300.heal.ports import HealSlurm, decision_record
 from gb300.heal.scenario import RACK_SIZE, Scenario, match
 from gb300.heal.world import World

@@ -19,8 +19,9 @@ from typing import Any, Protocol
 
 from gb300.errors import DataError
 from gb300.heal.azure_calls import Instance, RackRef
+from gb300.heal.case import Case
 from gb300.heal.evidence import Event, Judge, Pending
-from gb300.heal.loop import Case, Remediator
+from gb300.heal.loop import Remediator
 
 VERSION = 1
 KEEP_CLOSED = 200
@@ -113,7 +114,7 @@ def _judge_doc(judge: Judge, horizon: float) -> dict[str, Any]:
 def dump(loop: Remediator, *, listed_at: float, extra: Mapping[str, Any]) -> dict[str, Any]:
     """Everything :func:`restore` needs, as JSON; ``extra`` holds the service's own fields (halt record...)."""
     horizon = max([r.window_s for r in loop.policy.corroborate.values()] + [loop.policy.halt_window_s])
-    faults = loop._faults
+    seen = loop._faults
     instances = [
         {"host": i.host, "rack": i.rack.name, "instanceId": i.instance_id, "resourceId": i.resource_id, "vmId": i.vm_id}
         for i in loop.instances.values()
@@ -127,7 +128,7 @@ def dump(loop: Remediator, *, listed_at: float, extra: Mapping[str, Any]) -> dic
         "instances": instances,
         "cases": [_saved_case(c) for c in loop.cases.values()],
         "closed": [_saved_case(c) for c in _kept_closed(loop)],
-        "faults": [[t, n] for t, n in faults if faults and faults[-1][0] - t <= horizon],
+        "faults": [[t, n] for t, n in seen if seen and seen[-1][0] - t <= horizon],
         "judge": _judge_doc(loop.judge, horizon),
         **extra,
     }

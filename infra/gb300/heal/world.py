@@ -22,7 +22,7 @@ from gb300 import paths
 from gb300.facts.loader import data
 from gb300.heal import fake_arm, gate_checks
 from gb300.heal.evidence import Event
-from gb300.heal.loop import nccl_eval
+from gb300.heal.nccl import nccl_eval
 from gb300.heal.scenario import CURE_LEVEL, RACK_SIZE, Scenario, match
 from gb300.slurm.hostlist import expand
 
