@@ -44,7 +44,8 @@ CHECKS: tuple[GateCheck, ...] = (
     GateCheck("nvlink-ber", "nvlink-down"),
     GateCheck("clock-events", "thermal-throttle", sample="DCGM_FI_DEV_CLOCKS_EVENT_REASONS=0x8 on GPU 1"),
     GateCheck("gpu-temperature", "thermal-throttle"),
-    GateCheck("xid", "xid", sample="XID {code} in the kernel log"),
+    # What the gate's xid check writes (cloud-init/slurm/gb300-health-check, check_xid: ``<code>@<PCI address>``).
+    GateCheck("xid", "xid", sample="XID in kernel log: {code}@0000:01:00.0 (reboot or report the node)"),
     # Hard and soft checks the loop judges by name; the simulator shows these faults' gate failures with them.
     GateCheck("ib-link-downed", CHECK_FAILED, sample="mlx5_ib2 link_downed +3 in 10800s", fault="ib-flap"),
     GateCheck("services", CHECK_FAILED, sample="nvidia-imex-ctl -q: not READY", fault="imex-unhealthy"),

@@ -24,7 +24,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,8 @@ def nccl_env() -> dict[str, str]:
 
 @dataclass
 class Result:
-    """A finished simulation: the report (:meth:`report`), the loop and the world."""
+    """A finished simulation: the report (:meth:`report`), the loop, the world, and the state the head saved last
+    (what ``gb300-heal status`` would read)."""
 
     scenario: Scenario
     loop: Remediator
@@ -93,6 +94,7 @@ class Result:
     records: list[Mapping[str, Any]]
     wall_s: float
     crashes: int = 0
+    saved: dict[str, Any] = field(default_factory=dict)
 
     def report(self) -> dict[str, Any]:
         every: dict[str, list[Any]] = {}
@@ -253,7 +255,8 @@ def run(
         if not upcoming:
             break
         now = min(upcoming)
-    return Result(scenario, loop, world, head.records, time.perf_counter() - started, head.crashes)
+    wall_s = time.perf_counter() - started
+    return Result(scenario, loop, world, head.records, wall_s, head.crashes, head.store.load())
 
 
 def _operate(world: World, store: heal_state.MemoryStore, action: Any, now: float) -> None:
