@@ -80,7 +80,7 @@ def main() -> int:  # noqa: PLR0912 - one branch per command line the loop sends
         state.setdefault("reservations", {})[opts["reservationname"]] = opts
     elif cmd == "scontrol" and args[0] == "delete":
         state.setdefault("reservations", {}).pop(args[1].split("=", 1)[1], None)
-    elif cmd == "scontrol" and args[0] in ("requeue", "reconfigure"):
+    elif cmd == "scontrol" and args[0] == "requeue":
         pass
     elif cmd == "squeue":
         hosts = hostlist(next(a for a in args if a.startswith("--nodelist=")).split("=", 1)[1])

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gb300.heal.head import JobContext, SlurmFeed, SlurmJobs, SlurmView, SrunNccl, gate_events
+from gb300.heal.head_slurm import JobContext, SlurmFeed, SlurmJobs, SlurmView, SrunNccl, gate_events
 from gb300.heal.loop import PREFIX
 from gb300.heal.ports import HealSlurm
 from gb300.slurm.client import SlurmError, run_local

@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from gb300 import config, paths
-from gb300.heal import deploy, fake_arm
+from gb300.heal import deploy, fake_arm, head_slurm
 from gb300.heal import head as heal_head
 from gb300.heal import policy as heal_policy
 from gb300.heal.ports import HealSlurm, decision_record
@@ -405,7 +405,7 @@ def test_the_payload_code_imports_only_the_standard_library_and_the_pinned_packa
         "sys.meta_path.insert(0, Guard())\n"
         f"sys.path.insert(0, {str(head.root / 'opt/gb300/heal/python')!r})\n"
         "import gb300.heal.head, azure.identity, azure.mgmt.compute\n"
-        "from gb300.heal.loop import nccl_eval\n"
+        "from gb300.heal.nccl import nccl_eval\n"
         "print(gb300.heal.head.__file__, nccl_eval().__file__)\n"
     )
     done = subprocess.run([sys.executable, "-I", "-c", guard], capture_output=True, text=True, check=False)
@@ -495,8 +495,8 @@ def test_a_node_whose_gate_still_fails_after_the_reboot_climbs_to_reimage(
     )
     for key, value in head.env.items():
         monkeypatch.setenv(key, value)
-    view = heal_head.SlurmView(HealSlurm(run=run_local), run_local)
-    assert heal_head.SlurmProbe(view).physical_host(sick) == "GBHOST-0042"
+    view = head_slurm.SlurmView(HealSlurm(run=run_local), run_local)
+    assert head_slurm.SlurmProbe(view).physical_host(sick) == "GBHOST-0042"
 
     assert head.run("tick").returncode == 0, head.run("status").stdout
     mine = [d for d in head.decisions() if d["Node"] == sick]
@@ -625,10 +625,10 @@ def test_a_hostile_host_name_never_reaches_azure_or_the_log(head: Head, monkeypa
     head.set_node(sick, comment=f"gb300-gate: fail: gpus: 3 GPUs | gb300-host: {hostile}")
     for key, value in head.env.items():
         monkeypatch.setenv(key, value)
-    view = heal_head.SlurmView(HealSlurm(run=run_local), run_local)
-    assert heal_head.SlurmProbe(view).physical_host(sick) is None
+    view = head_slurm.SlurmView(HealSlurm(run=run_local), run_local)
+    assert head_slurm.SlurmProbe(view).physical_host(sick) is None
     head.set_node(sick, comment="gb300-gate: fail: gpus: 3 GPUs | gb300-host: GBHOST-0007")
-    assert heal_head.SlurmProbe(heal_head.SlurmView(HealSlurm(run=run_local), run_local)).physical_host(sick) == (
+    assert head_slurm.SlurmProbe(head_slurm.SlurmView(HealSlurm(run=run_local), run_local)).physical_host(sick) == (
         "GBHOST-0007"
     )
     record = decision_record(now=0, cluster="c", decision="recheck", reason=f"fail: gpus: {hostile}")

@@ -9,7 +9,10 @@ import pytest
 
 import gb300.heal
 
-LOOP_MODULES = ("loop", "evidence", "policy", "ports", "azure_calls")
+LOOP_MODULES = (
+    "loop", "case", "evidence", "gate_checks", "nccl", "policy", "ports", "azure_calls", "state", "head", "head_slurm",
+    "head_host",
+)  # fmt: skip
 HEAL = Path(gb300.heal.__file__).parent
 
 

@@ -10,20 +10,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
-import requests
 
 from gb300 import cli
 from gb300.commands import rollout as rollout_cmd
+from gb300.heal import fake_arm
+from gb300.heal.fake_arm import StaticCredential
 from gb300.ops import rollout
 from gb300.plan import PlanResult
 from gb300.resources import ResourceRecord
 from gb300.rules import reimage
 from gb300.slurm.hostlist import expand
-from tests.support import fake_arm
-from tests.support.fake_arm import SUBSCRIPTION, TOKEN, FakeHttp, StaticCredential, json_response
+from tests.support.fake_arm import SUBSCRIPTION
 from tests.support.state import stack_export
 
 RG = "ref-rg"
@@ -302,14 +301,15 @@ def _hosts(rack: str) -> list[str]:
     return [f"{rack}-{i:06d}" for i in range(VMS)]
 
 
-class FakeArm(FakeHttp):
-    """ARM for rack scale sets, keeping what Azure keeps: each VM's own model (``latestModelApplied``) and the model
-    its OS disk was last built from. It lists a rack's VMs, takes ``POST manualupgrade`` (the VMs' models become the
-    scale set's) and ``POST reimage`` (each OS disk rebuilt from its VM's own model), both as 202 +
-    Azure-AsyncOperation, and answers the operation status."""
+class FakeArm(fake_arm.FakeArm):
+    """ARM for rack scale sets on the one fake ARM (:class:`gb300.heal.fake_arm.FakeArm`, which checks the bearer
+    token), keeping what Azure keeps: each VM's own model (``latestModelApplied``) and the model its OS disk was last
+    built from. It lists a rack's VMs, takes ``POST manualupgrade`` (the VMs' models become the scale set's) and
+    ``POST reimage`` (each OS disk rebuilt from its VM's own model), both as 202 + Azure-AsyncOperation, and answers
+    the operation status."""
 
     def __init__(self, slurm: SlurmStandIn, behaviour: dict[str, str], old: set[str]) -> None:
-        super().__init__()
+        super().__init__(self._answer)
         self.slurm = slurm
         self.behaviour = behaviour  # rack -> "ok" | "azure-fails" | "health-fails" | "never-back"
         self.model: dict[str, list[bool]] = {}  # rack -> per VM: its model is the scale set's latest
@@ -321,22 +321,20 @@ class FakeArm(FakeHttp):
         self.seen: list[str] = []
         self.pending: dict[str, tuple[str, str, list[int]]] = {}  # operation -> (kind, rack, instance ids)
 
-    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
-        url = urlparse(request.url or "")
-        assert request.headers.get("Authorization") == f"Bearer {TOKEN}"
-        self.seen.append(f"{request.method} {url.path}")
+    def _answer(self, method: str, path: str, body: Any) -> fake_arm.Answer:
+        self.seen.append(f"{method} {path}")
         m = re.fullmatch(
             rf"/subscriptions/{SUBSCRIPTION}/resourceGroups/{RG}/providers/Microsoft\.Compute/"
             r"virtualMachineScaleSets/([^/]+)/(virtualMachines|reimage|manualupgrade)",
-            url.path,
+            path,
         )
-        if m and m.group(2) == "virtualMachines" and request.method == "GET":
+        if m and m.group(2) == "virtualMachines" and method == "GET":
             rack = m.group(1)
             value = [
                 {
                     "name": f"{rack}_{i}",
                     "instanceId": str(i),
-                    "id": f"{url.path}/{i}",
+                    "id": f"{path}/{i}",
                     "properties": {
                         "osProfile": {"computerName": host},
                         "provisioningState": "Succeeded",
@@ -345,28 +343,27 @@ class FakeArm(FakeHttp):
                 }
                 for i, host in enumerate(_hosts(rack))
             ]
-            return json_response(request, 200, {"value": value})
-        if m and request.method == "POST":
+            return 200, {"value": value}, {}
+        if m and method == "POST":
             rack, kind = m.group(1), m.group(2)
-            body = json.loads(request.body or b"{}")
             ids = [int(x) for x in body.get("instanceIds", [])] if body else list(range(VMS))
             if kind == "manualupgrade":
                 assert ids, "manualupgrade needs instanceIds"
             operation = f"{kind}-{rack}-{len(self.pending)}"
             self.pending[operation] = (kind, rack, ids)
             op = f"https://management.azure.com/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Compute/locations/eastus2/operations/{operation}"
-            return json_response(request, 202, None, {"Azure-AsyncOperation": op, "Retry-After": "0"})
-        op = re.fullmatch(r".*/operations/([^/]+)", url.path)
-        if op and request.method == "GET":
+            return 202, None, {"Azure-AsyncOperation": op, "Retry-After": "0"}
+        op = re.fullmatch(r".*/operations/([^/]+)", path)
+        if op and method == "GET":
             kind, rack, ids = self.pending[op.group(1)]
             if kind == "manualupgrade":
                 for i in ids:
                     self.model[rack][i] = True
-                return json_response(request, 200, {"status": "Succeeded"})
+                return 200, {"status": "Succeeded"}, {}
             how = self.behaviour.get(rack, "ok")
             if how == "azure-fails":
                 failed = {"code": "OSProvisioningTimedOut", "message": "OS provisioning did not finish in time."}
-                return json_response(request, 200, {"status": "Failed", "error": failed})
+                return 200, {"status": "Failed", "error": failed}, {}
             for i in ids:
                 self.runs[rack][i] = self.model[rack][i]  # the OS disk is rebuilt from the VM's own model
             self.slurm.clock.sleep(600)  # a reimage takes minutes
@@ -375,8 +372,8 @@ class FakeArm(FakeHttp):
                 health_failure="gb300: fabric: CliqueId 0 on GPU 2" if how == "health-fails" else None,
                 never=how == "never-back",
             )
-            return json_response(request, 200, {"status": "Succeeded"})
-        return json_response(request, 404, {"error": {"code": "NotFound", "message": url.path}})
+            return 200, {"status": "Succeeded"}, {}
+        return 404, fake_arm.error(404, path), {}
 
 
 OLD = {f"ref-train-r{i:04d}" for i in range(1, 7)}  # racks 1 to 6 run an old model after `pulumi up`

@@ -14,6 +14,8 @@ import yaml
 
 from gb300 import cli, paths
 from gb300.commands import rollout as rollout_cmd
+from gb300.heal import fake_arm
+from gb300.heal.fake_arm import StaticCredential
 from gb300.ops import rollout
 from gb300.plan import PlanResult
 from gb300.slurm import client as slurm_client
@@ -25,9 +27,8 @@ from tests.ops.test_rollout import (
     SlurmStandIn,
     _hosts,
 )
-from tests.support import fake_arm
 from tests.support.ci_files import PULUMI_CLI, parse_pulumi
-from tests.support.fake_arm import SUBSCRIPTION, StaticCredential
+from tests.support.fake_arm import SUBSCRIPTION
 from tests.support.state import write_stack_export
 
 PAGES = ["rollout.md", "day2.md"]

@@ -1,8 +1,9 @@
 """What a head with ``gb300:remediation.enabled`` carries in its node payload (docs/self-healing.md#on-the-head).
 
-* The loop's code: the modules of :data:`MODULES` under ``/opt/gb300/heal/python/gb300/`` and
-  ``examples/nccl-eval.py`` under ``/opt/gb300/heal/examples/`` (the loop judges rack runs with it), so
-  ``gb300.paths.REPO_ROOT`` is ``/opt/gb300/heal`` there. The payload is signed, so this code is the cluster's.
+* The loop's code: :data:`HEAD_MODULE` and the gb300 modules it imports (:func:`head_modules`, read from the
+  source) under ``/opt/gb300/heal/python/gb300/``, and ``examples/nccl-eval.py`` under
+  ``/opt/gb300/heal/examples/`` (the loop judges rack runs with it), so ``gb300.paths.REPO_ROOT`` is
+  ``/opt/gb300/heal`` there. The payload is signed, so this code is the cluster's.
 * ``/opt/gb300/heal/requirements.txt``: the Azure SDK's closure from ``data/heal-python.yaml``, every file hashed;
   ``gb300-heal-setup`` installs it into a venv with ``--require-hashes``.
 * ``/etc/gb300/heal.json`` (:func:`config_json`): the cluster, its racks' scale set names, the rendered policy
@@ -16,9 +17,12 @@ A GPU node carries ``gb300-heal-publish`` and its units (:func:`gpu_files`): the
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shlex
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from gb300.config import StackConfig
@@ -34,29 +38,71 @@ from gb300.slurm.health import health_env_for
 HOME = node_paths.HEAL_HOME
 UNIT_DIR = node_paths.UNIT_STAGING
 SBIN = node_paths.SBIN
-MODULES: tuple[str, ...] = (
-    "__init__.py",
-    "errors.py",
-    "paths.py",
-    "heal/__init__.py",
-    "heal/azure_calls.py",
-    "heal/evidence.py",
-    "heal/head.py",
-    "heal/loop.py",
-    "heal/policy.py",
-    "heal/ports.py",
-    "heal/state.py",
-    "node/__init__.py",
-    "node/paths.py",
-    "slurm/__init__.py",
-    "slurm/client.py",
-    "slurm/hostlist.py",
-    "slurm/topology.py",
-    "tags.py",
-)
-"""The gb300 modules the head's service imports (a test runs it with these alone on its path)."""
+HEAD_MODULE = "gb300.heal.head"
+"""The head service's entry point (``/usr/local/sbin/gb300-heal`` runs it); what it imports is shipped with it."""
 UNITS = ("gb300-heal.service", "gb300-heal.timer")
 GPU_UNITS = ("gb300-heal-publish.service", "gb300-heal-publish.timer")
+
+
+def _module_file(name: str) -> str:
+    """The file of module ``gb300[.x.y]``, relative to the package directory."""
+    parts = name.split(".")[1:]
+    package = Path(*parts, "__init__.py")
+    return package.as_posix() if (PACKAGE_DIR / package).is_file() else Path(*parts).as_posix() + ".py"
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_statements(body: Sequence[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The imports a module runs when it is imported: its top level, classes, ``if`` and ``try`` blocks included;
+    function bodies (lazy imports, run only when called) and ``if TYPE_CHECKING:`` blocks left out."""
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        elif isinstance(node, ast.If) and _type_checking(node.test):
+            yield from _import_statements(node.orelse)
+        else:
+            for field in ("body", "orelse", "finalbody"):
+                yield from _import_statements([n for n in getattr(node, field, []) if isinstance(n, ast.stmt)])
+            for handler in getattr(node, "handlers", []):
+                yield from _import_statements(handler.body)
+
+
+def _imported(name: str) -> set[str]:
+    """The gb300 modules importing ``name`` imports: each enclosing package, and each module its imports name (read
+    with :mod:`ast` from the package source, as tests/test_layering.py reads imports)."""
+    parts = name.split(".")
+    found = {".".join(parts[:i]) for i in range(1, len(parts))}
+    tree = ast.parse((PACKAGE_DIR / _module_file(name)).read_text(encoding="utf-8"))
+    for node in _import_statements(tree.body):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+            continue
+        source = node.module or ""
+        for alias in node.names:
+            whole = f"{source}.{alias.name}"
+            is_module = (PACKAGE_DIR / _module_file(whole)).is_file() if whole.startswith("gb300.") else False
+            found.add(whole if is_module else source)
+    return {m for m in found if m == "gb300" or m.startswith("gb300.")}
+
+
+def head_modules(entry: str = HEAD_MODULE) -> tuple[str, ...]:
+    """Files (relative to the package directory) of every gb300 module ``entry`` imports, directly or not: what the
+    head carries under ``/opt/gb300/heal/python/gb300/`` (a test runs the head with these alone on its path)."""
+    seen: set[str] = set()
+    todo = [entry]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(_imported(name) - seen)
+    return tuple(sorted(_module_file(m) for m in seen))
 
 
 def enabled(cfg: StackConfig) -> bool:
@@ -140,7 +186,8 @@ def timer_text() -> str:
 def head_files(cfg: StackConfig) -> list[ExtraFile]:
     """Every file the head carries for the loop (only with ``gb300:remediation.enabled``)."""
     code = [
-        ExtraFile(f"{HOME}/python/gb300/{name}", (PACKAGE_DIR / name).read_text(encoding="utf-8")) for name in MODULES
+        ExtraFile(f"{HOME}/python/gb300/{name}", (PACKAGE_DIR / name).read_text(encoding="utf-8"))
+        for name in head_modules()
     ]
     code.append(
         ExtraFile(f"{HOME}/examples/nccl-eval.py", (REPO_ROOT / "examples" / "nccl-eval.py").read_text("utf-8"))

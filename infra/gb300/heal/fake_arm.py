@@ -1,15 +1,23 @@
-"""The one fake Azure Resource Manager of the remediation loop: how ARM's answers to the loop's calls look.
+"""The one fake Azure Resource Manager: the real Azure SDK (azure-mgmt clients, azure-core's pipeline and
+``RequestsTransport``) with the network replaced by a ``requests`` adapter that answers as ARM does.
 
-Used by ``gb300 heal simulate`` (:class:`FakeArm`, a requests adapter under azure-core's ``RequestsTransport``, so
-azure-mgmt-compute's own client, serializers and error handling run) and by the head's service test, whose
-HTTPS stand-in answers the head's real process with the same shapes (:func:`route`, :func:`vm_list`,
-:func:`instance_view`, :func:`error`, :func:`insights`). What it cannot show: ARM's real throttling and
-long-running operation records (the loop starts operations with ``polling=False`` and never reads them), and
-which errors ARM really sends for a given state beyond those the scenario names.
+The pieces: :class:`FakeHttp` (the adapter base), :func:`response` and :func:`json_response` (answers with ARM's
+headers), :func:`transport` (azure-core's ``RequestsTransport`` over an adapter) and :class:`StaticCredential` (a
+fixed bearer token, :data:`TOKEN`: Entra ID is never called, the adapter can check the token reached it). Used by
+``gb300 heal simulate`` (:class:`FakeArm`: ARM's answers to the loop's calls come from the simulated world), by the
+head's service test, whose HTTPS stand-in answers the head's real process with the same shapes (:func:`route`,
+:func:`vm_list`, :func:`instance_view`, :func:`error`, :func:`insights`), and by the tests of ``gb300 rollout``,
+fleet status and the live Azure reads (tests/support/fake_arm.py adds their routing).
+
+What it cannot show: ARM's real throttling and long-running operation records (the loop starts operations with
+``polling=False`` and never reads them; the rollout tests answer ``Azure-AsyncOperation`` themselves), which errors
+ARM really sends for a given state beyond those a scenario or test names, Entra ID sign-in and token refresh, and
+the network itself (TLS, proxies, timeouts other than those a test raises).
 """
 
 from __future__ import annotations
 
+import http
 import io
 import json
 import re
@@ -26,7 +34,7 @@ from azure.core.credentials import AccessToken, AccessTokenInfo
 from azure.core.pipeline.transport import RequestsTransport
 from azure.mgmt.compute import ComputeManagementClient
 
-TOKEN = "simulated-token"  # noqa: S105 - a stand-in bearer token the adapter checks is sent
+TOKEN = "fake-token"  # noqa: S105 - the fixed bearer token StaticCredential hands out
 Answer = tuple[int, Any, dict[str, str]]
 """Status, JSON body (None: no body) and extra headers (``Retry-After``)."""
 _VMS = re.compile(
@@ -108,44 +116,8 @@ def insights(title: str) -> dict[str, Any]:
     return {"value": [{"name": "i1", "properties": {"content": {"title": title}}}]}
 
 
-class FakeArm(requests.adapters.BaseAdapter):
-    """A requests adapter that hands ARM requests to ``answer(method, path, body)`` (azure-core's RequestsTransport
-    sits above it, so the SDK's client runs unmodified); a request without the bearer token is refused (401)."""
-
-    def __init__(self, answer: Callable[[str, str, Any], Answer]) -> None:
-        super().__init__()
-        self.answer = answer
-
-    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
-        url = urlparse(request.url or "")
-        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
-            return _response(request, 401, {"error": {"code": "AuthenticationFailed", "message": "no token"}})
-        raw = request.body
-        body = json.loads(raw) if isinstance(raw, (str, bytes)) and raw else None
-        status, answer, headers = self.answer(request.method or "GET", url.path, body)
-        response = _response(request, status, answer)
-        response.headers.update(headers)
-        return response
-
-    def close(self) -> None:
-        pass
-
-
-def _response(request: requests.PreparedRequest, status: int, body: Any) -> requests.Response:
-    response = requests.Response()
-    response.status_code = status
-    content = b"" if body is None else json.dumps(body).encode()
-    response._content = content
-    response.raw = urllib3.HTTPResponse(body=io.BytesIO(content), status=status, preload_content=False)
-    response.headers["Content-Type"] = "application/json; charset=utf-8"
-    response.headers["x-ms-request-id"] = "00000000-0000-0000-0000-000000000001"
-    response.url = request.url or ""
-    response.request = request
-    return response
-
-
-class SimulatedCredential:
-    """A fixed bearer token: the fake transport checks it is sent, Entra ID is never called."""
+class StaticCredential:
+    """A token credential that hands out a fixed bearer token (:data:`TOKEN`; no Entra ID call)."""
 
     def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
         return AccessToken(TOKEN, int(time.time()) + 3600)
@@ -154,19 +126,93 @@ class SimulatedCredential:
         return AccessTokenInfo(TOKEN, int(time.time()) + 3600)
 
 
+class FakeHttp(requests.adapters.BaseAdapter):
+    """A ``requests`` adapter answered in-process; subclasses implement ``send`` (with :func:`json_response`)."""
+
+    def close(self) -> None:
+        pass
+
+
+def response(
+    request: requests.PreparedRequest, status: int, body: bytes = b"", headers: Mapping[str, str] | None = None
+) -> requests.Response:
+    """An answer to ``request`` as Azure sends it: ``body`` as given, with a request id and ``headers``."""
+    answer = requests.Response()
+    answer.status_code = status
+    answer.reason = http.HTTPStatus(status).phrase
+    answer._content = body
+    answer.raw = urllib3.HTTPResponse(body=io.BytesIO(body), status=status, preload_content=False)
+    answer.headers["x-ms-request-id"] = "00000000-0000-0000-0000-000000000001"
+    for key, value in (headers or {}).items():
+        answer.headers[key] = value
+    answer.url = request.url or ""
+    answer.request = request
+    return answer
+
+
+def json_response(
+    request: requests.PreparedRequest, status: int, body: Any, headers: Mapping[str, str] | None = None
+) -> requests.Response:
+    """An answer to ``request`` as Azure sends it: ``body`` as JSON (none for None), with a request id."""
+    content = b"" if body is None else json.dumps(body).encode()
+    return response(request, status, content, {"Content-Type": "application/json; charset=utf-8", **(headers or {})})
+
+
+def transport(adapter: requests.adapters.BaseAdapter) -> RequestsTransport:
+    """azure-core's RequestsTransport whose every https request goes to ``adapter``."""
+    session = requests.Session()
+    session.mount("https://", adapter)
+    return RequestsTransport(session=session, session_owner=False)
+
+
+class FakeArm(FakeHttp):
+    """Hands ARM requests to ``answer(method, path, body)`` (azure-core's RequestsTransport sits above it, so the
+    SDK's client runs unmodified); a request without the bearer token is refused (401)."""
+
+    def __init__(self, answer: Callable[[str, str, Any], Answer]) -> None:
+        super().__init__()
+        self.answer = answer
+
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+        url = urlparse(request.url or "")
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return json_response(request, 401, {"error": {"code": "AuthenticationFailed", "message": "no token"}})
+        raw = request.body
+        body = json.loads(raw) if isinstance(raw, (str, bytes)) and raw else None
+        status, answer, headers = self.answer(request.method or "GET", url.path, body)
+        return json_response(request, status, answer, headers)
+
+
 def compute_client_for(answer: Callable[[str, str, Any], Answer]) -> Callable[[str], Any]:
     """``subscription -> ComputeManagementClient`` whose HTTP goes to ``answer``; ``retry_total=0`` as on the head
     (the loop owns the retry of a refused call)."""
-    session = requests.Session()
-    session.mount("https://", FakeArm(answer))
-    transport = RequestsTransport(session=session, session_owner=False)
+    through = transport(FakeArm(answer))
     clients: dict[str, Any] = {}
 
     def client_for(subscription: str) -> Any:
         if subscription not in clients:
             clients[subscription] = ComputeManagementClient(
-                SimulatedCredential(), subscription, transport=transport, retry_total=0
+                StaticCredential(), subscription, transport=through, retry_total=0
             )
         return clients[subscription]
 
     return client_for
+
+
+__all__ = [
+    "TOKEN",
+    "Answer",
+    "Call",
+    "FakeArm",
+    "FakeHttp",
+    "StaticCredential",
+    "compute_client_for",
+    "error",
+    "insights",
+    "instance_view",
+    "json_response",
+    "response",
+    "route",
+    "transport",
+    "vm_list",
+]

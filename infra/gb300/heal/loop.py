@@ -11,107 +11,24 @@ left alone. The topology is rebuilt from the nodes' fabric identities after ever
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from types import ModuleType
-from typing import Any, Literal
+from typing import Any
 
-from gb300 import paths
-from gb300.errors import DataError
 from gb300.heal.azure_calls import AzureRepairs, Instance, RackRef
+from gb300.heal.case import Case, State, backoff_s, file_report, is_later, recurrence, refusal, requested_action
 from gb300.heal.evidence import Event, Judge, Verdict, checked_host, parse_gate_result, xid_code
+from gb300.heal.nccl import rack_verdict
 from gb300.heal.policy import RUNGS, Policy
 from gb300.heal.ports import EventFeed, HealSlurm, NcclRunner, NodeProbe, Sink, TopologyPort, decision_record
 from gb300.slurm import topology
-from gb300.slurm.client import HEALTH_PREFIX
+from gb300.slurm.client import DOWN_STATES, HEALTH_PREFIX
 
 PREFIX = "gb300-heal:"
 """Reason prefix of the loop's drains (the gate resumes only ``gb300:``, the rollout only its own)."""
-_DOWN = {"DOWN", "NOT_RESPONDING", "NO_RESPOND", "POWERED_DOWN", "FAIL", "UNKNOWN"}
-
-State = Literal["queued", "draining", "acting", "revalidating", "returned", "escalated", "held", "dismissed"]
-LATER = frozenset({408, 409, 429})
-"""ARM answers that mean "not now" (throttled, another operation holds the VM) as 5xx do: the same call again later.
-ARM documents 429 with ``Retry-After`` and 409 for a resource busy with another operation; azure-core's
-RetryPolicy (azure/core/pipeline/policies/_retry.py ``is_retry``) never retries a 409 and, for a POST, a 429
-only with ``Retry-After``, so the loop owns the retry: its clients run with ``retry_total=0``."""
-BACKOFF_MAX_S = 3600.0
-
-
-REQUESTS: Mapping[str, str] = {"Action:Reboot": "reboot", "Action:Replace": "replace"}
-"""A person's request in a node's Slurm reason, as SageMaker HyperPod reads it (``scontrol update
-nodename=<node> state=drain reason="Action:Replace"``): the loop repairs the node from that rung."""
-
-
-def requested_action(reason: str) -> str | None:
-    """The rung a person asked for in a Slurm reason (``Action:Reboot`` or ``Action:Replace``), if any."""
-    for word in reason.split():
-        if word in REQUESTS:
-            return REQUESTS[word]
-    return None
-
-
-def refusal(exc: BaseException) -> tuple[int | None, float | None]:
-    """The HTTP status of an Azure SDK error (None: no answer, a connection error) and its ``Retry-After`` seconds."""
-    response = getattr(exc, "response", None)
-    status = getattr(exc, "status_code", None) or getattr(response, "status_code", None)
-    headers = getattr(response, "headers", None) or {}
-    raw = headers.get("Retry-After") if hasattr(headers, "get") else None
-    try:
-        after = float(raw) if raw is not None else None
-    except ValueError:
-        after = None  # an HTTP date: the backoff decides
-    return (int(status) if status else None), after
-
-
-def is_later(status: int | None) -> bool:
-    """Whether an Azure refusal will change by itself (retry the same call), or fails the rung (403, 404, 400)."""
-    return status is None or status in LATER or status >= 500
-
-
-def nccl_eval() -> ModuleType:
-    """The rack evaluator shipped in examples/nccl-eval.py (its parser and thresholds judge revalidation)."""
-    name = "gb300_nccl_eval"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, paths.REPO_ROOT / "examples" / "nccl-eval.py")
-        if spec is None or spec.loader is None:
-            raise DataError(f"{paths.REPO_ROOT / 'examples' / 'nccl-eval.py'}: cannot be loaded")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-@dataclass
-class Case:
-    """One node's way up the ladder."""
-
-    node: str
-    instance: Instance
-    state: State
-    first_evidence: float
-    reason: str
-    evidence: list[Event]
-    actions: list[str] = field(default_factory=list)
-    since: float = 0.0
-    rung: int = -1
-    attempts: int = 0
-    nccl: str | None = None
-    physical_host: str | None = None
-    ended: float | None = None
-    overdue: bool = False
-    nccl_hosts: list[str] = field(default_factory=list)
-    reruns: int = 0
-    intent: dict[str, Any] | None = None  # the Azure call about to be made (saved before it is made)
-    retry_at: float | None = None  # Azure said "not now": the same call again at this time
-    refusals: int = 0  # "not now" answers for the current call (the backoff's exponent)
-    failed_rechecks: int = 0  # rechecks the node failed after an action (evidence that it, not Azure, is bad)
-    escalate: str | None = None  # why a person is asked at once once the node is drained (a recurrence)
-    request: str | None = None  # a person's Action:Reboot / Action:Replace
-    skip: list[str] = field(default_factory=list)  # rungs the evidence's catalog bucket says cannot cure it
+OVERDUE = (
+    "jobs still running after the drain timeout: still waiting (set gb300:remediation.requeueJobs to requeue them)"
+)
 
 
 @dataclass
@@ -183,6 +100,9 @@ class Remediator:
         """A record the loop could not read: skipped this tick, logged (the tick goes on for every other node)."""
         self._record(now, "skip", f"unreadable record skipped: {why}", node=host)
 
+    def _rack_hosts(self, rack: str) -> list[str]:
+        return [h for h, i in self.instances.items() if i.rack.name == rack]
+
     def _rack_name(self, host: str) -> str:
         instance = self.instances.get(host)
         return instance.rack.name if instance else ""
@@ -250,16 +170,7 @@ class Remediator:
     def _remember(self, case: Case, now: float) -> None:
         """A node back within the memory window (``memory.windowSeconds``): the second recurrence, or a return after
         a redeploy, goes to a person once the node is drained, not up the ladder again."""
-        window = self.policy.memory_s
-        prior = [
-            c
-            for c in self.closed
-            if c.node == case.node and c.state == "returned" and c.ended is not None and now - c.ended <= window
-        ]
-        if len(prior) >= 2:
-            case.escalate = f"case {len(prior) + 1} of this node within {window / 86400:g} days: a person must look"
-        elif any("replace" in c.actions for c in prior):
-            case.escalate = "the fault came back after a redeploy: reported against the new host, a person must look"
+        case.escalate = recurrence(self.closed, case.node, now, self.policy.memory_s)
         if case.escalate:
             self._record(now, "recurrence", case.escalate, node=case.node, evidence=case.evidence)
 
@@ -275,7 +186,7 @@ class Remediator:
         """NVLink trouble on most of one rack: the domain, not 18 node faults. The whole rack is drained as one
         block (its nodes share the broken domain), its open cases end without another Azure call, one Guest Health
         Report in the NVLink category names the rack's first reporting node, and a person is asked."""
-        hosts = [h for h, i in self.instances.items() if i.rack.name == rack]
+        hosts = self._rack_hosts(rack)
         for case in [c for c in self.cases.values() if c.instance.rack.name == rack]:
             self._close(case, "held", now, f"rack {rack} held as one NVLink incident: no repair node by node")
         if self.shadow:
@@ -304,25 +215,15 @@ class Remediator:
         for rack, since in list(self.judge.incidents.items()):
             if now - since < self.poll_s * 5:
                 continue
-            hosts = [h for h, i in self.instances.items() if i.rack.name == rack]
-            if all(self.probe.gate_result(h) is not None for h in hosts):
+            if all(self.probe.gate_result(h) is not None for h in self._rack_hosts(rack)):
                 self.judge.clear_incident(rack)
                 self._record(now, "rack-recovered", "every node of the rack answers again", rack=rack)
 
     def _check_halt(self, now: float) -> None:
-        window = [n for t, n in self._faults if now - t <= self.policy.halt_window_s]
-        fleet = len(self.instances)
-        limit = max(self.policy.halt_share * fleet, self.policy.halt_min_nodes)
-        if not self.halted and fleet and len(set(window)) > limit:
+        why = None if self.halted else self.policy.halt_reason(self._faults, len(self.instances), now)
+        if why is not None:
             self.halted = True
-            self._record(
-                now,
-                "halt",
-                f"{len(set(window))} of {fleet} nodes showed fault evidence within {self.policy.halt_window_s:.0f}s "
-                f"(more than {self.policy.halt_share:.0%} and {self.policy.halt_min_nodes}): repairs stopped, "
-                "waiting for "
-                "a person",
-            )
+            self._record(now, "halt", why)
 
     def _finish_runs(self, now: float) -> None:
         """While halted: rack NCCL runs already started are still collected, so the runner puts back the drains it
@@ -331,15 +232,11 @@ class Remediator:
         for case in [c for c in self.cases.values() if c.state == "revalidating"]:
             if case.nccl is not None and self.nccl.collect(case.nccl) is not None:
                 case.nccl = None
-                self._record(
-                    now, "revalidate", "halted: the rack run ended, its result waits for a resume", node=case.node
-                )
-
-    def _under_repair(self) -> list[Case]:
-        return [c for c in self.cases.values() if c.state in ("draining", "acting", "revalidating")]
+                why = "halted: the rack run ended, its result waits for a resume"
+                self._record(now, "revalidate", why, node=case.node)
 
     def _admit(self, now: float) -> None:
-        active = self._under_repair()
+        active = [c for c in self.cases.values() if c.state in ("draining", "acting", "revalidating")]
         per_rack: dict[str, int] = {}
         for case in active:
             per_rack[case.instance.rack.name] = per_rack.get(case.instance.rack.name, 0) + 1
@@ -387,14 +284,7 @@ class Remediator:
                 self._climb(case, now)
             elif now - case.since > self.policy.drain_timeout_s and not case.overdue:
                 case.overdue = True
-                self._record(
-                    now,
-                    "drain-overdue",
-                    "jobs still running after the drain timeout: still waiting "
-                    "(set gb300:remediation.requeueJobs to requeue them)",
-                    node=case.node,
-                    step="drain",
-                )
+                self._record(now, "drain-overdue", OVERDUE, node=case.node, step="drain")
         elif case.state == "acting":
             self._recheck(case, now)
         elif case.state == "revalidating":
@@ -449,9 +339,8 @@ class Remediator:
         case.attempts += 1
         case.refusals = 0
         case.state, case.since = "acting", now
-        self._record(
-            now, rung, f"{rung} {case.instance.rack.name}/{case.instance.instance_id}", node=case.node, step=rung
-        )
+        what = f"{rung} {case.instance.rack.name}/{case.instance.instance_id}"
+        self._record(now, rung, what, node=case.node, step=rung)
         if rung == "replace" and self.policy.guest_health_report:
             if case.failed_rechecks:
                 self._report(case, now)
@@ -462,15 +351,10 @@ class Remediator:
         status, after = refusal(exc)
         if is_later(status):
             case.refusals += 1
-            delay = after if after is not None else min(self.poll_s * 2 ** min(case.refusals, 12), BACKOFF_MAX_S)
+            delay = after if after is not None else backoff_s(self.poll_s, case.refusals)
             case.retry_at = now + max(delay, self.poll_s)
-            self._record(
-                now,
-                "azure-later",
-                f"{rung}: Azure answered {status or 'nothing'}; the same call again in {delay:.0f}s",
-                node=case.node,
-                step=rung,
-            )
+            why = f"{rung}: Azure answered {status or 'nothing'}; the same call again in {delay:.0f}s"
+            self._record(now, "azure-later", why, node=case.node, step=rung)
             return
         self._record(now, "azure-error", f"{rung}: {exc}", node=case.node, step=rung)
         self._failed_attempt(case, now)
@@ -494,9 +378,8 @@ class Remediator:
             self._record(now, "reconcile", f"{call} was sent before the head restarted: {seen}", node=case.node)
             self._acted(case, call, at)
         else:
-            self._record(
-                now, "reconcile", f"{call}: Azure shows no operation since the intent: sent now", node=case.node
-            )
+            why = f"{call}: Azure shows no operation since the intent: sent now"
+            self._record(now, "reconcile", why, node=case.node)
             self._act(case, now)
 
     def _failed_attempt(self, case: Case, now: float) -> None:
@@ -509,7 +392,7 @@ class Remediator:
 
     def _recheck(self, case: Case, now: float) -> None:
         node = self.slurm.nodes([case.node]).get(case.node)
-        back = node is not None and node.boot_time >= case.since and not (node.states & _DOWN)
+        back = node is not None and node.boot_time >= case.since and not (node.states & DOWN_STATES)
         rung = self.policy.rungs[RUNGS[case.rung]]
         if not back:
             if now - case.since > rung.timeout_s:
@@ -531,12 +414,9 @@ class Remediator:
 
     def _revalidate(self, case: Case, now: float) -> None:
         if case.nccl is None:
-            busy = {c.node for c in self.cases.values() if c is not case} | {
-                c.node for c in self.closed if c.state == "escalated"
-            }
-            busy |= self.judge.suspects(now) - {case.node}
-            rack = case.instance.rack.name
-            case.nccl_hosts = [h for h, i in self.instances.items() if i.rack.name == rack and h not in busy]
+            busy = {c.node for c in self.cases.values() if c is not case} | (self.judge.suspects(now) - {case.node})
+            busy |= {c.node for c in self.closed if c.state == "escalated"}
+            case.nccl_hosts = [h for h in self._rack_hosts(case.instance.rack.name) if h not in busy]
             case.nccl = self.nccl.submit(case.nccl_hosts)
             case.since = now
             if case.actions[-1:] != ["revalidate"]:
@@ -548,12 +428,9 @@ class Remediator:
                 self._record(now, "revalidate", "the rack NCCL run did not finish", node=case.node)
                 self._climb(case, now)
             return
-        module = nccl_eval()
-        size = self.nccl_env.get("GB300_NCCL_RACK_BYTES")
-        busbw = module.bus_bandwidth(text, int(size) if size else None)
-        verdict = module.judge("rack", case.instance.rack.name, busbw, self.nccl_env, ())
-        self._record(now, "revalidate", f"rack NCCL {verdict.level}: {busbw:.1f} GB/s", node=case.node)
-        if verdict.level == "OK":
+        level, busbw = rack_verdict(text, self.nccl_env, case.instance.rack.name)
+        self._record(now, "revalidate", f"rack NCCL {level}: {busbw:.1f} GB/s", node=case.node)
+        if level == "OK":
             self._return(case, now)
             return
         newly = (self.judge.suspects(now) | set(self.cases)) & set(case.nccl_hosts) - {case.node}
@@ -561,9 +438,8 @@ class Remediator:
             # A peer showed evidence during the run: the result says nothing about this node. Run again without it.
             case.reruns += 1
             case.nccl = None
-            self._record(
-                now, "revalidate-again", f"peers under suspicion during the run: {sorted(newly)}", node=case.node
-            )
+            why = f"peers under suspicion during the run: {sorted(newly)}"
+            self._record(now, "revalidate-again", why, node=case.node)
             self._revalidate(case, now)
         else:
             self._climb(case, now)
@@ -593,32 +469,7 @@ class Remediator:
         return checked_host(self.probe.physical_host(host))
 
     def _report(self, case: Case, now: float) -> None:
-        if not case.physical_host:
-            reason = "skipped: the node published no physical host (its KVP pool 3)"
-            self._record(now, "guest-health-report", reason, node=case.node)
-            return
-        category = ghr_category(self.policy.ghr_categories, case.evidence)
-        started = datetime.fromtimestamp(case.first_evidence, UTC).isoformat().replace("+00:00", "Z")
-        try:
-            name = self.azure.guest_health_report(
-                case.instance,
-                category=category,
-                description=case.reason,
-                physical_host=case.physical_host,
-                started=started,
-            )
-        except Exception as exc:  # noqa: BLE001 - a refused report is recorded; the repair goes on
-            self._record(now, "azure-error", f"guest health report: {exc}", node=case.node)
-            return
-        case.actions.append("guest-health-report")
-        self._record(now, "guest-health-report", f"{category} for {case.physical_host} ({name})", node=case.node)
-        try:
-            insights = self.azure.insights(case.instance, name)
-        except Exception as exc:  # noqa: BLE001 - insights are information for a person; the repair goes on
-            self._record(now, "azure-later", f"insights of {name}: {exc}", node=case.node)
-            return
-        if insights:
-            self._record(now, "report-insights", "; ".join(insights), node=case.node)
+        file_report(self.azure, self.policy.ghr_categories, case, lambda d, r: self._record(now, d, r, node=case.node))
 
     def _out_of_service(self) -> set[str]:
         held = {h for h, i in self.instances.items() if i.rack.name in self.judge.held}
@@ -640,37 +491,7 @@ class Remediator:
         node = fields.get("node")
         if node and not fields.get("rack"):  # a node's decision names its rack too (per-rack queries)
             fields["rack"] = self._rack_name(node)
-        self.sink(
-            decision_record(
-                now=now, cluster=self.cluster, decision=decision, reason=reason, halted=self.halted, **fields
-            )
+        record = decision_record(
+            now=now, cluster=self.cluster, decision=decision, reason=reason, halted=self.halted, **fields
         )
-
-
-def ghr_category(categories: Mapping[str, str], evidence: Sequence[Event]) -> str:
-    """The Guest Health Report category for the case's first evidence (data/remediation.yaml, Azure's list)."""
-    first = evidence[0] if evidence else None
-    keys: list[str] = []
-    if first is not None:
-        family = {
-            "gpu-missing": "gpu",
-            "ecc": "ecc",
-            "ib-link-down": "ib",
-            "ib-flap": "ib-flap",
-            "nvlink-down": "nvlink",
-            "thermal-throttle": "thermal",
-        }
-        if first.kind == "xid":
-            keys = [f"xid{xid_code(first.code)}", "xid"]
-        elif first.kind == "check-failed":
-            keys = [str(first.check or "")]
-        else:
-            keys = [family.get(first.kind, "")]
-    return next((categories[k] for k in keys if k in categories), categories["default"])
-
-
-def escalated(cases: Sequence[Case]) -> list[Case]:
-    return [c for c in cases if c.state == "escalated"]
-
-
-Clock = Callable[[], float]
+        self.sink(record)

@@ -10,7 +10,7 @@ imports the config models and the data loader only inside :func:`load` (the head
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +86,17 @@ class Policy:
     memory_s: float
     xid_buckets: Mapping[str, str]
     shadow: bool
+
+    def halt_reason(self, reports: Sequence[tuple[float, str]], fleet: int, now: float) -> str | None:
+        """Why the loop halts (the halt rail), given when each node showed fault evidence, or None: more distinct
+        nodes than ``halt_share`` of the fleet and ``halt_min_nodes`` within ``halt_window_s``."""
+        nodes = {n for t, n in reports if now - t <= self.halt_window_s}
+        if not fleet or len(nodes) <= max(self.halt_share * fleet, self.halt_min_nodes):
+            return None
+        return (
+            f"{len(nodes)} of {fleet} nodes showed fault evidence within {self.halt_window_s:.0f}s "
+            f"(more than {self.halt_share:.0%} and {self.halt_min_nodes}): repairs stopped, waiting for a person"
+        )
 
     def xid_bucket(self, code: int) -> str:
         """NVIDIA's catalog bucket of an XID (``evidence.xid.catalog``); ``contactSupport`` when not listed."""

@@ -29,14 +29,11 @@ to the ``Gb300Health_CL`` table (data/monitoring.yaml), so no new Azure Monitor 
 
 
 class HealSlurm(Slurm):
-    """:class:`gb300.slurm.client.Slurm` plus what the loop adds: requeue jobs, reconfigure after a topology write."""
+    """:class:`gb300.slurm.client.Slurm` plus what the loop adds: requeue jobs, and one node's reason."""
 
     def requeue(self, job_ids: Sequence[str]) -> None:
         if job_ids:
             self._call(["scontrol", "requeue", ",".join(job_ids)])
-
-    def reconfigure(self) -> None:
-        self._call(["scontrol", "reconfigure"])
 
     def reason(self, host: str) -> str:
         node = self.nodes([host]).get(host)

@@ -12,14 +12,16 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gb300.errors import DataError
 from gb300.heal.azure_calls import Instance, RackRef
+from gb300.heal.case import Case
 from gb300.heal.evidence import Event, Judge, Pending
-from gb300.heal.loop import Case, Remediator
+from gb300.heal.loop import Remediator
 
 VERSION = 1
 KEEP_CLOSED = 200
@@ -68,70 +70,66 @@ def _restore_case(raw: Mapping[str, Any], instances: Mapping[str, Instance], rac
     return Case(**doc)
 
 
-def dump(loop: Remediator, *, listed_at: float, extra: Mapping[str, Any]) -> dict[str, Any]:
-    """Everything :func:`restore` needs, as JSON; ``extra`` holds the service's own fields (halt record...)."""
-    judge = loop.judge
+def _kept_closed(loop: Remediator) -> list[Case]:
+    """The closed cases worth saving: every escalated one, every other inside the memory window (a recurrence is
+    judged against them), and at least the last :data:`KEEP_CLOSED`."""
     escalated = [c for c in loop.closed if c.state == "escalated"]
     others = [c for c in loop.closed if c.state != "escalated"]
     newest = max((c.ended or 0.0 for c in others), default=0.0)
-    # Every case inside the memory window (a recurrence is judged against them), and at least the last ones.
     others = [
         c
         for i, c in enumerate(others)
         if newest - (c.ended or 0.0) <= loop.policy.memory_s or i >= len(others) - KEEP_CLOSED
     ]
-    horizon = max([r.window_s for r in loop.policy.corroborate.values()] + [loop.policy.halt_window_s])
+    return [*escalated, *others]
 
+
+def _saved_case(case: Case) -> dict[str, Any]:
+    doc = _case(case)
+    doc |= {"rack": case.instance.rack.name, "instance_id": case.instance.instance_id}
+    doc["resource_id"] = case.instance.resource_id
+    return doc
+
+
+def _judge_doc(judge: Judge, horizon: float) -> dict[str, Any]:
     def recent(events: Sequence[Event]) -> list[dict[str, Any]]:
         newest = max((e.at for e in events), default=0.0)
         return [_event_doc(e) for e in events if newest - e.at <= horizon]
 
-    def case_doc(case: Case) -> dict[str, Any]:
-        doc = _case(case)
-        doc |= {
-            "rack": case.instance.rack.name,
-            "instance_id": case.instance.instance_id,
-            "resource_id": case.instance.resource_id,
-        }
-        return doc
+    pending = [
+        {"node": p.node, "key": p.key, "mode": p.mode, "due": p.due, "events": [_event_doc(e) for e in p.events]}
+        for p in judge.pending.values()
+    ]
+    return {
+        "history": {node: kept for node, events in judge.history.items() if (kept := recent(events))},
+        "pending": pending,
+        "incidents": judge.incidents,
+        "fabric": judge.fabric,
+        "held": judge.held,
+        "unreachable": judge._unreachable,
+        "suspectUntil": judge.suspect_until,
+    }
 
+
+def dump(loop: Remediator, *, listed_at: float, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything :func:`restore` needs, as JSON; ``extra`` holds the service's own fields (halt record...)."""
+    horizon = max([r.window_s for r in loop.policy.corroborate.values()] + [loop.policy.halt_window_s])
+    seen = loop._faults
+    instances = [
+        {"host": i.host, "rack": i.rack.name, "instanceId": i.instance_id, "resourceId": i.resource_id, "vmId": i.vm_id}
+        for i in loop.instances.values()
+    ]
     return {
         "version": VERSION,
         "halted": loop.halted,
         "rejudge": loop.rejudge,
         "listedAt": listed_at,
         "relist": loop.unknown_hosts,
-        "instances": [
-            {
-                "host": i.host,
-                "rack": i.rack.name,
-                "instanceId": i.instance_id,
-                "resourceId": i.resource_id,
-                "vmId": i.vm_id,
-            }
-            for i in loop.instances.values()
-        ],
-        "cases": [case_doc(c) for c in loop.cases.values()],
-        "closed": [case_doc(c) for c in (*escalated, *others)],
-        "faults": [[t, n] for t, n in loop._faults if loop._faults and loop._faults[-1][0] - t <= horizon],
-        "judge": {
-            "history": {node: kept for node, events in judge.history.items() if (kept := recent(events))},
-            "pending": [
-                {
-                    "node": p.node,
-                    "key": p.key,
-                    "mode": p.mode,
-                    "due": p.due,
-                    "events": [_event_doc(e) for e in p.events],
-                }
-                for p in judge.pending.values()
-            ],
-            "incidents": judge.incidents,
-            "fabric": judge.fabric,
-            "held": judge.held,
-            "unreachable": judge._unreachable,
-            "suspectUntil": judge.suspect_until,
-        },
+        "instances": instances,
+        "cases": [_saved_case(c) for c in loop.cases.values()],
+        "closed": [_saved_case(c) for c in _kept_closed(loop)],
+        "faults": [[t, n] for t, n in seen if seen and seen[-1][0] - t <= horizon],
+        "judge": _judge_doc(loop.judge, horizon),
         **extra,
     }
 
@@ -225,10 +223,17 @@ def mark_resumed(doc: dict[str, Any], *, now: float, by: str, reason: str) -> No
     doc["resumed"] = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), "by": by, "reason": reason}
 
 
-def roundtrip(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """``doc`` as :func:`save` then :func:`load` give it back (JSON), without the disk."""
-    back: dict[str, Any] = json.loads(json.dumps(doc, sort_keys=True))
-    return back
+def encode(doc: Mapping[str, Any]) -> str:
+    """The state file's text."""
+    return json.dumps(doc, sort_keys=True, indent=1) + "\n"
+
+
+def decode(text: str, where: object = "remediation state") -> dict[str, Any]:
+    """A state file's text read back; anything but a JSON object is refused."""
+    doc = json.loads(text)
+    if not isinstance(doc, dict):
+        raise DataError(f"{where}: not a JSON object")
+    return doc
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -237,10 +242,7 @@ def load(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {"version": VERSION}
-    doc = json.loads(text)
-    if not isinstance(doc, dict):
-        raise DataError(f"{path}: not a JSON object")
-    return doc
+    return decode(text, path)
 
 
 def save(path: Path, doc: Mapping[str, Any]) -> None:
@@ -248,8 +250,7 @@ def save(path: Path, doc: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with temporary.open("w", encoding="utf-8") as handle:
-        json.dump(doc, handle, sort_keys=True, indent=1)
-        handle.write("\n")
+        handle.write(encode(doc))
         handle.flush()
         os.fsync(handle.fileno())
     temporary.chmod(0o600)
@@ -259,3 +260,76 @@ def save(path: Path, doc: Mapping[str, Any]) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
+
+
+class Store(Protocol):
+    """Where the state lives between ticks."""
+
+    def load(self) -> dict[str, Any]: ...
+
+    def save(self, doc: Mapping[str, Any]) -> None: ...
+
+
+@dataclass
+class FileStore:
+    """The head's state file (:func:`load`, :func:`save`)."""
+
+    path: Path
+
+    def load(self) -> dict[str, Any]:
+        return load(self.path)
+
+    def save(self, doc: Mapping[str, Any]) -> None:
+        save(self.path, doc)
+
+
+@dataclass
+class MemoryStore:
+    """The state file's text kept in memory (``gb300 heal simulate``): encoded and decoded as on the head, so every
+    tick restores from what the head's file would hold; only the disk (atomic rename, fsync) is left out."""
+
+    text: str | None = None
+
+    def load(self) -> dict[str, Any]:
+        return {"version": VERSION} if self.text is None else decode(self.text)
+
+    def save(self, doc: Mapping[str, Any]) -> None:
+        self.text = encode(doc)
+
+
+def run_tick(
+    loop: Remediator,
+    store: Store,
+    saved: Mapping[str, Any],
+    racks: Sequence[RackRef],
+    *,
+    now: float,
+    relist_s: float,
+    extra: Callable[[], Mapping[str, Any]] = dict,
+    opened: Callable[[Remediator], None] | None = None,
+) -> dict[str, Any]:
+    """One tick as ``gb300-heal tick`` runs it on the head and ``gb300 heal simulate`` runs it each step: a fresh
+    ``loop`` opened from ``saved`` (:func:`open_loop`, then ``opened``), the state saved before each Azure call
+    (intent before action) and after the tick, with the last halt record, the last resume and ``extra()`` (the
+    head's feed and NCCL runs). Returns the state saved."""
+    listed_at = open_loop(loop, saved, racks, now, relist_s)
+    if opened is not None:
+        opened(loop)
+    halts: list[Mapping[str, Any]] = []
+    sink = loop.sink
+
+    def recording(record: Mapping[str, Any]) -> None:
+        if record["Decision"] == "halt":
+            halts.append(dict(record))
+        sink(record)
+
+    def snapshot() -> dict[str, Any]:
+        kept = {"haltRecord": halts[-1] if halts else saved.get("haltRecord"), "resumed": saved.get("resumed")}
+        return dump(loop, listed_at=listed_at, extra={**kept, **extra(), "tickedAt": now})
+
+    loop.sink = recording
+    loop.persist = lambda: store.save(snapshot())
+    loop.tick(now)
+    doc = snapshot()
+    store.save(doc)
+    return doc

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gb300.errors import Gb300Error
-from gb300.slurm.hostlist import compress
+from gb300.slurm.hostlist import compress, expand
 
 DRAIN_PREFIX = "gb300-rollout:"
 """Reason prefix of the rollout's drains. ``gb300-health-check`` resumes only its own ``gb300:`` drains."""
@@ -23,14 +23,70 @@ HEALTH_PREFIX = "gb300:"
 """Reason prefix of ``gb300-health-check``'s drains: a node drained with it failed the health gate."""
 
 
+DOWN_STATES = frozenset({"DOWN", "NOT_RESPONDING", "NO_RESPOND", "POWERED_DOWN", "FAIL", "UNKNOWN"})
+"""State words of a node that does not answer the controller (or is powered off): no gate verdict, not back."""
+
+
 @dataclass(frozen=True)
 class SlurmNode:
-    """What the controller says about one node: state words (``IDLE``, ``DRAIN``...), reason and boot time."""
+    """What the controller says about one node: state words (``IDLE``, ``DRAIN``...), reason, boot time, and the
+    free-text ``comment`` and ``extra`` fields (gb300-heal-publish and gb300-fabric-publish write them)."""
 
     name: str
     states: frozenset[str]
     reason: str
     boot_time: float
+    comment: str = ""
+    extra: str = ""
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """A job slurmctld holds: its id, its hosts, when it started and ended (None: unset), and whether it runs."""
+
+    job_id: str
+    hosts: frozenset[str]
+    start: float | None
+    end: float | None
+    running: bool
+
+
+RUNNING_JOB = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING"})
+"""``job_state`` words of a job that still holds its nodes."""
+
+
+def parse_nodes(text: str) -> dict[str, SlurmNode]:
+    """``scontrol --json show node [hosts]``, parsed: each record of ``nodes`` by name (``hostname`` before Slurm
+    23.02). The one reader of that command (``gb300 rollout`` and the remediation loop on the head)."""
+    out = {}
+    for raw in json.loads(text or "{}").get("nodes") or []:
+        name = str(raw.get("name") or raw.get("hostname") or "")
+        out[name] = SlurmNode(
+            name,
+            _states(raw),
+            str(raw.get("reason") or ""),
+            _number(raw.get("boot_time")),
+            str(raw.get("comment") or ""),
+            str(raw.get("extra") or ""),
+        )
+    return out
+
+
+def parse_jobs(text: str) -> list[SlurmJob]:
+    """``scontrol --json show job``, parsed: each record's ``job_id``, ``nodes`` (a hostlist), ``job_state`` (a list,
+    a string before 23.02), ``start_time`` and ``end_time``; a record without nodes or id is left out. A running
+    job's ``end_time`` is its time limit, so ``running`` (from ``job_state``) decides whether it ended."""
+    jobs = []
+    for raw in json.loads(text or "{}").get("jobs") or []:
+        nodes = str(raw.get("nodes") or "")
+        if not nodes or raw.get("job_id") is None:
+            continue
+        states = raw.get("job_state")
+        words = {str(w).upper() for w in (states if isinstance(states, list) else [states or ""])}
+        hosts = frozenset(expand(nodes))
+        start, end = _time(raw.get("start_time")), _time(raw.get("end_time"))
+        jobs.append(SlurmJob(str(raw["job_id"]), hosts, start, end, bool(words & RUNNING_JOB)))
+    return jobs
 
 
 Runner = Callable[[Sequence[str]], str]
@@ -75,15 +131,9 @@ class Slurm:
 
     def nodes(self, hosts: Sequence[str]) -> dict[str, SlurmNode]:
         """The controller's records of ``hosts`` (``scontrol --json show node``); unknown hosts are absent."""
-        doc = json.loads(self._call(["scontrol", "--json", "show", "node", compress(hosts)]) or "{}")
         wanted = set(hosts)
-        out = {}
-        for raw in doc.get("nodes") or []:
-            name = str(raw.get("name") or raw.get("hostname") or "")
-            if name not in wanted:
-                continue
-            out[name] = SlurmNode(name, _states(raw), str(raw.get("reason") or ""), _number(raw.get("boot_time")))
-        return out
+        found = parse_nodes(self._call(["scontrol", "--json", "show", "node", compress(hosts)]))
+        return {name: node for name, node in found.items() if name in wanted}
 
 
 def _states(raw: Mapping[str, Any]) -> frozenset[str]:
@@ -103,4 +153,24 @@ def _number(value: Any) -> float:
     return float(value or 0)
 
 
-__all__ = ["DRAIN_PREFIX", "HEALTH_PREFIX", "Runner", "Slurm", "SlurmError", "SlurmNode", "run_local"]
+def _time(value: Any) -> float | None:
+    """A Slurm JSON time (``{"set", "infinite", "number"}`` since 23.11, a bare number before); None when unset."""
+    if isinstance(value, Mapping) and (not value.get("set", True) or value.get("infinite")):
+        return None
+    return _number(value) or None
+
+
+__all__ = [
+    "DOWN_STATES",
+    "DRAIN_PREFIX",
+    "HEALTH_PREFIX",
+    "RUNNING_JOB",
+    "Runner",
+    "Slurm",
+    "SlurmError",
+    "SlurmJob",
+    "SlurmNode",
+    "parse_jobs",
+    "parse_nodes",
+    "run_local",
+]

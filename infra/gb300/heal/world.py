@@ -1,0 +1,378 @@
+"""The simulated fleet of ``gb300 heal simulate`` (:mod:`gb300.heal.sim`): nodes, jobs and faults, answering the loop's
+channels from the scenario's ``truth``, which the loop never sees.
+
+:class:`World` answers Slurm command lines (:meth:`World.slurm`, the JSON of ``scontrol --json show node`` that
+:func:`gb300.slurm.client.parse_nodes` reads on the head too), Azure Resource Manager requests (:meth:`World.arm`,
+behind :mod:`gb300.heal.fake_arm`), gate results in the gate's own ``boot.result`` format (the failed checks from
+:mod:`gb300.heal.gate_checks`, the table the head reads drain reasons with), KVP pool bytes, nccl-tests output taken
+from the repository's fixtures, and fabric identity lines.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gb300 import paths
+from gb300.facts.loader import data
+from gb300.heal import fake_arm, gate_checks
+from gb300.heal.evidence import Event
+from gb300.heal.nccl import nccl_eval
+from gb300.heal.scenario import CURE_LEVEL, RACK_SIZE, Scenario, match
+from gb300.slurm.hostlist import expand
+
+FIXTURES = paths.REPO_ROOT / "tests" / "fixtures" / "slurm"
+RUNG_LEVEL = {"restart": 1, "reimage": 2, "redeploy": 3}
+
+
+def sim_times() -> dict[str, float]:
+    raw = data("remediation.yaml")["simulation"]
+    return {
+        "restart": raw["rebootSeconds"],
+        "reimage": raw["reimageSeconds"],
+        "redeploy": raw["replaceSeconds"],
+        "nccl": raw["ncclSeconds"],
+    }
+
+
+@dataclass
+class Fault:
+    """What is really wrong with one node (from ``truth``)."""
+
+    level: int
+    start: float
+    until: float | None
+    kinds: list[Event]
+    cured_at: float | None = None
+    recurs_after: float | None = None
+    returns_at: float | None = None
+
+
+@dataclass
+class SimNode:
+    name: str
+    rack: int
+    reason: str = ""
+    drained: bool = False
+    boot_time: float = 0.0
+    busy_until: float = -1.0  # an Azure action in progress
+    pending_level: int = 0
+    op_started: float = 0.0  # when the VM's provisioning state last changed (instance view)
+    op_ended: float = 0.0
+
+
+@dataclass
+class World:
+    """The simulated fleet: nodes, jobs, faults; answers the loop's channels from the truth."""
+
+    scenario: Scenario
+    now: float = 0.0
+    nodes: dict[str, SimNode] = field(default_factory=dict)
+    faults: dict[str, Fault] = field(default_factory=dict)
+    jobs: dict[str, tuple[float, float, list[str]]] = field(default_factory=dict)
+    requeued: dict[str, float] = field(default_factory=dict)
+    azure_calls: list[str] = field(default_factory=list)
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    topology: str = ""
+    topology_history: list[tuple[float, str]] = field(default_factory=list)
+    nccl_runs: dict[str, tuple[float, list[str]]] = field(default_factory=dict)
+    times: dict[str, float] = field(default_factory=sim_times)
+    refusals: int = 0
+    lifted: dict[str, dict[str, str]] = field(default_factory=dict)  # NCCL run -> the loop's drains lifted for it
+    _events: list[Event] = field(default_factory=list)
+    _windows: list[tuple[Any, set[str] | None]] = field(default_factory=list)
+    _crashes: list[Any] = field(default_factory=list)
+    _next_event: int = 0
+    _fabric: str = ""
+
+    def __post_init__(self) -> None:
+        names = self.scenario.nodes
+        for name in names:
+            self.nodes[name] = SimNode(name, int(name[1:5]))
+        for job in self.scenario.jobs:
+            self.jobs[job.name] = (job.start, job.end, match(job.nodes, names))
+        events = []
+        for spec in self.scenario.events:
+            for node in match(spec.node, names):
+                code = None if spec.code is None else str(spec.code)
+                events.append(Event(spec.at, node, spec.kind, code, spec.check, spec.context))
+        self._events = sorted(events, key=lambda e: (e.at, e.node))
+        for truth in self.scenario.truth:
+            for node in match(truth.node, names):
+                # The fault's own reports: a job's teardown burst on the same node is not part of it.
+                mine = [e for e in self._events if e.node == node and e.context != "job-teardown"]
+                start = mine[0].at if mine else 0.0
+                until = truth.until if truth.until is not None else (mine[-1].at if truth.cured_by == "self" else None)
+                self.faults[node] = Fault(CURE_LEVEL[truth.cured_by], start, until, mine, None, truth.recurs_after)
+        self._windows = [(w, set(match(w.node, names)) if w.node else None) for w in self.scenario.azure]
+        self._crashes = sorted(self.scenario.head, key=lambda h: h.at)
+        self._fabric = "".join(
+            f"{n} {uuid.uuid5(uuid.NAMESPACE_DNS, f'gb300-sim-rack-{s.rack}')} {s.rack}\n"
+            for n, s in self.nodes.items()
+        )
+
+    # -- the truth, read only here ---------------------------------------------------------------------
+
+    def _fault(self, node: str) -> Fault | None:
+        fault = self.faults.get(node)
+        if fault is None or fault.cured_at is not None or self.now < fault.start:
+            return None
+        if fault.until is not None and self.now > fault.until and fault.level == 0:
+            return None
+        return fault
+
+    def _unreachable(self, node: str) -> bool:
+        fault = self._fault(node)
+        return bool(fault and any(e.kind == "unreachable" for e in fault.kinds)) or self._busy(node)
+
+    def unreachable(self, node: str) -> bool:
+        """Whether the node does not answer now (its fault, or an Azure action in progress)."""
+        return self._unreachable(node)
+
+    def reported(self) -> set[str]:
+        """Every node an event of the scenario is about."""
+        return {e.node for e in self._events}
+
+    def _busy(self, node: str) -> bool:
+        return self.nodes[node].busy_until > self.now
+
+    def advance(self, now: float) -> None:
+        """Finish actions whose time has come: the node boots; the fault is cured when the action reaches it."""
+        self.now = now
+        for node in self.nodes.values():
+            if 0 <= node.busy_until <= now:
+                node.boot_time = node.op_ended = node.busy_until
+                fault = self.faults.get(node.name)
+                if fault and fault.cured_at is None and fault.level <= node.pending_level:
+                    fault.cured_at = node.busy_until
+                    if fault.recurs_after is not None:
+                        self._recur(fault, fault.cured_at + fault.recurs_after)
+                node.busy_until, node.pending_level = -1.0, 0
+        for fault in self.faults.values():
+            if fault.returns_at is not None and fault.returns_at <= now:
+                fault.cured_at, fault.start, fault.returns_at = None, fault.returns_at, None
+
+    def request(self, host: str, action: str, now: float) -> None:
+        """A person drains the node with ``Action:Reboot`` or ``Action:Replace`` in its reason (as for HyperPod); the
+        head's feed reads it from the reason (gb300.heal.head_slurm.SlurmFeed), here it arrives as that event."""
+        node = self.nodes[host]
+        node.drained, node.reason = True, f"Action:{action.capitalize()} requested by an operator"
+        event = Event(now, host, "request", action)
+        keys = [(e.at, e.node) for e in self._events]
+        self._events.insert(bisect.bisect_right(keys, (now, host), lo=self._next_event), event)
+
+    def _recur(self, fault: Fault, at: float) -> None:
+        """The cure holds ``recurs_after`` seconds, then the fault and its reports come back (truth.recurs_after)."""
+        fault.returns_at = at
+        first = min(e.at for e in fault.kinds) if fault.kinds else at
+        for event in fault.kinds:
+            again = Event(at + event.at - first, event.node, event.kind, event.code, event.check, event.context)
+            keys = [(e.at, e.node) for e in self._events]
+            self._events.insert(bisect.bisect_right(keys, (again.at, again.node), lo=self._next_event), again)
+
+    def next_change(self) -> float | None:
+        times = [n.busy_until for n in self.nodes.values() if n.busy_until > self.now]
+        times += [f.returns_at for f in self.faults.values() if f.returns_at is not None and f.returns_at > self.now]
+        times += [o.at for o in self.scenario.operator if o.at > self.now]
+        times += [w.until for w, _ in self._windows if w.until > self.now]
+        times += [f.until for f in self.faults.values() if f.until is not None and f.until > self.now]
+        times += [t + self.times["nccl"] for t, _ in self.nccl_runs.values() if t + self.times["nccl"] > self.now]
+        if self._next_event < len(self._events):
+            times.append(self._events[self._next_event].at)
+        return min(times, default=None)
+
+    # -- channels ----------------------------------------------------------------------------------------
+
+    def poll(self, now: float) -> list[Event]:
+        """Events up to ``now``; a cured node stops reporting its fault; the node's running job is attached."""
+        out = []
+        while self._next_event < len(self._events) and self._events[self._next_event].at <= now:
+            event = self._events[self._next_event]
+            self._next_event += 1
+            fault = self.faults.get(event.node)
+            if fault is not None and fault.cured_at is not None and fault.level > 0:
+                continue
+            job = next(iter(self._running([event.node], event.at)), None)
+            if job is None and event.context == "job-teardown":
+                job = self._last_job(event.node, event.at)
+            out.append(Event(event.at, event.node, event.kind, event.code, event.check, event.context, job))
+        return out
+
+    def _running(self, hosts: Sequence[str], at: float) -> list[str]:
+        wanted = set(hosts)
+        return [
+            name
+            for name, (start, end, nodes) in self.jobs.items()
+            if start <= at < min(end, self.requeued.get(name, end)) and wanted.intersection(nodes)
+        ]
+
+    def _last_job(self, node: str, at: float) -> str | None:
+        ended = [(end, name) for name, (_, end, nodes) in self.jobs.items() if node in nodes and end <= at]
+        return max(ended)[1] if ended else None
+
+    def slurm(self, argv: Sequence[str]) -> str:
+        """scontrol / squeue, as the loop sends them (gb300.heal.ports.HealSlurm)."""
+        args = list(argv)
+        if args[:2] == ["scontrol", "update"]:
+            opts = dict(a.split("=", 1) for a in args[2:])
+            for host in expand(opts["nodename"]):
+                node = self.nodes[host]
+                if opts["state"] == "drain":
+                    node.drained, node.reason = True, opts.get("reason", "")
+                elif opts["state"] == "resume":
+                    node.drained, node.reason = False, ""
+            return ""
+        if args[:2] == ["scontrol", "requeue"]:
+            for job in args[2].split(","):
+                self.requeued[job] = self.now
+            return ""
+        if args[0] == "squeue":
+            hosts = expand(next(a for a in args if a.startswith("--nodelist=")).split("=", 1)[1])
+            return "".join(f"{j}\n" for j in self._running(hosts, self.now))
+        if args[:4] == ["scontrol", "--json", "show", "node"]:
+            records = []
+            for host in expand(args[4]):
+                if host not in self.nodes:
+                    continue
+                node = self.nodes[host]
+                states = ["ALLOCATED" if self._running([host], self.now) else "IDLE"]
+                if self._unreachable(host):
+                    states = ["DOWN", "NOT_RESPONDING"]
+                if node.drained:
+                    states.append("DRAIN")
+                records.append(
+                    {
+                        "name": host,
+                        "state": states,
+                        "reason": node.reason,
+                        "boot_time": {"set": True, "infinite": False, "number": int(node.boot_time)},
+                    }
+                )
+            return json.dumps({"nodes": records})
+        raise ValueError(f"simulated Slurm: unexpected command {' '.join(args)}")
+
+    def gate_result(self, host: str) -> str | None:
+        """The node's gate verdict in gb300-health-check's boot.result format (None: the node does not answer)."""
+        if self._unreachable(host):
+            return None
+        fault = self._fault(host)
+        if fault is None:
+            return "pass"
+        failures = []
+        for event in fault.kinds:
+            if event.kind == "check-failed":
+                failures.append(f"{event.check}: failed")
+            elif (shown := gate_checks.gate_failure(event.kind, event.code)) is not None:
+                failures.append(f"{shown[0]}: {shown[1]}")
+        return "fail: " + "; ".join(dict.fromkeys(failures)) if failures else "pass"
+
+    def physical_host(self, host: str) -> str | None:
+        """The name in a Hyper-V KVP pool 3 record (512-byte key, 2048-byte value), read with nccl-eval's parser."""
+        if self._unreachable(host):
+            return None
+        pool = b"PhysicalHostName".ljust(512, b"\0") + f"SIMHOST-{host}".encode().ljust(2048, b"\0")
+        return str(nccl_eval().physical_host(pool)) or None
+
+    def submit(self, hosts: Sequence[str]) -> str:
+        """Start the rack run; as the head's runner (gb300.heal.head_slurm.SrunNccl), the loop's own drains are
+        lifted for it and put back when the run is collected."""
+        handle = f"nccl-{len(self.nccl_runs) + 1}"
+        self.nccl_runs[handle] = (self.now, list(hosts))
+        for host in hosts:
+            node = self.nodes[host]
+            if node.drained and node.reason.startswith("gb300-heal:"):
+                self.lifted.setdefault(handle, {})[host] = node.reason
+                node.drained = False
+        return handle
+
+    def collect(self, handle: str) -> str | None:
+        """nccl-tests output from the repository's fixtures: full bandwidth when every host is really healthy."""
+        started, hosts = self.nccl_runs[handle]
+        if self.now < started + self.times["nccl"]:
+            return None
+        for host, reason in self.lifted.pop(handle, {}).items():
+            node = self.nodes[host]
+            if not node.drained and not node.reason.startswith("gb300-heal:") and node.reason:
+                continue  # someone else drained it meanwhile
+            node.drained, node.reason = True, reason
+        healthy = all(self._fault(h) is None or self._fault(h).level == 0 for h in hosts)  # type: ignore[union-attr]
+        name = "all_reduce_perf.rack-ok.txt" if healthy else "all_reduce_perf.rack-report.txt"
+        return (FIXTURES / name).read_text(encoding="utf-8")
+
+    def fabric_lines(self) -> str:
+        return self._fabric
+
+    def write(self, rendered: str) -> None:
+        self.topology = rendered
+        self.topology_history.append((self.now, rendered))
+
+    def _refused(self, call: str, host: str | None) -> fake_arm.Answer | None:
+        """The scenario's ``azure`` window that answers this call now, as ARM would."""
+        for window, hosts in self._windows:
+            if not (window.start <= self.now < window.until) or window.call not in (call, "any"):
+                continue
+            if hosts is not None and host not in hosts:
+                continue
+            self.refusals += 1
+            headers = {"Retry-After": f"{window.retryAfter:.0f}"} if window.retryAfter is not None else {}
+            return window.status, fake_arm.error(window.status, f"simulated {window.status}"), headers
+        return None
+
+    def _host(self, scale_set: str, instance: str) -> str:
+        return f"r{int(scale_set.rsplit('-r', 1)[1]):04d}-{int(instance):02d}"
+
+    def arm(self, method: str, path: str, body: Any) -> fake_arm.Answer:
+        """Azure Resource Manager for the loop's calls (answered for :class:`gb300.heal.fake_arm.FakeArm`): the
+        scenario's ``azure`` windows first, then a VM that is busy with an operation refuses another with 409, as ARM
+        does. The head's crash after a call is raised by the simulator (:func:`gb300.heal.sim.run`)."""
+        self.azure_calls.append(f"{method} {path}")
+        return self._arm(method, path, body)
+
+    def crash_due(self) -> float | None:
+        """How long the head stays down when the scenario's ``head`` crash is due now (None: no crash due)."""
+        if self._crashes and self._crashes[0].at <= self.now:
+            return float(self._crashes.pop(0).down)
+        return None
+
+    def _arm(self, method: str, path: str, body: Any) -> fake_arm.Answer:  # noqa: PLR0911 - one return per call
+        request = fake_arm.route(method, path)
+        host = self._host(request.scale_set, request.instance) if request.scale_set and request.instance else None
+        refused = self._refused(request.call, host or self._report_host(body))
+        if refused is not None:
+            return refused
+        if request.action == "instanceView" and host is not None:
+            node = self.nodes[host]
+            busy = node.busy_until > self.now
+            return 200, fake_arm.instance_view(busy, node.op_started if busy else node.op_ended), {}
+        if request.call == "list" and request.scale_set and request.instance is None:
+            rack = int(request.scale_set.rsplit("-r", 1)[1])
+            hosts = [f"r{rack:04d}-{i:02d}" for i in range(RACK_SIZE)]
+            vm_id = lambda i: str(uuid.uuid5(uuid.NAMESPACE_DNS, f"gb300-sim-vm-{rack}-{i}"))  # noqa: E731
+            return 200, fake_arm.vm_list(path, hosts, vm_id), {}
+        if request.call in RUNG_LEVEL and host is not None:
+            node = self.nodes[host]
+            if node.busy_until > self.now:
+                return 409, fake_arm.error(409, "another operation is in progress on the VM"), {}
+            node.busy_until = self.now + self.times[request.call]
+            node.op_started = self.now
+            node.pending_level = max(node.pending_level, RUNG_LEVEL[request.call])
+            return 202, None, {}
+        if request.call == "report" and method == "PUT":
+            self.reports.append(body)
+            return 201, body, {}
+        if request.call == "report" and request.action == "insights":
+            return 200, fake_arm.insights("simulated: report received"), {}
+        return 404, fake_arm.error(404, path), {}
+
+    def _report_host(self, body: Any) -> str | None:
+        resource = str(((body or {}).get("properties") or {}).get("impactedResourceId") or "")
+        m = re.search(r"virtualMachineScaleSets/([^/]+)/virtualMachines/(\d+)$", resource)
+        return self._host(m.group(1), m.group(2)) if m else None
+
+
+__all__ = ["FIXTURES", "Fault", "SimNode", "World", "sim_times"]
