@@ -26,7 +26,7 @@ from gb300.config import StackConfig, netplan
 from gb300.config import secrets as config_secrets
 from gb300.errors import ConfigError
 from gb300.facts import catalog, egress
-from gb300.node import custom_data as nodes
+from gb300.node.custom_data import head_hostname, render_stack
 
 
 def keeps_data(cfg: StackConfig) -> bool:
@@ -105,8 +105,8 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     )
     outputs: dict[str, pulumi.Output[str]] = {}
     # Every role's node payload, rendered from the config alone: the custom data fetches it (docs/node-payload.md).
-    head_data = nodes.render(nodes.HEAD, cfg)
-    pool_data = {pool.name: nodes.render(nodes.GPU_NODE, cfg, pool) for pool in cfg.gpu_pools}
+    rendered = render_stack(cfg)
+    head_data, pool_data = rendered.head, rendered.pools
     # Every stack has the data account (closed; with gb300:storage.blob it holds the data containers): its blob zone
     # serves the payload account's private endpoint too.
     blob_cfg = storage.blob
@@ -260,7 +260,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
             ),
         )
     head = HeadNode(
-        nodes.head_hostname(cfg),
+        head_hostname(cfg),
         HeadNodeArgs(
             node=node,
             cluster_name=name,
@@ -413,13 +413,14 @@ def _version_alias(alias: object) -> bool:
     )
 
 
-def main() -> None:
-    """Entry point under the Pulumi engine or the plan's mocks."""
+def main(parsed: StackConfig | None = None) -> None:
+    """Entry point under the Pulumi engine or the plan's mocks. ``parsed``: the stack config the plan has already
+    read and validated from the same values (:func:`gb300.plan.runner.register`), so one plan parses it once."""
     too_old = floors.package_problems()
     if too_old:  # before anything calls an SDK that lacks what gb300 uses (data/floors.yaml)
         raise pulumi.RunError("\n".join(too_old))
     try:
-        cfg = read_config()
+        cfg = read_config() if parsed is None else parsed
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack configuration:\n{exc}") from None
     pulumi.runtime.register_stack_transformation(drop_version_aliases)

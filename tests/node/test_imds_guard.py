@@ -28,7 +28,7 @@ from gb300.errors import BootstrapError, ConfigError
 from gb300.node import context as node_context
 from gb300.node import imds_guard
 from gb300.node import steps as node_steps
-from gb300.node.render import render_custom_data
+from gb300.node.custom_data import render_custom_data
 from gb300.plan import PlanResult
 from tests.support import netns, plan_custom_data
 

@@ -20,6 +20,7 @@ from typing import Any, Literal, cast
 
 from gb300.errors import BootstrapDataError, SoftwareOverrideError
 from gb300.facts.loader import DATA_DIR, data, load_yaml_mapping
+from gb300.node import paths as node_paths
 
 __all__ = [
     "CHECKSUMS_FILE",
@@ -206,7 +207,7 @@ class AptRepo:
     @property
     def keyring_path(self) -> str:
         """Where a node keeps this repository's signing key."""
-        return f"/etc/apt/keyrings/gb300-{self.name}.asc"
+        return f"{node_paths.APT_KEYRINGS}/gb300-{self.name}.asc"
 
     @property
     def apt_line(self) -> str:
