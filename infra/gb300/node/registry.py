@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from gb300.config import StackConfig
@@ -135,7 +135,6 @@ class Group:
     roles: tuple[str, ...]
     part: Part
     when: Callable[[Target], bool] | None = None
-    rows: tuple[Row[SlurmView] | Family[SlurmView], ...] = field(default=())
 
 
 Entry = Row[In] | Family[In]
@@ -179,7 +178,6 @@ def _on(condition: Callable[[StackConfig], bool]) -> Callable[[Target], bool]:
     return lambda t: condition(t.stack)
 
 
-_lustre = _on(node_steps.on_lustre)
 _blob_mounts = _on(node_steps.on_blob_mounts)
 _prometheus = _on(node_steps.on_prometheus)
 _remediation = _on(node_steps.on_remediation)
@@ -353,7 +351,7 @@ ROWS: tuple[Row[Target] | Family[Target] | Group, ...] = (
         "monitoring", when=_prometheus),
     Row(f"{paths.LIB}/gb300-node-metrics", RepoFile(f"{_STEPS}/gb300-node-metrics"), BOTH, "monitoring", "0755",
         _prometheus),
-    Group("slurm", lambda t: slurm_node_files(slurm_view(t.ctx)), BOTH, "slurm", rows=SLURM_ROWS),
+    Group("slurm", lambda t: slurm_node_files(slurm_view(t.ctx)), BOTH, "slurm"),
     Group("remediation", _heal_head, HEAD, "slurm", _remediation),
     Group("remediation gate", _heal_gpu, GPU, "slurm", _remediation),
 )  # fmt: skip
