@@ -20,7 +20,6 @@ from typing import Any, Literal, cast
 
 from gb300.errors import BootstrapDataError, SoftwareOverrideError
 from gb300.facts.loader import DATA_DIR, data, load_yaml_mapping
-from gb300.node import paths as node_paths
 
 __all__ = [
     "CHECKSUMS_FILE",
@@ -207,7 +206,7 @@ class AptRepo:
     @property
     def keyring_path(self) -> str:
         """Where a node keeps this repository's signing key."""
-        return f"{node_paths.APT_KEYRINGS}/gb300-{self.name}.asc"
+        return f"/etc/apt/keyrings/gb300-{self.name}.asc"  # here, not gb300.node.paths: config sits below node
 
     @property
     def apt_line(self) -> str:

@@ -44,8 +44,6 @@ SLURM_LIB = "/opt/gb300/lib"
 """The head's copy of gb300's topology generator (``gb300/slurm/*.py``), run by ``gb300-topology-refresh``."""
 PYXIS_PLUGIN = "/usr/local/lib/slurm/spank_pyxis.so"
 """Where ``gb300-pyxis-setup`` installs pyxis's SPANK plugin (plugstack.conf names it)."""
-APT_KEYRINGS = "/etc/apt/keyrings"
-"""Where the bootstrap library places each pinned repository's signing key (``gb300-<repo>.asc``)."""
 STATUS = "/var/lib/gb300/status"
 """The bootstrap's progress, written by ``run-step`` and read by ``gb300 status`` through Run Command."""
 
