@@ -206,7 +206,7 @@ class AptRepo:
     @property
     def keyring_path(self) -> str:
         """Where a node keeps this repository's signing key."""
-        return f"/etc/apt/keyrings/gb300-{self.name}.asc"  # here, not gb300.node.paths: config sits below node
+        return f"/etc/apt/keyrings/gb300-{self.name}.asc"
 
     @property
     def apt_line(self) -> str:
