@@ -36,7 +36,7 @@ from gb300.config import StackConfig, netplan
 from gb300.config import secrets as config_secrets
 from gb300.errors import ConfigError
 from gb300.facts import catalog, egress
-from gb300.node import custom_data as nodes
+from gb300.node.custom_data import CustomData, head_hostname, render_stack
 
 
 def keeps_data(cfg: StackConfig) -> bool:
@@ -127,12 +127,11 @@ def cluster_scope(cfg: StackConfig) -> tuple[ClusterScope, pulumi.Output[str]]:
     return scope, client.object_id
 
 
-def render_roles(cfg: StackConfig) -> tuple[nodes.CustomData, dict[str, nodes.CustomData]]:
-    """Every role's node payload, rendered from the config alone (the head's, and each GPU pool's by pool name):
-    the custom data fetches it (docs/node-payload.md)."""
-    head_data = nodes.render(nodes.HEAD, cfg)
-    pool_data = {pool.name: nodes.render(nodes.GPU_NODE, cfg, pool) for pool in cfg.gpu_pools}
-    return head_data, pool_data
+def render_roles(cfg: StackConfig) -> tuple[CustomData, dict[str, CustomData]]:
+    """Every role's node payload, rendered once from the config alone (the head's, and each GPU pool's by pool
+    name): the custom data fetches it (docs/node-payload.md)."""
+    rendered = render_stack(cfg)
+    return rendered.head, rendered.pools
 
 
 def _subnet_plan(cfg: StackConfig) -> list[netplan.SubnetPlan]:
@@ -247,7 +246,7 @@ def _node_payloads(
     identity: Identity,
     deployer_object_id: pulumi.Output[str],
     blob: storage_component.BlobStore,
-    rendered: Sequence[nodes.CustomData],
+    rendered: Sequence[CustomData],
 ) -> NodePayloads:
     """``gb300:storage.nodePayload``: the payload account, and the upload of every role's rendered payload."""
     settings = cfg.storage.node_payload
@@ -326,7 +325,7 @@ def _node_common(
     )
 
 
-def _head(cfg: StackConfig, node: NodeCommon, payloads: NodePayloads, head_data: nodes.CustomData) -> HeadNode:
+def _head(cfg: StackConfig, node: NodeCommon, payloads: NodePayloads, head_data: CustomData) -> HeadNode:
     """``gb300:head`` and ``gb300:access.loginPublicIp``: the head VM, with the remediation identity when the loop
     is on."""
     scope = node.scope
@@ -338,7 +337,7 @@ def _head(cfg: StackConfig, node: NodeCommon, payloads: NodePayloads, head_data:
             IdentityArgs(scope, role_definition_id=cfg.remediation.role_definition_id),
         )
     return HeadNode(
-        nodes.head_hostname(cfg),
+        head_hostname(cfg),
         HeadNodeArgs(
             node=node,
             vm_size=cfg.head.vm_size,
@@ -354,9 +353,7 @@ def _head(cfg: StackConfig, node: NodeCommon, payloads: NodePayloads, head_data:
     )
 
 
-def _gpu_pools(
-    cfg: StackConfig, node: NodeCommon, payloads: NodePayloads, pool_data: Mapping[str, nodes.CustomData]
-) -> None:
+def _gpu_pools(cfg: StackConfig, node: NodeCommon, payloads: NodePayloads, pool_data: Mapping[str, CustomData]) -> None:
     """``gb300:gpuPools``: one GPU pool component per pool, its racks booting the pool's rendered custom data."""
     cat = catalog.load()
     name = node.scope.cluster_name
@@ -484,13 +481,14 @@ def _version_alias(alias: object) -> bool:
     )
 
 
-def main() -> None:
-    """Entry point under the Pulumi engine or the plan's mocks."""
+def main(parsed: StackConfig | None = None) -> None:
+    """Entry point under the Pulumi engine or the plan's mocks. ``parsed``: the stack config the plan has already
+    read and validated from the same values (:func:`gb300.plan.runner.register`), so one plan parses it once."""
     too_old = floors.package_problems()
     if too_old:  # before anything calls an SDK that lacks what gb300 uses (data/floors.yaml)
         raise pulumi.RunError("\n".join(too_old))
     try:
-        cfg = read_config()
+        cfg = read_config() if parsed is None else parsed
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack configuration:\n{exc}") from None
     pulumi.runtime.register_stack_transformation(drop_version_aliases)

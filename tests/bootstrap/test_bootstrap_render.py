@@ -12,7 +12,8 @@ import yaml
 
 from gb300.errors import BootstrapError, UnknownRoleError
 from gb300.node.boot_context import BootstrapContext
-from gb300.node.render import AZURE_CUSTOM_DATA_LIMIT, render_custom_data
+from gb300.node.custom_data import render_custom_data
+from gb300.node.pack import AZURE_CUSTOM_DATA_LIMIT
 from gb300.node.secrets import find_secret_material
 from gb300.node.steps import STEPS, steps_for
 from tests.support.bootstrap_helpers import REFERENCE_CLUSTER, ROLES, reference_context, render_role
@@ -48,10 +49,10 @@ def test_rendered_cloud_config_matches_golden(role: str) -> None:
 def test_custom_data_is_gzip_base64_well_under_the_azure_limit(role: str) -> None:
     """Each role's custom data decodes to its cloud-config and uses under half of Azure's 64 KB."""
     rendered = render_role(role)
-    assert gzip.decompress(base64.b64decode(rendered.custom_data)).decode() == rendered.cloud_config
-    assert rendered.size_bytes == len(rendered.custom_data)
-    print(f"{role}: custom data {rendered.size_bytes} bytes base64 ({len(rendered.cloud_config)} bytes plain)")
-    assert rendered.size_bytes < AZURE_CUSTOM_DATA_LIMIT // 2
+    assert gzip.decompress(base64.b64decode(rendered.base64)).decode() == rendered.cloud_config
+    assert rendered.size == len(rendered.base64)
+    print(f"{role}: custom data {rendered.size} bytes base64 ({len(rendered.cloud_config)} bytes plain)")
+    assert rendered.size < AZURE_CUSTOM_DATA_LIMIT // 2
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -155,7 +156,7 @@ def test_content_hash_is_stable_and_changes_with_a_software_pin() -> None:
     """The same inputs give the same hash; a new NCCL pin gives a new hash (pool needs reimage)."""
     first, again = render_role("gpu-node"), render_role("gpu-node")
     assert first.sha256 == again.sha256
-    assert first.custom_data == again.custom_data
+    assert first.base64 == again.base64
     bumped = render_role("gpu-node", nccl="2.30.1")
     assert bumped.sha256 != first.sha256
     assert "GB300_SW_NCCL_VERSION=2.30.1" in bumped.cloud_config

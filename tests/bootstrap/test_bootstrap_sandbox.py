@@ -11,7 +11,7 @@ import yaml
 
 from gb300.facts.software import CHECKSUMS_FILE, load_software
 from gb300.node.boot_context import BootstrapContext
-from gb300.node.render import render_custom_data
+from gb300.node.custom_data import render_custom_data
 from tests.support.bootstrap_helpers import REFERENCE_CLUSTER, render_role
 from tests.support.files import FIXTURES
 from tests.support.sandbox import (

@@ -166,8 +166,7 @@ def test_blobfuse2_speaks_the_accounts_namespace(
     """Nodes mount a flat account with BlobFuse2's block component, an HNS account with ADLS over dfs."""
     raw = copy.deepcopy(reference_raw)
     raw["storage"]["blob"].update({"hierarchicalNamespace": hns, "versioning": not hns})
-    files = {f.path: f.content for f in node_files.storage_files(config.parse(raw))}
-    mount = files["/etc/gb300/blobfuse2/checkpoints.yaml.in"]
+    mount = node_files.blobfuse_config(config.parse(raw), "checkpoints")
     assert f"  type: {kind}\n" in mount
     assert f'endpoint: "https://@GB300_BLOB_ACCOUNT@.{host}.core.windows.net"' in mount
 

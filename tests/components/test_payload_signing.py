@@ -98,7 +98,7 @@ def _publish(stack: Path, *extra: str) -> list[str]:
 
 def _expect(raw: dict[str, Any]) -> list[str]:
     rendered = payload_publish.render(config.parse(raw))
-    return [w for r in rendered for w in ("--expect", f"{r.name}={r.sha256}")]
+    return [w for r in rendered for w in ("--expect", f"{r.name}={r.payload.sha256}")]
 
 
 def test_publish_refuses_a_key_that_is_not_the_stacks(
@@ -178,10 +178,9 @@ def test_a_role_that_never_arrives_fails_after_the_wait_with_a_clear_message() -
         transport=fake_arm.transport(transport),
     )
     waits: list[float] = []
-    rendered = payload_publish.Rendered("head", b"x", "a" * 64)
     publisher = payload_publish.Publisher(client, role_wait_s=10, sleep=waits.append, out=io.StringIO())
     with pytest.raises(payload_publish.PublishError) as caught:
-        publisher.publish("dev", rendered, signing.key())
+        publisher.publish("dev", "head", b"x", signing.key())
     assert waits == [1, 2, 4, 8]
     message = str(caught.value)
     assert "403 AuthorizationPermissionMismatch" in message

@@ -15,7 +15,7 @@ from gb300 import config
 from gb300.facts import catalog
 from gb300.node import context as node_context
 from gb300.node.boot_context import BootstrapContext
-from gb300.node.render import render_custom_data
+from gb300.node.custom_data import render_custom_data
 from gb300.plan import run_plan
 from gb300.rules import images
 from tests.support.sandbox import Sandbox, hpc_image_machine

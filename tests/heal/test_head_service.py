@@ -78,8 +78,8 @@ def _payload(plan: PlanResult, raw: dict[str, Any], role: str) -> bytes:
     words = shlex.split(plan_custom_data.publish_command(plan))
     expect = dict(words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--expect")
     name = plan_custom_data.payload_env(plan, role)["GB300_PAYLOAD_NAME"]
-    assert expect[name] == rendered[name].sha256
-    return rendered[name].archive
+    assert expect[name] == rendered[name].payload.sha256
+    return rendered[name].payload.archive
 
 
 def _extract(archive: bytes, root: Path) -> None:

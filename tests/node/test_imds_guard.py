@@ -28,7 +28,7 @@ from gb300.errors import BootstrapError, ConfigError
 from gb300.node import context as node_context
 from gb300.node import imds_guard
 from gb300.node import steps as node_steps
-from gb300.node.render import render_custom_data
+from gb300.node.custom_data import render_custom_data
 from gb300.plan import PlanResult
 from tests.support import netns, plan_custom_data
 
@@ -249,9 +249,8 @@ def test_the_rendered_guard_passes_shellcheck(reference_raw: dict[str, Any], tmp
     shellcheck = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
     for name, raw in (("agents", reference_raw), ("none", quiet)):
         cfg = config.parse(copy.deepcopy(raw))
-        [guard, *_units] = imds_guard.files(node_context.build(cfg, node_context.HEAD), ())
         target = tmp_path / name
-        target.write_text(guard.content)
+        target.write_text(imds_guard.script(cfg))
         result = subprocess.run([shellcheck, str(target)], capture_output=True, text=True, check=False)
         assert result.returncode == 0, result.stdout
     assert "users=()" in target.read_text()

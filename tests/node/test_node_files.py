@@ -21,7 +21,10 @@ from gb300.azure import inventory
 from gb300.node import context as node_context
 from gb300.node import custom_data as nodes
 from gb300.node import files as node_files
+from gb300.node import paths as node_paths
 from gb300.node import steps as node_steps
+from gb300.node.bundle import bundle_for
+from gb300.node.file import NodeFile
 from gb300.paths import CLOUD_INIT_DIR, REPO_ROOT
 from gb300.plan import PlanResult
 
@@ -38,16 +41,15 @@ TAGS = {
 
 
 @pytest.fixture(scope="module")
-def files(reference_raw: dict[str, Any]) -> dict[str, node_files.NodeFile]:
+def files(reference_raw: dict[str, Any]) -> dict[str, NodeFile]:
     """The reference stack's storage and monitoring node files for a GPU node of pool 'train'."""
     cfg = config.parse(copy.deepcopy(reference_raw))
     return {f.path: f for f in _node_files(cfg, "gpu-node")}
 
 
-def _node_files(cfg: config.StackConfig, role: str) -> list[node_files.NodeFile]:
+def _node_files(cfg: config.StackConfig, role: str) -> list[NodeFile]:
     """The files the node registry gives ``role`` for stack ``cfg`` (pool 'train' for a GPU node)."""
-    ctx = node_context.build(cfg, role, cfg.gpu_pools[0])
-    return node_steps.files_for(ctx, node_steps.steps_for(ctx))
+    return list(bundle_for(node_context.build(cfg, role, cfg.gpu_pools[0]), fetch=False).files)
 
 
 def _feature_steps(cfg: config.StackConfig, role: str) -> list[str]:
@@ -66,7 +68,7 @@ def _env(text: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_storage_env(files: dict[str, node_files.NodeFile]) -> None:
+def test_storage_env(files: dict[str, NodeFile]) -> None:
     """storage.env holds the Lustre mount (fsname, path, options) and the BlobFuse2 mounts, from config only."""
     env = _env(files["/etc/gb300/storage.env"].content)
     assert "GB300_LUSTRE_MGS" not in env  # a deploy-time value: the node reads its gb300-lustre-mgs tag
@@ -76,7 +78,7 @@ def test_storage_env(files: dict[str, node_files.NodeFile]) -> None:
     assert env["GB300_BLOB_MOUNTS"] == "datasets:/mnt/blob/datasets:ro checkpoints:/mnt/blob/checkpoints:rw"
 
 
-def test_blobfuse2_config_uses_the_identity_and_block_cache(files: dict[str, node_files.NodeFile]) -> None:
+def test_blobfuse2_config_uses_the_identity_and_block_cache(files: dict[str, NodeFile]) -> None:
     """Each mounted container gets a BlobFuse2 config in block-cache mode, authenticating with the managed identity."""
     doc = yaml.safe_load(files["/etc/gb300/blobfuse2/datasets.yaml.in"].content)
     assert "block_cache" in doc["components"]
@@ -93,7 +95,7 @@ def test_blobfuse2_config_uses_the_identity_and_block_cache(files: dict[str, nod
 
 
 @pytest.mark.slow
-def test_prometheus_agent_config(files: dict[str, node_files.NodeFile]) -> None:
+def test_prometheus_agent_config(files: dict[str, NodeFile]) -> None:
     """The agent scrapes the local exporters and remote-writes with the node's user-assigned identity."""
     doc = yaml.safe_load(files["/etc/gb300/prometheus-agent.yml.in"].content)
     assert doc["global"]["external_labels"] == {"cluster": "ref", "pool": "train"}
@@ -126,7 +128,7 @@ def test_no_files_when_pieces_are_off(reference_raw: dict[str, Any]) -> None:
     raw["storage"] = {}
     cfg = config.parse(raw)
     paths = {f.path for f in _node_files(cfg, "gpu-node")}
-    assert not {"/etc/gb300/storage.env", "/etc/gb300/monitoring.env", node_files.IMDS_TAG} & paths
+    assert not {"/etc/gb300/storage.env", "/etc/gb300/monitoring.env", node_paths.IMDS_TAG} & paths
     assert _feature_steps(cfg, "gpu-node") == []
 
 
@@ -137,7 +139,7 @@ def test_head_node_gets_no_gpu_exporter(reference_raw: dict[str, Any]) -> None:
     paths = {f.path for f in _node_files(cfg, "head")}
     assert f"{node_steps.STEP_DIR}/85-dcgm-exporter.sh" not in paths
     assert not [p for p in paths if "blobfuse2" in p]
-    assert node_files.IMDS_TAG in paths
+    assert node_paths.IMDS_TAG in paths
 
 
 @pytest.mark.parametrize("script", OUR_SCRIPTS, ids=lambda p: p.name)
@@ -224,7 +226,7 @@ def _run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
-def test_lustre_step_mounts_once(tmp_path: Path, files: dict[str, node_files.NodeFile]) -> None:
+def test_lustre_step_mounts_once(tmp_path: Path, files: dict[str, NodeFile]) -> None:
     """72-lustre mounts <mgs>@tcp:/lustrefs with noatime,flock, adds one fstab line, and a rerun changes nothing."""
     env, root = _sandbox(tmp_path, files["/etc/gb300/storage.env"].content)
     first = _run(env)
@@ -249,7 +251,7 @@ def test_lustre_step_mounts_once(tmp_path: Path, files: dict[str, node_files.Nod
 
 
 @pytest.mark.slow
-def test_lustre_step_refuses_a_foreign_mount(tmp_path: Path, files: dict[str, node_files.NodeFile]) -> None:
+def test_lustre_step_refuses_a_foreign_mount(tmp_path: Path, files: dict[str, NodeFile]) -> None:
     """When something else is mounted at the path, 72-lustre fails and says what to do."""
     env, root = _sandbox(tmp_path, files["/etc/gb300/storage.env"].content)
     (tmp_path / "mounts").write_text(f"10.9.9.9@tcp:/other {root}/lustre lustre\n")
@@ -263,8 +265,7 @@ def test_lustre_step_without_lustre(tmp_path: Path, reference_raw: dict[str, Any
     """With no Lustre configured the step records that and touches nothing."""
     raw = copy.deepcopy(reference_raw)
     raw["storage"] = {}
-    (env_file,) = node_files.storage_files(config.parse(raw))
-    env, root = _sandbox(tmp_path, env_file.content)
+    env, root = _sandbox(tmp_path, node_files.storage_env(config.parse(raw)))
     assert _run(env).returncode == 0
     assert not (tmp_path / "calls.log").exists()
     assert (root / "var/lib/gb300/steps/72-lustre.done").read_text() == "no Lustre filesystem configured\n"
@@ -284,7 +285,7 @@ def _stub_bin(tmp_path: Path, stubs: dict[str, str]) -> Path:
 
 
 @pytest.mark.slow
-def test_node_metrics_emit_listed_metrics(tmp_path: Path, files: dict[str, node_files.NodeFile]) -> None:
+def test_node_metrics_emit_listed_metrics(tmp_path: Path, files: dict[str, NodeFile]) -> None:
     """gb300-node-metrics writes bootstrap, GPU and Lustre health as Prometheus text, only with listed metric names."""
     root = tmp_path / "root"
     (root / "etc/gb300").mkdir(parents=True)
@@ -304,7 +305,7 @@ def test_node_metrics_emit_listed_metrics(tmp_path: Path, files: dict[str, node_
 
 
 @pytest.mark.slow
-def test_prometheus_agent_step_labels_targets(tmp_path: Path, files: dict[str, node_files.NodeFile]) -> None:
+def test_prometheus_agent_step_labels_targets(tmp_path: Path, files: dict[str, NodeFile]) -> None:
     """87-prometheus-agent fills the remote-write target from the VM's tags and labels its scrape targets."""
     root = tmp_path / "root"
     (root / "usr/local/lib/gb300").mkdir(parents=True)
@@ -390,7 +391,7 @@ def test_gpu_custom_data_runs_the_feature_steps(reference_raw: dict[str, Any]) -
     assert order == sorted(order)
 
 
-def _shared_home_sandbox(tmp_path: Path, files: dict[str, node_files.NodeFile]) -> tuple[dict[str, str], Path]:
+def _shared_home_sandbox(tmp_path: Path, files: dict[str, NodeFile]) -> tuple[dict[str, str], Path]:
     """A node with Lustre mounted and the admin's home made locally by Azure's provisioning."""
     env, root = _sandbox(tmp_path, files["/etc/gb300/storage.env"].content)
     env["GB300_STEP"] = "73-shared-home"
@@ -411,7 +412,7 @@ def _run_home(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=False)
 
 
-def test_home_on_lustre_outlives_the_head(tmp_path: Path, files: dict[str, node_files.NodeFile]) -> None:
+def test_home_on_lustre_outlives_the_head(tmp_path: Path, files: dict[str, NodeFile]) -> None:
     """First boot copies the admin's home into <lustre>/home and bind-mounts it at /home (one fstab line); a
     replaced head (new OS disk, a newer stack key) finds every user file there and takes the new key."""
     env, root = _shared_home_sandbox(tmp_path, files)
@@ -436,7 +437,7 @@ def test_home_on_lustre_outlives_the_head(tmp_path: Path, files: dict[str, node_
     assert (root / "etc/fstab").read_text().count(" /home none bind") == 1
 
 
-def test_home_waits_for_lustre(tmp_path: Path, files: dict[str, node_files.NodeFile]) -> None:
+def test_home_waits_for_lustre(tmp_path: Path, files: dict[str, NodeFile]) -> None:
     """Without Lustre mounted the step fails before touching /home, naming the step that mounts it."""
     env, root = _shared_home_sandbox(tmp_path, files)
     (tmp_path / "mounts").write_text("")

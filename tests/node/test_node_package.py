@@ -50,5 +50,6 @@ def test_importing_and_parsing_config_loads_no_node_module() -> None:
 
 def test_there_is_one_node_package() -> None:
     assert not (PACKAGE / "bootstrap").exists()
-    assert (PACKAGE / "node" / "render.py").is_file()
+    assert (PACKAGE / "node" / "bundle.py").is_file()
+    assert (PACKAGE / "node" / "registry.py").is_file()
     assert (PACKAGE / "node" / "payload.py").is_file()

@@ -25,15 +25,15 @@ from gb300 import config, paths
 from gb300.errors import ConfigError
 from gb300.node import context as node_context
 from gb300.node import custom_data as nodes
-from gb300.node import imds_guard, manifest
+from gb300.node import imds_guard, manifest, registry
 from gb300.node import steps as node_steps
+from gb300.node.bundle import bundle_for
+from gb300.node.pack import pack_custom_data, pack_payload
 from gb300.node.payload import (
     ACCOUNT_PLACEHOLDER,
     FETCH_PAYLOAD,
     PAYLOAD_ENV,
     PAYLOAD_UPDATE,
-    build_payload,
-    render_small_custom_data,
 )
 from tests.support import node_e2e, signing
 from tests.support.sandbox import Sandbox
@@ -135,10 +135,10 @@ def test_custom_data_hash_changes_when_only_the_custom_data_changes(dev: config.
     """A change to the custom data alone (how often the payload is asked for) changes its hash, not the payload."""
     ctx = node_context.build(dev, nodes.HEAD)
     node = dataclasses.replace(ctx.node, payload_attempts=ctx.node.payload_attempts + 1)
-    before = render_small_custom_data(ctx)
-    after = render_small_custom_data(dataclasses.replace(ctx, node=node))
+    before = pack_custom_data(bundle_for(ctx))
+    after = pack_custom_data(bundle_for(dataclasses.replace(ctx, node=node)))
     assert after.payload.sha256 == before.payload.sha256
-    assert after.rendered.sha256 != before.rendered.sha256
+    assert after.sha256 != before.sha256
 
 
 def test_custom_data_fetches_then_runs_every_step(dev: config.StackConfig) -> None:
@@ -161,7 +161,7 @@ def test_payload_cloud_config_passes_cloud_init_schema(dev: config.StackConfig, 
     exe = require_tool("cloud-init", CLOUD_INIT_MISSING)
     pool = dev.gpu_pools[0] if role == "gpu-node" else None
     path = tmp_path / f"{role}.yaml"
-    path.write_text(build_payload(node_context.build(dev, role, pool)).cloud_config, encoding="utf-8")
+    path.write_text(pack_payload(bundle_for(node_context.build(dev, role, pool))).cloud_config, encoding="utf-8")
     proc = subprocess.run([exe, "schema", "--config-file", str(path)], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -380,11 +380,11 @@ def test_inline_files_and_first_commands_run_before_the_fetch(
     fetch (what a step that must precede any download, such as closing IMDS to other users, needs)."""
     guard = "/usr/local/sbin/gb300-first"
 
-    def render(_ctx: object, _steps: object) -> list[node_steps.NodeFile]:
-        return [node_steps.NodeFile(guard, "#!/usr/bin/env bash\nset -euo pipefail\necho first\n", "0755")]
-
-    entry = node_steps.Files("first", node_steps.BOTH, "bootstrap", render, inline=True, first=guard)
-    monkeypatch.setattr(node_steps, "FILES", (entry, *node_steps.FILES))
+    script = registry.Content(lambda _t, _n: "#!/usr/bin/env bash\nset -euo pipefail\necho first\n")
+    row: registry.Row[registry.Target] = registry.Row(
+        guard, script, node_steps.BOTH, mode="0755", inline=True, first=True
+    )
+    monkeypatch.setattr(registry, "ROWS", (row, *registry.ROWS))
     data = nodes.render(nodes.HEAD, dev)
     doc = yaml.safe_load(data.cloud_config)
     inline = [guard, imds_guard.GUARD, imds_guard.UNIT, imds_guard.RECHECK_UNIT, imds_guard.TIMER]

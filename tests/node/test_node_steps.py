@@ -17,7 +17,7 @@ from gb300 import config
 from gb300.errors import BootstrapError
 from gb300.node import context as node_context
 from gb300.node import steps as node_steps
-from gb300.node.render import render_custom_data
+from gb300.node.custom_data import render_custom_data
 from gb300.paths import CLOUD_INIT_DIR, REPO_ROOT
 
 

@@ -17,8 +17,8 @@ from gb300 import config
 from gb300.azure import inventory
 from gb300.facts.software import load_software
 from gb300.node import custom_data as nodes
+from gb300.node.pack import AZURE_CUSTOM_DATA_LIMIT
 from gb300.node.payload import ACCOUNT_PLACEHOLDER
-from gb300.node.render import AZURE_CUSTOM_DATA_LIMIT
 from gb300.node.secrets import find_secret_material
 from gb300.plan import PlanResult
 from tests.support import plan_custom_data

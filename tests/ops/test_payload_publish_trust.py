@@ -34,7 +34,6 @@ NOW_S = 1_790_000_000.0  # the publisher's clock: its serials are this in millis
 NOW_MS = int(NOW_S * 1000)
 ARCHIVE = b"\x1f\x8b" + b"payload archive bytes" * 40
 SHA = hashlib.sha256(ARCHIVE).hexdigest()
-PAYLOAD = payload_publish.Rendered("head", ARCHIVE, SHA)
 MANIFEST_BLOB = manifest.manifest_blob("head")
 SIGNATURE_BLOB = manifest.signature_blob("head")
 ARCHIVE_BLOB = manifest.archive_blob(SHA)
@@ -96,14 +95,14 @@ def _body(request: requests.PreparedRequest) -> bytes:
     return b"".join(bytes(chunk) for chunk in body)
 
 
-def _publish(service: BlobService, payload: payload_publish.Rendered = PAYLOAD) -> tuple[manifest.Manifest, str]:
-    """Publish ``payload`` of cluster dev into ``service``, verifying with the tests' key; (manifest, stderr)."""
+def _publish(service: BlobService) -> tuple[manifest.Manifest, str]:
+    """Publish payload ``head`` (:data:`ARCHIVE`) of cluster dev into ``service``; (manifest, stderr)."""
     client = payload_publish.container_client(
         ACCOUNT_URL, CONTAINER, fake_arm.StaticCredential(), transport=fake_arm.transport(service)
     )
     out = io.StringIO()
     publisher = payload_publish.Publisher(client, role_wait_s=0, clock=lambda: NOW_S, out=out)
-    got = publisher.publish(CLUSTER, payload, signing.key(), public_key=signing.public_key())
+    got = publisher.publish(CLUSTER, "head", ARCHIVE, signing.key(), public_key=signing.public_key())
     return got, out.getvalue()
 
 
@@ -296,14 +295,16 @@ def test_the_command_verifies_with_the_stacks_key(
 
     seen: list[str | None] = []
 
-    def publish(self: Any, cluster: str, payload: Any, key: Any, *, public_key: str | None = None) -> None:
+    def publish(self: Any, cluster: str, name: str, archive: bytes, key: Any, *, public_key: str | None = None) -> None:
         seen.append(public_key)
 
     raw = signing.with_test_key(dev_raw)
     monkeypatch.setattr(payload_publish.Publisher, "publish", publish)
     monkeypatch.setattr(payload_publish, "container_client", lambda *a, **k: object())
     monkeypatch.setenv(manifest.SIGNING_KEY_ENV, signing.key_pem())
-    expect = [w for r in payload_publish.render(config.parse(raw)) for w in ("--expect", f"{r.name}={r.sha256}")]
+    expect = [
+        w for r in payload_publish.render(config.parse(raw)) for w in ("--expect", f"{r.name}={r.payload.sha256}")
+    ]
     args = ["payload", "publish", "--stack-file", str(write_stack(raw)), "--account-url", ACCOUNT_URL, *expect]
     assert cli.main(args) == 0
     assert seen

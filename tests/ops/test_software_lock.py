@@ -333,7 +333,7 @@ def test_the_cli_pins_every_real_gap_and_then_the_plan_is_quiet(  # noqa: PLR091
             assert repo.key_fingerprints == (REPO_KEY_FPR,)
     assert software_rule.findings(config.parse(dict(reference_raw))) == []
     cfg = config.parse(dict(reference_raw))
-    [env] = [f.content for f in node_files.monitoring_files(cfg, "train") if f.path == "/etc/gb300/monitoring.env"]
+    env = node_files.monitoring_env(cfg)
     assert f"GB300_DCGM_EXPORTER_IMAGE={DCGM_IMAGE}@{MANIFEST_DIGEST}\n" in env
 
 

@@ -1,4 +1,4 @@
-"""What the lead's cloud-init places for Slurm on each role (gb300.slurm.files)."""
+"""What each role carries for Slurm (the Slurm rows of gb300.node.registry, contents from gb300.slurm.files)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ import shlex
 
 import pytest
 
+from gb300.node.file import NodeFile
+from gb300.node.registry import SlurmView, slurm_node_files
 from gb300.node.steps import STEPS
 from gb300.slurm.config import SlurmCluster, SlurmPool
-from gb300.slurm.files import SlurmBootInputs, gpu_files, head_files, render_slurm_env
+from gb300.slurm.files import SlurmBootInputs, render_slurm_env
 from gb300.slurm.health import health_spec, render_health_env
 
 INPUTS = SlurmBootInputs(head_hostname="head", keyvault_name="kv-gb300-ref")
@@ -23,6 +25,16 @@ HEALTH = render_health_env(
     nvme_mount="/mnt/resource_nvme",
     mounts=("/mnt/resource_nvme",),
 )
+
+
+def head_files(cluster: SlurmCluster, inputs: SlurmBootInputs) -> list[NodeFile]:
+    """The head's Slurm files as the node registry places them."""
+    return slurm_node_files(SlurmView("head", cluster, inputs))
+
+
+def gpu_files(inputs: SlurmBootInputs, health_env: str) -> list[NodeFile]:
+    """A GPU node's Slurm files as the node registry places them."""
+    return slurm_node_files(SlurmView("gpu-node", CLUSTER, inputs, health_env))
 
 
 def test_every_tool_is_shipped_executable() -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from gb300.node.registry import SlurmView, slurm_node_files
 from gb300.slurm.config import SlurmCluster, SlurmPool
-from gb300.slurm.files import SlurmBootInputs, head_files
+from gb300.slurm.files import SlurmBootInputs
 
 from .conftest import Sandbox
 
@@ -67,7 +68,7 @@ for pkg in "$SANDBOX"/pkg/*; do cp "$pkg" "$SANDBOX/bin/"; done
 
 def head_with_accounting(sandbox: Sandbox, files: tuple[SlurmCluster, SlurmBootInputs] = ON) -> dict[str, str]:
     """A fresh head VM with gb300's head files placed as write_files would; returns the step's environment."""
-    for node_file in head_files(*files):
+    for node_file in slurm_node_files(SlurmView("head", *files)):
         target = sandbox.write(node_file.path.lstrip("/"), node_file.content)
         target.chmod(int(node_file.permissions, 8))
     pkg = sandbox.path / "pkg"

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from gb300.node.registry import SlurmView, slurm_node_files
 from gb300.slurm.config import SlurmCluster, SlurmPool
-from gb300.slurm.files import SlurmBootInputs, head_files
+from gb300.slurm.files import SlurmBootInputs
 
 from .conftest import Sandbox
 
@@ -42,7 +43,7 @@ ln -s "$src" "$dst"
 def _head(sandbox: Sandbox, disk: Path) -> None:
     """A freshly imaged head VM: gb300's head files in place, the state disk attached at LUN 0."""
     cluster = SlurmCluster("ref", "ref-head", (TRAIN,), accounting_host="ref-head")
-    for node_file in head_files(cluster, SlurmBootInputs("ref-head", slurmdbd=True)):
+    for node_file in slurm_node_files(SlurmView("head", cluster, SlurmBootInputs("ref-head", slurmdbd=True))):
         target = sandbox.write(node_file.path.lstrip("/"), node_file.content)
         target.chmod(int(node_file.permissions, 8))
     sandbox.write(LUN0.lstrip("/"), str(disk))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from gb300.node.boot_context import BootstrapContext
-from gb300.node.render import RenderedCustomData, render_custom_data
+from gb300.node.custom_data import render_custom_data
+from gb300.node.pack import CustomData
 from gb300.node.roles import known_roles
 
 REFERENCE_CLUSTER = "gb300-ref"
@@ -20,7 +21,7 @@ def reference_context(role: str, **overrides: object) -> BootstrapContext:
     )
 
 
-def render_role(role: str, **overrides: object) -> RenderedCustomData:
+def render_role(role: str, **overrides: object) -> CustomData:
     """Render `role` for the reference cluster."""
     return render_custom_data(reference_context(role, **overrides))
 

@@ -107,7 +107,7 @@ def _rendered(plan: PlanResult) -> tuple[config.StackConfig, dict[str, bytes]]:
     cfg = config.parse(config.load_stack_file(stack_file))
     rendered = payload_publish.render(cfg)
     payload_publish.check_expected(rendered, expect)
-    return cfg, {r.name: r.archive for r in rendered}
+    return cfg, {r.name: r.payload.archive for r in rendered}
 
 
 def payloads(plan: PlanResult) -> dict[str, bytes]:

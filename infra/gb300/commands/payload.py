@@ -160,6 +160,12 @@ def _publish(args: argparse.Namespace) -> int:
     container = args.container or cfg.storage.node_payload.container
     client = payload_publish.container_client(account_url, container, credential.shared())
     publisher = payload_publish.Publisher(client, role_wait_s=args.role_wait_seconds)
-    for payload in rendered:
-        publisher.publish(cfg.cluster.name, payload, key, public_key=cfg.storage.node_payload.signing_public_key)
+    for data in rendered:
+        publisher.publish(
+            cfg.cluster.name,
+            data.name,
+            data.payload.archive,
+            key,
+            public_key=cfg.storage.node_payload.signing_public_key,
+        )
     return 0

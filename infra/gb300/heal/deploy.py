@@ -31,7 +31,7 @@ from gb300.facts.loader import data
 from gb300.facts.software import load_software
 from gb300.heal import policy as heal_policy
 from gb300.node import paths as node_paths
-from gb300.node.boot_context import ExtraFile
+from gb300.node.file import NodeFile
 from gb300.paths import CLOUD_INIT_DIR, PACKAGE_DIR, REPO_ROOT
 from gb300.slurm.health import health_env_for
 
@@ -183,17 +183,15 @@ def timer_text() -> str:
     return rendered
 
 
-def head_files(cfg: StackConfig) -> list[ExtraFile]:
+def head_files(cfg: StackConfig) -> list[NodeFile]:
     """Every file the head carries for the loop (only with ``gb300:remediation.enabled``)."""
     code = [
-        ExtraFile(f"{HOME}/python/gb300/{name}", (PACKAGE_DIR / name).read_text(encoding="utf-8"))
+        NodeFile(f"{HOME}/python/gb300/{name}", (PACKAGE_DIR / name).read_text(encoding="utf-8"))
         for name in head_modules()
     ]
-    code.append(
-        ExtraFile(f"{HOME}/examples/nccl-eval.py", (REPO_ROOT / "examples" / "nccl-eval.py").read_text("utf-8"))
-    )
+    code.append(NodeFile(f"{HOME}/examples/nccl-eval.py", (REPO_ROOT / "examples" / "nccl-eval.py").read_text("utf-8")))
     units = [
-        ExtraFile(
+        NodeFile(
             f"{UNIT_DIR}/{u}",
             timer_text() if u == "gb300-heal.timer" else (CLOUD_INIT_DIR / "slurm" / "systemd" / u).read_text("utf-8"),
         )
@@ -201,17 +199,17 @@ def head_files(cfg: StackConfig) -> list[ExtraFile]:
     ]
     return [
         *code,
-        ExtraFile(f"{HOME}/requirements.txt", requirements_text()),
-        ExtraFile(node_paths.HEAL_CONFIG, config_json(cfg)),
-        ExtraFile(f"{SBIN}/gb300-heal", (CLOUD_INIT_DIR / "slurm" / "gb300-heal").read_text("utf-8"), "0755"),
+        NodeFile(f"{HOME}/requirements.txt", requirements_text()),
+        NodeFile(node_paths.HEAL_CONFIG, config_json(cfg)),
+        NodeFile(f"{SBIN}/gb300-heal", (CLOUD_INIT_DIR / "slurm" / "gb300-heal").read_text("utf-8"), "0755"),
         *units,
     ]
 
 
-def gpu_files() -> list[ExtraFile]:
+def gpu_files() -> list[NodeFile]:
     """What a GPU node carries for the loop: the gate verdict publisher and its units."""
     units = [
-        ExtraFile(f"{UNIT_DIR}/{u}", (CLOUD_INIT_DIR / "slurm" / "systemd" / u).read_text("utf-8")) for u in GPU_UNITS
+        NodeFile(f"{UNIT_DIR}/{u}", (CLOUD_INIT_DIR / "slurm" / "systemd" / u).read_text("utf-8")) for u in GPU_UNITS
     ]
     tool = (CLOUD_INIT_DIR / "slurm" / "gb300-heal-publish").read_text("utf-8")
-    return [ExtraFile(f"{SBIN}/gb300-heal-publish", tool, "0755"), *units]
+    return [NodeFile(f"{SBIN}/gb300-heal-publish", tool, "0755"), *units]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from gb300.errors import BootstrapError
 from gb300.facts.software import SoftwareSet, apply_software_overrides
@@ -14,45 +14,20 @@ from gb300.node.settings import NcclSettings, NodeSettings, load_nccl, load_node
 if TYPE_CHECKING:
     from gb300.config import StackConfig
 
-__all__ = ["BootstrapContext", "ExtraFile", "NodeFileLike"]
+__all__ = ["BootstrapContext"]
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 _ENV_KEY_RE = re.compile(r"^GB300_[A-Z0-9_]+$")
 _RESERVED_ENV = frozenset({"GB300_CLUSTER", "GB300_POOL", "GB300_ROLE", "GB300_STEPS", "GB300_ROOT"})
 
 
-class NodeFileLike(Protocol):
-    """Anything with a node path, text content and octal permissions (e.g. gb300.slurm.files.NodeFile)."""
-
-    @property
-    def path(self) -> str: ...
-    @property
-    def content(self) -> str: ...
-    @property
-    def permissions(self) -> str: ...
-
-
-@dataclass(frozen=True)
-class ExtraFile:
-    """A file a node carries with write_files (no secrets: custom data is readable)."""
-
-    path: str
-    content: str
-    permissions: str = "0644"
-
-    @classmethod
-    def of(cls, item: NodeFileLike) -> ExtraFile:
-        """Copy any NodeFile-like value."""
-        return cls(item.path, item.content, item.permissions)
-
-
 @dataclass(frozen=True)
 class BootstrapContext:
     """Inputs of one role's custom data for one pool: the one context every node file is rendered from.
 
-    `stack` is the typed stack config the node belongs to (`gb300.node.context.build` sets it); the steps and
-    files of `gb300.node.steps` are selected and rendered from it. Without a stack (the bootstrap's own
-    tests) only the registry's `bootstrap` part is rendered.
+    `stack` is the typed stack config the node belongs to (`gb300.node.context.build` sets it); the steps of
+    `gb300.node.steps` and the files of `gb300.node.registry` are selected and rendered from it. Without a stack
+    (the bootstrap's own tests) only their `bootstrap` part is rendered.
     `extra_env` carries plain, non-secret `GB300_*` values for /etc/gb300/cluster.env.
     """
 

@@ -1,12 +1,15 @@
-"""What each node role boots with: the steps and files of the node registry (:mod:`gb300.node.steps`) for the
-role and the stack, packed as a node payload (one content-addressed archive, stored once per cluster) and the
-small custom data that fetches it (:mod:`gb300.node.payload`, docs/node-payload.md).
+"""What each node role boots with, for a whole stack: :func:`render_stack` renders every role's bundle once.
 
-Both are rendered from the typed config alone, so the custom data's hash is known at plan time and tells which
-pools need a reimage. The custom data does not carry the payload's sha256 (a signed manifest does), so a payload
-change leaves it unchanged. Its one deploy-time value, the payload account's name, goes in at deploy time
-(:meth:`CustomData.for_account`) and is left out of the hash. Other deploy-time values a node needs (the Key
-Vault's generated name) reach it as VM tags read from IMDS, each checked against the form it must have.
+One bundle per role (:mod:`gb300.node.bundle`: the head's, one per GPU pool), packed by :mod:`gb300.node.pack` as
+a node payload (one content-addressed archive, stored once per cluster) and the small custom data that fetches it
+(docs/node-payload.md). Both are rendered from the typed config alone, so the custom data's hash is known at plan
+time and tells which pools need a reimage. The custom data does not carry the payload's sha256 (a signed manifest
+does), so a payload change leaves it unchanged. Its one deploy-time value, the payload account's name, goes in at
+deploy time (:meth:`~gb300.node.pack.CustomData.for_account`) and is left out of the hash. Other deploy-time values
+a node needs (the Key Vault's generated name) reach it as VM tags read from IMDS.
+
+The program, the plan's summary and ``gb300 payload publish`` all call :func:`render_stack`; within one process it
+renders a given config object once (the plan's program and summary share one render).
 """
 
 from __future__ import annotations
@@ -15,37 +18,56 @@ from dataclasses import dataclass
 
 from gb300.config import GpuPool, StackConfig
 from gb300.node import context as node_context
+from gb300.node.boot_context import BootstrapContext
+from gb300.node.bundle import bundle_for
 from gb300.node.context import GPU_NODE, HEAD, head_hostname, slurm_cluster
-from gb300.node.payload import ACCOUNT_PLACEHOLDER, Payload, pack_text, render_small_custom_data
+from gb300.node.pack import CustomData, pack_custom_data, pack_full
 
-__all__ = ["GPU_NODE", "HEAD", "CustomData", "head_hostname", "render", "slurm_cluster"]
+__all__ = [
+    "GPU_NODE",
+    "HEAD",
+    "CustomData",
+    "StackRender",
+    "head_hostname",
+    "render",
+    "render_custom_data",
+    "render_stack",
+    "slurm_cluster",
+]
 
 
 @dataclass(frozen=True)
-class CustomData:
-    """One role's rendered custom data, base64 of gzip as Azure takes it, with its content hash, and the node
-    payload it fetches (``payload.cloud_config`` is the full cloud-config the payload's files come from)."""
+class StackRender:
+    """Every role's custom data and payload for one stack: the head's, then each GPU pool's."""
 
-    role: str
-    base64: str
-    """The custom data with the payload account's placeholder (sizes, the plan's custom data checks)."""
-    sha256: str
-    cloud_config: str
-    payload: Payload
-    name: str
-    """The payload's name in the payload container (``head``, ``gpu-<pool>``)."""
+    head: CustomData
+    pools: dict[str, CustomData]
 
     @property
-    def size(self) -> int:
-        return len(self.base64)
-
-    def for_account(self, account: str) -> str:
-        """What Azure receives: the custom data with the payload account ``account`` put in."""
-        return pack_text(self.cloud_config.replace(ACCOUNT_PLACEHOLDER, account))
+    def all(self) -> tuple[CustomData, ...]:
+        """The head's, then each pool's, in the stack's pool order (as the program declares them)."""
+        return (self.head, *self.pools.values())
 
 
 def render(role: str, cfg: StackConfig, pool: GpuPool | None = None) -> CustomData:
     """The custom data of ``role`` (``head`` or ``gpu-node`` of ``pool``)."""
-    small = render_small_custom_data(node_context.build(cfg, role, pool))
-    rendered = small.rendered
-    return CustomData(role, rendered.custom_data, rendered.sha256, rendered.cloud_config, small.payload, small.name)
+    return pack_custom_data(bundle_for(node_context.build(cfg, role, pool)))
+
+
+_LAST: list[tuple[StackConfig, StackRender]] = []
+"""The last stack rendered and its render: the program and the summary of one plan share it (same object)."""
+
+
+def render_stack(cfg: StackConfig) -> StackRender:
+    """Every role's custom data and payload for ``cfg``, rendered once per config object."""
+    if _LAST and _LAST[0][0] is cfg:
+        return _LAST[0][1]
+    rendered = StackRender(render(HEAD, cfg), {pool.name: render(GPU_NODE, cfg, pool) for pool in cfg.gpu_pools})
+    _LAST[:] = [(cfg, rendered)]
+    return rendered
+
+
+def render_custom_data(ctx: BootstrapContext) -> CustomData:
+    """``ctx.role``'s full cloud-config packed as custom data (no fetch): a context without a stack (the bootstrap's
+    own tests) boots this whole. Raises BootstrapError for secret-looking content or past 64 KB."""
+    return pack_full(bundle_for(ctx, fetch=False))

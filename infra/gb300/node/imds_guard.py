@@ -6,24 +6,22 @@ local user except root and the service users of the agents the stack installs (`
 plus ``gb300:access.imdsAllowedUsers``, and the Azure WireServer (``data/imds.yaml`` ``wireserver``) to every user
 but root except for DNS (port 53). The node step ``00-imds-guard`` applies it before any other step,
 ``gb300-imds-guard.service`` at every boot before the network, and ``gb300-imds-guard.timer`` every
-``recheck_seconds`` puts the table back if it was flushed or changed (docs/security.md).
+``recheck_seconds`` puts the table back if it was flushed or changed (docs/security.md). This module renders
+the four files' contents; the node registry (:mod:`gb300.node.registry`) names where they land.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from gb300.config import StackConfig
 from gb300.facts import loader
-from gb300.node import templating
-from gb300.node.boot_context import BootstrapContext
-from gb300.node.boot_context import ExtraFile as NodeFile
+from gb300.node import paths, templating
 
-GUARD = "/usr/local/sbin/gb300-imds-guard"
-UNIT = "/etc/systemd/system/gb300-imds-guard.service"
-RECHECK_UNIT = "/etc/systemd/system/gb300-imds-guard-recheck.service"
-TIMER = "/etc/systemd/system/gb300-imds-guard.timer"
+GUARD = paths.IMDS_GUARD
+UNIT = paths.IMDS_GUARD_UNIT
+RECHECK_UNIT = paths.IMDS_GUARD_RECHECK
+TIMER = paths.IMDS_GUARD_TIMER
 TABLE = "inet gb300_imds"
 """The nftables table the guard owns (family and name)."""
 
@@ -68,25 +66,28 @@ def allowed_users(cfg: StackConfig | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(users))
 
 
-def files(ctx: BootstrapContext, _steps: Sequence[object]) -> list[NodeFile]:
-    """The guard script (the addresses and allowed users baked in), the unit that runs it at every boot, and the
-    timer with its service that run it again every ``recheck_seconds``."""
-    users = allowed_users(ctx.stack)
-    every = recheck_seconds()
-    script = templating.render(
+def script(cfg: StackConfig | None) -> str:
+    """The guard script, the addresses and allowed users baked in (the node registry places it, inline)."""
+    return templating.render(
         "gb300-imds-guard.j2",
         address=address(),
         wireserver=wireserver(),
-        users=users,
+        users=allowed_users(cfg),
         table=TABLE,
-        recheck_seconds=every,
+        recheck_seconds=recheck_seconds(),
     )
-    unit = templating.render("systemd/gb300-imds-guard.service", guard=GUARD)
-    recheck = templating.render("systemd/gb300-imds-guard-recheck.service", guard=GUARD)
-    timer = templating.render("systemd/gb300-imds-guard.timer", recheck_seconds=every)
-    return [
-        NodeFile(GUARD, script, "0755"),
-        NodeFile(UNIT, unit),
-        NodeFile(RECHECK_UNIT, recheck),
-        NodeFile(TIMER, timer),
-    ]
+
+
+def unit(_cfg: StackConfig | None) -> str:
+    """The unit that runs the guard at every boot, before the network."""
+    return templating.render("systemd/gb300-imds-guard.service", guard=GUARD)
+
+
+def recheck_unit(_cfg: StackConfig | None) -> str:
+    """The service the timer starts: the guard again."""
+    return templating.render("systemd/gb300-imds-guard-recheck.service", guard=GUARD)
+
+
+def timer(_cfg: StackConfig | None) -> str:
+    """The timer that runs the guard again every ``recheck_seconds``."""
+    return templating.render("systemd/gb300-imds-guard.timer", recheck_seconds=recheck_seconds())

@@ -1,12 +1,12 @@
-"""The one registry of what a node runs and carries: every step and every file, per role, in order.
+"""The one registry of what a node runs: every step, per role, in order (its files: :mod:`gb300.node.registry`).
 
-A node's custom data is :data:`FILES` and :data:`STEPS` selected for its role and stack (:func:`select`), packed
-by :func:`gb300.node.render.render_custom_data`. Each step is declared once, here: its name, its script (a path
-under ``cloud-init/``), the roles that run it, the steps it must come after, and a condition on the typed stack
-config. The list order is the run order; :func:`select` refuses an order that breaks an ``after`` or does not
-end with ``99-ready``. Every step script lands in one node directory, ``/usr/local/lib/gb300/steps/<name>.sh``,
-and runs from ``runcmd`` through ``run-step``. Files are declared the same way; their providers (templates,
-repository files, Python functions) render contents only. docs/node-steps.md says how to add a step.
+A node's bundle (:mod:`gb300.node.bundle`) is :data:`STEPS` selected for its role and stack (:func:`steps_for`)
+and the registry's rows. Each step is declared once, here: its name, its script (a path under ``cloud-init/``),
+the roles that run it, the steps it must come after, and a condition on the typed stack config. The list order
+is the run order; :func:`steps_for` refuses an order that breaks an ``after`` or does not start with
+``00-imds-guard`` and end with ``99-ready``. Every step script lands in one node directory
+(:data:`gb300.node.paths.STEP_DIR`, ``<name>.sh``) and runs from ``runcmd`` through ``run-step``.
+docs/node-steps.md says how to add a step.
 
 A context built without a stack (the bootstrap's own tests) selects the ``bootstrap`` part only: the other parts
 derive their files from the stack config.
@@ -15,27 +15,22 @@ derive their files from the stack config.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from gb300.config import StackConfig
 from gb300.errors import BootstrapError
-from gb300.node import context as node_context
-from gb300.node import files as node_files
-from gb300.node import imds_guard, templating
-from gb300.node.boot_context import BootstrapContext, ExtraFile
+from gb300.node import paths
+from gb300.node.boot_context import BootstrapContext
+from gb300.node.file import NodeFile
 from gb300.paths import CLOUD_INIT_DIR
-from gb300.slurm import files as slurm_files
-from gb300.slurm.health import health_env_for
 
-NodeFile = ExtraFile
 Part = Literal["bootstrap", "storage", "monitoring", "slurm"]
 Condition = Callable[[StackConfig], bool]
 
-LIB_DIR = "/usr/local/lib/gb300"
-STEP_DIR = f"{LIB_DIR}/steps"
-RUN_STEP = f"{LIB_DIR}/run-step"
+STEP_DIR = paths.STEP_DIR
+RUN_STEP = paths.RUN_STEP
 READY_STEP = "99-ready"
 GUARD_STEP = "00-imds-guard"
 GPU = ("gpu-node",)
@@ -62,46 +57,31 @@ class Step:
         return f"{STEP_DIR}/{self.name}.sh"
 
 
-@dataclass(frozen=True)
-class Files:
-    """Files a role carries: ``render`` gives their paths, contents and modes for a node context.
-
-    Every file is in the role's node payload (docs/node-payload.md). ``inline`` files also travel in the custom
-    data, for what must be in place before the payload is fetched; ``first`` is a command among them that
-    ``runcmd`` runs before the fetch (self-contained: the step library is in the payload).
-    """
-
-    name: str
-    roles: tuple[str, ...]
-    part: Part
-    render: Callable[[BootstrapContext, Sequence[Step]], Iterable[NodeFile]]
-    when: Condition | None = None
-    inline: bool = False
-    first: str | None = None
+# Conditions on the typed stack config, shared by the steps and the files (gb300.node.registry).
 
 
-def _lustre(cfg: StackConfig) -> bool:
+def on_lustre(cfg: StackConfig) -> bool:
     return cfg.storage.lustre is not None
 
 
-def _blob_mounts(cfg: StackConfig) -> bool:
+def on_blob_mounts(cfg: StackConfig) -> bool:
     return cfg.storage.blob is not None and any(c.mount_path for c in cfg.storage.blob.containers)
 
 
-def _prometheus(cfg: StackConfig) -> bool:
+def on_prometheus(cfg: StackConfig) -> bool:
     return cfg.monitoring.prometheus.enabled
 
 
-def _remediation(cfg: StackConfig) -> bool:
+def on_remediation(cfg: StackConfig) -> bool:
     return cfg.remediation.enabled
 
 
-def _storage(cfg: StackConfig) -> bool:
-    return _lustre(cfg) or _blob_mounts(cfg)
+def on_storage(cfg: StackConfig) -> bool:
+    return on_lustre(cfg) or on_blob_mounts(cfg)
 
 
-def _imds_tags(cfg: StackConfig) -> bool:
-    return _storage(cfg) or _prometheus(cfg)
+def on_imds_tags(cfg: StackConfig) -> bool:
+    return on_storage(cfg) or on_prometheus(cfg)
 
 
 # The steps, in run order. Add a step here (one entry) and its script under cloud-init/: docs/node-steps.md.
@@ -141,25 +121,25 @@ STEPS: tuple[Step, ...] = (
          "RAID0 the data NVMe namespaces at /mnt/resource_nvme, persistent across reboot", ("00-preflight",)),
     Step("72-lustre", "scripts/72-lustre.sh", BOTH, "storage",
          "verify the Lustre client and mount Azure Managed Lustre over TCP LNet at gb300:storage.lustre.mountPath",
-         ("10-tuning",), _lustre),
+         ("10-tuning",), on_lustre),
     Step("73-shared-home", "scripts/73-shared-home.sh", BOTH, "storage",
-         "bind-mount <Lustre>/home at /home (homes outlive every VM, the head included)", ("72-lustre",), _lustre),
+         "bind-mount <Lustre>/home at /home (homes outlive every VM, the head included)", ("72-lustre",), on_lustre),
     # GPU nodes only: the block cache lives on the NVMe RAID, which the head node does not have.
     Step("74-blobfuse2", "scripts/74-blobfuse2.sh", GPU, "storage",
          "mount the configured Blob containers with BlobFuse2 in block-cache mode (cache on the NVMe RAID)",
-         ("70-nvme-raid",), _blob_mounts),
+         ("70-nvme-raid",), on_blob_mounts),
     Step("80-fabric", "scripts/80-fabric.sh", GPU, "bootstrap",
          "read the NVLink fabric identity (ClusterUUID, CliqueId) into /var/lib/gb300/fabric.json",
          ("20-nvidia-driver",)),
     Step("85-dcgm-exporter", "scripts/85-dcgm-exporter.sh", GPU, "monitoring",
          "run the DCGM exporter on 127.0.0.1:9400, attached to nvidia-dcgm's host engine when it runs",
-         ("45-dcgm", "80-fabric"), _prometheus),
+         ("45-dcgm", "80-fabric"), on_prometheus),
     Step("86-node-exporter", "scripts/86-node-exporter.sh", BOTH, "monitoring",
          "run the node exporter (InfiniBand, textfile collectors) and the gb300 node-metrics timer",
-         ("85-dcgm-exporter",), _prometheus),
+         ("85-dcgm-exporter",), on_prometheus),
     Step("87-prometheus-agent", "scripts/87-prometheus-agent.sh", BOTH, "monitoring",
          "run Prometheus in agent mode, remote-writing to the Azure Monitor workspace with the node identity",
-         ("86-node-exporter",), _prometheus),
+         ("86-node-exporter",), on_prometheus),
     Step("gb300-munge-key", "slurm/gb300-munge-key", BOTH, "slurm",
          "fetch the munge key from Key Vault with the VM's managed identity and start munge", ("00-preflight",)),
     Step("gb300-pyxis-setup", "slurm/gb300-pyxis-setup", BOTH, "slurm",
@@ -177,118 +157,16 @@ STEPS: tuple[Step, ...] = (
     # Only with gb300:remediation.enabled: the loop's venv and timer on the head (docs/self-healing.md#on-the-head).
     Step("gb300-heal-setup", "slurm/gb300-heal-setup", HEAD, "slurm",
          "build the remediation loop's venv from hashed pins and start its timer (gb300:remediation.enabled)",
-         ("gb300-slurmctld-setup",), _remediation),
+         ("gb300-slurmctld-setup",), on_remediation),
     Step("gb300-slurmd-setup", "slurm/gb300-slurmd-setup", GPU, "slurm",
          "register slurmd as a dynamic node of its pool after the boot health check, then publish the fabric "
          "identity in its Slurm record",
          ("gb300-munge-key", "gb300-pyxis-setup", "80-fabric", "72-lustre", "74-blobfuse2", "70-nvme-raid")),
     Step("gb300-heal-gate-setup", "slurm/gb300-heal-gate-setup", GPU, "slurm",
          "publish the health gate's verdict in the node's Slurm record for the head's loop, at boot and every "
-         "minute (gb300:remediation.enabled)", ("gb300-slurmd-setup",), _remediation),
+         "minute (gb300:remediation.enabled)", ("gb300-slurmd-setup",), on_remediation),
     Step(READY_STEP, "scripts/99-ready.sh", BOTH, "bootstrap",
          "mark the node ready: write /var/lib/gb300/bootstrap.done last"),
-)  # fmt: skip
-
-
-Provider = Callable[[BootstrapContext, Sequence[Step]], Iterable[NodeFile]]
-
-
-def _repo(node_path: str, source: str, mode: str = "0644") -> Provider:
-    def render(_ctx: BootstrapContext, _steps: Sequence[Step]) -> list[NodeFile]:
-        return [NodeFile(node_path, (CLOUD_INIT_DIR / source).read_text(encoding="utf-8"), mode)]
-
-    return render
-
-
-def _template(node_path: str, template: str) -> Provider:
-    def render(ctx: BootstrapContext, steps: Sequence[Step]) -> list[NodeFile]:
-        variables = {"ctx": ctx, "software": ctx.software, "node": ctx.node, "nccl": ctx.nccl, "steps": steps}
-        return [NodeFile(node_path, templating.render(template, **variables))]
-
-    return render
-
-
-def _build_recipes(ctx: BootstrapContext, _steps: Sequence[Step]) -> list[NodeFile]:
-    """The build recipes (cloud-init/build/) of the ``install: source`` components."""
-    files = []
-    for comp in ctx.software.components:
-        if comp.install != "source" or comp.recipe is None:
-            continue
-        source = CLOUD_INIT_DIR / "build" / f"{comp.recipe}.sh"
-        if not source.is_file():
-            msg = f"versions.yaml components.{comp.name}.recipe: no build recipe {source} (got {comp.recipe!r})"
-            raise BootstrapError(msg)
-        files.append(NodeFile(f"{LIB_DIR}/build/{comp.recipe}.sh", source.read_text(encoding="utf-8"), "0755"))
-    return files
-
-
-def _storage_env(ctx: BootstrapContext, _steps: Sequence[Step]) -> list[NodeFile]:
-    return node_files.storage_files(node_context.stack_of(ctx))[:1]
-
-
-def _blob_files(ctx: BootstrapContext, _steps: Sequence[Step]) -> list[NodeFile]:
-    return node_files.storage_files(node_context.stack_of(ctx))[1:]
-
-
-def _monitoring(ctx: BootstrapContext, _steps: Sequence[Step]) -> list[NodeFile]:
-    return node_files.monitoring_files(node_context.stack_of(ctx), ctx.pool_name)
-
-
-def _slurm_head(ctx: BootstrapContext, _steps: Sequence[Step]) -> tuple[NodeFile, ...]:
-    cfg = node_context.stack_of(ctx)
-    return slurm_files.head_files(node_context.slurm_cluster(cfg), node_context.boot_inputs(ctx))
-
-
-def _slurm_gpu(ctx: BootstrapContext, _steps: Sequence[Step]) -> tuple[NodeFile, ...]:
-    pool = node_context.gpu_pool_of(ctx)
-    health_env = health_env_for(
-        pool.vm_size,
-        soft_failures_to_drain=node_context.stack_of(ctx).health.soft_failures_to_drain,
-        nvme_mount=ctx.node.nvme_mount_point,
-        mounts=node_context.health_mounts(ctx),
-        lustre=node_context.stack_of(ctx).storage.lustre is not None,  # the kernel must have the lustre module
-    )
-    return slurm_files.gpu_files(node_context.boot_inputs(ctx), health_env)
-
-
-def _heal_head(ctx: BootstrapContext, _steps: Sequence[Step]) -> list[NodeFile]:
-    from gb300.heal import deploy as heal_deploy  # noqa: PLC0415 - only stacks with the loop on need it
-
-    return heal_deploy.head_files(node_context.stack_of(ctx))
-
-
-def _heal_gpu(_ctx: BootstrapContext, _steps: Sequence[Step]) -> list[NodeFile]:
-    from gb300.heal import deploy as heal_deploy  # noqa: PLC0415 - only stacks with the loop on need it
-
-    return heal_deploy.gpu_files()
-
-
-# Every file a node carries besides the step scripts themselves.
-FILES: tuple[Files, ...] = (
-    # Inline and run before the payload is fetched: IMDS is closed before anything else runs (docs/security.md).
-    Files("imds guard", BOTH, "bootstrap", imds_guard.files, inline=True, first=imds_guard.GUARD),
-    Files("step library", BOTH, "bootstrap", _repo(f"{LIB_DIR}/lib.sh", "lib/gb300-lib.sh")),
-    Files("run-step", BOTH, "bootstrap", _repo(RUN_STEP, "lib/run-step", "0755")),
-    Files("cluster.env", BOTH, "bootstrap", _template("/etc/gb300/cluster.env", "cluster.env.j2")),
-    Files("node.env", BOTH, "bootstrap", _template("/etc/gb300/node.env", "node.env.j2")),
-    Files("sysctl", BOTH, "bootstrap", _template("/etc/sysctl.d/90-gb300.conf", "sysctl.conf.j2")),
-    Files("limits", BOTH, "bootstrap", _template("/etc/security/limits.d/90-gb300.conf", "limits.conf.j2")),
-    Files("versions.env", GPU, "bootstrap", _template("/etc/gb300/versions.env", "versions.env.j2")),
-    Files("modprobe", GPU, "bootstrap", _template("/etc/modprobe.d/90-gb300-nvidia.conf", "modprobe-nvidia.conf.j2")),
-    Files("nccl.conf", GPU, "bootstrap", _template("/etc/nccl.conf", "nccl.conf.j2")),
-    Files("numa", GPU, "bootstrap", _template("/etc/systemd/system.conf.d/90-gb300-numa.conf", "systemd-numa.conf.j2")),
-    Files("resume unit", BOTH, "bootstrap",
-          _template("/etc/systemd/system/gb300-resume.service", "systemd/gb300-resume.service")),
-    Files("nccl profile", GPU, "bootstrap", _template("/etc/profile.d/gb300-nccl.sh", "profile-nccl.sh.j2")),
-    Files("build recipes", GPU, "bootstrap", _build_recipes),
-    Files("imds-tag", BOTH, "storage", _repo(node_files.IMDS_TAG, "scripts/gb300-imds-tag", "0755"), _imds_tags),
-    Files("storage.env", BOTH, "storage", _storage_env, _storage),
-    Files("blobfuse2", GPU, "storage", _blob_files, _blob_mounts),
-    Files("monitoring", BOTH, "monitoring", _monitoring, _prometheus),
-    Files("slurm head", HEAD, "slurm", _slurm_head),
-    Files("slurm gpu", GPU, "slurm", _slurm_gpu),
-    Files("remediation", HEAD, "slurm", _heal_head, _remediation),
-    Files("remediation gate", GPU, "slurm", _heal_gpu, _remediation),
 )  # fmt: skip
 
 
@@ -355,17 +233,6 @@ def compact(content: str) -> str:
     return "\n".join([lines[0], note, *lines[end:]])
 
 
-def inline_for(ctx: BootstrapContext, steps: Sequence[Step]) -> tuple[list[NodeFile], list[str]]:
-    """The files ``ctx``'s role carries in its custom data as well as its payload, and the commands ``runcmd``
-    runs before fetching the payload, in registry order; shell scripts compacted."""
-    entries = [e for e in FILES if (e.inline or e.first) and _wanted(e.roles, e.part, e.when, ctx)]
-    files = [NodeFile(f.path, compact(f.content), f.permissions) for e in entries for f in e.render(ctx, steps)]
-    return files, [e.first for e in entries if e.first]
-
-
-def files_for(ctx: BootstrapContext, steps: Sequence[Step]) -> list[NodeFile]:
-    """Every file ``ctx``'s role carries (the step scripts last), in registry order; shell scripts compacted."""
-    files = [f for e in FILES if _wanted(e.roles, e.part, e.when, ctx) for f in e.render(ctx, steps)]
-    for step in steps:
-        files.append(NodeFile(step.node_path, (CLOUD_INIT_DIR / step.script).read_text(encoding="utf-8"), "0755"))
-    return [NodeFile(f.path, compact(f.content), f.permissions) for f in files]
+def step_files(steps: Sequence[Step]) -> list[NodeFile]:
+    """The step scripts, each at its :attr:`Step.node_path` (``run-step <name>`` runs it)."""
+    return [NodeFile(s.node_path, (CLOUD_INIT_DIR / s.script).read_text(encoding="utf-8"), "0755") for s in steps]

@@ -20,11 +20,12 @@ from typing import Any
 
 from gb300 import tags as gb300_tags
 from gb300.azure import inventory
+from gb300.node import paths as node_paths
 from gb300.ops.rollout import Rack, short_error
 from gb300.resources import DeployedResource
 from gb300.slurm.hostlist import natural_key
 
-STATUS_FILE = "/var/lib/gb300/status"
+STATUS_FILE = node_paths.STATUS
 CURRENT_STEP = "/run/gb300/current-step"
 SCRIPT = [
     f"if [ -r {STATUS_FILE} ]; then cat {STATUS_FILE}; else echo 'state: booting'; fi",

@@ -23,18 +23,18 @@ troubleshooting: "up to 10 minutes"); the deployer's own grant is made in the sa
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
 from gb300 import config
 from gb300.errors import Gb300Error
 from gb300.facts import storage_facts
-from gb300.node import custom_data as nodes
 from gb300.node import manifest
+from gb300.node.custom_data import CustomData, render_stack
 from gb300.node.manifest import Manifest
 
 T = TypeVar("T")
@@ -49,24 +49,15 @@ class PublishError(Gb300Error):
     """The payloads could not be published (exit 2: the message says what to fix)."""
 
 
-@dataclass(frozen=True)
-class Rendered:
-    """One payload as the stack file renders it."""
-
-    name: str
-    archive: bytes
-    sha256: str
+def render(cfg: config.StackConfig) -> tuple[CustomData, ...]:
+    """The stack's payloads (with their custom data): the head's, then each GPU pool's, as the program declares
+    them (:func:`gb300.node.custom_data.render_stack`, the one render the program and the plan use)."""
+    return render_stack(cfg).all
 
 
-def render(cfg: config.StackConfig) -> list[Rendered]:
-    """The stack's payloads: the head's, then each GPU pool's (as the program declares them)."""
-    found = [nodes.render(nodes.HEAD, cfg)] + [nodes.render(nodes.GPU_NODE, cfg, pool) for pool in cfg.gpu_pools]
-    return [Rendered(d.name, d.payload.archive, d.payload.sha256) for d in found]
-
-
-def check_expected(rendered: Sequence[Rendered], expect: Mapping[str, str]) -> None:
+def check_expected(rendered: Sequence[CustomData], expect: Mapping[str, str]) -> None:
     """Every payload the deployment expects, with its sha256, and no other (raises :class:`PublishError`)."""
-    got = {r.name: r.sha256 for r in rendered}
+    got = {r.name: r.payload.sha256 for r in rendered}
     problems = [
         f"payload {name}: the stack file renders {got.get(name, 'nothing')}, the deployment expects {sha}"
         for name, sha in sorted(expect.items())
@@ -219,9 +210,9 @@ class Publisher:
         settings = ContentSettings(content_type=content_type)
         self._call(f"upload {blob_name}", lambda: blob.upload_blob(data, overwrite=True, content_settings=settings))
 
-    def publish(self, cluster: str, payload: Rendered, key: Any, *, public_key: str | None = None) -> Manifest:
-        """Upload ``payload``'s archive, then a new signed manifest, unless the container's manifest verifies with
-        ``public_key`` (the stack's; default: ``key``'s public half) and already names this sha256.
+    def publish(self, cluster: str, name: str, archive: bytes, key: Any, *, public_key: str | None = None) -> Manifest:
+        """Upload payload ``name``'s ``archive``, then a new signed manifest, unless the container's manifest
+        verifies with ``public_key`` (the stack's; default: ``key``'s public half) and already names its sha256.
 
         The current serial and "unchanged" come only from a verified manifest of this cluster and payload; anything
         else is treated as absent (a warning names the blob and why). The new serial is the publish time in
@@ -230,28 +221,29 @@ class Publisher:
         the publish that signed it. A serial outside ``payload_limits`` is refused, never signed.
         """
         public = public_key if public_key is not None else manifest.public_key_line(key)
-        current = self._current(cluster, payload.name, public)
+        sha256 = hashlib.sha256(archive).hexdigest()
+        current = self._current(cluster, name, public)
         # Content-addressed and small: uploaded every time, so an archive deleted or overwritten in the container
         # is put back even when the manifest is unchanged.
-        self._put(manifest.archive_blob(payload.sha256), payload.archive, "application/gzip")
-        if current is not None and current.sha256 == payload.sha256:
+        self._put(manifest.archive_blob(sha256), archive, "application/gzip")
+        if current is not None and current.sha256 == sha256:
             self._say(
-                f"{payload.name}: manifest unchanged (serial {current.serial}, signature verified, sha256 "
-                f"{payload.sha256[:12]}); archive {current.archive} uploaded again"
+                f"{name}: manifest unchanged (serial {current.serial}, signature verified, sha256 "
+                f"{sha256[:12]}); archive {current.archive} uploaded again"
             )
             return current
         serial = max(int(self.clock() * 1000), (current.serial + 1) if current else 1)
         top = manifest.limits().serial_max
         if serial > top:
             raise PublishError(
-                f"payload {payload.name}: serial {serial} is past {top}, the largest a node reads "
+                f"payload {name}: serial {serial} is past {top}, the largest a node reads "
                 "(payload_limits.serial_max_digits in infra/gb300/data/node.yaml): refused, nothing signed"
             )
-        new = Manifest(cluster, payload.name, payload.sha256, len(payload.archive), serial)
+        new = Manifest(cluster, name, sha256, len(archive), serial)
         data = new.to_bytes()
-        self._put(manifest.manifest_blob(payload.name), data, "application/json")
-        self._put(manifest.signature_blob(payload.name), key.sign(data), "application/octet-stream")
-        self._say(f"{payload.name}: published {new.archive} ({new.size} bytes), manifest serial {serial}, signed")
+        self._put(manifest.manifest_blob(name), data, "application/json")
+        self._put(manifest.signature_blob(name), key.sign(data), "application/octet-stream")
+        self._say(f"{name}: published {new.archive} ({new.size} bytes), manifest serial {serial}, signed")
         return new
 
 

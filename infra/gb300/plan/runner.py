@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import hashlib
 import importlib
@@ -202,9 +203,11 @@ def register(
     program: Callable[[], None] | None = None,
     *,
     mocks: AzureMocks | None = None,
+    cfg: StackConfig | None = None,
 ) -> list[ResourceRecord]:
     """Run ``program`` (default: :func:`gb300.program.main`) under ``mocks`` (default: :class:`AzureMocks`) with
-    ``raw`` as the stack's config.
+    ``raw`` as the stack's config. ``cfg``: ``raw`` already parsed, handed to the default program so that one plan
+    parses the stack once (the program still reads ``raw`` from the engine's config when run by Pulumi).
 
     The mocks are installed before the program module is imported, as the SDK requires.
     """
@@ -214,7 +217,8 @@ def register(
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor)
     pulumi.runtime.set_all_config(config.to_pulumi_config(raw))
     if program is None:
-        program = importlib.import_module("gb300.program").main
+        main = importlib.import_module("gb300.program").main
+        program = functools.partial(main, cfg)
     with gc_paused():
         _sync_await(run_pulumi_func(_declared_then_frozen(program)))
     if monitor.duplicates:
@@ -292,7 +296,7 @@ def run_plan(
         return _assess(
             stack,
             cfg,
-            register(stack, raw),
+            register(stack, raw, cfg=cfg),
             quota=quota,
             deployed=deployed,
             prices=prices,

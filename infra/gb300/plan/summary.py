@@ -17,12 +17,11 @@ from gb300.resources import ResourceRecord
 
 def payload_bytes(cfg: StackConfig) -> dict[str, int]:
     """Role -> bytes of the largest node payload its custom data fetches (the archive ``gb300 payload publish``
-    uploads; rendered again from the config, as the uploader renders it)."""
-    from gb300.node import custom_data as nodes  # noqa: PLC0415 - the summary needs the node package only here
+    uploads; the program's own render of the stack, :func:`gb300.node.custom_data.render_stack`)."""
+    from gb300.node.custom_data import render_stack  # noqa: PLC0415 - the summary needs the node package only here
 
-    found = [nodes.render(nodes.HEAD, cfg)] + [nodes.render(nodes.GPU_NODE, cfg, p) for p in cfg.gpu_pools]
     payload: dict[str, int] = {}
-    for data in found:
+    for data in render_stack(cfg).all:
         payload[data.role] = max(payload.get(data.role, 0), data.payload.size)
     return dict(sorted(payload.items()))
 

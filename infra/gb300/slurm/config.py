@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from gb300.errors import Gb300Error
+from gb300.node import paths as node_paths
 from gb300.node import templating
 
 FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "plugstack.conf")
@@ -78,8 +79,8 @@ class SlurmCluster:
     accounting_host: str | None = None
     health_check_interval: int = 300
     prolog_timeout: int = 180
-    sbin_dir: str = "/usr/local/sbin"
-    pyxis_plugin: str = "/usr/local/lib/slurm/spank_pyxis.so"
+    sbin_dir: str = node_paths.SBIN
+    pyxis_plugin: str = node_paths.PYXIS_PLUGIN
 
 
 def default_spare_nodes(gpu_nodes: int) -> int:

@@ -1,14 +1,12 @@
-"""The Slurm files each role's cloud-init places (contents only; the node registry decides who carries them).
+"""The Slurm boot inputs a node carries, and the checks of a role's Slurm files (contents only, no node paths).
 
-The Slurm steps themselves (``gb300-munge-key`` .. ``gb300-slurmd-setup``) are declared with every other node
-step in :mod:`gb300.node.steps`. The files here are the tools Slurm, systemd and the steps call (the installer,
-the health gate, the IMEX prolog and epilog, the fabric publisher, the topology refresh), their units, Slurm's
-configuration and the boot inputs. Every file below is a plain ``write_files`` entry; :func:`head_files` and
-:func:`gpu_files` return them.
-Inputs the steps read at boot come from ``/etc/gb300/slurm.env`` (:func:`render_slurm_env`) and
-``/etc/gb300/health.env`` (:func:`gb300.slurm.health.render_health_env`). No secret is in either: the munge
-key is fetched from Key Vault by ``gb300-munge-key`` with the VM's managed identity, and the accounting
-database (``gb300-slurmdbd-setup``, when ``GB300_SLURMDBD=1``) authenticates slurmdbd by its unix socket peer.
+The Slurm steps (``gb300-munge-key`` .. ``gb300-slurmd-setup``) and the files they use (the tools Slurm, systemd
+and the steps call, their units, Slurm's configuration, the topology generator and these boot inputs) are declared
+in the node registry (:mod:`gb300.node.registry`), each file a row naming its node path. Inputs the steps read at
+boot come from ``slurm.env`` (:func:`render_slurm_env`) and ``health.env``
+(:func:`gb300.slurm.health.render_health_env`). No secret is in either: the munge key is fetched from Key Vault
+by ``gb300-munge-key`` with the VM's managed identity, and the accounting database (``gb300-slurmdbd-setup``,
+when ``GB300_SLURMDBD=1``) authenticates slurmdbd by its unix socket peer.
 """
 
 from __future__ import annotations
@@ -19,37 +17,13 @@ import shlex
 from dataclasses import dataclass
 
 from gb300.facts.software import AptRepo
-from gb300.node.boot_context import ExtraFile as NodeFile  # one file type for write_files
-from gb300.paths import CLOUD_INIT_DIR, PACKAGE_DIR
-from gb300.slurm.config import SlurmCluster, SlurmConfigError, SlurmPool, render, render_accounting
+from gb300.slurm.config import SlurmCluster, SlurmConfigError, SlurmPool
 
-SCRIPT_DIR = CLOUD_INIT_DIR / "slurm"
-SBIN = "/usr/local/sbin"
-UNIT_DIR = "/opt/gb300/systemd"
-LIB_DIR = "/opt/gb300/lib"
 SLURM_UID = 11100
 """uid and gid of the slurm user on every node, as Azure CycleCloud creates it (Azure/cyclecloud-slurm
 azure-slurm-install/install.py, slurm.user.uid default 11100): Microsoft's slurm-smd packages create no user,
 and slurmctld and slurmd must agree on SlurmUser's uid."""
 
-_INSTALLER = "gb300-slurm-install"  # not a step: the steps call it to install Slurm at the pinned version
-_HEAD_SCRIPTS = (_INSTALLER, "gb300-topology-refresh")
-_GPU_SCRIPTS = (
-    _INSTALLER,
-    "gb300-health-check",
-    "gb300-imex-prolog",
-    "gb300-imex-epilog",
-    "gb300-enroot-dirs",  # called by the IMEX prolog and epilog and by gb300-pyxis-setup
-    "gb300-pam-adopt",  # called by gb300-slurmd-setup: ssh only for users with a job here
-    "gb300-fabric-publish",
-    "gb300-scheduled-events",  # drains before Azure maintenance (IMDS Scheduled Events), resumes after
-)
-_HEAD_UNITS = ("gb300-topology-refresh.service", "gb300-topology-refresh.timer")
-_DBD_UNITS = ("slurmdbd-gb300.conf",)  # slurmdbd.service drop-in: run as the slurm user from the start
-SLURMDBD_CONF = "/etc/slurm/slurmdbd.conf"
-MARIADB_DROPIN = "/etc/mysql/mariadb.conf.d/60-gb300-slurmdbd.cnf"
-_GPU_UNITS = ("gb300-health-boot.service", "gb300-fabric-publish.service", "gb300-scheduled-events.service")
-_GENERATOR = ("__init__.py", "hostlist.py", "topology.py", "stale.py")
 _VAULT = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$")
 _POOL = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 _NODE_SHAPE = ("pool", "cpus", "real_memory_mib", "gpus")
@@ -62,7 +36,7 @@ class SlurmBootInputs:
     ``identity_client_id`` is the client id of the user-assigned identity that may read the munge secret
     (role "Key Vault Secrets User"); leave it None to use the VM's system-assigned identity.
     ``slurmdbd`` turns on job accounting on the head node (``GB300_SLURMDBD=1``, ``gb300:head.slurmdbd``);
-    it must agree with the cluster's ``accounting_host`` (:func:`head_files` checks).
+    it must agree with the cluster's ``accounting_host`` (:func:`check_head` checks).
     ``slurm_version``, ``slurm_apt_version``, ``slurm_packages`` and ``slurm_repo`` are versions.yaml's
     ``slurm`` component and its repository (Microsoft's); ``gb300-slurm-install`` installs and holds them.
     Other versions are pins from the versions data file; None keeps the image's version.
@@ -71,7 +45,7 @@ class SlurmBootInputs:
     is pinned. ``install_enroot`` is False on the head: srun there needs the
     pyxis plugin to accept ``--container-image``, but containers only ever start on GPU nodes.
     ``pool``, ``cpus``, ``real_memory_mib`` and ``gpus`` are a GPU node's dynamic-node registration
-    (``slurmd -Z --conf "CPUs=.. RealMemory=.. Gres=gpu:N Feature=<pool>"``): :func:`gpu_files` needs them
+    (``slurmd -Z --conf "CPUs=.. RealMemory=.. Gres=gpu:N Feature=<pool>"``): :func:`check_gpu` needs them
     and :meth:`for_pool` copies them from the pool's :class:`~gb300.slurm.config.SlurmPool`; the head leaves
     them None.
     """
@@ -174,58 +148,21 @@ def _text(value: int | None) -> str | None:
     return None if value is None else str(value)
 
 
-def _scripts(names: tuple[str, ...]) -> list[NodeFile]:
-    return [NodeFile(f"{SBIN}/{name}", (SCRIPT_DIR / name).read_text(encoding="utf-8"), "0755") for name in names]
-
-
-def _units(names: tuple[str, ...]) -> list[NodeFile]:
-    return [
-        NodeFile(f"{UNIT_DIR}/{name}", (SCRIPT_DIR / "systemd" / name).read_text(encoding="utf-8")) for name in names
-    ]
-
-
-def head_files(cluster: SlurmCluster, inputs: SlurmBootInputs) -> tuple[NodeFile, ...]:
-    """Files for the head node: Slurm's configuration, boot inputs, the topology refresh and its generator.
-
-    With accounting on, also slurmdbd.conf (0600; the step hands it to the slurm user), the MariaDB drop-in
-    and the slurmdbd unit drop-in. Raises SlurmConfigError when ``inputs.slurmdbd`` and the cluster's
-    ``accounting_host`` disagree.
-    """
+def check_head(cluster: SlurmCluster, inputs: SlurmBootInputs) -> None:
+    """A head's Slurm files must agree about accounting: raises SlurmConfigError when ``inputs.slurmdbd`` and the
+    cluster's ``accounting_host`` disagree."""
     if inputs.slurmdbd != (cluster.accounting_host is not None):
         raise SlurmConfigError(
             f"'slurmdbd' must be {cluster.accounting_host is not None} when the cluster's accounting_host is "
             f"{cluster.accounting_host!r} (got {inputs.slurmdbd!r}). Set both from gb300:head.slurmdbd."
         )
-    configs = [NodeFile(f"/etc/slurm/{name}", text) for name, text in render(cluster).items()]
-    accounting = render_accounting(cluster)
-    dbd: list[NodeFile] = []
-    if accounting:
-        dbd = [
-            NodeFile(SLURMDBD_CONF, accounting["slurmdbd.conf"], "0600"),
-            NodeFile(MARIADB_DROPIN, accounting["mariadb-slurmdbd.cnf"]),
-            *_units(_DBD_UNITS),
-        ]
-    generator = [
-        NodeFile(f"{LIB_DIR}/gb300/slurm/{name}", (PACKAGE_DIR / "slurm" / name).read_text(encoding="utf-8"))
-        for name in _GENERATOR
-    ]
-    env = NodeFile("/etc/gb300/slurm.env", render_slurm_env(inputs))
-    return (*configs, *dbd, env, *_scripts(_HEAD_SCRIPTS), *_units(_HEAD_UNITS), *generator)
 
 
-def gpu_files(inputs: SlurmBootInputs, health_env: str) -> tuple[NodeFile, ...]:
-    """Files for a GPU node: boot inputs, health expectations, the health gate, IMEX hooks, fabric publisher.
-
-    ``inputs`` must carry the node's pool and shape (``inputs.for_pool(pool)``): slurmd registers as a
-    dynamic node with them. Raises SlurmConfigError naming the first missing field.
-    """
+def check_gpu(inputs: SlurmBootInputs) -> None:
+    """A GPU node's inputs must carry its pool and shape (``inputs.for_pool(pool)``): slurmd registers as a dynamic
+    node with them. Raises SlurmConfigError naming the first missing field."""
     missing = [name for name in _NODE_SHAPE if getattr(inputs, name) is None]
     if missing:
         raise SlurmConfigError(
             f"'{missing[0]}' must be set for a GPU node (got None). Pass inputs.for_pool(<the node's SlurmPool>)."
         )
-    envs = [
-        NodeFile("/etc/gb300/slurm.env", render_slurm_env(inputs)),
-        NodeFile("/etc/gb300/health.env", health_env),
-    ]
-    return (*envs, *_scripts(_GPU_SCRIPTS), *_units(_GPU_UNITS))

@@ -1,0 +1,118 @@
+"""The node path contract: every gb300 path a node script names is one a registry row places (or one a step makes
+at boot, listed below with the script that makes it), and every node path literal is spelled in one Python module.
+
+As tests/test_tags.py holds the node scripts to the tag contract (gb300.tags), this holds them to the node registry
+(gb300.node.registry): a script that reads ``/etc/gb300/x.env`` while no row writes it fails here, naming the
+script and the line, before any node boots without the file.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gb300 import config
+from gb300.node import context as node_context
+from gb300.node import registry
+from gb300.node.bundle import bundle_for
+from gb300.paths import CLOUD_INIT_DIR, PACKAGE_DIR
+
+NODE_PATH = re.compile(
+    r"/(?:etc/gb300|usr/local/lib/gb300|opt/gb300|usr/local/sbin/gb300-[a-z0-9-]+)(?:/[A-Za-z0-9_.@-]*[A-Za-z0-9_@-])*"
+)
+"""A path of gb300's own on a node: its settings, its library, its trees under /opt, its tools."""
+MADE_AT_BOOT = {
+    "/etc/gb300/dcgm-exporter.env": "scripts/85-dcgm-exporter.sh",
+    "/etc/gb300/prometheus-agent.yml": "scripts/87-prometheus-agent.sh",  # from the row's prometheus-agent.yml.in
+    "/etc/gb300/prometheus/targets": "scripts/87-prometheus-agent.sh",
+    "/opt/gb300/heal/venv": "slurm/gb300-heal-setup",
+}
+"""Paths no row places because a step writes them on the node, and the script that does."""
+ROLE_ID = (
+    "/subscriptions/00000000-0000-0000-0000-000000000000/providers/Microsoft.Authorization/roleDefinitions/"
+    "11111111-1111-1111-1111-111111111111"
+)
+LITERAL = re.compile(r"[\"'f]/(?:etc|usr|opt|var)/[A-Za-z0-9_./{}-]+")
+"""A node path spelled in Python (the issue's grep)."""
+
+
+def _scripts() -> list[Path]:
+    return [p for p in sorted(CLOUD_INIT_DIR.rglob("*")) if p.is_file() and p.suffix not in (".yaml", ".md")]
+
+
+def unplaced(text: str, placed: set[str]) -> list[tuple[int, str]]:
+    """(line, path) of every gb300 node path ``text`` names that is neither placed nor a folder of a placed path."""
+    folders = {"/".join(p.split("/")[:i]) for p in placed for i in range(2, p.count("/") + 1)}
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        found += [(number, m.group(0)) for m in NODE_PATH.finditer(line) if m.group(0) not in placed | folders]
+    return found
+
+
+@pytest.fixture(scope="module")
+def placed(reference_raw: dict[str, Any]) -> set[str]:
+    """Every path the reference stack's head and GPU nodes carry, with the remediation loop and accounting on (every
+    row)."""
+    raw = copy.deepcopy(reference_raw)
+    raw["remediation"] = {**raw.get("remediation", {}), "enabled": True, "roleDefinitionId": ROLE_ID}
+    raw["head"] = {**raw.get("head", {}), "slurmdbd": True}
+    cfg = config.parse(raw)
+    paths: set[str] = set()
+    for role, pool in ((node_context.HEAD, None), (node_context.GPU_NODE, cfg.gpu_pools[0])):
+        bundle = bundle_for(node_context.build(cfg, role, pool))
+        paths |= {f.path for f in (*bundle.files, *bundle.fetch)}
+    return paths
+
+
+def test_a_script_naming_a_path_no_row_places_is_named_with_its_line() -> None:
+    """The check reports the unplaced path and its line; a placed path and its folders pass."""
+    text = '#!/usr/bin/env bash\n. "${GB300_ROOT:-}/etc/gb300/slurm.env"\ncat /etc/gb300/nothing.env\nls /etc/gb300\n'
+    assert unplaced(text, {"/etc/gb300/slurm.env"}) == [(3, "/etc/gb300/nothing.env")]
+
+
+def test_every_path_a_node_script_names_is_placed_by_a_row(placed: set[str]) -> None:
+    """No script under cloud-init/ reads a gb300 path that no registry row places (or that no step makes)."""
+    missing = {
+        f"cloud-init/{script.relative_to(CLOUD_INIT_DIR)}:{line}": path
+        for script in _scripts()
+        for line, path in unplaced(script.read_text(encoding="utf-8"), placed | set(MADE_AT_BOOT))
+    }
+    assert missing == {}
+
+
+def test_paths_made_at_boot_are_made_by_their_script(placed: set[str]) -> None:
+    """Each path listed as made at boot is named by the script said to make it, and no row places it too."""
+    for path, script in MADE_AT_BOOT.items():
+        assert path in (CLOUD_INIT_DIR / script).read_text(encoding="utf-8"), script
+        assert path not in placed
+
+
+def test_the_reference_stack_with_everything_on_carries_every_row(placed: set[str]) -> None:
+    """Every single-path row of the registry is carried by some role of the reference stack (so the checks above
+    see the whole registry)."""
+    rows = [e for e in registry.ROWS if isinstance(e, registry.Row)]
+    rows += [e for e in registry.SLURM_ROWS if isinstance(e, registry.Row)]
+    assert rows
+    assert [r.path for r in rows if r.path not in placed] == []
+
+
+def test_each_node_path_literal_is_spelled_in_one_module() -> None:
+    """Outside gb300.node.paths and the registry no module spells a node path; no literal is spelled twice.
+
+    One exception: a pinned repository's keyring path is a fact of gb300.facts.software, which the typed config
+    reads, and the config sits below the node package (tests/node/test_node_package.py)."""
+    homes = {
+        PACKAGE_DIR / "node" / "paths.py",
+        PACKAGE_DIR / "node" / "registry.py",
+        PACKAGE_DIR / "facts" / "software.py",
+    }
+    spelled: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        for match in LITERAL.finditer(path.read_text(encoding="utf-8")):
+            spelled.setdefault(match.group(0)[1:], set()).add(str(path.relative_to(PACKAGE_DIR)))
+    assert {p: m for p, m in spelled.items() if len(m) > 1} == {}
+    assert {p: m for p, m in spelled.items() if not {PACKAGE_DIR / x for x in m} <= homes} == {}
