@@ -18,7 +18,6 @@ other finding in one run.
 from __future__ import annotations
 
 import ipaddress
-import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -55,12 +54,6 @@ class SubnetPlan:
     @property
     def size(self) -> int:
         return int(ipaddress.IPv4Network(self.prefix).num_addresses)
-
-
-def prefix_for(addresses: int) -> int:
-    """The longest prefix whose block holds ``addresses`` (reserved ones included), at most /29."""
-    bits = max(3, math.ceil(math.log2(max(addresses, 1))))
-    return min(MIN_PREFIX, 32 - bits)
 
 
 def storage_offset(prefix: int) -> int:
