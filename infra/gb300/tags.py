@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from gb300.node import role_names
+
 V = TypeVar("V")
 
 PREFIX = "gb300-"
@@ -33,11 +35,8 @@ POOL = "gb300-pool"
 RACK = "gb300-rack"
 """A rack scale set's rack number (1-based, as in its name ``...-r0001``)."""
 ROLE = "gb300-role"
-"""The role of a VM that is not in a GPU pool (:data:`ROLE_HEAD`) or of the head's state disk."""
-ROLE_HEAD = "head"
+"""The role of a VM that is not in a GPU pool (:data:`gb300.node.role_names.HEAD`) or of the head's state disk."""
 ROLE_HEAD_STATE = "head-state"
-ROLE_GPU_NODE = "gpu-node"
-"""The role the plan summary gives a scale set without a :data:`ROLE` tag (every GPU pool's)."""
 CUSTOM_DATA_HASH = "gb300-custom-data-sha256"
 """The sha256 of the custom data a node boots with; a changed hash is a node to reimage or replace."""
 
@@ -150,7 +149,7 @@ def rack(pool_tags: Mapping[str, Any], index: int) -> dict[str, Any]:
 
 def head(node_tags: Mapping[str, Any], custom_data_sha256: str) -> dict[str, Any]:
     """Tags on the head node's VM, NIC and public IP."""
-    return {**node_tags, ROLE: ROLE_HEAD, CUSTOM_DATA_HASH: custom_data_sha256}
+    return {**node_tags, ROLE: role_names.HEAD, CUSTOM_DATA_HASH: custom_data_sha256}
 
 
 def head_state(node_tags: Mapping[str, Any]) -> dict[str, Any]:
@@ -179,7 +178,7 @@ def rack_of(tags: Any) -> str | None:
 
 
 def role_of(tags: Any) -> str | None:
-    """The role a resource's tags name (:data:`ROLE_HEAD`, :data:`ROLE_HEAD_STATE`), or None."""
+    """The role a resource's tags name (:data:`gb300.node.role_names.HEAD`, :data:`ROLE_HEAD_STATE`), or None."""
     return _get(tags, ROLE)
 
 

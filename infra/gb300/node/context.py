@@ -14,11 +14,9 @@ from gb300.errors import BootstrapError
 from gb300.facts import catalog
 from gb300.facts.software import apply_software_overrides
 from gb300.node.boot_context import BootstrapContext
+from gb300.node.role_names import GPU_NODE, HEAD
 from gb300.slurm import config as slurm_config
 from gb300.slurm import files as slurm_files
-
-HEAD = "head"
-GPU_NODE = "gpu-node"
 
 
 def head_hostname(cfg: StackConfig) -> str:

@@ -34,6 +34,7 @@ from typing import Any
 
 from gb300.errors import DataError, Gb300Error
 from gb300.facts.loader import DATA_DIR, data
+from gb300.node import role_names
 
 __all__ = [
     "ARCHIVE_PREFIX",
@@ -113,7 +114,7 @@ class SigningKeyError(Gb300Error):
 
 def payload_name(role: str, pool: str | None) -> str:
     """The payload's name: ``head`` for the head node, ``gpu-<pool>`` for a GPU pool's nodes."""
-    return "head" if pool is None else f"gpu-{pool}"
+    return role_names.HEAD if pool is None else f"gpu-{pool}"
 
 
 def manifest_blob(name: str) -> str:

@@ -23,7 +23,7 @@ from gb300.config import StackConfig
 from gb300.errors import BootstrapError
 from gb300.node import context as node_context
 from gb300.node import files as node_files
-from gb300.node import imds_guard, templating
+from gb300.node import imds_guard, role_names, templating
 from gb300.node.boot_context import BootstrapContext, ExtraFile
 from gb300.paths import CLOUD_INIT_DIR
 from gb300.slurm import files as slurm_files
@@ -38,9 +38,9 @@ STEP_DIR = f"{LIB_DIR}/steps"
 RUN_STEP = f"{LIB_DIR}/run-step"
 READY_STEP = "99-ready"
 GUARD_STEP = "00-imds-guard"
-GPU = ("gpu-node",)
-HEAD = ("head",)
-BOTH = ("gpu-node", "head")
+GPU = (role_names.GPU_NODE,)
+HEAD = (role_names.HEAD,)
+BOTH = role_names.ROLES
 _NAME = re.compile(r"^([0-9]{2}|gb300)-[a-z0-9][a-z0-9-]*$")
 
 
