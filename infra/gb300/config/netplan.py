@@ -38,7 +38,6 @@ FIXED_PREFIX: dict[Role, int] = {"head": 27, "storage": 24, "endpoints": 27, "ba
 # Fixed offsets (addresses from the start of the space) of the small subnets; storage's depends on its size.
 FIXED_OFFSET: dict[Role, int] = {"head": 0, "endpoints": 32, "bastion": 64}
 STORAGE_MIN_OFFSET = 256  # after the first /24, which holds head, endpoints and Bastion
-MIN_PREFIX = 29  # the smallest subnet Azure allows
 
 
 @dataclass(frozen=True)
