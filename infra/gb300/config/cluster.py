@@ -45,6 +45,7 @@ class ClusterSettings(ConfigModel):
     """
 
     def check_not_gb300_keys(self) -> None:
+        """No user tag is a key gb300 writes itself (compared without case, as Azure does)."""
         own = {k.lower() for k in gb300_tags.ALL}
         for key in self.tags:
             if key.lower() in own or key.lower().startswith(gb300_tags.PREFIX):
@@ -56,6 +57,7 @@ class ClusterSettings(ConfigModel):
                 )
 
     def check_tag_count(self) -> None:
+        """The user's tags leave room for gb300's own within Azure's limit per resource."""
         limits = catalog.load()
         most = int(limits.limit("maxTagsPerResource")) - int(limits.limit("gb300TagReserve"))
         if len(self.tags) > most:
@@ -119,6 +121,7 @@ class EgressSettings(ConfigModel):
     otherwise."""
 
     def check_next_hop_with_firewall(self) -> None:
+        """Egress through a firewall names the firewall's private address."""
         if self.via == "firewall" and self.next_hop_ip is None:
             raise PathError(
                 ("network", "egress", "nextHopIp"),
@@ -199,6 +202,7 @@ class NetworkSettings(ConfigModel):
     """
 
     def check_one_egress_key(self) -> None:
+        """``egress`` and the older ``natGateway`` are not both set."""
         if "egress" in self.model_fields_set and "nat_gateway" in self.model_fields_set:
             raise PathError(
                 ("network", "natGateway"),

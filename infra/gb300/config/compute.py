@@ -52,6 +52,7 @@ class GpuPool(ConfigModel):
     """
 
     def check_racks_within_one_fabric(self) -> None:
+        """The pool's racks fit one InfiniBand fabric of its VM size (data/skus.yaml)."""
         sku = self.sku
         if sku.fabric_model is None:
             return
@@ -74,6 +75,7 @@ class GpuPool(ConfigModel):
             )
 
     def check_blocks_available(self) -> None:
+        """Interconnect blocks are asked for only where the size's fabric offers them."""
         fabric = catalog.load().fabric_for(self.sku) if self.interconnect_blocks else None
         if fabric is not None and not fabric.interconnect_blocks_available:
             raise PathError(
@@ -85,6 +87,7 @@ class GpuPool(ConfigModel):
             )
 
     def check_retired_within_racks(self) -> None:
+        """Retired racks are rack numbers of this pool, each once, for a size with a scale set per rack."""
         seen: set[int] = set()
         if self.retired_racks and catalog.load().fabric_for(self.sku).scale_set_per != "rack":
             raise PathError(

@@ -110,6 +110,7 @@ class StackConfig(ConfigModel):
     """
 
     def check_unique_pool_names(self) -> None:
+        """No two GPU pools share a name."""
         seen: dict[str, int] = {}
         for i, pool in enumerate(self.gpu_pools):
             if pool.name in seen:
@@ -120,6 +121,7 @@ class StackConfig(ConfigModel):
             seen[pool.name] = i
 
     def check_no_mount_over_the_admin_home(self) -> None:
+        """No storage is mounted in the admin user's home, where Azure writes its SSH keys as root."""
         # Azure's agent writes the admin's authorized_keys into /home/<adminUsername>/.ssh as root, and the admin
         # may sudo: a container every job can write, mounted there, would hand root on every node to any job.
         home = f"/home/{self.access.admin_username}"
@@ -133,6 +135,7 @@ class StackConfig(ConfigModel):
                 )
 
     def check_hub_zones_in_an_existing_vnet(self) -> None:
+        """In an existing VNet, the hub's private DNS zones are given for every private endpoint."""
         # gb300 may link no zone of its own to a landing zone's VNet: a second privatelink.blob zone there breaks the
         # resolution of every other private endpoint the hub registers (docs/landing-zone.md).
         if self.network.existing_vnet_id is None:

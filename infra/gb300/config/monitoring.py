@@ -108,6 +108,7 @@ class MonitoringSettings(ConfigModel):
         return parse(ws) if ws is not None else None
 
     def check_existing_needs_enabled(self) -> None:
+        """An existing Log Analytics workspace is given only when logs are on."""
         if self.existing_log_analytics_workspace_id is not None and not self.logs.enabled:
             raise PathError(
                 ("monitoring", "existingLogAnalyticsWorkspaceId"),
@@ -121,6 +122,7 @@ class MonitoringSettings(ConfigModel):
             )
 
     def check_needs_prometheus(self) -> None:
+        """Grafana and the alerts are on only with managed Prometheus, which they read."""
         if not self.prometheus.enabled:
             for key, piece in (("grafana", self.grafana), ("alerts", self.alerts)):
                 if piece.enabled:

@@ -59,6 +59,7 @@ class RemediationSettings(ConfigModel):
     """
 
     def check_role_when_enabled(self) -> None:
+        """The loop's role is a role definition id, and is given when the loop is on."""
         if self.role_definition_id is not None and not _ROLE_ID.match(self.role_definition_id):
             raise PathError(
                 ("remediation", "roleDefinitionId"),

@@ -118,6 +118,7 @@ class LustreSettings(ConfigModel):
     """
 
     def check_subnet_size_known(self) -> None:
+        """A filesystem larger than Azure documents a subnet size for names its subnet size."""
         if self.subnet_prefix_length is None and storage_facts.lustre_subnet_prefix(self.capacity_ti_b) is None:
             raise PathError(
                 ("storage", "lustre", "subnetPrefixLength"),
@@ -203,6 +204,7 @@ class BlobSettings(ConfigModel):
     """
 
     def check_versioning_needs_flat_namespace(self) -> None:
+        """Blob versioning is asked for only on a flat namespace, where Azure offers it."""
         if self.versioning and self.hierarchical_namespace:
             raise PathError(
                 ("storage", "blob", "versioning"),
@@ -212,6 +214,7 @@ class BlobSettings(ConfigModel):
             )
 
     def check_unique_containers(self) -> None:
+        """No two containers share a name."""
         seen: set[str] = set()
         for i, container in enumerate(self.containers):
             if container.name in seen:
@@ -237,6 +240,7 @@ class CheckpointSettings(ConfigModel):
     """Checkpoint bytes per parameter; unset = 16 (mixed-precision Adam, `data/checkpoint.yaml`)."""
 
     def check_time_budget(self) -> None:
+        """A checkpoint has a time to write in (writeMinutes or intervalMinutes), and writes within its interval."""
         if self.write_minutes is None and self.interval_minutes is None:
             raise PathError(
                 ("storage", "checkpoint", "writeMinutes"),
@@ -327,6 +331,7 @@ class StorageSettings(ConfigModel):
         return mounts
 
     def check_mounts_do_not_overlap(self) -> None:
+        """No storage mount is at, in or above another."""
         mounts = self.mounts()
         for j, (loc, path) in enumerate(mounts):
             for other_loc, other in mounts[:j]:
@@ -338,6 +343,7 @@ class StorageSettings(ConfigModel):
                     )
 
     def check_payload_container_is_its_own(self) -> None:
+        """The node payload container is none of the data containers."""
         names = [c.name for c in self.blob.containers] if self.blob is not None else []
         if self.node_payload.container in names:
             raise PathError(
@@ -354,6 +360,8 @@ class StorageSettings(ConfigModel):
         return self.lustre.blob_integration
 
     def check_lustre_tie_is_complete(self) -> None:
+        """Lustre's Blob integration names a data container, a logging container of its own and the HPC Cache
+        service principal."""
         tie = self.lustre_tie
         if tie is None or self.blob is None:
             return
@@ -382,6 +390,7 @@ class StorageSettings(ConfigModel):
             )
 
     def check_checkpoint_needs_lustre(self) -> None:
+        """Checkpoint sizing has a Lustre filesystem to size against."""
         if self.checkpoint is not None and self.lustre is None:
             raise PathError(
                 ("storage", "checkpoint"),
