@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from gb300.node import role_names
-
 V = TypeVar("V")
 
 PREFIX = "gb300-"
@@ -35,8 +33,17 @@ POOL = "gb300-pool"
 RACK = "gb300-rack"
 """A rack scale set's rack number (1-based, as in its name ``...-r0001``)."""
 ROLE = "gb300-role"
-"""The role of a VM that is not in a GPU pool (:data:`gb300.node.role_names.HEAD`) or of the head's state disk."""
+"""The role of a VM that is not in a GPU pool (:data:`ROLE_HEAD`) or of the head's state disk."""
+ROLE_GPU_NODE = "gpu-node"
+"""The GPU nodes' role, every pool's (their scale sets carry no :data:`ROLE` tag; the plan summary names them so)."""
+ROLE_HEAD = "head"
+"""The head node's role: Slurm's controller and the login node."""
+ROLES = (ROLE_GPU_NODE, ROLE_HEAD)
+"""The node roles, GPU nodes first: the one home of their names. Each has its custom data and its cloud-config
+fragment, ``cloud-init/roles/<role>.yaml`` (tests/test_role_names.py holds the fragments, the node registry and
+every module to these names)."""
 ROLE_HEAD_STATE = "head-state"
+"""The head's state disk (no node role)."""
 CUSTOM_DATA_HASH = "gb300-custom-data-sha256"
 """The sha256 of the custom data a node boots with; a changed hash is a node to reimage or replace."""
 
@@ -149,7 +156,7 @@ def rack(pool_tags: Mapping[str, Any], index: int) -> dict[str, Any]:
 
 def head(node_tags: Mapping[str, Any], custom_data_sha256: str) -> dict[str, Any]:
     """Tags on the head node's VM, NIC and public IP."""
-    return {**node_tags, ROLE: role_names.HEAD, CUSTOM_DATA_HASH: custom_data_sha256}
+    return {**node_tags, ROLE: ROLE_HEAD, CUSTOM_DATA_HASH: custom_data_sha256}
 
 
 def head_state(node_tags: Mapping[str, Any]) -> dict[str, Any]:
@@ -178,7 +185,7 @@ def rack_of(tags: Any) -> str | None:
 
 
 def role_of(tags: Any) -> str | None:
-    """The role a resource's tags name (:data:`gb300.node.role_names.HEAD`, :data:`ROLE_HEAD_STATE`), or None."""
+    """The role a resource's tags name (:data:`ROLE_HEAD`, :data:`ROLE_HEAD_STATE`), or None."""
     return _get(tags, ROLE)
 
 

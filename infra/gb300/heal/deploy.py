@@ -48,7 +48,6 @@ MODULES: tuple[str, ...] = (
     "heal/state.py",
     "node/__init__.py",
     "node/paths.py",
-    "node/role_names.py",
     "slurm/__init__.py",
     "slurm/client.py",
     "slurm/hostlist.py",

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 
 from gb300.config import GpuPool, StackConfig
 from gb300.node import context as node_context
-from gb300.node.context import head_hostname, slurm_cluster
+from gb300.node.context import GPU_NODE, HEAD, head_hostname, slurm_cluster
 from gb300.node.payload import ACCOUNT_PLACEHOLDER, Payload, pack_text, render_small_custom_data
-from gb300.node.role_names import GPU_NODE, HEAD
 
 __all__ = ["GPU_NODE", "HEAD", "CustomData", "head_hostname", "render", "slurm_cluster"]
 

@@ -32,9 +32,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gb300 import tags as gb300_tags
 from gb300.errors import DataError, Gb300Error
 from gb300.facts.loader import DATA_DIR, data
-from gb300.node import role_names
 
 __all__ = [
     "ARCHIVE_PREFIX",
@@ -114,7 +114,7 @@ class SigningKeyError(Gb300Error):
 
 def payload_name(role: str, pool: str | None) -> str:
     """The payload's name: ``head`` for the head node, ``gpu-<pool>`` for a GPU pool's nodes."""
-    return role_names.HEAD if pool is None else f"gpu-{pool}"
+    return gb300_tags.ROLE_HEAD if pool is None else f"gpu-{pool}"
 
 
 def manifest_blob(name: str) -> str:

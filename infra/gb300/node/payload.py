@@ -30,9 +30,10 @@ import tarfile
 from dataclasses import dataclass
 from typing import Any
 
+from gb300 import tags as gb300_tags
 from gb300.errors import BootstrapError, ConfigError, Problem
 from gb300.facts import storage_facts
-from gb300.node import manifest, role_names
+from gb300.node import manifest
 from gb300.node import steps as node_steps
 from gb300.node.boot_context import BootstrapContext
 from gb300.node.render import (
@@ -214,7 +215,7 @@ def render_small_custom_data(ctx: BootstrapContext) -> SmallCustomData:
     """``ctx.role``'s payload and the small custom data that fetches, checks and runs it."""
     full = build_cloud_config(ctx)
     payload = build_payload(ctx, full)
-    name = manifest.payload_name(ctx.role, None if ctx.role == role_names.HEAD else ctx.pool_name)
+    name = manifest.payload_name(ctx.role, None if ctx.role == gb300_tags.ROLE_HEAD else ctx.pool_name)
     config: dict[str, Any] = {k: v for k, v in full.items() if k not in ("write_files", "runcmd")}
     inline, first = node_steps.inline_for(ctx, node_steps.steps_for(ctx))
     files = [

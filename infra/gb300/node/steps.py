@@ -19,11 +19,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from gb300 import tags as gb300_tags
 from gb300.config import StackConfig
 from gb300.errors import BootstrapError
 from gb300.node import context as node_context
 from gb300.node import files as node_files
-from gb300.node import imds_guard, role_names, templating
+from gb300.node import imds_guard, templating
 from gb300.node.boot_context import BootstrapContext, ExtraFile
 from gb300.paths import CLOUD_INIT_DIR
 from gb300.slurm import files as slurm_files
@@ -38,9 +39,9 @@ STEP_DIR = f"{LIB_DIR}/steps"
 RUN_STEP = f"{LIB_DIR}/run-step"
 READY_STEP = "99-ready"
 GUARD_STEP = "00-imds-guard"
-GPU = (role_names.GPU_NODE,)
-HEAD = (role_names.HEAD,)
-BOTH = role_names.ROLES
+GPU = (gb300_tags.ROLE_GPU_NODE,)
+HEAD = (gb300_tags.ROLE_HEAD,)
+BOTH = gb300_tags.ROLES
 _NAME = re.compile(r"^([0-9]{2}|gb300)-[a-z0-9][a-z0-9-]*$")
 
 

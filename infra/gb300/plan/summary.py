@@ -11,7 +11,6 @@ from gb300 import tags as gb300_tags
 from gb300.azure import inventory, machines
 from gb300.config import StackConfig
 from gb300.facts import catalog
-from gb300.node import role_names
 from gb300.plan import glance
 from gb300.resources import ResourceRecord
 
@@ -59,7 +58,7 @@ def _custom_data_bytes(
     for ss in scale_sets:
         data = inventory.dig(ss.properties, "virtualMachineProfile", "osProfile", "customData")
         if isinstance(data, str):
-            role = gb300_tags.role_of(ss.tags) or role_names.GPU_NODE
+            role = gb300_tags.role_of(ss.tags) or gb300_tags.ROLE_GPU_NODE
             custom_data[role] = max(custom_data.get(role, 0), len(data))
     for vm in inventory.of_type(resources, "azure-native:compute:VirtualMachine"):
         data = inventory.dig(vm.inputs, "osProfile", "customData")

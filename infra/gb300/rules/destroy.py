@@ -34,7 +34,6 @@ from gb300.azure.inventory import LEGACY_KINDS, LEGACY_SCALE_SETS, legacy_kind, 
 from gb300.components import compute_package
 from gb300.config import AllowDestroy
 from gb300.findings import Level, Report
-from gb300.node import role_names
 from gb300.resources import DeployedResource, Resource
 from gb300.rules.base import RuleContext, count, state_rule
 from gb300.rules.data_loss import lost
@@ -271,7 +270,7 @@ def summary(planned: Sequence[Resource], deployed: Sequence[DeployedResource]) -
     for item in items:
         kinds[item.what] = kinds.get(item.what, 0) + 1
     replaced = sorted(
-        f"{'the head VM' if gb300_tags.role_of(mapping(i.old.inputs.get('tags'))) == role_names.HEAD else i.what} "
+        f"{'the head VM' if gb300_tags.role_of(mapping(i.old.inputs.get('tags'))) == gb300_tags.ROLE_HEAD else i.what} "
         f"{_azure_name(i.old)}"
         for i in items
         if i.action == "replace" and _kind(i.old) in _MACHINES
