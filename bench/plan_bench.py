@@ -55,9 +55,10 @@ TARGETS = {
 
 
 def reference_raw() -> dict[str, Any]:
-    from gb300 import config, paths  # noqa: PLC0415 - the parent imports the toolkit only to build stacks
+    from gb300 import config  # noqa: PLC0415 - the parent imports the toolkit only to build stacks
+    from gb300.config import stacks as gb300_stacks  # noqa: PLC0415
 
-    return config.load_stack_file(paths.stack_file("reference"))
+    return config.load_stack_file(gb300_stacks.stack_file("reference"))
 
 
 def large_raw(racks: int = LARGE_RACKS) -> dict[str, Any]:

@@ -17,6 +17,7 @@ pytest.register_assert_rewrite("tests.support.files")  # golden mismatches show 
 pulumi.runtime.set_mocks(AzureMocks(), project="gb300", stack="test", preview=True)
 
 from gb300 import config, paths  # noqa: E402 - must follow set_mocks
+from gb300.config import stacks as gb300_stacks  # noqa: E402
 from gb300.plan import PlanResult, run_plan  # noqa: E402
 from tests.support import signing  # noqa: E402
 from tests.support.tie import tie_lustre  # noqa: E402
@@ -27,13 +28,13 @@ REPO = paths.REPO_ROOT
 @pytest.fixture(scope="session")
 def reference_raw() -> dict[str, Any]:
     """The gb300 namespace of the reference stack file, as the plan reads it."""
-    return config.load_stack_file(paths.stack_file("reference"))
+    return config.load_stack_file(gb300_stacks.stack_file("reference"))
 
 
 @pytest.fixture(scope="session")
 def dev_raw() -> dict[str, Any]:
     """The gb300 namespace of the one-rack dev stack file."""
-    return config.load_stack_file(paths.stack_file("dev"))
+    return config.load_stack_file(gb300_stacks.stack_file("dev"))
 
 
 @pytest.fixture(scope="session")

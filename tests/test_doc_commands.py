@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from gb300 import cli, paths
+from gb300.config import stacks as gb300_stacks
 from gb300.plan import PlanResult
 from tests.support.files import FIXTURES
 from tests.support.state import write_stack_export
@@ -105,7 +106,7 @@ def _argv(command: str, tmp_path: Path) -> tuple[list[str], Path | None]:
         out = tmp_path / Path(target).name
     argv = shlex.split(text)[1:]
     stack_copy = tmp_path / "Pulumi.mystack.yaml"
-    shutil.copy(paths.stack_file("dev"), stack_copy)
+    shutil.copy(gb300_stacks.stack_file("dev"), stack_copy)
     local = {"fabric.txt", "state.json", "usage.json", "plan.json", "report.json", "decisions.jsonl"}  # written here
     return [
         str(stack_copy) if arg == "path/to/Pulumi.mystack.yaml" else str(tmp_path / arg) if arg in local else arg

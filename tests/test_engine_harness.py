@@ -17,6 +17,7 @@ import pytest
 
 from gb300 import paths
 from gb300.components.node_payload import PayloadSpec, publish_command
+from gb300.config import stacks as gb300_stacks
 from tests.support import engine
 
 
@@ -129,7 +130,7 @@ def test_the_upload_names_the_venv_and_stack_file_relative_to_the_engines_direct
     words = shlex.split(publish_command("dev", "https://a.blob.core.windows.net", "c", [PayloadSpec("head", "0", "h")]))
     pwd = engine.engine_pwd(engine.load_project(paths.REPO_ROOT))
     assert (pwd / words[0]).resolve() == (paths.REPO_ROOT / ".venv" / "bin" / "python").resolve()
-    assert (pwd / words[words.index("--stack-file") + 1]).resolve() == paths.stack_file("dev").resolve()
+    assert (pwd / words[words.index("--stack-file") + 1]).resolve() == gb300_stacks.stack_file("dev").resolve()
     assert not [w for w in words if w.startswith("/")]
 
 

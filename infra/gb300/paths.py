@@ -8,68 +8,14 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent
 DATA_DIR = PACKAGE_DIR / "data"
 REPO_ROOT = PACKAGE_DIR.parents[1]
-STACKS_DIR = REPO_ROOT / "stacks"
 TEMPLATES_DIR = REPO_ROOT / "templates"
 CLOUD_INIT_DIR = REPO_ROOT / "cloud-init"
 POLICIES_DIR = REPO_ROOT / "policies"
 PROJECT_FILE = REPO_ROOT / "Pulumi.yaml"
 
 
-def stack_file(name: str) -> Path:
-    """The stack file of stack ``name`` in ``stacks/`` (Pulumi's ``stackConfigDir``)."""
-    return STACKS_DIR / f"Pulumi.{name}.yaml"
-
-
-def stack_names() -> list[str]:
-    """The names of the stacks in ``stacks/``, sorted (``Pulumi.<name>.yaml``)."""
-    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in STACKS_DIR.glob("Pulumi.*.yaml"))
-
-
-PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml")
-"""The names Pulumi looks for in each directory (``findProjectInDir`` in pulumi's ``workspace/paths.go``)."""
-
-
-def find_project(start: Path) -> Path | None:
-    """The closest ``Pulumi.yaml`` (or ``.yml``) at ``start`` or above it, as the Pulumi CLI finds its project
-    (``DetectProjectPathFrom`` in pulumi ``sdk/go/common/workspace/paths.go``: it walks up the directories)."""
-    for directory in (start, *start.parents):
-        for name in PROJECT_FILES:
-            candidate = directory / name
-            if candidate.is_file():
-                return candidate
-    return None
-
-
-def project_stacks_dir(project: Path) -> Path:
-    """Where the project keeps its ``Pulumi.<stack>.yaml`` files: ``stackConfigDir`` relative to the project file's
-    directory, or that directory itself (``ProjectStackPath`` in pulumi ``workspace/paths.go``)."""
-    # Imported here: this module is shipped alone (stdlib only) to the head's remediation loop (gb300.heal.deploy).
-    from gb300.errors import DataError  # noqa: PLC0415
-    from gb300.facts import loader  # noqa: PLC0415
-
-    try:
-        doc = loader.read_yaml(project)
-    except DataError:
-        doc = None
-    config_dir = doc.get("stackConfigDir") if isinstance(doc, dict) else None
-    return project.parent / config_dir if isinstance(config_dir, str) and config_dir else project.parent
-
-
-def project_stack_file(project: Path, name: str) -> Path:
-    """``Pulumi.<name>`` with the project file's extension, in the project's stack directory."""
-    return project_stacks_dir(project) / f"Pulumi.{name}{project.suffix}"
-
-
-def project_stack_names(project: Path) -> list[str]:
-    """The stacks the project's stack directory holds, sorted."""
-    folder = project_stacks_dir(project)
-    return sorted(
-        p.name.removeprefix("Pulumi.").removesuffix(project.suffix) for p in folder.glob(f"Pulumi.*{project.suffix}")
-    )
-
-
 def _project_doc(project: Path) -> dict[str, object]:
-    from gb300.facts import loader  # noqa: PLC0415 - stdlib only at import (see project_stacks_dir)
+    from gb300.facts import loader  # noqa: PLC0415 - stdlib only at import: shipped alone to the head (gb300.heal.deploy)
 
     doc = loader.read_yaml(project)
     return doc if isinstance(doc, dict) else {}

@@ -34,10 +34,16 @@ RACK = "gb300-rack"
 """A rack scale set's rack number (1-based, as in its name ``...-r0001``)."""
 ROLE = "gb300-role"
 """The role of a VM that is not in a GPU pool (:data:`ROLE_HEAD`) or of the head's state disk."""
-ROLE_HEAD = "head"
-ROLE_HEAD_STATE = "head-state"
 ROLE_GPU_NODE = "gpu-node"
-"""The role the plan summary gives a scale set without a :data:`ROLE` tag (every GPU pool's)."""
+"""The GPU nodes' role, every pool's (their scale sets carry no :data:`ROLE` tag; the plan summary names them so)."""
+ROLE_HEAD = "head"
+"""The head node's role: Slurm's controller and the login node."""
+ROLES = (ROLE_GPU_NODE, ROLE_HEAD)
+"""The node roles, GPU nodes first: the one home of their names. Each has its custom data and its cloud-config
+fragment, ``cloud-init/roles/<role>.yaml`` (tests/test_role_names.py holds the fragments, the node registry and
+every module to these names)."""
+ROLE_HEAD_STATE = "head-state"
+"""The head's state disk (no node role)."""
 CUSTOM_DATA_HASH = "gb300-custom-data-sha256"
 """The sha256 of the custom data a node boots with; a changed hash is a node to reimage or replace."""
 

@@ -10,17 +10,16 @@ from typing import Any
 
 import pytest
 
-from gb300 import cli, paths
+from gb300 import cli
 from gb300.azure import contract
 from gb300.components import compute_package
+from gb300.config import stacks as gb300_stacks
 from gb300.facts import catalog
 from gb300.plan import PlanResult
 from gb300.resources import ResourceRecord
 from tests.support.policy_support import run
 
-STACKS = sorted(
-    p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (paths.REPO_ROOT / "stacks").glob("*.yaml")
-)
+STACKS = gb300_stacks.stack_names()
 
 
 def _plan_json(stack: str, tmp_path: Path) -> list[ResourceRecord]:

@@ -362,9 +362,9 @@ def _stack_file(tmp_path: Path, value: Any) -> Path:
     """The reference stack file with ``azure-native:subscriptionId`` set to ``value``."""
     import yaml  # noqa: PLC0415
 
-    from gb300 import paths  # noqa: PLC0415
+    from gb300.config import stacks as gb300_stacks  # noqa: PLC0415
 
-    doc = yaml.safe_load(paths.stack_file("reference").read_text(encoding="utf-8"))
+    doc = yaml.safe_load(gb300_stacks.stack_file("reference").read_text(encoding="utf-8"))
     doc["config"]["azure-native:subscriptionId"] = value
     path = tmp_path / "Pulumi.reference.yaml"
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")

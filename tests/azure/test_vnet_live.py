@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from gb300 import config, paths
+from gb300 import config
 from gb300.azure import images_live, quota, vnet_live
 from gb300.components import network as network_component
+from gb300.config import stacks as gb300_stacks
 from gb300.config.netplan import SubnetPlan
 from gb300.findings import Level
 from gb300.plan import run_plan
@@ -45,7 +46,7 @@ def _vnet_body(prefixes: list[str], subnets: list[tuple[str, str]]) -> dict[str,
 
 
 def _carved() -> list[SubnetPlan]:
-    cfg = config.parse(config.load_stack_file(paths.stack_file("landingzone")))
+    cfg = config.parse(config.load_stack_file(gb300_stacks.stack_file("landingzone")))
     return network_component.plan_subnets(
         SPACE, gpu_vms=18, bastion=cfg.network.bastion, storage_prefix=None, gpu_prefix=None
     )
@@ -150,7 +151,7 @@ def test_live_plan_of_the_landing_zone_reads_the_vnet(monkeypatch: pytest.Monkey
     )
     monkeypatch.setattr("gb300.azure.quota.fetch_live", lambda regions, **kw: _no_quota(regions))
     monkeypatch.setattr("gb300.azure.images_live.fetch_live", lambda images, **kw: images_live.ImageAnswers())
-    raw = config.load_stack_file(paths.stack_file("landingzone"))
+    raw = config.load_stack_file(gb300_stacks.stack_file("landingzone"))
     offline = run_plan("landingzone", copy.deepcopy(raw))
     assert adapter.seen == []
     assert [f for f in offline.findings if f.resource == "gb300:network.addressSpace"] == []

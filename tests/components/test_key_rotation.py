@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from gb300 import cli, config, paths
+from gb300.config import stacks as gb300_stacks
 from gb300.plan import run_plan
 from gb300.rules import destroy
 from tests.support import signing
@@ -50,7 +51,7 @@ def test_the_documented_rotation_steps_plan_as_the_page_says(
 ) -> None:
     """Step 1's keygen block pasted in, step 2's plan refuses the head's replacement, the documented consent makes
     it a warning, and after the deploy (the new plan as the state) step 5's leftover consent is a warning."""
-    raw = signing.with_test_key(copy.deepcopy(config.load_stack_file(paths.stack_file("dev"))))
+    raw = signing.with_test_key(copy.deepcopy(config.load_stack_file(gb300_stacks.stack_file("dev"))))
     cluster = raw["cluster"]["name"]
     state = write_stack_export(tmp_path / "state.json", run_plan("dev", copy.deepcopy(raw)))
     # 1. a new key; its printed YAML carries the public key the stack file takes

@@ -11,7 +11,8 @@ import jsonschema
 import pytest
 import yaml
 
-from gb300 import config, paths
+from gb300 import config
+from gb300.config import stacks as gb300_stacks
 from gb300.errors import ConfigError
 from tests.support.config_errors import error_lines
 
@@ -163,13 +164,13 @@ def test_unreadable_stack_file_is_a_config_error(tmp_path: Any) -> None:
 @pytest.mark.parametrize("stack", ["reference", "dev"])
 def test_schema_accepts_shipped_stacks(stack: str) -> None:
     """``gb300 schema`` validates the stack files we ship, so editors don't flag them."""
-    doc = yaml.safe_load(paths.stack_file(stack).read_text(encoding="utf-8"))
+    doc = yaml.safe_load(gb300_stacks.stack_file(stack).read_text(encoding="utf-8"))
     jsonschema.validate(doc, config.json_schema())
 
 
 def test_schema_rejects_unknown_key() -> None:
     """An editor using the schema flags a misspelt gb300 key."""
-    doc = yaml.safe_load(paths.stack_file("dev").read_text(encoding="utf-8"))
+    doc = yaml.safe_load(gb300_stacks.stack_file("dev").read_text(encoding="utf-8"))
     bad = copy.deepcopy(doc)
     bad["config"]["gb300:gpuPool"] = []
     with pytest.raises(jsonschema.ValidationError):

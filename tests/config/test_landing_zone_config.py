@@ -10,7 +10,8 @@ import jsonschema
 import pytest
 import yaml
 
-from gb300 import config, paths
+from gb300 import config
+from gb300.config import stacks as gb300_stacks
 from tests.support.config_errors import error_lines
 
 SUB = "/subscriptions/00000000-0000-0000-0000-000000000000"
@@ -25,7 +26,7 @@ AMW = f"{SUB}/resourceGroups/mon-rg/providers/Microsoft.Monitor/accounts/hub-pro
 
 def landing_zone() -> dict[str, Any]:
     """The gb300 namespace of the shipped landing-zone example."""
-    return config.load_stack_file(paths.stack_file("landingzone"))
+    return config.load_stack_file(gb300_stacks.stack_file("landingzone"))
 
 
 def with_network(**network: Any) -> dict[str, Any]:
@@ -163,14 +164,14 @@ def test_landing_zone_example_parses_into_the_hub_pieces() -> None:
 @pytest.mark.parametrize(("network", "via"), [({}, "nat-gateway"), ({"natGateway": False}, "none")])
 def test_egress_without_the_key_follows_nat_gateway(network: dict[str, Any], via: str) -> None:
     """A stack that never heard of egress keeps its NAT gateway, and natGateway: false still means no egress."""
-    raw = config.load_stack_file(paths.stack_file("dev"))
+    raw = config.load_stack_file(gb300_stacks.stack_file("dev"))
     raw["network"] = {**raw["network"], **network}
     assert config.parse(raw).network.egress_via == via
 
 
 def test_schema_accepts_the_landing_zone_example_and_rejects_a_misspelt_key() -> None:
     """Editors using `gb300 schema` accept the example and flag a misspelt landing-zone key."""
-    doc = yaml.safe_load(paths.stack_file("landingzone").read_text(encoding="utf-8"))
+    doc = yaml.safe_load(gb300_stacks.stack_file("landingzone").read_text(encoding="utf-8"))
     jsonschema.validate(doc, config.json_schema())
     bad = copy.deepcopy(doc)
     bad["config"]["gb300:network"]["existingVnet"] = VNET

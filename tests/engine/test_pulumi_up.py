@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 from gb300 import config, paths, tags
+from gb300.config import stacks as gb300_stacks
 from gb300.node import manifest
 from tests.support import netns, signing
 
@@ -124,7 +125,7 @@ def _scratch_copy(root: Path) -> Path:
         shutil.copytree(paths.REPO_ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(paths.REPO_ROOT / "Pulumi.yaml", copy / "Pulumi.yaml")
     (copy / ".venv").symlink_to(paths.REPO_ROOT / ".venv")
-    raw = signing.with_test_key(config.load_stack_file(paths.stack_file(STACK)))
+    raw = signing.with_test_key(config.load_stack_file(gb300_stacks.stack_file(STACK)))
     stack = {"config": {f"gb300:{k}": v for k, v in raw.items()}}
     (copy / "stacks" / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(stack), encoding="utf-8")
     return copy

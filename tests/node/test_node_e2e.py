@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from gb300 import config, paths
+from gb300 import config
+from gb300.config import stacks as gb300_stacks
 from gb300.node import context as node_context
 from gb300.node import imds_guard
 from gb300.node import steps as node_steps
@@ -69,7 +70,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     """The stack's head and one GPU node, each booted once from its role's custom data in the plan."""
     stack = str(request.param)
     plan = _plan(request, stack)
-    cfg = config.parse(config.load_stack_file(paths.stack_file(stack)))
+    cfg = config.parse(config.load_stack_file(gb300_stacks.stack_file(stack)))
     base = tmp_path_factory.mktemp(f"e2e-{stack}")
     slurm_state = base / "slurm.json"
     # The stand-in payload account serves exactly what the plan's upload publishes: per payload the archive, the

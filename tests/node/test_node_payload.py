@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gb300 import config, paths
+from gb300 import config
+from gb300.config import stacks as gb300_stacks
 from gb300.errors import ConfigError
 from gb300.node import context as node_context
 from gb300.node import custom_data as nodes
@@ -46,7 +47,7 @@ ACCOUNT = "devpl0123abcd"
 @pytest.fixture(scope="module")
 def dev() -> config.StackConfig:
     """The shipped dev stack's config, with the tests' payload signing key."""
-    return config.parse(signing.with_test_key(config.load_stack_file(paths.stack_file("dev"))))
+    return config.parse(signing.with_test_key(config.load_stack_file(gb300_stacks.stack_file("dev"))))
 
 
 def _with(cfg: config.StackConfig, **health: object) -> config.StackConfig:

@@ -43,6 +43,7 @@ import pytest
 import yaml
 
 from gb300 import paths
+from gb300.config import stacks as gb300_stacks
 from gb300.node import context as node_context
 from gb300.node import manifest
 from gb300.node import steps as node_steps
@@ -333,7 +334,7 @@ def delivered(signed_reference_plan: PlanResult, tmp_path_factory: pytest.TempPa
 def _raw(plan: PlanResult) -> dict[str, Any]:
     from gb300 import config  # noqa: PLC0415
 
-    return signing.with_test_key(config.load_stack_file(paths.stack_file("reference")))
+    return signing.with_test_key(config.load_stack_file(gb300_stacks.stack_file("reference")))
 
 
 def _data_account(plan: PlanResult) -> str:

@@ -34,6 +34,7 @@ import pytest
 import yaml
 
 from gb300 import config, paths
+from gb300.config import stacks as gb300_stacks
 from gb300.node import custom_data as nodes
 from gb300.node import manifest
 from gb300.node.payload import ACCOUNT_PLACEHOLDER, FETCH_PAYLOAD, PAYLOAD_ENV
@@ -105,7 +106,7 @@ class Case:
 @pytest.fixture(scope="module")
 def head() -> Any:
     """The dev head's rendered custom data (the tests' signing key) and payload."""
-    cfg = config.parse(signing.with_test_key(config.load_stack_file(paths.stack_file("dev"))))
+    cfg = config.parse(signing.with_test_key(config.load_stack_file(gb300_stacks.stack_file("dev"))))
     return nodes.render(nodes.HEAD, cfg)
 
 

@@ -580,9 +580,9 @@ def test_state_in_another_subscription_than_the_stack_is_refused(
     Azure is asked anything."""
     import yaml  # noqa: PLC0415
 
-    from gb300 import paths  # noqa: PLC0415
+    from gb300.config import stacks as gb300_stacks  # noqa: PLC0415
 
-    doc = yaml.safe_load(paths.stack_file("reference").read_text(encoding="utf-8"))
+    doc = yaml.safe_load(gb300_stacks.stack_file("reference").read_text(encoding="utf-8"))
     doc["config"]["azure-native:subscriptionId"] = "99999999-8888-7777-6666-555555555555"
     stack = tmp_path / "Pulumi.reference.yaml"
     stack.write_text(yaml.safe_dump(doc), encoding="utf-8")

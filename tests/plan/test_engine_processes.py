@@ -23,6 +23,7 @@ from pulumi.runtime.proto import analyzer_pb2
 
 from gb300 import config, paths, policy_pack, rules
 from gb300.config import PolicySettings
+from gb300.config import stacks as gb300_stacks
 from gb300.plan import PlanResult
 from gb300.plan.runner import _record
 from gb300.resources import ResourceRecord
@@ -92,7 +93,7 @@ def test_the_real_exec_script_is_used_where_a_cli_is_installed(tmp_path: Path, m
 
 def test_config_reaches_the_program_as_the_engine_sends_it(write_stack: Any, dev_raw: dict[str, Any]) -> None:
     """Each stack file key `namespace:name`, objects as JSON text; an encrypted value is refused, not guessed."""
-    values = engine.engine_config(paths.stack_file("dev"))
+    values = engine.engine_config(gb300_stacks.stack_file("dev"))
     assert json.loads(values["gb300:gpuPools"]) == dev_raw["gpuPools"]
     assert config.from_pulumi_config(values) == dev_raw
     raw = copy.deepcopy(dev_raw)
@@ -107,7 +108,7 @@ def test_config_reaches_the_program_as_the_engine_sends_it(write_stack: Any, dev
 @pytest.fixture(scope="module")
 def dev_run() -> language_host.ProgramRun:
     """The dev stack's program, run once through the harness as `pulumi preview` runs it (about 7 s)."""
-    return language_host.run_program("dev", engine.engine_config(paths.stack_file("dev")))
+    return language_host.run_program("dev", engine.engine_config(gb300_stacks.stack_file("dev")))
 
 
 @pytest.mark.slow
@@ -130,7 +131,7 @@ def test_the_program_ran_where_and_how_the_engine_runs_it(dev_run: language_host
     assert dev_run.argv[0] == str(REPO / ".venv" / "bin" / "python")
     assert dev_run.cwd == REPO / "infra"
     assert dev_run.env["VIRTUAL_ENV"] == str(REPO / ".venv")
-    assert json.loads(dev_run.env["PULUMI_CONFIG"]) == engine.engine_config(paths.stack_file("dev"))
+    assert json.loads(dev_run.env["PULUMI_CONFIG"]) == engine.engine_config(gb300_stacks.stack_file("dev"))
     assert dev_run.env["PULUMI_CONFIG_SECRET_KEYS"] == "[]"  # noqa: S105 - an empty list of key names
 
 
@@ -158,7 +159,7 @@ def test_started_from_the_repository_root_the_program_runs_all_the_same(dev_run:
     location (gb300.paths), so it registers the same resources with the same inputs. The working directory matters
     to what a provider runs in it (pulumi-command's `local.Command` without `dir`), not to the program."""
     assert not (REPO / "__main__.py").exists()
-    run = language_host.run_program("dev", engine.engine_config(paths.stack_file("dev")), pwd=REPO, entry=".")
+    run = language_host.run_program("dev", engine.engine_config(gb300_stacks.stack_file("dev")), pwd=REPO, entry=".")
     assert run.cwd == REPO
     assert run.argv[run.argv.index("--pwd") + 1] == str(REPO)
     assert run.returncode == 0, run.stderr + "\n".join(run.errors())
@@ -210,7 +211,7 @@ def test_the_pack_started_from_its_directory_gives_the_plans_verdict(dev_plan: P
     """From policies/, with PulumiPolicy.yaml's venv and the stack config as the engine hands it, the pack passes
     the dev stack, and fails the stack whose head NSG opens SSH to the internet with exactly the rule the plan's
     rules fail it with, on that NSG."""
-    values = engine.engine_config(paths.stack_file("dev"))
+    values = engine.engine_config(gb300_stacks.stack_file("dev"))
     bad = _internet_ssh(dev_plan.resources)
     (nsg,) = [r for r in bad if r.name.endswith("-head-nsg")]
     settings = PolicySettings()

@@ -11,7 +11,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from gb300 import cli, config, paths
+from gb300 import cli, config
+from gb300.config import stacks as gb300_stacks
 from gb300.findings import Level
 from gb300.plan import PlanResult, run_plan
 from gb300.program import first_login_outputs
@@ -32,7 +33,7 @@ SPOKE = (
 @pytest.fixture(scope="module")
 def lz_raw() -> dict[str, Any]:
     """The gb300 namespace of the landing-zone example."""
-    return config.load_stack_file(paths.stack_file("landingzone"))
+    return config.load_stack_file(gb300_stacks.stack_file("landingzone"))
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +141,7 @@ def test_moving_a_deployed_stack_into_an_existing_vnet_is_refused(
     """Switching the deployed dev stack from its own VNet to an existing one replaces every subnet: exit 1, the GPU
     subnet's error naming its VMs, exactly as any subnet move."""
     state = write_stack_export(tmp_path / "state.json", dev_plan)
-    lz = config.load_stack_file(paths.stack_file("landingzone"))
+    lz = config.load_stack_file(gb300_stacks.stack_file("landingzone"))
     raw = copy.deepcopy(dev_raw)
     raw["network"] = {**raw["network"], **{k: lz["network"][k] for k in ("existingVnetId", "privateDnsZones")}}
     out = tmp_path / "plan.json"

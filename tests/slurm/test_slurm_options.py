@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from gb300 import config, paths
+from gb300 import config
+from gb300.config import stacks as gb300_stacks
 from gb300.facts.software import apply_software_overrides
 from gb300.node import custom_data as nodes
 from gb300.slurm import config as slurm_config
@@ -33,10 +34,10 @@ def _rendered(raw: dict[str, object]) -> tuple[dict[str, str], str]:
     return files, version
 
 
-@pytest.mark.parametrize("stack", paths.stack_names())
+@pytest.mark.parametrize("stack", gb300_stacks.stack_names())
 def test_shipped_stacks_render_only_options_the_pinned_slurm_accepts(stack: str) -> None:
     """slurm.conf and topology.conf of each shipped stack use only options of the Slurm release versions.yaml pins."""
-    files, version = _rendered(config.load_stack_file(paths.stack_file(stack)))
+    files, version = _rendered(config.load_stack_file(gb300_stacks.stack_file(stack)))
     assert "BlockSizes=" in files["topology.conf"]
     assert "TopologyPlugin=topology/block" in files["slurm.conf"]
     assert options.release_of(version) == "25.11"

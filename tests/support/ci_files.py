@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from gb300.config import stacks as gb300_stacks
+
 ROOT = Path(__file__).resolve().parents[2]
 GITHUB_WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 GITHUB_ACTIONS = sorted((ROOT / ".github" / "actions").glob("*/action.yml"))
@@ -36,7 +38,7 @@ SCRIPT_KEYS = {"github": {"run"}, "azure": {"bash", "script", "inlineScript"}}
 
 def stacks_in_repo() -> set[str]:
     """Stack names defined by stacks/Pulumi.<name>.yaml."""
-    return {p.name[len("Pulumi.") : -len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml")}
+    return set(gb300_stacks.stack_names(ROOT / "Pulumi.yaml"))
 
 
 def load(path: Path) -> dict[str, Any]:

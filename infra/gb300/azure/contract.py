@@ -316,11 +316,6 @@ class _Checker:
             loose[step] = None
 
 
-def check_model(data: Mapping[str, Any], cls: type, path: str = "") -> list[tuple[str, str]]:
-    """(key path, problem) for every key of ``data`` that model ``cls`` does not accept in a request."""
-    return _Checker().model(data, cls, path).found
-
-
 # The package's inputs that address the resource (path and query of the request), not its body.
 _ADDRESS_INPUTS = frozenset({"resourceGroupName", "vmScaleSetName", "interconnectBlockName"})
 _TOP_LEVEL = ("location", "zones", "sku", "identity", "plan", "placement", "tags", "extendedLocation")

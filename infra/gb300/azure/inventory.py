@@ -50,7 +50,6 @@ class ScaleSetView:
     capacity: int
     subnet_ids: tuple[str, ...]
     interconnect_group_id: str | None
-    interconnect_block_id: str | None
     zones: tuple[str, ...]
     single_placement_group: bool | None
     tags: Mapping[str, str]
@@ -217,7 +216,6 @@ def _read_scale_set(resource: Resource) -> ScaleSetView:
             if isinstance(subnet_id, str):
                 subnets.append(subnet_id)
     group = dig(props, "virtualMachineProfile", "networkProfile", "interconnectGroupProfile", "interconnectGroup", "id")
-    block = dig(props, "virtualMachineProfile", "interconnectBlockProfile", "interconnectBlock", "id")
     spg = props.get("singlePlacementGroup")
     size = sku.get("name")
     return ScaleSetView(
@@ -227,7 +225,6 @@ def _read_scale_set(resource: Resource) -> ScaleSetView:
         capacity=_count(sku.get("capacity")),
         subnet_ids=tuple(subnets),
         interconnect_group_id=group if isinstance(group, str) else None,
-        interconnect_block_id=block if isinstance(block, str) else None,
         zones=tuple(str(z) for z in items(inputs.get("zones"))),
         single_placement_group=spg if isinstance(spg, bool) else None,
         tags={k: v for k, v in mapping(inputs.get("tags")).items() if isinstance(v, str)},

@@ -38,8 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gb300 import config, paths
+from gb300 import config
 from gb300.commands.payload import write_private_key
+from gb300.config import stacks
 from gb300.config.checks import check_name, check_ssh_public_key
 from gb300.errors import DataError, UsageError
 from gb300.facts import catalog
@@ -125,14 +126,14 @@ class Choices:
 
 
 def run(args: argparse.Namespace) -> int:
-    project = paths.find_project(Path.cwd().resolve())
+    project = stacks.find_project(Path.cwd().resolve())
     if project is None:
         raise UsageError(f"no Pulumi.yaml in {Path.cwd()} or a directory above it; run gb300 init in the project")
     stack = _stack_name(args.name)
-    target = paths.project_stack_file(project, stack)
+    target = stacks.stack_file(stack, project)
     if target.exists():
         raise UsageError(f"{target} exists; gb300 init never overwrites a stack file (choose another NAME)")
-    template = paths.project_stack_file(project, args.template)
+    template = stacks.stack_file(args.template, project)
     if not template.is_file():
         raise UsageError(f"--from {args.template}: the template {template} does not exist")
     others = identity.siblings(target)

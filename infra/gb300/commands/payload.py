@@ -28,8 +28,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gb300 import config, paths
+from gb300 import config
 from gb300.azure import credential
+from gb300.config import stacks
 from gb300.errors import UsageError
 from gb300.node import manifest
 from gb300.ops import payload_publish
@@ -124,16 +125,6 @@ def _keygen(out: Path) -> int:
     return 0
 
 
-def _project_stack(name: str) -> Path:
-    """``Pulumi.<name>.yaml`` of the Pulumi project around the current directory (as ``gb300 plan --stack`` and
-    the Pulumi CLI find it; ``pulumi up`` runs this command in the project's directory)."""
-    here = Path.cwd().resolve()
-    project = paths.find_project(here)
-    if project is None:
-        raise UsageError(f"--stack {name}: no Pulumi.yaml in {here} or a directory above it; give --stack-file")
-    return paths.project_stack_file(project, name)
-
-
 def _expectations(values: list[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for value in values:
@@ -147,9 +138,9 @@ def _expectations(values: list[str]) -> dict[str, str]:
 
 
 def _publish(args: argparse.Namespace) -> int:
-    path = args.stack_file if args.stack_file else _project_stack(args.stack)
+    _name, path = stacks.resolve(args.stack, args.stack_file)  # `pulumi up` runs it in the project's directory
     if not path.is_file():
-        raise UsageError(f"stack file {path} does not exist")
+        raise UsageError(f"stack file {path} is not a file")
     cfg = config.parse(config.load_stack_file(path))
     expect = _expectations(args.expect)
     account_url = payload_publish.check_account_url(args.account_url)

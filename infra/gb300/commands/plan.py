@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gb300 import config, cost, paths, rules
+from gb300 import config, cost, rules
 from gb300.azure import quota
+from gb300.config import stacks
 from gb300.errors import UsageError
 from gb300.plan import run_plan
 from gb300.plan.render import suppressed_lines, text
@@ -84,28 +85,9 @@ def add_state_argument(p: argparse.ArgumentParser, *, required: bool, text: str)
 
 
 def resolve_stack(args: argparse.Namespace, cwd: Path | None = None) -> tuple[str, Path]:
-    """The stack's name and file: ``--stack-file``, or ``--stack`` resolved in the project around ``cwd``."""
-    if args.stack_file is not None:
-        path: Path = args.stack_file
-        name = path.name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
-        if not path.exists():
-            raise UsageError(f"stack file {path} does not exist")
-        return name, path
-    here = (cwd or Path.cwd()).resolve()
-    project = paths.find_project(here)
-    if project is None:
-        raise UsageError(
-            f"--stack {args.stack}: no Pulumi.yaml in {here} or a directory above it; run gb300 in the Pulumi "
-            "project's directory, or give the file with --stack-file"
-        )
-    path = paths.project_stack_file(project, args.stack)
-    if not path.exists():
-        known = paths.project_stack_names(project)
-        raise UsageError(
-            f"no stack {args.stack!r} in the project {project}: {path} does not exist "
-            f"(stacks: {', '.join(known) or 'none'})"
-        )
-    return args.stack, path
+    """The stack's name and file: ``--stack-file``, or ``--stack`` resolved in the project around ``cwd``
+    (:func:`gb300.config.stacks.resolve`)."""
+    return stacks.resolve(args.stack, args.stack_file, cwd)
 
 
 def _check_output(path: Path) -> None:

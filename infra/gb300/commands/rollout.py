@@ -22,27 +22,29 @@ from gb300.plan.state import load_state, state_stacks
 from gb300.slurm import client as slurm_client
 
 NAME = "rollout"
+DESCRIPTION = (
+    "The step after 'pulumi up': run 'pulumi stack export --stack S --file state.json', then 'gb300 rollout "
+    "--stack S --state state.json --azure live --dry-run' to see the racks, then the same without --dry-run "
+    "and --azure. It asks Azure which VMs of each deployed rack scale set run an old model "
+    "(latestModelApplied false: --azure live, or a saved 'az vmss list-instances -o json' for --dry-run) and "
+    "rolls those racks in pool and rack order, --concurrency racks at a time. For each batch: drain the "
+    "racks' nodes in Slurm, wait for their jobs (--job-timeout), bring the old VMs to the scale set's latest "
+    "model (manual upgrade) and reimage the racks through the Azure SDK (signed in as the azure-native "
+    "provider: see Azure sign-in), wait until every node registers again and passes gb300-health-check "
+    "(--health-timeout), resume the nodes. The first rack that fails stops the rollout and stays drained. "
+    "The deployed state (--state) gives the racks' addresses; a scale set whose "
+    f"{gb300_tags.CUSTOM_DATA_HASH} tag there is not the stack's has not had 'pulumi up' yet and is refused. "
+    "Exit 0: all done, nothing to do, or --dry-run; 1: a rack failed (named, with the step and reason); 2: "
+    "wrong input, or no Azure answer to say what the racks run. See docs/rollout.md."
+)
+"""``gb300 rollout --help``'s description (docs/cli.md)."""
 
 
 def add_parser(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         NAME,
         help="update and reimage the racks Azure reports on an old model, rack by rack, behind the Slurm health gate",
-        description=(
-            "The step after 'pulumi up': run 'pulumi stack export --stack S --file state.json', then 'gb300 rollout "
-            "--stack S --state state.json --azure live --dry-run' to see the racks, then the same without --dry-run "
-            "and --azure. It asks Azure which VMs of each deployed rack scale set run an old model "
-            "(latestModelApplied false: --azure live, or a saved 'az vmss list-instances -o json' for --dry-run) and "
-            "rolls those racks in pool and rack order, --concurrency racks at a time. For each batch: drain the "
-            "racks' nodes in Slurm, wait for their jobs (--job-timeout), bring the old VMs to the scale set's latest "
-            "model (manual upgrade) and reimage the racks through the Azure SDK (signed in as the azure-native "
-            "provider: see Azure sign-in), wait until every node registers again and passes gb300-health-check "
-            "(--health-timeout), resume the nodes. The first rack that fails stops the rollout and stays drained. "
-            "The deployed state (--state) gives the racks' addresses; a scale set whose "
-            f"{gb300_tags.CUSTOM_DATA_HASH} tag there is not the stack's has not had 'pulumi up' yet and is refused. "
-            "Exit 0: all done, nothing to do, or --dry-run; 1: a rack failed (named, with the step and reason); 2: "
-            "wrong input, or no Azure answer to say what the racks run. See docs/rollout.md."
-        ),
+        description=DESCRIPTION,
     )
     add_stack_arguments(
         p,
@@ -69,6 +71,11 @@ def add_parser(subparsers: Any) -> None:
         "--dry-run", action="store_true", help="print the racks in order, grouped in batches; change nothing"
     )
     p.add_argument("--concurrency", type=int, default=1, metavar="N", help="racks per batch (default 1)")
+    _add_slurm_arguments(p)
+
+
+def _add_slurm_arguments(p: argparse.ArgumentParser) -> None:
+    """How the rollout reaches Slurm, and how long it waits for jobs and for the health gate."""
     p.add_argument(
         "--slurm-via",
         metavar="CMD",

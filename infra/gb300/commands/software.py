@@ -21,6 +21,7 @@ import sys
 from typing import Any
 
 from gb300 import config, paths
+from gb300.config import stacks
 from gb300.errors import BootstrapError, UsageError
 from gb300.facts import software
 from gb300.facts.software import SoftwareSet, apply_software_overrides, load_software
@@ -59,14 +60,14 @@ def add_parser(subparsers: Any) -> None:
 def _stack_names(requested: list[str] | None) -> list[str]:
     if requested:
         return requested
-    return paths.stack_names()
+    return stacks.stack_names()
 
 
-def software_sets(stacks: list[str]) -> list[SoftwareSet]:
+def software_sets(names: list[str]) -> list[SoftwareSet]:
     """The defaults, and each stack's resolved software (its ``gb300:software`` over the defaults)."""
     sets = [load_software()]
-    for name in stacks:
-        stack_path = paths.stack_file(name)
+    for name in names:
+        stack_path = stacks.stack_file(name)
         if not stack_path.exists():
             raise UsageError(f"--stack {name}: no stack file {stack_path.relative_to(paths.REPO_ROOT)}")
         raw = config.load_stack_file(stack_path)

@@ -36,6 +36,7 @@ from gb300 import tags as gb300_tags
 from gb300.components.private_link import PrivateLinkArgs, endpoint_in_zone
 from gb300.components.scope import ClusterScope
 from gb300.components.storage import ip_rules, soft_deleting_blob_service, storage_account
+from gb300.config import stacks
 from gb300.facts import roles, storage_facts
 
 READER = "Storage Blob Data Reader"
@@ -75,7 +76,7 @@ def publish_command(stack: str, account_url: str, container: str, payloads: Sequ
     ``../stacks/Pulumi.<stack>.yaml``), never absolute (the command line is stored in the state)."""
     venv = paths.project_virtualenv()
     python = paths.from_engine_pwd(venv / "bin" / "python") if venv else "python3"
-    stack_file = paths.from_engine_pwd(paths.stack_file(stack))
+    stack_file = paths.from_engine_pwd(stacks.stack_file(stack))
     words = [python, "-m", "gb300.cli", "payload", "publish", "--stack-file", stack_file]
     words += ["--account-url", account_url, "--container", container]
     for payload in payloads:

@@ -8,11 +8,12 @@ The stack configuration contract (namespace ``gb300``). A stack file's ``config:
   sections' models of :mod:`~gb300.config.cluster`, :mod:`~gb300.config.compute`, :mod:`~gb300.config.storage`,
   :mod:`~gb300.config.monitoring`, :mod:`~gb300.config.remediation` and :mod:`~gb300.config.policy`, over the
   field types of :mod:`~gb300.config.fields`; :mod:`~gb300.config.base` is their common base (a field's docstring
-  is its description);
+  is its description) and the one runner of the checks each section registers in its ``CHECKS``;
 - :mod:`~gb300.config.checks`: field checks (names, CIDRs, SSH keys, sizes, paths);
 - :mod:`~gb300.config.text`: free text: the length of each kind of value, the characters no value may hold;
 - :mod:`~gb300.config.messages`: pydantic errors -> one line per key path, and :func:`parse`;
 - :mod:`~gb300.config.loading`: reading a stack file or the Pulumi engine's config map;
+- :mod:`~gb300.config.stacks`: which file is stack NAME (the Pulumi project, its stack folder and files);
 - :mod:`~gb300.config.schema`: the JSON Schema (``gb300 schema``) and the documented key paths;
 - :mod:`~gb300.config.stack_yaml`: strict YAML reading of stack files;
 - :mod:`~gb300.config.netplan`: carving the subnets out of ``gb300:network.addressSpace``.

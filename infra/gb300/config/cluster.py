@@ -4,12 +4,12 @@ space gb300 carves its subnets from."""
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field
 
 from gb300 import tags as gb300_tags
-from gb300.config.base import ConfigModel
+from gb300.config.base import Checks, ConfigModel
 from gb300.config.checks import (
     PathError,
     check_address_space,
@@ -44,8 +44,8 @@ class ClusterSettings(ConfigModel):
     gb300's own tags say.
     """
 
-    @model_validator(mode="after")
-    def _not_gb300_keys(self) -> ClusterSettings:
+    def check_not_gb300_keys(self) -> None:
+        """No user tag is a key gb300 writes itself (compared without case, as Azure does)."""
         own = {k.lower() for k in gb300_tags.ALL}
         for key in self.tags:
             if key.lower() in own or key.lower().startswith(gb300_tags.PREFIX):
@@ -55,10 +55,9 @@ class ClusterSettings(ConfigModel):
                     f"every key starting {gb300_tags.PREFIX!r} is gb300's): the components, rules and nodes read it. "
                     "Choose another key",
                 )
-        return self
 
-    @model_validator(mode="after")
-    def _tag_count(self) -> ClusterSettings:
+    def check_tag_count(self) -> None:
+        """The user's tags leave room for gb300's own within Azure's limit per resource."""
         limits = catalog.load()
         most = int(limits.limit("maxTagsPerResource")) - int(limits.limit("gb300TagReserve"))
         if len(self.tags) > most:
@@ -68,7 +67,8 @@ class ClusterSettings(ConfigModel):
                 f"{limits.limit('maxTagsPerResource')} per resource and gb300 adds up to "
                 f"{limits.limit('gb300TagReserve')} of its own",
             )
-        return self
+
+    CHECKS: ClassVar[Checks] = (check_not_gb300_keys, check_tag_count)
 
 
 class AccessSettings(ConfigModel):
@@ -120,8 +120,8 @@ class EgressSettings(ConfigModel):
     """The firewall's private IPv4 address, the next hop of `0.0.0.0/0`; required with `via: firewall`, refused
     otherwise."""
 
-    @model_validator(mode="after")
-    def _next_hop_with_firewall(self) -> EgressSettings:
+    def check_next_hop_with_firewall(self) -> None:
+        """Egress through a firewall names the firewall's private address."""
         if self.via == "firewall" and self.next_hop_ip is None:
             raise PathError(
                 ("network", "egress", "nextHopIp"),
@@ -132,7 +132,8 @@ class EgressSettings(ConfigModel):
                 ("network", "egress", "nextHopIp"),
                 f"is only used with egress.via: firewall (got via: {self.via}); remove it",
             )
-        return self
+
+    CHECKS: ClassVar[Checks] = (check_next_hop_with_firewall,)
 
 
 def _zone_id(group: str) -> AfterValidator:
@@ -200,15 +201,16 @@ class NetworkSettings(ConfigModel):
     which `gb300 plan --state` refuses.
     """
 
-    @model_validator(mode="after")
-    def _one_egress_key(self) -> NetworkSettings:
+    def check_one_egress_key(self) -> None:
+        """``egress`` and the older ``natGateway`` are not both set."""
         if "egress" in self.model_fields_set and "nat_gateway" in self.model_fields_set:
             raise PathError(
                 ("network", "natGateway"),
                 f"must not be set together with egress (got natGateway: {str(self.nat_gateway).lower()} and "
                 f"egress.via: {self.egress.via}); remove natGateway, egress.via says it",
             )
-        return self
+
+    CHECKS: ClassVar[Checks] = (check_one_egress_key,)
 
     @property
     def egress_via(self) -> EgressVia:

@@ -3,11 +3,11 @@ controller and login node."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, ClassVar
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field
 
-from gb300.config.base import ConfigModel
+from gb300.config.base import Checks, ConfigModel
 from gb300.config.checks import PathError, check_gpu_size, check_image, check_resource_id, check_size
 from gb300.config.fields import AzureName, ImageReference, PoolName
 from gb300.config.text import text_limit
@@ -51,11 +51,11 @@ class GpuPool(ConfigModel):
     renumbering the others; GB sizes only (docs/day2.md).
     """
 
-    @model_validator(mode="after")
-    def _racks_within_one_fabric(self) -> GpuPool:
+    def check_racks_within_one_fabric(self) -> None:
+        """The pool's racks fit one InfiniBand fabric of its VM size (data/skus.yaml)."""
         sku = self.sku
         if sku.fabric_model is None:
-            return self
+            return
         fabric = catalog.load().fabric_for(sku)
         if fabric.max_racks_per_fabric is not None and sku.is_rack_scale:
             most, fact = int(fabric.max_racks_per_fabric.value), fabric.max_racks_per_fabric
@@ -64,7 +64,7 @@ class GpuPool(ConfigModel):
             most = int(fabric.max_vms_on_request or fabric.max_vms_per_fabric.value) // sku.vms_per_nvlink_domain
             fact, unit = fabric.max_vms_per_fabric, "VMs (on request to Azure)"
         else:
-            return self
+            return
         if self.racks > most:
             raise PathError(
                 ("racks",),
@@ -73,10 +73,9 @@ class GpuPool(ConfigModel):
                 f"{fact.source}). Split the racks into several pools, each its own fabric",
                 relative=True,
             )
-        return self
 
-    @model_validator(mode="after")
-    def _blocks_available(self) -> GpuPool:
+    def check_blocks_available(self) -> None:
+        """Interconnect blocks are asked for only where the size's fabric offers them."""
         fabric = catalog.load().fabric_for(self.sku) if self.interconnect_blocks else None
         if fabric is not None and not fabric.interconnect_blocks_available:
             raise PathError(
@@ -86,10 +85,9 @@ class GpuPool(ConfigModel):
                 "key; Azure's GB300 tests run without blocks on dedicated quota (docs/fabric.md).",
                 relative=True,
             )
-        return self
 
-    @model_validator(mode="after")
-    def _retired_within_racks(self) -> GpuPool:
+    def check_retired_within_racks(self) -> None:
+        """Retired racks are rack numbers of this pool, each once, for a size with a scale set per rack."""
         seen: set[int] = set()
         if self.retired_racks and catalog.load().fabric_for(self.sku).scale_set_per != "rack":
             raise PathError(
@@ -113,7 +111,8 @@ class GpuPool(ConfigModel):
             raise PathError(
                 ("retiredRacks",), f"must leave at least one rack in service (got all {self.racks})", relative=True
             )
-        return self
+
+    CHECKS: ClassVar[Checks] = (check_racks_within_one_fabric, check_blocks_available, check_retired_within_racks)
 
     @property
     def sku(self) -> catalog.Sku:

@@ -14,12 +14,12 @@ models, so ``from gb300.config.models import X`` keeps working. Every model deri
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from gb300 import tags as gb300_tags
-from gb300.config.base import ConfigModel
+from gb300.config.base import Checks, ConfigModel
 from gb300.config.checks import PathError
 from gb300.config.cluster import AccessSettings, ClusterSettings, NetworkSettings
 from gb300.config.compute import GpuPool, HeadSettings
@@ -109,8 +109,8 @@ class StackConfig(ConfigModel):
     them as warnings instead of `destroys-deployed` errors (docs/day2.md).
     """
 
-    @model_validator(mode="after")
-    def _unique_pool_names(self) -> StackConfig:
+    def check_unique_pool_names(self) -> None:
+        """No two GPU pools share a name."""
         seen: dict[str, int] = {}
         for i, pool in enumerate(self.gpu_pools):
             if pool.name in seen:
@@ -119,10 +119,9 @@ class StackConfig(ConfigModel):
                     f"duplicates gpuPools[{seen[pool.name]}].name (got {pool.name!r}); pool names must be unique",
                 )
             seen[pool.name] = i
-        return self
 
-    @model_validator(mode="after")
-    def _no_mount_over_the_admin_home(self) -> StackConfig:
+    def check_no_mount_over_the_admin_home(self) -> None:
+        """No storage is mounted in the admin user's home, where Azure writes its SSH keys as root."""
         # Azure's agent writes the admin's authorized_keys into /home/<adminUsername>/.ssh as root, and the admin
         # may sudo: a container every job can write, mounted there, would hand root on every node to any job.
         home = f"/home/{self.access.admin_username}"
@@ -134,14 +133,13 @@ class StackConfig(ConfigModel):
                     "there as root and the admin may sudo, so whoever writes the storage would log in as root. Use "
                     "a directory of its own such as '/lustre' or '/mnt/data'",
                 )
-        return self
 
-    @model_validator(mode="after")
-    def _hub_zones_in_an_existing_vnet(self) -> StackConfig:
+    def check_hub_zones_in_an_existing_vnet(self) -> None:
+        """In an existing VNet, the hub's private DNS zones are given for every private endpoint."""
         # gb300 may link no zone of its own to a landing zone's VNet: a second privatelink.blob zone there breaks the
         # resolution of every other private endpoint the hub registers (docs/landing-zone.md).
         if self.network.existing_vnet_id is None:
-            return self
+            return
         blob = self.storage.blob
         needed = ["blob", "vault"] + (["dfs"] if blob is not None and blob.hierarchical_namespace else [])
         given = self.network.private_dns_zones.ids()
@@ -153,7 +151,12 @@ class StackConfig(ConfigModel):
                     f"which gb300's {group} private endpoint joins (gb300 links no zone of its own to an existing "
                     "VNet)",
                 )
-        return self
+
+    CHECKS: ClassVar[Checks] = (
+        check_unique_pool_names,
+        check_no_mount_over_the_admin_home,
+        check_hub_zones_in_an_existing_vnet,
+    )
 
     @property
     def tags(self) -> dict[str, str]:

@@ -3,11 +3,11 @@ health gate."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, ClassVar
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field
 
-from gb300.config.base import ConfigModel
+from gb300.config.base import Checks, ConfigModel
 from gb300.config.checks import PathError, check_email, check_webhook
 from gb300.config.resource_ids import LOG_ANALYTICS, MONITOR_WORKSPACE, ResourceId, check, parse
 from gb300.config.secrets import StackSecret
@@ -107,8 +107,8 @@ class MonitoringSettings(ConfigModel):
         ws = self.existing_log_analytics_workspace_id
         return parse(ws) if ws is not None else None
 
-    @model_validator(mode="after")
-    def _existing_needs_enabled(self) -> MonitoringSettings:
+    def check_existing_needs_enabled(self) -> None:
+        """An existing Log Analytics workspace is given only when logs are on."""
         if self.existing_log_analytics_workspace_id is not None and not self.logs.enabled:
             raise PathError(
                 ("monitoring", "existingLogAnalyticsWorkspaceId"),
@@ -120,10 +120,9 @@ class MonitoringSettings(ConfigModel):
                 "needs gb300:monitoring.prometheus.enabled: true (metrics are off, nothing would use it); remove one "
                 "of them",
             )
-        return self
 
-    @model_validator(mode="after")
-    def _needs_prometheus(self) -> MonitoringSettings:
+    def check_needs_prometheus(self) -> None:
+        """Grafana and the alerts are on only with managed Prometheus, which they read."""
         if not self.prometheus.enabled:
             for key, piece in (("grafana", self.grafana), ("alerts", self.alerts)):
                 if piece.enabled:
@@ -132,7 +131,8 @@ class MonitoringSettings(ConfigModel):
                         "needs gb300:monitoring.prometheus.enabled: true (it reads the Azure Monitor workspace); "
                         "set it to false too",
                     )
-        return self
+
+    CHECKS: ClassVar[Checks] = (check_existing_needs_enabled, check_needs_prometheus)
 
 
 class HealthSettings(ConfigModel):

@@ -18,7 +18,6 @@ other finding in one run.
 from __future__ import annotations
 
 import ipaddress
-import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,7 +38,6 @@ FIXED_PREFIX: dict[Role, int] = {"head": 27, "storage": 24, "endpoints": 27, "ba
 # Fixed offsets (addresses from the start of the space) of the small subnets; storage's depends on its size.
 FIXED_OFFSET: dict[Role, int] = {"head": 0, "endpoints": 32, "bastion": 64}
 STORAGE_MIN_OFFSET = 256  # after the first /24, which holds head, endpoints and Bastion
-MIN_PREFIX = 29  # the smallest subnet Azure allows
 
 
 @dataclass(frozen=True)
@@ -55,12 +53,6 @@ class SubnetPlan:
     @property
     def size(self) -> int:
         return int(ipaddress.IPv4Network(self.prefix).num_addresses)
-
-
-def prefix_for(addresses: int) -> int:
-    """The longest prefix whose block holds ``addresses`` (reserved ones included), at most /29."""
-    bits = max(3, math.ceil(math.log2(max(addresses, 1))))
-    return min(MIN_PREFIX, 32 - bits)
 
 
 def storage_offset(prefix: int) -> int:

@@ -6,11 +6,11 @@ Defaults of the rails come from ``data/remediation.yaml`` (``rails``), so the da
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from gb300.config.base import ConfigModel
+from gb300.config.base import Checks, ConfigModel
 from gb300.config.checks import PathError
 from gb300.facts.loader import data
 
@@ -58,8 +58,8 @@ class RemediationSettings(ConfigModel):
     redeploy the racks' VMs) and nothing else.
     """
 
-    @model_validator(mode="after")
-    def _role_when_enabled(self) -> RemediationSettings:
+    def check_role_when_enabled(self) -> None:
+        """The loop's role is a role definition id, and is given when the loop is on."""
         if self.role_definition_id is not None and not _ROLE_ID.match(self.role_definition_id):
             raise PathError(
                 ("remediation", "roleDefinitionId"),
@@ -72,4 +72,5 @@ class RemediationSettings(ConfigModel):
                 "is required when gb300:remediation.enabled is true: the id of the custom role the loop runs with, "
                 f"created once by an operator: {ROLE_COMMAND}",
             )
-        return self
+
+    CHECKS: ClassVar[Checks] = (check_role_when_enabled,)

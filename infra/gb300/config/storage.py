@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field
 
-from gb300.config.base import ConfigModel
+from gb300.config.base import Checks, ConfigModel
 from gb300.config.checks import (
     PathError,
     check_cidr,
@@ -117,15 +117,16 @@ class LustreSettings(ConfigModel):
     above 400 TiB. Never a live answer (docs/storage-subnet.md).
     """
 
-    @model_validator(mode="after")
-    def _a_subnet_size(self) -> LustreSettings:
+    def check_subnet_size_known(self) -> None:
+        """A filesystem larger than Azure documents a subnet size for names its subnet size."""
         if self.subnet_prefix_length is None and storage_facts.lustre_subnet_prefix(self.capacity_ti_b) is None:
             raise PathError(
                 ("storage", "lustre", "subnetPrefixLength"),
                 f"is required for capacityTiB above the sizes Azure documents (got capacityTiB "
                 f"{self.capacity_ti_b}); ask Azure for the subnet size this filesystem needs and set it",
             )
-        return self
+
+    CHECKS: ClassVar[Checks] = (check_subnet_size_known,)
 
     @property
     def subnet_prefix(self) -> int:
@@ -202,8 +203,8 @@ class BlobSettings(ConfigModel):
     restore`).
     """
 
-    @model_validator(mode="after")
-    def _versioning_needs_flat_namespace(self) -> BlobSettings:
+    def check_versioning_needs_flat_namespace(self) -> None:
+        """Blob versioning is asked for only on a flat namespace, where Azure offers it."""
         if self.versioning and self.hierarchical_namespace:
             raise PathError(
                 ("storage", "blob", "versioning"),
@@ -211,10 +212,9 @@ class BlobSettings(ConfigModel):
                 "hierarchical namespace. Set versioning: false (soft delete still protects deleted blobs) or "
                 "hierarchicalNamespace: false",
             )
-        return self
 
-    @model_validator(mode="after")
-    def _unique_containers(self) -> BlobSettings:
+    def check_unique_containers(self) -> None:
+        """No two containers share a name."""
         seen: set[str] = set()
         for i, container in enumerate(self.containers):
             if container.name in seen:
@@ -223,7 +223,8 @@ class BlobSettings(ConfigModel):
                     f"duplicates another container (got {container.name!r}); container names must be unique",
                 )
             seen.add(container.name)
-        return self
+
+    CHECKS: ClassVar[Checks] = (check_versioning_needs_flat_namespace, check_unique_containers)
 
 
 class CheckpointSettings(ConfigModel):
@@ -238,8 +239,8 @@ class CheckpointSettings(ConfigModel):
     bytes_per_parameter: Annotated[float, Field(gt=0, le=64, allow_inf_nan=False)] | None = None
     """Checkpoint bytes per parameter; unset = 16 (mixed-precision Adam, `data/checkpoint.yaml`)."""
 
-    @model_validator(mode="after")
-    def _a_time_budget(self) -> CheckpointSettings:
+    def check_time_budget(self) -> None:
+        """A checkpoint has a time to write in (writeMinutes or intervalMinutes), and writes within its interval."""
         if self.write_minutes is None and self.interval_minutes is None:
             raise PathError(
                 ("storage", "checkpoint", "writeMinutes"),
@@ -254,7 +255,8 @@ class CheckpointSettings(ConfigModel):
                 ("storage", "checkpoint", "writeMinutes"),
                 f"must be at most intervalMinutes ({self.interval_minutes:g}) (got {self.write_minutes:g})",
             )
-        return self
+
+    CHECKS: ClassVar[Checks] = (check_time_budget,)
 
     @property
     def budget_minutes(self) -> float:
@@ -328,8 +330,8 @@ class StorageSettings(ConfigModel):
                 mounts.append((("storage", "blob", "blockCache", "diskPath"), self.blob.block_cache.disk_path))
         return mounts
 
-    @model_validator(mode="after")
-    def _mounts_do_not_overlap(self) -> StorageSettings:
+    def check_mounts_do_not_overlap(self) -> None:
+        """No storage mount is at, in or above another."""
         mounts = self.mounts()
         for j, (loc, path) in enumerate(mounts):
             for other_loc, other in mounts[:j]:
@@ -339,10 +341,9 @@ class StorageSettings(ConfigModel):
                         f"overlaps {format_path(other_loc)} ({other}) (got {path!r}); each mount and the block cache "
                         "need their own directory, none inside another",
                     )
-        return self
 
-    @model_validator(mode="after")
-    def _payload_container_is_its_own(self) -> StorageSettings:
+    def check_payload_container_is_its_own(self) -> None:
+        """The node payload container is none of the data containers."""
         names = [c.name for c in self.blob.containers] if self.blob is not None else []
         if self.node_payload.container in names:
             raise PathError(
@@ -350,7 +351,6 @@ class StorageSettings(ConfigModel):
                 f"must differ from every gb300:storage.blob.containers name (got {self.node_payload.container!r}): "
                 "the node payloads get a container of their own, readable by the nodes and nothing else",
             )
-        return self
 
     @property
     def lustre_tie(self) -> LustreBlobIntegration | None:
@@ -359,11 +359,12 @@ class StorageSettings(ConfigModel):
             return None
         return self.lustre.blob_integration
 
-    @model_validator(mode="after")
-    def _lustre_tie_is_complete(self) -> StorageSettings:
+    def check_lustre_tie_is_complete(self) -> None:
+        """Lustre's Blob integration names a data container, a logging container of its own and the HPC Cache
+        service principal."""
         tie = self.lustre_tie
         if tie is None or self.blob is None:
-            return self
+            return
         where = ("storage", "lustre", "blobIntegration")
         names = [c.name for c in self.blob.containers]
         if tie.container not in names:
@@ -387,13 +388,18 @@ class StorageSettings(ConfigModel):
                 "enabled: true (no tie is the default), unless the filesystem was deployed tied, which keeps its tie "
                 "(docs/storage.md#tying-a-deployed-filesystem-to-blob)",
             )
-        return self
 
-    @model_validator(mode="after")
-    def _checkpoint_needs_lustre(self) -> StorageSettings:
+    def check_checkpoint_needs_lustre(self) -> None:
+        """Checkpoint sizing has a Lustre filesystem to size against."""
         if self.checkpoint is not None and self.lustre is None:
             raise PathError(
                 ("storage", "checkpoint"),
                 "needs gb300:storage.lustre: checkpoints are sized against the Lustre filesystem's throughput",
             )
-        return self
+
+    CHECKS: ClassVar[Checks] = (
+        check_mounts_do_not_overlap,
+        check_payload_container_is_its_own,
+        check_lustre_tie_is_complete,
+        check_checkpoint_needs_lustre,
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import yaml
 
 from gb300.errors import BootstrapDataError, DataError
 
-__all__ = ["DATA_DIR", "data", "load_yaml_mapping", "read_mapping", "read_yaml"]
+__all__ = ["DATA_DIR", "data", "load_yaml_mapping", "read_mapping", "read_yaml", "string_field"]
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 """``infra/gb300/data``, the folder :data:`gb300.paths.DATA_DIR` names: written here again because the loader is
@@ -66,3 +67,12 @@ def load_yaml_mapping(path: Path) -> dict[str, Any]:
         return read_mapping(path)
     except DataError as exc:
         raise BootstrapDataError(str(exc)) from exc
+
+
+def string_field(raw: Mapping[str, Any], key: str, where: str, *, default: str | None = None) -> str:
+    """``raw[key]`` (or ``default``), which must be a string; else BootstrapDataError naming ``where.key``."""
+    value = raw.get(key, default)
+    if not isinstance(value, str):
+        msg = f"{where}.{key}: must be a string (got {value!r})"
+        raise BootstrapDataError(msg)
+    return value

@@ -98,16 +98,9 @@ def needed_mbps(parameters: float, minutes: float, per_parameter: float | None =
     return checkpoint_bytes(parameters, per_parameter) / (minutes * 60) / MB
 
 
-@functools.cache
-def auto_export() -> Sourced:
-    """The assumption about the auto-export's reads (``data/lustre.yaml`` ``autoExport``): over what it drains."""
-    raw = data("lustre.yaml")["autoExport"]
-    return Sourced(raw["drainsOver"], raw.get("status", "unverified"), raw.get("source", ""))
-
-
 def export_mbps(parameters: float, drain_minutes: float, per_parameter: float | None = None) -> float:
     """Decimal MB/s the auto-export reads off the filesystem to copy one checkpoint to Blob within ``drain_minutes``
-    (the checkpoint interval, by the assumption of :func:`auto_export`)."""
+    (the checkpoint interval, by the assumption ``autoExport`` of ``data/lustre.yaml``)."""
     return needed_mbps(parameters, drain_minutes, per_parameter)
 
 

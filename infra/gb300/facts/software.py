@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from gb300.errors import BootstrapDataError, SoftwareOverrideError
-from gb300.facts.loader import DATA_DIR, data, load_yaml_mapping
+from gb300.facts.checksums import Checksums, Pin, checksums_from
+from gb300.facts.loader import DATA_DIR, data, load_yaml_mapping, string_field
 
 __all__ = [
     "CHECKSUMS_FILE",
@@ -38,11 +39,6 @@ __all__ = [
 
 VERSIONS_FILE: Path = DATA_DIR / "versions.yaml"
 CHECKSUMS_FILE: Path = DATA_DIR / "checksums.yaml"
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
-_IMAGE_RE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+:[A-Za-z0-9._-]+$")
-_FINGERPRINT_RE = re.compile(r"^[0-9A-F]{40}$")
-_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 InstallKind = Literal["apt", "archive", "deb", "deb-repo", "source", "none"]
 _INSTALL_KINDS: tuple[str, ...] = ("apt", "archive", "deb", "deb-repo", "source", "none")
 _VERSION_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+~:_-]{0,63}$")
@@ -75,112 +71,9 @@ class GitSource:
         return f"{self.url}@{self.ref}"
 
 
-@dataclass(frozen=True)
-class Pin:
-    """One checksums.yaml entry: a file's sha256, or the fingerprints a signing key file may hold."""
-
-    url: str
-    values: tuple[str, ...]
-    status: str
-    source: str
-
-
-@dataclass(frozen=True)
-class Checksums:
-    """checksums.yaml as typed data: pins keyed by the exact URL a node downloads, and container images'
-    manifest digests keyed by `registry/repository:tag`."""
-
-    files: Mapping[str, Pin]
-    keys: Mapping[str, Pin]
-    images: Mapping[str, Pin] = dataclasses.field(default_factory=dict)
-    commits: Mapping[str, Pin] = dataclasses.field(default_factory=dict)
-
-    def commit(self, key: str) -> str | None:
-        """The pinned git commit id of `key` (`<repository URL>@<tag>`), or None."""
-        pin = self.commits.get(key)
-        return pin.values[0] if pin else None
-
-    def digest(self, image: str) -> str | None:
-        """The pinned manifest digest (`sha256:...`) of the tagged image `image`, or None."""
-        pin = self.images.get(image)
-        return pin.values[0] if pin else None
-
-    def image_ref(self, image: str) -> str:
-        """What a node pulls: `image@digest` when the digest is pinned (docker checks it), else `image`."""
-        digest = self.digest(image)
-        return f"{image}@{digest}" if digest else image
-
-    def sha256(self, url: str) -> str | None:
-        pin = self.files.get(url)
-        return pin.values[0] if pin else None
-
-    def fingerprints(self, url: str) -> tuple[str, ...]:
-        pin = self.keys.get(url)
-        return pin.values if pin else ()
-
-
-def _pin(section: str, url: object, raw: object) -> Pin:  # noqa: PLR0912 - one branch per section's shape
-    where = f"checksums.yaml {section}.{url}"
-    if section == "images":
-        if not isinstance(url, str) or not _IMAGE_RE.match(url) or not isinstance(raw, Mapping):
-            msg = f"checksums.yaml images: keys must be registry/repository:tag with a mapping (got {url!r})"
-            raise BootstrapDataError(msg)
-        digest = raw.get("digest")
-        if not isinstance(digest, str) or not _DIGEST_RE.match(digest):
-            msg = f"{where}.digest: must be sha256: and 64 lowercase hex digits (got {digest!r})"
-            raise BootstrapDataError(msg)
-        return Pin(url=url, values=(digest,), status=_str(raw, "status", where), source=_str(raw, "source", where))
-    if section == "commits":
-        commit = raw.get("commit") if isinstance(raw, Mapping) else None
-        if not isinstance(url, str) or not url.startswith("https://") or "@" not in url:
-            msg = f"checksums.yaml commits: keys must be <https:// repository URL>@<tag> (got {url!r})"
-            raise BootstrapDataError(msg)
-        if not isinstance(raw, Mapping) or not isinstance(commit, str) or not _COMMIT_RE.match(commit):
-            msg = f"{where}.commit: must be 40 lowercase hex digits (a git commit id) (got {commit!r})"
-            raise BootstrapDataError(msg)
-        return Pin(url=url, values=(commit,), status=_str(raw, "status", where), source=_str(raw, "source", where))
-    if not isinstance(url, str) or not url.startswith("https://"):
-        msg = f"checksums.yaml {section}: keys must be https:// URLs (got {url!r})"
-        raise BootstrapDataError(msg)
-    if not isinstance(raw, Mapping):
-        msg = f"{where}: must be a mapping with status and source (got {raw!r})"
-        raise BootstrapDataError(msg)
-    if section == "files":
-        digest = raw.get("sha256")
-        if not isinstance(digest, str) or not _SHA256_RE.match(digest):
-            msg = f"{where}.sha256: must be 64 lowercase hex digits (got {digest!r})"
-            raise BootstrapDataError(msg)
-        values: tuple[str, ...] = (digest,)
-    else:
-        prints = raw.get("fingerprints")
-        if not isinstance(prints, list) or not prints:
-            msg = f"{where}.fingerprints: must be a non-empty list (got {prints!r})"
-            raise BootstrapDataError(msg)
-        values = tuple(str(p).replace(" ", "").upper() for p in prints)
-        bad = [p for p in values if not _FINGERPRINT_RE.match(p)]
-        if bad:
-            msg = f"{where}.fingerprints: must be 40 hex digits each (got {bad[0]!r})"
-            raise BootstrapDataError(msg)
-    return Pin(url=url, values=values, status=_str(raw, "status", where), source=_str(raw, "source", where))
-
-
 def load_checksums(path: Path | None = None) -> Checksums:
     """Load checksums.yaml (or `path`); raises BootstrapDataError naming the bad entry."""
-    raw = load_yaml_mapping(path or CHECKSUMS_FILE)
-    unknown = sorted(set(raw) - {"files", "keys", "images", "commits"})
-    if unknown:
-        msg = f"checksums.yaml: unknown section {unknown[0]!r} (expected files, keys, images and commits)"
-        raise BootstrapDataError(msg)
-    sections: dict[str, dict[str, Pin]] = {}
-    for section in ("files", "keys", "images", "commits"):
-        body = raw.get(section) or {}
-        if not isinstance(body, Mapping):
-            msg = f"checksums.yaml {section}: must be a mapping of URL to entry (got {body!r})"
-            raise BootstrapDataError(msg)
-        sections[section] = {url: _pin(section, url, entry) for url, entry in body.items()}
-    return Checksums(
-        files=sections["files"], keys=sections["keys"], images=sections["images"], commits=sections["commits"]
-    )
+    return checksums_from(load_yaml_mapping(path or CHECKSUMS_FILE))
 
 
 @dataclass(frozen=True)
@@ -297,14 +190,6 @@ def _subst(template: str, version: str | None, *, where: str) -> str:
     )
 
 
-def _str(raw: Mapping[str, Any], key: str, where: str, *, default: str | None = None) -> str:
-    value = raw.get(key, default)
-    if not isinstance(value, str):
-        msg = f"{where}.{key}: must be a string (got {value!r})"
-        raise BootstrapDataError(msg)
-    return value
-
-
 def _files(raw: Mapping[str, Any], version: str | None, where: str, checksums: Checksums) -> tuple[DownloadFile, ...]:
     files = []
     for index, entry in enumerate(raw.get("files", [])):
@@ -314,7 +199,7 @@ def _files(raw: Mapping[str, Any], version: str | None, where: str, checksums: C
                 "(run `gb300 software lock`, or move the value there with its source)"
             )
             raise BootstrapDataError(msg)
-        url = _subst(_str(entry, "url", f"{where}.files"), version, where=where)
+        url = _subst(string_field(entry, "url", f"{where}.files"), version, where=where)
         files.append(DownloadFile(url=url, sha256=checksums.sha256(url)))
     return tuple(files)
 
@@ -323,18 +208,18 @@ def _build_component(
     name: str, raw: Mapping[str, Any], version: str | None, checksums: Checksums, *, overridden: bool
 ) -> Component:
     where = f"versions.yaml components.{name}"
-    install = _str(raw, "install", where)
+    install = string_field(raw, "install", where)
     if install not in _INSTALL_KINDS:
         msg = f"{where}.install: must be one of {', '.join(_INSTALL_KINDS)} (got {install!r})"
         raise BootstrapDataError(msg)
-    detect = _subst(_str(raw, "detect", where), version, where=f"{where}.detect")
+    detect = _subst(string_field(raw, "detect", where), version, where=f"{where}.detect")
     if not _DETECT_RE.match(detect):
         msg = f"{where}.detect: must be nvidia-smi, dpkg:<package> or file:<path> (got {detect!r})"
         raise BootstrapDataError(msg)
     packages = tuple(_subst(str(p), version, where=f"{where}.packages") for p in raw.get("packages", []))
     apt_version: str | None = None
     if version is not None:
-        apt_version = _subst(_str(raw, "apt_version", where, default="{version}-*"), version, where=where)
+        apt_version = _subst(string_field(raw, "apt_version", where, default="{version}-*"), version, where=where)
     # An unpinned source component has no tarball to fetch yet; the node says so (see versions.yaml's header).
     files = () if install == "source" and version is None else _files(raw, version, where, checksums)
     repo = raw.get("repo")
@@ -358,8 +243,8 @@ def _build_component(
         files=files,
         reason=str(raw.get("reason", "")),
         deferred=bool(raw.get("deferred", False)),
-        status=_str(raw, "status", where),
-        source=_str(raw, "source", where),
+        status=string_field(raw, "status", where),
+        source=string_field(raw, "source", where),
         overridden=overridden,
         optional=optional,
         recipe=recipe,
@@ -377,13 +262,13 @@ def _git_source(raw: Mapping[str, Any], version: str | None, where: str, checksu
     if not isinstance(body, Mapping):
         msg = f"{where}.git: must be a mapping with url and ref (got {body!r})"
         raise BootstrapDataError(msg)
-    url = _str(body, "url", f"{where}.git")
+    url = string_field(body, "url", f"{where}.git")
     if not url.startswith("https://"):
         msg = f"{where}.git.url: must be an https:// repository URL (got {url!r})"
         raise BootstrapDataError(msg)
     if version is None:
         return None
-    ref = _subst(_str(body, "ref", f"{where}.git"), version, where=f"{where}.git.ref")
+    ref = _subst(string_field(body, "ref", f"{where}.git"), version, where=f"{where}.git.ref")
     source = GitSource(url=url, ref=ref, commit=None)
     return dataclasses.replace(source, commit=checksums.commit(source.key))
 
@@ -439,7 +324,7 @@ def _source_build(
 
 def _build_repo(name: str, raw: Mapping[str, Any], versions: Mapping[str, str | None], checksums: Checksums) -> AptRepo:
     where = f"versions.yaml repos.{name}"
-    url = _str(raw, "url", where)
+    url = string_field(raw, "url", where)
     for comp, version in versions.items():
         token = "{" + comp + "}"
         if token in url:
@@ -450,20 +335,20 @@ def _build_repo(name: str, raw: Mapping[str, Any], versions: Mapping[str, str | 
     if "key_sha256" in raw:
         msg = f"{where}.key_sha256: a signing key is pinned by fingerprint in checksums.yaml, keyed by key_url"
         raise BootstrapDataError(msg)
-    key_url = _str(raw, "key_url", where)
-    arch = _str(raw, "arch", where, default="arm64")
+    key_url = string_field(raw, "key_url", where)
+    arch = string_field(raw, "arch", where, default="arm64")
     if not re.fullmatch(r"native|[a-z0-9]+", arch):
         msg = f"{where}.arch: must be an architecture such as arm64, or native (got {arch!r})"
         raise BootstrapDataError(msg)
     return AptRepo(
         name=name,
         url=url,
-        suite=_str(raw, "suite", where),
-        components=_str(raw, "components", where, default=""),
+        suite=string_field(raw, "suite", where),
+        components=string_field(raw, "components", where, default=""),
         key_url=key_url,
         key_fingerprints=checksums.fingerprints(key_url),
-        status=_str(raw, "status", where),
-        source=_str(raw, "source", where),
+        status=string_field(raw, "status", where),
+        source=string_field(raw, "source", where),
         arch=None if arch == "native" else arch,
     )
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -309,7 +309,7 @@ class Judge:
             del self.pending[(p.node, p.key)]
         return sorted(ready, key=lambda p: (p.due, p.node))
 
-    def settle(self, item: Pending, all_pending: Iterable[Pending] = ()) -> Verdict:
+    def settle(self, item: Pending) -> Verdict:
         """A settled fault on a job's node: the job's fault when enough of its nodes reported the same."""
         first = item.events[0]
         peers = {

@@ -8,6 +8,7 @@ several files share: the Slurm view of the cluster, the Slurm boot inputs, and t
 
 from __future__ import annotations
 
+from gb300 import tags as gb300_tags
 from gb300.components.secrets import MUNGE_SECRET_NAME
 from gb300.config import GpuPool, StackConfig, netplan
 from gb300.errors import BootstrapError
@@ -17,8 +18,8 @@ from gb300.node.boot_context import BootstrapContext
 from gb300.slurm import config as slurm_config
 from gb300.slurm import files as slurm_files
 
-HEAD = "head"
-GPU_NODE = "gpu-node"
+HEAD = gb300_tags.ROLE_HEAD
+GPU_NODE = gb300_tags.ROLE_GPU_NODE
 
 
 def head_hostname(cfg: StackConfig) -> str:

@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gb300 import tags as gb300_tags
 from gb300.errors import DataError, Gb300Error
 from gb300.facts.loader import DATA_DIR, data
 
@@ -113,7 +114,7 @@ class SigningKeyError(Gb300Error):
 
 def payload_name(role: str, pool: str | None) -> str:
     """The payload's name: ``head`` for the head node, ``gpu-<pool>`` for a GPU pool's nodes."""
-    return "head" if pool is None else f"gpu-{pool}"
+    return gb300_tags.ROLE_HEAD if pool is None else f"gpu-{pool}"
 
 
 def manifest_blob(name: str) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gb300 import tags as gb300_tags
 from gb300.errors import BootstrapDataError
 from gb300.node.resources import DATA_DIR, load_yaml_mapping
 
@@ -64,7 +65,7 @@ class NodeSettings:
 
     def sysctl_for(self, role: str) -> tuple[tuple[str, str], ...]:
         """The sysctl settings a node of `role` gets (GPU nodes add the rack-scale network buffers)."""
-        return self.sysctl + (self.sysctl_rackscale if role == "gpu-node" else ())
+        return self.sysctl + (self.sysctl_rackscale if role == gb300_tags.ROLE_GPU_NODE else ())
 
 
 @dataclass(frozen=True)

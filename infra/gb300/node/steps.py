@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from gb300 import tags as gb300_tags
 from gb300.config import StackConfig
 from gb300.errors import BootstrapError
 from gb300.node import paths
@@ -33,9 +34,9 @@ STEP_DIR = paths.STEP_DIR
 RUN_STEP = paths.RUN_STEP
 READY_STEP = "99-ready"
 GUARD_STEP = "00-imds-guard"
-GPU = ("gpu-node",)
-HEAD = ("head",)
-BOTH = ("gpu-node", "head")
+GPU = (gb300_tags.ROLE_GPU_NODE,)
+HEAD = (gb300_tags.ROLE_HEAD,)
+BOTH = gb300_tags.ROLES
 _NAME = re.compile(r"^([0-9]{2}|gb300)-[a-z0-9][a-z0-9-]*$")
 
 

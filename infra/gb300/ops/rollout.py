@@ -244,6 +244,20 @@ class Report:
 
 
 @dataclass
+class _Seen:
+    """What one batch learnt of its racks: each rack's hosts, its VMs not on the latest model (instance ids), and
+    the hosts someone else drained (left alone)."""
+
+    hosts: dict[str, list[str]] = field(default_factory=dict)
+    stale: dict[str, list[str]] = field(default_factory=dict)
+    held: dict[str, set[str]] = field(default_factory=dict)
+
+    def mine(self, rack: Rack) -> list[str]:
+        """The rack's hosts the rollout drains and resumes: all but the held ones."""
+        return [h for h in self.hosts[rack.name] if h not in self.held.get(rack.name, set())]
+
+
+@dataclass
 class Rollout:
     """Drives the batches; ``log`` receives one line per step, ``sleep``/``now`` are the clock (tests fake it)."""
 
@@ -276,50 +290,61 @@ class Rollout:
             if "DRAIN" in n.states and n.reason and not n.reason.startswith((DRAIN_PREFIX, HEALTH_PREFIX))
         }
 
-    def _batch(self, group: list[Rack], report: Report) -> bool:  # noqa: PLR0912, PLR0915 - one branch per step
-        hosts: dict[str, list[str]] = {}
-        stale: dict[str, list[str]] = {}  # rack -> instance ids not on the latest model
-        held: dict[str, set[str]] = {}
-        live: list[Rack] = []
+    def _batch(self, group: list[Rack], report: Report) -> bool:
+        """Drain, wait for jobs, update, reimage, wait for health and resume one batch; True when a rack failed."""
+        seen = _Seen()
 
         def fail(rack: Rack, step: str, reason: str) -> None:
             report.failed.append(RackFailure(rack, step, reason))
             self.log(f"  {rack.name}: FAILED at {step}: {reason}")
 
-        for rack in group:
-            try:
-                vms = self.azure.instances(rack)
-            except Exception as exc:  # noqa: BLE001 - any Azure error stops at this rack with its message
-                fail(rack, "list", short_error(exc))
-                continue
-            hosts[rack.name] = [vm.host for vm in vms]
-            stale[rack.name] = [vm.instance_id for vm in vms if not vm.latest_model]
-            if not hosts[rack.name]:
-                fail(rack, "list", "the scale set has no VM")
-                continue
-            try:
-                held[rack.name] = self._held(hosts[rack.name])
-                mine = [h for h in hosts[rack.name] if h not in held[rack.name]]
-                if mine:
-                    self.slurm.drain(mine, f"{DRAIN_PREFIX} reimage {rack.name}")
-            except Exception as exc:  # noqa: BLE001
-                fail(rack, "drain", short_error(exc))
-                continue
-            self.log(f"  {rack.name}: drained {compress(mine)}")
-            if held[rack.name]:
-                self.log(f"  {rack.name}: left to their owners' drains: {compress(sorted(held[rack.name]))}")
-            live.append(rack)
-        live = self._wait_jobs(live, hosts, fail)
-        live = self._update(live, stale, fail)
+        live = [rack for rack in group if self._drain(rack, seen, fail)]
+        live = self._wait_jobs(live, seen.hosts, fail)
+        live = self._update(live, seen.stale, fail)
         started = self.now()
+        reimaged = self._reimage(live, seen.stale, fail)
+        for rack in self._wait_health(reimaged, seen.hosts, started, fail):
+            if self._resume(rack, seen, fail):
+                report.done.append(rack)
+        return any(f.rack in group for f in report.failed)
+
+    def _drain(self, rack: Rack, seen: _Seen, fail: Callable[[Rack, str, str], None]) -> bool:
+        """List the rack's VMs and drain its nodes but those someone else holds; False when the rack failed."""
+        try:
+            vms = self.azure.instances(rack)
+        except Exception as exc:  # noqa: BLE001 - any Azure error stops at this rack with its message
+            fail(rack, "list", short_error(exc))
+            return False
+        seen.hosts[rack.name] = [vm.host for vm in vms]
+        seen.stale[rack.name] = [vm.instance_id for vm in vms if not vm.latest_model]
+        if not seen.hosts[rack.name]:
+            fail(rack, "list", "the scale set has no VM")
+            return False
+        try:
+            seen.held[rack.name] = self._held(seen.hosts[rack.name])
+            mine = seen.mine(rack)
+            if mine:
+                self.slurm.drain(mine, f"{DRAIN_PREFIX} reimage {rack.name}")
+        except Exception as exc:  # noqa: BLE001
+            fail(rack, "drain", short_error(exc))
+            return False
+        self.log(f"  {rack.name}: drained {compress(mine)}")
+        if seen.held[rack.name]:
+            self.log(f"  {rack.name}: left to their owners' drains: {compress(sorted(seen.held[rack.name]))}")
+        return True
+
+    def _reimage(
+        self, racks: list[Rack], stale: Mapping[str, list[str]], fail: Callable[[Rack, str, str], None]
+    ) -> list[Rack]:
+        """Reimage every rack at once; the racks whose reimage finished."""
         pollers = {}
-        for rack in live:
+        for rack in racks:
             try:
                 pollers[rack.name] = self.azure.begin_reimage(rack)
             except Exception as exc:  # noqa: BLE001
                 fail(rack, "reimage", short_error(exc))
         reimaged = []
-        for rack in live:
+        for rack in racks:
             if rack.name not in pollers:
                 continue
             try:
@@ -330,17 +355,19 @@ class Rollout:
                 continue
             self.log(f"  {rack.name}: reimaged")
             reimaged.append(rack)
-        for rack in self._wait_health(reimaged, hosts, started, fail):
-            try:
-                mine = [h for h in hosts[rack.name] if h not in held.get(rack.name, set())]
-                if mine:
-                    self.slurm.resume(mine)
-            except Exception as exc:  # noqa: BLE001
-                fail(rack, "resume", short_error(exc))
-                continue
-            self.log(f"  {rack.name}: resumed {len(mine)} node(s)")
-            report.done.append(rack)
-        return any(f.rack in group for f in report.failed)
+        return reimaged
+
+    def _resume(self, rack: Rack, seen: _Seen, fail: Callable[[Rack, str, str], None]) -> bool:
+        """Resume the healthy rack's nodes the rollout drained; False when the rack failed."""
+        try:
+            mine = seen.mine(rack)
+            if mine:
+                self.slurm.resume(mine)
+        except Exception as exc:  # noqa: BLE001
+            fail(rack, "resume", short_error(exc))
+            return False
+        self.log(f"  {rack.name}: resumed {len(mine)} node(s)")
+        return True
 
     def _update(
         self, racks: list[Rack], stale: Mapping[str, list[str]], fail: Callable[[Rack, str, str], None]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,74 +161,102 @@ def arm_id(typ: str, name: str, inputs: dict[str, Any]) -> str:  # noqa: PLR0911
     return f"{sub}/resourceGroups/{rg}/providers/{namespace}/{collection}/{own}"
 
 
+def _identity(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    return {"principalId": _guid("principal", name), "clientId": _guid("client", name), "tenantId": TENANT_ID}
+
+
+def _storage_account(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    account = azure_name(typ, name, inputs)
+    return {
+        "primaryEndpoints": {
+            "blob": f"https://{account}.blob.core.windows.net/",
+            "dfs": f"https://{account}.dfs.core.windows.net/",
+        }
+    }
+
+
+def _vault(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "properties": {
+            **inputs.get("properties", {}),
+            "vaultUri": f"https://{azure_name(typ, name, inputs)}.vault.azure.net/",
+        }
+    }
+
+
+def _random_string(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    return {"result": "x" * int(inputs.get("length", 6))}
+
+
+def _random_bytes(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    # Deterministic stand-in bytes; the plan records this as a secret and never prints it.
+    return {"base64": base64.b64encode(b"\0" * int(inputs.get("length", 32))).decode(), "hex": "00"}
+
+
+def _collection_endpoint(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    dce = f"{azure_name(typ, name, inputs)}-{_guid('dce', name)[:4]}.{inputs.get('location', 'eastus2')}"
+    return {
+        "immutableId": f"dce-{_guid('dce-immutable', name).replace('-', '')}",
+        "metricsIngestion": {"endpoint": f"https://{dce}-1.metrics.ingest.monitor.azure.com"},
+        "logsIngestion": {"endpoint": f"https://{dce}-1.ingest.monitor.azure.com"},
+        "configurationAccess": {"endpoint": f"https://{dce}-1.handler.control.monitor.azure.com"},
+    }
+
+
+def _collection_rule(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    return {"immutableId": f"dcr-{_guid('dcr-immutable', name).replace('-', '')}"}
+
+
+def _monitor_workspace(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    account = azure_name(typ, name, inputs)
+    return {"metrics": {"prometheusQueryEndpoint": f"https://{account}.eastus2.prometheus.monitor.azure.com"}}
+
+
+def _grafana(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "identity": {
+            **(inputs.get("identity") or {}),
+            "principalId": _guid("principal", name),
+            "tenantId": TENANT_ID,
+        },
+        "properties": {
+            **(inputs.get("properties") or {}),
+            "endpoint": f"https://{azure_name(typ, name, inputs)}.eus2.grafana.azure.com",
+        },
+    }
+
+
+def _log_workspace(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    return {"customerId": _guid("workspace", name)}
+
+
+def _lustre(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    return {"clientInfo": {"mgsAddress": "10.40.8.4", "mountCommand": "mount -t lustre 10.40.8.4@tcp:/lustrefs"}}
+
+
+_COMPUTED: dict[str, Callable[[str, str, dict[str, Any]], dict[str, Any]]] = {
+    "azure-native:managedidentity:UserAssignedIdentity": _identity,
+    "azure-native:storage:StorageAccount": _storage_account,
+    "azure-native:keyvault:Vault": _vault,
+    "random:index/randomString:RandomString": _random_string,
+    "random:index/randomBytes:RandomBytes": _random_bytes,
+    "azure-native:monitor:DataCollectionEndpoint": _collection_endpoint,
+    "azure-native:monitor:DataCollectionRule": _collection_rule,
+    "azure-native:monitor:AzureMonitorWorkspace": _monitor_workspace,
+    "azure-native:dashboard:Grafana": _grafana,
+    "azure-native:operationalinsights:Workspace": _log_workspace,
+    "azure-native:storagecache:AmlFilesystem": _lustre,
+}
+"""Resource type -> the outputs Azure computes for it that other resources read."""
+
+
 def computed_outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     """Outputs Azure computes that other resources read (ids of principals, endpoints, addresses)."""
-    out: dict[str, Any] = {}
-    if typ == "azure-native:managedidentity:UserAssignedIdentity":
-        out = {
-            "principalId": _guid("principal", name),
-            "clientId": _guid("client", name),
-            "tenantId": TENANT_ID,
-        }
-    elif typ == "azure-native:storage:StorageAccount":
-        account = azure_name(typ, name, inputs)
-        out = {
-            "primaryEndpoints": {
-                "blob": f"https://{account}.blob.core.windows.net/",
-                "dfs": f"https://{account}.dfs.core.windows.net/",
-            }
-        }
-    elif typ == "azure-native:keyvault:Vault":
-        out = {
-            "properties": {
-                **inputs.get("properties", {}),
-                "vaultUri": f"https://{azure_name(typ, name, inputs)}.vault.azure.net/",
-            }
-        }
-    elif typ == "random:index/randomString:RandomString":
-        out = {"result": "x" * int(inputs.get("length", 6))}
-    elif typ == "random:index/randomBytes:RandomBytes":
-        # Deterministic stand-in bytes; the plan records this as a secret and never prints it.
-        out = {"base64": base64.b64encode(b"\0" * int(inputs.get("length", 32))).decode(), "hex": "00"}
-    elif typ == "azure-native:monitor:DataCollectionEndpoint":
-        dce = f"{azure_name(typ, name, inputs)}-{_guid('dce', name)[:4]}.{inputs.get('location', 'eastus2')}"
-        out = {
-            "immutableId": f"dce-{_guid('dce-immutable', name).replace('-', '')}",
-            "metricsIngestion": {"endpoint": f"https://{dce}-1.metrics.ingest.monitor.azure.com"},
-            "logsIngestion": {"endpoint": f"https://{dce}-1.ingest.monitor.azure.com"},
-            "configurationAccess": {"endpoint": f"https://{dce}-1.handler.control.monitor.azure.com"},
-        }
-    elif typ == "azure-native:monitor:DataCollectionRule":
-        out = {"immutableId": f"dcr-{_guid('dcr-immutable', name).replace('-', '')}"}
-    elif typ == "azure-native:monitor:AzureMonitorWorkspace":
-        account = azure_name(typ, name, inputs)
-        out = {"metrics": {"prometheusQueryEndpoint": f"https://{account}.eastus2.prometheus.monitor.azure.com"}}
-    elif typ == "azure-native:dashboard:Grafana":
-        out = {
-            "identity": {
-                **(inputs.get("identity") or {}),
-                "principalId": _guid("principal", name),
-                "tenantId": TENANT_ID,
-            },
-            "properties": {
-                **(inputs.get("properties") or {}),
-                "endpoint": f"https://{azure_name(typ, name, inputs)}.eus2.grafana.azure.com",
-            },
-        }
-    elif typ == "azure-native:operationalinsights:Workspace":
-        out = {"customerId": _guid("workspace", name)}
-    elif typ == "azure-native:storagecache:AmlFilesystem":
-        out = {
-            "clientInfo": {
-                "mgsAddress": "10.40.8.4",
-                "mountCommand": "mount -t lustre 10.40.8.4@tcp:/lustrefs",
-            }
-        }
+    compute = _COMPUTED.get(typ)
+    out = compute(typ, name, inputs) if compute is not None else {}
     identity = inputs.get("identity")
     ids = identity.get("userAssignedIdentities") if isinstance(identity, dict) else None
-    if isinstance(identity, dict) and isinstance(
-        ids, list
-    ):  # the input is a list of ids; Azure answers with a map keyed by id
+    if isinstance(identity, dict) and isinstance(ids, list):  # a list of ids in; Azure answers a map keyed by id
         out["identity"] = {**identity, "userAssignedIdentities": {i: {} for i in ids}}
     return out
 

@@ -26,14 +26,13 @@ def payload_bytes(cfg: StackConfig) -> dict[str, int]:
     return dict(sorted(payload.items()))
 
 
-def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str, Any]:
-    """Racks, VMs, GPUs, vCPUs per quota family, address use per subnet, resources by type, custom data sizes."""
-    cat = catalog.load()
+def _pools(
+    cat: catalog.Catalog, scale_sets: Sequence[inventory.ScaleSetView]
+) -> tuple[dict[str, dict[str, Any]], Counter[str]]:
+    """Each GPU pool's scale sets, racks, VMs and GPUs; and the VMs each subnet holds (by subnet id)."""
     pools: dict[str, dict[str, Any]] = {}
-    vcpus: dict[str, int] = defaultdict(int)
     subnet_use: Counter[str] = Counter()
-    custom_data: dict[str, int] = {}
-    for ss in inventory.scale_sets(resources):
+    for ss in scale_sets:
         sku = cat.skus.get(ss.vm_size)
         pool = pools.setdefault(
             ss.pool or ss.name,
@@ -47,22 +46,41 @@ def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str
                 pool["racks"] += ss.capacity // sku.vms_per_nvlink_domain
         for subnet_id in set(ss.subnet_ids):
             subnet_use[subnet_id] += ss.capacity
+    return pools, subnet_use
+
+
+def _custom_data_bytes(
+    scale_sets: Sequence[inventory.ScaleSetView], resources: Sequence[ResourceRecord]
+) -> dict[str, int]:
+    """Role -> the largest custom data (base64 characters) a scale set or VM of that role boots with."""
+    custom_data: dict[str, int] = {}
+    for ss in scale_sets:
         data = inventory.dig(ss.properties, "virtualMachineProfile", "osProfile", "customData")
         if isinstance(data, str):
             role = gb300_tags.role_of(ss.tags) or gb300_tags.ROLE_GPU_NODE
             custom_data[role] = max(custom_data.get(role, 0), len(data))
-
     for vm in inventory.of_type(resources, "azure-native:compute:VirtualMachine"):
         data = inventory.dig(vm.inputs, "osProfile", "customData")
         if isinstance(data, str):
             role = gb300_tags.role_of(vm.inputs.get("tags")) or vm.name
             custom_data[role] = max(custom_data.get(role, 0), len(data))
+    return custom_data
 
-    for machine in machines.machines(resources):  # every VM, the head node included, needs quota
+
+def _vcpus(cat: catalog.Catalog, resources: Sequence[ResourceRecord]) -> dict[str, int]:
+    """Quota family -> the vCPUs every VM (the head node included) takes of it, sorted."""
+    vcpus: dict[str, int] = defaultdict(int)
+    for machine in machines.machines(resources):
         msku = cat.skus.get(machine.size)
         if msku is not None:
             vcpus[msku.quota_family.value] += machine.count * msku.vcpus
+    return dict(sorted(vcpus.items()))
 
+
+def _subnets(
+    cat: catalog.Catalog, resources: Sequence[ResourceRecord], subnet_use: Counter[str]
+) -> list[dict[str, Any]]:
+    """Each subnet's prefix, usable and used addresses, VMs and what else it holds, in address order."""
     reserved = int(cat.limit("subnetReservedAddresses"))
     holdings = glance.subnet_holdings(resources)
     subnets = []
@@ -87,6 +105,17 @@ def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str
             }
         )
     subnets.sort(key=lambda s: ipaddress.IPv4Network(s["prefix"]))
+    return subnets
+
+
+def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str, Any]:
+    """Racks, VMs, GPUs, vCPUs per quota family, address use per subnet, resources by type, custom data sizes."""
+    cat = catalog.load()
+    scale_sets = inventory.scale_sets(resources)
+    pools, subnet_use = _pools(cat, scale_sets)
+    custom_data = _custom_data_bytes(scale_sets, resources)
+    vcpus = _vcpus(cat, resources)
+    subnets = _subnets(cat, resources, subnet_use)
     return {
         "cluster": cfg.cluster.name,
         "location": cfg.cluster.location,
@@ -94,7 +123,7 @@ def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str
         "racks": sum(p["racks"] for p in pools.values()),
         "vms": sum(p["vms"] for p in pools.values()),
         "gpus": sum(p["gpus"] for p in pools.values()),
-        "vcpus": dict(sorted(vcpus.items())),
+        "vcpus": vcpus,
         "pools": pools,
         "subnets": subnets,
         "customDataBytes": custom_data,

@@ -232,10 +232,3 @@ def count(n: int, noun: str) -> str:
 
 def is_azure(resource: Resource) -> bool:
     return resource.type.startswith(AZURE_NATIVE)
-
-
-def all_findings(*groups: Iterable[Finding]) -> list[Finding]:
-    out: list[Finding] = []
-    for group in groups:
-        out.extend(group)
-    return out

@@ -16,8 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gb300 import paths
-from gb300.config import load_stack_file
+from gb300.config import load_stack_file, stacks
 from gb300.errors import Gb300Error
 from gb300.findings import Level, Report
 from gb300.resources import Resource
@@ -69,19 +68,18 @@ def siblings(stack_file: Path) -> tuple[StackIdentity, ...]:
     ``stack_file``'s folder when that folder is the stack folder of the Pulumi project around it (a stack file
     elsewhere has no siblings); a file that cannot be read is skipped (its own plan reports it)."""
     here = stack_file.resolve()
-    project = paths.find_project(here.parent)
-    if project is None or paths.project_stacks_dir(project).resolve() != here.parent:
+    project = stacks.find_project(here.parent)
+    if project is None or stacks.stacks_dir(project).resolve() != here.parent:
         return ()
     out = []
-    for path in sorted(here.parent.glob("Pulumi.*.y*ml")):
-        if path.resolve() == here or path.suffix not in (".yaml", ".yml"):
+    for path in stacks.stack_files(here.parent):
+        if path.resolve() == here:
             continue
         try:
             raw = load_stack_file(path)
         except (Gb300Error, OSError):
             continue
-        name = path.name.removeprefix("Pulumi.").removesuffix(path.suffix)
-        out.append(identity(name, raw))
+        out.append(identity(stacks.name_of(path), raw))
     return tuple(out)
 
 

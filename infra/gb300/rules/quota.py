@@ -109,6 +109,70 @@ def _family_of(d: Demand, region: RegionQuota) -> tuple[str, bool]:
     return d.family, d.family_status == "verified"
 
 
+def _not_checked(demands: Sequence[Demand]) -> Report:
+    """No quota source: what the plan needs, and how to check it."""
+    needs = "; ".join(f"{d.vcpus:,} vCPUs of {d.family} in {d.region}" for d in demands)
+    regions = sorted({d.region for d in demands})
+    return Report(
+        Level.INFO,
+        CONFIG_PATH,
+        f"quota not checked: the plan needs {needs}. Run `gb300 plan --quota live`, or save "
+        f"`az vm list-usage --location {regions[0]} -o json` and pass --quota FILE.",
+    )
+
+
+def _demand_findings(d: Demand, name: str, region: RegionQuota, source: str) -> list[Report]:
+    """One demand against its region's answer: the size's offer, then its family's quota."""
+    out = _offer_findings(d, region)
+    family, certain = _family_of(d, region)
+    usage = region.usage(family)
+    if usage is None:
+        out.append(
+            Report(
+                Level.ERROR if certain else Level.WARNING,
+                d.urn,
+                f"quota {family} in {name}: requested {d.vcpus:,} vCPUs, in use 0, limit 0 (the family "
+                f"is not in the usage list from {source}"
+                + ("" if certain else "; the catalog's family name is unverified")
+                + f"). Ask Azure for {d.vcpus:,} vCPUs of {family} in {name}, or check the name with "
+                f"`az vm list-usage --location {name} -o table`.",
+            )
+        )
+        return out
+    found = _usage_check(name, family, d.vcpus, usage, urn=d.urn, source=source)
+    if found is not None:
+        out.append(found)
+    return out
+
+
+def _region_findings(name: str, group: Sequence[Demand], snapshot: QuotaSnapshot) -> list[Report]:
+    """A region's demands against the snapshot's answer for it, and their total against the regional cores."""
+    region = snapshot.regions.get(name)
+    if region is None or region.unverified is not None:
+        why = region.unverified if region is not None else "no answer for this region"
+        needs = ", ".join(f"{d.vcpus:,} vCPUs of {d.family}" for d in group)
+        return [
+            Report(
+                Level.WARNING,
+                CONFIG_PATH,
+                f"quota not verified in {name} ({snapshot.source}: {why}). The plan needs {needs}. Check by "
+                f"hand: az vm list-usage --location {name} -o table.",
+            )
+        ]
+    out: list[Report] = []
+    for d in group:
+        out.extend(_demand_findings(d, name, region, snapshot.source))
+    cores = region.usage(TOTAL)
+    if cores is not None:
+        total = sum(d.vcpus for d in group)
+        found = _usage_check(
+            name, "Total Regional vCPUs (cores)", total, cores, urn=REGION_PATH, source=snapshot.source
+        )
+        if found is not None:
+            out.append(found)
+    return out
+
+
 def findings(resources: Sequence[Resource], snapshot: QuotaSnapshot | None) -> list[Report]:
     """What the plan's scale sets ask of Azure's quota against ``snapshot`` (None: no source)."""
     demands, reserved = demand(resources)
@@ -124,61 +188,10 @@ def findings(resources: Sequence[Resource], snapshot: QuotaSnapshot | None) -> l
     if not demands:
         return out
     if snapshot is None:
-        needs = "; ".join(f"{d.vcpus:,} vCPUs of {d.family} in {d.region}" for d in demands)
-        regions = sorted({d.region for d in demands})
-        out.append(
-            Report(
-                Level.INFO,
-                CONFIG_PATH,
-                f"quota not checked: the plan needs {needs}. Run `gb300 plan --quota live`, or save "
-                f"`az vm list-usage --location {regions[0]} -o json` and pass --quota FILE.",
-            )
-        )
-        return out
+        return [*out, _not_checked(demands)]
     by_region: dict[str, list[Demand]] = defaultdict(list)
     for d in demands:
         by_region[d.region].append(d)
     for name, group in sorted(by_region.items()):
-        region = snapshot.regions.get(name)
-        if region is None or region.unverified is not None:
-            why = region.unverified if region is not None else "no answer for this region"
-            needs = ", ".join(f"{d.vcpus:,} vCPUs of {d.family}" for d in group)
-            out.append(
-                Report(
-                    Level.WARNING,
-                    CONFIG_PATH,
-                    f"quota not verified in {name} ({snapshot.source}: {why}). The plan needs {needs}. Check by "
-                    f"hand: az vm list-usage --location {name} -o table.",
-                )
-            )
-            continue
-        total = 0
-        for d in group:
-            total += d.vcpus
-            out.extend(_offer_findings(d, region))
-            family, certain = _family_of(d, region)
-            usage = region.usage(family)
-            if usage is None:
-                out.append(
-                    Report(
-                        Level.ERROR if certain else Level.WARNING,
-                        d.urn,
-                        f"quota {family} in {name}: requested {d.vcpus:,} vCPUs, in use 0, limit 0 (the family "
-                        f"is not in the usage list from {snapshot.source}"
-                        + ("" if certain else "; the catalog's family name is unverified")
-                        + f"). Ask Azure for {d.vcpus:,} vCPUs of {family} in {name}, or check the name with "
-                        f"`az vm list-usage --location {name} -o table`.",
-                    )
-                )
-                continue
-            found = _usage_check(name, family, d.vcpus, usage, urn=d.urn, source=snapshot.source)
-            if found is not None:
-                out.append(found)
-        cores = region.usage(TOTAL)
-        if cores is not None:
-            found = _usage_check(
-                name, "Total Regional vCPUs (cores)", total, cores, urn=REGION_PATH, source=snapshot.source
-            )
-            if found is not None:
-                out.append(found)
+        out.extend(_region_findings(name, group, snapshot))
     return out
