@@ -175,6 +175,7 @@ def test_cluster_names_derived_from_stack_names_are_valid(stack: str, cluster: s
     assert derive_cluster_name(stack) == cluster
 
 
+@pytest.mark.slow
 def test_the_gitops_tests_pass_with_a_new_stack_present(tmp_path: Path) -> None:
     """In a copy of the repository, gb300 init mylab, then tests/test_gitops.py passes: a stack file no pipeline
     deploys breaks none of the pipelines' checks."""
