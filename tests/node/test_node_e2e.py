@@ -119,6 +119,7 @@ def _fetched_its_payload(cluster: Cluster, node: node_e2e.Node, role: str) -> No
 def test_head_reaches_ready(cluster: Cluster) -> None:
     """The head node fetches its node payload from the Blob endpoint, runs every step and ends ready."""
     assert cluster.head.run.ok, cluster.head.run.output[-2000:]
+    assert "trying again" not in cluster.head.run.output, "a step failed on a healthy head and was retried"
     assert cluster.head.status()["state"] == "ready"
     _fetched_its_payload(cluster, cluster.head, node_context.HEAD)
     for step in _steps(cluster.head.box):
@@ -129,6 +130,8 @@ def test_gpu_node_reaches_ready_and_is_not_drained(cluster: Cluster) -> None:
     """A healthy GPU node with exactly its stack's mounts fetches its payload, ends ready, passes the health gate,
     and is not drained."""
     assert cluster.gpu.run.ok, cluster.gpu.run.output[-2000:]
+    # run-step retries a failed step (30 s later): on a healthy node every step succeeds the first time.
+    assert "trying again" not in cluster.gpu.run.output, "a step failed on a healthy GPU node and was retried"
     assert cluster.gpu.status()["state"] == "ready"
     _fetched_its_payload(cluster, cluster.gpu, node_context.GPU_NODE)
     for step in _steps(cluster.gpu.box):
