@@ -25,9 +25,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The suite runs on every core (pytest-xdist), a test file to a worker at a time: a file's module fixtures
+# (a booted node, a planned stack) are made once. TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= auto
+
 unit: $(STAMP)
 	scripts/ensure-test-tools
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 test: lint typecheck unit
 

@@ -61,7 +61,7 @@ def custom_data_by_role(plan_file: Path) -> dict[str, str]:
 def _whole_node(plan_file: Path, stack_file: Path | None = None) -> str:
     """The GPU node's cloud-config as the node has it once ``fetch-payload`` has run: the custom data with the node
     payload the plan uploads laid out as its files (``tests/support/plan_custom_data.py``), without the fetch
-    itself, which needs the storage account (``tests/node/test_node_payload.py`` tests it)."""
+    itself, which needs the storage account (``tests/node/test_payload.py`` tests it)."""
     from tests.support import plan_custom_data  # noqa: PLC0415 - the sandbox's checkout is on sys.path here
 
     doc_plan = json.loads(plan_file.read_text(encoding="utf-8"))

@@ -3,6 +3,11 @@ made in a temporary directory), or is on :data:`CANNOT_RUN` with the reason it c
 
 A command runs in-process through ``cli.main`` and must end as documented: exit 0 or 1 (a plan's verdict), never
 2 (a flag, key or file the docs name that does not exist) or 3 (a bug).
+
+``--prices live`` asks the Azure Retail Prices API through azure-core's real pipeline; here its transport is the
+fake API of tests/cost/test_prices_live.py (synthetic prices shaped as the API answers), so no test sends a request
+off this machine (unanswered, the client's retries and back-off waited about 80 s a command). What that cannot
+show: the real API's prices today.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ import pytest
 
 from gb300 import cli, paths
 from gb300.config import stacks as gb300_stacks
+from gb300.cost import prices
 from gb300.plan import PlanResult
+from tests.cost.test_prices_live import FakeRetailPrices, live
 from tests.support.files import FIXTURES
 from tests.support.state import write_stack_export
 
@@ -116,12 +123,19 @@ def _argv(command: str, tmp_path: Path) -> tuple[list[str], Path | None]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("page", "command"), COMMANDS, ids=[f"{p}:{c}" for p, c in COMMANDS])
-def test_a_documented_command_runs_as_written(
-    page: str, command: str, tmp_path: Path, reference_plan: PlanResult, capsys: pytest.CaptureFixture[str]
+def test_a_documented_command_runs_as_written(  # noqa: PLR0917 - pytest fixtures
+    page: str,
+    command: str,
+    tmp_path: Path,
+    reference_plan: PlanResult,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The command exits 0 or 1 (never 2: a flag, key or file it names does not exist; never 3: a bug)."""
     if command in CANNOT_RUN:
         pytest.skip(f"cannot run here: {CANNOT_RUN[command]}")
+    api = FakeRetailPrices()
+    monkeypatch.setattr(prices, "live_book", live(api))  # --prices live: the fake API, never the network
     write_stack_export(tmp_path / "state.json", reference_plan)
     _fabric_file(tmp_path / "fabric.txt")
     shutil.copy(FIXTURES / "quota" / "eastus2-enough.json", tmp_path / "usage.json")
@@ -133,3 +147,4 @@ def test_a_documented_command_runs_as_written(
         out.write_text(buffer.getvalue())
     err = capsys.readouterr().err
     assert code in {0, 1}, f"{page}: `{command}` exited {code}: {err[-600:]}"
+    assert bool(api.seen) == ("--prices live" in command), "only --prices live asks the Retail Prices API"

@@ -175,6 +175,7 @@ def test_cluster_names_derived_from_stack_names_are_valid(stack: str, cluster: s
     assert derive_cluster_name(stack) == cluster
 
 
+@pytest.mark.slow
 def test_the_gitops_tests_pass_with_a_new_stack_present(tmp_path: Path) -> None:
     """In a copy of the repository, gb300 init mylab, then tests/test_gitops.py passes: a stack file no pipeline
     deploys breaks none of the pipelines' checks."""
@@ -192,7 +193,19 @@ def test_the_gitops_tests_pass_with_a_new_stack_present(tmp_path: Path) -> None:
     subprocess.run([*gb300, "init", "mylab"], cwd=copy, env=env, check=True, capture_output=True)
     assert (copy / "stacks" / "Pulumi.mylab.yaml").is_file()
     tests = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_gitops.py"],
+        # Its own temporary directory: pytest's clean-up of older runs' directories (all of /tmp/pytest-of-<user>) is
+        # not this test's work.
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--basetemp",
+            str(tmp_path / "pytest"),
+            "tests/test_gitops.py",
+        ],
         cwd=copy,
         env=env,
         capture_output=True,

@@ -152,16 +152,32 @@ def systemctl(args: list[str], state: dict) -> int:
                     rc = rc or _started(name, state)
                     state = load()
         elif verb in ("start", "restart", "reload-or-restart"):
-            svc["active"] = True
-            save(state)
-            rc = rc or _started(name, state)
+            started = _start(name, svc, state)
+            rc = rc or started
             state = load()
-        elif verb == "stop":
-            svc["active"] = False
+        elif verb in ("stop", "mask", "unmask"):
+            _stop_or_mask(svc, verb, now="--now" in args)
         else:
             return unsupported(["systemctl", *args])
     save(state)
     return rc
+
+
+def _start(name: str, svc: dict, state: dict) -> int:
+    if svc.get("masked"):  # systemd refuses: "Unit ... is masked."
+        return 1
+    svc["active"] = True
+    save(state)
+    return _started(name, state)
+
+
+def _stop_or_mask(svc: dict, verb: str, *, now: bool) -> None:
+    """``stop``; ``mask`` (gb300-pam-adopt masks systemd-logind; ``--now`` stops it too) and ``unmask``."""
+    if verb == "stop" or (verb == "mask" and now):
+        svc["active"] = False
+    if verb != "stop":
+        svc["masked"] = verb == "mask"
+        svc["enabled"] = svc["enabled"] and verb == "unmask"
 
 
 def _started(name: str, state: dict) -> int:

@@ -30,7 +30,7 @@ SHARED_STRING_BYTES = 1024  # inputs at least this long are kept once (custom da
 # Per-rack types the mocks answer with their name and computed outputs only, not with an echo of their inputs as the
 # engine's preview would: the program reads nothing of a rack's scale set or logs association but its id, and
 # echoing a 1,388-rack pool's inputs (9.6 KB per scale set) back through protobuf and into outputs nobody reads cost
-# about a tenth of the plan's CPU and 40 MiB of its peak (docs/scale.md). tests/plan/test_mock_answers.py holds
+# about a tenth of the plan's CPU and 40 MiB of its peak (docs/scale.md). tests/plan/test_mocks.py holds
 # that the plan (resources, findings, summary) is the same with the full echo.
 NAME_ONLY_ANSWERS = frozenset({compute_package.SCALE_SET_TOKEN, "azure-native:monitor:DataCollectionRuleAssociation"})
 

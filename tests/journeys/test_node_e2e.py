@@ -120,6 +120,7 @@ def _fetched_its_payload(cluster: Cluster, node: node_e2e.Node, role: str) -> No
 def test_head_reaches_ready(cluster: Cluster) -> None:
     """The head node fetches its node payload from the Blob endpoint, runs every step and ends ready."""
     assert cluster.head.run.ok, cluster.head.run.output[-2000:]
+    assert "trying again" not in cluster.head.run.output, "a step failed on a healthy head and was retried"
     assert cluster.head.status()["state"] == "ready"
     _fetched_its_payload(cluster, cluster.head, node_context.HEAD)
     for step in _steps(cluster.head.box):
@@ -130,6 +131,8 @@ def test_gpu_node_reaches_ready_and_is_not_drained(cluster: Cluster) -> None:
     """A healthy GPU node with exactly its stack's mounts fetches its payload, ends ready, passes the health gate,
     and is not drained."""
     assert cluster.gpu.run.ok, cluster.gpu.run.output[-2000:]
+    # run-step retries a failed step (30 s later): on a healthy node every step succeeds the first time.
+    assert "trying again" not in cluster.gpu.run.output, "a step failed on a healthy GPU node and was retried"
     assert cluster.gpu.status()["state"] == "ready"
     _fetched_its_payload(cluster, cluster.gpu, node_context.GPU_NODE)
     for step in _steps(cluster.gpu.box):
@@ -237,10 +240,29 @@ def _rack(cluster: Cluster, tmp_path: Path) -> Rack:
     return Rack(head, prefix, nodes, slurm_state)
 
 
-def test_head_and_a_rack_exchange_fabric_identity_and_imex_nodes(cluster: Cluster, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def registered_rack(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Rack:
+    """The stack's rack, its 17 other VMs registered once (each runs gb300-slurmd-setup); tests take a copy."""
+    return _rack(cluster, tmp_path_factory.mktemp(f"rack-{cluster.stack}"))
+
+
+def _copy_rack(rack: Rack, tmp_path: Path) -> Rack:
+    """A copy of ``rack`` (every disk and the controller's records) for one test to change."""
+    slurm_state = tmp_path / "slurm.json"
+    shutil.copy(rack.slurm_state, slurm_state)
+
+    def twin(box: Sandbox, name: str) -> Sandbox:
+        state = box.state()
+        return node_e2e.clone(box, tmp_path / name, state["hostname"], state["address"], slurm_state)
+
+    nodes = [twin(node, f"gpu-{i}") for i, node in enumerate(rack.nodes, start=1)]
+    return Rack(twin(rack.head, "head"), rack.prefix, nodes, slurm_state)
+
+
+def test_head_and_a_rack_exchange_fabric_identity_and_imex_nodes(registered_rack: Rack, tmp_path: Path) -> None:
     """A rack of GPU nodes publishes its NVLink identity; the head's topology refresh writes the rack's block,
     and the IMEX prolog on a node writes the job's node addresses."""
-    rack = _rack(cluster, tmp_path)
+    rack = _copy_rack(registered_rack, tmp_path)
     head, prefix, nodes = rack.head, rack.prefix, rack.nodes
 
     fabric = json.loads(nodes[0].read("/var/lib/gb300/fabric.json"))
@@ -281,11 +303,13 @@ def _refresh(head: Sandbox) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_a_replaced_instance_record_is_deleted_and_a_rebooting_node_is_kept(cluster: Cluster, tmp_path: Path) -> None:
+def test_a_replaced_instance_record_is_deleted_and_a_rebooting_node_is_kept(
+    cluster: Cluster, registered_rack: Rack, tmp_path: Path
+) -> None:
     """VM 5 of a rack is replaced by a new instance (new name) while VM 7 reboots (same name): once the rack's
     records show which is gone, the head's periodic refresh deletes VM 5's record only, and the rack's block
     holds the new instance."""
-    rack = _rack(cluster, tmp_path)
+    rack = _copy_rack(registered_rack, tmp_path)
     old, rebooting, new = f"{rack.prefix}000005", f"{rack.prefix}000007", f"{rack.prefix}00000i"
     _stop_responding(rack.slurm_state, old, rebooting)
     _refresh(rack.head)  # 18 records for 18 VMs: either could be rebooting

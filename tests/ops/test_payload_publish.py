@@ -10,7 +10,7 @@ The publisher runs with azure-storage-blob's real ContainerClient and pipeline; 
 :class:`BlobService`, a ``requests`` adapter behind azure-core's own RequestsTransport
 (tests/support/fake_arm.py) that answers Get Blob Properties (HEAD), ranged Get Blob and Put Blob as Azure does
 (status, headers, x-ms-error-code). It cannot show anything about the network, TLS or
-authentication (tests/node/test_payload_delivery.py runs the upload against a served Blob endpoint).
+authentication (tests/journeys/test_payload_delivery.py runs the upload against a served Blob endpoint).
 """
 
 from __future__ import annotations

@@ -1,1 +1,0 @@
-"""Tests of :mod:`gb300.bootstrap`: rendered custom data and the node scripts in the sandbox."""

@@ -1,0 +1,1 @@
+"""The node scripts of cloud-init/ (the steps, run-step, the resume unit) run in the sandbox with stand-ins."""
