@@ -1,6 +1,6 @@
 """`--prices live`: the Azure Retail Prices API asked through azure-core's real pipeline over a fake HTTP transport
 that answers as the API documents (OData `$filter`, `currencyCode`, `NextPageLink` paging), with synthetic prices
-(tests/fixtures/prices/README.md)."""
+(tests/cost/fixtures/prices/README.md)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from gb300.cost import prices
 from tests.support import fake_arm
 from tests.support.fake_arm import FakeHttp, json_response
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "prices" / "eastus2-usd.json"
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "prices" / "eastus2-usd.json"
 GB300 = "vm/Standard_ND128isr_GB300_v6"
 _CLAUSE = re.compile(r"(\w+) eq '((?:[^']|'')*)'")
 

@@ -29,6 +29,9 @@ from tests.support import plan_custom_data
 from tests.support.files import assert_golden
 from tests.support.tools import CLOUD_INIT_MISSING, require_tool
 
+GOLDEN = Path(__file__).with_name("golden")
+"""The reviewed expected outputs of this file's tests (GB300_UPDATE_GOLDEN=1 rewrites them)."""
+
 GPU_STEPS = [
     "00-imds-guard",
     "00-preflight",
@@ -193,11 +196,11 @@ def test_reference_cloud_config_matches_golden(
     """The reference stack's custom data and the full cloud-config its node payload is packed from are golden
     files per role, so every change shows in review; the plan uploads exactly that payload."""
     text, _ = _roles(reference_plan)[role]
-    assert_golden(f"reference/{role}.custom-data.yaml", text)
+    assert_golden(GOLDEN / f"reference/{role}.custom-data.yaml", text)
     cfg = config.parse(copy.deepcopy(reference_raw))
     custom = nodes.render(role, cfg, cfg.gpu_pools[0] if role == "gpu-node" else None)
     assert plan_custom_data.payload_of(reference_plan, role)[1] == custom.payload.archive
-    assert_golden(f"reference/{role}.cloud-config.yaml", custom.payload.cloud_config)
+    assert_golden(GOLDEN / f"reference/{role}.cloud-config.yaml", custom.payload.cloud_config)
 
 
 def _slurm_env(custom: nodes.CustomData) -> dict[str, str]:

@@ -20,6 +20,9 @@ from tests.support.bootstrap_helpers import REFERENCE_CLUSTER, ROLES, reference_
 from tests.support.files import assert_golden
 from tests.support.tools import CLOUD_INIT_MISSING, require_tool
 
+GOLDEN = Path(__file__).with_name("golden")
+"""The reviewed expected outputs of this file's tests (GB300_UPDATE_GOLDEN=1 rewrites them)."""
+
 
 def _cloud_init() -> str:
     return require_tool("cloud-init", CLOUD_INIT_MISSING)
@@ -42,7 +45,7 @@ def test_every_role_passes_cloud_init_schema(role: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("role", ROLES)
 def test_rendered_cloud_config_matches_golden(role: str) -> None:
     """A change to any role's cloud-config shows up as a golden-file diff in review."""
-    assert_golden(f"bootstrap/{role}.cloud-config.yaml", render_role(role).cloud_config)
+    assert_golden(GOLDEN / f"render/{role}.cloud-config.yaml", render_role(role).cloud_config)
 
 
 @pytest.mark.parametrize("role", ROLES)

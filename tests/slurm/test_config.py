@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import jinja2
 import pytest
@@ -18,6 +19,9 @@ from gb300.slurm.config import (
     render_accounting,
 )
 from tests.support.files import assert_golden
+
+GOLDEN = Path(__file__).with_name("golden")
+"""The reviewed expected outputs of this file's tests (GB300_UPDATE_GOLDEN=1 rewrites them)."""
 
 GB300 = "Standard_ND128isr_GB300_v6"
 TRAIN = SlurmPool("train", "gpu-", 72, GB300, 4, 128, real_memory_mib(864))
@@ -238,7 +242,7 @@ def test_invalid_cluster_names_the_field(cluster: SlurmCluster, message: str) ->
 
 def test_slurm_conf_golden() -> None:
     """The reference slurm.conf matches the reviewed golden file (GB300_UPDATE_GOLDEN=1 rewrites it)."""
-    assert_golden("slurm/slurm.conf", render(CLUSTER)["slurm.conf"])
+    assert_golden(GOLDEN / "slurm.conf", render(CLUSTER)["slurm.conf"])
 
 
 def test_large_cluster_config_stays_small() -> None:
