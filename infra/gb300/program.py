@@ -36,7 +36,8 @@ from gb300.config import StackConfig, netplan
 from gb300.config import secrets as config_secrets
 from gb300.errors import ConfigError
 from gb300.facts import catalog, egress
-from gb300.node.custom_data import CustomData, head_hostname, render_stack
+from gb300.node.context import head_hostname
+from gb300.node.custom_data import CustomData, render_stack
 
 
 def keeps_data(cfg: StackConfig) -> bool:

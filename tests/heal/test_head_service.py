@@ -33,11 +33,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from gb300 import config, paths
+from gb300 import tags as gb300_tags
 from gb300.heal import deploy, fake_arm, head_slurm
 from gb300.heal import head as heal_head
 from gb300.heal import policy as heal_policy
 from gb300.heal.ports import HealSlurm, decision_record
-from gb300.node import context as node_context
 from gb300.ops import payload_publish
 from gb300.plan import PlanResult, run_plan
 from gb300.slurm.client import run_local
@@ -238,7 +238,7 @@ class Head:
 def head(heal_plan: PlanResult, heal_raw: dict[str, Any], tmp_path: Path) -> Iterator[Head]:
     """The dev stack's head: its payload extracted under a scratch root, one rack of 18 idle nodes in Slurm."""
     root = tmp_path / "root"
-    _extract(_payload(heal_plan, heal_raw, node_context.HEAD), root)
+    _extract(_payload(heal_plan, heal_raw, gb300_tags.ROLE_HEAD), root)
     config = json.loads((root / "etc/gb300/heal.json").read_text())
     [rack] = config["racks"]
     hosts = [f"{rack}-{i:06d}" for i in range(1, 19)]
@@ -475,7 +475,7 @@ def test_a_node_whose_gate_still_fails_after_the_reboot_climbs_to_reimage(
     head.set_node(sick, state=["IDLE", "DRAIN"], reason=XID_REASON)
     assert head.run("tick").returncode == 0
     gpu = tmp_path / "gpu-root"
-    _extract(_payload(heal_plan, heal_raw, node_context.GPU_NODE), gpu)
+    _extract(_payload(heal_plan, heal_raw, gb300_tags.ROLE_GPU_NODE), gpu)
     (gpu / "var/lib/gb300/health").mkdir(parents=True, exist_ok=True)
     (gpu / "var/lib/gb300/health/boot.result").write_text("fail: xid: XID in kernel log: 95@0000:01:00.0\n")
     kvp = gpu / "var/lib/hyperv/.kvp_pool_3"  # Hyper-V KVP records: 512-byte key, 2048-byte value

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from gb300 import cli, config
+from gb300 import tags as gb300_tags
 from gb300.errors import ConfigError
 from gb300.plan import PlanResult, run_plan
 from gb300.plan.mocks import SUBSCRIPTION_ID
@@ -213,10 +214,10 @@ def test_resizing_a_pool_leaves_the_head_custom_data_unchanged(reference_raw: di
     """The head's bootstrap does not depend on pool sizes: 60 or 120 racks render the same bytes as 64."""
     from gb300.node import custom_data as nodes  # noqa: PLC0415 - mocks are set in conftest before the program is imported
 
-    before = nodes.render(nodes.HEAD, config.parse(copy.deepcopy(reference_raw)))
+    before = nodes.render(gb300_tags.ROLE_HEAD, config.parse(copy.deepcopy(reference_raw)))
     raw = copy.deepcopy(reference_raw)
     raw["gpuPools"][0]["racks"] = racks
-    after = nodes.render(nodes.HEAD, config.parse(raw))
+    after = nodes.render(gb300_tags.ROLE_HEAD, config.parse(raw))
     assert after.sha256 == before.sha256
     assert after.payload.archive == before.payload.archive
     assert "MaxNodeCount=32763" in after.payload.cloud_config

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from gb300 import config
+from gb300 import tags as gb300_tags
 from gb300.config import stacks as gb300_stacks
 from gb300.node import context as node_context
 from gb300.node import imds_guard
@@ -80,7 +81,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     with node_e2e.endpoints(azure) as url:
         head = node_e2e.boot(
             base / "head",
-            plan_custom_data.cloud_config(plan, node_context.HEAD),
+            plan_custom_data.cloud_config(plan, gb300_tags.ROLE_HEAD),
             node_e2e.head_machine(node_context.head_hostname(cfg)),
             endpoint=url,
             slurm_state=slurm_state,
@@ -89,7 +90,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         name = f"{cfg.cluster.name}-train-r0001-000001"
         gpu = node_e2e.boot(
             base / "gpu-1",
-            plan_custom_data.cloud_config(plan, node_context.GPU_NODE),
+            plan_custom_data.cloud_config(plan, gb300_tags.ROLE_GPU_NODE),
             node_e2e.healthy_machine(name, "10.40.4.1"),
             endpoint=url,
             slurm_state=slurm_state,
@@ -122,7 +123,7 @@ def test_head_reaches_ready(cluster: Cluster) -> None:
     assert cluster.head.run.ok, cluster.head.run.output[-2000:]
     assert "trying again" not in cluster.head.run.output, "a step failed on a healthy head and was retried"
     assert cluster.head.status()["state"] == "ready"
-    _fetched_its_payload(cluster, cluster.head, node_context.HEAD)
+    _fetched_its_payload(cluster, cluster.head, gb300_tags.ROLE_HEAD)
     for step in _steps(cluster.head.box):
         assert cluster.head.box.path(f"/var/lib/gb300/steps/{step}.done").is_file(), step
 
@@ -134,7 +135,7 @@ def test_gpu_node_reaches_ready_and_is_not_drained(cluster: Cluster) -> None:
     # run-step retries a failed step (30 s later): on a healthy node every step succeeds the first time.
     assert "trying again" not in cluster.gpu.run.output, "a step failed on a healthy GPU node and was retried"
     assert cluster.gpu.status()["state"] == "ready"
-    _fetched_its_payload(cluster, cluster.gpu, node_context.GPU_NODE)
+    _fetched_its_payload(cluster, cluster.gpu, gb300_tags.ROLE_GPU_NODE)
     for step in _steps(cluster.gpu.box):
         assert cluster.gpu.box.path(f"/var/lib/gb300/steps/{step}.done").is_file(), step
     assert cluster.gpu.box.read("/var/lib/gb300/health/boot.result") == "pass\n"

@@ -43,8 +43,8 @@ import pytest
 import yaml
 
 from gb300 import paths
+from gb300 import tags as gb300_tags
 from gb300.config import stacks as gb300_stacks
-from gb300.node import context as node_context
 from gb300.node import manifest
 from gb300.node import steps as node_steps
 from gb300.node.payload import FETCH_PAYLOAD, PAYLOAD_ENV
@@ -62,7 +62,7 @@ DENIED_FIRST = 2
 STANDINS = "127.0.0.1"  # fake_azure: GitHub's ID token endpoint, Entra ID, the payload account's stand-in
 AZURITE = "127.0.0.2"  # Azurite's Blob service
 CONTAINER = "gb300-node-payload"
-FETCHED_ROLES = (node_context.HEAD, node_context.GPU_NODE)
+FETCHED_ROLES = (gb300_tags.ROLE_HEAD, gb300_tags.ROLE_GPU_NODE)
 
 
 def _blobs(root: Path) -> dict[str, bytes]:
@@ -456,7 +456,7 @@ def _boot(tmp_path: Path, plan: PlanResult, role: str, blobs: dict[str, bytes], 
     return box
 
 
-@pytest.mark.parametrize("role", [node_context.HEAD, node_context.GPU_NODE])
+@pytest.mark.parametrize("role", [gb300_tags.ROLE_HEAD, gb300_tags.ROLE_GPU_NODE])
 def test_nodes_fetch_verify_and_run_what_was_delivered(
     delivered: dict[str, Any], signed_reference_plan: PlanResult, tmp_path: Path, role: str
 ) -> None:
@@ -477,12 +477,12 @@ def test_a_delivered_payload_tampered_in_the_account_stops_the_bootstrap(
     delivered: dict[str, Any], signed_reference_plan: PlanResult, tmp_path: Path
 ) -> None:
     """One byte changed in the uploaded archive: the node never extracts it, and its status names the mismatch."""
-    _name, archive = plan_custom_data.payload_of(signed_reference_plan, node_context.HEAD)
+    _name, archive = plan_custom_data.payload_of(signed_reference_plan, gb300_tags.ROLE_HEAD)
     sha = hashlib.sha256(archive).hexdigest()
     blobs = dict(delivered["blobs"])
     key = f"gb300-node-payload/archives/{sha}.tar.gz"
     blobs[key] = blobs[key][:-1] + bytes([blobs[key][-1] ^ 1])
-    box = _boot(tmp_path, signed_reference_plan, node_context.HEAD, blobs, delivered["account"])
+    box = _boot(tmp_path, signed_reference_plan, gb300_tags.ROLE_HEAD, blobs, delivered["account"])
     status = box.read("/var/lib/gb300/status")
     assert "step: payload" in status
     assert f"reason: payload sha256 mismatch: expected {sha} got {hashlib.sha256(blobs[key]).hexdigest()}" in status
@@ -577,7 +577,7 @@ def hostile(signed_reference_plan: PlanResult, tmp_path_factory: pytest.TempPath
         target.write_bytes(data)
     (work / "imds.py").write_text(IMDS)
     (work / "listener.py").write_text(LISTENER)
-    files = yaml.safe_load(plan_custom_data.cloud_config(signed_reference_plan, node_context.HEAD))["write_files"]
+    files = yaml.safe_load(plan_custom_data.cloud_config(signed_reference_plan, gb300_tags.ROLE_HEAD))["write_files"]
     for case, tags in CASES.items():
         (work / f"{case}.tags.json").write_text(json.dumps(tags))
         _lay_out_fetch(files, work / case)
@@ -603,7 +603,7 @@ def test_a_tag_naming_another_address_gets_no_token(hostile: Path, signed_refere
     account (the listener hears nothing) and asks IMDS for a storage token for its own identity only."""
     assert (hostile / "url.rc").read_text().strip() == "0", (hostile / "url.out").read_text()
     assert not (hostile / "listener.log").exists() or (hostile / "listener.log").read_text() == ""
-    _, archive = plan_custom_data.payload_of(signed_reference_plan, node_context.HEAD)
+    _, archive = plan_custom_data.payload_of(signed_reference_plan, gb300_tags.ROLE_HEAD)
     done = hostile / "url" / "var/lib/gb300/payload.sha256"
     assert done.read_text().strip() == hashlib.sha256(archive).hexdigest()
     tokens = [line for line in (hostile / "url.imds.log").read_text().splitlines() if "oauth2/token" in line]

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from gb300 import cli, config
+from gb300 import tags as gb300_tags
 from gb300.azure import inventory
 from gb300.facts.software import load_software
-from gb300.node import context as node_context
 from gb300.node import custom_data
 from gb300.node import custom_data as nodes
 from gb300.node.bundle import Bundle
@@ -131,7 +131,7 @@ def head_with_slurmdbd(reference_raw: dict[str, Any]) -> nodes.CustomData:
     """The reference stack's head custom data with gb300:head.slurmdbd: true."""
     raw = copy.deepcopy(reference_raw)
     raw.setdefault("head", {})["slurmdbd"] = True
-    return nodes.render(nodes.HEAD, config.parse(raw))
+    return nodes.render(gb300_tags.ROLE_HEAD, config.parse(raw))
 
 
 @pytest.mark.slow
@@ -215,7 +215,7 @@ def test_every_role_installs_the_pinned_slurm_and_an_override_moves_it(reference
     pinned = load_software().component("slurm").version
     assert pinned
     cfg = config.parse(copy.deepcopy(reference_raw))
-    head, gpu = nodes.render(nodes.HEAD, cfg), nodes.render(nodes.GPU_NODE, cfg, cfg.gpu_pools[0])
+    head, gpu = nodes.render(gb300_tags.ROLE_HEAD, cfg), nodes.render(gb300_tags.ROLE_GPU_NODE, cfg, cfg.gpu_pools[0])
     for custom in (head, gpu):
         assert _slurm_env(custom)["GB300_SLURM_VERSION"] == pinned
     assert _slurm_env(head)["GB300_INSTALL_ENROOT"] == "0"
@@ -225,7 +225,7 @@ def test_every_role_installs_the_pinned_slurm_and_an_override_moves_it(reference
     raw = copy.deepcopy(reference_raw)
     raw["software"] = {"slurm": "23.11.4-1.2ubuntu5.1"}
     moved = config.parse(raw)
-    assert _slurm_env(nodes.render(nodes.HEAD, moved))["GB300_SLURM_VERSION"] == "23.11.4-1.2ubuntu5.1"
+    assert _slurm_env(nodes.render(gb300_tags.ROLE_HEAD, moved))["GB300_SLURM_VERSION"] == "23.11.4-1.2ubuntu5.1"
 
 
 def _placed(custom: nodes.CustomData, path: str) -> str:
@@ -237,7 +237,7 @@ def test_every_role_gets_the_open_files_limit_and_gpu_nodes_the_tuning(reference
     """Head and GPU nodes get nofile 1048576 as Azure's image; only GPU nodes get the 2 GiB socket buffers, the
     NUMA binding and the IMEX command service."""
     cfg = config.parse(copy.deepcopy(reference_raw))
-    head, gpu = nodes.render(nodes.HEAD, cfg), nodes.render(nodes.GPU_NODE, cfg, cfg.gpu_pools[0])
+    head, gpu = nodes.render(gb300_tags.ROLE_HEAD, cfg), nodes.render(gb300_tags.ROLE_GPU_NODE, cfg, cfg.gpu_pools[0])
     for custom in (head, gpu):
         limits = _placed(custom, "/etc/security/limits.d/90-gb300.conf").splitlines()
         assert {"* soft nofile 1048576", "* hard nofile 1048576"} <= set(limits)
@@ -252,7 +252,7 @@ def test_gpu_nodes_pin_as_azure_pins(reference_raw: dict[str, Any]) -> None:
     """NCCL with its CUDA suffix, the driver pinning package, DCGM's proprietary packages (GEMM test), DOCA from
     the doca-host file with its sha256, and no DOCA repository to trust."""
     cfg = config.parse(copy.deepcopy(reference_raw))
-    env = _placed(nodes.render(nodes.GPU_NODE, cfg, cfg.gpu_pools[0]), "/etc/gb300/versions.env")
+    env = _placed(nodes.render(gb300_tags.ROLE_GPU_NODE, cfg, cfg.gpu_pools[0]), "/etc/gb300/versions.env")
     assert "GB300_SW_NCCL_APT_VERSION=2.29.3-1+cuda13.0" in env
     assert "nvidia-driver-pinning-580.126.20 " in env
     assert "datacenter-gpu-manager-4-proprietary datacenter-gpu-manager-4-proprietary-cuda13" in env
@@ -286,7 +286,9 @@ def test_one_plan_parses_the_stack_once_and_renders_each_role_once(
     assert cli.main(["plan", "--stack", "dev", "--quiet"]) == 0
     assert len(parses) == 1
     dev = parse(copy.deepcopy(dev_raw))
-    roles = [f"{node_context.HEAD}/{node_context.HEAD}"] + [f"{node_context.GPU_NODE}/{p.name}" for p in dev.gpu_pools]
+    roles = [f"{gb300_tags.ROLE_HEAD}/{gb300_tags.ROLE_HEAD}"] + [
+        f"{gb300_tags.ROLE_GPU_NODE}/{p.name}" for p in dev.gpu_pools
+    ]
     assert sorted(bundles) == sorted(roles)
 
 

@@ -378,7 +378,7 @@ def test_nodes_carry_deploy_time_values_as_tags(reference_plan: PlanResult) -> N
 def test_gpu_custom_data_runs_the_feature_steps(reference_raw: dict[str, Any]) -> None:
     """The GPU nodes' payload places the feature scripts and runs them before Slurm's steps and 99-ready."""
     cfg = config.parse(copy.deepcopy(reference_raw))
-    custom = nodes.render(nodes.GPU_NODE, cfg, cfg.gpu_pools[0])
+    custom = nodes.render(gb300_tags.ROLE_GPU_NODE, cfg, cfg.gpu_pools[0])
     doc = yaml.safe_load(custom.payload.cloud_config)
     paths = {f["path"] for f in doc["write_files"]}
     assert {s.node_path for s in FEATURE_STEPS} <= paths

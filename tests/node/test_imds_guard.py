@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from gb300 import config
+from gb300 import tags as gb300_tags
 from gb300.errors import BootstrapError, ConfigError
 from gb300.node import context as node_context
 from gb300.node import imds_guard
@@ -115,7 +116,7 @@ def _run_in_namespace(guard: str, work: Path, *, before: dict[str, int], after: 
     return {**answers, "table": phases["table"]}
 
 
-@pytest.mark.parametrize("role", [node_context.GPU_NODE, node_context.HEAD])
+@pytest.mark.parametrize("role", [gb300_tags.ROLE_GPU_NODE, gb300_tags.ROLE_HEAD])
 def test_the_plans_guard_refuses_a_non_root_user_and_lets_root_and_the_agent_through(
     reference_plan: PlanResult, role: str, tmp_path: Path
 ) -> None:
@@ -135,7 +136,7 @@ def test_an_agent_user_created_after_the_first_boot_step_is_let_through_when_the
 ) -> None:
     """At the first step the prometheus user does not exist yet (its package comes in 87-prometheus-agent), so
     only root passes; once the user exists, running the guard again (as that step does) lets it through."""
-    guard = _custom_data_file(reference_plan, node_context.GPU_NODE, imds_guard.GUARD)
+    guard = _custom_data_file(reference_plan, gb300_tags.ROLE_GPU_NODE, imds_guard.GUARD)
     phases = _run_in_namespace(guard, tmp_path, before={}, after={"prometheus": PROMETHEUS_UID})
     assert phases["guarded"] == ["uid 0: 200", f"uid {NOBODY}: 000", f"uid {PROMETHEUS_UID}: 000"]
     assert phases["again"] == ["uid 0: 200", f"uid {NOBODY}: 000", f"uid {PROMETHEUS_UID}: 200"]
@@ -148,7 +149,7 @@ def test_the_boot_unit_runs_the_guard_before_the_network_at_every_boot(
 ) -> None:
     """Every role carries gb300-imds-guard.service: early (no default dependencies), before network-pre.target,
     pulled in by sysinit.target, running the guard the custom data places; systemd-analyze verify accepts it."""
-    for role in (node_context.GPU_NODE, node_context.HEAD):
+    for role in (gb300_tags.ROLE_GPU_NODE, gb300_tags.ROLE_HEAD):
         unit = _custom_data_file(reference_plan, role, imds_guard.UNIT)
         lines = unit.splitlines()
         assert {
@@ -168,7 +169,7 @@ def test_the_boot_unit_runs_the_guard_before_the_network_at_every_boot(
     root = tmp_path / "root"
     guard = root / imds_guard.GUARD.lstrip("/")
     guard.parent.mkdir(parents=True)
-    guard.write_text(_custom_data_file(reference_plan, node_context.HEAD, imds_guard.GUARD))
+    guard.write_text(_custom_data_file(reference_plan, gb300_tags.ROLE_HEAD, imds_guard.GUARD))
     guard.chmod(0o755)
     unit_file = root / imds_guard.UNIT.lstrip("/")
     unit_file.parent.mkdir(parents=True)
@@ -205,7 +206,7 @@ def test_allowed_users_follow_the_agents_the_stack_installs(reference_raw: dict[
 def test_an_allowed_user_from_the_stack_reaches_the_rendered_guard(reference_raw: dict[str, Any]) -> None:
     """gb300:access.imdsAllowedUsers lands in both roles' guard scripts; the other role's files do not change."""
     cfg = _cfg(reference_raw, imdsAllowedUsers=["telegraf"])
-    for role, pool in ((node_context.GPU_NODE, cfg.gpu_pools[0]), (node_context.HEAD, None)):
+    for role, pool in ((gb300_tags.ROLE_GPU_NODE, cfg.gpu_pools[0]), (gb300_tags.ROLE_HEAD, None)):
         text = yaml.safe_load(render_custom_data(node_context.build(cfg, role, pool)).cloud_config)
         guard = next(f["content"] for f in text["write_files"] if f["path"] == imds_guard.GUARD)
         assert "users=(prometheus syslog azuremetricsext telegraf)" in guard
@@ -234,7 +235,7 @@ def test_a_wrong_allowed_user_is_one_line_naming_the_key(
 def test_a_registry_whose_roles_do_not_start_with_the_guard_is_refused(reference_raw: dict[str, Any]) -> None:
     """Moving 00-imds-guard after another step (or dropping it) is refused when custom data is rendered."""
     cfg = config.parse(copy.deepcopy(reference_raw))
-    ctx = node_context.build(cfg, node_context.HEAD)
+    ctx = node_context.build(cfg, gb300_tags.ROLE_HEAD)
     guard, preflight, *rest = node_steps.STEPS
     for steps in ((preflight, guard, *rest), (preflight, *rest)):
         with pytest.raises(BootstrapError, match="the first step must be 00-imds-guard"):
@@ -337,7 +338,7 @@ def test_the_wireserver_answers_root_and_everyone_only_for_dns_and_a_flush_is_un
     """With the plan's guard, nobody reaches neither IMDS nor the WireServer's agent ports (80, 32526) but still
     gets DNS (tcp and udp 53); root reaches all. Flushing the whole ruleset or only the guard's chain reopens
     everything until the guard runs again (as its timer does), which closes it again; an intact table is left."""
-    guard = _custom_data_file(reference_plan, node_context.GPU_NODE, imds_guard.GUARD)
+    guard = _custom_data_file(reference_plan, gb300_tags.ROLE_GPU_NODE, imds_guard.GUARD)
     phases = _wire_phases(guard, tmp_path)
     everyone = _answers(0, imds="200", wire="200", dns="200") + _answers(NOBODY, imds="200", wire="200", dns="200")
     guarded = _answers(0, imds="200", wire="200", dns="200") + _answers(NOBODY, imds="000", wire="000", dns="200")
@@ -356,7 +357,7 @@ def test_the_timer_runs_the_guard_again_every_recheck_interval(reference_plan: P
     every = imds_guard.recheck_seconds()
     step = Path(node_steps.CLOUD_INIT_DIR, "scripts/00-imds-guard.sh").read_text()
     assert "systemctl enable gb300-imds-guard.service gb300-imds-guard.timer" in step
-    for role in (node_context.GPU_NODE, node_context.HEAD):
+    for role in (gb300_tags.ROLE_GPU_NODE, gb300_tags.ROLE_HEAD):
         timer = _custom_data_file(reference_plan, role, imds_guard.TIMER).splitlines()
         service = _custom_data_file(reference_plan, role, imds_guard.RECHECK_UNIT).splitlines()
         assert {f"OnBootSec={every}s", f"OnUnitActiveSec={every}s", "WantedBy=timers.target"} <= set(timer)
@@ -370,7 +371,7 @@ def test_the_timer_runs_the_guard_again_every_recheck_interval(reference_plan: P
     for path in (imds_guard.GUARD, imds_guard.UNIT, imds_guard.RECHECK_UNIT, imds_guard.TIMER):
         target = root / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(_custom_data_file(reference_plan, node_context.HEAD, path))
+        target.write_text(_custom_data_file(reference_plan, gb300_tags.ROLE_HEAD, path))
         target.chmod(0o755 if path == imds_guard.GUARD else 0o644)
     system = root / "usr/lib/systemd/system"  # the targets default dependencies name, from this machine
     system.mkdir(parents=True)

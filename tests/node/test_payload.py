@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from gb300 import config
+from gb300 import tags as gb300_tags
 from gb300.config import stacks as gb300_stacks
 from gb300.errors import ConfigError
 from gb300.node import context as node_context
@@ -56,8 +57,8 @@ def _with(cfg: config.StackConfig, **health: object) -> config.StackConfig:
 
 def test_payload_is_the_same_bytes_every_time(dev: config.StackConfig) -> None:
     """Built twice from the same config, a role's payload is byte for byte the same archive, named by its sha256."""
-    first = nodes.render(nodes.GPU_NODE, dev, dev.gpu_pools[0]).payload
-    second = nodes.render(nodes.GPU_NODE, dev, dev.gpu_pools[0]).payload
+    first = nodes.render(gb300_tags.ROLE_GPU_NODE, dev, dev.gpu_pools[0]).payload
+    second = nodes.render(gb300_tags.ROLE_GPU_NODE, dev, dev.gpu_pools[0]).payload
     assert first.archive == second.archive
     assert first.sha256 == hashlib.sha256(first.archive).hexdigest()
     assert first.blob_name == f"{first.sha256}.tar.gz"
@@ -65,7 +66,7 @@ def test_payload_is_the_same_bytes_every_time(dev: config.StackConfig) -> None:
 
 def test_payload_entries_are_sorted_root_owned_and_timeless(dev: config.StackConfig) -> None:
     """The archive lists its files in path order, owned by root (0:0), with time 0, under a gzip header of time 0."""
-    payload = nodes.render(nodes.HEAD, dev).payload
+    payload = nodes.render(gb300_tags.ROLE_HEAD, dev).payload
     assert payload.archive[4:8] == b"\0\0\0\0"  # gzip MTIME
     with tarfile.open(fileobj=io.BytesIO(payload.archive), mode="r:gz") as tar:
         members = tar.getmembers()
@@ -78,7 +79,7 @@ def test_payload_entries_are_sorted_root_owned_and_timeless(dev: config.StackCon
 
 def test_payload_holds_exactly_the_full_cloud_configs_files(dev: config.StackConfig) -> None:
     """Every file the full cloud-config places is in the payload with its content and mode, and nothing else."""
-    payload = nodes.render(nodes.GPU_NODE, dev, dev.gpu_pools[0]).payload
+    payload = nodes.render(gb300_tags.ROLE_GPU_NODE, dev, dev.gpu_pools[0]).payload
     full = yaml.safe_load(payload.cloud_config)
     with tarfile.open(fileobj=io.BytesIO(payload.archive), mode="r:gz") as tar:
         got = {}
@@ -93,9 +94,9 @@ def test_custom_data_stays_the_same_when_the_payload_changes(dev: config.StackCo
     """A change that reaches only the payload's files (the health gate's setting) changes the payload, not the
     custom data nor its hash (the rollout tag): the custom data names the payload, never its sha256."""
     pool = dev.gpu_pools[0]
-    before = nodes.render(nodes.GPU_NODE, dev, pool)
+    before = nodes.render(gb300_tags.ROLE_GPU_NODE, dev, pool)
     changed = nodes.render(
-        nodes.GPU_NODE, _with(dev, soft_failures_to_drain=dev.health.soft_failures_to_drain + 1), pool
+        gb300_tags.ROLE_GPU_NODE, _with(dev, soft_failures_to_drain=dev.health.soft_failures_to_drain + 1), pool
     )
     assert changed.payload.sha256 != before.payload.sha256
     assert changed.cloud_config == before.cloud_config
@@ -107,7 +108,7 @@ def test_custom_data_carries_the_payload_url_name_and_public_key(dev: config.Sta
     """payload.env names the payload account's container (the account's name put in at deploy time), the payload,
     the cluster and the stack's public key; the hash is of the text with the placeholder, so the plan and the
     deployed tag agree whatever the subscription."""
-    data = nodes.render(nodes.GPU_NODE, dev, dev.gpu_pools[0])
+    data = nodes.render(gb300_tags.ROLE_GPU_NODE, dev, dev.gpu_pools[0])
     doc = yaml.safe_load(data.cloud_config)
     [env] = [f["content"] for f in doc["write_files"] if f["path"] == PAYLOAD_ENV]
     values = dict(line.split("=", 1) for line in env.splitlines() if "=" in line and not line.startswith("#"))
@@ -126,7 +127,7 @@ def test_a_stack_without_a_signing_key_is_refused_naming_the_key(dev: config.Sta
     settings = dev.storage.node_payload.model_copy(update={"signing_public_key": None})
     cfg = dev.model_copy(update={"storage": dev.storage.model_copy(update={"node_payload": settings})})
     with pytest.raises(ConfigError) as caught:
-        nodes.render(nodes.HEAD, cfg)
+        nodes.render(gb300_tags.ROLE_HEAD, cfg)
     [problem] = caught.value.problems
     assert problem.path == "gb300:storage.nodePayload.signingPublicKey"
     assert "gb300 payload keygen" in problem.message
@@ -134,7 +135,7 @@ def test_a_stack_without_a_signing_key_is_refused_naming_the_key(dev: config.Sta
 
 def test_custom_data_hash_changes_when_only_the_custom_data_changes(dev: config.StackConfig) -> None:
     """A change to the custom data alone (how often the payload is asked for) changes its hash, not the payload."""
-    ctx = node_context.build(dev, nodes.HEAD)
+    ctx = node_context.build(dev, gb300_tags.ROLE_HEAD)
     node = dataclasses.replace(ctx.node, payload_attempts=ctx.node.payload_attempts + 1)
     before = pack_custom_data(bundle_for(ctx))
     after = pack_custom_data(bundle_for(dataclasses.replace(ctx, node=node)))
@@ -145,7 +146,7 @@ def test_custom_data_hash_changes_when_only_the_custom_data_changes(dev: config.
 def test_custom_data_fetches_then_runs_every_step(dev: config.StackConfig) -> None:
     """The custom data places only the IMDS guard (and its boot unit), the fetch script and its settings; it closes
     IMDS, fetches, then runs the payload's steps in the full cloud-config's order."""
-    data = nodes.render(nodes.GPU_NODE, dev, dev.gpu_pools[0])
+    data = nodes.render(gb300_tags.ROLE_GPU_NODE, dev, dev.gpu_pools[0])
     doc = yaml.safe_load(data.cloud_config)
     paths_ = [f["path"] for f in doc["write_files"]]
     guard_files = [imds_guard.GUARD, imds_guard.UNIT, imds_guard.RECHECK_UNIT, imds_guard.TIMER]
@@ -196,7 +197,7 @@ def _fetch_only(
 ) -> tuple[Sandbox, node_e2e.Azure, nodes.CustomData, list[tuple[str, int]]]:
     """Boot the dev head's custom data (the payload account's name put in) in a sandbox: the IMDS guard,
     fetch-payload and the first step's runcmd entries, with 3 attempts and no wait between them."""
-    data = nodes.render(nodes.HEAD, dev)
+    data = nodes.render(gb300_tags.ROLE_HEAD, dev)
     azure = node_e2e.Azure(
         tags=TAGS if tags is None else tags, blobs=blobs, blob_failures=dict(failures or {}), payload_account=ACCOUNT
     )
@@ -236,7 +237,7 @@ def _tampered(archive: bytes) -> bytes:
 def test_tampered_archive_stops_the_bootstrap_naming_it(tmp_path: Path, dev: config.StackConfig) -> None:
     """An archive whose bytes differ from the signed manifest's sha256 is never extracted or run: after its
     attempts the status names the mismatch, both hashes and the archive."""
-    data = nodes.render(nodes.HEAD, dev)
+    data = nodes.render(gb300_tags.ROLE_HEAD, dev)
     blobs = _published(dev, "head", data.payload.archive)
     archive = f"{CONTAINER}/{manifest.archive_blob(data.payload.sha256)}"
     tampered = data.payload.archive[:-1] + bytes([data.payload.archive[-1] ^ 1])  # the signed size, other bytes
@@ -252,7 +253,7 @@ def test_tampered_archive_stops_the_bootstrap_naming_it(tmp_path: Path, dev: con
 @pytest.mark.slow
 def test_unsigned_payload_stops_the_bootstrap_naming_it(tmp_path: Path, dev: config.StackConfig) -> None:
     """A manifest without its signature is refused: the archive is never asked for."""
-    data = nodes.render(nodes.HEAD, dev)
+    data = nodes.render(gb300_tags.ROLE_HEAD, dev)
     blobs = _published(dev, "head", data.payload.archive)
     del blobs[f"{CONTAINER}/{manifest.signature_blob('head')}"]
     box, azure, _, codes = _fetch_only(tmp_path, dev, blobs)
@@ -267,7 +268,7 @@ def test_unsigned_payload_stops_the_bootstrap_naming_it(tmp_path: Path, dev: con
 def test_a_bad_signature_stops_the_bootstrap_naming_it(tmp_path: Path, dev: config.StackConfig, forgery: str) -> None:
     """A manifest signed by another key, or edited to name a tampered archive after it was signed, fails the
     signature check: the archive is never fetched."""
-    data = nodes.render(nodes.HEAD, dev)
+    data = nodes.render(gb300_tags.ROLE_HEAD, dev)
     if forgery == "other key":
         other = manifest.load_private_key(manifest.generate_key()[0].decode())
         blobs = _published(dev, "head", data.payload.archive, key=other)
@@ -287,7 +288,7 @@ def test_a_bad_signature_stops_the_bootstrap_naming_it(tmp_path: Path, dev: conf
 @pytest.mark.slow
 def test_a_signed_payload_of_another_name_is_refused(tmp_path: Path, dev: config.StackConfig) -> None:
     """The GPU pool's validly signed manifest served where the head's belongs is refused by its name, at once."""
-    data = nodes.render(nodes.GPU_NODE, dev, dev.gpu_pools[0])
+    data = nodes.render(gb300_tags.ROLE_GPU_NODE, dev, dev.gpu_pools[0])
     gpu = _published(dev, data.name, data.payload.archive)
     blobs = {k.replace(f"/payloads/{data.name}/", "/payloads/head/"): v for k, v in gpu.items()}
     box, _, _, codes = _fetch_only(tmp_path, dev, blobs)
@@ -311,7 +312,7 @@ def test_missing_payload_stops_the_bootstrap_naming_it(tmp_path: Path, dev: conf
 def test_transient_fetch_failure_is_retried_to_success(tmp_path: Path, dev: config.StackConfig) -> None:
     """Two 503 answers for the archive, then the payload: the third attempt fetches it, the files are laid out and
     the first step runs; a second run finds the payload in place and asks for nothing."""
-    data = nodes.render(nodes.HEAD, dev)
+    data = nodes.render(gb300_tags.ROLE_HEAD, dev)
     archive = f"{CONTAINER}/{manifest.archive_blob(data.payload.sha256)}"
     blobs = _published(dev, "head", data.payload.archive)
     box, azure, _, codes = _fetch_only(tmp_path, dev, blobs, {archive: 2})
@@ -335,11 +336,11 @@ def test_a_node_takes_a_newer_payload_in_place_and_refuses_a_rollback(tmp_path: 
     """gb300-payload-update on a booted node: a newer signed payload (serial 2) is fetched, checked and laid out
     without new custom data; the old manifest (serial 1) written back is refused, and the node is not marked
     failed (it runs the payload it has)."""
-    data = nodes.render(nodes.HEAD, dev)
+    data = nodes.render(gb300_tags.ROLE_HEAD, dev)
     old = _published(dev, "head", data.payload.archive, serial=1)
     box, _azure, _, codes = _fetch_only(tmp_path, dev, old)
     assert codes[1] == ("fetch-payload", 0)
-    newer = nodes.render(nodes.HEAD, _with(dev, soft_failures_to_drain=dev.health.soft_failures_to_drain + 1))
+    newer = nodes.render(gb300_tags.ROLE_HEAD, _with(dev, soft_failures_to_drain=dev.health.soft_failures_to_drain + 1))
     assert newer.cloud_config == data.cloud_config  # no new custom data
     update = [str(box.path(PAYLOAD_UPDATE))]
     for blobs, expect_rc in ((_published(dev, "head", newer.payload.archive, serial=2), 0), (old, 1)):
@@ -363,7 +364,7 @@ def test_a_client_id_tag_that_is_not_a_guid_is_refused_before_any_token(
 ) -> None:
     """The one tag fetch-payload reads must be a GUID: anything else stops the fetch before IMDS is asked for a
     token, and the status shows the value stripped of anything but letters, digits and -._:/."""
-    data = nodes.render(nodes.HEAD, dev)
+    data = nodes.render(gb300_tags.ROLE_HEAD, dev)
     box, azure, _, codes = _fetch_only(
         tmp_path, dev, _published(dev, "head", data.payload.archive), tags={"gb300-node-client-id": client}
     )
@@ -386,7 +387,7 @@ def test_inline_files_and_first_commands_run_before_the_fetch(
         guard, script, node_steps.BOTH, mode="0755", inline=True, first=True
     )
     monkeypatch.setattr(registry, "ROWS", (row, *registry.ROWS))
-    data = nodes.render(nodes.HEAD, dev)
+    data = nodes.render(gb300_tags.ROLE_HEAD, dev)
     doc = yaml.safe_load(data.cloud_config)
     inline = [guard, imds_guard.GUARD, imds_guard.UNIT, imds_guard.RECHECK_UNIT, imds_guard.TIMER]
     assert [f["path"] for f in doc["write_files"]] == [*inline, FETCH_PAYLOAD, PAYLOAD_UPDATE, PAYLOAD_ENV]

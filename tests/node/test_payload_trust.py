@@ -34,6 +34,7 @@ import pytest
 import yaml
 
 from gb300 import config, paths
+from gb300 import tags as gb300_tags
 from gb300.config import stacks as gb300_stacks
 from gb300.node import custom_data as nodes
 from gb300.node import manifest
@@ -107,7 +108,7 @@ class Case:
 def head() -> Any:
     """The dev head's rendered custom data (the tests' signing key) and payload."""
     cfg = config.parse(signing.with_test_key(config.load_stack_file(gb300_stacks.stack_file("dev"))))
-    return nodes.render(nodes.HEAD, cfg)
+    return nodes.render(gb300_tags.ROLE_HEAD, cfg)
 
 
 def _manifest_text(serial: str, archive: bytes) -> bytes:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from gb300 import config
+from gb300 import tags as gb300_tags
 from gb300.node import context as node_context
 from gb300.node import registry
 from gb300.node.bundle import bundle_for
@@ -62,7 +63,7 @@ def placed(reference_raw: dict[str, Any]) -> set[str]:
     raw["head"] = {**raw.get("head", {}), "slurmdbd": True}
     cfg = config.parse(raw)
     paths: set[str] = set()
-    for role, pool in ((node_context.HEAD, None), (node_context.GPU_NODE, cfg.gpu_pools[0])):
+    for role, pool in ((gb300_tags.ROLE_HEAD, None), (gb300_tags.ROLE_GPU_NODE, cfg.gpu_pools[0])):
         bundle = bundle_for(node_context.build(cfg, role, pool))
         paths |= {f.path for f in (*bundle.files, *bundle.fetch)}
     return paths

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.slurm.conftest import _STANDIN, STANDINS, Sandbox
+from gb300 import tags as gb300_tags
+from tests.cloud_init.slurm.conftest import _STANDIN, STANDINS, Sandbox
 
 VM = "gb300ref-train-r000_3"
 NODE = "gb300ref-train-r000000003"
@@ -215,6 +216,6 @@ def test_every_gpu_scale_set_opts_in_to_the_notifications(dev_plan: Any) -> None
     assert sets
     for record in sets:
         assert record.inputs["virtualMachineProfile"]["scheduledEventsProfile"] == want
-    gpu = nodes.render(nodes.GPU_NODE, dev_plan.config, dev_plan.config.gpu_pools[0])
+    gpu = nodes.render(gb300_tags.ROLE_GPU_NODE, dev_plan.config, dev_plan.config.gpu_pools[0])
     paths = {f["path"] for f in yaml.safe_load(gpu.payload.cloud_config)["write_files"]}
     assert {"/usr/local/sbin/gb300-scheduled-events", "/opt/gb300/systemd/gb300-scheduled-events.service"} <= paths

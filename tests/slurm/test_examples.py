@@ -15,7 +15,9 @@ import pytest
 
 from gb300.slurm.health import health_spec, render_health_env
 
-from .conftest import FIXTURES, REPO, SCRIPTS
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures" / "slurm"
+SCRIPTS = REPO / "cloud-init" / "slurm"
 
 
 def load_eval() -> ModuleType:

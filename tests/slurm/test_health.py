@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from gb300 import config
+from gb300 import tags as gb300_tags
 from gb300.facts import catalog
 from gb300.node import custom_data as nodes
 from gb300.paths import DATA_DIR, REPO_ROOT
@@ -127,7 +128,7 @@ def test_soft_failures_to_drain_comes_from_the_stack(dev_raw: dict[str, Any]) ->
     raw = copy.deepcopy(dev_raw)
     raw["health"] = {"softFailuresToDrain": 5}
     cfg = config.parse(raw)
-    cloud_config = nodes.render(nodes.GPU_NODE, cfg, cfg.gpu_pools[0]).payload.cloud_config
+    cloud_config = nodes.render(gb300_tags.ROLE_GPU_NODE, cfg, cfg.gpu_pools[0]).payload.cloud_config
     assert "GB300_SOFT_FAILURES_TO_DRAIN=5\n" in cloud_config
 
 

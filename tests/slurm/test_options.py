@@ -9,7 +9,7 @@ import pytest
 from gb300 import config
 from gb300.config import stacks as gb300_stacks
 from gb300.facts.software import apply_software_overrides
-from gb300.node import custom_data as nodes
+from gb300.node import context as node_context
 from gb300.slurm import config as slurm_config
 from gb300.slurm import options
 from gb300.slurm.topology import NodeFabric, build
@@ -21,7 +21,7 @@ def _rendered(raw: dict[str, object]) -> tuple[dict[str, str], str]:
     """slurm.conf (with the block plugin on, as gb300-topology-refresh leaves it) and a populated topology.conf
     for a stack, and the Slurm version that stack pins."""
     cfg = config.parse(copy.deepcopy(raw))
-    cluster = nodes.slurm_cluster(cfg)
+    cluster = node_context.slurm_cluster(cfg)
     populated = slurm_config.SlurmCluster(**{**cluster.__dict__, "topology_populated": True})
     block = cfg.gpu_pools[0].sku.vms_per_nvlink_domain
     fabric = [NodeFabric(f"node{i:03d}", UUID, "1", f"line {i}") for i in range(block)]

@@ -16,7 +16,9 @@ from gb300 import cli
 from gb300.commands import topology as command
 from gb300.slurm.topology import build, parse_lines, read_fabric_dir
 
-from .conftest import FIXTURES, REPO
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures" / "slurm"
+
 
 U1 = "5e797fc6-0f46-421a-8724-0e102c0f723c"
 U2 = "5e797fc6-0f46-421a-8724-0e102c0f721e"

@@ -121,7 +121,7 @@ def endpoints(azure: Azure) -> Iterator[str]:
 def healthy_machine(hostname: str, address: str) -> Machine:
     """A healthy GB300 VM on the Ubuntu-HPC GB image that also carries the Lustre client, and Microsoft's Slurm
     packages at the pinned version and pyxis as an earlier boot left them (their install paths have tests of
-    their own: tests/slurm)."""
+    their own: tests/cloud_init/slurm/test_slurm_install.py)."""
     machine = hpc_image_machine()
     machine.hostname = hostname
     machine.files["/usr/local/lib/slurm/spank_pyxis.so"] = "ELF stand-in\n"

@@ -18,9 +18,6 @@ from gb300.node.boot_context import BootstrapContext
 from gb300.slurm import config as slurm_config
 from gb300.slurm import files as slurm_files
 
-HEAD = gb300_tags.ROLE_HEAD
-GPU_NODE = gb300_tags.ROLE_GPU_NODE
-
 
 def head_hostname(cfg: StackConfig) -> str:
     """The head node's host name (Slurm's controller)."""
@@ -101,12 +98,13 @@ def boot_inputs(ctx: BootstrapContext) -> slurm_files.SlurmBootInputs:
         enroot_version=enroot.version,
         enroot_source=(enroot.git.url, enroot.git.commit) if enroot.git else None,
         enroot_packages=enroot.build_packages,
-        install_enroot=ctx.role == GPU_NODE,  # containers start on GPU nodes; the head's srun needs pyxis only
+        # containers start on GPU nodes; the head's srun needs pyxis only
+        install_enroot=ctx.role == gb300_tags.ROLE_GPU_NODE,
         pyxis_version=pyxis.version,
         pyxis_source=(pyxis.git.url, pyxis.git.commit) if pyxis.git else None,
         pyxis_packages=pyxis.build_packages,
     )
-    if ctx.role != GPU_NODE:
+    if ctx.role != gb300_tags.ROLE_GPU_NODE:
         return inputs
     [slurm_pool] = [p for p in slurm_cluster(cfg).pools if p.name == ctx.pool_name]
     # slurmd registers as a dynamic node with the pool's name as its feature and the pool's node shape
@@ -153,16 +151,15 @@ def image_env(image: str) -> dict[str, str]:
 
 def build(cfg: StackConfig, role: str, pool: GpuPool | None = None) -> BootstrapContext:
     """The context of ``role`` (``head``, or ``gpu-node`` of ``pool``) for stack ``cfg``."""
-    if role == GPU_NODE and pool is None:
+    if role == gb300_tags.ROLE_GPU_NODE and pool is None:
         raise ValueError("a gpu-node's custom data needs its pool")
+    gpu_pool = pool if role == gb300_tags.ROLE_GPU_NODE else None
     # The software set (versions.yaml with gb300:software applied) serves the Slurm pins and the bootstrap alike.
     return BootstrapContext(
         role=role,
         cluster_name=cfg.cluster.name,
-        pool_name=pool.name if pool is not None and role == GPU_NODE else HEAD,
+        pool_name=gpu_pool.name if gpu_pool is not None else gb300_tags.ROLE_HEAD,
         software=apply_software_overrides(cfg.software),
-        extra_env=tuple(
-            sorted(image_env(pool.image if pool is not None and role == GPU_NODE else cfg.head.image).items())
-        ),
+        extra_env=tuple(sorted(image_env(gpu_pool.image if gpu_pool is not None else cfg.head.image).items())),
         stack=cfg,
     )

@@ -16,24 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gb300 import tags as gb300_tags
 from gb300.config import GpuPool, StackConfig
 from gb300.node import context as node_context
 from gb300.node.boot_context import BootstrapContext
 from gb300.node.bundle import bundle_for
-from gb300.node.context import GPU_NODE, HEAD, head_hostname, slurm_cluster
 from gb300.node.pack import CustomData, pack_custom_data, pack_full
 
-__all__ = [
-    "GPU_NODE",
-    "HEAD",
-    "CustomData",
-    "StackRender",
-    "head_hostname",
-    "render",
-    "render_custom_data",
-    "render_stack",
-    "slurm_cluster",
-]
+__all__ = ["CustomData", "StackRender", "render", "render_custom_data", "render_stack"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +52,10 @@ def render_stack(cfg: StackConfig) -> StackRender:
     """Every role's custom data and payload for ``cfg``, rendered once per config object."""
     if _LAST and _LAST[0][0] is cfg:
         return _LAST[0][1]
-    rendered = StackRender(render(HEAD, cfg), {pool.name: render(GPU_NODE, cfg, pool) for pool in cfg.gpu_pools})
+    rendered = StackRender(
+        render(gb300_tags.ROLE_HEAD, cfg),
+        {pool.name: render(gb300_tags.ROLE_GPU_NODE, cfg, pool) for pool in cfg.gpu_pools},
+    )
     _LAST[:] = [(cfg, rendered)]
     return rendered
 

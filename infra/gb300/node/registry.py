@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from gb300 import tags as gb300_tags
 from gb300.config import StackConfig
 from gb300.errors import BootstrapError
 from gb300.node import context as node_context
@@ -264,7 +265,7 @@ def slurm_node_files(view: SlurmView) -> list[NodeFile]:
     """The Slurm files of ``view.role``: the head's (configuration, accounting, boot inputs, topology refresh) or a
     GPU node's (boot inputs, health expectations, the health gate, IMEX hooks, fabric publisher). Raises
     SlurmConfigError when the head's accounting settings disagree or a GPU node's inputs lack its pool and shape."""
-    if view.role == HEAD[0]:
+    if view.role == gb300_tags.ROLE_HEAD:
         slurm_files.check_head(view.cluster, view.inputs)
     else:
         slurm_files.check_gpu(view.inputs)
@@ -276,7 +277,7 @@ def slurm_view(ctx: BootstrapContext) -> SlurmView:
     cfg = node_context.stack_of(ctx)
     cluster = node_context.slurm_cluster(cfg)
     inputs = node_context.boot_inputs(ctx)
-    if ctx.role == HEAD[0]:
+    if ctx.role == gb300_tags.ROLE_HEAD:
         return SlurmView(ctx.role, cluster, inputs)
     health = health_env_for(
         node_context.gpu_pool_of(ctx).vm_size,

@@ -45,7 +45,7 @@ def test_every_role_passes_cloud_init_schema(role: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("role", ROLES)
 def test_rendered_cloud_config_matches_golden(role: str) -> None:
     """A change to any role's cloud-config shows up as a golden-file diff in review."""
-    assert_golden(GOLDEN / f"render/{role}.cloud-config.yaml", render_role(role).cloud_config)
+    assert_golden(GOLDEN / f"pack/{role}.cloud-config.yaml", render_role(role).cloud_config)
 
 
 @pytest.mark.parametrize("role", ROLES)
