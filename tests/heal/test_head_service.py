@@ -89,7 +89,12 @@ def _extract(archive: bytes, root: Path) -> None:
 
 @dataclass
 class Arm:
-    """What the stand-in Azure answers: IMDS (tags, compute, token) and ARM (list a rack's VMs, restart...)."""
+    """What the stand-in Azure answers: IMDS (tags, compute, token) and ARM (list a rack's VMs, restart...).
+
+    A server on a socket, not :mod:`gb300.heal.fake_arm`'s in-process transport (which the simulator and the rollout
+    tests share): here the head runs as its own process, as its timer starts it, with the unmodified Azure SDK and
+    azure-identity, so IMDS and ARM must be reached over HTTP(S). Like that transport it cannot show Azure's real
+    throttling, long-running operation records or Entra sign-in."""
 
     state: Path
     racks: dict[str, list[str]]
