@@ -3,11 +3,15 @@
 :func:`engine` gives a test a ready :class:`Engine` in a directory of its own:
 
 * ``bin/``: the CLI (a hard link to the cached build, a copy across file systems), the real
-  ``pulumi-language-python-exec`` beside it, and a shim per plugin double (tests/support/engine_plugins):
-  ``pulumi-language-python`` and ``pulumi-resource-command``, plus any a test adds. They sit *beside* the CLI, not
-  only on ``PATH``, because the engine takes a plugin found on ``PATH`` elsewhere with a warning ("using ... from
-  $PATH") and a bundled one (the Python language host) next to its own executable without one (pulumi
-  ``sdk/go/common/workspace/plugins.go`` ``getPluginInfoAndPath``); ``PATH`` starts with ``bin/``.
+  ``pulumi-language-python-exec`` beside it, and the shim of the language host double
+  (tests/support/engine_plugins), ``pulumi-language-python``: a bundled plugin, which the engine looks for beside
+  its own executable (pulumi ``sdk/go/common/workspace/plugins.go`` ``getPluginInfoAndPath``); ``PATH`` starts
+  with ``bin/``.
+* Provider doubles installed in the plugin cache as ``pulumi plugin install`` leaves a release
+  (``$PULUMI_HOME/plugins/resource-<name>-v<version>/pulumi-resource-<name>``): the engine picks them by name and
+  version as it picks a release (a plugin found on ``PATH`` instead would be taken at any version, with a "using
+  ... from $PATH" warning). ``pulumi-resource-command`` at the double's version is there; a test adds others with
+  :meth:`Engine.install_plugin`.
 * ``PULUMI_HOME`` in the directory (no plugin cache, no credentials of the machine), ``pulumi login
   file://<dir>/state`` done, ``PULUMI_CONFIG_PASSPHRASE`` set (the passphrase secrets provider), update checks off
   (``PULUMI_SKIP_UPDATE_CHECK``) and automatic plugin downloads off (``PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION``,
@@ -31,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from gb300 import paths
+from tests.support.engine_plugins import command_provider
 
 BUILD_SCRIPT = paths.REPO_ROOT / "scripts" / "build-engine"
 PLUGINS_DIR = Path(__file__).with_name("engine_plugins")
@@ -70,6 +75,11 @@ def shim(plugin: Path, python: str = sys.executable, env: Mapping[str, str] | No
     return f'#!/bin/sh\n{exports}exec {shlex.quote(python)} {shlex.quote(str(plugin))} "$@"\n'
 
 
+def _write_shim(target: Path, plugin: Path, env: Mapping[str, str] | None) -> None:
+    target.write_text(shim(plugin, env=env), encoding="utf-8")
+    target.chmod(0o755)
+
+
 def _link_or_copy(source: Path, target: Path) -> None:
     try:
         os.link(source, target)
@@ -104,10 +114,18 @@ class Engine:
         return proc
 
     def add_plugin(self, name: str, plugin: Path, env: Mapping[str, str] | None = None) -> None:
-        """Put a plugin double beside the CLI as ``name`` (``pulumi-resource-<package>``, ...)."""
-        target = self.bin_dir / name
-        target.write_text(shim(plugin, env=env), encoding="utf-8")
-        target.chmod(0o755)
+        """Put a plugin double beside the CLI as ``name`` (where the engine finds bundled plugins)."""
+        _write_shim(self.bin_dir / name, plugin, env)
+
+    def install_plugin(
+        self, kind: str, name: str, version: str, plugin: Path, env: Mapping[str, str] | None = None
+    ) -> Path:
+        """Install a plugin double in the plugin cache as ``pulumi plugin install <kind> <name> <version>`` would
+        (``sdk/go/common/workspace/plugins.go`` ``PluginDescriptor.Dir``/``File``); the executable's path."""
+        target = Path(self.env["PULUMI_HOME"]) / "plugins" / f"{kind}-{name}-v{version}" / f"pulumi-{kind}-{name}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _write_shim(target, plugin, env)
+        return target
 
 
 def engine(root: Path, base_env: Mapping[str, str] | None = None) -> Engine:
@@ -146,7 +164,7 @@ def engine(root: Path, base_env: Mapping[str, str] | None = None) -> Engine:
         ),
         encoding="utf-8",
     )
-    made.add_plugin("pulumi-resource-command", DOUBLES["pulumi-resource-command"])
+    made.install_plugin("resource", "command", command_provider.VERSION, DOUBLES["pulumi-resource-command"])
     login = made.run(["login", f"file://{root / 'state'}"], cwd=root)
     if login.returncode != 0:
         pytest.fail(f"pulumi login failed: {login.stdout}{login.stderr}")

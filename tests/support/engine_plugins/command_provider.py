@@ -37,8 +37,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
+import threading
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -230,6 +232,17 @@ class CommandProvider(provider_pb2_grpc.ResourceProviderServicer):
         state["stderr"] = err.removesuffix("\n")
 
 
+def serve_until_signalled(server: grpc.Server) -> None:
+    """Serve until the engine stops the plugin: it sends SIGINT (then kills), which the real plugins take as the
+    end of their context, stopping quietly."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(1):
+        pass
+    server.stop(grace=1)
+
+
 def main(argv: list[str]) -> int:
     """Serve on a free port of 127.0.0.1 and print it; the engine's address is the last argument."""
     if "-version" in argv or "--version" in argv:
@@ -241,7 +254,7 @@ def main(argv: list[str]) -> int:
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     print(port, flush=True)
-    server.wait_for_termination()
+    serve_until_signalled(server)
     return 0
 
 

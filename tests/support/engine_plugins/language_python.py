@@ -512,6 +512,17 @@ class LanguageHost(language_pb2_grpc.LanguageRuntimeServicer):
             yield language_pb2.RunPluginResponse(exitcode=code)
 
 
+def serve_until_signalled(server: grpc.Server) -> None:
+    """Serve until the engine stops the plugin: it sends SIGINT (then kills), which the real plugins take as the
+    end of their context, stopping quietly."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(1):
+        pass
+    server.stop(grace=1)
+
+
 def main(argv: list[str]) -> int:
     """Serve on a free port of 127.0.0.1 and print it, as the real host does; the engine's address is the last
     argument. ``-use-executor PATH`` names the exec script (the real host's flag); by default it is the one beside
@@ -536,7 +547,7 @@ def main(argv: list[str]) -> int:
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     print(port, flush=True)
-    server.wait_for_termination()
+    serve_until_signalled(server)
     return 0
 
 
