@@ -1,19 +1,22 @@
-"""`pulumi up` of the payload upload, by the real Pulumi CLI, against Azurite: the engine test project.
+"""`pulumi up` of the payload upload through the real Pulumi engine, against Azurite: the engine test project.
 
-Needs a Pulumi CLI (``pulumi`` on PATH) and Azurite (``azurite`` on PATH, npm ``azurite@3.35.0``); the CI job
-``engine`` in .github/workflows/pr.yml installs both. Without a Pulumi CLI it is skipped, saying so (the only
-skip); without Azurite, or without root for the network namespace, it fails.
+The engine is the Pulumi CLI built from source at the pinned version (scripts/build-engine; tests/support/
+pulumi_engine.py), with the two plugins the Go module proxy will not serve as doubles at their gRPC boundaries:
+the Python language host and pulumi-command's provider (tests/support/engine_plugins/, each docstring says what it
+cannot show). Without Go or the proxy it is skipped, saying so (under CI it fails); without Azurite
+(scripts/ensure-test-tools) or root for the network namespace it fails.
 
 What it runs, as a deploy job would: a scratch copy of the checkout (``infra/``, ``cloud-init/``, ``templates/``,
 ``stacks/``, ``Pulumi.yaml``; ``.venv`` linked) whose dev stack carries the tests' payload signing key; ``gb300 plan``
 of that copy records the upload's ``command:local:Command`` inputs; tests/engine/project/__main__.py, put in place of
-``infra/__main__.py``, declares exactly those inputs. ``pulumi up`` (a local file backend, a passphrase secrets
-provider) then starts the language host and pulumi-command's provider as it does for gb300's program, in
-``<copy>/infra``, and the provider runs the command there. In a network namespace of its own the payload account's
-host (``<account>.blob.core.windows.net``) is Azurite over HTTPS (a test CA), taking bearer tokens only
-(``--oauth basic``); the token comes from a stand-in ``az`` (gb300's credential falls back to the Azure CLI), a JWT
-with Azure Storage's audience (Azurite checks its claims, not its signature: what Azurite cannot show is Entra ID's
-signature and role checks). The test reads back each payload and its signed manifest from Azurite.
+``infra/__main__.py``, declares exactly those inputs. In a network namespace of its own (the payload account's host
+``<account>.blob.core.windows.net`` is Azurite over HTTPS with a test CA, taking bearer tokens only), with a local
+file backend and a passphrase secrets provider: ``pulumi stack init``, ``pulumi config set``, ``pulumi up`` (the
+engine starts the language host and the command provider in ``<copy>/infra``, and the provider runs the upload
+there), ``pulumi up --expect-no-changes`` (nothing runs again), ``pulumi stack export``. The token comes from a
+stand-in ``az`` (gb300's credential falls back to the Azure CLI), a JWT with Azure Storage's audience (Azurite
+checks its claims, not its signature: what Azurite cannot show is Entra ID's signature and role checks). The test
+reads back each payload and its signed manifest from Azurite.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -37,17 +39,12 @@ import yaml
 from gb300 import config, paths, tags
 from gb300.config import stacks as gb300_stacks
 from gb300.node import manifest
-from tests.support import netns, signing
+from tests.support import azurite, netns, pulumi_engine, signing
 
-PULUMI = shutil.which("pulumi")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(PULUMI is None, reason="no Pulumi CLI on PATH: the engine test project needs `pulumi up`"),
-]
+pytestmark = pytest.mark.slow
 STACK = "dev"
-PASSPHRASE = "gb300-engine-test"  # noqa: S105 - the scratch stack's passphrase secrets provider, not a secret
 COPIED = ("infra", "cloud-init", "templates", "stacks")
-COMMAND_PLUGIN = "command"
+PROJECT_NAMESPACE = "gb300-engine-test"
 
 AZ = textwrap.dedent(
     """\
@@ -71,20 +68,24 @@ DRIVER = textwrap.dedent(
     set -uo pipefail
     ip link set lo up
     mount --bind "$WORK/hosts" /etc/hosts
-    AZURITE_ACCOUNTS="$ACCOUNT:$ACCOUNT_KEY" azurite-blob --blobHost 127.0.0.1 --blobPort 443 --oauth basic \\
-      --cert "$WORK/server.pem" --key "$WORK/server.key" --location "$WORK/azurite" --skipApiVersionCheck \\
-      --disableTelemetry >"$WORK/azurite.log" 2>&1 &
+    AZURITE_ACCOUNTS="$AZURITE_ACCOUNTS" "$NODE_BIN_DIR/node" $AZURITE_ARGV >"$WORK/azurite.log" 2>&1 &
     azurite=$!
     trap 'kill $azurite' EXIT
     for _ in $(seq 300); do curl -s -o /dev/null "https://$PAYLOAD_HOST/" && break; sleep 0.1; done
     # The container (azure-native creates it in a real deploy).
     "$PY" "$WORK/container.py" >"$WORK/container.out" 2>&1 || { cat "$WORK/container.out"; exit 3; }
     cd "$COPY"
-    pulumi stack init "$STACK" --non-interactive >"$WORK/init.out" 2>&1 || { cat "$WORK/init.out"; exit 4; }
-    pulumi config set gb300-engine-test:upload "$WORK/upload.json" --stack "$STACK" >>"$WORK/init.out" 2>&1
-    pulumi up --stack "$STACK" --yes --non-interactive --skip-preview >"$WORK/up.out" 2>&1
-    echo $? >"$WORK/up.rc"
+    step() {  # step NAME pulumi-args...: the command's output in $WORK/NAME.out, its exit status in $WORK/NAME.rc
+      local name=$1; shift
+      pulumi "$@" >"$WORK/$name.out" 2>&1
+      echo $? >"$WORK/$name.rc"
+    }
+    step init stack init "$STACK" --non-interactive
+    step config config set "$NAMESPACE:upload" "$WORK/upload.json" --stack "$STACK"
+    step up up --stack "$STACK" --yes --non-interactive --skip-preview
     "$PY" "$WORK/read_back.py" >"$WORK/blobs.json" 2>"$WORK/read_back.err"
+    step again up --stack "$STACK" --yes --non-interactive --expect-no-changes
+    step export stack export --stack "$STACK" --file "$WORK/state.json"
     """
 )
 
@@ -115,6 +116,7 @@ READ_BACK = CONTAINER.replace(
         """
     ),
 )
+STEPS = ("init", "config", "up", "again", "export")
 
 
 def _scratch_copy(root: Path) -> Path:
@@ -158,92 +160,75 @@ def _recorded_upload(copy: Path, work: Path) -> dict[str, Any]:
     return {"inputs": upload["inputs"], "account": account["inputs"]["accountName"], "plan": plan}
 
 
-def _command_plugin_version() -> str:
-    from importlib.metadata import version  # noqa: PLC0415
-
-    return version("pulumi_command")
-
-
-@pytest.fixture(scope="module")
-def deployed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """`pulumi up` of the engine test project in the scratch copy, against Azurite; what it printed and left."""
-    assert PULUMI is not None
-    if shutil.which("azurite-blob") is None:
-        pytest.fail("azurite-blob is not on PATH (npm install -g azurite@3.35.0; the CI job `engine` installs it)")
-    work = tmp_path_factory.mktemp("engine")
-    work.chmod(0o755)
-    copy = _scratch_copy(work)
-    recorded = _recorded_upload(copy, work)
-    (work / "upload.json").write_text(json.dumps(recorded["inputs"]), encoding="utf-8")
-    shutil.copy2(Path(__file__).with_name("project") / "__main__.py", copy / "infra" / "__main__.py")
-    host = f"{recorded['account']}.blob.core.windows.net"
+def _stage(work: Path, host: str) -> Path:
+    """The test CA and hosts file, the stand-in ``az`` and the Azurite scripts in ``work``; the stand-ins' bin."""
     netns.make_ca(work, [host])
     (work / "hosts").write_text(f"127.0.0.1 localhost {host}\n", encoding="utf-8")
-    bin_dir = work / "bin"
+    bin_dir = work / "standins"
     bin_dir.mkdir()
     (bin_dir / "az").write_text(AZ, encoding="utf-8")
     (bin_dir / "az").chmod(0o755)
     (work / "container.py").write_text(CONTAINER, encoding="utf-8")
     (work / "read_back.py").write_text(READ_BACK, encoding="utf-8")
-    pulumi_home = work / "pulumi-home"
-    # The provider plugin first, while the network is there (the namespace has loopback only).
-    subprocess.run(
-        [PULUMI, "plugin", "install", "resource", COMMAND_PLUGIN, _command_plugin_version()],
-        env={**os.environ, "PULUMI_HOME": str(pulumi_home)},
-        check=True,
-        capture_output=True,
-        timeout=600,
+    return bin_dir
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The engine test project through the real engine in a scratch copy, against Azurite: each step's output."""
+    work = tmp_path_factory.mktemp("engine")
+    work.chmod(0o755)
+    cli = pulumi_engine.engine(work / "engine")
+    blob_binary = azurite.blob_binary()  # fails, naming scripts/ensure-test-tools, when Azurite is missing
+    copy = _scratch_copy(work)
+    recorded = _recorded_upload(copy, work)
+    (work / "upload.json").write_text(json.dumps(recorded["inputs"]), encoding="utf-8")
+    shutil.copy2(Path(__file__).with_name("project") / "__main__.py", copy / "infra" / "__main__.py")
+    host = f"{recorded['account']}.blob.core.windows.net"
+    standins = _stage(work, host)
+    argv = azurite.blob_argv(
+        host="127.0.0.1", port=443, cert=work / "server.pem", key=work / "server.key", location=work / "azurite"
     )
+    node = shutil.which("node")
+    assert node is not None
     ca = str(work / "ca.pem")
-    path = [
-        str(bin_dir),
-        str(paths.REPO_ROOT / ".venv" / "bin"),
-        str(Path(PULUMI).parent),
-        str(Path(sys.executable).parent),
-    ]
-    for tool in ("azurite-blob", "node"):
-        found = shutil.which(tool)
-        if found:
-            path.append(str(Path(found).parent))
     env = {
-        "PATH": ":".join([*path, "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"]),
+        **{k: v for k, v in cli.env.items() if k.startswith("PULUMI_")},
+        "PATH": ":".join([str(standins), cli.env["PATH"]]),
         "HOME": str(work),
-        "PULUMI_HOME": str(pulumi_home),
-        "PULUMI_BACKEND_URL": f"file://{work / 'state'}",
-        "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
-        "PULUMI_SKIP_UPDATE_CHECK": "true",
-        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         "PYTHONPATH": str(copy / "infra"),
         manifest.SIGNING_KEY_ENV: signing.key_pem(),
         "REQUESTS_CA_BUNDLE": ca,
         "SSL_CERT_FILE": ca,
         "CURL_CA_BUNDLE": ca,
-        "NODE_EXTRA_CA_CERTS": ca,
         "WORK": str(work),
         "COPY": str(copy),
         "PY": str(paths.REPO_ROOT / ".venv" / "bin" / "python"),
         "STACK": STACK,
-        "ACCOUNT": recorded["account"],
-        "ACCOUNT_KEY": base64.b64encode(b"azurite-engine-test-key-" * 2).decode(),
+        "NAMESPACE": PROJECT_NAMESPACE,
+        "NODE_BIN_DIR": str(Path(node).parent),
+        "AZURITE_ARGV": shlex.join([str(blob_binary.resolve()), *argv[1:]]),
+        "AZURITE_ACCOUNTS": azurite.accounts(recorded["account"]),
         "PAYLOAD_HOST": host,
         "CONTAINER": config.parse(
             config.load_stack_file(copy / "stacks" / f"Pulumi.{STACK}.yaml")
         ).storage.node_payload.container,
     }
-    (work / "state").mkdir()
     started = time.monotonic()
-    proc = netns.run(DRIVER, env, cwd=work, timeout=900, tools=("unshare", "ip", "curl"))
+    proc = netns.run(DRIVER, env, cwd=work, timeout=900, tools=(*netns.TOOLS, "node"))
     if not (work / "up.rc").exists():
         pytest.fail(f"the engine test could not run (exit {proc.returncode}): {(proc.stdout + proc.stderr)[-3000:]}")
+    state = work / "state.json"
     return {
-        "rc": int((work / "up.rc").read_text()),
-        "up": (work / "up.out").read_text(),
+        "rc": {name: int((work / f"{name}.rc").read_text()) for name in STEPS if (work / f"{name}.rc").exists()},
+        "out": {name: (work / f"{name}.out").read_text() for name in STEPS if (work / f"{name}.out").exists()},
         "blobs": json.loads((work / "blobs.json").read_text() or "{}"),
         "read_back_err": (work / "read_back.err").read_text(),
-        "azurite": (work / "azurite.log").read_text(),
+        "state": json.loads(state.read_text()) if state.exists() else {},
         "inputs": recorded["inputs"],
         "seconds": time.monotonic() - started,
         "copy": copy,
+        "version": cli.version,
     }
 
 
@@ -253,11 +238,16 @@ def _expected(create: str) -> dict[str, str]:
     return dict(words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--expect")
 
 
+def _commands(state: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in state["deployment"].get("resources", []) if r["type"] == "command:local:Command"]
+
+
 def test_pulumi_up_runs_the_upload_where_the_engine_runs_it_and_publishes(deployed: dict[str, Any]) -> None:
     """`pulumi up` runs the upload as the component declares it, from the directory the engine gives plugins
     (<copy>/infra), and it publishes every payload to Azurite with a bearer token: the archive under its sha256,
     and a manifest naming it whose signature verifies with the stack's key."""
-    assert deployed["rc"] == 0, deployed["up"][-4000:]
+    assert deployed["rc"]["init"] == 0, deployed["out"]["init"]
+    assert deployed["rc"]["up"] == 0, deployed["out"]["up"][-4000:]
     blobs = {name: base64.b64decode(data) for name, data in deployed["blobs"].items()}
     expected = _expected(deployed["inputs"]["create"])
     assert expected, deployed["inputs"]["create"]
@@ -268,3 +258,26 @@ def test_pulumi_up_runs_the_upload_where_the_engine_runs_it_and_publishes(deploy
         data = blobs[manifest.manifest_blob(name)]
         signing.key().public_key().verify(blobs[manifest.signature_blob(name)], data)
         assert json.loads(data)["sha256"] == sha
+
+
+def test_a_second_up_with_the_same_inputs_changes_nothing(deployed: dict[str, Any]) -> None:
+    """A second `pulumi up` of the same stack and inputs finds no change (`--expect-no-changes` passes): the
+    upload does not run again."""
+    assert deployed["rc"]["again"] == 0, deployed["out"]["again"][-4000:]
+    assert "payload-publish" not in deployed["out"]["again"].split("Resources:")[0].replace("unchanged", "")
+
+
+def test_stack_export_holds_the_upload_with_its_inputs_and_outputs(deployed: dict[str, Any]) -> None:
+    """`pulumi stack export` writes the checkpoint the engine keeps: the upload with the inputs the component
+    declared, its provider (pulumi-command at constraints.txt's version) and the command's stdout."""
+    assert deployed["rc"]["export"] == 0, deployed["out"]["export"]
+    [upload] = _commands(deployed["state"])
+    assert upload["inputs"]["create"] == deployed["inputs"]["create"]
+    assert upload["outputs"]["create"] == deployed["inputs"]["create"]
+    assert "stdout" in upload["outputs"]
+    [provider] = [
+        r for r in deployed["state"]["deployment"]["resources"] if r["urn"] == upload["provider"].rsplit("::", 1)[0]
+    ]
+    from importlib.metadata import version  # noqa: PLC0415
+
+    assert provider["inputs"].get("version") == version("pulumi_command")
