@@ -2,11 +2,10 @@
 
 :func:`engine` gives a test a ready :class:`Engine` in a directory of its own:
 
-* ``bin/``: the CLI (a hard link to the cached build, a copy across file systems), the real
-  ``pulumi-language-python-exec`` beside it, and the shim of the language host double
-  (tests/support/engine_plugins), ``pulumi-language-python``: a bundled plugin, which the engine looks for beside
-  its own executable (pulumi ``sdk/go/common/workspace/plugins.go`` ``getPluginInfoAndPath``); ``PATH`` starts
-  with ``bin/``.
+* ``bin/``: the CLI and Pulumi's Python language host ``pulumi-language-python``, both built from source (hard
+  links to the cached build, copies across file systems), and the real ``pulumi-language-python-exec`` beside them:
+  the host is a bundled plugin, which the engine looks for beside its own executable (pulumi
+  ``sdk/go/common/workspace/plugins.go`` ``getPluginInfoAndPath``); ``PATH`` starts with ``bin/``.
 * Provider doubles installed in the plugin cache as ``pulumi plugin install`` leaves a release
   (``$PULUMI_HOME/plugins/resource-<name>-v<version>/pulumi-resource-<name>``): the engine picks them by name and
   version as it picks a release (a plugin found on ``PATH`` instead would be taken at any version, with a "using
@@ -40,7 +39,6 @@ from tests.support.engine_plugins import command_provider
 BUILD_SCRIPT = paths.REPO_ROOT / "scripts" / "build-engine"
 PLUGINS_DIR = Path(__file__).with_name("engine_plugins")
 DOUBLES = {
-    "pulumi-language-python": PLUGINS_DIR / "language_python.py",
     "pulumi-resource-command": PLUGINS_DIR / "command_provider.py",
 }
 """The plugins the engine starts for gb300's program that cannot be built here (the proxy refuses their modules)."""
@@ -151,19 +149,7 @@ def engine(root: Path, base_env: Mapping[str, str] | None = None) -> Engine:
         }
     )
     made = Engine(root=root, bin_dir=bin_dir, env=env, version=version)
-    made.add_plugin(
-        "pulumi-language-python",
-        DOUBLES["pulumi-language-python"],
-        env={"GB300_LANGUAGE_HOST_VERSION": version},
-    )
-    # -use-executor is the real host's flag; the shim passes the exec script beside it.
-    language = bin_dir / "pulumi-language-python"
-    language.write_text(
-        language.read_text(encoding="utf-8").replace(
-            '"$@"', f'-use-executor {shlex.quote(str(bin_dir / "pulumi-language-python-exec"))} "$@"'
-        ),
-        encoding="utf-8",
-    )
+    _link_or_copy(cli / "pulumi-language-python", bin_dir / "pulumi-language-python")
     made.install_plugin("resource", "command", command_provider.VERSION, DOUBLES["pulumi-resource-command"])
     login = made.run(["login", f"file://{root / 'state'}"], cwd=root)
     if login.returncode != 0:
