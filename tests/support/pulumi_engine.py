@@ -6,7 +6,8 @@
   ``pulumi-language-python-exec`` beside it, and the shim of the language host double
   (tests/support/engine_plugins), ``pulumi-language-python``: a bundled plugin, which the engine looks for beside
   its own executable (pulumi ``sdk/go/common/workspace/plugins.go`` ``getPluginInfoAndPath``); ``PATH`` starts
-  with ``bin/``.
+  with ``bin/``. Where the engine build also holds Pulumi's own ``pulumi-language-python`` beside the CLI, that
+  is used instead of the double (``Engine.language_host`` says which).
 * Provider doubles installed in the plugin cache as ``pulumi plugin install`` leaves a release
   (``$PULUMI_HOME/plugins/resource-<name>-v<version>/pulumi-resource-<name>``): the engine picks them by name and
   version as it picks a release (a plugin found on ``PATH`` instead would be taken at any version, with a "using
@@ -96,6 +97,8 @@ class Engine:
     env: dict[str, str]
     version: str
     log: list[str] = field(default_factory=list)
+    language_host: str = ""
+    """"real" when the build holds Pulumi's own ``pulumi-language-python``, else "double"."""
 
     def run(
         self, args: Sequence[str], cwd: Path, *, timeout: float = 900, env: Mapping[str, str] | None = None
@@ -128,6 +131,19 @@ class Engine:
         return target
 
 
+def _language_double(made: Engine) -> None:
+    """The language host double beside the CLI; its shim passes the exec script beside it (``-use-executor``, the
+    real host's flag) and the CLI's version, which the real host reports as its own."""
+    made.add_plugin(
+        "pulumi-language-python", DOUBLES["pulumi-language-python"], env={"GB300_LANGUAGE_HOST_VERSION": made.version}
+    )
+    language = made.bin_dir / "pulumi-language-python"
+    executor = shlex.quote(str(made.bin_dir / "pulumi-language-python-exec"))
+    text = language.read_text(encoding="utf-8").replace('"$@"', f'-use-executor {executor} "$@"')
+    language.write_text(text, encoding="utf-8")
+    made.language_host = "double"
+
+
 def engine(root: Path, base_env: Mapping[str, str] | None = None) -> Engine:
     """A ready engine in ``root`` (which must be empty or missing): see the module docstring."""
     cli = cli_bin_dir()
@@ -151,19 +167,13 @@ def engine(root: Path, base_env: Mapping[str, str] | None = None) -> Engine:
         }
     )
     made = Engine(root=root, bin_dir=bin_dir, env=env, version=version)
-    made.add_plugin(
-        "pulumi-language-python",
-        DOUBLES["pulumi-language-python"],
-        env={"GB300_LANGUAGE_HOST_VERSION": version},
-    )
-    # -use-executor is the real host's flag; the shim passes the exec script beside it.
-    language = bin_dir / "pulumi-language-python"
-    language.write_text(
-        language.read_text(encoding="utf-8").replace(
-            '"$@"', f'-use-executor {shlex.quote(str(bin_dir / "pulumi-language-python-exec"))} "$@"'
-        ),
-        encoding="utf-8",
-    )
+    real_host = cli / "pulumi-language-python"
+    if real_host.is_file():
+        # A build that also compiled Pulumi's own host (from its source, beside the CLI) is used as it is.
+        _link_or_copy(real_host, bin_dir / "pulumi-language-python")
+        made.language_host = "real"
+    else:
+        _language_double(made)
     made.install_plugin("resource", "command", command_provider.VERSION, DOUBLES["pulumi-resource-command"])
     login = made.run(["login", f"file://{root / 'state'}"], cwd=root)
     if login.returncode != 0:
