@@ -168,10 +168,10 @@ class AzureNativeDouble(provider_pb2_grpc.ResourceProviderServicer):
 
     # --- the plugin ---
 
-    def GetPluginInfo(self, request: empty_pb2.Empty, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def GetPluginInfo(self, request: empty_pb2.Empty, context: grpc.ServicerContext) -> Any:
         return plugin_pb2.PluginInfo(version=VERSION)
 
-    def Parameterize(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Parameterize(self, request: Any, context: grpc.ServicerContext) -> Any:
         """provider_parameterize.go: two arguments ``[module, version]`` from a command line, or the SDK's
         embedded value, base64 text of ``{"module": ..., "version": ...}``; the package is
         ``azure-native_<module>_<version>``."""
@@ -194,7 +194,7 @@ class AzureNativeDouble(provider_pb2_grpc.ResourceProviderServicer):
         self.ledger.log(method="Parameterize", package=self.package)
         return provider_pb2.ParameterizeResponse(name=self.package, version=VERSION)
 
-    def GetSchema(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def GetSchema(self, request: Any, context: grpc.ServicerContext) -> Any:
         """A schema naming the package's resources, with no properties: enough for the engine to know the
         package, not for code generation from it."""
         module_of = {t: t.split(":")[1] for t in diff.table()}
@@ -205,13 +205,13 @@ class AzureNativeDouble(provider_pb2_grpc.ResourceProviderServicer):
         schema = {"name": self.package, "version": VERSION, "resources": resources, "config": {}}
         return provider_pb2.GetSchemaResponse(schema=json.dumps(schema))
 
-    def CheckConfig(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def CheckConfig(self, request: Any, context: grpc.ServicerContext) -> Any:
         return provider_pb2.CheckResponse(inputs=request.news)
 
-    def DiffConfig(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def DiffConfig(self, request: Any, context: grpc.ServicerContext) -> Any:
         return provider_pb2.DiffResponse(changes=provider_pb2.DiffResponse.DIFF_UNKNOWN)
 
-    def Configure(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Configure(self, request: Any, context: grpc.ServicerContext) -> Any:
         """The provider's settings, as ``<package>:config:<key>`` variables; the subscription from them or from
         ``ARM_SUBSCRIPTION_ID``/``AZURE_SUBSCRIPTION_ID``, as azure-native's sign-in reads it."""
         if not (request.sends_old_inputs and request.sends_old_inputs_to_delete):
@@ -228,7 +228,7 @@ class AzureNativeDouble(provider_pb2_grpc.ResourceProviderServicer):
         self.ledger.log(method="Configure", package=self.package, config=sorted(self.config))
         return provider_pb2.ConfigureResponse(supportsPreview=True, acceptSecrets=False, acceptResources=False)
 
-    def Invoke(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Invoke(self, request: Any, context: grpc.ServicerContext) -> Any:
         """The functions gb300's program calls: the deployer's identity and Lustre's subnet size."""
         args = to_dict(request.args)
         self.ledger.log(method="Invoke", token=request.tok)
@@ -251,7 +251,7 @@ class AzureNativeDouble(provider_pb2_grpc.ResourceProviderServicer):
 
     # --- resources ---
 
-    def Check(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Check(self, request: Any, context: grpc.ServicerContext) -> Any:
         """The inputs as given; a failure naming the key path for every key Azure's SDK models refuse."""
         news = to_dict(request.news)
         try:
@@ -267,7 +267,7 @@ class AzureNativeDouble(provider_pb2_grpc.ResourceProviderServicer):
         ]
         return provider_pb2.CheckResponse(inputs=request.news, failures=failures)
 
-    def Diff(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Diff(self, request: Any, context: grpc.ServicerContext) -> Any:
         try:
             info = self.info(request.urn)
         except ArmError as exc:
@@ -286,7 +286,7 @@ class AzureNativeDouble(provider_pb2_grpc.ResourceProviderServicer):
             hasDetailedDiff=True,
         )
 
-    def Create(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Create(self, request: Any, context: grpc.ServicerContext) -> Any:
         inputs = to_dict(request.properties)
         try:
             info = self.info(request.urn)
@@ -321,7 +321,7 @@ class AzureNativeDouble(provider_pb2_grpc.ResourceProviderServicer):
         )
         raise ArmError(message, details)
 
-    def Read(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Read(self, request: Any, context: grpc.ServicerContext) -> Any:
         """The recorded resource; an empty id when it is gone. On refresh the inputs take what changed in Azure
         (provider.go Read: old inputs with the difference of the old and new outputs applied); on import (no
         state) the inputs are every property Azure holds, over the import file's."""
@@ -343,7 +343,7 @@ class AzureNativeDouble(provider_pb2_grpc.ResourceProviderServicer):
             id=request.id, properties=to_struct(entry["outputs"]), inputs=to_struct(inputs)
         )
 
-    def Update(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Update(self, request: Any, context: grpc.ServicerContext) -> Any:
         news = to_dict(request.news)
         try:
             info = self.info(request.urn)
@@ -361,7 +361,7 @@ class AzureNativeDouble(provider_pb2_grpc.ResourceProviderServicer):
             return self._fail(context, exc)
         return provider_pb2.UpdateResponse(properties=to_struct(outputs))
 
-    def Delete(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Delete(self, request: Any, context: grpc.ServicerContext) -> Any:
         """Forget the resource; one already gone is deleted (ARM's 404 on DELETE is success to azure-native)."""
         try:
             self.info(request.urn)
@@ -375,7 +375,7 @@ class AzureNativeDouble(provider_pb2_grpc.ResourceProviderServicer):
         self.ledger.log(method="Delete", urn=request.urn, id=request.id, found=existed)
         return empty_pb2.Empty()
 
-    def Cancel(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Cancel(self, request: Any, context: grpc.ServicerContext) -> Any:
         return empty_pb2.Empty()
 
 

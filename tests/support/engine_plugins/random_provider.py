@@ -100,19 +100,19 @@ class RandomDouble(provider_pb2_grpc.ResourceProviderServicer):
             )
         return token
 
-    def GetPluginInfo(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def GetPluginInfo(self, request: Any, context: grpc.ServicerContext) -> Any:
         return plugin_pb2.PluginInfo(version=VERSION)
 
-    def CheckConfig(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def CheckConfig(self, request: Any, context: grpc.ServicerContext) -> Any:
         return provider_pb2.CheckResponse(inputs=request.news)
 
-    def DiffConfig(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def DiffConfig(self, request: Any, context: grpc.ServicerContext) -> Any:
         return provider_pb2.DiffResponse(changes=provider_pb2.DiffResponse.DIFF_UNKNOWN)
 
-    def Configure(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Configure(self, request: Any, context: grpc.ServicerContext) -> Any:
         return provider_pb2.ConfigureResponse(acceptSecrets=True, supportsPreview=True)
 
-    def Check(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Check(self, request: Any, context: grpc.ServicerContext) -> Any:
         token = self._known(request.urn, context)
         news = to_dict(request.news)
         failures = []
@@ -122,7 +122,7 @@ class RandomDouble(provider_pb2_grpc.ResourceProviderServicer):
             news = {**STRING_DEFAULTS, **dict.fromkeys(MIN_COUNTS, 0), **news}
         return provider_pb2.CheckResponse(inputs=to_struct(news), failures=failures)
 
-    def Diff(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Diff(self, request: Any, context: grpc.ServicerContext) -> Any:
         self._known(request.urn, context)
         olds = to_dict(request.old_inputs) if request.HasField("old_inputs") else to_dict(request.olds)
         news = to_dict(request.news)
@@ -137,7 +137,7 @@ class RandomDouble(provider_pb2_grpc.ResourceProviderServicer):
             hasDetailedDiff=True,
         )
 
-    def Create(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Create(self, request: Any, context: grpc.ServicerContext) -> Any:
         token = self._known(request.urn, context)
         inputs = to_dict(request.properties)
         if request.preview:
@@ -149,17 +149,17 @@ class RandomDouble(provider_pb2_grpc.ResourceProviderServicer):
         outputs = {**inputs, "base64": secret(base64.b64encode(data).decode()), "hex": secret(data.hex())}
         return provider_pb2.CreateResponse(id="none", properties=to_struct(outputs))
 
-    def Read(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Read(self, request: Any, context: grpc.ServicerContext) -> Any:
         self._known(request.urn, context)
         return provider_pb2.ReadResponse(id=request.id, properties=request.properties, inputs=request.inputs)
 
-    def Update(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Update(self, request: Any, context: grpc.ServicerContext) -> Any:
         context.abort(grpc.StatusCode.FAILED_PRECONDITION, "every input of a random resource replaces it")
 
-    def Delete(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Delete(self, request: Any, context: grpc.ServicerContext) -> Any:
         return empty_pb2.Empty()
 
-    def Cancel(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Cancel(self, request: Any, context: grpc.ServicerContext) -> Any:
         return empty_pb2.Empty()
 
 
