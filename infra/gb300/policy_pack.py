@@ -28,7 +28,7 @@ inputs were seen for it (a ``--target`` run). The GPU scale sets also carry thei
 their outputs, so they are recognised either way. ``docs/policy-pack.md`` has the whole contract.
 
 Properties a preview cannot know yet (ids of resources not created) reach the rules as
-:data:`gb300.rules.base.UNKNOWN`, so a rule that needs them stays silent rather than failing the preview.
+:data:`gb300.resources.UNKNOWN`, so a rule that needs them stays silent rather than failing the preview.
 """
 
 from __future__ import annotations
@@ -57,8 +57,7 @@ from gb300.azure import quota
 from gb300.config import PolicySettings, StackConfig
 from gb300.errors import ConfigError
 from gb300.findings import Finding, Level
-from gb300.resources import Resource
-from gb300.rules.base import UNKNOWN
+from gb300.resources import UNKNOWN, Resource
 
 PACK_NAME = "gb300"
 ADVISORIES = "gb300-advisories"

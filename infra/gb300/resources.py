@@ -13,6 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+UNKNOWN = "(known after deployment)"
+"""What the policy pack puts where a preview cannot know a value yet (the id of a resource not created): a rule, and
+the contract check of ARM bodies, read it as "not known", never as the text it is."""
+
 
 class Resource(Protocol):
     """What a rule needs of a resource: the plan's record, the policy pack's arguments and the deployed state's

@@ -16,7 +16,7 @@ from gb300.components import compute_package
 from gb300.config import stacks as gb300_stacks
 from gb300.facts import catalog
 from gb300.plan import PlanResult
-from gb300.resources import ResourceRecord
+from gb300.resources import UNKNOWN, ResourceRecord
 from tests.support.policy_support import run
 
 STACKS = gb300_stacks.stack_names()
@@ -208,3 +208,21 @@ def test_a_number_is_not_taken_for_a_boolean(dev_plan: PlanResult, others: Any, 
     found = contract.violations(racks)
     assert [(v.resource, v.path) for v in found] == [(f"dev-train-r{n:04d}", PRIMARY) for n in named]
     assert all("must be a boolean (got number)" in v.problem for v in found)
+
+
+def test_values_a_preview_cannot_know_are_not_checked(dev_plan: PlanResult) -> None:
+    """A rack whose identity and subnet are not known yet (a first preview, as the policy pack passes them) passes the
+    check, and a broken key beside them is still named: the real engine's first preview of a new stack."""
+
+    def unknown(inputs: dict[str, Any]) -> None:
+        inputs["identity"] = UNKNOWN
+        nic = inputs["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"][0]
+        nic["ipConfigurations"][0]["subnet"] = {"id": UNKNOWN}
+
+    def unknown_and_broken(inputs: dict[str, Any]) -> None:
+        unknown(inputs)
+        _bad_enum(inputs)
+
+    assert contract.violations([_broken(_rack(dev_plan), unknown)]) == []
+    found = contract.violations([_broken(_rack(dev_plan), unknown_and_broken)])
+    assert [v.path for v in found] == ["properties.orchestrationMode"]

@@ -13,8 +13,7 @@ from gb300.findings import Level
 from gb300.node import files as node_files
 from gb300.plan import PlanResult
 from gb300.plan.runner import register
-from gb300.resources import DeployedResource, ResourceRecord
-from gb300.rules.base import UNKNOWN
+from gb300.resources import UNKNOWN, DeployedResource, ResourceRecord
 from gb300.rules.data_loss import data_loss
 from tests.support.policy_support import account, record, run
 

@@ -26,7 +26,7 @@ from typing import Any
 from gb300.azure.inventory import mapping
 from gb300.components import compute_package
 from gb300.facts import catalog
-from gb300.resources import Resource
+from gb300.resources import UNKNOWN, Resource
 
 GENERIC = "azure-native:resources:Resource"
 # A generic resource's namespace/type -> the SDK model of its body.
@@ -286,8 +286,9 @@ class _Checker:
     def _value(
         self, value: Any, annotation: Any, path: str, loose: _Loose, step: str | int
     ) -> Iterator[tuple[str, str]]:
-        """Problems of ``value`` (``step`` of its parent), noting in ``loose`` the strings taken as they are."""
-        if value is None:
+        """Problems of ``value`` (``step`` of its parent), noting in ``loose`` the strings taken as they are. A value a
+        preview cannot know yet (:data:`~gb300.resources.UNKNOWN`, as the policy pack passes it) is not checked."""
+        if value is None or value == UNKNOWN:
             return
         json_type = _json_type(value)
         expected = _expect(annotation, json_type)

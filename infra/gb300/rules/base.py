@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from gb300.config import StackConfig
 
 AZURE_NATIVE = "azure-native:"
-# What the policy pack puts where a preview cannot know a value yet (the id of a resource not created).
-UNKNOWN = "(known after deployment)"
 # Source prefixes that mean "anyone on the Internet" in an NSG rule (compared case-insensitively).
 # S104 flags "0.0.0.0" as a bind address; here it is a value to match, not an address to bind.
 OPEN_SOURCES = frozenset({"*", "internet", "any", "0.0.0.0/0", "0.0.0.0", "::/0"})  # noqa: S104

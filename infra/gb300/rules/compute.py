@@ -12,8 +12,8 @@ from gb300.azure.inventory import ScaleSetView, mapping
 from gb300.azure.machines import machines
 from gb300.facts import catalog
 from gb300.findings import Level, Report
-from gb300.resources import Resource
-from gb300.rules.base import UNKNOWN, RuleContext, count, resource_rule, text
+from gb300.resources import UNKNOWN, Resource
+from gb300.rules.base import RuleContext, count, resource_rule, text
 
 
 @resource_rule("gpu-pool-rack-aligned")

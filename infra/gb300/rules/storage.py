@@ -19,8 +19,8 @@ from gb300.azure.inventory import items, mapping
 from gb300.config import netplan
 from gb300.facts import sizing
 from gb300.findings import Level, Report
-from gb300.resources import Resource
-from gb300.rules.base import UNKNOWN, RuleContext, resource_rule, short, text
+from gb300.resources import UNKNOWN, Resource
+from gb300.rules.base import RuleContext, resource_rule, short, text
 from gb300.rules.security import united
 
 AML = "azure-native:storagecache:AmlFilesystem"
