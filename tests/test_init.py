@@ -3,6 +3,7 @@ refusal is exit 2 on one line and writes nothing; the repository's tests hold wi
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import stat
@@ -59,6 +60,7 @@ def _files(root: Path) -> set[Path]:
         (["mylab", "--cluster-name", "averylongname"], "at most 12 characters"),
         (["mylab", "--location", "mars"], "gb300:cluster.location: is not an Azure region"),
         (["mylab", "--racks", "0"], "--racks must be at least 1"),
+        (["mylab", "--address-space", "10.40.128.0/17"], "overlaps the address space of stack 'reference'"),
     ],
 )
 def test_init_refuses_with_one_line_and_writes_nothing(
@@ -101,15 +103,20 @@ def test_init_writes_a_stack_of_its_own_that_plans_cleanly(
     project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """gb300 init mylab, then gb300 plan --stack mylab passes with no stack-identity finding; nothing of dev's
-    identity is left (cluster name, SSH key, signing key, env tag, the pipelines' ServicePrincipal); dev's comments
-    stay; the private key is 0600 in a 0700 folder and is the stack's key; the next three commands are printed."""
+    identity is left (cluster name, SSH key, signing key, env tag, the pipelines' ServicePrincipal, its address
+    space); dev's comments stay; the private key is 0600 in a 0700 folder and is the stack's key; the day-1 commands
+    are printed: az login, pulumi login, the subscription and the policy-pack preview before up."""
     assert cli.main(["init", "mylab"]) == 0
     out = capsys.readouterr().out.splitlines()
     key = tmp_path / "home" / ".gb300" / "mylab-payload.pem"
     assert out == [
         "Next:",
         "  gb300 plan --stack mylab",
+        "  az login",
+        "  pulumi login",
         "  pulumi stack init mylab",
+        '  pulumi config set azure-native:subscriptionId "$(az account show --query id -o tsv)" --stack mylab',
+        "  pulumi preview --stack mylab --policy-pack policies",
         f'  GB300_PAYLOAD_SIGNING_KEY="$(cat {key})" pulumi up --stack mylab',
     ]
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
@@ -131,9 +138,11 @@ def test_init_writes_a_stack_of_its_own_that_plans_cleanly(
     private = manifest.load_private_key(key.read_text(), source=str(key))
     assert payload["signingPublicKey"] == manifest.public_key_line(private)
     assert payload["signingPublicKey"] != dev_raw["storage"]["nodePayload"]["signingPublicKey"]
+    spaces = {config.load_stack_file(p)["network"]["addressSpace"] for p in (project / "stacks").glob("Pulumi.*")}
+    assert len(spaces) == len(list((project / "stacks").glob("Pulumi.*")))
     # Everything else is dev's, as the template says it.
-    assert {k: v for k, v in raw.items() if k not in {"cluster", "access", "storage"}} == {
-        k: v for k, v in dev_raw.items() if k not in {"cluster", "access", "storage"}
+    assert {k: v for k, v in raw.items() if k not in {"cluster", "access", "storage", "network"}} == {
+        k: v for k, v in dev_raw.items() if k not in {"cluster", "access", "storage", "network"}
     }
     assert cli.main(["plan", "--stack", "mylab", "--quiet"]) == 0
     planned = capsys.readouterr().out
@@ -213,3 +222,24 @@ def test_the_gitops_tests_pass_with_a_new_stack_present(tmp_path: Path) -> None:
         check=False,
     )
     assert tests.returncode == 0, tests.stdout[-3000:]
+
+
+def test_each_new_stack_gets_an_address_space_no_sibling_uses(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three stacks made from dev one after another each get a block of dev's size that overlaps neither the
+    shipped stacks' nor each other's; --address-space is taken as given."""
+    for name in ("one", "two", "three"):
+        assert cli.main(["init", name]) == 0
+    assert cli.main(["init", "four", "--address-space", "10.99.0.0/16"]) == 0
+    capsys.readouterr()
+    nets = {
+        p.name: ipaddress.IPv4Network(config.load_stack_file(p)["network"]["addressSpace"])
+        for p in (project / "stacks").glob("Pulumi.*.yaml")
+    }
+    dev = nets["Pulumi.dev.yaml"]
+    assert nets["Pulumi.four.yaml"] == ipaddress.IPv4Network("10.99.0.0/16")
+    for name in ("one", "two", "three"):
+        assert nets[f"Pulumi.{name}.yaml"].prefixlen == dev.prefixlen
+    overlapping = [(a, b) for a in nets for b in nets if a < b and nets[a].overlaps(nets[b])]
+    assert overlapping == []

@@ -20,17 +20,24 @@ copied from `--from` (`dev`: one rack; `reference`: 64 racks) with what must not
 * `deployerPrincipalType` from `--deployer`: `user` (you, after `az login`; Azure refuses a role
   assignment whose principal type is wrong with `UnmatchedPrincipalType`) or `service-principal` (CI);
 
+* `gb300:network.addressSpace`: the first block of the template's size, from the template's own address on, that
+  overlaps no other stack of the project (`--address-space` to choose it; one that overlaps is exit 2), so two
+  clusters of one project can be peered or share a hub;
+
 * `--location`, `--zone`, `--vm-size` (the size's vCPU quota family is printed) and `--racks`.
 
 The template's comments stay; the lines it changes are rewritten in place, and the new text is parsed as gb300
 reads a stack and checked before anything is written. It never overwrites a file: an existing stack file or key
-file is exit 2. Then it prints the next three commands. A stack copied by hand is what the `stack-identity` rule
-catches.
+file is exit 2. Then it prints the day-1 commands in the order that works (docs/tutorial.md walks them): the
+offline plan, the Azure sign-in, `pulumi login`, `pulumi stack init`, the subscription
+(`azure-native:subscriptionId`), the preview with the policy pack, and `pulumi up` with the signing key. A stack
+copied by hand is what the `stack-identity` rule catches.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import re
 import sys
@@ -40,9 +47,9 @@ from typing import Any
 
 from gb300 import config
 from gb300.commands.payload import write_private_key
-from gb300.config import stacks
+from gb300.config import load_stack_file, stacks
 from gb300.config.checks import check_name, check_ssh_public_key
-from gb300.errors import DataError, UsageError
+from gb300.errors import DataError, Gb300Error, UsageError
 from gb300.facts import catalog
 from gb300.node import manifest
 from gb300.rules import identity
@@ -54,6 +61,7 @@ DEPLOYERS = {"user": "User", "service-principal": "ServicePrincipal"}
 SSH_KEY_DEFAULTS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_rsa.pub")
 KEY_HOME = "~/.gb300"
 CLUSTER_NAME_MAX = 12  # gb300.config.fields.Name
+DEFAULT_ADDRESS_SPACE = "10.40.0.0/16"  # gb300.config.cluster.Network.address_space
 # What `pulumi stack init` accepts in a stack's own name (without an organization or project prefix).
 STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
@@ -95,6 +103,11 @@ def add_parser(subparsers: Any) -> None:
         help="who runs pulumi up: user (az login; default) or service-principal (CI): "
         "gb300:storage.nodePayload.deployerPrincipalType",
     )
+    p.add_argument(
+        "--address-space",
+        metavar="CIDR",
+        help="gb300:network.addressSpace (default: the first block of the template's size no other stack uses)",
+    )
     p.add_argument("--location", metavar="REGION", help="gb300:cluster.location (default: the template's)")
     p.add_argument("--zone", choices=("1", "2", "3"), help="gb300:cluster.zone (default: the template's)")
     p.add_argument(
@@ -119,6 +132,7 @@ class Choices:
     ssh_public_key: str
     signing_public_key: str
     deployer: str
+    address_space: str
     location: str | None
     zone: str | None
     vm_size: str | None
@@ -142,11 +156,22 @@ def run(args: argparse.Namespace) -> int:
     ssh_key = _ssh_key(args.ssh_public_key)
     if args.racks is not None and args.racks < 1:
         raise UsageError(f"--racks must be at least 1 (got {args.racks})")
+    template_text = template.read_text(encoding="utf-8")
+    space = _address_space(args.address_space, _template_space(template), _sibling_spaces(target))
     pem, public = manifest.generate_key()
     choices = Choices(
-        stack, cluster, ssh_key, public, DEPLOYERS[args.deployer], args.location, args.zone, args.vm_size, args.racks
+        stack,
+        cluster,
+        ssh_key,
+        public,
+        DEPLOYERS[args.deployer],
+        space,
+        args.location,
+        args.zone,
+        args.vm_size,
+        args.racks,
     )
-    text = render(template.read_text(encoding="utf-8"), args.template, choices)
+    text = render(template_text, args.template, choices)
     _check(text, target, choices)
     write_private_key(key_path, pem, flag="--signing-key")
     try:
@@ -194,6 +219,56 @@ def _cluster_name(given: str | None, stack: str, others: tuple[StackIdentity, ..
             "Choose another with --cluster-name"
         )
     return name
+
+
+def _space(raw: dict[str, Any]) -> str:
+    network = raw.get("network")
+    value = network.get("addressSpace") if isinstance(network, dict) else None
+    return value if isinstance(value, str) else DEFAULT_ADDRESS_SPACE
+
+
+def _template_space(template: Path) -> str:
+    return _space(load_stack_file(template))
+
+
+def _sibling_spaces(target: Path) -> dict[str, ipaddress.IPv4Network]:
+    """The address space of every other stack file beside ``target`` (one that cannot be read is skipped: its own
+    plan reports it)."""
+    out = {}
+    for path in stacks.stack_files(target.parent):
+        if path.resolve() == target.resolve():
+            continue
+        try:
+            out[stacks.name_of(path)] = ipaddress.IPv4Network(_space(load_stack_file(path)))
+        except (Gb300Error, OSError, ValueError):
+            continue
+    return out
+
+
+def _address_space(given: str | None, template: str, others: dict[str, ipaddress.IPv4Network]) -> str:
+    """``given`` when it overlaps no other stack's; else the first block of ``template``'s size from ``template``
+    on (wrapping inside its private range) that overlaps none."""
+    if given is not None:
+        try:
+            net = ipaddress.IPv4Network(given)
+        except ValueError as exc:
+            raise UsageError(f"--address-space {given!r}: {exc}") from None
+        taken = [name for name, other in others.items() if net.overlaps(other)]
+        if taken:
+            raise UsageError(
+                f"--address-space {given}: overlaps the address space of stack {taken[0]!r} "
+                f"({others[taken[0]]}); two clusters of one project must not overlap (they could never be peered)"
+            )
+        return str(net)
+    start = ipaddress.IPv4Network(template)
+    ranges = [ipaddress.IPv4Network(r) for r in catalog.load().limit("vnetAddressRanges")]
+    outer = next((r for r in ranges if start.subnet_of(r)), start)
+    blocks = list(outer.subnets(new_prefix=start.prefixlen)) if start.prefixlen >= outer.prefixlen else [start]
+    first = blocks.index(start) if start in blocks else 0
+    for net in blocks[first:] + blocks[:first]:
+        if not any(net.overlaps(other) for other in others.values()):
+            return str(net)
+    raise UsageError(f"--address-space: every /{start.prefixlen} of {outer} is taken by another stack; give one")
 
 
 def _key_path(given: Path | None, stack: str, project_dir: Path) -> Path:
@@ -255,6 +330,7 @@ def render(text: str, template: str, c: Choices) -> str:
     body = _sub(body, r"^(    sshPublicKey: ).*$", c.ssh_public_key)
     body = _sub(body, r"^(      signingPublicKey: ).*$", c.signing_public_key)
     body = _sub(body, r"^(      deployerPrincipalType: ).*$", c.deployer)
+    body = _sub(body, r"^(    addressSpace: ).*$", c.address_space)
     who = (
         "a person signed in with az login (gb300 init --deployer user)"
         if c.deployer == "User"
@@ -304,6 +380,27 @@ def _report(target: Path, key: Path, c: Choices, template: str) -> None:
         file=sys.stderr,
     )
     print("Next:")
-    print(f"  gb300 plan --stack {c.stack}")
-    print(f"  pulumi stack init {c.stack}")
-    print(f'  GB300_PAYLOAD_SIGNING_KEY="$(cat {key})" pulumi up --stack {c.stack}')
+    for line in next_commands(c.stack, key, c.deployer):
+        print(f"  {line}")
+
+
+def next_commands(stack: str, key: Path, deployer: str) -> list[str]:
+    """The day-1 commands after init, in the order that works, from the project's root: the offline plan; the
+    Azure sign-in (a person's ``az login``; a service principal signs in by ``ARM_*`` variables as the pipelines
+    do, docs/gitops.md); the state backend; the stack; its subscription; the preview with the policy pack (the
+    rules again, against what Azure holds); and ``up`` with the payload signing key."""
+    if deployer == "User":
+        signin = ["az login"]
+        subscription = '"$(az account show --query id -o tsv)"'
+    else:
+        signin = ["export ARM_CLIENT_ID=<app id> ARM_TENANT_ID=<tenant id> ARM_USE_OIDC=true  # docs/gitops.md"]
+        subscription = "<subscription id>"
+    return [
+        f"gb300 plan --stack {stack}",
+        *signin,
+        "pulumi login",
+        f"pulumi stack init {stack}",
+        f"pulumi config set azure-native:subscriptionId {subscription} --stack {stack}",
+        f"pulumi preview --stack {stack} --policy-pack policies",
+        f'GB300_PAYLOAD_SIGNING_KEY="$(cat {key})" pulumi up --stack {stack}',
+    ]
