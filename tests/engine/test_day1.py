@@ -23,11 +23,12 @@ from typing import Any
 import pytest
 
 from gb300 import config, paths
-from tests.support import pulumi_engine
+from tests.support import ci_files, pulumi_engine
 from tests.support.azure_native_double import DIR_ENV
 
 pytestmark = pytest.mark.slow
 PAGE = paths.REPO_ROOT / "docs" / "tutorial.md"
+STACK_UP = paths.REPO_ROOT / ".github" / "workflows" / "stack-up.yml"
 COPIED = ("infra", "cloud-init", "templates", "policies", "stacks")
 SUBSCRIPTION = "7a1d2c3b-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 OWN_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIADDzJxvaxYSYM901ZPfxr7kcSikvxUfUG9YOOBv67WK me@lab"
@@ -102,7 +103,7 @@ def walked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         runs.append((line, proc))
         if proc.returncode != 0:
             break
-    return {"runs": runs, "copy": copy, "home": Path(env["HOME"])}
+    return {"runs": runs, "copy": copy, "home": Path(env["HOME"]), "env": env}
 
 
 def _said(run: tuple[str, subprocess.CompletedProcess[str]]) -> str:
@@ -139,3 +140,20 @@ def test_the_preview_runs_the_policy_pack_on_the_new_stack(walked: dict[str, Any
     stack_file = walked["copy"] / "stacks" / "Pulumi.mylab.yaml"
     assert config.load_stack_file(stack_file)["cluster"]["name"] == "mylab"
     assert f"azure-native:subscriptionId: {SUBSCRIPTION}" in stack_file.read_text(encoding="utf-8")
+
+
+def test_the_deploy_workflows_preview_job_runs_on_the_new_stack(walked: dict[str, Any]) -> None:
+    """The pulumi commands of stack-up.yml's preview job, read from the workflow with their flags (stack select
+    --create, preview with the policy pack, --diff, --suppress-outputs, --non-interactive), run on the day-1 stack
+    through the same engine and exit 0 with the pack's report."""
+    runs = ci_files.job_runs(ci_files.jobs(STACK_UP)["preview"], "pulumi")
+    assert [argv[1] for argv in runs] == ["stack", "preview"]
+    done = []
+    for argv in runs:
+        words = [w.replace("$STACK", "mylab") for w in argv]
+        proc = subprocess.run(
+            words, cwd=walked["copy"], env=walked["env"], capture_output=True, text=True, timeout=900, check=False
+        )
+        done.append((" ".join(words), proc))
+    assert [_said(r) for r in done if r[1].returncode != 0] == []
+    assert "gb300@v" in done[-1][1].stdout
