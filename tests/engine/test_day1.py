@@ -1,13 +1,14 @@
-"""Day 1 as docs/tutorial.md shows it, through the real Pulumi engine: the tutorial's `sh` block (gb300 init to the
-policy-pack preview) runs line by line with bash in a scratch copy of the checkout, and `gb300 init`'s "Next:" list
-is that block.
+"""Day 1 as docs/tutorial.md shows it, through the real Pulumi engine: the tutorial's `sh` block (gb300 init to
+pulumi up) runs line by line with bash in a scratch copy of the checkout, and `gb300 init`'s "Next:" list is that
+block.
 
 The engine is the CLI and Python language host built from source (tests/support/pulumi_engine.py) with the
 azure-native, pulumi-random and pulumi-command doubles as the program's providers. What stands in for a user's
 machine: ``az`` (a stand-in on ``PATH`` that answers ``az login`` and ``az account show --query id -o tsv`` with a
 test subscription: signing in is the one step the test cannot take), ``HOME`` (an SSH key of nobody's, and
 ``~/.gb300`` for the signing key) and ``PULUMI_BACKEND_URL`` (``pulumi login`` without an argument logs in to it,
-a local file backend, instead of Pulumi Cloud). Skipped, saying why, where the engine cannot be built (not under CI).
+a local file backend, instead of Pulumi Cloud), ``PULUMI_SKIP_CONFIRMATIONS`` (the confirmation a user gives
+``pulumi up`` at a terminal), and the payload account (Azurite behind a proxy, tests/support/payload_account.py). Skipped, saying why, where the engine cannot be built (not under CI).
 """
 
 from __future__ import annotations
@@ -17,13 +18,17 @@ import re
 import shutil
 import subprocess
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gb300 import config, paths
-from tests.support import ci_files, pulumi_engine
+from gb300.components import node_payload
+from gb300.config import stacks
+from gb300.node import manifest
+from tests.support import ci_files, payload_account, pulumi_engine
 from tests.support.azure_native_double import DIR_ENV
 
 pytestmark = pytest.mark.slow
@@ -41,7 +46,7 @@ AZ = textwrap.dedent(
     case "$*" in
       login) echo '[{{"id": "{SUBSCRIPTION}", "isDefault": true}}]' ;;
       "account show --query id -o tsv") echo {SUBSCRIPTION} ;;
-      *) echo "az stand-in: not $*" >&2; exit 2 ;;
+      *) exec "$GB300_TEST_AZ_TOKENS" "$@" ;;
     esac
     """
 )
@@ -64,8 +69,12 @@ def _scratch_copy(root: Path) -> Path:
     return copy
 
 
-def _user(root: Path, engine: pulumi_engine.Engine, copy: Path) -> dict[str, str]:
-    """The environment of a user's shell: HOME with an SSH key, the stand-in az, gb300 and the engine on PATH."""
+def _user(
+    root: Path, engine: pulumi_engine.Engine, copy: Path, account: payload_account.PayloadAccount
+) -> dict[str, str]:
+    """The environment of a user's shell: HOME with an SSH key, the stand-in az (its tokens from the payload
+    account's), gb300 and the engine on PATH, the payload account's proxy; a confirmed ``pulumi up`` (a user
+    answers its prompt at a terminal; ``PULUMI_SKIP_CONFIRMATIONS`` answers it here)."""
     home = root / "home"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519.pub").write_text(OWN_KEY + "\n", encoding="utf-8")
@@ -75,6 +84,9 @@ def _user(root: Path, engine: pulumi_engine.Engine, copy: Path) -> dict[str, str
     (azbin / "az").chmod(0o755)
     return {
         **engine.env,
+        **account.env,
+        "GB300_TEST_AZ_TOKENS": str(account.work / "bin" / "az"),
+        "PULUMI_SKIP_CONFIRMATIONS": "true",
         "HOME": str(home),
         "PATH": os.pathsep.join([str(azbin), str(paths.REPO_ROOT / ".venv" / "bin"), engine.env["PATH"]]),
         "PULUMI_BACKEND_URL": f"file://{engine.root / 'state'}",
@@ -83,27 +95,38 @@ def _user(root: Path, engine: pulumi_engine.Engine, copy: Path) -> dict[str, str
 
 
 @pytest.fixture(scope="module")
-def walked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Every line of the day-1 block up to the preview, run in order (stopping at the first failure)."""
+def walked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Every line of the day-1 block, run in order (stopping at the first failure), the payload account on Azurite
+    (the account name the new stack's cluster, region and subscription give)."""
     root = tmp_path_factory.mktemp("day1")
+    dev = config.parse(config.load_stack_file(stacks.stack_file("dev")))
+    name = node_payload.payload_account_name("mylab", dev.cluster.location, SUBSCRIPTION)
+    account = payload_account.start(root / "payload", name)
+    account.create_container(dev.storage.node_payload.container)
     engine = pulumi_engine.engine(root / "engine")
     engine.add_plugin(
         "pulumi-resource-azure-native", DOUBLE, env={"PYTHONPATH": str(paths.REPO_ROOT), DIR_ENV: str(root / "azure")}
     )
     engine.add_plugin("pulumi-resource-random", RANDOM)
     copy = _scratch_copy(root)
-    env = _user(root, engine, copy)
+    env = _user(root, engine, copy, account)
     runs: list[tuple[str, subprocess.CompletedProcess[str]]] = []
     for line in day1_commands():
-        if " pulumi up " in f" {line} ":
-            break
         proc = subprocess.run(
             ["bash", "-c", line], cwd=copy, env=env, capture_output=True, text=True, timeout=900, check=False
         )
         runs.append((line, proc))
         if proc.returncode != 0:
             break
-    return {"runs": runs, "copy": copy, "home": Path(env["HOME"]), "env": env}
+    yield {
+        "runs": runs,
+        "copy": copy,
+        "home": Path(env["HOME"]),
+        "env": env,
+        "account": account,
+        "container": dev.storage.node_payload.container,
+    }
+    account.stop()
 
 
 def _said(run: tuple[str, subprocess.CompletedProcess[str]]) -> str:
@@ -122,20 +145,21 @@ def test_init_prints_the_tutorials_day1_commands(walked: dict[str, Any]) -> None
     assert [p.strip().replace(home, "~") for p in printed] == day1_commands()[1:]
 
 
-def test_every_day1_command_up_to_the_preview_succeeds_through_the_engine(walked: dict[str, Any]) -> None:
-    """gb300 init, gb300 plan, az login, pulumi login, stack init, the subscription and the policy-pack preview
-    each exit 0, in the tutorial's order."""
+def test_every_day1_command_succeeds_through_the_engine(walked: dict[str, Any]) -> None:
+    """gb300 init, gb300 plan, az login, pulumi login, stack init, the subscription, the policy-pack preview and
+    pulumi up with the signing key each exit 0, in the tutorial's order, and up publishes the node payloads."""
     failed = [_said(r) for r in walked["runs"] if r[1].returncode != 0]
     assert failed == []
-    assert [line.split()[1] for line, _ in walked["runs"]][-1] == "preview"
+    assert len(walked["runs"]) == len(day1_commands())
+    assert manifest.signature_blob("head") in walked["account"].blobs(walked["container"])
 
 
 def test_the_preview_runs_the_policy_pack_on_the_new_stack(walked: dict[str, Any]) -> None:
     """The preview ran gb300's pack over the new stack's resources (its racks among them) in the subscription
     az selected, and the stack holds that subscription."""
-    line, proc = walked["runs"][-1]
+    [(line, proc)] = [r for r in walked["runs"] if " preview " in r[0]]
     assert "--policy-pack policies" in line
-    assert "gb300@v" in proc.stdout, _said(walked["runs"][-1])
+    assert "gb300@v" in proc.stdout, _said((line, proc))
     assert "VirtualMachineScaleSet" in proc.stdout
     stack_file = walked["copy"] / "stacks" / "Pulumi.mylab.yaml"
     assert config.load_stack_file(stack_file)["cluster"]["name"] == "mylab"
