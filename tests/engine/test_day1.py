@@ -8,7 +8,8 @@ machine: ``az`` (a stand-in on ``PATH`` that answers ``az login`` and ``az accou
 test subscription: signing in is the one step the test cannot take), ``HOME`` (an SSH key of nobody's, and
 ``~/.gb300`` for the signing key) and ``PULUMI_BACKEND_URL`` (``pulumi login`` without an argument logs in to it,
 a local file backend, instead of Pulumi Cloud), ``PULUMI_SKIP_CONFIRMATIONS`` (the confirmation a user gives
-``pulumi up`` at a terminal), and the payload account (Azurite behind a proxy, tests/support/payload_account.py). Skipped, saying why, where the engine cannot be built (not under CI).
+``pulumi up`` at a terminal), and the payload account (Azurite behind a proxy, tests/support/payload_account.py).
+Skipped, saying why, where the engine cannot be built (not under CI).
 """
 
 from __future__ import annotations
