@@ -33,10 +33,9 @@ from gb300.errors import ConfigError, Problem
 __all__ = [
     "AZURE_ANSWER",
     "MAX_DEPTH",
-    "PREVIEW",
+    "NODES",
     "PRICES",
     "QUOTA",
-    "SCENARIO",
     "SSH_PUBLIC_KEY",
     "STACK",
     "STATE",
@@ -76,8 +75,7 @@ STATE = Kind("state file", 256 * _MIB, "write it with 'pulumi stack export --fil
 QUOTA = Kind("quota file", 16 * _MIB, "save it with `az vm list-usage --location REGION -o json`")
 PRICES = Kind("price file", 16 * _MIB, "shape it like infra/gb300/data/prices.yaml")
 AZURE_ANSWER = Kind("saved Azure answer", 64 * _MIB, "save it with `az vmss list-instances ... -o json`")
-SCENARIO = Kind("heal scenario", 256 * 1024, "see docs/self-healing.md#simulating-a-scenario")
-PREVIEW = Kind("preview", 256 * _MIB, "write it with 'pulumi preview --json'")
+NODES = Kind("fabric list", 16 * _MIB, "one '<hostname> <ClusterUUID> <CliqueId>' line per node")
 SSH_PUBLIC_KEY = Kind("SSH public key", 16 * 1024, "an OpenSSH public key is one line of a few hundred bytes")
 
 

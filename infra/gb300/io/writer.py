@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -39,14 +39,16 @@ def _failed(label: str, path: Path, exc: OSError) -> UsageError:
     return UsageError(f"{_named(label, path)}: cannot be written ({exc.strerror or exc})")
 
 
-def create_new(path: Path, content: str | bytes, *, mode: int, label: str = "") -> None:
+def create_new(path: Path, content: str | bytes, *, mode: int, label: str = "", what: str = "it") -> None:
     """Write ``content`` to a new file ``path`` with ``mode``; refuse when anything, a symlink included, has the
-    name. ``label`` (``--out``) starts the message."""
+    name. ``label`` (``--out``) starts the message, ``what`` (``a signing key``) names what is never overwritten."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags, mode)
     except FileExistsError:
-        raise UsageError(f"{_named(label, path)}: exists; gb300 never overwrites it (choose another path)") from None
+        raise UsageError(
+            f"{_named(label, path)}: exists; gb300 never overwrites {what} (choose another path)"
+        ) from None
     except OSError as exc:
         raise _failed(label, path, exc) from None
     try:
@@ -82,8 +84,11 @@ def replacing(path: Path, *, mode: int, label: str = "") -> Iterator[IO[str]]:
         raise
 
 
-def replace(path: Path, content: str | bytes, *, mode: int, label: str = "") -> None:
-    """Replace ``path`` (or create it) with ``content`` and ``mode``, atomically, never following a symlink."""
+def replace(
+    path: Path, content: str | bytes, *, mode: int, label: str = "", check: Callable[[Path], object] | None = None
+) -> None:
+    """Replace ``path`` (or create it) with ``content`` and ``mode``, atomically, never following a symlink;
+    ``check`` reads the new file before it takes the name (it raises to keep the old one)."""
     if path.is_dir() and not path.is_symlink():
         raise UsageError(f"{_named(label, path)}: is a directory; give a file name")
     try:
@@ -95,7 +100,12 @@ def replace(path: Path, content: str | bytes, *, mode: int, label: str = "") -> 
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(_bytes(content))
+        if check is not None:
+            check(temporary)
         temporary.replace(path)
     except OSError as exc:
         temporary.unlink(missing_ok=True)
         raise _failed(label, path, exc) from None
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise

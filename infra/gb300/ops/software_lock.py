@@ -27,6 +27,7 @@ import yaml
 
 from gb300.facts import software
 from gb300.facts.software import SoftwareSet, load_checksums
+from gb300.io import writer
 
 __all__ = ["Gap", "LockResult", "gaps", "image_gaps", "key_fingerprints", "lock", "resolve_digest", "write_checksums"]
 
@@ -374,7 +375,5 @@ def write_checksums(
         width=110,
         default_flow_style=False,
     )
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(header + body, encoding="utf-8")
-    load_checksums(tmp)  # never leave a file the loader would reject
-    tmp.replace(path)
+    # never leave a file the loader would reject: it reads the new file before it takes the name
+    writer.replace(path, header + body, mode=0o644, check=load_checksums)
