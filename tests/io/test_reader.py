@@ -51,8 +51,9 @@ def test_json_that_is_not_plain_bounded_data_is_one_line(tmp_path: Path, data: b
         (b"a: !!python/object:os.system {}\n", "is not valid YAML at line 1"),
         (b"a: [" + b"[" * 70 + b"]" * 70 + b"]\n", "nests lists and mappings more than 64 levels deep"),
         (b"a: 1\n---\nb: 2\n", "is not valid YAML"),
+        (b"a: \xc2\x80\n", "is not valid YAML: special characters are not allowed"),
     ],
-    ids=["duplicate", "anchor", "alias", "python-tag", "depth", "two-documents"],
+    ids=["duplicate", "anchor", "alias", "python-tag", "depth", "two-documents", "c1-control"],
 )
 def test_yaml_that_is_not_plain_bounded_data_is_one_line(tmp_path: Path, data: bytes, expected: str) -> None:
     """Duplicates, anchors, aliases, tags PyYAML's safe loader lacks, depth and several documents are refused."""

@@ -197,8 +197,9 @@ def parse_yaml(text: str, path: Path, kind: Kind) -> Any:
     names it in messages."""
     if len(text.encode("utf-8")) > kind.max_bytes:
         raise _refuse(path, f"is larger than {kind.cap}; {kind.hint}")
-    loader = _StrictLoader(text)
+    loader = None
     try:
+        loader = _StrictLoader(text)  # PyYAML's reader refuses some characters (U+0080) here already
         return loader.get_single_data()
     except _RefusedError as exc:
         raise _refuse(path, exc.message, exc.where) from None
@@ -211,7 +212,8 @@ def parse_yaml(text: str, path: Path, kind: Kind) -> Any:
     except RecursionError:
         raise _refuse(path, "nests too deeply to read") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 # -- JSON --------------------------------------------------------------------------------------------------------
