@@ -37,10 +37,10 @@ def _one_line_refusal(path: Path, exc: ConfigError) -> None:
 
 @QUICK
 @given(data=st.binary(max_size=300) | yaml_ish.map(str.encode))
-def test_any_bytes_are_data_or_one_line_refusal(data: bytes) -> None:
+def test_any_bytes_are_data_or_one_line_refusal(data: bytes, tmp_path: Path) -> None:
     """Any bytes read as YAML or JSON give plain data or one ConfigError line naming the file, never another
     exception."""
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory(dir=tmp_path) as scratch:
         path = Path(scratch) / "given"
         path.write_bytes(data)
         for load in (reader.load_yaml, reader.load_json):
@@ -52,12 +52,12 @@ def test_any_bytes_are_data_or_one_line_refusal(data: bytes) -> None:
 
 @QUICK
 @given(value=json_values, twice=st.booleans())
-def test_json_documents_read_back_as_written_or_name_the_duplicate(value: Any, twice: bool) -> None:
+def test_json_documents_read_back_as_written_or_name_the_duplicate(value: Any, twice: bool, tmp_path: Path) -> None:
     """A JSON document the json module writes reads back equal; the same with a key given twice is refused."""
     text = json.dumps({"k": value})
     if twice:
         text = text[:-1] + ', "k": 1}'
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory(dir=tmp_path) as scratch:
         path = Path(scratch) / "given.json"
         path.write_text(text, encoding="utf-8")
         if twice:
@@ -71,10 +71,10 @@ def test_json_documents_read_back_as_written_or_name_the_duplicate(value: Any, t
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.binary(max_size=200) | json_values.map(lambda v: json.dumps(v).encode()))
 def test_strip_state_on_any_file_exits_0_or_2_and_writes_only_its_output(
-    data: bytes, capsys: pytest.CaptureFixture[str]
+    data: bytes, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """gb300 strip-state on any bytes exits 0 or 2 (never 3, never a traceback) and writes nothing but --out."""
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory(dir=tmp_path) as scratch:
         state, out = Path(scratch) / "state.json", Path(scratch) / "out.json"
         state.write_bytes(data)
         code = cli.main(["strip-state", str(state), "--out", str(out)])

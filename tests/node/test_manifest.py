@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gb300.node.manifest import Manifest
@@ -57,12 +57,12 @@ def test_from_bytes_gives_a_manifest_in_its_one_form_or_a_value_error(data: byte
     assert manifest.to_bytes() == data
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(doc=manifests)
-def test_the_nodes_parser_prints_six_plain_fields_or_nothing(doc: dict[str, Any]) -> None:
+def test_the_nodes_parser_prints_six_plain_fields_or_nothing(doc: dict[str, Any], tmp_path: Path) -> None:
     """fetch-payload's manifest_fields prints exactly six printable one-word lines (integers where a serial and a
     size go) or nothing with a non-zero status, and writes no file."""
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory(dir=tmp_path) as scratch:
         path = Path(scratch) / "manifest.json"
         path.write_text(json.dumps(doc), encoding="ascii")
         done = subprocess.run(

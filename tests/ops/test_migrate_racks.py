@@ -224,7 +224,8 @@ def test_commands_pass_shellcheck_and_delete_each_legacy_entry(migration: dict[s
     )
     assert "--expect-no-changes" not in script
     assert f"if ! pulumi preview --json > {migration['out'] / 'preview.json'}; then" in script
-    assert script.rstrip().splitlines()[-1].startswith(f"python3 {migration['out'] / 'check_preview.py'} ")
+    # run by gb300's own interpreter, so that it reads the preview with gb300's strict reader
+    assert script.rstrip().splitlines()[-1].startswith(f"{sys.executable} {migration['out'] / 'check_preview.py'} ")
 
 
 def test_commands_unlink_the_logs_associations_first(migration: dict[str, Any], tmp_path: Path) -> None:
@@ -519,16 +520,21 @@ def test_check_reads_the_type_from_the_urn_and_refuses_an_unreadable_preview(tmp
     assert not ok
     assert "ref-train-r0003 (replace)" in lines[0]
     bad = tmp_path / "preview.json"
-    bad.write_text("error: could not load plugin\n", encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, migrate_preview.__file__, str(bad), "rollback.json", compute_package.SCALE_SET_TOKEN],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 2
-    assert len(result.stderr.strip().splitlines()) == 1
-    assert "pulumi stack import --file rollback.json" in result.stderr
+    for text, why in (
+        ("error: could not load plugin\n", "is not JSON (line 1, column 1"),
+        ('{"steps": [], "steps": [{"op": "delete"}]}', "gives key 'steps' twice"),  # the strict reader's refusal
+    ):
+        bad.write_text(text, encoding="utf-8")
+        result = subprocess.run(
+            [sys.executable, migrate_preview.__file__, str(bad), "rollback.json", compute_package.SCALE_SET_TOKEN],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 2
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert why in result.stderr
+        assert "pulumi stack import --file rollback.json" in result.stderr
 
 
 @pytest.mark.parametrize(

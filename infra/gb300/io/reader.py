@@ -34,6 +34,7 @@ __all__ = [
     "AZURE_ANSWER",
     "MAX_DEPTH",
     "NODES",
+    "PREVIEW",
     "PRICES",
     "QUOTA",
     "SSH_PUBLIC_KEY",
@@ -75,6 +76,7 @@ STATE = Kind("state file", 256 * _MIB, "write it with 'pulumi stack export --fil
 QUOTA = Kind("quota file", 16 * _MIB, "save it with `az vm list-usage --location REGION -o json`")
 PRICES = Kind("price file", 16 * _MIB, "shape it like infra/gb300/data/prices.yaml")
 AZURE_ANSWER = Kind("saved Azure answer", 64 * _MIB, "save it with `az vmss list-instances ... -o json`")
+PREVIEW = Kind("preview", 256 * _MIB, "write it with 'pulumi preview --json'")
 NODES = Kind("fabric list", 16 * _MIB, "one '<hostname> <ClusterUUID> <CliqueId>' line per node")
 SSH_PUBLIC_KEY = Kind("SSH public key", 16 * 1024, "an OpenSSH public key is one line of a few hundred bytes")
 

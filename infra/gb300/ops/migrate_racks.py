@@ -22,6 +22,7 @@ the same Azure scale set, so the migration moves state only:
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -349,7 +350,7 @@ def commands(migration: Migration, out: Path) -> str:
         f'  echo "migrate-racks: pulumi preview failed (its errors are in {preview}); {moved}" >&2',
         "  exit 1",
         "fi",
-        f"python3 {q(str(out / CHECK_SCRIPT))} {preview} {rollback} "
+        f"{q(sys.executable)} {q(str(out / CHECK_SCRIPT))} {preview} {rollback} "
         f"{q(compute_package.SCALE_SET_TOKEN)} {q(RACK_TYPE)}",
         "",
     ]
