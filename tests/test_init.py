@@ -243,3 +243,85 @@ def test_each_new_stack_gets_an_address_space_no_sibling_uses(
         assert nets[f"Pulumi.{name}.yaml"].prefixlen == dev.prefixlen
     overlapping = [(a, b) for a in nets for b in nets if a < b and nets[a].overlaps(nets[b])]
     assert overlapping == []
+
+
+# -- issue 48: what the repository or the key file supplies stays data ------------------------------------------
+
+
+def test_a_planted_scratch_symlink_is_never_written_through(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A committed symlink where gb300 init used to write its scratch copy (stacks/.Pulumi.NAME.yaml.gb300-init)
+    is left alone and so is what it points at: init parses the new text in memory and writes only the stack file."""
+    victim = tmp_path / "home" / ".bashrc"
+    victim.write_text("# mine\n")
+    link = project / "stacks" / ".Pulumi.mylab.yaml.gb300-init"
+    link.symlink_to(victim)
+    assert cli.main(["init", "mylab"]) == 0
+    capsys.readouterr()
+    assert victim.read_text() == "# mine\n"
+    assert link.is_symlink()
+    assert sorted(p.name for p in (project / "stacks").iterdir()) == [
+        ".Pulumi.mylab.yaml.gb300-init",
+        "Pulumi.dev.yaml",
+        "Pulumi.mylab.yaml",
+        "Pulumi.reference.yaml",
+    ]
+
+
+def test_a_planted_symlink_at_the_stack_file_is_refused(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dangling symlink named like the new stack file (exists() says no) is refused, exit 2 on one line, and
+    nothing is created where it points."""
+    victim = tmp_path / "home" / ".profile"
+    (project / "stacks" / "Pulumi.mylab.yaml").symlink_to(victim)
+    assert cli.main(["init", "mylab", "--signing-key", str(tmp_path / "k.pem")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "exists; gb300 never overwrites it" in err[0]
+    assert not victim.exists()
+
+
+@pytest.mark.parametrize("comment", ["me@lab #1", "me@lab: laptop", "'quoted' \"twice\" &a *b !tag {x} [y]"])
+def test_an_ssh_key_comment_is_kept_as_data(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], comment: str
+) -> None:
+    """A key comment holding ' #', ': ' or YAML's indicators is written quoted by the YAML library and read back
+    as the same key, comment and all; the stack plans (it used to be exit 3, or a YAML error naming a scratch
+    file)."""
+    key = tmp_path / "commented.pub"
+    line = OWN_KEY.rsplit(" ", 1)[0] + " " + comment
+    key.write_text(line + "\n")
+    assert cli.main(["init", "mylab", "--ssh-public-key", str(key)]) == 0
+    capsys.readouterr()
+    assert config.load_stack_file(project / "stacks" / "Pulumi.mylab.yaml")["access"]["sshPublicKey"] == line
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIADDzJxvaxYSYM901ZPfxr7kcSikvxUfUG9YOOBv67WK a\x1b[2Jb",
+            "control characters",
+        ),
+        ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIADDzJxvaxYSYM901ZPfxr7kcSikvxUfUG9YOOBv67WK a\u2028b", "one line"),
+        ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIADDzJxvaxYSYM901ZPfxr7kcSikvxUfUG9YOOBv67W= x", "does not encode"),
+        ("ssh-ed25519 AAAA" + "A" * 20_000, "is larger than 16 KiB"),
+    ],
+    ids=["escape", "line-separator", "bad-body", "huge"],
+)
+def test_an_ssh_key_that_is_not_one_plain_key_is_exit_two(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str, expected: str
+) -> None:
+    """A key file with a control character or separator in its comment, a body that is no key, or megabytes of
+    text: exit 2 on one line naming the file, never an internal error, nothing written."""
+    key = tmp_path / "odd.pub"
+    key.write_text(body + "\n", encoding="utf-8")
+    before = _files(project)
+    assert cli.main(["init", "mylab", "--ssh-public-key", str(key)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert str(key) in err[0]
+    assert expected in err[0]
+    assert _files(project) == before

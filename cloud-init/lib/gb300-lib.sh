@@ -107,7 +107,7 @@ fetch_verified() {
     return 0
   fi
   mkdir -p "$(dirname "$dest")"
-  curl -fsSL --retry 5 --retry-delay 5 -o "${dest}.part" "$url" || fail "download failed: ${url}"
+  curl -fsSL --proto =https --proto-redir =https --retry 5 --retry-delay 5 -o "${dest}.part" "$url" || fail "download failed: ${url}"
   if ! printf '%s  %s\n' "$sha" "${dest}.part" | sha256sum -c --status; then
     rm -f "${dest}.part"
     fail "checksum mismatch for ${url}: expected sha256 ${sha}"
@@ -139,7 +139,7 @@ fetch_signing_key() {
     fi
   fi
   mkdir -p "$(dirname "$dest")"
-  curl -fsSL --retry 5 --retry-delay 5 -o "${dest}.part" "$url" || fail "download failed: ${url}"
+  curl -fsSL --proto =https --proto-redir =https --retry 5 --retry-delay 5 -o "${dest}.part" "$url" || fail "download failed: ${url}"
   found=$(key_fingerprints "${dest}.part")
   if [ -z "$found" ]; then
     rm -f "${dest}.part"

@@ -12,6 +12,7 @@ import yaml
 
 from gb300 import cli, config
 from gb300.commands import plan as plan_command
+from gb300.errors import ConfigError
 
 SECONDS = 10.0  # "within seconds": the alias bomb used to take over a minute and gigabytes
 
@@ -40,13 +41,16 @@ def _cases(dev: str) -> dict[str, tuple[bytes, str]]:
     cluster_again = "  gb300:cluster:\n    name: other\n    location: westus3\n"
     return {
         "latin-1": (dev.replace("ops@example", "opérateur").encode("latin-1"), "is not UTF-8 text (byte 0xe9 on line"),
-        "binary": (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4, "is binary, not YAML text"),
+        "binary": (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4, "is binary, not text (a NUL byte on line 1)"),
         "duplicate-cluster": (
             (dev + cluster_again).encode(),
             "gives key 'gb300:cluster' twice in one mapping (lines 2 and",
         ),
-        "alias-bomb": ((_bomb() + dev + "  gb300:software: *a9\n").encode(), "expands to more than 100,000 values"),
-        "recursive-alias": ((dev + "  gb300:software: &loop {a: *loop}\n").encode(), "has a recursive alias"),
+        "alias-bomb": ((_bomb() + dev + "  gb300:software: *a9\n").encode(), "a0: sets the YAML anchor &a0 (line 1)"),
+        "recursive-alias": (
+            (dev + "  gb300:software: &loop {a: *loop}\n").encode(),
+            "config.gb300:software: sets the YAML anchor &loop",
+        ),
         "too-deep": ((dev + "  gb300:software: " + "[" * 500 + "]" * 500 + "\n").encode(), "more than 64 levels deep"),
         "too-big": ((dev + "#" + "x" * 256 * 1024 + "\n").encode(), "is larger than 256 KiB"),
         "not-yaml": ((dev + "  gb300:software: [unclosed\n").encode(), "is not valid YAML at line"),
@@ -79,19 +83,24 @@ def test_duplicate_key_names_both_lines(tmp_path: Path, capsys: pytest.CaptureFi
     assert (code, err) == (
         2,
         [
-            f"{path}: gives key 'name' twice in one mapping (lines 3 and 5); YAML keys are unique "
-            "and the second would silently replace the first. Keep one"
+            f"{path}: config.gb300:cluster: gives key 'name' twice in one mapping (lines 3 and 5); YAML keys are "
+            "unique and the second would silently replace the first. Keep one"
         ],
     )
 
 
-def test_merge_keys_and_plain_anchors_still_work(tmp_path: Path, dev_raw: dict[str, Any]) -> None:
-    """Strictness refuses bombs and duplicates, not YAML's ordinary anchors and merge keys."""
-    text = "defaults: &p {failOn: error, requiredTags: [owner]}\n" + _stack_text(dev_raw)
-    text += "  gb300:policy:\n    <<: *p\n    failOn: warning\n"
+def test_an_alias_is_refused_where_it_is_used(tmp_path: Path, dev_raw: dict[str, Any]) -> None:
+    """An alias (even to an anchor of ordinary size) is refused naming its key path and line: no file gb300 reads
+    needs one, and `pulumi config set` rewrites a stack file without them."""
+    text = _stack_text(dev_raw) + "  gb300:policy:\n    <<: {failOn: error}\n    requiredTags: *tags\n"
     path = tmp_path / "Pulumi.anchors.yaml"
     path.write_text(text, encoding="utf-8")
-    assert config.load_stack_file(path)["policy"] == {"failOn": "warning", "requiredTags": ["owner"]}
+    with pytest.raises(ConfigError) as refused:
+        config.load_stack_file(path)
+    line = text.count("\n")
+    assert str(refused.value) == (
+        f"{path}: config.gb300:policy.requiredTags: uses the YAML alias *tags (line {line}); write the value out"
+    )
 
 
 @pytest.mark.parametrize(
@@ -124,13 +133,13 @@ def test_state_file_of_the_wrong_shape_is_refused(
 
 
 def test_state_file_nested_beyond_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A state file nested a hundred thousand levels deep is 'not JSON' (exit 2), not a RecursionError."""
+    """A state file nested a hundred thousand levels deep is refused (exit 2), not a RecursionError."""
     path = tmp_path / "state.json"
     path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
     code, err = _plan(["--stack", "dev", "--state", str(path)], capsys)
     assert code == 2
     assert len(err) == 1
-    assert "is not JSON" in err[0]
+    assert err[0] == f"{path}: nests lists and objects more than 64 levels deep"
 
 
 @pytest.mark.parametrize("where", ["directory", "missing-parent"])

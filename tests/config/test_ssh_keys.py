@@ -86,6 +86,16 @@ def test_second_key_after_a_newline_is_refused(tmp_path: Path) -> None:
             "the body is not a 32-byte Ed25519 key",
             id="short-ed25519",
         ),
+        pytest.param(
+            "ssh-rsa "
+            + base64.b64encode(
+                b"".join(
+                    struct.pack(">I", len(f)) + f for f in (b"ssh-rsa", b"\x02", (2**2047 + 1).to_bytes(257, "big"))
+                )
+            ).decode(),
+            "the body is not a valid ssh-rsa key (e must be >= 3",
+            id="rsa-exponent-two",
+        ),
     ],
 )
 def test_malformed_keys_are_refused(key: str, expected: str) -> None:

@@ -3,8 +3,12 @@ catalog knows has a meter the plan can price (or list as unknown)."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
 
+from gb300 import cli
 from gb300.cost import prices
 from gb300.facts import catalog
 from gb300.facts.loader import data
@@ -50,3 +54,18 @@ def test_every_catalog_size_has_a_meter(size: str) -> None:
 def test_disks_bill_by_the_tier_they_round_up_to(storage: str, size: int, tier: str) -> None:
     """A disk bills as the smallest tier at least as large as it (data/prices.yaml diskTiers)."""
     assert prices.disk_tier(storage, size) == tier
+
+
+def test_a_price_file_alias_bomb_is_refused_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A 475-byte --prices file of nested YAML aliases (it drove memory past 1.6 GiB, then exit 2 with an empty
+    reason) is exit 2 within seconds, one line naming the file, the key path and the first anchor."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
+    bomb = tmp_path / "prices.yaml"
+    bomb.write_text("\n".join(lines) + "\nmeters: *a9\n", encoding="utf-8")
+    started = time.perf_counter()
+    code = cli.main(["plan", "--stack", "dev", "--prices", str(bomb)])
+    assert time.perf_counter() - started < 5
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err == [f"{bomb}: a0: sets the YAML anchor &a0 (line 1); write the values out"]

@@ -16,7 +16,7 @@ from gb300.facts import loader, sizing, software
 from gb300.paths import DATA_DIR, PACKAGE_DIR, POLICIES_DIR
 
 LOADER = PACKAGE_DIR / "facts" / "loader.py"
-STACK_FILES = PACKAGE_DIR / "stack_yaml.py"  # the user's stack files: a strict reader of its own, not facts
+STACK_FILES = PACKAGE_DIR / "io" / "reader.py"  # files from elsewhere: the strict reader (gb300.io), not facts
 PARSING = re.compile(r"\byaml\.(safe_load|load|full_load|unsafe_load|compose|safe_load_all|load_all)\b|CSafeLoader")
 OPENING_DATA = re.compile(r"DATA_DIR\s*/\s*[\"'][^\"']+[\"']\s*\)?\s*\.(open|read_text|read_bytes)\(")
 

@@ -224,7 +224,8 @@ def test_commands_pass_shellcheck_and_delete_each_legacy_entry(migration: dict[s
     )
     assert "--expect-no-changes" not in script
     assert f"if ! pulumi preview --json > {migration['out'] / 'preview.json'}; then" in script
-    assert script.rstrip().splitlines()[-1].startswith(f"python3 {migration['out'] / 'check_preview.py'} ")
+    # run by gb300's own interpreter, so that it reads the preview with gb300's strict reader
+    assert script.rstrip().splitlines()[-1].startswith(f"{sys.executable} {migration['out'] / 'check_preview.py'} ")
 
 
 def test_commands_unlink_the_logs_associations_first(migration: dict[str, Any], tmp_path: Path) -> None:
@@ -519,13 +520,70 @@ def test_check_reads_the_type_from_the_urn_and_refuses_an_unreadable_preview(tmp
     assert not ok
     assert "ref-train-r0003 (replace)" in lines[0]
     bad = tmp_path / "preview.json"
-    bad.write_text("error: could not load plugin\n", encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, migrate_preview.__file__, str(bad), "rollback.json", compute_package.SCALE_SET_TOKEN],
-        capture_output=True,
-        text=True,
-        check=False,
+    for text, why in (
+        ("error: could not load plugin\n", "is not JSON (line 1, column 1"),
+        ('{"steps": [], "steps": [{"op": "delete"}]}', "gives key 'steps' twice"),  # the strict reader's refusal
+    ):
+        bad.write_text(text, encoding="utf-8")
+        result = subprocess.run(
+            [sys.executable, migrate_preview.__file__, str(bad), "rollback.json", compute_package.SCALE_SET_TOKEN],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 2
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert why in result.stderr
+        assert "pulumi stack import --file rollback.json" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["logs\ntouch pwned #", "logs\rtouch pwned", "a\x00b", "x" * (64 * 1024 + 1)],
+    ids=["newline", "carriage-return", "nul", "huge"],
+)
+def test_a_state_entry_name_never_becomes_a_command(
+    planned: list[ResourceRecord], tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """A state entry depending on a legacy rack whose name holds a newline (or another control character, or
+    megabytes) used to end commands.sh's comment and run as the operator: now exit 2 on one line and no file."""
+    doc = legacy_state(planned)
+    legacy = next(r["urn"] for r in doc["deployment"]["resources"] if r["type"] == LEGACY)
+    doc["deployment"]["resources"].insert(
+        0, {"urn": f"urn:pulumi:reference::gb300::x:y:Z::{name}", "type": "x:y:Z", "dependencies": [legacy]}
     )
-    assert result.returncode == 2
-    assert len(result.stderr.strip().splitlines()) == 1
-    assert "pulumi stack import --file rollback.json" in result.stderr
+    state = tmp_path / "before.json"
+    state.write_text(json.dumps(doc), encoding="utf-8")
+    out = tmp_path / "m"
+    code = cli.main(["migrate-racks", "--stack", "reference", "--state", str(state), "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1, err[:3]
+    assert "a control character in a generated script" in err[0] or "go into a script" in err[0]
+    assert not out.exists()
+
+
+def test_hostile_but_printable_names_are_quoted_words(planned: list[ResourceRecord], tmp_path: Path) -> None:
+    """A legacy URN holding quotes, $(...) and backticks reaches commands.sh as one quoted word each, which bash
+    reads back exactly (it used to be refused only for a single quote)."""
+    doc = legacy_state(planned)
+    hostile = 'r\'; $(touch pwned) `id` "x"'
+    for entry in doc["deployment"]["resources"]:
+        if entry["type"] == LEGACY:
+            entry["urn"] = entry["urn"] + hostile
+            break
+    state = tmp_path / "before.json"
+    state.write_text(json.dumps(doc), encoding="utf-8")
+    out = tmp_path / "m"
+    assert cli.main(["migrate-racks", "--stack", "reference", "--state", str(state), "--out", str(out)]) == 0
+    script = (out / "commands.sh").read_text(encoding="utf-8")
+    deletes = [line for line in script.splitlines() if line.startswith("pulumi state delete ")]
+    assert len(deletes) == 64
+    shell = subprocess.run(
+        ["bash", "-c", "pulumi() { printf '%s\\0' \"$@\"; }\n" + "\n".join(deletes)],
+        capture_output=True,
+        check=True,
+        cwd=tmp_path,
+    ).stdout.split(b"\0")
+    assert any(w.decode().endswith(hostile) for w in shell)
+    assert not (tmp_path / "pwned").exists()

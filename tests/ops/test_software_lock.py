@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import threading
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ import yaml
 from gb300 import cli
 from gb300.commands.software import container_images
 from gb300.facts.software import CHECKSUMS_FILE, load_checksums, load_software
+from gb300.ops import software_lock
 from gb300.ops.software_lock import Gap, gaps, image_gaps, key_fingerprints, lock, resolve_digest, write_checksums
 from tests.support.files import FIXTURES
 
@@ -137,8 +139,9 @@ def _routed(base: str) -> object:
 
     def open_url(url: str, timeout: float) -> IO[bytes]:
         local = url.replace("https://vendor.test", base, 1)
-        response: IO[bytes] = urllib.request.urlopen(local, timeout=timeout)  # noqa: S310 - localhost test server
-        return response
+        response = urllib.request.urlopen(local, timeout=timeout)  # noqa: S310 - localhost test server
+        response.url = response.url.replace(base, "https://vendor.test", 1)  # where it came from, as https
+        return response  # type: ignore[no-any-return]
 
     return open_url
 
@@ -286,7 +289,6 @@ def test_the_cli_pins_every_real_gap_and_then_the_plan_is_quiet(  # noqa: PLR091
     from gb300 import config  # noqa: PLC0415
     from gb300.facts import software  # noqa: PLC0415
     from gb300.node import files as node_files  # noqa: PLC0415
-    from gb300.ops import software_lock  # noqa: PLC0415
     from gb300.rules import software as software_rule  # noqa: PLC0415
 
     root, base = served
@@ -310,11 +312,13 @@ def test_the_cli_pins_every_real_gap_and_then_the_plan_is_quiet(  # noqa: PLR091
     monkeypatch.setattr(
         software_lock, "default_ls_remote", lambda url, tag, timeout: real_ls_remote(route[url], tag, timeout)
     )
-    monkeypatch.setattr(
-        software_lock,
-        "default_open",
-        lambda url, timeout: urllib.request.urlopen(route[url], timeout=timeout),  # noqa: S310 - localhost
-    )
+
+    def routed(url: str, timeout: float) -> IO[bytes]:
+        response = urllib.request.urlopen(route[url], timeout=timeout)  # noqa: S310 - localhost
+        response.url = url  # the https URL it stands for
+        return response  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(software_lock, "default_open", routed)
     monkeypatch.setattr(software_lock, "default_fetch", registry)
     assert cli.main(["software", "lock", "--stack", "reference"]) == 0
     err = capsys.readouterr().err
@@ -344,3 +348,79 @@ def test_check_lists_no_doca_gap(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out.lower()
     assert "doca" not in out
     assert not [g for g in gaps([load_software()]) if "doca" in (g.url + g.owner).lower()]
+
+
+class _Downgrading(http.server.BaseHTTPRequestHandler):
+    """A vendor whose download redirects to plain http (an on-path attacker's doing, or a careless mirror)."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        if self.path == "/clear.deb":
+            body = b"bytes anyone on the path could have written"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.send_response(302)
+        self.send_header("Location", f"http://127.0.0.1:{self.server.server_address[1]}/clear.deb")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+@pytest.fixture
+def downgrading() -> Iterator[str]:
+    """A local server redirecting every path but /clear.deb there over http; its base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Downgrading)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_redirect_to_http_is_not_followed(downgrading: str) -> None:
+    """The lock's own opener refuses a redirect to http:// before following it, naming both URLs."""
+    with pytest.raises(urllib.error.URLError) as refused:
+        software_lock.default_open(f"{downgrading}/enroot.deb", 5.0)
+    assert f"redirects to {downgrading}/clear.deb, which is not https; not followed" in str(refused.value)
+
+
+def test_bytes_that_came_over_http_are_never_pinned(downgrading: str) -> None:
+    """A download that a redirect took to http:// (urllib's plain opener follows it) is reported as failed and
+    not pinned as verified; it used to be recorded with status verified."""
+
+    def follows_anything(url: str, timeout: float) -> IO[bytes]:
+        response: IO[bytes] = urllib.request.urlopen(  # noqa: S310 - localhost test server
+            url.replace("https://vendor.test", downgrading, 1), timeout=timeout
+        )
+        return response
+
+    files, _, result = lock([Gap("https://vendor.test/enroot.deb", "file", "enroot")], opener=follows_anything)
+    assert files == {}
+    assert result.pinned == []
+    assert result.failed == [
+        f"enroot: https://vendor.test/enroot.deb: download failed (served from {downgrading}/clear.deb, which is "
+        "not https; not pinned)"
+    ]
+
+
+def test_the_lock_records_where_a_redirect_took_it(served: tuple[Path, str]) -> None:
+    """A download served from another https URL after a redirect is pinned with that URL in its source."""
+    root, base = served
+    (root / "enroot.deb").write_bytes(b"payload")
+
+    def moved(url: str, timeout: float) -> IO[bytes]:
+        response = urllib.request.urlopen(f"{base}/enroot.deb", timeout=timeout)  # noqa: S310 - localhost
+        response.url = "https://cdn.vendor.test/enroot.deb"  # where the redirects ended
+        return response  # type: ignore[no-any-return]
+
+    files, _, _ = lock(
+        [Gap("https://vendor.test/enroot.deb", "file", "enroot")], opener=moved, today=dt.date(2026, 12, 5)
+    )
+    assert files["https://vendor.test/enroot.deb"]["source"] == (
+        "gb300 software lock, fetched 2026-12-05 from https://cdn.vendor.test/enroot.deb"
+    )

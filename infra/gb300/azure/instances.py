@@ -20,14 +20,14 @@ A rack the answer does not cover is not assumed to be current: :func:`missing` n
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gb300.errors import UsageError
+from gb300.errors import ConfigError, UsageError
+from gb300.io import reader
 from gb300.slurm.hostlist import natural_key
 
 LIVE = "live"
@@ -107,11 +107,9 @@ def read_saved(path: Path) -> Answer:
     found: list[Instance] = []
     for file in _files(path):
         try:
-            doc = json.loads(file.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise UsageError(f"--azure {file} cannot be read ({exc.strerror})") from None
-        except (ValueError, RecursionError):
-            raise UsageError(f"--azure {file} is not JSON; save it with `{SAVE_HINT}`") from None
+            doc = reader.load_json(file, reader.AZURE_ANSWER)
+        except ConfigError as exc:
+            raise UsageError(f"--azure {exc}") from None
         found.extend(parse(doc, f"--azure {file}"))
     return Answer(str(path), _by_rack(found))
 

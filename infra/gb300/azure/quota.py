@@ -29,8 +29,9 @@ from gb300.azure import answers
 from gb300.azure import credential as azure_credential
 from gb300.azure.inventory import whole
 from gb300.azure.machines import machines
-from gb300.errors import Gb300Error
+from gb300.errors import ConfigError, Gb300Error
 from gb300.facts import catalog
+from gb300.io import reader
 from gb300.resources import Resource
 
 TOTAL = "cores"  # the usage entry of all vCPUs in a region ("Total Regional vCPUs")
@@ -203,12 +204,9 @@ def _clip(value: Any) -> str:
 def read_usage_file(path: Path) -> list[Usage]:
     """Read a saved usage list; raises :class:`QuotaFileError` naming the file."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise QuotaFileError(f"quota file {path} cannot be read ({exc.strerror})") from None
-    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested beyond what the parser can read
-        hint = "save it with `az vm list-usage --location REGION -o json`"
-        raise QuotaFileError(f"quota file {path} is not JSON; {hint}") from None
+        doc = reader.load_json(path, reader.QUOTA)
+    except ConfigError as exc:
+        raise QuotaFileError(f"quota file {exc}") from None
     try:
         return parse_usages(doc)
     except QuotaFileError as exc:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gb300 import config, errors, paths
+from gb300.io import writer
 
 NAME = "docs"
 ROOT_PARSER = "gb300_parser"
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     for rel, text in pages(parser).items():
         path = paths.REPO_ROOT / rel
         if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
+            writer.replace(path, text, mode=0o644)
             print(f"wrote {rel}", file=sys.stderr)
     return 0
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gb300.errors import UsageError
+from gb300.io import writer
 
 NAME = "heal"
 
@@ -114,13 +115,10 @@ def _simulate(args: argparse.Namespace) -> int:
         + ")"
     )
     print(f"simulated in {report['wall_seconds']:.2f}s", file=sys.stderr)
-    for target, text in (
-        (args.json, json.dumps(report, indent=2) + "\n"),
-        (args.decisions, "".join(json.dumps(r, sort_keys=True) + "\n" for r in result.records)),
+    for flag, target, text in (
+        ("--json", args.json, json.dumps(report, indent=2) + "\n"),
+        ("--decisions", args.decisions, "".join(json.dumps(r, sort_keys=True) + "\n" for r in result.records)),
     ):
         if target:
-            try:
-                Path(target).write_text(text, encoding="utf-8")
-            except OSError as exc:
-                raise UsageError(f"{target}: cannot write ({exc.strerror})") from None
+            writer.replace(Path(target), text, mode=0o644, label=flag)
     return 0

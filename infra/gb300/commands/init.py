@@ -45,12 +45,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from gb300 import config
 from gb300.commands.payload import write_private_key
 from gb300.config import load_stack_file, stacks
 from gb300.config.checks import check_name, check_ssh_public_key
-from gb300.errors import DataError, Gb300Error, UsageError
+from gb300.errors import ConfigError, DataError, Gb300Error, UsageError
 from gb300.facts import catalog
+from gb300.io import quoting, reader, writer
 from gb300.node import manifest
 from gb300.rules import identity
 from gb300.rules.base import StackIdentity
@@ -156,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     ssh_key = _ssh_key(args.ssh_public_key)
     if args.racks is not None and args.racks < 1:
         raise UsageError(f"--racks must be at least 1 (got {args.racks})")
-    template_text = template.read_text(encoding="utf-8")
+    template_text = reader.read_text(template, reader.STACK)
     space = _address_space(args.address_space, _template_space(template), _sibling_spaces(target))
     pem, public = manifest.generate_key()
     choices = Choices(
@@ -174,12 +177,8 @@ def run(args: argparse.Namespace) -> int:
     text = render(template_text, args.template, choices)
     _check(text, target, choices)
     write_private_key(key_path, pem, flag="--signing-key")
-    try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        raise UsageError(f"{target} exists; gb300 init never overwrites a stack file (choose another NAME)") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    # O_EXCL | O_NOFOLLOW: a stack file or a planted symlink of that name (even a dangling one) is refused
+    writer.create_new(target, text, mode=0o644, label=f"NAME {stack}: the stack file")
     _report(target, key_path, choices, args.template)
     return 0
 
@@ -293,11 +292,9 @@ def _ssh_key(given: Path | None) -> str:
             )
         given = found[0]
     try:
-        text = given.expanduser().read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(
-            f"--ssh-public-key {given}: cannot be read ({getattr(exc, 'strerror', None) or exc})"
-        ) from None
+        text = reader.read_text(given.expanduser(), reader.SSH_PUBLIC_KEY).strip()
+    except ConfigError as exc:
+        raise UsageError(f"--ssh-public-key {exc}") from None
     try:
         key = check_ssh_public_key(text)
     except ValueError as exc:
@@ -319,6 +316,17 @@ def _sub(text: str, pattern: str, replacement: str, *, count: int | None = 1) ->
     return new
 
 
+def yaml_scalar(value: str) -> str:
+    """``value`` as one YAML scalar on one line, written by the YAML library (quoted where YAML needs it: a comment
+    holding `` #`` or ``: ``), never pasted raw."""
+    quoting.checked(value, "a value written into the stack file")
+    text = yaml.safe_dump(value, width=2**31 - 1, allow_unicode=True)
+    text = text.removesuffix("\n...\n").removesuffix("\n")
+    if "\n" in text:
+        raise UsageError(f"{value!r} cannot be written on one line of the stack file")
+    return text
+
+
 def render(text: str, template: str, c: Choices) -> str:
     """The template's text with ``c`` written into it, every comment kept; the header says where it came from."""
     body = text[text.index("config:") :]
@@ -326,9 +334,9 @@ def render(text: str, template: str, c: Choices) -> str:
         f"# Stack {c.stack}: made by gb300 init from stacks/Pulumi.{template}.yaml, with its own cluster name, payload "
         "signing key\n# and SSH key. Every gb300 key is documented in docs/configuration.md.\n"
     )
-    body = _sub(body, r"^(    name: ).*$", c.cluster_name)
-    body = _sub(body, r"^(    sshPublicKey: ).*$", c.ssh_public_key)
-    body = _sub(body, r"^(      signingPublicKey: ).*$", c.signing_public_key)
+    body = _sub(body, r"^(    name: ).*$", yaml_scalar(c.cluster_name))
+    body = _sub(body, r"^(    sshPublicKey: ).*$", yaml_scalar(c.ssh_public_key))
+    body = _sub(body, r"^(      signingPublicKey: ).*$", yaml_scalar(c.signing_public_key))
     body = _sub(body, r"^(      deployerPrincipalType: ).*$", c.deployer)
     body = _sub(body, r"^(    addressSpace: ).*$", c.address_space)
     who = (
@@ -339,11 +347,11 @@ def render(text: str, template: str, c: Choices) -> str:
     body = _sub(body, r"^(    # )The pipelines .* deploy this stack as a service principal\.$", f"Deployed by {who}.")
     body = re.sub(rf"^(      env: ){re.escape(template)}$", rf"\g<1>{c.stack}", body, flags=re.MULTILINE)
     if c.location is not None:
-        body = _sub(body, r"^(    location: ).*$", c.location)
+        body = _sub(body, r"^(    location: ).*$", yaml_scalar(c.location))
     if c.zone is not None:
         body = _sub(body, r"^(    zone: ).*$", f'"{c.zone}"')
     if c.vm_size is not None:
-        body = _sub(body, r"^(      vmSize: ).*$", c.vm_size, count=None)
+        body = _sub(body, r"^(      vmSize: ).*$", yaml_scalar(c.vm_size), count=None)
     if c.racks is not None:
         body = _sub(body, r"^(      racks: ).*$", str(c.racks), count=None)
     return header + body
@@ -352,12 +360,9 @@ def render(text: str, template: str, c: Choices) -> str:
 def _check(text: str, target: Path, c: Choices) -> None:
     """Parse the new file's text as gb300 will (exit 2 for a choice the config refuses, such as an unknown region)
     and check it says what was chosen."""
-    scratch = target.parent / f".{target.name}.gb300-init"
-    try:  # a ConfigError (an unknown region) is exit 2 with one line per problem, as gb300 plan says it
-        scratch.write_text(text, encoding="utf-8")
-        cfg = config.parse(config.load_stack_file(scratch))
-    finally:
-        scratch.unlink(missing_ok=True)
+    # In memory: nothing is written beside the user's files to read it. A ConfigError (an unknown region) is exit 2
+    # with one line per problem, as gb300 plan says it.
+    cfg = config.parse(config.load_stack_text(text, target))
     said = (cfg.cluster.name, cfg.access.ssh_public_key, cfg.storage.node_payload.signing_public_key)
     if said != (c.cluster_name, c.ssh_public_key, c.signing_public_key):
         raise DataError(f"gb300 init wrote {said!r} where it chose {c!r}: the template's layout is not what it reads")

@@ -32,6 +32,7 @@ from gb300 import config
 from gb300.azure import credential
 from gb300.config import stacks
 from gb300.errors import UsageError
+from gb300.io import writer
 from gb300.node import manifest
 from gb300.ops import payload_publish
 
@@ -96,15 +97,11 @@ def write_private_key(out: Path, pem: bytes, *, flag: str = "--out") -> None:
     try:
         for folder in reversed([p for p in (out.parent, *out.parent.parents) if not p.exists()]):
             folder.mkdir(mode=0o700)  # each folder made here is 0700 (mkdir(parents=True) gives the rest 0777-umask)
-        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        if out.is_dir():
-            raise UsageError(f"{flag} {out}: is a directory; give a file name such as {out / 'payload.pem'}") from None
-        raise UsageError(f"{flag} {out}: exists; gb300 never overwrites a signing key (choose another path)") from None
     except OSError as exc:
         raise UsageError(f"{flag} {out}: cannot be created ({exc.strerror})") from None
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(pem)
+    if out.is_dir():
+        raise UsageError(f"{flag} {out}: is a directory; give a file name such as {out / 'payload.pem'}")
+    writer.create_new(out, pem, mode=0o600, label=flag, what="a signing key")
 
 
 def stack_block(public_key: str) -> str:

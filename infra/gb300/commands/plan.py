@@ -13,6 +13,7 @@ from gb300 import config, cost, rules
 from gb300.azure import quota
 from gb300.config import stacks
 from gb300.errors import UsageError
+from gb300.io import writer
 from gb300.plan import run_plan
 from gb300.plan.render import suppressed_lines, text
 from gb300.plan.state import load_state, state_stacks
@@ -101,13 +102,11 @@ def _check_output(path: Path) -> None:
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    try:
-        # Streamed: at 1,388 racks the document is about 100 MB of text, which need not exist as one string.
-        with path.open("w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1, sort_keys=False)
-            fh.write("\n")
-    except OSError as exc:
-        raise UsageError(f"--json {path} cannot be written ({exc.strerror or exc})") from None
+    # Streamed: at 1,388 racks the document is about 100 MB of text, which need not exist as one string. Replaced
+    # atomically in its own directory (gb300.io.writer): a symlink there is replaced, never written through.
+    with writer.replacing(path, mode=0o644, label="--json") as fh:
+        json.dump(doc, fh, indent=1, sort_keys=False)
+        fh.write("\n")
 
 
 def run(args: argparse.Namespace) -> int:

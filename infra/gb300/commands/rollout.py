@@ -168,6 +168,8 @@ def run(
         if getattr(args, flag) <= 0:
             raise UsageError(f"--{flag.replace('_', '-')} must be more than 0 (got {getattr(args, flag)})")
     source = _source(args)
+    # a saved answer is read (by the strict reader) before anything else: a bad file is exit 2 at once
+    saved = instances.read_saved(Path(source)) if source != instances.LIVE else None
     name, deployed_racks = _deployed_racks(args)
     if source == instances.LIVE:
         print(azure_credential.state_subscriptions_line(NAME, [r.subscription_id for r in deployed_racks]))
@@ -177,7 +179,8 @@ def run(
             [(r.subscription_id, r.resource_group, r.name) for r in deployed_racks], client_for
         )
     else:
-        answer = instances.read_saved(Path(source))
+        assert saved is not None  # noqa: S101 - read above for every source but live
+        answer = saved
     racks = rollout.racks_to_roll(deployed_racks, answer, args.rack)
     if args.dry_run or not racks:
         for line in rollout.dry_run_lines(racks, args.concurrency, name):

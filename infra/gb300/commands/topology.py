@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
+from gb300.errors import ConfigError
 from gb300.facts import catalog
+from gb300.io import reader
 from gb300.slurm import topology
 
 NAME = "topology"
@@ -46,4 +49,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"--vm-size: not in the SKU catalog (got {args.vm_size!r})", file=sys.stderr)
             return 2
         args.block_size = sku.vms_per_nvlink_domain
+    if getattr(args, "nodes", None):
+        # gb300.slurm.topology also runs alone on the controller (standard library only); through the CLI, the
+        # file is first held to the strict reader's limits (size, UTF-8, no NUL): a bad file is exit 2 on one line
+        try:
+            reader.read_text(Path(args.nodes), reader.NODES)
+        except ConfigError as exc:
+            print(f"--nodes {exc}", file=sys.stderr)
+            return 2
     return topology.main(args)

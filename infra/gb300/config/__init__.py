@@ -24,7 +24,13 @@ The names below are re-exported so that ``from gb300 import config; config.parse
 from __future__ import annotations
 
 from gb300.config.checks import NAMESPACE, RESERVED_POOL_NAMES, format_path
-from gb300.config.loading import from_pulumi_config, load_stack_file, namespace_from_stack_config, to_pulumi_config
+from gb300.config.loading import (
+    from_pulumi_config,
+    load_stack_file,
+    load_stack_text,
+    namespace_from_stack_config,
+    to_pulumi_config,
+)
 from gb300.config.messages import parse
 from gb300.config.models import (
     AccessSettings,
@@ -86,6 +92,7 @@ __all__ = [
     "json_schema",
     "key_paths",
     "load_stack_file",
+    "load_stack_text",
     "namespace_from_stack_config",
     "parse",
     "to_pulumi_config",

@@ -146,7 +146,20 @@ def check_ssh_public_key(value: str) -> str:
                 f"is an RSA key of {bits} bits; Azure needs at least {_RSA_MIN_BITS}. "
                 "Make a new one with 'ssh-keygen -t ed25519'"
             )
+    _load_ssh_key(kind, blob, hint, text)
     return text
+
+
+def _load_ssh_key(kind: str, blob: str, hint: str, text: str) -> None:
+    """The body as OpenSSH's own loader reads it (``cryptography``'s ``load_ssh_public_key``: an RSA exponent below
+    3 or even, a point off the curve); refused as the line's other problems are."""
+    from cryptography.exceptions import UnsupportedAlgorithm  # noqa: PLC0415 - loaded only for a key
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
+    try:
+        serialization.load_ssh_public_key(f"{kind} {blob}".encode("ascii"))
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise ValueError(f"{hint}; the body is not a valid {kind} key ({exc}) (got {_short(text)!r})") from None
 
 
 def _ssh_fields(raw: bytes) -> list[bytes]:

@@ -32,7 +32,18 @@ def load_stack_file(path: Path) -> dict[str, Any]:
     The file is read as strict YAML (:mod:`gb300.config.stack_yaml`): bounded in size, UTF-8, no duplicate keys,
     no alias bombs.
     """
-    doc = stack_yaml.load(path) or {}
+    return stack_namespace(stack_yaml.load(path), path)
+
+
+def load_stack_text(text: str, path: Path) -> dict[str, Any]:
+    """:func:`load_stack_file` of text in memory that will become ``path``: nothing is written to read it."""
+    return stack_namespace(stack_yaml.parse(text, path), path)
+
+
+def stack_namespace(doc: Any, path: Path) -> dict[str, Any]:
+    """The ``gb300`` namespace of a stack file's document (:func:`load_stack_file`, or ``gb300 init``'s text
+    parsed in memory); ``path`` names the file in the message."""
+    doc = doc or {}
     if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
         raise ConfigError([Problem(str(path), "must be a Pulumi stack file with a 'config:' mapping")])
     return namespace_from_stack_config(doc.get("config") or {})

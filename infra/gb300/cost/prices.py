@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from gb300.errors import UsageError
-from gb300.facts.loader import data, read_mapping
+from gb300.facts.loader import data
+from gb300.io import reader
 
 LIVE = "live"
 HOURS_PER_YEAR = 8760
@@ -164,13 +165,15 @@ def file_book(path: Path, currency: str) -> PriceBook:
     ``data/prices.yaml`` whose meters replace the table's, one meter or many; every other meter keeps the table's
     price. A meter the table has needs only ``price.value`` (its ``per`` comes from the table). A bad file is a
     usage error."""
+    doc = reader.load_yaml(path, reader.PRICES)  # the strict reader: a bomb or a bad file is one line, exit 2
+    if not isinstance(doc, dict):
+        raise UsageError(f"--prices {path}: must hold a mapping at the top level (got {type(doc).__name__})")
     try:
-        doc = read_mapping(path)
         mine = meters(doc)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise UsageError(f"--prices {path}: not a price table shaped like data/prices.yaml ({exc})") from None
-    except Exception as exc:  # noqa: BLE001 - DataError (unreadable, not YAML) becomes the user's usage error
-        raise UsageError(f"--prices {path}: {exc}") from None
+        raise UsageError(
+            f"--prices {path}: not a price table shaped like data/prices.yaml ({exc or type(exc).__name__})"
+        ) from None
     bad = [
         f"meters.{m}.price.value: must be a finite price of at least 0 (got {raw!r})"
         for m, row in doc["meters"].items()

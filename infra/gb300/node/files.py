@@ -12,11 +12,10 @@ read from IMDS with ``imds-tag`` (:data:`gb300.tags.NODE_READS`). Templates rend
 
 from __future__ import annotations
 
-import shlex
-
 from gb300.config import BlobContainer, StackConfig
 from gb300.facts import storage_facts
 from gb300.facts.software import load_checksums, pin
+from gb300.io import quoting
 from gb300.node import templating
 
 
@@ -92,7 +91,8 @@ def blobfuse_unit(_cfg: StackConfig, name: str) -> str:
 
 def blobfuse_env(cfg: StackConfig, name: str) -> str:
     """Container ``name``'s mount path, for its unit."""
-    return f"GB300_BLOB_MOUNT_PATH={shlex.quote(_container(cfg, name).mount_path or '')}\n"
+    path = _container(cfg, name).mount_path or ""
+    return f"GB300_BLOB_MOUNT_PATH={quoting.shell_word(path, f'the mount path of container {name}')}\n"
 
 
 def monitoring_env(cfg: StackConfig) -> str:

@@ -181,7 +181,9 @@ class Manifest:
         size, serial = body.get("size"), body.get("serial")
         if not isinstance(size, int) or not isinstance(serial, int):
             raise ValueError("size and serial must be integers")
-        manifest = cls(str(body["cluster"]), str(body["name"]), sha, size, serial)
+        if not isinstance(body.get("cluster"), str) or not isinstance(body.get("name"), str):
+            raise ValueError("cluster and name must be strings")
+        manifest = cls(body["cluster"], body["name"], sha, size, serial)
         if not re.fullmatch(r"[0-9a-f]{64}", sha) or body.get("archive") != manifest.archive:
             raise ValueError("manifest names no content-addressed archive")
         if manifest.to_bytes() != data:

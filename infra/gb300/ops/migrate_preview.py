@@ -14,13 +14,14 @@ The JSON is pulumi/pulumi ``pkg/display/json.go`` ``PreviewDigest``: ``steps``, 
 ``op`` (``pkg/resource/deploy/step.go``: ``same``, ``create``, ``update``, ``delete``, ``replace``,
 ``create-replacement``, ``delete-replaced``, ...), ``urn`` and ``newState``/``oldState`` (with ``type``).
 
-commands.sh runs this file as a script (``python3 check_preview.py PREVIEW ROLLBACK TYPE...``): it is copied
-next to it, so it imports nothing but the standard library.
+commands.sh runs this file as a script (``<gb300's python> check_preview.py PREVIEW ROLLBACK TYPE...``): it is
+copied next to it for review, and run by the interpreter that ran ``gb300 migrate-racks``, so that it reads the
+preview with gb300's strict reader of files from elsewhere (:mod:`gb300.io.reader`: size cap, no duplicate keys,
+bounded nesting; docs/security.md).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -75,11 +76,14 @@ def main(argv: Sequence[str]) -> int:
     if len(argv) < 3:
         print("usage: check_preview.py PREVIEW_JSON ROLLBACK_STATE RACK_TYPE...", file=sys.stderr)
         return 2
+    from gb300.errors import ConfigError  # noqa: PLC0415 - run as a script by gb300's interpreter
+    from gb300.io import reader  # noqa: PLC0415
+
     try:
-        preview = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        preview = reader.load_json(Path(argv[0]), reader.PREVIEW)
+    except ConfigError as exc:
         print(
-            f"migrate-racks: cannot read the preview {argv[0]} ({exc}); the state has already moved: roll back "
+            f"migrate-racks: cannot read the preview ({exc}); the state has already moved: roll back "
             f"with 'pulumi stack import --file {argv[1]}'",
             file=sys.stderr,
         )

@@ -22,7 +22,7 @@ the same Azure scale set, so the migration moves state only:
 from __future__ import annotations
 
 import json
-import shlex
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +32,7 @@ from gb300.azure.inventory import LEGACY_SCALE_SETS, arm_address, legacy_kind
 from gb300.components import compute_package
 from gb300.components.gpu_pool import RACK_TYPE
 from gb300.errors import UsageError
+from gb300.io import quoting, writer
 from gb300.ops import migrate_preview
 from gb300.plan.mocks import SUBSCRIPTION_ID
 from gb300.plan.runner import SECRET
@@ -298,7 +299,10 @@ json.dump(doc, open(sys.argv[2], "w", encoding="utf-8"), indent=2)
 def commands(migration: Migration, out: Path) -> str:
     """commands.sh: keep the state, import, (unlink dependents,) delete each legacy entry from the state, then
     preview and stop on a rack that would be replaced or deleted."""
-    q = shlex.quote
+
+    def q(value: str) -> str:  # every word from the state or the command line: quoted, or refused (gb300.io.quoting)
+        return quoting.shell_word(value, f"commands.sh: {quoting.shown(value)}")
+
     rollback = q(str(out / ROLLBACK))
     restore = f"pulumi stack import --file {rollback}"
     lines = [
@@ -317,7 +321,11 @@ def commands(migration: Migration, out: Path) -> str:
         "",
     ]
     if migration.dependents:
-        shown = ", ".join(u.rsplit("::", 1)[-1] for u in migration.dependents[:3])
+        # the state's names reach a comment line: one holding a newline would end it and run as a command
+        names = [
+            quoting.comment(u.rsplit("::", 1)[-1], f"state entry {quoting.shown(u)}") for u in migration.dependents
+        ]
+        shown = ", ".join(names[:3])
         lines += [
             f"# 2a. {len(migration.dependents)} state entries ({shown}, ...) depend on legacy racks, and",
             "# 'pulumi state delete' refuses a resource others depend on: drop those edges (state only).",
@@ -329,7 +337,7 @@ def commands(migration: Migration, out: Path) -> str:
             "",
         ]
     lines.append("# 2. Drop the legacy entries from the state only: the dynamic provider's delete never runs.")
-    lines += [f"pulumi state delete '{m.legacy.urn}' --yes" for m in migration.moves]
+    lines += [f"pulumi state delete {q(m.legacy.urn)} --yes" for m in migration.moves]
     preview = q(str(out / PREVIEW))
     moved = f"the state has already moved (Azure is unchanged): roll back with '{restore}'"
     lines += [
@@ -342,26 +350,22 @@ def commands(migration: Migration, out: Path) -> str:
         f'  echo "migrate-racks: pulumi preview failed (its errors are in {preview}); {moved}" >&2',
         "  exit 1",
         "fi",
-        f"python3 {q(str(out / CHECK_SCRIPT))} {preview} {rollback} "
+        f"{q(sys.executable)} {q(str(out / CHECK_SCRIPT))} {preview} {rollback} "
         f"{q(compute_package.SCALE_SET_TOKEN)} {q(RACK_TYPE)}",
         "",
     ]
-    if any("'" in m.legacy.urn for m in migration.moves):
-        raise UsageError("a legacy URN holds a single quote; commands.sh cannot quote it")
     return "\n".join(lines)
 
 
 def write(migration: Migration, out: Path) -> list[Path]:
     """Write import.json, commands.sh and the preview check it runs under ``out``; return their paths."""
+    doc, script, check = out / "import.json", out / "commands.sh", out / CHECK_SCRIPT
+    texts = (json.dumps(import_file(migration), indent=2) + "\n", commands(migration, out))  # refusals come first
     try:
         out.mkdir(parents=True, exist_ok=True)
-        doc = out / "import.json"
-        doc.write_text(json.dumps(import_file(migration), indent=2) + "\n", encoding="utf-8")
-        script = out / "commands.sh"
-        script.write_text(commands(migration, out), encoding="utf-8")
-        script.chmod(0o755)
-        check = out / CHECK_SCRIPT
-        check.write_text(Path(migrate_preview.__file__).read_text(encoding="utf-8"), encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write ({exc.strerror})") from None
+    writer.replace(doc, texts[0], mode=0o644, label="--out")
+    writer.replace(script, texts[1], mode=0o755, label="--out")
+    writer.replace(check, Path(migrate_preview.__file__).read_bytes(), mode=0o644, label="--out")
     return [doc, script, check]

@@ -27,6 +27,7 @@ import yaml
 
 from gb300.facts import software
 from gb300.facts.software import SoftwareSet, load_checksums
+from gb300.io import writer
 
 __all__ = ["Gap", "LockResult", "gaps", "image_gaps", "key_fingerprints", "lock", "resolve_digest", "write_checksums"]
 
@@ -84,8 +85,30 @@ def image_gaps(images: Mapping[str, str], checksums: software.Checksums | None =
     )
 
 
+class HttpsOnlyRedirects(urllib.request.HTTPRedirectHandler):
+    """urllib's redirect handling, refusing a redirect to anything but ``https://`` before it is followed: a
+    downgrade to ``http://`` would let an on-path attacker's bytes be pinned as verified (issue 48)."""
+
+    def redirect_request(  # noqa: PLR0917 - urllib's signature
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        if urllib.parse.urlsplit(newurl).scheme.lower() != "https":
+            raise urllib.error.URLError(f"{req.full_url} redirects to {newurl}, which is not https; not followed")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(HttpsOnlyRedirects())
+"""urllib's default handlers with :class:`HttpsOnlyRedirects` in place of its redirect handler."""
+
+
 def default_fetch(request: urllib.request.Request, timeout: float) -> Any:
-    return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - https registry URLs only
+    return _OPENER.open(request, timeout=timeout)
 
 
 def _bearer_token(challenge: str, fetch: Fetch, timeout: float) -> str:
@@ -140,21 +163,25 @@ def resolve_digest(image: str, *, fetch: Fetch | None = None, timeout: float = 6
 
 def default_open(url: str, timeout: float) -> IO[bytes]:
     request = urllib.request.Request(url, headers={"User-Agent": "gb300-software-lock"})  # noqa: S310 - https only
-    response: IO[bytes] = urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - https only
+    response: IO[bytes] = _OPENER.open(request, timeout=timeout)
     return response
 
 
-def _download(url: str, dest: Path, opener: Opener, timeout: float) -> tuple[str, int]:
-    """Stream ``url`` to ``dest``; the sha256 and size. Raises OSError (urllib errors are OSErrors)."""
+def _download(url: str, dest: Path, opener: Opener, timeout: float) -> tuple[str, int, str]:
+    """Stream ``url`` to ``dest``; the sha256, the size and the URL the bytes came from after redirects. Raises
+    OSError (urllib errors are OSErrors), also when that URL is not https."""
     digest, size = hashlib.sha256(), 0
     with opener(url, timeout) as response, dest.open("wb") as out:
+        final = str(getattr(response, "url", None) or url)
+        if urllib.parse.urlsplit(final).scheme.lower() != "https":
+            raise OSError(f"served from {final}, which is not https; not pinned")
         while chunk := response.read(_CHUNK):
             size += len(chunk)
             if size > MAX_BYTES:
                 raise OSError(f"larger than {MAX_BYTES // 1024**3} GiB; pin it by hand")
             digest.update(chunk)
             out.write(chunk)
-    return digest.hexdigest(), size
+    return digest.hexdigest(), size, final
 
 
 def key_fingerprints(path: Path, gpg: str = "gpg") -> tuple[str, ...]:
@@ -233,7 +260,7 @@ def lock(
                 continue
             dest = Path(scratch) / f"download-{index}"
             try:
-                digest, size = _download(gap.url, dest, opener or default_open, timeout)
+                digest, size, final = _download(gap.url, dest, opener or default_open, timeout)
             except (OSError, ValueError) as exc:  # urllib's URLError/HTTPError and timeouts are OSErrors
                 if isinstance(exc, urllib.error.HTTPError):
                     reason: object = f"HTTP {exc.code} {exc.reason}"
@@ -241,7 +268,7 @@ def lock(
                     reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
                 result.failed.append(f"{gap.owner}: {gap.url}: download failed ({reason})")
                 continue
-            source = f"gb300 software lock, fetched {stamp}"
+            source = f"gb300 software lock, fetched {stamp}" + (f" from {final}" if final != gap.url else "")
             if gap.kind == "file":
                 files[gap.url] = {"sha256": digest, "status": "verified", "source": source}
                 result.pinned.append(f"{gap.owner}: {gap.url}: sha256 {digest} ({size:,} bytes)")
@@ -348,7 +375,5 @@ def write_checksums(
         width=110,
         default_flow_style=False,
     )
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(header + body, encoding="utf-8")
-    load_checksums(tmp)  # never leave a file the loader would reject
-    tmp.replace(path)
+    # never leave a file the loader would reject: it reads the new file before it takes the name
+    writer.replace(path, header + body, mode=0o644, check=load_checksums)

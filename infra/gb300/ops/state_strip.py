@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gb300.errors import UsageError
+from gb300.io import writer
 from gb300.plan.state import parse_state, read_state
 
 SIG_KEY = "4dabf18193072939515e22adb298388d"
@@ -117,8 +118,6 @@ def strip_file(source: Path, target: Path) -> int:
     left = leftovers(stripped)
     if left:  # a shape this module does not know: refuse rather than publish it
         raise UsageError(f"state file {source}: secrets left after stripping at {', '.join(left[:3])}")
-    try:
-        target.write_text(json.dumps(stripped, indent=1) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"--out {target} cannot be written ({exc.strerror or exc})") from None
+    # an inventory of names, addresses and ids: 0600, replaced atomically, never written through a symlink
+    writer.replace(target, json.dumps(stripped, indent=1) + "\n", mode=0o600, label="--out")
     return count

@@ -8,12 +8,12 @@ read access to the backend and no Azure credentials. CI runs
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from gb300.errors import UsageError
+from gb300.io import reader
 from gb300.resources import DeployedResource
 
 _VERSIONS = (1, 2, 3)  # checkpoint versions `pulumi stack export` has written; 3 since Pulumi 1.x
@@ -82,13 +82,9 @@ def _short(value: Any, limit: int = 60) -> str:
 
 
 def read_state(path: Path) -> Any:
-    """The JSON document of a ``pulumi stack export`` file; a missing or malformed file is a usage error naming it."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"state file {path} cannot be read ({exc.strerror})") from None
-    except (ValueError, RecursionError):  # a decoding error is a ValueError; absurd nesting a RecursionError
-        raise UsageError(f"state file {path} is not JSON; write it with 'pulumi stack export > {path.name}'") from None
+    """The JSON document of a ``pulumi stack export`` file, read by the strict reader (:mod:`gb300.io.reader`): a
+    missing, oversized or malformed file is one line naming it (exit 2)."""
+    return reader.load_json(path, reader.STATE)
 
 
 def load_state(path: Path) -> list[DeployedResource]:

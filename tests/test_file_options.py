@@ -1,0 +1,117 @@
+"""Every command-line option that takes a file: read by the strict reader of files from elsewhere
+(:mod:`gb300.io.reader`), or written by the one writer (:mod:`gb300.io.writer`). The options are found by walking
+the real argument parser, so a new file option without a row here fails."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gb300 import cli
+from gb300.io import reader
+
+FILE_METAVARS = {"FILE", "PATH", "DIR", "STATE", "SCENARIO.yaml", "REPORT"}
+
+# (command words, option) -> argv with F standing for the file, which holds a NUL byte (no text file does).
+INPUTS: dict[tuple[str, str], list[str]] = {
+    ("init", "--ssh-public-key"): ["init", "fileoptions", "--ssh-public-key", "F", "--signing-key", "KEY"],
+    ("plan", "--stack-file"): ["plan", "--stack-file", "F"],
+    ("plan", "--state"): ["plan", "--stack", "dev", "--state", "F"],
+    ("plan", "--quota"): ["plan", "--stack", "dev", "--quota", "F"],
+    ("plan", "--prices"): ["plan", "--stack", "dev", "--prices", "F"],
+    ("topology", "--nodes"): ["topology", "--nodes", "F", "--block-size", "18"],
+    ("payload publish", "--stack-file"): ["payload", "publish", "--stack-file", "F", "--account-url", "URL"],
+    ("rollout", "--stack-file"): ["rollout", "--dry-run", "--stack-file", "F", "--state", "STATE", "--azure", "live"],
+    ("rollout", "--state"): ["rollout", "--dry-run", "--stack", "dev", "--state", "F", "--azure", "live"],
+    ("rollout", "--azure"): ["rollout", "--dry-run", "--stack", "dev", "--state", "STATE", "--azure", "F"],
+    ("migrate-racks", "--stack-file"): ["migrate-racks", "--stack-file", "F", "--state", "F", "--out", "OUT"],
+    ("migrate-racks", "--state"): ["migrate-racks", "--stack", "dev", "--state", "F", "--out", "OUT"],
+    ("status", "--state"): ["status", "--state", "F"],
+    ("strip-state", "state"): ["strip-state", "F", "--out", "OUT"],
+    ("heal simulate", "scenario"): ["heal", "simulate", "F"],
+}
+OUTPUTS = {
+    ("init", "--signing-key"): "writer.create_new (0600)",
+    ("plan", "--json"): "writer.replacing (0644)",
+    ("payload keygen", "--out"): "writer.create_new (0600)",
+    ("migrate-racks", "--out"): "writer.replace, one file each (commands.sh 0755)",
+    ("strip-state", "--out"): "writer.replace (0600)",
+    ("heal simulate", "--json"): "writer.replace (0644)",
+    ("heal simulate", "--decisions"): "writer.replace (0644)",
+}
+NOT_HERE = {
+    ("topology", "--fabric-dir"): (
+        "gb300.slurm.topology reads the directory on the Slurm controller with the standard library alone; an "
+        "unreadable file is one of its per-node problems (--skip-invalid), not a refusal"
+    ),
+}
+
+
+def _walk(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()) -> Iterator[tuple[str, argparse.Action]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _walk(sub, (*words, name))
+        elif _takes_a_file(action):
+            yield " ".join(words), action
+
+
+def _takes_a_file(action: argparse.Action) -> bool:
+    metavar = action.metavar if isinstance(action.metavar, str) else ""
+    return action.type is Path or bool(FILE_METAVARS & set(metavar.split("|")))
+
+
+def file_options() -> set[tuple[str, str]]:
+    """(command words, option or positional name) of every argument that takes a file, from the real parser."""
+    return {(words, (a.option_strings or [a.dest])[0]) for words, a in _walk(cli.build_parser())}
+
+
+def test_every_file_option_is_read_or_written_by_the_one_reader_or_writer() -> None:
+    """The parser's file options are exactly the rows here: a new one must say how it is read or written."""
+    found = file_options()
+    listed = set(INPUTS) | set(OUTPUTS) | set(NOT_HERE)
+    assert not set(INPUTS) & set(OUTPUTS)
+    assert found - listed == set(), "file options with no row (read them with gb300.io.reader)"
+    assert listed - found == set(), "rows for options the parser no longer has"
+
+
+@pytest.mark.parametrize("option", sorted(INPUTS), ids=lambda o: " ".join(o).replace(" ", "-"))
+def test_each_input_file_goes_through_the_strict_reader(
+    option: tuple[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The command reads the option's file with gb300.io.reader (its size cap, UTF-8, no NUL) and refuses a file
+    that is no document with exit 2 on one line naming it, before anything else happens."""
+    bad = tmp_path / "given.file"
+    bad.write_bytes(b"{\x00\n")
+    state = tmp_path / "state.json"
+    state.write_text('{"version": 3, "deployment": {"resources": []}}', encoding="utf-8")
+    words = {
+        "F": str(bad),
+        "KEY": str(tmp_path / "key.pem"),
+        "OUT": str(tmp_path / "out"),
+        "STATE": str(state),
+        "URL": "https://gb300test.blob.core.windows.net",
+    }
+    read: list[Path] = []
+    real = reader.read_text
+
+    def recording(path: Path, kind: reader.Kind) -> str:
+        read.append(Path(path))
+        return real(path, kind)
+
+    monkeypatch.setattr(reader, "read_text", recording)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    code = cli.main([words.get(w, w) for w in INPUTS[option]])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert bad in read
+    assert code == 2
+    assert len(err) == 1, err
+    assert str(bad) in err[0]
+    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "key.pem").exists()
