@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tests.support.real_slurm import layout
@@ -18,24 +18,62 @@ SLURM_CONF_ADAPTATIONS = (
     "SlurmdParameters=config_overrides\n"
 )
 SYSTEMCTL = r"""#!/bin/bash
-# real-Slurm fixture stand-in for systemctl: units are words in /var/lib/gb300-standin/units/<unit>.
+# real-Slurm fixture stand-in for systemctl: records its calls and keeps unit states (start, restart, stop,
+# is-active) under /var/lib/gb300-standin/units; start/restart (or enable --now) of a unit in RUN runs the unit's
+# last ExecStart= (its drop-ins included) as its User=, MariaDB as `mariadbd` (its unit wraps Galera recovery).
+RUN=" mariadb slurmdbd "
 dir=/var/lib/gb300-standin/units
-mkdir -p "$dir" /var/log/gb300-standin
+mkdir -p "$dir" /var/log/gb300-standin /run/gb300-standin
 printf '%s\n' "$*" >>/var/log/gb300-standin/systemctl.log
-quiet=0 args=()
-for word in "$@"; do [ "$word" = --quiet ] && quiet=1 || args+=("$word"); done
-verb=${args[0]:-} unit=${args[1]:-}
-unit=${unit%.service}
-case "$verb" in
-  start | restart) echo active >"$dir/$unit" ;;
-  stop) echo inactive >"$dir/$unit" ;;
-  is-active)
-    state=$(cat "$dir/$unit" 2>/dev/null || echo inactive)
-    [ "$quiet" = 1 ] || echo "$state"
-    [ "$state" = active ]
-    exit
-    ;;
-esac
+quiet=0 now=0 args=()
+for word in "$@"; do
+  case "$word" in
+    --quiet) quiet=1 ;;
+    --now) now=1 ;;
+    --*) ;;
+    *) args+=("$word") ;;
+  esac
+done
+verb=${args[0]:-}
+for unit in "${args[@]:1}"; do
+  unit=${unit%.service}
+  case "$verb" in
+    start | restart) ;;
+    enable) [ "$now" = 1 ] || continue ;;
+    stop) echo inactive >"$dir/$unit"; continue ;;
+    is-active)
+      state=$(cat "$dir/$unit" 2>/dev/null || echo inactive)
+      [ "$quiet" = 1 ] || echo "$state"
+      [ "$state" = active ]
+      exit
+      ;;
+    *) continue ;;
+  esac
+  pidfile=/run/gb300-standin/$unit.pid
+  if [ "$(cat "$dir/$unit" 2>/dev/null)" = active ] && [ "$verb" != restart ]; then continue; fi
+  echo active >"$dir/$unit"
+  [[ "$RUN" == *" $unit "* ]] || continue
+  if [ -r "$pidfile" ]; then
+    pid=$(cat "$pidfile")
+    kill "$pid" 2>/dev/null || true
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+  fi
+  files=(/usr/lib/systemd/system/"$unit".service /etc/systemd/system/"$unit".service.d/*.conf)
+  settings=$(cat "${files[@]}" 2>/dev/null)
+  user=$(sed -n 's/^User=//p' <<<"$settings" | tail -n1)
+  user=${user:-root}
+  for runtime in $(sed -n 's/^RuntimeDirectory=//p' <<<"$settings"); do install -d -o "$user" "/run/$runtime"; done
+  if [ "$unit" = mariadb ]; then
+    [ -d /run/mariadbd ] || install -d -o mysql -g mysql /run/mysqld # trixie's socket directory (no tmpfiles.d)
+    cmd=/usr/sbin/mariadbd
+  else
+    cmd=$(sed -n 's/^ExecStart=//p' <<<"$settings" | grep -v '^$' | tail -n1)
+  fi
+  # shellcheck disable=SC2086 # systemd splits ExecStart= at whitespace; unset $VARIABLES expand to nothing
+  setsid setpriv --reuid="$user" --regid="$user" --init-groups bash -c "exec $cmd" \
+    </dev/null >>"/var/log/gb300-standin/$unit.out" 2>&1 &
+  echo $! >"$pidfile"
+done
 exit 0
 """
 IMEX_CTL = r"""#!/bin/bash
@@ -83,6 +121,7 @@ def head_layer(cluster: Cluster, key: bytes, hosts: str) -> None:
     _common(cluster, cluster.head, key, hosts)
     conf = cluster.head.upper / "etc/slurm/slurm.conf"
     conf.write_text(conf.read_text() + SLURM_CONF_ADAPTATIONS)
+    _write(cluster.head.upper, "usr/bin/systemctl", SYSTEMCTL, 0o755)
 
 
 def node_layer(cluster: Cluster, host: Host, key: bytes, hosts: str, extra: dict[str, str] | None = None) -> None:
@@ -97,30 +136,22 @@ def node_layer(cluster: Cluster, host: Host, key: bytes, hosts: str, extra: dict
     checks = " ".join(hardware_checks((upper / "usr/local/sbin/gb300-health-check").read_text(), env))
     skips = "".join(f"GB300_SKIP_{mode}='{checks}'\n" for mode in ("BOOT", "PERIODIC", "EPILOG"))
     env_path.write_text(env_path.read_text() + "# real-Slurm fixture: no GPU, InfiniBand or DCGM here\n" + skips)
-    for path, text, mode in (
-        ("usr/bin/systemctl", SYSTEMCTL, 0o755),
-        ("usr/bin/nvidia-imex-ctl", IMEX_CTL, 0o755),
-        ("etc/nvidia-imex/config.cfg", IMEX_CONFIG, 0o644),
-    ):
-        target = upper / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-        target.chmod(mode)
+    _write(upper, "usr/bin/systemctl", SYSTEMCTL, 0o755)
+    _write(upper, "usr/bin/nvidia-imex-ctl", IMEX_CTL, 0o755)
+    _write(upper, "etc/nvidia-imex/config.cfg", IMEX_CONFIG, 0o644)
     for path, text in (extra or {}).items():
-        target = upper / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+        _write(upper, path, text, 0o755 if path.startswith(("/usr/", "usr/")) else 0o644)
+
+
+def _write(upper: Path, path: str, text: str, mode: int) -> None:
+    target = upper / path.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    target.chmod(mode)
 
 
 def start_accounting(cluster: Cluster) -> None:
-    """MariaDB and slurmdbd on the head, as gb300-slurmdbd-setup configures them (its rendered files)."""
-    head = cluster.head
-    head.run(["install", "-d", "-o", "mysql", "-g", "mysql", "/run/mysqld"])
-    head.start("mariadb", ["mariadbd", "--user=mysql", "--skip-networking=0", "--bind-address=127.0.0.1"])
-    deadline = time.monotonic() + 60
-    while head.run(["mariadb", "-e", "select 1"], check=False).returncode != 0:
-        if time.monotonic() > deadline:
-            raise RuntimeError("MariaDB did not start:\n" + cluster.diagnostics())
-        time.sleep(0.5)
-    unit = cluster.root / "usr/lib/systemd/system/slurmdbd.service"
-    head.start("slurmdbd", layout.unit_command(unit, {}))
+    """MariaDB and slurmdbd on the head: the head's own ``gb300-slurmdbd-setup`` step, run on the head (it starts
+    them through the systemctl stand-in, creates the database and slurmdbd's account, waits for sacctmgr)."""
+    step = "/usr/local/lib/gb300/steps/gb300-slurmdbd-setup.sh"
+    cluster.head.run(["env", "GB300_SLURM_INSTALL=/bin/true", "bash", step], timeout=300)

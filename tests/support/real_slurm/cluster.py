@@ -8,6 +8,7 @@ The adaptations to a small machine are listed once, in :mod:`tests.support.real_
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -139,6 +140,8 @@ class Cluster:
         self.wait_registered([h.name for h in self.nodes])
 
     def _munged(self, host: Host) -> None:
+        # What boot does before any service: the packages' runtime directories under /run (tmpfiles.d).
+        host.run(["systemd-tmpfiles", "--create", "--prefix=/run"], check=False)
         unit = self.root / "usr/lib/systemd/system/munge.service"
         user = layout.unit_user(unit) or "root"
         host.run(["install", "-d", "-o", user, "-g", user, "-m", "0755", "/run/munge"])
@@ -171,6 +174,25 @@ class Cluster:
         host.run(layout.unit_command(boot_unit, {}), check=False, timeout=120)
         unit = self.root / "usr/lib/systemd/system/slurmd.service"
         host.start("slurmd", layout.unit_command(unit, {"SLURMD_OPTIONS": self.node_options[host.name]}))
+
+    def reboot(self, host: Host, down: float = 0.0) -> None:
+        """Reboot a node as a VM restart would: every process gone, ``/run`` and ``/dev`` fresh, its disk (its
+        layer) kept, a new boot time; after ``down`` seconds it boots and starts munged, the gate and slurmd."""
+        before = self.slurmd_start_time(host)
+        host.destroy()
+        time.sleep(max(down, 1.0))  # boot and start times have whole seconds
+        host.boot()
+        self.start_node(host)
+        self.wait(f"{host.name} registered again", lambda: self.slurmd_start_time(host) > before, 90)
+
+    def slurmd_start_time(self, host: Host) -> int:
+        """When the controller last saw ``host``'s slurmd start (its registration), in epoch seconds; 0: never."""
+        done = self.head.run(["scontrol", "--json", "show", "node", host.name], check=False)
+        if done.returncode != 0:
+            return 0
+        [node] = json.loads(done.stdout)["nodes"] or [{}]
+        value = node.get("slurmd_start_time", 0)
+        return int(value.get("number", 0) if isinstance(value, dict) else value)
 
     def wait_registered(self, names: list[str], timeout: float = 90) -> None:
         """Wait until slurmctld has a record of every node in ``names`` that is not NOT_RESPONDING/DOWN."""
@@ -224,7 +246,7 @@ def start_cluster(
     ``gb300:head.slurmdbd``) and starts MariaDB and slurmdbd on the head. ``node_files`` (node index -> node path
     -> text) is written into a node's layer after gb300's files and the adaptations (a failing gate's health.env)."""
     if accounting:
-        overrides = {**(overrides or {}), "gb300:head": {**(overrides or {}).get("gb300:head", {}), "slurmdbd": True}}
+        overrides = {**(overrides or {}), "head": {**(overrides or {}).get("head", {}), "slurmdbd": True}}
     files = layout.node_bundles(stack, overrides)
     cluster = Cluster(
         suite=suite,

@@ -54,6 +54,15 @@ mount -t devpts -o newinstance,ptmxmode=0666 devpts "$merged/dev/pts"
 ln -s pts/ptmx "$merged/dev/ptmx"
 mount -t tmpfs tmpfs "$merged/dev/shm"
 mount -t tmpfs -o mode=0755 tmpfs "$merged/run"
+# The host's processes live in /system.slice (as services under systemd): slurmd resets limits in its parent.
+for dir in "$merged"/sys/fs/cgroup/*/ "$merged/sys/fs/cgroup/"; do
+  [ -e "$dir/cgroup.procs" ] || continue
+  mkdir -p "$dir/system.slice"
+  for knob in cpuset.cpus cpuset.mems; do
+    [ ! -e "$dir/$knob" ] || cat "$dir/$knob" >"$dir/system.slice/$knob"
+  done
+  echo $$ >"$dir/system.slice/cgroup.procs"
+done
 hostname "$name"
 touch "$ready"
 exec chroot "$merged" /bin/bash -c 'trap : CHLD; while :; do sleep 3600 & wait; done'
@@ -85,13 +94,14 @@ class Host:
         for sub in ("upper", "work", "merged"):
             (self.directory / sub).mkdir(parents=True, exist_ok=True)
         ready = self.directory / "ready"
+        ready.unlink(missing_ok=True)
         self.cgroups = _cgroup_dirs(self.netns)
-        script = "".join(f'echo $$ >"{d}/cgroup.procs"\n' for d in self.cgroups) + _exec_unshare()
+        script = "".join(f'echo $$ >"{d}/cgroup.procs"\n' for d in self.cgroups) + _exec_unshare(_uptime() - 1)
         self.init = subprocess.Popen(
             ["nsenter", f"--net=/run/netns/{self.netns}", "bash", "-c", script, "init", _INIT,
              str(self.directory / "merged"), str(self.lower), str(self.upper), str(self.directory / "work"),
              self.name, str(self.gpus), str(ready)],
-            stdout=(self.directory / "init.log").open("wb"), stderr=subprocess.STDOUT,
+            stdout=(self.directory / "init.log").open("ab"), stderr=subprocess.STDOUT,
         )  # fmt: skip
         deadline = time.monotonic() + 30
         while not ready.exists():
@@ -108,14 +118,20 @@ class Host:
     def enter(self) -> list[str]:
         """The prefix that runs a command inside this host (its namespaces and root), with a clean environment."""
         return [
-            "nsenter", "-t", str(self.pid1), "-m", "-u", "-n", "-p", "-C", "-r", "-w", "--",
+            "nsenter", "-t", str(self.pid1), "-m", "-u", "-n", "-p", "-C", "-T", "-r", "-w", "--",
             "env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", f"HOSTNAME={self.name}",
         ]  # fmt: skip
 
     def run(self, argv: list[str], timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` inside this host and wait for it."""
         done = subprocess.run(
-            [*self.enter(), *argv], capture_output=True, text=True, timeout=timeout, check=False, errors="replace"
+            [*self.enter(), *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            errors="replace",
+            preexec_fn=self._join,
         )
         if check and done.returncode != 0:
             raise RuntimeError(f"{self.name}: {argv} exited {done.returncode}: {done.stderr[-2000:]}")
@@ -124,9 +140,19 @@ class Host:
     def start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         """Start a long-running ``argv`` (a daemon in the foreground) inside this host; its output goes to a log."""
         log = (self.directory / f"{name}.out").open("ab")
-        process = subprocess.Popen([*self.enter(), *argv], stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [*self.enter(), *argv],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=self._join,  # noqa: PLW1509 - only writes its own pid to cgroup.procs
+        )
         self.daemons[name] = process
         return process
+
+    def _join(self) -> None:
+        """Move the calling process into the host's /system.slice (nsenter enters the cgroup namespace only)."""
+        for directory in self.cgroups:
+            (directory / "system.slice" / "cgroup.procs").write_text(str(os.getpid()))
 
     def stop(self, name: str) -> None:
         """Stop the daemon started as ``name`` (SIGTERM to its process inside the host, then wait)."""
@@ -152,12 +178,18 @@ class Host:
             self.init.wait(timeout=30)
         for process in self.daemons.values():
             process.wait(timeout=30)
+        self.daemons.clear()
+        self.init = None
         for directory in self.cgroups:
             _remove_cgroup(directory)
 
 
-def _exec_unshare() -> str:
-    return 'exec unshare --mount --uts --pid --cgroup --fork --kill-child=SIGKILL bash -c "$1" init "${@:2}"\n'
+def _exec_unshare(uptime: int) -> str:
+    """The host's namespaces; its boot time is now (a time namespace whose CLOCK_BOOTTIME starts at about 0)."""
+    return (
+        f"exec unshare --mount --uts --pid --cgroup --time --boottime={-uptime} --fork --kill-child=SIGKILL"
+        ' bash -c "$1" init "${@:2}"\n'
+    )
 
 
 def _child_of(pid: int, wait: float = 10) -> int:
@@ -173,6 +205,10 @@ def _child_of(pid: int, wait: float = 10) -> int:
         if time.monotonic() > deadline:
             return 0
         time.sleep(0.02)
+
+
+def _uptime() -> int:
+    return int(float(Path("/proc/uptime").read_text().split()[0]))
 
 
 def _root_of(pid: int) -> str:

@@ -58,7 +58,7 @@ def _freeze(raw: dict[str, Any]) -> str:
 
 def node_bundles(stack: str = "dev", overrides: dict[str, Any] | None = None) -> StackFiles:
     """The head's and a GPU node's files for ``stack`` (a name under stacks/), with ``overrides`` merged into
-    its gb300 namespace (``{"gb300:head": {"slurmdbd": True}}``, key by key)."""
+    its gb300 namespace (``{"head": {"slurmdbd": True}}``, key by key)."""
     return _bundles(stack, _freeze(overrides or {}))
 
 
