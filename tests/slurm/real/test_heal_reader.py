@@ -64,7 +64,7 @@ def _simulated(count: int) -> tuple[World, list[str], Runner]:
         args = list(argv)
         if args == ["scontrol", "--json", "show", "node"]:
             args.append(compress(hosts))
-        return world.slurm(args)
+        return str(world.slurm(args))
 
     return world, hosts, run
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tests.support.real_slurm import layout
+from tests.support.real_slurm import layout, priv
 
 if TYPE_CHECKING:
     from tests.support.real_slurm.cluster import Cluster
@@ -95,30 +95,31 @@ def hardware_checks(gate: str, health_env: dict[str, str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _common(cluster: Cluster, host: Host, key: bytes, hosts: str) -> None:
+def _common(host: Host, key: bytes, hosts: str) -> None:
     upper = host.upper
-    munge_uid, munge_gid = layout.owner(cluster.root, "munge")
-    slurm_uid, slurm_gid = layout.owner(cluster.root, "slurm")
-    (upper / "etc").mkdir(parents=True, exist_ok=True)
+    for path in ("etc/munge", "var/lib/munge", "var/log/munge", "var/log/slurm", "var/spool/slurmctld"):
+        (upper / path).mkdir(parents=True, exist_ok=True)
     (upper / "etc/hosts").write_text(hosts)
     (upper / "etc/hostname").write_text(host.name + "\n")
-    munge_dir = upper / "etc/munge"
-    munge_dir.mkdir(parents=True, exist_ok=True)
-    (munge_dir / "munge.key").write_bytes(key)
-    (munge_dir / "munge.key").chmod(0o400)
-    for path in (munge_dir, upper / "var/lib/munge", upper / "var/log/munge"):
-        path.mkdir(parents=True, exist_ok=True)
-        layout.chown_tree(path, munge_uid, munge_gid)
-    for path in (upper / "var/log/slurm", upper / "var/spool/slurmctld"):
-        path.mkdir(parents=True, exist_ok=True)
-        layout.chown_tree(path, slurm_uid, slurm_gid)
+    (upper / "etc/munge/munge.key").write_bytes(key)
+
+
+def seal(cluster: Cluster, host: Host) -> None:
+    """Give a host's layer the ownership it has on a node (root; munge's and slurm's directories), as root."""
+    munge = "{}:{}".format(*layout.owner(cluster.root, "munge"))
+    slurm = "{}:{}".format(*layout.owner(cluster.root, "slurm"))
+    upper = host.upper
+    priv.run(["chown", "-R", "0:0", str(upper)])
+    priv.run(["chown", "-R", munge, *(str(upper / p) for p in ("etc/munge", "var/lib/munge", "var/log/munge"))])
+    priv.run(["chmod", "0400", str(upper / "etc/munge/munge.key")])
+    priv.run(["chown", "-R", slurm, str(upper / "var/log/slurm"), str(upper / "var/spool/slurmctld")])
 
 
 def head_layer(cluster: Cluster, key: bytes, hosts: str) -> None:
     """The head's layer: its rendered files (``/etc/slurm``: slurm.conf, gres.conf, cgroup.conf, plugstack.conf,
     topology.conf when rendered) with the slurm.conf adaptation appended."""
     layout.place(cluster.files.head, cluster.head.upper)
-    _common(cluster, cluster.head, key, hosts)
+    _common(cluster.head, key, hosts)
     conf = cluster.head.upper / "etc/slurm/slurm.conf"
     conf.write_text(conf.read_text() + SLURM_CONF_ADAPTATIONS)
     _write(cluster.head.upper, "usr/bin/systemctl", SYSTEMCTL, 0o755)
@@ -129,7 +130,7 @@ def node_layer(cluster: Cluster, host: Host, key: bytes, hosts: str, extra: dict
     hardware check, IMEX's command service on, stand-ins for systemctl and nvidia-imex-ctl; then ``extra``."""
     upper = host.upper
     layout.place(cluster.files.node, upper, skip=("/etc/slurm/",))
-    _common(cluster, host, key, hosts)
+    _common(host, key, hosts)
     (upper / "var/spool/slurmd").mkdir(parents=True, exist_ok=True)
     env_path = upper / "etc/gb300/health.env"
     env = layout.source_env(env_path.read_text())

@@ -12,8 +12,6 @@ import json
 import os
 import re
 import secrets
-import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gb300.slurm.client import Slurm
-from tests.support.real_slurm import adapt, layout
+from tests.support.real_slurm import adapt, layout, priv
 from tests.support.real_slurm.host import Host
 from tests.support.real_slurm.root import slurm_root
 
@@ -65,8 +63,7 @@ class Cluster:
 
     def log(self, host: Host, name: str) -> str:
         """The text of ``/var/log/slurm/<name>.log`` on ``host`` (``slurmctld``, ``slurmd``, ``slurmdbd``)."""
-        path = host.upper / "var/log/slurm" / f"{name}.log"
-        return path.read_text(errors="replace") if path.exists() else ""
+        return priv.read(host.upper / "var/log/slurm" / f"{name}.log")
 
     def errors(self, host: Host, name: str) -> list[str]:
         """The ``error:`` lines of a daemon's log on ``host``."""
@@ -87,10 +84,11 @@ class Cluster:
         """The last lines of every daemon's log and console, for a failure message."""
         parts = []
         for host in [self.head, *self.nodes]:
-            for path in sorted([*host.directory.glob("*.out"), *(host.upper / "var/log/slurm").glob("*.log")]):
-                parts.append(
-                    f"--- {host.name}: {path.name}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-15:])
-                )
+            texts = {p.name: p.read_text(errors="replace") for p in sorted(host.directory.glob("*.out"))}
+            texts.update({f"{d}.log": self.log(host, d) for d in ("slurmctld", "slurmd", "slurmdbd")})
+            for name, text in texts.items():
+                if text:
+                    parts.append(f"--- {host.name}: {name}\n" + "\n".join(text.splitlines()[-15:]))
         return "\n".join(parts)
 
     # -- starting it ----------------------------------------------------------------------------------------------
@@ -130,11 +128,13 @@ class Cluster:
         key = secrets.token_bytes(1024)
         hosts = "127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in [self.head, *self.nodes])
         adapt.head_layer(self, key, hosts)
+        adapt.seal(self, self.head)
         self.head.boot()
         self._start_head()
         for index, host in enumerate(self.nodes):
             adapt.node_layer(self, host, key, hosts, self.node_files.get(index))
             self.node_options[host.name], _ = layout.slurmd_argv(host.upper)
+            adapt.seal(self, host)
             host.boot()
             self.start_node(host)
         self.wait_registered([h.name for h in self.nodes])
@@ -213,16 +213,16 @@ class Cluster:
             except Exception as error:  # noqa: BLE001 - keep tearing down the rest
                 problems.append(f"{host.name}: {error}")
         for netns in reversed(self._netns):
-            if subprocess.run(["ip", "netns", "del", netns], capture_output=True, check=False).returncode:
+            if priv.run(["ip", "netns", "del", netns], check=False).returncode:
                 problems.append(f"ip netns del {netns} failed")
         self._netns.clear()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        priv.run(["rm", "-rf", "--one-file-system", str(self.directory)], check=False)
         if problems:
             raise RuntimeError("real-Slurm teardown: " + "; ".join(problems))
 
 
 def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+    priv.run(["ip", *args])
 
 
 def node_names(files: layout.StackFiles, count: int) -> list[str]:

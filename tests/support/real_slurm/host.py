@@ -11,25 +11,23 @@ namespace (``ip netns``) and the host's cgroup directory are removed by :meth:`H
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CGROUP_V1 = Path("/sys/fs/cgroup")
+from tests.support.real_slurm import priv
 
 _INIT = r"""
 set -euo pipefail
-merged=$1 lower=$2 upper=$3 work=$4 name=$5 gpus=$6 ready=$7
+merged=$1 lower=$2 upper=$3 work=$4 name=$5 gpus=$6 fixture=$7
 mount --make-rprivate /
 mount -t overlay overlay -o "lowerdir=$lower,upperdir=$upper,workdir=$work" "$merged"
 mount -t proc proc "$merged/proc"
 mount -t sysfs sysfs "$merged/sys"
 if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then
-  mount -t cgroup2 cgroup2 "$merged/sys/fs/cgroup"
+  mount -t cgroup2 -o nsdelegate cgroup2 "$merged/sys/fs/cgroup" 2>/dev/null ||
+    mount -t cgroup2 cgroup2 "$merged/sys/fs/cgroup"
 else
   mount -t tmpfs -o mode=0755 tmpfs "$merged/sys/fs/cgroup"
   while read -r _ point kind opts _; do
@@ -62,11 +60,65 @@ for dir in "$merged"/sys/fs/cgroup/*/ "$merged/sys/fs/cgroup/"; do
     [ ! -e "$dir/$knob" ] || cat "$dir/$knob" >"$dir/system.slice/$knob"
   done
   echo $$ >"$dir/system.slice/cgroup.procs"
+  if [ -e "$dir/cgroup.subtree_control" ]; then # cgroup v2: hand the host's controllers on to its services
+    for controller in $(cat "$dir/cgroup.controllers"); do
+      echo "+$controller" >"$dir/cgroup.subtree_control" 2>/dev/null || true
+    done
+  fi
 done
+mkdir -p "$merged/run/.fixture"
+mount --bind "$fixture" "$merged/run/.fixture"
 hostname "$name"
-touch "$ready"
-exec chroot "$merged" /bin/bash -c 'trap : CHLD; while :; do sleep 3600 & wait; done'
+exec chroot "$merged" /bin/bash -c 'touch /run/.fixture/ready; trap : CHLD; while :; do sleep 3600 & wait; done'
 """
+
+
+_BOOT = r"""
+# As root: the host's cgroups (cgroups.join: where its processes go; cgroups.remove: what to remove afterwards),
+# then its namespaces. cgroup v1 (or hybrid): a child of this process's cgroup in every hierarchy; cgroup v2 only:
+# a tree at the hierarchy's root with the controllers handed down (the caller's own cgroup may hold processes).
+set -euo pipefail
+netns=$1 dir=$2 uptime=$3
+shift 3
+echo $$ >"$dir/init.pid"
+: >"$dir/cgroups.join"
+: >"$dir/cgroups.remove"
+tag="gb300-real-slurm-$netns"
+if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then
+  top="/sys/fs/cgroup/$tag"
+  mkdir -p "$top/host"
+  echo "$top" >>"$dir/cgroups.remove"
+  for controller in $(cat "$top/cgroup.controllers"); do
+    echo "+$controller" >"$top/cgroup.subtree_control" 2>/dev/null || true
+  done
+  echo $$ >"$top/host/cgroup.procs"
+  echo "$top/host/system.slice" >>"$dir/cgroups.join"
+else
+  while IFS=: read -r _ controllers path; do
+    case "$controllers" in
+      name=*) continue ;;
+      "") base=/sys/fs/cgroup/unified ;;
+      *) base="/sys/fs/cgroup/$controllers" ;;
+    esac
+    [ -e "$base/cgroup.procs" ] || continue
+    cg="$base${path%/}/$tag"
+    mkdir -p "$cg"
+    for knob in cpuset.cpus cpuset.mems; do
+      [ ! -e "$cg/$knob" ] || cat "${cg%/*}/$knob" >"$cg/$knob"
+    done
+    echo $$ >"$cg/cgroup.procs"
+    echo "$cg" >>"$dir/cgroups.remove"
+    echo "$cg/system.slice" >>"$dir/cgroups.join"
+  done </proc/self/cgroup
+fi
+exec nsenter --net="/run/netns/$netns" unshare --mount --uts --pid --cgroup --time --boottime="-$uptime" --fork \
+  --kill-child=SIGKILL bash -c "$1" init "${@:2}"
+"""
+_JOIN = 'while read -r d; do echo $$ >"$d/cgroup.procs"; done <"$1"; shift; exec "$@"'
+"""Run as root before ``nsenter``: the command joins the host's /system.slice (nsenter enters the cgroup namespace
+only, not a cgroup in it)."""
+_PIDFILE = 'echo $$ >"/run/.fixture/$1.pid"; shift; exec "$@"'
+"""Run inside the host before a daemon: its PID in the host's PID namespace, for :meth:`Host.stop`."""
 
 
 @dataclass
@@ -81,7 +133,6 @@ class Host:
     gpus: int = 0
     init: subprocess.Popen[bytes] | None = None
     pid1: int = 0
-    cgroups: list[Path] = field(default_factory=list)
     daemons: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
@@ -90,17 +141,15 @@ class Host:
         return self.directory / "upper"
 
     def boot(self) -> None:
-        """Start the host's first process in its namespaces (its own cgroup first) and wait until it is chrooted."""
-        for sub in ("upper", "work", "merged"):
+        """Start the host's first process in its cgroup and namespaces and wait until it has chrooted."""
+        for sub in ("upper", "work", "merged", "fixture"):
             (self.directory / sub).mkdir(parents=True, exist_ok=True)
-        ready = self.directory / "ready"
-        ready.unlink(missing_ok=True)
-        self.cgroups = _cgroup_dirs(self.netns)
-        script = "".join(f'echo $$ >"{d}/cgroup.procs"\n' for d in self.cgroups) + _exec_unshare(_uptime() - 1)
+        ready = self.directory / "fixture" / "ready"
+        priv.run(["rm", "-f", str(ready)])
         self.init = subprocess.Popen(
-            ["nsenter", f"--net=/run/netns/{self.netns}", "bash", "-c", script, "init", _INIT,
+            [*priv.prefix(), "bash", "-c", _BOOT, "boot", self.netns, str(self.directory), str(_uptime() - 1), _INIT,
              str(self.directory / "merged"), str(self.lower), str(self.upper), str(self.directory / "work"),
-             self.name, str(self.gpus), str(ready)],
+             self.name, str(self.gpus), str(self.directory / "fixture")],
             stdout=(self.directory / "init.log").open("ab"), stderr=subprocess.STDOUT,
         )  # fmt: skip
         deadline = time.monotonic() + 30
@@ -108,16 +157,13 @@ class Host:
             if self.init.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{self.name} did not start: {(self.directory / 'init.log').read_text()[-2000:]}")
             time.sleep(0.05)
-        self.pid1 = _child_of(self.init.pid)
-        merged = str(self.directory / "merged")
-        while _root_of(self.pid1) != merged:  # "ready" comes just before PID 1 chroots
-            if self.init.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} did not chroot: {(self.directory / 'init.log').read_text()[-2000:]}")
-            time.sleep(0.02)
+        self.pid1 = _child_of(int((self.directory / "init.pid").read_text()))
 
     def enter(self) -> list[str]:
-        """The prefix that runs a command inside this host (its namespaces and root), with a clean environment."""
+        """The prefix that runs a command inside this host (its namespaces, root and /system.slice), as root, with
+        a clean environment."""
         return [
+            *priv.prefix(), "bash", "-c", _JOIN, "join", str(self.directory / "cgroups.join"),
             "nsenter", "-t", str(self.pid1), "-m", "-u", "-n", "-p", "-C", "-T", "-r", "-w", "--",
             "env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", f"HOSTNAME={self.name}",
         ]  # fmt: skip
@@ -125,13 +171,7 @@ class Host:
     def run(self, argv: list[str], timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` inside this host and wait for it."""
         done = subprocess.run(
-            [*self.enter(), *argv],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            errors="replace",
-            preexec_fn=self._join,
+            [*self.enter(), *argv], capture_output=True, text=True, timeout=timeout, check=False, errors="replace"
         )
         if check and done.returncode != 0:
             raise RuntimeError(f"{self.name}: {argv} exited {done.returncode}: {done.stderr[-2000:]}")
@@ -141,55 +181,45 @@ class Host:
         """Start a long-running ``argv`` (a daemon in the foreground) inside this host; its output goes to a log."""
         log = (self.directory / f"{name}.out").open("ab")
         process = subprocess.Popen(
-            [*self.enter(), *argv],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=self._join,  # noqa: PLW1509 - only writes its own pid to cgroup.procs
+            [*self.enter(), "bash", "-c", _PIDFILE, "pidfile", name, *argv], stdout=log, stderr=subprocess.STDOUT
         )
         self.daemons[name] = process
         return process
 
-    def _join(self) -> None:
-        """Move the calling process into the host's /system.slice (nsenter enters the cgroup namespace only)."""
-        for directory in self.cgroups:
-            (directory / "system.slice" / "cgroup.procs").write_text(str(os.getpid()))
-
     def stop(self, name: str) -> None:
-        """Stop the daemon started as ``name`` (SIGTERM to its process inside the host, then wait)."""
+        """Stop the daemon started as ``name``: SIGTERM to its PID inside the host, SIGKILL after 20 s."""
         process = self.daemons.pop(name)
-        if process.poll() is None:
-            child = _child_of(process.pid, wait=1)
-            if child:
-                os.kill(child, signal.SIGTERM)
+        pid = (self.directory / "fixture" / f"{name}.pid").read_text().strip()
+        for signal_name, wait in (("TERM", 20), ("KILL", 10)):
+            if process.poll() is not None:
+                return
+            self.run(["kill", f"-{signal_name}", pid], check=False)
             try:
-                process.wait(timeout=20)
+                process.wait(timeout=wait)
             except subprocess.TimeoutExpired:
-                if child:
-                    os.kill(child, signal.SIGKILL)
-                process.wait(timeout=10)
+                continue
 
     def destroy(self) -> None:
-        """Kill the host's first process (and with it every process in its PID namespace), then its cgroups."""
-        for process in self.daemons.values():
-            if process.poll() is None:
-                process.kill()
-        if self.init is not None and self.init.poll() is None:
-            self.init.kill()  # unshare --kill-child: its child, PID 1 of the namespace, gets SIGKILL
+        """Kill the host's ``unshare`` (its child, PID 1 of the host, gets SIGKILL, and with it every process of the
+        PID namespace; the mounts go with the mount namespace), then remove the host's cgroups."""
+        pid_file = self.directory / "init.pid"
+        if self.init is not None and self.init.poll() is None and pid_file.exists():
+            priv.run(["kill", "-KILL", pid_file.read_text().strip()], check=False)
             self.init.wait(timeout=30)
         for process in self.daemons.values():
             process.wait(timeout=30)
         self.daemons.clear()
         self.init = None
-        for directory in self.cgroups:
-            _remove_cgroup(directory)
+        remove = self.directory / "cgroups.remove"
+        if remove.exists():
+            priv.run(["bash", "-c", _REMOVE_CGROUPS, "remove", str(remove)], check=False)
 
 
-def _exec_unshare(uptime: int) -> str:
-    """The host's namespaces; its boot time is now (a time namespace whose CLOCK_BOOTTIME starts at about 0)."""
-    return (
-        f"exec unshare --mount --uts --pid --cgroup --time --boottime={-uptime} --fork --kill-child=SIGKILL"
-        ' bash -c "$1" init "${@:2}"\n'
-    )
+_REMOVE_CGROUPS = 'while read -r d; do [ ! -d "$d" ] || find "$d" -depth -type d -exec rmdir {} +; done <"$1"'
+
+
+def _uptime() -> int:
+    return int(float(Path("/proc/uptime").read_text().split()[0]))
 
 
 def _child_of(pid: int, wait: float = 10) -> int:
@@ -205,47 +235,3 @@ def _child_of(pid: int, wait: float = 10) -> int:
         if time.monotonic() > deadline:
             return 0
         time.sleep(0.02)
-
-
-def _uptime() -> int:
-    return int(float(Path("/proc/uptime").read_text().split()[0]))
-
-
-def _root_of(pid: int) -> str:
-    try:
-        return str(Path(f"/proc/{pid}/root").readlink())
-    except OSError:
-        return ""
-
-
-def _cgroup_dirs(name: str) -> list[Path]:
-    """A cgroup of its own for a host, under this process's cgroup in every hierarchy (v1 and v2)."""
-    made: list[Path] = []
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if controllers.startswith("name="):
-            continue
-        if controllers:
-            base = CGROUP_V1 / controllers
-        else:
-            base = CGROUP_V1 / "unified" if (CGROUP_V1 / "unified").is_dir() else CGROUP_V1
-        if not (base / "cgroup.procs").exists():
-            continue
-        directory = base / path.lstrip("/") / f"gb300-real-slurm-{name}"
-        directory.mkdir(exist_ok=True)
-        if base.name == "cpuset":
-            for knob in ("cpuset.cpus", "cpuset.mems"):
-                (directory / knob).write_text((directory.parent / knob).read_text())
-        made.append(directory)
-    return made
-
-
-def _remove_cgroup(directory: Path) -> None:
-    """Remove a host's cgroup tree, deepest first (the processes in it are gone)."""
-    if not directory.is_dir():
-        return
-    for sub in sorted((p for p in directory.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-        with contextlib.suppress(OSError):
-            sub.rmdir()
-    with contextlib.suppress(OSError):
-        directory.rmdir()

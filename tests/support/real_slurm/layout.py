@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import os
 import re
 import shlex
 import subprocess
@@ -177,9 +176,3 @@ def owner(root: Path, user: str) -> tuple[int, int]:
         if fields[0] == user:
             return int(fields[2]), int(fields[3])
     raise KeyError(f"{user} is not a user of {root}")
-
-
-def chown_tree(path: Path, uid: int, gid: int) -> None:
-    """``chown -R`` without following links."""
-    for sub in [path, *path.rglob("*")]:
-        os.lchown(sub, uid, gid)
