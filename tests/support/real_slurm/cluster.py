@@ -47,7 +47,7 @@ class Cluster:
     @property
     def version(self) -> str:
         """The Slurm release running (``slurmctld``'s Debian version, upstream part: ``24.11.5``)."""
-        for line in self.root.with_suffix(".versions").read_text().splitlines():
+        for line in layout.readable(self.root.with_suffix(".versions")).splitlines():
             name, version = line.split("\t")
             if name == "slurmctld":
                 return re.split(r"[-+~]", version)[0]

@@ -215,7 +215,19 @@ class Host:
             priv.run(["bash", "-c", _REMOVE_CGROUPS, "remove", str(remove)], check=False)
 
 
-_REMOVE_CGROUPS = 'while read -r d; do [ ! -d "$d" ] || find "$d" -depth -type d -exec rmdir {} +; done <"$1"'
+_REMOVE_CGROUPS = r"""
+# The PID namespace's processes die after its PID 1: retry until their cgroups are empty (10 s at most).
+for _ in $(seq 100); do
+  left=0
+  while read -r d; do
+    [ -d "$d" ] || continue
+    find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || left=1
+  done <"$1"
+  [ "$left" = 1 ] || exit 0
+  sleep 0.1
+done
+exit 1
+"""
 
 
 def _uptime() -> int:

@@ -26,6 +26,7 @@ from gb300.config import stacks
 from gb300.node import context as node_context
 from gb300.node.bundle import bundle_for
 from gb300.node.file import NodeFile
+from tests.support.real_slurm import priv
 
 SLURMD_SETUP = "/usr/local/lib/gb300/steps/gb300-slurmd-setup.sh"
 DROPIN = "etc/systemd/system/slurmd.service.d/gb300-dynamic.conf"
@@ -150,7 +151,7 @@ def dropin_options(dropin: Path, variable: str) -> list[str]:
 def unit_command(unit: Path, options: dict[str, list[str]]) -> list[str]:
     """``unit``'s ``ExecStart=`` as a foreground command: ``--systemd`` becomes ``-D`` (no notify socket here),
     ``$VAR`` expands to ``options[VAR]`` (absent: nothing), as systemd splits an unquoted ``$VAR``."""
-    [line] = [x for x in unit.read_text().splitlines() if x.startswith("ExecStart=")]
+    [line] = [x for x in readable(unit).splitlines() if x.startswith("ExecStart=")]
     argv: list[str] = []
     for word in shlex.split(line.removeprefix("ExecStart=").lstrip("-@+!")):
         match = re.fullmatch(r"\$\{?([A-Z_]+)\}?", word)
@@ -163,7 +164,7 @@ def unit_command(unit: Path, options: dict[str, list[str]]) -> list[str]:
 
 def unit_user(unit: Path) -> str | None:
     """The ``User=`` a unit runs as (None: root)."""
-    for line in unit.read_text().splitlines():
+    for line in readable(unit).splitlines():
         if line.startswith("User="):
             return line.removeprefix("User=").strip()
     return None
@@ -171,8 +172,16 @@ def unit_user(unit: Path) -> str | None:
 
 def owner(root: Path, user: str) -> tuple[int, int]:
     """uid and gid of ``user`` in ``root``'s /etc/passwd."""
-    for line in (root / "etc/passwd").read_text().splitlines():
+    for line in readable(root / "etc/passwd").splitlines():
         fields = line.split(":")
         if fields[0] == user:
             return int(fields[2]), int(fields[3])
     raise KeyError(f"{user} is not a user of {root}")
+
+
+def readable(path: Path) -> str:
+    """A file's text; as root where the user may not read it (the cached roots live in root's cache under sudo)."""
+    try:
+        return path.read_text()
+    except PermissionError:
+        return priv.read(path)
