@@ -11,7 +11,8 @@ Use:
   ``run(argv)``, ``start(name, argv)``, ``stop(name)``), ``slurm()`` (gb300's own
   :class:`gb300.slurm.client.Slurm`, run on the head), ``scontrol(*args)``, ``log(host, "slurmctld")``,
   ``errors(host, name)``, ``version``, ``files`` (the stack's rendered head and node files), ``start_controller()``,
-  ``controller_up()``, ``start_node(host)``, ``wait_registered(names)``, ``wait(what, ready)``.
+  ``controller_up()``, ``start_node(host)``, ``reboot(host, down)``, ``slurmd_start_time(host)``,
+  ``wait_registered(names)``, ``wait(what, ready)``, ``diagnostics()``.
 
 Each machine is a :class:`.host.Host`: its own network namespace (a veth to the cluster's private bridge, itself in
 a namespace of its own, addresses in 198.18.0.0/24), UTS (host name), mount, PID and cgroup namespaces, over an
@@ -47,8 +48,17 @@ step side effects not run       Of ``gb300-slurmd-setup``'s systemctl calls, the
                                 not run (no IMDS, no fabric, no sshd).
 pyxis absent                    plugstack.conf names pyxis as ``optional``; it is not installed in the root, as on
                                 a node whose pins lack checksums.
-cgroups                         Each host gets a cgroup of the test process's own (v1 hierarchies here, v2 where
-                                that is all there is) and a cgroup namespace rooted there, so ``proctrack/cgroup``,
-                                ``task/cgroup`` and ``jobacct_gather/cgroup`` run as configured.
+cgroups                         Each host gets a cgroup of its own (v1: under the test process's; v2 only: a tree
+                                at the root with the controllers handed down) and a cgroup namespace rooted there,
+                                its processes in ``/system.slice``: ``proctrack/cgroup``, ``task/cgroup`` and
+                                ``jobacct_gather/cgroup`` run as configured. On v2-only machines cgroup.conf gets
+                                ``IgnoreSystemd=yes`` (no systemd in the hosts); that layout was not run here.
+stand-in ``systemctl`` (head)   Starts MariaDB and slurmdbd for the head's own ``gb300-slurmdbd-setup`` step (their
+                                units' ``ExecStart=`` and ``User=``; MariaDB as ``mariadbd``).
+boot                            ``systemd-tmpfiles --create --prefix=/run`` stands for boot's runtime directories;
+                                each host has its own boot time (a time namespace), so a reboot
+                                (:meth:`.cluster.Cluster.reboot`) shows as a new ``boot_time``.
+root                            The test process needs root or passwordless ``sudo -n`` (:mod:`.priv`); every
+                                privileged step goes through it.
 ==============================  ===================================================================================
 """

@@ -17,6 +17,17 @@ SLURM_CONF_ADAPTATIONS = (
     "# real-Slurm fixture (tests/support/real_slurm): the SKU's 128 CPUs and 820 GiB on a small machine\n"
     "SlurmdParameters=config_overrides\n"
 )
+CGROUP_V2_ADAPTATIONS = (
+    "# real-Slurm fixture (tests/support/real_slurm): no systemd in the hosts to create slurmstepd's scope\n"
+    "IgnoreSystemd=yes\n"
+)
+
+
+def cgroup_v2_only() -> bool:
+    """Whether this machine mounts only cgroup v2 (CI runners; this fixture's own machine has v1 hierarchies)."""
+    return Path("/sys/fs/cgroup/cgroup.controllers").exists()
+
+
 SYSTEMCTL = r"""#!/bin/bash
 # real-Slurm fixture stand-in for systemctl: records its calls and keeps unit states (start, restart, stop,
 # is-active) under /var/lib/gb300-standin/units; start/restart (or enable --now) of a unit in RUN runs the unit's
@@ -123,6 +134,9 @@ def head_layer(cluster: Cluster, key: bytes, hosts: str) -> None:
     conf = cluster.head.upper / "etc/slurm/slurm.conf"
     conf.write_text(conf.read_text() + SLURM_CONF_ADAPTATIONS)
     _write(cluster.head.upper, "usr/bin/systemctl", SYSTEMCTL, 0o755)
+    if cgroup_v2_only():
+        cgroup = cluster.head.upper / "etc/slurm/cgroup.conf"
+        cgroup.write_text(cgroup.read_text() + CGROUP_V2_ADAPTATIONS)
 
 
 def node_layer(cluster: Cluster, host: Host, key: bytes, hosts: str, extra: dict[str, str] | None = None) -> None:
