@@ -222,6 +222,14 @@ BAD = {
         SlurmCluster("ref", "head", (SlurmPool("all", "gpu-", 18, GB300, 4, 128, 1),)),
         "'pools[0].name' must not be 'all'",
     ),
+    "layout-product": (
+        SlurmCluster("ref", "head", (SlurmPool("train", "gpu-", 18, GB300, 4, 128, 1, sockets=2, cores_per_socket=32, threads_per_core=1),)),
+        "'pools[0].sockets' x cores_per_socket x threads_per_core must equal cpus 128 (got 2 x 32 x 1)",
+    ),
+    "layout-partial": (
+        SlurmCluster("ref", "head", (SlurmPool("train", "gpu-", 18, GB300, 4, 128, 1, sockets=2),)),
+        "'pools[0].('sockets', 'cores_per_socket', 'threads_per_core')' must be set together (got (2, None, None))",
+    ),
     "accounting-host": (
         SlurmCluster("ref", "head", (TRAIN,), accounting_host="Head.example"),
         "'accounting_host' must be a lowercase host name (got 'Head.example')",
