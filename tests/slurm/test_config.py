@@ -136,14 +136,16 @@ def test_configless_health_gate_and_imex_hooks() -> None:
     assert cfg["Epilog"] == "/usr/local/sbin/gb300-imex-epilog"
     assert cfg["PrologFlags"] == "Alloc,Contain"
     assert cfg["AccountingStorageType"] == "accounting_storage/none"
+    assert "JobAcctGatherType" not in cfg  # gathered but not stored: an error line at every slurmctld start
 
 
 def test_accounting_host_turns_on_slurmdbd() -> None:
-    """Naming an accounting host stores accounting in slurmdbd."""
+    """Naming an accounting host stores accounting in slurmdbd and gathers it per job through cgroups."""
     cluster = SlurmCluster("gb300ref", "head", (TRAIN,), accounting_host="head")
     cfg = settings(parse(render(cluster)["slurm.conf"]))
     assert cfg["AccountingStorageType"] == "accounting_storage/slurmdbd"
     assert cfg["AccountingStorageHost"] == "head"
+    assert cfg["JobAcctGatherType"] == "jobacct_gather/cgroup"
 
 
 def test_slurmdbd_conf_stores_over_the_socket_without_a_password() -> None:
@@ -189,14 +191,12 @@ def test_mariadb_dropin_sets_the_innodb_values_slurm_recommends() -> None:
     assert "source:" in text
 
 
-def test_plugstack_loads_pyxis_and_cgroup_constrains_devices() -> None:
-    """plugstack.conf requires pyxis and cgroup.conf confines jobs to their GPUs."""
+def test_plugstack_names_no_plugin_a_host_may_lack_and_cgroup_constrains_devices() -> None:
+    """plugstack.conf only includes the host's own plugstack.conf.d (pyxis where installed) and cgroup.conf confines
+    jobs to their GPUs."""
     files = render(CLUSTER)
-    assert (
-        files["plugstack.conf"]
-        .rstrip()
-        .endswith("optional /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis")
-    )
+    lines = [line for line in files["plugstack.conf"].splitlines() if line and not line.startswith("#")]
+    assert lines == ["include /etc/slurm/plugstack.conf.d/*.conf"]
     assert settings(parse(files["cgroup.conf"]))["ConstrainDevices"] == "yes"
 
 

@@ -93,7 +93,7 @@ class SlurmCluster:
     health_check_interval: int = 300
     prolog_timeout: int = 180
     sbin_dir: str = node_paths.SBIN
-    pyxis_plugin: str = node_paths.PYXIS_PLUGIN
+    plugstack_dir: str = node_paths.PLUGSTACK_DIR
 
 
 def default_spare_nodes(gpu_nodes: int) -> int:
@@ -160,7 +160,9 @@ def _layout_problems(pool: SlurmPool, where: str) -> list[str]:
         return []
     if pool.layout is None:
         return [f"'{where}.{names}' must be set together (got {tuple(values)!r})"]
-    problems = [f"'{where}.{n}' must be at least 1 (got {v!r})" for n, v in zip(names, pool.layout) if v < 1]
+    problems = [
+        f"'{where}.{n}' must be at least 1 (got {v!r})" for n, v in zip(names, pool.layout, strict=True) if v < 1
+    ]
     sockets, cores, threads = pool.layout
     if not problems and sockets * cores * threads != pool.cpus:
         problems.append(

@@ -162,6 +162,8 @@ def test_pyxis_setup_configures_enroot_on_nvme(sandbox: Sandbox) -> None:
     assert not [line for line in conf.splitlines() if " /tmp" in line and not line.startswith("#")]
     assert sandbox.calls("gb300-enroot-dirs") == ["check"]
     assert sandbox.calls("curl") == []
+    line = (sandbox.root / "etc/slurm/plugstack.conf.d/pyxis.conf").read_text()
+    assert line == "optional /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis\n"
 
 
 def test_pyxis_setup_without_pins_leaves_the_scheduler_usable(sandbox: Sandbox) -> None:
@@ -175,6 +177,7 @@ def test_pyxis_setup_without_pins_leaves_the_scheduler_usable(sandbox: Sandbox) 
     assert "GB300_ENROOT_VERSION is not set" in reason
     assert not (sandbox.root / "var/lib/gb300/slurm/pyxis-setup.done").exists()
     assert sandbox.calls("curl") == []
+    assert not (sandbox.root / "etc/slurm/plugstack.conf.d").exists()  # plugstack.conf's include matches nothing
 
 
 def _git(cwd: Path, *args: str) -> str:
