@@ -223,7 +223,7 @@ BAD = {
         "'pools[0].name' must not be 'all'",
     ),
     "layout-product": (
-        SlurmCluster("ref", "head", (SlurmPool("train", "gpu-", 18, GB300, 4, 128, 1, sockets=2, cores_per_socket=32, threads_per_core=1),)),
+        SlurmCluster("ref", "head", (SlurmPool("train", "gpu-", 18, GB300, 4, 128, 1, 1, 3, 2, 32, 1),)),
         "'pools[0].sockets' x cores_per_socket x threads_per_core must equal cpus 128 (got 2 x 32 x 1)",
     ),
     "layout-partial": (

@@ -112,8 +112,8 @@ def test_gpu_node_env_carries_its_pool_and_shape() -> None:
     [env] = [f.content for f in gpu_files(NODE_INPUTS, HEALTH) if f.path == "/etc/gb300/slurm.env"]
     pairs = env_pairs(env)
     assert (pairs["GB300_SLURM_POOL"], pairs["GB300_SLURM_CPUS"]) == ("train", "128")
-    layout = (pairs["GB300_SLURM_SOCKETS"], pairs["GB300_SLURM_CORES_PER_SOCKET"], pairs["GB300_SLURM_THREADS_PER_CORE"])
-    assert layout == ("2", "64", "1")
+    layout = ("GB300_SLURM_SOCKETS", "GB300_SLURM_CORES_PER_SOCKET", "GB300_SLURM_THREADS_PER_CORE")
+    assert tuple(pairs[key] for key in layout) == ("2", "64", "1")
     assert (pairs["GB300_SLURM_REAL_MEMORY_MIB"], pairs["GB300_SLURM_GPUS"]) == ("840499", "4")
     assert "GB300_SLURM_POOL" not in env_pairs(render_slurm_env(INPUTS))  # the head registers no node
 

@@ -346,10 +346,7 @@ def test_slurmd_setup_reads_its_inputs_from_slurm_env(sandbox: Sandbox) -> None:
     """The pool, node shape and socket layout come from /etc/gb300/slurm.env as gpu_files renders it."""
     env = slurmd_node(sandbox)
     inputs = SlurmBootInputs("head", "kv-gb300-ref").for_pool(
-        SlurmPool(
-            "dev", "ref-dev-r0001-", 18, "Standard_ND96isr_H100_v5", 8, 96, 500000,
-            sockets=2, cores_per_socket=48, threads_per_core=1,
-        )  # fmt: skip
+        SlurmPool("dev", "ref-dev-r0001-", 18, "Standard_ND96isr_H100_v5", 8, 96, 500000, 1, 3, 2, 48, 1)
     )
     sandbox.write("etc/gb300/slurm.env", render_slurm_env(inputs))
     result = sandbox.run("gb300-slurmd-setup", env={"GB300_UNIT_DIR": env["GB300_UNIT_DIR"]})

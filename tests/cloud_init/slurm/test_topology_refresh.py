@@ -24,7 +24,8 @@ ENV = {"GB300_LIB": str(REPO / "infra"), "GB300_RECONFIGURE_WAIT": "0"}
 # holding the text of $SANDBOX/refuse kills it (Slurm 24.11's fatal on a block smaller than the first), and then
 # `scontrol ping` fails until `systemctl restart slurmctld`. It cannot show timing: it loads at once.
 _LOAD = r"""load() {
-  if [ -e "$SANDBOX/refuse" ] && grep -qF "$(cat "$SANDBOX/refuse")" "$GB300_ROOT/etc/slurm/topology.conf" 2>/dev/null; then
+  local topology="$GB300_ROOT/etc/slurm/topology.conf"
+  if [ -e "$SANDBOX/refuse" ] && grep -qF "$(cat "$SANDBOX/refuse")" "$topology" 2>/dev/null; then
     touch "$SANDBOX/dead"; return
   fi
   rm -f "$SANDBOX/dead"
@@ -37,7 +38,9 @@ _LOAD = r"""load() {
   fi
 }
 """
-_SCONTROL = _LOAD + r"""printf 'scontrol %s\n' "$*" >>"$SANDBOX/calls.log"
+_SCONTROL = (
+    _LOAD
+    + r"""printf 'scontrol %s\n' "$*" >>"$SANDBOX/calls.log"
 for rc in "$SANDBOX/rc/scontrol-$1" "$SANDBOX/rc/scontrol"; do
   if [ -e "$rc" ] && [ "$(cat "$rc")" != 0 ]; then exit "$(cat "$rc")"; fi
 done
@@ -49,12 +52,16 @@ case "$1 ${2:-}" in
   *) [ ! -e "$SANDBOX/dead" ] ;;
 esac
 """
+)
 _SDIAG = r"""[ -e "$SANDBOX/dead" ] && exit 1
 printf 'Data since      Sat Dec 05 00:00:00 2026 (%s)\n' "$(cat "$SANDBOX/started")"
 """
-_SYSTEMCTL = _LOAD + r"""printf 'systemctl %s\n' "$*" >>"$SANDBOX/calls.log"
+_SYSTEMCTL = (
+    _LOAD
+    + r"""printf 'systemctl %s\n' "$*" >>"$SANDBOX/calls.log"
 if [ "$*" = "restart slurmctld" ]; then load; fi
 """
+)
 
 
 def controller(sandbox: Sandbox) -> None:
@@ -159,7 +166,7 @@ def test_failed_reconfigure_is_retried_and_the_file_applied_only_after_success(s
 
     failed = sandbox.run("gb300-topology-refresh", env=ENV)
     assert failed.returncode == 1
-    assert "scontrol reconfigure failed; the previous topology.conf is back and the next run retries it" in failed.stderr
+    assert "reconfigure failed; the previous topology.conf is back and the next run retries it" in failed.stderr
     assert topology.read_text() == one_rack  # slurmctld still runs on the old file
     assert applied.read_text() == one_rack
 
