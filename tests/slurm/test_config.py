@@ -191,12 +191,12 @@ def test_mariadb_dropin_sets_the_innodb_values_slurm_recommends() -> None:
     assert "source:" in text
 
 
-def test_plugstack_names_no_plugin_a_host_may_lack_and_cgroup_constrains_devices() -> None:
-    """plugstack.conf only includes the host's own plugstack.conf.d (pyxis where installed) and cgroup.conf confines
-    jobs to their GPUs."""
+def test_plugstack_loads_pyxis_and_cgroup_constrains_devices() -> None:
+    """plugstack.conf loads pyxis where it is installed (optional elsewhere) and cgroup.conf confines jobs to their
+    GPUs."""
     files = render(CLUSTER)
     lines = [line for line in files["plugstack.conf"].splitlines() if line and not line.startswith("#")]
-    assert lines == ["include /etc/slurm/plugstack.conf.d/*.conf"]
+    assert lines == ["optional /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis"]
     assert settings(parse(files["cgroup.conf"]))["ConstrainDevices"] == "yes"
 
 

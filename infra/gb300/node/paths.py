@@ -43,11 +43,7 @@ PAYLOAD_UPDATE = f"{SBIN}/gb300-payload-update"
 SLURM_LIB = "/opt/gb300/lib"
 """The head's copy of gb300's topology generator (``gb300/slurm/*.py``), run by ``gb300-topology-refresh``."""
 PYXIS_PLUGIN = "/usr/local/lib/slurm/spank_pyxis.so"
-"""Where ``gb300-pyxis-setup`` installs pyxis's SPANK plugin (its ``PLUGSTACK_DIR/pyxis.conf`` names it)."""
-PLUGSTACK_DIR = "/etc/slurm/plugstack.conf.d"
-"""SPANK plugin lines of this host: plugstack.conf includes ``*.conf`` here from each host's own disk (a SPANK
-``include`` is read locally, configless ships only plugstack.conf); ``gb300-pyxis-setup`` writes ``pyxis.conf`` once
-the plugin is installed, so a host without pyxis loads nothing and logs no dlopen error."""
+"""Where ``gb300-pyxis-setup`` installs pyxis's SPANK plugin (plugstack.conf names it)."""
 STATUS = "/var/lib/gb300/status"
 """The bootstrap's progress, written by ``run-step`` and read by ``gb300 status`` through Run Command."""
 

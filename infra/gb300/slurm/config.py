@@ -93,7 +93,7 @@ class SlurmCluster:
     health_check_interval: int = 300
     prolog_timeout: int = 180
     sbin_dir: str = node_paths.SBIN
-    plugstack_dir: str = node_paths.PLUGSTACK_DIR
+    pyxis_plugin: str = node_paths.PYXIS_PLUGIN
 
 
 def default_spare_nodes(gpu_nodes: int) -> int:

@@ -162,8 +162,6 @@ def test_pyxis_setup_configures_enroot_on_nvme(sandbox: Sandbox) -> None:
     assert not [line for line in conf.splitlines() if " /tmp" in line and not line.startswith("#")]
     assert sandbox.calls("gb300-enroot-dirs") == ["check"]
     assert sandbox.calls("curl") == []
-    line = (sandbox.root / "etc/slurm/plugstack.conf.d/pyxis.conf").read_text()
-    assert line == "optional /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis\n"
 
 
 def test_pyxis_setup_without_pins_leaves_the_scheduler_usable(sandbox: Sandbox) -> None:
@@ -177,7 +175,6 @@ def test_pyxis_setup_without_pins_leaves_the_scheduler_usable(sandbox: Sandbox) 
     assert "GB300_ENROOT_VERSION is not set" in reason
     assert not (sandbox.root / "var/lib/gb300/slurm/pyxis-setup.done").exists()
     assert sandbox.calls("curl") == []
-    assert not (sandbox.root / "etc/slurm/plugstack.conf.d").exists()  # plugstack.conf's include matches nothing
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -334,6 +331,11 @@ def test_slurmd_setup_starts_a_dynamic_node_of_its_pool(sandbox: Sandbox) -> Non
         "CPUs=128 Sockets=2 CoresPerSocket=64 ThreadsPerCore=1 RealMemory=840499 Gres=gpu:4 Feature=train",
     ]
     assert "SLURMD_OPTIONS=" not in (sandbox.root / "etc/default/slurmd").read_text()  # it would override the drop-in
+    # The boot gate's drained registration (written on failure) overrides the drop-in's own options.
+    assert "EnvironmentFile=-/run/gb300/slurmd-gate.env" in (sandbox.root / DROPIN).read_text().splitlines()
+    register = (sandbox.root / "etc/gb300/slurmd-register.env").read_text()
+    assert "GB300_SLURMD_CONF_SERVER=head\n" in register
+    assert f"GB300_SLURMD_NODE_CONF='{slurmd_argv(sandbox)[-1]}'" in register
     calls = sandbox.calls("systemctl")
     assert calls.index("daemon-reload") < calls.index("restart slurmd")
     assert calls.index("start gb300-health-boot.service") < calls.index("restart slurmd")
