@@ -16,7 +16,7 @@ from gb300.heal.ports import HealSlurm
 from gb300.slurm.client import SlurmError, run_local
 
 TESTED = ("24.11", "26.05")
-"""The releases the real-Slurm tests run (tests/slurm_real): the in-memory controller answers as each does."""
+"""The releases the real-Slurm tests run (tests/slurm/real): the in-memory controller answers as each does."""
 
 
 @pytest.mark.parametrize(
@@ -55,7 +55,7 @@ class Controller:
 
     It answers a resume as ``release`` does (data/slurm_releases.yaml): the old reason stays where that release
     keeps it, and the next ``blip_reads`` reads of the node show NOT_RESPONDING with boot time 0 (the node
-    registering again). It counts reads where the real one counts about a second (tests/slurm_real measures it).
+    registering again). It counts reads where the real one counts about a second (tests/slurm/real measures it).
     """
 
     def __init__(self, nodes: dict[str, dict[str, Any]], release: str = "26.05", blip_reads: int = 0) -> None:

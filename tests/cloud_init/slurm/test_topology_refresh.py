@@ -19,7 +19,7 @@ UUIDS = ["5e797fc6-0f46-421a-8724-0e102c0f723c", "5e797fc6-0f46-421a-8724-0e102c
 ENV = {"GB300_LIB": str(REPO / "infra"), "GB300_RECONFIGURE_WAIT": "0"}
 
 # slurmctld as gb300-topology-refresh meets it, at the scontrol/sdiag/systemctl boundary (the real daemon's
-# behaviour is in tests/slurm_real): `scontrol reconfigure` exits 0 at once and a new process then loads slurm.conf
+# behaviour is in tests/slurm/real): `scontrol reconfigure` exits 0 at once and a new process then loads slurm.conf
 # and topology.conf, so `sdiag` reports statistics since then and `scontrol show topology` its blocks; a topology.conf
 # holding the text of $SANDBOX/refuse kills it (Slurm 24.11's fatal on a block smaller than the first), and then
 # `scontrol ping` fails until `systemctl restart slurmctld`. It cannot show timing: it loads at once.
