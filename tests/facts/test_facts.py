@@ -25,6 +25,16 @@ def test_rack_cap_is_the_most_racks_within_the_size_pages_gpus() -> None:
     assert racks * gpus_per_rack <= SIZE_PAGE_GPUS < (racks + 1) * gpus_per_rack
 
 
+def test_every_gpu_size_registers_a_cpu_layout_that_adds_up_to_its_vcpus() -> None:
+    """Each GPU size has a socket/core/thread layout whose product is its vCPU count (what slurmd registers)."""
+    gpu = [sku for sku in catalog.load().skus.values() if sku.is_gpu]
+    assert gpu
+    for sku in gpu:
+        assert sku.cpu_layout is not None, sku.name
+        assert sku.cpu_layout.cpus == sku.vcpus, sku.name
+        assert sku.cpu_layout.source, sku.name
+
+
 def test_h200_quota_family_is_the_isr_family() -> None:
     """The H200 size counts against standardNDISRH200V5Family, the family Azure's usage API reports."""
     assert catalog.load().sku("Standard_ND96isr_H200_v5").quota_family.value == "standardNDISRH200V5Family"

@@ -9,10 +9,14 @@ from typing import Any
 
 import pytest
 
-from gb300.heal.head_slurm import JobContext, SlurmFeed, SlurmJobs, SlurmView, SrunNccl, gate_events
+from gb300.facts import slurm_releases
+from gb300.heal.head_slurm import JobContext, SlurmFeed, SlurmJobs, SlurmProbe, SlurmView, SrunNccl, gate_events
 from gb300.heal.loop import PREFIX
 from gb300.heal.ports import HealSlurm
 from gb300.slurm.client import SlurmError, run_local
+
+TESTED = ("24.11", "26.05")
+"""The releases the real-Slurm tests run (tests/slurm/real): the in-memory controller answers as each does."""
 
 
 @pytest.mark.parametrize(
@@ -47,28 +51,38 @@ def test_a_gate_reason_becomes_the_evidence_the_loop_judges(
 
 
 class Controller:
-    """An in-memory slurmctld for the channels: node records, reservations, the command lines seen."""
+    """An in-memory slurmctld for the channels: node records, reservations, the command lines seen.
 
-    def __init__(self, nodes: dict[str, dict[str, Any]]) -> None:
+    It answers a resume as ``release`` does (data/slurm_releases.yaml): the old reason stays where that release
+    keeps it, and the next ``blip_reads`` reads of the node show NOT_RESPONDING with boot time 0 (the node
+    registering again). It counts reads where the real one counts about a second (tests/slurm/real measures it).
+    """
+
+    def __init__(self, nodes: dict[str, dict[str, Any]], release: str = "26.05", blip_reads: int = 0) -> None:
         self.nodes = nodes
         self.reservations: set[str] = set()
         self.calls: list[list[str]] = []
+        self.keep_reason = slurm_releases.shows("reasonKeptAfterResume", release)
+        self.blip_reads = blip_reads
+        self._blip: dict[str, int] = {}
 
     def __call__(self, argv: Sequence[str]) -> str:
         args = list(argv)
         self.calls.append(args)
         if args[:3] == ["scontrol", "--json", "show"]:
             names = args[4].split(",") if len(args) > 4 else sorted(self.nodes)
-            return json.dumps({"nodes": [{"name": n, **self.nodes[n]} for n in names if n in self.nodes]})
+            return json.dumps({"nodes": [self._record(n) for n in names if n in self.nodes]})
         if args[:2] == ["scontrol", "update"]:
             opts = dict(a.split("=", 1) for a in args[2:])
             for name in opts["nodename"].split(","):  # the test's names need no hostlist brackets
                 node = self.nodes[name]
                 node["state"] = [w for w in node["state"] if w != "DRAIN"]
-                node["reason"] = ""
                 if opts.get("state") == "drain":
                     node["state"].append("DRAIN")
                     node["reason"] = opts["reason"]
+                elif opts.get("state") == "resume":
+                    self._blip[name] = self.blip_reads
+                    node["reason"] = node.get("reason", "") if self.keep_reason else ""
             return ""
         if args[:3] == ["scontrol", "create", "reservation"]:
             self.reservations.add(args[3].split("=", 1)[1])
@@ -81,6 +95,13 @@ class Controller:
         if args[:2] == ["systemctl", "is-active"]:
             raise SlurmError("inactive")
         raise AssertionError(args)
+
+    def _record(self, name: str) -> dict[str, Any]:
+        record = {"name": name, "boot_time": 1000, **self.nodes[name]}
+        if self._blip.get(name, 0) > 0:
+            self._blip[name] -= 1
+            record.update(state=[*record["state"], "NOT_RESPONDING"], boot_time=0)
+        return record
 
 
 def test_the_rack_run_lifts_only_the_loops_drains_and_puts_them_back(tmp_path: Any, monkeypatch: Any) -> None:
@@ -107,6 +128,60 @@ def test_the_rack_run_lifts_only_the_loops_drains_and_puts_them_back(tmp_path: A
     assert slurm.nodes["b"]["reason"] == "gb300-maintenance: Freeze 1234"
     assert slurm.nodes["c"]["reason"] == ""
     assert slurm.reservations == set()
+
+
+@pytest.mark.parametrize("release", TESTED)
+def test_the_rack_run_drains_its_nodes_again_whatever_reason_the_resume_left(
+    release: str, tmp_path: Any, monkeypatch: Any
+) -> None:
+    """After the NCCL run the lifted node is drained again even where Slurm kept its old reason through the resume
+    (24.11): a reason on a node that is not drained is no drain."""
+    monkeypatch.setenv("GB300_ROOT", str(tmp_path))
+    ours = f"{PREFIX} XID 79"
+    slurm = Controller({"a": {"state": ["IDLE", "DRAIN"], "reason": ours}}, release)
+    runner = SrunNccl(slurm, {"timeoutSeconds": 1800, "bytes": 1024, "ncclTests": "/opt/nccl-tests/build", "env": {}})
+    handle = runner.submit(["a"])
+    assert "DRAIN" not in slurm.nodes["a"]["state"]
+    (tmp_path / "var/lib/gb300/heal/nccl" / f"{handle}.out").write_text("# nccl-tests output\n")
+    assert runner.collect(handle) is not None
+    assert slurm.nodes["a"] == {"state": ["IDLE", "DRAIN"], "reason": ours}
+
+
+@pytest.mark.parametrize("release", TESTED)
+def test_a_resumed_node_is_not_read_as_failing_its_gate_or_drained_by_someone(release: str) -> None:
+    """A node resumed after a gate drain, and one resumed after a person's drain, read as in service: no gate
+    evidence, a passing gate verdict, no drain reason for the loop, whatever reason the release left on them."""
+    slurm = Controller(
+        {
+            "g": {"state": ["IDLE", "DRAIN"], "reason": "gb300: gpus: 3 GPUs visible, expected 4"},
+            "p": {"state": ["IDLE", "DRAIN"], "reason": "maintenance by alice"},
+        },
+        release,
+    )
+    HealSlurm(run=slurm).resume(["g", "p"])
+    view = SlurmView(HealSlurm(run=slurm), slurm)
+    assert SlurmFeed(view).poll(1.0) == []
+    assert SlurmProbe(view).gate_result("g") == "pass"
+    assert HealSlurm(run=slurm).reason("p") == ""
+    kept = slurm_releases.shows("reasonKeptAfterResume", release)
+    assert bool(slurm.nodes["g"]["reason"]) == kept  # what the release really leaves on the record
+
+
+@pytest.mark.parametrize("release", TESTED)
+def test_a_node_read_just_after_its_resume_is_not_reported_unreachable(release: str) -> None:
+    """A node read while it registers again after a resume (NOT_RESPONDING, boot time 0, about a second) is read
+    again before the feed decides: no unreachable event; one that stays so after the bounded re-reads is reported."""
+    slurm = Controller({"a": {"state": ["IDLE", "DRAIN"], "reason": "gb300: gpus: 3 GPUs visible"}}, release, 1)
+    HealSlurm(run=slurm).resume(["a"])
+    waited: list[float] = []
+    view = SlurmView(HealSlurm(run=slurm), slurm, reread=(3, 1.0), sleep=waited.append)
+    assert SlurmFeed(view).poll(1.0) == []
+    assert waited == [1.0]
+
+    stuck = Controller({"a": {"state": ["IDLE", "DRAIN"], "reason": ""}}, release, 10)
+    HealSlurm(run=stuck).resume(["a"])
+    view = SlurmView(HealSlurm(run=stuck), stuck, reread=(3, 1.0), sleep=lambda _s: None)
+    assert [(e.node, e.kind) for e in SlurmFeed(view).poll(1.0)] == [("a", "unreachable")]
 
 
 def test_the_feed_reports_a_gate_reason_once_and_leaves_other_owners_alone() -> None:

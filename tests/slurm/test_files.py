@@ -16,7 +16,10 @@ from gb300.slurm.files import SlurmBootInputs, render_slurm_env
 from gb300.slurm.health import health_spec, render_health_env
 
 INPUTS = SlurmBootInputs(head_hostname="head", keyvault_name="kv-gb300-ref")
-TRAIN = SlurmPool("train", "ref-train-r0001-", 36, "Standard_ND128isr_GB300_v6", 4, 128, 840499)
+TRAIN = SlurmPool(
+    "train", "ref-train-r0001-", 36, "Standard_ND128isr_GB300_v6", 4, 128, 840499,
+    sockets=2, cores_per_socket=64, threads_per_core=1,
+)  # fmt: skip
 CLUSTER = SlurmCluster("ref", "head", (TRAIN,))
 NODE_INPUTS = INPUTS.for_pool(TRAIN)
 HEALTH = render_health_env(
@@ -105,12 +108,21 @@ def env_pairs(text: str) -> dict[str, str]:
 
 
 def test_gpu_node_env_carries_its_pool_and_shape() -> None:
-    """A GPU node's slurm.env names its pool and the CPUs, memory and GPUs it registers with."""
+    """A GPU node's slurm.env names its pool and the CPUs, socket layout, memory and GPUs it registers with."""
     [env] = [f.content for f in gpu_files(NODE_INPUTS, HEALTH) if f.path == "/etc/gb300/slurm.env"]
     pairs = env_pairs(env)
     assert (pairs["GB300_SLURM_POOL"], pairs["GB300_SLURM_CPUS"]) == ("train", "128")
+    layout = ("GB300_SLURM_SOCKETS", "GB300_SLURM_CORES_PER_SOCKET", "GB300_SLURM_THREADS_PER_CORE")
+    assert tuple(pairs[key] for key in layout) == ("2", "64", "1")
     assert (pairs["GB300_SLURM_REAL_MEMORY_MIB"], pairs["GB300_SLURM_GPUS"]) == ("840499", "4")
     assert "GB300_SLURM_POOL" not in env_pairs(render_slurm_env(INPUTS))  # the head registers no node
+
+
+def test_gpu_files_need_the_socket_layout() -> None:
+    """A GPU node's inputs without the size's socket layout are refused: slurmd would register one-core sockets."""
+    plain = SlurmPool("train", "ref-train-r0001-", 36, "Standard_ND128isr_GB300_v6", 4, 128, 840499)
+    with pytest.raises(ValueError, match=re.escape("'sockets' must be set for a GPU node (got None)")):
+        gpu_files(INPUTS.for_pool(plain), HEALTH)
 
 
 def test_gpu_files_need_the_node_shape() -> None:

@@ -46,6 +46,21 @@ class FabricModel:
 
 
 @dataclass(frozen=True)
+class CpuLayout:
+    """How a size's vCPUs are laid out (``cpuLayout`` in skus.yaml): what a GPU node registers with slurmd."""
+
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    status: str = "verified"
+    source: str = ""
+
+    @property
+    def cpus(self) -> int:
+        return self.sockets * self.cores_per_socket * self.threads_per_core
+
+
+@dataclass(frozen=True)
 class Sku:
     """One VM size: what it has and how its NVLink domain and fabric are shaped."""
 
@@ -62,6 +77,7 @@ class Sku:
     fabric_model: str | None
     source: str
     status: str
+    cpu_layout: CpuLayout | None = None  # GPU sizes: sockets, cores and threads slurmd registers
 
     @property
     def is_gpu(self) -> bool:
@@ -175,6 +191,17 @@ def _sku(name: str, raw: dict[str, Any]) -> Sku:
         fabric_model=raw.get("fabricModel"),
         source=raw.get("source", ""),
         status=raw.get("status", "verified"),
+        cpu_layout=_layout(raw["cpuLayout"]) if "cpuLayout" in raw else None,
+    )
+
+
+def _layout(raw: dict[str, Any]) -> CpuLayout:
+    return CpuLayout(
+        int(raw["sockets"]),
+        int(raw["coresPerSocket"]),
+        int(raw["threadsPerCore"]),
+        str(raw.get("status", "verified")),
+        str(raw.get("source", "")),
     )
 
 

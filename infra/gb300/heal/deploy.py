@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gb300.config import StackConfig
-from gb300.facts import catalog
+from gb300.facts import catalog, slurm_releases
 from gb300.facts.loader import data
 from gb300.facts.software import load_software
 from gb300.heal import policy as heal_policy
@@ -159,6 +159,8 @@ def config_json(cfg: StackConfig) -> str:
         "racks": rack_names(cfg),
         "blockSize": block_size,
         "pollSeconds": int(service["pollSeconds"]),
+        # The NOT_RESPONDING blip after a resume: records are read again up to 3 times, one blip apart.
+        "slurmReread": {"attempts": 3, "waitSeconds": slurm_releases.not_responding_seconds()},
         "relistSeconds": int(service["relistSeconds"]),
         "armEndpoint": str(service["armEndpoint"]),
         "policy": heal_policy.to_json(policy),

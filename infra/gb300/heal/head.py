@@ -55,7 +55,8 @@ def tick(
         client_for, subscription, group = clients(str(config["armEndpoint"]))
         racks = [RackRef(name, subscription, group) for name in config["racks"]]
         slurm = HealSlurm(run=run)
-        view = SlurmView(slurm, run)
+        reread = config["slurmReread"]
+        view = SlurmView(slurm, run, reread=(int(reread["attempts"]), float(reread["waitSeconds"])))
         teardown = (policy.teardown_xids, policy.teardown_window_s)
         feed = SlurmFeed(view, dict(saved.get("feed", {})), jobs=SlurmJobs(run), teardown=teardown)
         nccl = SrunNccl(run, config["revalidate"], dict(saved.get("nccl", {})))

@@ -1,7 +1,9 @@
 """The head's Slurm adapters of the remediation loop's channels (:mod:`gb300.heal.ports`; docs/self-healing.md).
 
 * :class:`SlurmView`: every node's record, ``scontrol --json show node`` read once per tick
-  (:func:`gb300.slurm.client.parse_nodes`, the one reader of that command);
+  (:func:`gb300.slurm.client.parse_nodes`, the one reader of that command), read again (bounded) while a node is
+  in the NOT_RESPONDING-with-boot-time-0 blip every resume causes; a reason counts only while its node is drained
+  (Slurm 24.11 keeps a resumed node's old reason);
 * :class:`SlurmFeed`: node evidence: the health gate's drain reasons (``gb300: <check>: <value>; ...``), each
   failed check an event of the kind :mod:`gb300.heal.gate_checks` names, and nodes Slurm sees DOWN or
   NOT_RESPONDING (``unreachable``); an XID event carries the job that ran on the node last (:class:`SlurmJobs`,
@@ -53,16 +55,34 @@ _XID = re.compile(r"\b(\d+)@")
 
 @dataclass
 class SlurmView:
-    """Every node's Slurm record, read once per tick with ``scontrol --json show node``."""
+    """Every node's Slurm record, read once per tick with ``scontrol --json show node``.
+
+    A resume (or undrain, or reboot) makes slurmctld ask the node to register again: for about a second it reads
+    NOT_RESPONDING with boot time 0 (:attr:`SlurmNode.reregistering`; data/slurm_releases.yaml
+    notRespondingAfterResume). While any record reads so, the view reads them all again, ``reread`` = (at most this
+    many times, this many seconds apart; heal.json ``slurmReread``), so a node resumed a moment ago is not taken
+    for one that does not answer; a node still re-registering after that counts as not answering.
+    """
 
     slurm: HealSlurm
     run: Runner
     _records: dict[str, SlurmNode] | None = None
+    reread: tuple[int, float] = (0, 0.0)
+    sleep: Callable[[float], None] = time.sleep
 
     def records(self) -> dict[str, SlurmNode]:
         if self._records is None:
-            self._records = parse_nodes(self.run(["scontrol", "--json", "show", "node"]))
+            self._records = self._read()
+            attempts, wait_s = self.reread
+            for _ in range(attempts):
+                if not any(record.reregistering for record in self._records.values()):
+                    break
+                self.sleep(wait_s)
+                self._records = self._read()
         return self._records
+
+    def _read(self) -> dict[str, SlurmNode]:
+        return parse_nodes(self.run(["scontrol", "--json", "show", "node"]))
 
     def forget(self) -> None:
         self._records = None
@@ -74,7 +94,8 @@ class SlurmView:
         return self._node(host).states
 
     def reason(self, host: str) -> str:
-        return self._node(host).reason
+        """The node's drain reason ("" when it is not drained, whatever reason a resume left on it)."""
+        return self._node(host).drain_reason
 
     def comment(self, host: str) -> str:
         return self._node(host).comment
@@ -276,7 +297,7 @@ class SrunNccl:
             ]
         )  # fmt: skip
         records = parse_nodes(self.run(["scontrol", "--json", "show", "node", nodes]))
-        lifted = {name: node.reason for name, node in records.items() if node.reason.startswith(PREFIX)}
+        lifted = {name: node.drain_reason for name, node in records.items() if node.drain_reason.startswith(PREFIX)}
         if lifted:
             self.run(["scontrol", "update", f"nodename={compress(list(lifted))}", "state=resume"])
         output = node_path(node_paths.HEAL_NCCL_DIR) / f"{handle}.out"
@@ -319,7 +340,8 @@ class SrunNccl:
         if lifted:
             records = parse_nodes(self.run(["scontrol", "--json", "show", "node", compress(list(lifted))]))
             for host, record in records.items():
-                if host in lifted and not record.reason:
+                # Not drained now (on 24.11 the lifted reason is still on the record after the resume): drain again.
+                if host in lifted and not record.drain_reason:
                     self.run(["scontrol", "update", f"nodename={host}", "state=drain", f"reason={lifted[host]}"])
         with contextlib.suppress(SlurmError):  # an expired reservation is already gone
             self.run(["scontrol", "delete", f"reservationname={handle}"])

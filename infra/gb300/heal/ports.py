@@ -29,15 +29,16 @@ to the ``Gb300Health_CL`` table (data/monitoring.yaml), so no new Azure Monitor 
 
 
 class HealSlurm(Slurm):
-    """:class:`gb300.slurm.client.Slurm` plus what the loop adds: requeue jobs, and one node's reason."""
+    """:class:`gb300.slurm.client.Slurm` plus what the loop adds: requeue jobs, and one node's drain reason."""
 
     def requeue(self, job_ids: Sequence[str]) -> None:
         if job_ids:
             self._call(["scontrol", "requeue", ",".join(job_ids)])
 
     def reason(self, host: str) -> str:
+        """The reason of the node's drain; "" when it is not drained, whatever reason a resume left on it."""
         node = self.nodes([host]).get(host)
-        return node.reason if node else ""
+        return node.drain_reason if node else ""
 
 
 class NodeProbe(Protocol):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gb300 import paths
+from gb300.facts import slurm_releases
 from gb300.facts.loader import data
 from gb300.heal import fake_arm, gate_checks
 from gb300.heal.evidence import Event
@@ -64,13 +65,20 @@ class SimNode:
     pending_level: int = 0
     op_started: float = 0.0  # when the VM's provisioning state last changed (instance view)
     op_ended: float = 0.0
+    resumed_at: float | None = None  # the last `state=resume`: NOT_RESPONDING, boot time 0 for a moment after
 
 
 @dataclass
 class World:
-    """The simulated fleet: nodes, jobs, faults; answers the loop's channels from the truth."""
+    """The simulated fleet: nodes, jobs, faults; answers the loop's channels from the truth.
+
+    Slurm answers as ``release`` does (data/slurm_releases.yaml; gb300's pinned release by default): a resume keeps
+    the node's old reason where that release does (reasonKeptAfterResume), and for notRespondingAfterResume
+    ``seconds`` after a resume the node reads NOT_RESPONDING with boot time 0.
+    """
 
     scenario: Scenario
+    release: str = field(default_factory=slurm_releases.ours)
     now: float = 0.0
     nodes: dict[str, SimNode] = field(default_factory=dict)
     faults: dict[str, Fault] = field(default_factory=dict)
@@ -225,7 +233,7 @@ class World:
                 if opts["state"] == "drain":
                     node.drained, node.reason = True, opts.get("reason", "")
                 elif opts["state"] == "resume":
-                    node.drained, node.reason = False, ""
+                    self._resume(node)
             return ""
         if args[:2] == ["scontrol", "requeue"]:
             for job in args[2].split(","):
@@ -235,26 +243,43 @@ class World:
             hosts = expand(next(a for a in args if a.startswith("--nodelist=")).split("=", 1)[1])
             return "".join(f"{j}\n" for j in self._running(hosts, self.now))
         if args[:4] == ["scontrol", "--json", "show", "node"]:
-            records = []
-            for host in expand(args[4]):
-                if host not in self.nodes:
-                    continue
-                node = self.nodes[host]
-                states = ["ALLOCATED" if self._running([host], self.now) else "IDLE"]
-                if self._unreachable(host):
-                    states = ["DOWN", "NOT_RESPONDING"]
-                if node.drained:
-                    states.append("DRAIN")
-                records.append(
-                    {
-                        "name": host,
-                        "state": states,
-                        "reason": node.reason,
-                        "boot_time": {"set": True, "infinite": False, "number": int(node.boot_time)},
-                    }
-                )
-            return json.dumps({"nodes": records})
+            return self._show_nodes(expand(args[4]) if len(args) > 4 else list(self.nodes))
         raise ValueError(f"simulated Slurm: unexpected command {' '.join(args)}")
+
+    def _show_nodes(self, hosts: Sequence[str]) -> str:
+        """``scontrol --json show node <hosts>``: the records :func:`gb300.slurm.client.parse_nodes` reads."""
+        records = []
+        for host in hosts:
+            if host not in self.nodes:
+                continue
+            node = self.nodes[host]
+            states = ["ALLOCATED" if self._running([host], self.now) else "IDLE"]
+            boot = node.boot_time
+            if self._unreachable(host):
+                states = ["DOWN", "NOT_RESPONDING"]
+            elif node.resumed_at is not None and self.now - node.resumed_at < self._blip_s():
+                states, boot = [*states, "NOT_RESPONDING"], 0.0  # registering again after the resume
+            if node.drained:
+                states.append("DRAIN")
+            records.append(
+                {
+                    "name": host,
+                    "state": states,
+                    "reason": node.reason,
+                    "boot_time": {"set": True, "infinite": False, "number": int(boot)},
+                }
+            )
+        return json.dumps({"nodes": records})
+
+    def _resume(self, node: SimNode) -> None:
+        """``scontrol update state=resume`` as ``release`` answers it: the reason stays where that release keeps it."""
+        node.drained, node.resumed_at = False, self.now
+        if not slurm_releases.shows("reasonKeptAfterResume", self.release):
+            node.reason = ""
+
+    def _blip_s(self) -> float:
+        shown = slurm_releases.shows("notRespondingAfterResume", self.release)
+        return slurm_releases.not_responding_seconds() if shown else 0.0
 
     def gate_result(self, host: str) -> str | None:
         """The node's gate verdict in gb300-health-check's boot.result format (None: the node does not answer)."""
@@ -287,7 +312,7 @@ class World:
             node = self.nodes[host]
             if node.drained and node.reason.startswith("gb300-heal:"):
                 self.lifted.setdefault(handle, {})[host] = node.reason
-                node.drained = False
+                self._resume(node)
         return handle
 
     def collect(self, handle: str) -> str | None:
@@ -297,7 +322,7 @@ class World:
             return None
         for host, reason in self.lifted.pop(handle, {}).items():
             node = self.nodes[host]
-            if not node.drained and not node.reason.startswith("gb300-heal:") and node.reason:
+            if node.drained and not node.reason.startswith("gb300-heal:"):
                 continue  # someone else drained it meanwhile
             node.drained, node.reason = True, reason
         healthy = all(self._fault(h) is None or self._fault(h).level == 0 for h in hosts)  # type: ignore[union-attr]

@@ -40,6 +40,7 @@ def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
     pools = []
     for pool in cfg.gpu_pools:
         sku = pool.sku
+        layout = sku.cpu_layout
         pools.append(
             slurm_config.SlurmPool(
                 name=pool.name,
@@ -49,6 +50,9 @@ def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
                 gpus_per_node=sku.gpus,
                 cpus=sku.vcpus,
                 memory_mib=slurm_config.real_memory_mib(float(sku.memory_gib.value)),
+                sockets=layout.sockets if layout else None,
+                cores_per_socket=layout.cores_per_socket if layout else None,
+                threads_per_core=layout.threads_per_core if layout else None,
             )
         )
     return slurm_config.SlurmCluster(

@@ -287,7 +287,7 @@ class Rollout:
         return {
             n.name
             for n in self.slurm.nodes(names).values()
-            if "DRAIN" in n.states and n.reason and not n.reason.startswith((DRAIN_PREFIX, HEALTH_PREFIX))
+            if n.drain_reason and not n.drain_reason.startswith((DRAIN_PREFIX, HEALTH_PREFIX))
         }
 
     def _batch(self, group: list[Rack], report: Report) -> bool:
@@ -445,7 +445,7 @@ class Rollout:
                 except Exception as exc:  # noqa: BLE001
                     fail(rack, "health gate", short_error(exc))
                     continue
-                bad = [n for n in nodes.values() if n.reason.startswith(HEALTH_PREFIX)]
+                bad = [n for n in nodes.values() if n.drain_reason.startswith(HEALTH_PREFIX)]
                 if bad:
                     first = bad[0]
                     fail(

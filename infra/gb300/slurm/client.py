@@ -26,6 +26,11 @@ HEALTH_PREFIX = "gb300:"
 DOWN_STATES = frozenset({"DOWN", "NOT_RESPONDING", "NO_RESPOND", "POWERED_DOWN", "FAIL", "UNKNOWN"})
 """State words of a node that does not answer the controller (or is powered off): no gate verdict, not back."""
 
+DRAIN_STATES = frozenset({"DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING"})
+"""State words of a drained node (the DRAIN flag, in JSON a word of ``state``; FAIL drains too): only then is its
+reason someone's drain. Slurm 24.11 keeps the old reason on a resumed node (data/slurm_releases.yaml
+reasonKeptAfterResume), so a reason alone says nothing about the node now."""
+
 
 @dataclass(frozen=True)
 class SlurmNode:
@@ -38,6 +43,23 @@ class SlurmNode:
     boot_time: float
     comment: str = ""
     extra: str = ""
+
+    @property
+    def drained(self) -> bool:
+        return bool(self.states & DRAIN_STATES)
+
+    @property
+    def drain_reason(self) -> str:
+        """The reason of the node's drain, or "" when it is not drained (a reason left over from before a resume)."""
+        return self.reason if self.drained else ""
+
+    @property
+    def reregistering(self) -> bool:
+        """NOT_RESPONDING with boot time 0 and not DOWN: slurmctld asked the node to register again (a resume,
+        an undrain, a reboot) and pinged it; for about a second after any resume every node reads so
+        (data/slurm_releases.yaml notRespondingAfterResume). Not by itself a node that does not answer."""
+        no_answer = bool(self.states & {"NOT_RESPONDING", "NO_RESPOND"})
+        return no_answer and self.boot_time == 0 and not self.states & {"DOWN", "POWERED_DOWN", "FAIL"}
 
 
 @dataclass(frozen=True)
@@ -108,7 +130,10 @@ class SlurmError(Gb300Error, RuntimeError):
 
 
 class Slurm:
-    """``scontrol`` and ``squeue``, run on the head (empty ``via``) or through a prefix such as ``ssh admin@head``."""
+    """``scontrol`` and ``squeue``, run on the head (empty ``via``) or through a prefix such as ``ssh admin@head``.
+
+    A reason is read together with the node's state: :attr:`SlurmNode.drain_reason` is a drain's reason only while
+    the node is drained."""
 
     def __init__(self, via: Sequence[str] = (), run: Runner = run_local) -> None:
         self.via = tuple(via)
@@ -163,6 +188,7 @@ def _time(value: Any) -> float | None:
 __all__ = [
     "DOWN_STATES",
     "DRAIN_PREFIX",
+    "DRAIN_STATES",
     "HEALTH_PREFIX",
     "RUNNING_JOB",
     "Runner",

@@ -48,6 +48,9 @@ class SlurmPool:
     so pass the VM's memory less an OS reserve (see :func:`real_memory_mib`). ``node_prefix`` is the pool's
     host-name prefix, only written as a comment (nodes register under whatever host name they have).
     ``first_index`` and ``index_width`` are deprecated and ignored: they numbered static node names.
+    ``sockets``, ``cores_per_socket`` and ``threads_per_core`` are the VM size's CPU layout (skus.yaml
+    ``cpuLayout``), registered by the node with its CPUs: Slurm reads ``CPUs=`` alone as that many one-core
+    sockets. None leaves the layout out (a size the catalog has none for); when set, they must multiply to ``cpus``.
     """
 
     name: str
@@ -59,6 +62,16 @@ class SlurmPool:
     memory_mib: int
     first_index: int = 1
     index_width: int = 3
+    sockets: int | None = None
+    cores_per_socket: int | None = None
+    threads_per_core: int | None = None
+
+    @property
+    def layout(self) -> tuple[int, int, int] | None:
+        """(sockets, cores per socket, threads per core), or None when any is unset."""
+        if self.sockets is None or self.cores_per_socket is None or self.threads_per_core is None:
+            return None
+        return self.sockets, self.cores_per_socket, self.threads_per_core
 
 
 @dataclass(frozen=True)
@@ -132,10 +145,30 @@ def _problems(cluster: SlurmCluster) -> list[str]:
             value = getattr(pool, name)
             if value < 1:
                 problems.append(f"'{where}.{name}' must be at least 1 (got {value!r})")
+        problems.extend(_layout_problems(pool, where))
     if cluster.accounting_host is not None and not _HOST.match(cluster.accounting_host):
         problems.append(f"'accounting_host' must be a lowercase host name (got {cluster.accounting_host!r})")
     if cluster.spare_nodes is not None and cluster.spare_nodes < 0:
         problems.append(f"'spare_nodes' must be at least 0 (got {cluster.spare_nodes!r})")
+    return problems
+
+
+def _layout_problems(pool: SlurmPool, where: str) -> list[str]:
+    names = ("sockets", "cores_per_socket", "threads_per_core")
+    values = [getattr(pool, name) for name in names]
+    if all(value is None for value in values):
+        return []
+    if pool.layout is None:
+        return [f"'{where}.{names}' must be set together (got {tuple(values)!r})"]
+    problems = [
+        f"'{where}.{n}' must be at least 1 (got {v!r})" for n, v in zip(names, pool.layout, strict=True) if v < 1
+    ]
+    sockets, cores, threads = pool.layout
+    if not problems and sockets * cores * threads != pool.cpus:
+        problems.append(
+            f"'{where}.sockets' x cores_per_socket x threads_per_core must equal cpus {pool.cpus} "
+            f"(got {sockets} x {cores} x {threads})"
+        )
     return problems
 
 

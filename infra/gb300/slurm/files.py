@@ -26,7 +26,7 @@ and slurmctld and slurmd must agree on SlurmUser's uid."""
 
 _VAULT = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$")
 _POOL = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-_NODE_SHAPE = ("pool", "cpus", "real_memory_mib", "gpus")
+_NODE_SHAPE = ("pool", "cpus", "sockets", "cores_per_socket", "threads_per_core", "real_memory_mib", "gpus")
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,9 @@ class SlurmBootInputs:
     checksums.yaml, and ``*_packages`` what their builds need from Ubuntu's archive: the step builds only what
     is pinned. ``install_enroot`` is False on the head: srun there needs the
     pyxis plugin to accept ``--container-image``, but containers only ever start on GPU nodes.
-    ``pool``, ``cpus``, ``real_memory_mib`` and ``gpus`` are a GPU node's dynamic-node registration
-    (``slurmd -Z --conf "CPUs=.. RealMemory=.. Gres=gpu:N Feature=<pool>"``): :func:`check_gpu` needs them
+    ``pool``, ``cpus``, ``sockets``, ``cores_per_socket``, ``threads_per_core``, ``real_memory_mib`` and ``gpus``
+    are a GPU node's dynamic-node registration (``slurmd -Z --conf "CPUs=.. Sockets=.. CoresPerSocket=..
+    ThreadsPerCore=.. RealMemory=.. Gres=gpu:N Feature=<pool>"``): :func:`check_gpu` needs them
     and :meth:`for_pool` copies them from the pool's :class:`~gb300.slurm.config.SlurmPool`; the head leaves
     them None.
     """
@@ -71,13 +72,23 @@ class SlurmBootInputs:
     slurmdbd: bool = False
     pool: str | None = None
     cpus: int | None = None
+    sockets: int | None = None
+    cores_per_socket: int | None = None
+    threads_per_core: int | None = None
     real_memory_mib: int | None = None
     gpus: int | None = None
 
     def for_pool(self, pool: SlurmPool) -> SlurmBootInputs:
         """These inputs for a GPU node of ``pool``: its name as the node feature, and its node shape."""
         return dataclasses.replace(
-            self, pool=pool.name, cpus=pool.cpus, real_memory_mib=pool.memory_mib, gpus=pool.gpus_per_node
+            self,
+            pool=pool.name,
+            cpus=pool.cpus,
+            sockets=pool.sockets,
+            cores_per_socket=pool.cores_per_socket,
+            threads_per_core=pool.threads_per_core,
+            real_memory_mib=pool.memory_mib,
+            gpus=pool.gpus_per_node,
         )
 
 
@@ -123,6 +134,9 @@ def render_slurm_env(inputs: SlurmBootInputs) -> str:
         "GB300_PYXIS_PACKAGES": " ".join(inputs.pyxis_packages) or None,
         "GB300_SLURM_POOL": inputs.pool,
         "GB300_SLURM_CPUS": _text(inputs.cpus),
+        "GB300_SLURM_SOCKETS": _text(inputs.sockets),
+        "GB300_SLURM_CORES_PER_SOCKET": _text(inputs.cores_per_socket),
+        "GB300_SLURM_THREADS_PER_CORE": _text(inputs.threads_per_core),
         "GB300_SLURM_REAL_MEMORY_MIB": _text(inputs.real_memory_mib),
         "GB300_SLURM_GPUS": _text(inputs.gpus),
     }

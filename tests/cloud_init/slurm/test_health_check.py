@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from gb300.slurm.health import health_spec, render_health_env
+from tests.support.systemd_env import environment_file, exec_words
 
 from .conftest import FIXTURES, Sandbox
 
@@ -380,6 +381,47 @@ def test_boot_mode_records_result_and_periodic_run_keeps_drain(sandbox: Sandbox)
     rc, calls = run_check(sandbox)
     [drain] = drains(calls)
     assert "reason=gb300: boot check: dcgm-diag: dcgmi diag -r 1 failed" in drain
+
+
+REGISTER = "GB300_SLURMD_CONF_SERVER=head\nGB300_SLURMD_NODE_CONF='CPUs=128 Sockets=2 Gres=gpu:4 Feature=train'\n"
+GATE_ENV = "run/gb300/slurmd-gate.env"
+
+
+def test_a_failed_boot_gate_registers_the_node_drained(sandbox: Sandbox) -> None:
+    """A failed --boot gives slurmd (through its drop-in's EnvironmentFile) the node's registration plus State=DRAIN
+    and the gate's reason, quoted so systemd and Slurm read it whole; a passing boot takes it away again."""
+    healthy(sandbox, dcgm_periodic=0)
+    sandbox.write("etc/gb300/slurmd-register.env", REGISTER)
+    sandbox.answer_fixture("dcgmi", "dcgmi-diag-r1.fail.txt")
+    rc, calls = run_check(sandbox, "--boot")
+    assert rc == 1
+    assert calls == []  # no record yet, nothing for scontrol to do
+    options = exec_words(environment_file((sandbox.root / GATE_ENV).read_text())["SLURMD_OPTIONS"])
+    assert options[:4] == ["-Z", "--conf-server", "head", "--conf"]
+    conf = options[4]
+    assert conf.startswith('CPUs=128 Sockets=2 Gres=gpu:4 Feature=train State=DRAIN Reason="gb300: boot check: ')
+    reason = conf.split('Reason="', 1)[1]
+    assert reason.endswith('"')
+    assert "dcgm-diag: dcgmi diag -r 1 failed" in reason
+    assert not set(reason[:-1]) & set("'\"\\$`#")
+
+    sandbox.answer_fixture("dcgmi", "dcgmi-diag-r1.pass.txt")
+    rc, _ = run_check(sandbox, "--boot")
+    assert rc == 0
+    assert not (sandbox.root / GATE_ENV).exists()
+
+
+def test_the_check_slurmd_runs_before_registering_leaves_an_unknown_node_alone(sandbox: Sandbox) -> None:
+    """At slurmd start (before the node has a record) a failing check exits 0 without a refused drain: the
+    registration itself carries the drain."""
+    healthy(sandbox, dcgm_periodic=0)
+    sandbox.answer_fixture("dcgmi", "dcgmi-diag-r1.fail.txt")
+    run_check(sandbox, "--boot")
+    sandbox.answer("scontrol-show", "", rc=1)  # slurm_load_node: Invalid node name specified
+    (sandbox.path / "calls.log").unlink()
+    rc, calls = run_check(sandbox)
+    assert rc == 0
+    assert drains(calls) == []
 
 
 def test_periodic_run_skips_dcgm_diag_at_level_zero(sandbox: Sandbox) -> None:

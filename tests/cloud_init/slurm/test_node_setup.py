@@ -291,6 +291,9 @@ NODE_ENV = {
     "GB300_HEAD_HOSTNAME": "head",
     "GB300_SLURM_POOL": "train",
     "GB300_SLURM_CPUS": "128",
+    "GB300_SLURM_SOCKETS": "2",
+    "GB300_SLURM_CORES_PER_SOCKET": "64",
+    "GB300_SLURM_THREADS_PER_CORE": "1",
     "GB300_SLURM_REAL_MEMORY_MIB": "840499",
     "GB300_SLURM_GPUS": "4",
 }
@@ -317,7 +320,7 @@ def slurmd_argv(sandbox: Sandbox) -> list[str]:
 
 
 def test_slurmd_setup_starts_a_dynamic_node_of_its_pool(sandbox: Sandbox) -> None:
-    """slurmd registers as a dynamic node (-Z) of its pool with its shape and GPUs, configless from the head."""
+    """slurmd registers as a dynamic node (-Z) of its pool with its shape, socket layout and GPUs, configless."""
     result = sandbox.run("gb300-slurmd-setup", env=slurmd_node(sandbox))
     assert result.returncode == 0, result.stderr
     assert slurmd_argv(sandbox) == [
@@ -325,9 +328,14 @@ def test_slurmd_setup_starts_a_dynamic_node_of_its_pool(sandbox: Sandbox) -> Non
         "--conf-server",
         "head",
         "--conf",
-        "CPUs=128 RealMemory=840499 Gres=gpu:4 Feature=train",
+        "CPUs=128 Sockets=2 CoresPerSocket=64 ThreadsPerCore=1 RealMemory=840499 Gres=gpu:4 Feature=train",
     ]
     assert "SLURMD_OPTIONS=" not in (sandbox.root / "etc/default/slurmd").read_text()  # it would override the drop-in
+    # The boot gate's drained registration (written on failure) overrides the drop-in's own options.
+    assert "EnvironmentFile=-/run/gb300/slurmd-gate.env" in (sandbox.root / DROPIN).read_text().splitlines()
+    register = (sandbox.root / "etc/gb300/slurmd-register.env").read_text()
+    assert "GB300_SLURMD_CONF_SERVER=head\n" in register
+    assert f"GB300_SLURMD_NODE_CONF='{slurmd_argv(sandbox)[-1]}'" in register
     calls = sandbox.calls("systemctl")
     assert calls.index("daemon-reload") < calls.index("restart slurmd")
     assert calls.index("start gb300-health-boot.service") < calls.index("restart slurmd")
@@ -337,15 +345,25 @@ def test_slurmd_setup_starts_a_dynamic_node_of_its_pool(sandbox: Sandbox) -> Non
 
 
 def test_slurmd_setup_reads_its_inputs_from_slurm_env(sandbox: Sandbox) -> None:
-    """The pool and node shape come from /etc/gb300/slurm.env as gpu_files renders it."""
+    """The pool, node shape and socket layout come from /etc/gb300/slurm.env as gpu_files renders it."""
     env = slurmd_node(sandbox)
     inputs = SlurmBootInputs("head", "kv-gb300-ref").for_pool(
-        SlurmPool("dev", "ref-dev-r0001-", 18, "Standard_ND128isr_GB300_v6", 4, 96, 500000)
+        SlurmPool("dev", "ref-dev-r0001-", 18, "Standard_ND96isr_H100_v5", 8, 96, 500000, 1, 3, 2, 48, 1)
     )
     sandbox.write("etc/gb300/slurm.env", render_slurm_env(inputs))
     result = sandbox.run("gb300-slurmd-setup", env={"GB300_UNIT_DIR": env["GB300_UNIT_DIR"]})
     assert result.returncode == 0, result.stderr
-    assert slurmd_argv(sandbox)[-1] == "CPUs=96 RealMemory=500000 Gres=gpu:4 Feature=dev"
+    want = "CPUs=96 Sockets=2 CoresPerSocket=48 ThreadsPerCore=1 RealMemory=500000 Gres=gpu:8 Feature=dev"
+    assert slurmd_argv(sandbox)[-1] == want
+
+
+def test_slurmd_setup_refuses_a_layout_that_does_not_add_up(sandbox: Sandbox) -> None:
+    """Sockets x cores x threads other than the CPUs exits 1 naming the inputs, and writes no drop-in."""
+    env = {**slurmd_node(sandbox), "GB300_SLURM_CORES_PER_SOCKET": "32"}
+    result = sandbox.run("gb300-slurmd-setup", env=env)
+    assert result.returncode == 1
+    assert "must equal GB300_SLURM_CPUS (got 2 x 32 x 1, 128)" in result.stderr
+    assert not (sandbox.root / DROPIN).exists()
 
 
 def test_slurmd_setup_rerun_does_not_restart_slurmd(sandbox: Sandbox) -> None:
@@ -365,6 +383,7 @@ def test_slurmd_setup_rerun_does_not_restart_slurmd(sandbox: Sandbox) -> None:
     [
         ("GB300_SLURM_POOL", "GB300_SLURM_POOL must be the node's GPU pool name (got '')"),
         ("GB300_SLURM_GPUS", "GB300_SLURM_GPUS must be a positive integer (got '')"),
+        ("GB300_SLURM_SOCKETS", "GB300_SLURM_SOCKETS must be a positive integer (got '')"),
     ],
 )
 def test_slurmd_setup_without_node_shape_fails_clearly(sandbox: Sandbox, unset: str, message: str) -> None:

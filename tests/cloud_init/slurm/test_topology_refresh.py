@@ -16,15 +16,65 @@ pytestmark = pytest.mark.slow  # every test runs a node script in a sandbox (sub
 
 PLUGIN = "TopologyPlugin=topology/block"
 UUIDS = ["5e797fc6-0f46-421a-8724-0e102c0f723c", "5e797fc6-0f46-421a-8724-0e102c0f721e"]
-ENV = {"GB300_LIB": str(REPO / "infra")}
+ENV = {"GB300_LIB": str(REPO / "infra"), "GB300_RECONFIGURE_WAIT": "0"}
+
+# slurmctld as gb300-topology-refresh meets it, at the scontrol/sdiag/systemctl boundary (the real daemon's
+# behaviour is in tests/slurm/real): `scontrol reconfigure` exits 0 at once and a new process then loads slurm.conf
+# and topology.conf, so `sdiag` reports statistics since then and `scontrol show topology` its blocks; a topology.conf
+# holding the text of $SANDBOX/refuse kills it (Slurm 24.11's fatal on a block smaller than the first), and then
+# `scontrol ping` fails until `systemctl restart slurmctld`. It cannot show timing: it loads at once.
+_LOAD = r"""load() {
+  local topology="$GB300_ROOT/etc/slurm/topology.conf"
+  if [ -e "$SANDBOX/refuse" ] && grep -qF "$(cat "$SANDBOX/refuse")" "$topology" 2>/dev/null; then
+    touch "$SANDBOX/dead"; return
+  fi
+  rm -f "$SANDBOX/dead"
+  date +%s >"$SANDBOX/started"
+  if grep -qx 'TopologyPlugin=topology/block' "$GB300_ROOT/etc/slurm/slurm.conf"; then
+    sed -n 's/^\(BlockName=[^ ]*\) Nodes=\([^ ]*\).*/\1 BlockIndex=0 Nodes=\2 BlockSize=18/p' \
+      "$GB300_ROOT/etc/slurm/topology.conf" >"$SANDBOX/loaded"
+  else
+    : >"$SANDBOX/loaded"
+  fi
+}
+"""
+_SCONTROL = (
+    _LOAD
+    + r"""printf 'scontrol %s\n' "$*" >>"$SANDBOX/calls.log"
+for rc in "$SANDBOX/rc/scontrol-$1" "$SANDBOX/rc/scontrol"; do
+  if [ -e "$rc" ] && [ "$(cat "$rc")" != 0 ]; then exit "$(cat "$rc")"; fi
+done
+case "$1 ${2:-}" in
+  "ping ") [ ! -e "$SANDBOX/dead" ] ;;
+  "reconfigure ") [ -e "$SANDBOX/dead" ] && exit 1; load ;;
+  "show topology") [ ! -e "$SANDBOX/dead" ] && cat "$SANDBOX/loaded" ;;
+  "show "*) [ ! -e "$SANDBOX/dead" ] && cat "$SANDBOX/out/scontrol-show" ;;
+  *) [ ! -e "$SANDBOX/dead" ] ;;
+esac
+"""
+)
+_SDIAG = r"""[ -e "$SANDBOX/dead" ] && exit 1
+printf 'Data since      Sat Dec 05 00:00:00 2026 (%s)\n' "$(cat "$SANDBOX/started")"
+"""
+_SYSTEMCTL = (
+    _LOAD
+    + r"""printf 'systemctl %s\n' "$*" >>"$SANDBOX/calls.log"
+if [ "$*" = "restart slurmctld" ]; then load; fi
+"""
+)
 
 
 def controller(sandbox: Sandbox) -> None:
-    """A head node with gb300's rendered slurm.conf (topology off, no GPU node listed)."""
+    """A head node with gb300's rendered slurm.conf (topology off, no GPU node listed) and a running slurmctld."""
     pool = SlurmPool("gpu", "gpu-", 36, "Standard_ND128isr_GB300_v6", 4, 128, 840000)
     conf = render(SlurmCluster("ref", "head", (pool,)))["slurm.conf"]
     assert "\nNodeName=" not in conf
     sandbox.write("etc/slurm/slurm.conf", conf)
+    sandbox.replace("scontrol", _SCONTROL)
+    sandbox.replace("sdiag", _SDIAG)
+    sandbox.replace("systemctl", _SYSTEMCTL)
+    (sandbox.path / "started").write_text("1\n")  # a slurmctld started long ago
+    (sandbox.path / "loaded").write_text("")
     records(sandbox, {})
 
 
@@ -43,8 +93,8 @@ def publish(first: int, last: int, rack: int) -> dict[str, int | None]:
 
 
 def changes(sandbox: Sandbox) -> list[str]:
-    """scontrol calls that change something (reads left out)."""
-    return [call for call in sandbox.calls("scontrol") if not call.startswith("show ")]
+    """scontrol calls that change something (reads and pings left out)."""
+    return [call for call in sandbox.calls("scontrol") if not call.startswith(("show ", "ping"))]
 
 
 def slurm_conf(sandbox: Sandbox) -> str:
@@ -52,7 +102,7 @@ def slurm_conf(sandbox: Sandbox) -> str:
 
 
 def test_first_complete_rack_switches_block_plugin_on(sandbox: Sandbox) -> None:
-    """The first full rack writes its block, enables topology/block, restarts slurmctld and reconfigures."""
+    """The first full rack writes its block and enables topology/block with one reconfigure (no restart since 23.11)."""
     controller(sandbox)
     records(sandbox, publish(1, 18, rack=0))
     result = sandbox.run("gb300-topology-refresh", env=ENV)
@@ -61,8 +111,9 @@ def test_first_complete_rack_switches_block_plugin_on(sandbox: Sandbox) -> None:
     assert "BlockName=block001 Nodes=gpu-[001-018]\n" in topology
     assert "BlockSizes=18\n" in topology
     assert f"\n{PLUGIN}\n" in slurm_conf(sandbox)
-    assert sandbox.calls("systemctl") == ["restart slurmctld"]
+    assert sandbox.calls("systemctl") == []
     assert changes(sandbox) == ["reconfigure"]
+    assert (sandbox.path / "loaded").read_text().startswith("BlockName=block001 ")  # the controller took it
 
 
 def test_partial_rack_is_a_block(sandbox: Sandbox) -> None:
@@ -115,7 +166,7 @@ def test_failed_reconfigure_is_retried_and_the_file_applied_only_after_success(s
 
     failed = sandbox.run("gb300-topology-refresh", env=ENV)
     assert failed.returncode == 1
-    assert "scontrol reconfigure failed; the next run retries it" in failed.stderr
+    assert "reconfigure failed; the previous topology.conf is back and the next run retries it" in failed.stderr
     assert topology.read_text() == one_rack  # slurmctld still runs on the old file
     assert applied.read_text() == one_rack
 
@@ -132,18 +183,65 @@ def test_failed_reconfigure_is_retried_and_the_file_applied_only_after_success(s
 
 
 def test_a_failed_reconfigure_is_retried_on_the_next_run(sandbox: Sandbox) -> None:
-    """The first rack's reconfigure (after the slurmctld restart) fails: the next run reconfigures again, then stops."""
+    """The first rack's reconfigure command fails (slurmctld busy): the next run reconfigures again, then stops."""
     controller(sandbox)
     records(sandbox, publish(1, 18, rack=0))
-    (sandbox.path / "rc" / "scontrol").write_text("1")
+    (sandbox.path / "rc" / "scontrol-reconfigure").write_text("1")
     assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 1
-    (sandbox.path / "rc" / "scontrol").unlink()
+    assert PLUGIN not in slurm_conf(sandbox).replace(f"#{PLUGIN}", "")  # the plugin line went back too
+    (sandbox.path / "rc" / "scontrol-reconfigure").unlink()
     (sandbox.path / "calls.log").unlink()
     assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 0
     assert changes(sandbox) == ["reconfigure"]
     (sandbox.path / "calls.log").unlink()
     assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 0
     assert changes(sandbox) == []
+
+
+def test_a_controller_that_dies_on_the_new_file_gets_the_old_one_back(sandbox: Sandbox) -> None:
+    """A reconfigure that exits 0 but whose new slurmctld dies on the file: the previous topology.conf is restored,
+    slurmctld is started on it, the run exits 1 and the file is not marked applied (nor retried unchanged)."""
+    controller(sandbox)
+    records(sandbox, publish(1, 18, rack=0))
+    assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 0
+    topology = sandbox.root / "etc/slurm/topology.conf"
+    applied = sandbox.root / "var/lib/gb300/topology/topology.conf.applied"
+    one_rack = topology.read_text()
+    records(sandbox, {**publish(1, 18, rack=0), **publish(19, 30, rack=1)})
+    (sandbox.path / "refuse").write_text("BlockName=block002")  # 24.11: block002 smaller than block001
+    (sandbox.path / "calls.log").unlink()
+
+    failed = sandbox.run("gb300-topology-refresh", env=ENV)
+    assert failed.returncode == 1
+    assert "slurmctld did not take the new topology.conf" in failed.stderr
+    assert "slurmctld runs on the previous topology.conf again" in failed.stderr
+    assert topology.read_text() == one_rack
+    assert applied.read_text() == one_rack
+    assert not (sandbox.path / "dead").exists()  # the controller answers again
+    assert sandbox.calls("systemctl") == ["restart slurmctld"]
+    assert "block002" in (sandbox.root / "var/lib/gb300/topology/topology.conf.refused").read_text()
+
+    (sandbox.path / "calls.log").unlink()
+    again = sandbox.run("gb300-topology-refresh", env=ENV)
+    assert again.returncode == 1
+    assert "not tried again before 60 minutes unless it changes" in again.stderr
+    assert changes(sandbox) == []
+    assert topology.read_text() == one_rack
+
+
+def test_a_controller_still_on_the_old_process_is_not_confirmed(sandbox: Sandbox) -> None:
+    """scontrol reconfigure exits 0 but no new slurmctld process answers within the wait: the first block and the
+    plugin line are taken back, and the run fails instead of recording the file as applied."""
+    controller(sandbox)
+    sandbox.replace("sdiag", "printf 'Data since      Thu Jan 01 00:00:01 1970 (1)\\n'\n")
+    records(sandbox, publish(1, 18, rack=0))
+    conf = slurm_conf(sandbox)
+    result = sandbox.run("gb300-topology-refresh", env=ENV)
+    assert result.returncode == 1
+    assert "slurmctld did not take the new topology.conf within 0s" in result.stderr
+    assert slurm_conf(sandbox) == conf  # TopologyPlugin still commented out
+    assert not (sandbox.root / "etc/slurm/topology.conf").exists()
+    assert not (sandbox.root / "var/lib/gb300/topology/topology.conf.applied").exists()
 
 
 def test_nodes_without_a_published_identity_are_left_out(sandbox: Sandbox) -> None:

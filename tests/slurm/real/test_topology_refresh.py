@@ -1,0 +1,76 @@
+"""Real Slurm (24.11 and 26.05): gb300-topology-refresh on the head with NVLink identities the nodes published.
+A topology the controller takes is confirmed before it counts as applied; one a new slurmctld dies on (24.11: a block
+smaller than the first, data/slurm_releases.yaml blockSmallerThanFirstIsFatal) is taken back, the controller answers
+again and the refresh exits 1. The head has no systemd here: its ``systemctl restart slurmctld`` is a stand-in that
+starts slurmctld (what systemd would do), written by this test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from gb300.facts import slurm_releases
+from gb300.slurm.options import release_of
+from tests.support.real_slurm.cluster import Cluster
+from tests.support.real_slurm.fixtures import cluster_fixture
+from tests.support.real_slurm.root import SUITES
+
+UUIDS = ("5e797fc6-0f46-421a-8724-0e102c0f723c", "5e797fc6-0f46-421a-8724-0e102c0f721e")
+SYSTEMCTL = '#!/bin/bash\nif [ "$*" = "restart slurmctld" ]; then /usr/sbin/slurmctld; fi\n'
+
+
+@pytest.fixture(params=list(SUITES), ids=[f"{s}-{v}" for s, v in SUITES.items()])
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """A fresh cluster of three nodes per test: each test changes the controller's topology."""
+    yield from cluster_fixture(request, nodes=3)
+
+
+def _refresh(cluster: Cluster, racks: list[int]) -> tuple[int, str]:
+    cluster.head.run(
+        ["bash", "-c", f"printf '%s' '{SYSTEMCTL}' >/usr/local/sbin/systemctl; chmod 755 /usr/local/sbin/systemctl"]
+    )
+    for host, rack in zip(cluster.nodes, racks, strict=True):
+        cluster.scontrol("update", f"nodename={host.name}", f"extra=gb300-nvlink:{UUIDS[rack]}:{32766 + rack}")
+    done = cluster.head.run(
+        ["env", "PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin", "GB300_RECONFIGURE_WAIT=30",
+         "/usr/local/sbin/gb300-topology-refresh"],
+        check=False, timeout=240,
+    )  # fmt: skip
+    return done.returncode, done.stderr
+
+
+def test_a_topology_the_controller_takes_is_confirmed_and_applied(cluster: Cluster) -> None:
+    """One rack of three nodes: the refresh switches topology/block on with a reconfigure, slurmctld answers and
+    lists the block, and the file is recorded as applied. On 24.11 a block below BlockSizes (3 of 18) is refused by
+    the same fatal, so there the refresh takes it back and the controller answers on the old files."""
+    rc, err = _refresh(cluster, [0, 0, 0])
+    if slurm_releases.shows("blockSmallerThanFirstIsFatal", release_of(cluster.version)):
+        assert rc == 1
+        assert cluster.controller_up()
+        assert "children count lower than bblock_node_cnt" in cluster.log(cluster.head, "slurmctld")
+        return
+    assert rc == 0, err
+    assert cluster.controller_up()
+    assert "BlockName=block001 " in cluster.scontrol("show", "topology")
+    applied = cluster.head.run(["cat", "/var/lib/gb300/topology/topology.conf.applied"]).stdout
+    assert applied == cluster.head.run(["cat", "/etc/slurm/topology.conf"]).stdout
+
+
+def test_a_topology_a_new_slurmctld_dies_on_is_taken_back(cluster: Cluster) -> None:
+    """Two racks of two and one node: where the release refuses a block smaller than the first (24.11), the new
+    slurmctld dies, the refresh restores the previous files, the controller answers again, and it exits 1 without
+    recording the file as applied; where the release accepts it (26.05), it is applied."""
+    refused = slurm_releases.shows("blockSmallerThanFirstIsFatal", release_of(cluster.version))
+    rc, err = _refresh(cluster, [0, 0, 1])
+    assert cluster.controller_up()
+    if not refused:
+        assert rc == 0, err
+        assert "BlockName=block002 " in cluster.scontrol("show", "topology")
+        return
+    assert rc == 1
+    assert "slurmctld runs on the previous topology.conf again" in err
+    assert cluster.head.run(["test", "-e", "/etc/slurm/topology.conf"], check=False).returncode != 0
+    assert "#TopologyPlugin=topology/block" in cluster.head.run(["cat", "/etc/slurm/slurm.conf"]).stdout
+    assert cluster.head.run(["test", "-e", "/var/lib/gb300/topology/topology.conf.applied"], check=False).returncode
+    assert "children count lower than bblock_node_cnt" in cluster.log(cluster.head, "slurmctld")
