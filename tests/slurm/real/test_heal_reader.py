@@ -8,8 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import pytest
-
+from gb300.facts import slurm_releases
 from gb300.heal.head_slurm import SlurmFeed, SlurmProbe, SlurmView
 from gb300.heal.loop import PREFIX
 from gb300.heal.ports import HealSlurm
@@ -36,8 +35,11 @@ class Head:
     probe: SlurmProbe
 
     @classmethod
-    def over(cls, hosts: list[str], run: Runner) -> Head:
-        view = SlurmView(HealSlurm(run=run), run)
+    def over(cls, hosts: list[str], run: Runner, sleep: Callable[[float], None] = time.sleep) -> Head:
+        """The reader as the head builds it (gb300.heal.head): re-reading while a node re-registers after a resume,
+        as heal.json's ``slurmReread`` says (gb300.heal.deploy), with ``sleep`` between reads."""
+        reread = (3, slurm_releases.not_responding_seconds())
+        view = SlurmView(HealSlurm(run=run), run, reread=reread, sleep=sleep)
         return cls(hosts, HealSlurm(run=run), view, SlurmFeed(view), SlurmProbe(view))
 
     def read(self, now: float) -> Reading:
@@ -52,9 +54,9 @@ class Head:
         return out
 
 
-def _simulated(count: int) -> tuple[World, list[str], Runner]:
-    """A one-rack simulated world and a runner for its Slurm; the head reads every node (no host argument), the
-    world answers for the hosts it is asked about, so the runner names the compared ones."""
+def _simulated(count: int) -> Head:
+    """The head's reader over a one-rack simulated world; the head reads every node (no host argument), the world
+    answers for the hosts it is asked about, so the runner names the compared ones, and waiting moves its clock."""
     scenario, _ = parse({"racks": 1, "duration": 600})
     world = World(scenario)
     world.advance(0.0)
@@ -66,7 +68,10 @@ def _simulated(count: int) -> tuple[World, list[str], Runner]:
             args.append(compress(hosts))
         return str(world.slurm(args))
 
-    return world, hosts, run
+    def sleep(seconds: float) -> None:
+        world.advance(world.now + seconds)  # the simulated clock moves while the head waits
+
+    return Head.over(hosts, run, sleep)
 
 
 def _scenario(head: Head, settle: Callable[[], None]) -> list[Reading]:
@@ -91,21 +96,10 @@ def _real(cluster: Cluster) -> Head:
     return Head.over([h.name for h in cluster.nodes[:2]], run)
 
 
-def test_the_head_reads_real_slurm_as_it_reads_the_simulator(
-    real_cluster: Cluster, request: pytest.FixtureRequest
-) -> None:
+def test_the_head_reads_real_slurm_as_it_reads_the_simulator(real_cluster: Cluster) -> None:
     """Through a gate drain, a drain of the loop's own and their resume, the head's reader sees the same events,
     gate verdicts and drained/down words from real Slurm (once the nodes answer again) as from the simulator."""
-    if real_cluster.version.startswith("24.11"):
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="issue 47 finding 4: 24.11 keeps the reason after resume; the probe reads a resumed node as "
-                "failing its gate",
-            )
-        )
-    _, sim_hosts, sim_run = _simulated(2)
-    simulated = _scenario(Head.over(sim_hosts, sim_run), lambda: None)
+    simulated = _scenario(_simulated(2), lambda: None)
     real = _real(real_cluster)
     names = real.hosts
 
@@ -120,12 +114,10 @@ def _settled(cluster: Cluster, names: list[str]) -> bool:
     return all(not (n.states & (DOWN_STATES | {"DRAIN"})) for n in nodes.values())
 
 
-@pytest.mark.xfail(strict=True, reason="issue 47 finding 5: NOT_RESPONDING for about a second after resume")
 def test_the_head_reads_a_node_just_resumed_as_the_simulator_does(real_cluster: Cluster) -> None:
     """Read again and again in the three seconds after a resume (as a tick may fall anywhere in them), real Slurm
     shows the head what the simulator shows: the node neither down nor drained."""
-    _, sim_hosts, sim_run = _simulated(2)
-    simulated = Head.over(sim_hosts, sim_run)
+    simulated = _simulated(2)
     real = _real(real_cluster)
     for head in (simulated, real):
         head.slurm.drain(head.hosts[:1], LOOP_REASON)

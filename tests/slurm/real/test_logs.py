@@ -59,7 +59,11 @@ def test_logs_have_no_errors_caused_by_our_configuration(logs: Logs) -> None:
     assert ours == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 47 finding 8: log noise from our configuration (not fixed yet)")
-def test_logs_have_no_noise_from_our_configuration(logs: Logs) -> None:
-    """No accounting-not-stored, blocks-lack-access or pyxis dlopen error at start, reconfigure or in a job."""
+def test_logs_have_no_noise_from_our_configuration(
+    logs: Logs, real_cluster: Cluster, request: pytest.FixtureRequest
+) -> None:
+    """No accounting-not-stored, blocks-lack-access or pyxis dlopen error at start, reconfigure or in a job (24.11
+    logs a missing optional SPANK plugin as an error; 25.11.1 and later do not: data/slurm_releases.yaml)."""
+    if real_cluster.version.startswith("24.11"):
+        request.applymarker(pytest.mark.xfail(strict=True, reason="24.11 logs the absent optional pyxis plugin"))
     assert [f"{where}: {line}" for where, line in logs.lines if FINDING_8.search(line)] == []
