@@ -31,6 +31,7 @@ MADE_AT_BOOT = {
     "/etc/gb300/prometheus-agent.yml": "scripts/87-prometheus-agent.sh",  # from the row's prometheus-agent.yml.in
     "/etc/gb300/prometheus/targets": "scripts/87-prometheus-agent.sh",
     "/opt/gb300/heal/venv": "slurm/gb300-heal-setup",
+    "/etc/gb300/slurmd-register.env": "slurm/gb300-slurmd-setup",  # the registration the boot gate drains from
 }
 """Paths no row places because a step writes them on the node, and the script that does."""
 ROLE_ID = (

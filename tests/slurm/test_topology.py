@@ -190,7 +190,7 @@ CLI_CASES = {
     ),
     "unreadable": (
         ["--nodes", "missing.txt"],
-        (2, "", "missing.txt: cannot read (No such file or directory)"),
+        (2, "", "--nodes missing.txt: cannot be read (No such file or directory)"),
     ),
     "malformed": (
         ["--nodes", "ibstat.gb300.healthy.txt"],

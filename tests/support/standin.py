@@ -284,7 +284,40 @@ def scontrol(args: list[str], state: dict) -> int:
         return 0
     if args[:1] == ["delete"] and args[1].lower().startswith("nodename="):
         return _delete_nodes(args[1], state, slurm)
-    return 0 if args == ["reconfigure"] else unsupported(["scontrol", *args])
+    return _controller(args, state, slurm)
+
+
+def _controller(args: list[str], state: dict, slurm: dict) -> int:
+    """The controller's own verbs: reconfigure, ping and the topology it loaded."""
+    if args == ["reconfigure"]:
+        return _reconfigure(state, slurm)
+    if args == ["ping"]:
+        sys.stdout.write("Slurmctld(primary) at head is UP\n")
+        return 0
+    if args[:2] == ["show", "topology"]:
+        sys.stdout.write("".join(f"{line}\n" for line in slurm.get("topology", [])))
+        return 0
+    return unsupported(["scontrol", *args])
+
+
+def _reconfigure(state: dict, slurm: dict) -> int:
+    """Since 24.05 a reconfigure re-execs slurmctld: a new process (sdiag's "Data since") that reads topology.conf
+    again (as tests/slurm/real/test_topology_refresh.py shows of real Slurm); this stand-in takes any file."""
+    import time  # noqa: PLC0415
+
+    conf = Path(ROOT, "etc/slurm/topology.conf")
+    text = conf.read_text() if conf.exists() else ""
+    slurm["started"] = int(time.time())
+    slurm["topology"] = [line.split()[0] for line in text.splitlines() if line.startswith("BlockName=")]
+    _slurm_save(state, slurm)
+    return 0
+
+
+def sdiag(args: list[str], state: dict) -> int:
+    """The one line gb300-topology-refresh reads: when the slurmctld now answering started its statistics."""
+    started = int(_slurm_load(state).get("started", 0))
+    sys.stdout.write(f"Data since      Thu Jan 01 00:00:00 1970 ({started})\n")
+    return 0
 
 
 def _delete_nodes(arg: str, state: dict, slurm: dict) -> int:
@@ -647,6 +680,7 @@ def dcgmi(args: list[str], state: dict) -> int:
 
 
 READ_ONLY = {
+    "sdiag": sdiag,
     "nvidia-smi": nvidia_smi,
     "dpkg-query": dpkg_query,
     "ibstat": lambda a, s: sys.stdout.write(fixture(s["ibstat"])) and 0,
