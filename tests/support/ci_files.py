@@ -18,8 +18,6 @@ from typing import Any
 
 import yaml
 
-from gb300.config import stacks as gb300_stacks
-
 ROOT = Path(__file__).resolve().parents[2]
 GITHUB_WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 GITHUB_ACTIONS = sorted((ROOT / ".github" / "actions").glob("*/action.yml"))
@@ -38,6 +36,10 @@ SCRIPT_KEYS = {"github": {"run"}, "azure": {"bash", "script", "inlineScript"}}
 
 def stacks_in_repo() -> set[str]:
     """Stack names defined by stacks/Pulumi.<name>.yaml."""
+    # Imported here: the stand-in pulumi CLI (tests/support/fake_pulumi.py) imports this module on every call, and
+    # gb300's config package takes seconds to import on a loaded machine.
+    from gb300.config import stacks as gb300_stacks  # noqa: PLC0415
+
     return set(gb300_stacks.stack_names(ROOT / "Pulumi.yaml"))
 
 
