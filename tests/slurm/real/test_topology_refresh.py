@@ -112,8 +112,8 @@ def test_a_node_registered_again_under_its_name_is_back_in_its_block(cluster: Cl
     assert rc == 0, err
     names = {h.name for h in cluster.nodes}
     assert _blocks(cluster) == {"block001": names}
-    host = cluster.nodes[2]
-    if slurm_releases.shows("blockSmallerThanFirstIsFatal", release_of(cluster.version)):
+    host, release = cluster.nodes[2], release_of(cluster.version)
+    if slurm_releases.shows("blockSmallerThanFirstIsFatal", release):
         host.stop("slurmd")
         cluster.scontrol("delete", f"nodename={host.name}")
         before = len(cluster.log(host, "slurmd"))
@@ -123,7 +123,8 @@ def test_a_node_registered_again_under_its_name_is_back_in_its_block(cluster: Cl
         assert host.name not in cluster.scontrol("show", "node", "-o")
         return
     _register_again(cluster, host)
-    assert host.name not in _blocks(cluster)["block001"]  # Slurm's part: the new record is in no block
+    outside = host.name not in _blocks(cluster)["block001"]  # Slurm's part: the new record is in no block
+    assert outside == slurm_releases.shows("recreatedNodeOutsideItsBlock", release)
     rc, err = _refresh(cluster, [0, 0, 0])
     assert rc == 0, err
     assert cluster.controller_up()
