@@ -1,8 +1,9 @@
 """Real Slurm (24.11 and 26.05): gb300-topology-refresh on the head with NVLink identities the nodes published.
 A topology the controller takes is confirmed before it counts as applied; one a new slurmctld dies on (24.11: a block
 smaller than the first, data/slurm_releases.yaml blockSmallerThanFirstIsFatal) is taken back, the controller answers
-again and the refresh exits 1. The head has no systemd here: its ``systemctl restart slurmctld`` is a stand-in that
-starts slurmctld (what systemd would do), written by this test."""
+again and the refresh exits 1. A node registering again under its name after its record was deleted is put back
+in its block by the next refresh (issue 47 finding 6). The head has no systemd here: its ``systemctl restart
+slurmctld`` is a stand-in that starts slurmctld (what systemd would do), written by this test."""
 
 from __future__ import annotations
 
