@@ -302,13 +302,15 @@ def _controller(args: list[str], state: dict, slurm: dict) -> int:
 
 def _reconfigure(state: dict, slurm: dict) -> int:
     """Since 24.05 a reconfigure re-execs slurmctld: a new process (sdiag's "Data since") that reads topology.conf
-    again (as tests/slurm/real/test_topology_refresh.py shows of real Slurm); this stand-in takes any file."""
+    again (as tests/slurm/real/test_topology_refresh.py shows of real Slurm); this stand-in takes any file and lists
+    each block with the nodes the file names (it cannot show a deleted node leaving its block)."""
     import time  # noqa: PLC0415
 
     conf = Path(ROOT, "etc/slurm/topology.conf")
     text = conf.read_text() if conf.exists() else ""
     slurm["started"] = int(time.time())
-    slurm["topology"] = [line.split()[0] for line in text.splitlines() if line.startswith("BlockName=")]
+    blocks = [line.split() for line in text.splitlines() if line.startswith("BlockName=")]
+    slurm["topology"] = [f"{block[0]} BlockIndex={i} {' '.join(block[1:2])}" for i, block in enumerate(blocks)]
     _slurm_save(state, slurm)
     return 0
 

@@ -38,8 +38,23 @@ _LOAD = r"""load() {
   fi
 }
 """
+# `scontrol show hostnames`: the names of one hostlist expression (prefix[a-b,c]suffix parts), a stand-in's own.
+_HOSTNAMES = r"""HOSTNAMES='
+import re, sys
+for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?", sys.argv[1]):
+    m = re.fullmatch(r"(.*)\[([^\]]*)\](.*)", part.lstrip(","))
+    if not m:
+        print(part.lstrip(","))
+        continue
+    for item in m.group(2).split(","):
+        low, _, high = item.partition("-")
+        for i in range(int(low), int(high or low) + 1):
+            print(f"{m.group(1)}{i:0{len(low)}d}{m.group(3)}")
+'
+"""
 _SCONTROL = (
     _LOAD
+    + _HOSTNAMES
     + r"""printf 'scontrol %s\n' "$*" >>"$SANDBOX/calls.log"
 for rc in "$SANDBOX/rc/scontrol-$1" "$SANDBOX/rc/scontrol"; do
   if [ -e "$rc" ] && [ "$(cat "$rc")" != 0 ]; then exit "$(cat "$rc")"; fi
@@ -48,6 +63,7 @@ case "$1 ${2:-}" in
   "ping ") [ ! -e "$SANDBOX/dead" ] ;;
   "reconfigure ") [ -e "$SANDBOX/dead" ] && exit 1; load ;;
   "show topology") [ ! -e "$SANDBOX/dead" ] && cat "$SANDBOX/loaded" ;;
+  "show hostnames") python3 -c "$HOSTNAMES" "$3" ;;
   "show "*) [ ! -e "$SANDBOX/dead" ] && cat "$SANDBOX/out/scontrol-show" ;;
   *) [ ! -e "$SANDBOX/dead" ] ;;
 esac
@@ -137,6 +153,21 @@ def test_unchanged_fabric_changes_nothing(sandbox: Sandbox) -> None:
     assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 0
     assert sandbox.calls("systemctl") == []
     assert changes(sandbox) == []
+
+
+def test_a_node_missing_from_its_loaded_block_is_put_back_by_a_reconfigure(sandbox: Sandbox) -> None:
+    """With topology.conf unchanged, a node slurmctld no longer lists in its block (its record was deleted and
+    created again by its next registration) makes the refresh reconfigure, so slurmctld reads the file again."""
+    controller(sandbox)
+    records(sandbox, publish(1, 18, rack=0))
+    assert sandbox.run("gb300-topology-refresh", env=ENV).returncode == 0
+    (sandbox.path / "calls.log").unlink()
+    loaded = sandbox.path / "loaded"
+    loaded.write_text(loaded.read_text().replace("gpu-[001-018]", "gpu-[001-017]"))  # gpu-018 in no block
+    result = sandbox.run("gb300-topology-refresh", env=ENV)
+    assert result.returncode == 0, result.stderr
+    assert changes(sandbox) == ["reconfigure"]
+    assert "Nodes=gpu-[001-018] " in loaded.read_text()
 
 
 def test_new_rack_reconfigures_without_restart(sandbox: Sandbox) -> None:

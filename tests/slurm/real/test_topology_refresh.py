@@ -1,8 +1,9 @@
 """Real Slurm (24.11 and 26.05): gb300-topology-refresh on the head with NVLink identities the nodes published.
 A topology the controller takes is confirmed before it counts as applied; one a new slurmctld dies on (24.11: a block
 smaller than the first, data/slurm_releases.yaml blockSmallerThanFirstIsFatal) is taken back, the controller answers
-again and the refresh exits 1. The head has no systemd here: its ``systemctl restart slurmctld`` is a stand-in that
-starts slurmctld (what systemd would do), written by this test."""
+again and the refresh exits 1. A node registering again under its name after its record was deleted is put back
+in its block by the next refresh (issue 47 finding 6). The head has no systemd here: its ``systemctl restart
+slurmctld`` is a stand-in that starts slurmctld (what systemd would do), written by this test."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from collections.abc import Iterator
 import pytest
 
 from gb300.facts import slurm_releases
+from gb300.slurm.hostlist import expand
 from gb300.slurm.options import release_of
 from tests.support.real_slurm.cluster import Cluster
 from tests.support.real_slurm.fixtures import cluster_fixture
+from tests.support.real_slurm.host import Host
 from tests.support.real_slurm.root import SUITES
 
 UUIDS = ("5e797fc6-0f46-421a-8724-0e102c0f723c", "5e797fc6-0f46-421a-8724-0e102c0f721e")
@@ -27,6 +30,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
 
 
 def _refresh(cluster: Cluster, racks: list[int]) -> tuple[int, str]:
+    """Publish each node's NVLink identity (``racks``: its rack's index) and run the head's refresh once."""
     cluster.head.run(
         ["bash", "-c", f"printf '%s' '{SYSTEMCTL}' >/usr/local/sbin/systemctl; chmod 755 /usr/local/sbin/systemctl"]
     )
@@ -74,3 +78,55 @@ def test_a_topology_a_new_slurmctld_dies_on_is_taken_back(cluster: Cluster) -> N
     assert "#TopologyPlugin=topology/block" in cluster.head.run(["cat", "/etc/slurm/slurm.conf"]).stdout
     assert cluster.head.run(["test", "-e", "/var/lib/gb300/topology/topology.conf.applied"], check=False).returncode
     assert "children count lower than bblock_node_cnt" in cluster.log(cluster.head, "slurmctld")
+
+
+def _blocks(cluster: Cluster) -> dict[str, set[str]]:
+    """The blocks slurmctld has loaded (``scontrol show topology``) and the nodes in each."""
+    out: dict[str, set[str]] = {}
+    for line in cluster.scontrol("show", "topology", check=False).splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if "BlockName" in fields:
+            out[fields["BlockName"]] = set(expand(fields["Nodes"])) if fields.get("Nodes") else set()
+    return out
+
+
+def _register_again(cluster: Cluster, host: Host) -> None:
+    """What replacing a node's Slurm record under the same name does: slurmd stops, the record is deleted
+    (``scontrol delete nodename=``), slurmd registers afresh (slurmd -Z) and the node publishes its identity again
+    (gb300-fabric-publish), all between two runs of the refresh."""
+    extra = cluster.scontrol("show", "node", host.name, "-o").split(" Extra=", 1)[1].split()[0]
+    host.stop("slurmd")
+    cluster.scontrol("delete", f"nodename={host.name}")
+    cluster.start_node(host)
+    cluster.wait_registered([host.name])
+    cluster.scontrol("update", f"nodename={host.name}", f"extra={extra}")
+
+
+def test_a_node_registered_again_under_its_name_is_back_in_its_block(cluster: Cluster) -> None:
+    """A node whose record was deleted and created again by its next registration (same name, same NVLink
+    identity, so topology.conf is unchanged) is back in its block after the next refresh, as slurmctld lists it.
+    The rack is a full block here (BlockSizes=3). On 24.11 a configless slurmd dies on topology/block (its own node
+    alone is a block smaller than the base size: data/slurm_releases.yaml blockSmallerThanFirstIsFatal), so there
+    the node registering again cannot start slurmd at all."""
+    cluster.head.run(["sed", "-i", "s/^GB300_BLOCK_SIZE=.*/GB300_BLOCK_SIZE=3/", "/etc/gb300/slurm.env"])
+    rc, err = _refresh(cluster, [0, 0, 0])
+    assert rc == 0, err
+    names = {h.name for h in cluster.nodes}
+    assert _blocks(cluster) == {"block001": names}
+    host, release = cluster.nodes[2], release_of(cluster.version)
+    if slurm_releases.shows("blockSmallerThanFirstIsFatal", release):
+        host.stop("slurmd")
+        cluster.scontrol("delete", f"nodename={host.name}")
+        before = len(cluster.log(host, "slurmd"))
+        cluster.start_node(host)
+        fatal = "children count lower than bblock_node_cnt"
+        cluster.wait(f"{host.name}'s slurmd dies", lambda: fatal in cluster.log(host, "slurmd")[before:], 60)
+        assert host.name not in cluster.scontrol("show", "node", "-o")
+        return
+    _register_again(cluster, host)
+    outside = host.name not in _blocks(cluster)["block001"]  # Slurm's part: the new record is in no block
+    assert outside == slurm_releases.shows("recreatedNodeOutsideItsBlock", release)
+    rc, err = _refresh(cluster, [0, 0, 0])
+    assert rc == 0, err
+    assert cluster.controller_up()
+    assert _blocks(cluster) == {"block001": names}
