@@ -23,6 +23,7 @@ INPUTS: dict[tuple[str, str], list[str]] = {
     ("plan", "--quota"): ["plan", "--stack", "dev", "--quota", "F"],
     ("plan", "--prices"): ["plan", "--stack", "dev", "--prices", "F"],
     ("topology", "--nodes"): ["topology", "--nodes", "F", "--block-size", "18"],
+    ("topology", "--fabric-dir"): ["topology", "--fabric-dir", "FDIR", "--block-size", "18"],
     ("payload publish", "--stack-file"): ["payload", "publish", "--stack-file", "F", "--account-url", "URL"],
     ("rollout", "--stack-file"): ["rollout", "--dry-run", "--stack-file", "F", "--state", "STATE", "--azure", "live"],
     ("rollout", "--state"): ["rollout", "--dry-run", "--stack", "dev", "--state", "F", "--azure", "live"],
@@ -42,12 +43,7 @@ OUTPUTS = {
     ("heal simulate", "--json"): "writer.replace (0644)",
     ("heal simulate", "--decisions"): "writer.replace (0644)",
 }
-NOT_HERE = {
-    ("topology", "--fabric-dir"): (
-        "gb300.slurm.topology reads the directory on the Slurm controller with the standard library alone; an "
-        "unreadable file is one of its per-node problems (--skip-invalid), not a refusal"
-    ),
-}
+NOT_HERE: dict[tuple[str, str], str] = {}
 
 
 def _walk(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()) -> Iterator[tuple[str, argparse.Action]]:
@@ -87,12 +83,14 @@ def test_each_input_file_goes_through_the_strict_reader(
 ) -> None:
     """The command reads the option's file with gb300.io.reader (its size cap, UTF-8, no NUL) and refuses a file
     that is no document with exit 2 on one line naming it, before anything else happens."""
-    bad = tmp_path / "given.file"
+    bad = tmp_path / "fabric" / "gpu-001.json"  # --fabric-dir reads the directory's *.json files
+    bad.parent.mkdir()
     bad.write_bytes(b"{\x00\n")
     state = tmp_path / "state.json"
     state.write_text('{"version": 3, "deployment": {"resources": []}}', encoding="utf-8")
     words = {
         "F": str(bad),
+        "FDIR": str(bad.parent),
         "KEY": str(tmp_path / "key.pem"),
         "OUT": str(tmp_path / "out"),
         "STATE": str(state),
@@ -115,3 +113,38 @@ def test_each_input_file_goes_through_the_strict_reader(
     assert str(bad) in err[0]
     assert not (tmp_path / "out").exists()
     assert not (tmp_path / "key.pem").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (None, "is not a regular file"),
+        (b'{"ClusterUUID": "' + b"x" * 70_000 + b'"}', "is larger than 64 KiB"),
+        (b'{"ClusterUUID": "a", "ClusterUUID": "b", "CliqueId": 1}', "ClusterUUID"),
+        (b"\xff\xfe{}", "is not UTF-8 text"),
+        (b'{"ClusterUUID": ', "is not JSON (line 1"),
+    ],
+    ids=["symlink", "too-large", "duplicate-key", "not-utf8", "not-json"],
+)
+def test_fabric_dir_files_are_refused_on_one_line_each(
+    content: bytes | None, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`gb300 topology --fabric-dir` refuses a symbolic link (to a file outside, such as /etc/shadow), a file over
+    the cap, a key given twice, bytes that are not UTF-8 and broken JSON: exit 2, one line naming the file, and
+    nothing printed to stdout."""
+    fabric = tmp_path / "fabric"
+    fabric.mkdir()
+    target = fabric / "gpu-001.json"
+    if content is None:
+        outside = tmp_path / "secret"
+        outside.write_text('{"ClusterUUID": "00000000-0000-0000-0000-000000000001", "CliqueId": 1}')
+        target.symlink_to(outside)
+    else:
+        target.write_bytes(content)
+    code = cli.main(["topology", "--fabric-dir", str(fabric), "--block-size", "18"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"--fabric-dir {target}: ")
+    assert expected in line

@@ -265,6 +265,7 @@ def _node_payloads(
             blob_zone_id=blob.zone_ids["blob"],
             soft_delete_days=_blob_settings(cfg).soft_delete_days,
             upload_source_ranges=tuple(settings.upload_source_ranges),
+            public=settings.is_public(landing_zone=cfg.network.existing_vnet_id is not None),
         ),
     )
 
@@ -288,6 +289,7 @@ def _monitoring(cfg: StackConfig, scope: ClusterScope, identity: Identity) -> mo
             bootstrap_alert_severity=mon.logs.bootstrap_alert.severity if mon.logs.bootstrap_alert.enabled else None,
             existing_workspace=_existing_workspace(cfg),
             existing_monitor_workspace_id=mon.prometheus.existing_workspace_id,
+            grafana_shared_read=mon.grafana.shared_workspace_read,
         ),
     )
 

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from azure.core.exceptions import ClientAuthenticationError
 from azure.core.pipeline.transport import RequestsTransport
 
 from gb300 import cli
@@ -33,6 +34,13 @@ class Endpoints(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         url = urlsplit(self.path)
+        if url.path == "/moved":  # a redirect to wherever the test says
+            self.server.id_requests.append(({}, self.headers.get("Authorization", "")))
+            self.send_response(302)
+            self.send_header("Location", self.server.location)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if url.path != "/id-token":
             self._answer(404, {})
             return
@@ -68,6 +76,7 @@ class Server(ThreadingHTTPServer):
     assertions: list[str]
     ttl: int
     refusal: str = ""
+    location: str = ""
 
 
 class ToLocal(RequestsTransport):
@@ -478,3 +487,15 @@ def test_a_refused_fixed_token_is_exit_two_for_a_live_command(
     assert "AADSTS700024" in last
     assert "docs/gitops.md#token-lifetime-on-azure-devops" in last
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("target", ["http://{host}/id-token", "https://elsewhere.invalid/id-token"])
+def test_the_id_token_request_follows_no_redirect_off_https_or_to_another_host(server: Server, target: str) -> None:
+    """A token endpoint that redirects to plain http or to another host gets its one request and no second: the
+    bearer token goes nowhere else, and the error names where the redirect pointed."""
+    host = f"127.0.0.1:{server.server_address[1]}"
+    server.location = target.format(host=host)
+    request = IdTokenRequest(f"http://{host}/moved", "github-bearer")
+    with pytest.raises(ClientAuthenticationError, match=r"was redirected to .*only https on 127\.0\.0\.1"):
+        request()
+    assert server.id_requests == [({}, "Bearer github-bearer")]

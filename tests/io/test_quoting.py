@@ -33,13 +33,10 @@ QUOTED = {
     "empty": "",
     "unicode": "rack-ü-🚀",
 }
-# Modules that quote for a shell on their own, and why (the Slurm side is not this change's to move).
-OWN_QUOTING = {
-    "io/quoting.py": "the helper itself",
-    "slurm/files.py": "Slurm's env files (the Slurm side's; the values are the typed config's, which refuses "
-    "control characters)",
-    "slurm/health.py": "the health check's env file (the Slurm side's, as above)",
-}
+# Modules that quote for a shell on their own, and why.
+OWN_QUOTING = {"io/quoting.py": "the helper itself"}
+# Modules that build an environment line with an f-string, and why.
+NOT_ENV_LINES = {"io/quoting.py": "the helper itself"}
 
 
 @pytest.mark.parametrize("value", REFUSED.values(), ids=REFUSED.keys())
@@ -95,7 +92,8 @@ def _line_of(text: str) -> int:
 
 
 def test_shell_quoting_has_one_home() -> None:
-    """shlex.quote is called only by the helper (and the Slurm side's env files, listed with why)."""
+    """shlex.quote is called only by the helper: the Slurm env files (slurm.env, health.env) and payload.env go
+    through quoting.env_lines too."""
     callers = {
         path.relative_to(PACKAGE_DIR).as_posix()
         for path in PACKAGE_DIR.rglob("*.py")
@@ -104,18 +102,124 @@ def test_shell_quoting_has_one_home() -> None:
     assert callers == set(OWN_QUOTING)
 
 
-def test_every_download_on_a_node_stays_on_https() -> None:
-    """Each curl in cloud-init/ that saves a download (-o) refuses any protocol but https, also after a
-    redirect (--proto =https with --proto-redir =https, or no redirect at all); IMDS and local checks print."""
-    downloads = []
-    for path in sorted((REPO_ROOT / "cloud-init").rglob("*")):
-        if not path.is_file():
+def _env_line_builders(source: str) -> list[int]:
+    """Lines of ``source`` with an f-string holding a line of an environment file (``NAME={value}\\n`` or
+    ``{key}={value}\\n``, alone or among other lines) whose value is not a ``shell_word(...)`` call: a line built
+    by hand, not by the helper."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.JoinedStr):
             continue
-        text = path.read_text(encoding="utf-8", errors="replace").replace("\\\n", " ")
-        for line in text.splitlines():
-            if re.search(r"(^|[\s(])curl\s", line) and " -o " in line and not line.lstrip().startswith("#"):
-                downloads.append((path.name, line.strip()))
-    assert len(downloads) >= 3
-    for name, line in downloads:
+        parts = node.values
+        for i, value in enumerate(parts):
+            if not isinstance(value, ast.FormattedValue) or _called(value.value) == "shell_word":
+                continue
+            if _opens_env_line(parts[:i]) and _line_ends(parts[i + 1 :]):
+                found.append(node.lineno)
+    return sorted(set(found))
+
+
+def _opens_env_line(before: list[ast.expr]) -> bool:
+    """The f-string's parts before a value begin its line with `NAME=` or `{key}=`."""
+    text = ""
+    for index in range(len(before) - 1, -1, -1):
+        part = before[index]
+        if not isinstance(part, ast.Constant):
+            return (text == "=" and index == 0) or (text == "=" and _ends_line(before[index - 1]))
+        text = str(part.value) + text
+        if "\n" in text:
+            return bool(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=", text.rsplit("\n", 1)[1]))
+    return bool(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=", text))
+
+
+def _ends_line(part: ast.expr) -> bool:
+    return isinstance(part, ast.Constant) and str(part.value).endswith("\n")
+
+
+def _line_ends(after: list[ast.expr]) -> bool:
+    """A newline follows the value before any other value: the line is complete in this f-string."""
+    for part in after:
+        if not isinstance(part, ast.Constant):
+            return False
+        if "\n" in str(part.value):
+            return str(part.value).startswith("\n")
+    return False
+
+
+def _called(expr: ast.expr) -> str:
+    func = expr.func if isinstance(expr, ast.Call) else None
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def test_every_environment_file_generator_quotes_through_the_helper() -> None:
+    """No module writes a `KEY=value` line with an f-string (listed exceptions say why they are no such line), so
+    every environment file a node sources (slurm.env, health.env, payload.env, the templates' shquote) quotes each
+    value through gb300.io.quoting; a new generator that pastes a value raw fails here."""
+    builders = {
+        path.relative_to(PACKAGE_DIR).as_posix(): lines
+        for path in sorted(PACKAGE_DIR.rglob("*.py"))
+        if (lines := _env_line_builders(path.read_text(encoding="utf-8")))
+    }
+    assert set(builders) <= set(NOT_ENV_LINES), builders
+
+
+def test_the_generator_scan_finds_a_hand_built_line() -> None:
+    """The scan above catches the shapes it is for (a raw `NAME={v}` line, a `{k}={shlex.quote(v)}` line) and lets a
+    shell_word line pass, so its silence on the package means something."""
+    source = (
+        'a = f"GB300_NAME={name}\\n"\n'
+        'b = "".join(f"{k}={shlex.quote(v)}\\n" for k, v in x)\n'
+        "c = f\"GB300_PATH={quoting.shell_word(p, 'what')}\\n\"\n"
+        'd = ("# header\\n" f"GB300_A={a}\\n" f"GB300_B={quoting.shell_word(b, \'b\')}\\n")\n'
+        'e = f"BlockName={name} Nodes={nodes}"\n'
+    )
+    assert _env_line_builders(source) == [1, 2, 4]
+
+
+def test_env_lines_are_read_back_exactly_by_bash(tmp_path: Path) -> None:
+    """Every hostile printable value in an env_lines file is sourced back unchanged and runs nothing; a control
+    character or a key that is no variable name is refused."""
+    values = {f"V{i}": value for i, value in enumerate(QUOTED.values())}
+    env = tmp_path / "test.env"
+    env.write_text(quoting.env_lines(values, "test.env"), encoding="utf-8")
+    script = "set -euo pipefail\n. ./test.env\n" + "".join(f"printf '%s\\0' \"${k}\"\n" for k in values)
+    done = subprocess.run(["bash", "-c", script], capture_output=True, cwd=tmp_path, check=True)
+    assert done.stdout.decode().split("\0")[:-1] == list(values.values())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["test.env"]
+    with pytest.raises(quoting.UnsafeTextError, match=r"test\.env V"):
+        quoting.env_lines({"V": REFUSED["newline"]}, "test.env")
+    with pytest.raises(quoting.UnsafeTextError, match="not a shell variable name"):
+        quoting.env_lines({"touch /pwned;X": "1"}, "test.env")
+
+
+def _curl_calls() -> list[tuple[str, str]]:
+    """Every curl command line (continuations joined) in cloud-init/ and templates/, comments left out."""
+    calls = []
+    for root in ("cloud-init", "templates"):
+        for path in sorted((REPO_ROOT / root).rglob("*")):
+            if not path.is_file():
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace").replace("\\\n", " ")
+            for line in text.splitlines():
+                if re.search(r"(^|[\s($])curl\s", line) and not line.lstrip().startswith("#"):
+                    calls.append((path.relative_to(REPO_ROOT).as_posix(), line.strip()))
+    return calls
+
+
+LOCAL = re.compile(r"-H '?Metadata: ?true'?|http://(127\.0\.0\.1|\$\{GB300_\w+_LISTEN\})[:/]")
+"""What a curl without the https flags may talk to: IMDS (its Metadata header) or a local exporter."""
+
+
+def test_every_curl_on_a_node_stays_on_https() -> None:
+    """Each curl in cloud-init/ and templates/ refuses any protocol but https, also after a redirect (--proto =https
+    with --proto-redir =https, or no redirect at all: the payload fetch, the munge key's vault read), unless it only
+    asks IMDS or a local exporter over plain http and follows no redirect."""
+    calls = _curl_calls()
+    assert len(calls) >= 10
+    assert {"cloud-init/slurm/gb300-munge-key", "cloud-init/lib/gb300-lib.sh"} <= {name for name, _ in calls}
+    for name, line in calls:
+        if LOCAL.search(line):
+            assert not re.search(r"\s(-L|--location)\b|\s-\w*L\w*\s", line), (name, line)
+            continue
         assert "--proto =https" in line, (name, line)
         assert "--proto-redir =https" in line or "--max-redirs 0" in line, (name, line)

@@ -11,8 +11,9 @@ from typing import Any
 import pulumi
 import pytest
 
-from gb300 import cli, config
+from gb300 import cli, config, paths
 from gb300.config import stacks as gb300_stacks
+from gb300.errors import ConfigError
 from gb300.findings import Level
 from gb300.plan import PlanResult, run_plan
 from gb300.program import first_login_outputs
@@ -175,3 +176,72 @@ def test_login_command_sends_the_user_to_the_hubs_bastion(lz_raw: dict[str, Any]
         assert "--username azureuser" in command
 
     return pulumi.Output.from_input(out["loginCommand"]).apply(check)
+
+
+def _grafana_roles(plan: PlanResult) -> dict[str, str]:
+    """Grafana identity's role assignments as role name -> scope (the plan's mocks name roles by their id)."""
+    out: dict[str, str] = {}
+    for r in _of(plan, "authorization:RoleAssignment"):
+        if "-grafana-" in r.name:
+            out[r.name.rsplit("-grafana-", 1)[1]] = r.inputs["scope"]
+    return out
+
+
+def test_grafana_reads_only_the_clusters_rows_of_the_shared_workspaces(lz_plan: PlanResult) -> None:
+    """By default Grafana's identity holds Log Analytics Reader on the cluster's resource group, nothing on either
+    hub workspace, and the plan says so in an info finding."""
+    roles = _grafana_roles(lz_plan)
+    assert set(roles) == {"logs-reader"}
+    (group,) = _of(lz_plan, "resources:ResourceGroup")
+    assert roles["logs-reader"] == group.id
+    assert not any(scope in (LOGS, AMW) for scope in roles.values())
+    (finding,) = [f for f in lz_plan.findings if f.rule == "grafana-shared-workspace-read"]
+    assert finding.level == Level.INFO
+    assert "resource group" in finding.message
+
+
+def test_shared_workspace_read_is_an_explicit_opt_in_with_a_warning(lz_raw: dict[str, Any]) -> None:
+    """`grafana.sharedWorkspaceRead: true` grants the three readers on the hub's workspaces and warns that every
+    Grafana user then reads every team's data."""
+    raw = copy.deepcopy(lz_raw)
+    raw["monitoring"]["grafana"] = {"sharedWorkspaceRead": True}
+    plan = run_plan("landingzone", raw)
+    assert _grafana_roles(plan) == {"reader": AMW, "data-reader": AMW, "logs-reader": LOGS}
+    (finding,) = [f for f in plan.findings if f.rule == "grafana-shared-workspace-read"]
+    assert finding.level == Level.WARNING
+    assert finding.resource == "gb300:monitoring.grafana.sharedWorkspaceRead"
+    assert "every team" in finding.message
+
+
+def test_the_pages_public_access_claim_holds_for_every_account(lz_plan: PlanResult) -> None:
+    """docs/landing-zone.md says the payload and data accounts refuse the public path (public network access is off)
+    and the payload account is private by default: every storage account of the plan has public network access
+    disabled and a network rule set that denies every address."""
+    page = (paths.REPO_ROOT / "docs" / "landing-zone.md").read_text(encoding="utf-8")
+    assert "The payload and data storage accounts and the vault** are reached through their private endpoints" in page
+    assert "public network access is off" in page
+    assert "node payload account is private by default" in page
+    accounts = _of(lz_plan, "storage:StorageAccount")
+    assert {a.inputs["tags"]["gb300-storage-purpose"] for a in accounts} >= {"node-payload", "data"}
+    for account in accounts:
+        assert account.inputs["publicNetworkAccess"] == "Disabled", account.name
+        rules = account.inputs["networkRuleSet"]
+        assert (rules["defaultAction"], rules.get("ipRules", [])) == ("Deny", []), account.name
+
+
+def test_the_payload_account_opens_only_by_its_key(lz_raw: dict[str, Any]) -> None:
+    """`nodePayload.publicAccess: true` opens the landing zone's payload account (and only it); upload source ranges
+    without that key are refused at their key path."""
+    raw = copy.deepcopy(lz_raw)
+    raw["storage"]["nodePayload"]["publicAccess"] = True
+    plan = run_plan("landingzone", raw)
+    opened = {
+        a.inputs["tags"]["gb300-storage-purpose"]
+        for a in _of(plan, "storage:StorageAccount")
+        if a.inputs["publicNetworkAccess"] == "Enabled"
+    }
+    assert opened == {"node-payload"}
+    raw = copy.deepcopy(lz_raw)
+    raw["storage"]["nodePayload"]["uploadSourceRanges"] = ["203.0.113.0/24"]
+    with pytest.raises(ConfigError, match=r"storage\.nodePayload\.uploadSourceRanges: needs"):
+        config.parse(raw)

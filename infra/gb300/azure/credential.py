@@ -282,6 +282,28 @@ def _read_token_file(path: Path) -> str:
         raise ClientAuthenticationError(message=why) from None
 
 
+class _RedirectRefusedError(OSError):
+    """A token endpoint redirected somewhere its bearer token must not go."""
+
+
+class _SameHostHttpsOnly(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to https on the host first asked: the request carries the CI's bearer token, which
+    urllib would send on to any scheme and host (a downgrade to http, or another host, would hand it over)."""
+
+    def __init__(self, netloc: str) -> None:
+        super().__init__()
+        self.netloc = netloc
+
+    def redirect_request(  # noqa: PLR0917 - urllib's signature, called positionally
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> urllib.request.Request | None:
+        target = urllib.parse.urlsplit(newurl)
+        if target.scheme != "https" or target.netloc != self.netloc:
+            shown = f"{target.scheme}://{target.netloc}"
+            raise _RedirectRefusedError(f"was redirected to {shown}; only https on {self.netloc} is followed")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
 @dataclass(frozen=True)
 class IdTokenRequest:
     """Asks the CI's token endpoint (GitHub's ``ACTIONS_ID_TOKEN_REQUEST_URL``) for a new ID token on each call."""
@@ -302,9 +324,12 @@ class IdTokenRequest:
             url, headers={"Authorization": f"Bearer {self.bearer}", "Accept": "application/json"}
         )
         where = f"the OIDC token request to {parts.netloc}"
+        opener = urllib.request.build_opener(_SameHostHttpsOnly(parts.netloc))
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
+            with opener.open(request, timeout=self.timeout_s) as response:
                 body = json.loads(response.read().decode("utf-8"))
+        except _RedirectRefusedError as exc:
+            raise ClientAuthenticationError(message=f"{where} {exc}") from None
         except urllib.error.HTTPError as exc:
             raise ClientAuthenticationError(message=f"{where} answered HTTP {exc.code}") from None
         except (OSError, ValueError) as exc:

@@ -57,4 +57,25 @@ def run(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             print(f"--nodes {exc}", file=sys.stderr)
             return 2
+    if getattr(args, "fabric_dir", None):
+        problems = fabric_dir_problems(Path(args.fabric_dir))
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if problems:
+            return 2
     return topology.main(args)
+
+
+def fabric_dir_problems(directory: Path) -> list[str]:
+    """One line per fabric file of ``directory`` the strict reader refuses: a symbolic link or other non-regular
+    file, more than :data:`~gb300.io.reader.FABRIC`'s cap, not UTF-8, not JSON (a key given twice, too deep)."""
+    problems = []
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else ():
+        if path.is_symlink() or not path.is_file():
+            problems.append(f"--fabric-dir {path}: is not a regular file (a symbolic link or special file); copy it in")
+            continue
+        try:
+            reader.load_json(path, reader.FABRIC)
+        except ConfigError as exc:
+            problems.append(f"--fabric-dir {exc}")
+    return problems

@@ -7,8 +7,9 @@
 * **Prometheus**: an Azure Monitor workspace and a data collection rule for the ``Microsoft-PrometheusMetrics``
   stream. Each node's Prometheus agent remote-writes to :attr:`Monitoring.remote_write_url` with the node
   identity, which holds ``Monitoring Metrics Publisher`` on that one rule and nothing else.
-* **Grafana**: Azure Managed Grafana linked to the workspace; its system identity reads the workspace
-  (``Monitoring Reader`` + ``Monitoring Data Reader``) and, with logs on, the Log Analytics workspace.
+* **Grafana**: Azure Managed Grafana linked to the workspace; its system identity reads gb300's own workspace
+  (``Monitoring Reader`` + ``Monitoring Data Reader``) and, with logs on, the Log Analytics workspace; a shared
+  workspace only as far as :func:`grafana_reach` allows.
 * **Alerts** (:mod:`gb300.components.alerting`): Prometheus rule groups from ``templates/alerts/*.yaml`` evaluated
   against the workspace, and a log alert on the Log Analytics workspace that fires for each node whose bootstrap
   logged a failure (``bootstrapAlert`` in ``data/monitoring.yaml``; docs/lifecycle.md), both notifying an action
@@ -78,6 +79,10 @@ class MonitoringArgs:
     """A Log Analytics workspace that is not gb300's (``gb300:monitoring.existingLogAnalyticsWorkspaceId``)."""
     existing_monitor_workspace_id: str | None = None
     """An Azure Monitor workspace that is not gb300's (``gb300:monitoring.prometheus.existingWorkspaceId``)."""
+    grafana_shared_read: bool = False
+    """Grafana reads the whole of a workspace that is not gb300's (``gb300:monitoring.grafana.sharedWorkspaceRead``);
+    off, it reads a shared Log Analytics workspace in resource context only and a shared Azure Monitor workspace not
+    at all (:func:`grafana_reach`)."""
 
 
 @dataclass(frozen=True)
@@ -364,10 +369,11 @@ class Monitoring(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         principal = grafana.identity.apply(lambda i: (i.principal_id if i else None) or "")
-        self._assign(f"{name}-grafana-reader", "Monitoring Reader", principal, amw)
-        self._assign(f"{name}-grafana-data-reader", "Monitoring Data Reader", principal, amw)
+        scopes: dict[str, pulumi.Input[str]] = {"amw": amw, "group": args.scope.resource_group_id}
         if workspace is not None:
-            self._assign(f"{name}-grafana-logs-reader", "Log Analytics Reader", principal, workspace)
+            scopes["workspace"] = workspace
+        for key, role, where in grafana_reach(args, logs=workspace is not None):
+            self._assign(f"{name}-{key}", role, principal, scopes[where])
 
     def associate(
         self, resource_id: pulumi.Input[str], name: str, opts: pulumi.ResourceOptions | None = None
@@ -423,6 +429,28 @@ class Monitoring(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.associate(vm_id, f"{vm_name}-0001-logs")
+
+
+def grafana_reach(args: MonitoringArgs, *, logs: bool) -> list[tuple[str, str, str]]:
+    """Grafana identity's role assignments as (resource suffix, role, scope): ``amw`` the Azure Monitor workspace,
+    ``workspace`` the Log Analytics workspace, ``group`` the cluster's resource group.
+
+    gb300's own workspaces hold only this cluster's data: Grafana reads them whole. A shared workspace (a landing
+    zone's) holds every team's: without ``grafana_shared_read`` Grafana gets Log Analytics Reader on the cluster's
+    resource group only, which reads the shared workspace in resource context (the rows whose ``_ResourceId`` is one
+    of this cluster's resources; the workspace's access mode must allow resource permissions, Azure's "Manage access
+    to Log Analytics workspaces"), and no role on a shared Azure Monitor workspace.
+    """
+    out: list[tuple[str, str, str]] = []
+    if args.existing_monitor_workspace_id is None or args.grafana_shared_read:
+        out += [
+            ("grafana-reader", "Monitoring Reader", "amw"),
+            ("grafana-data-reader", "Monitoring Data Reader", "amw"),
+        ]
+    if logs:
+        shared = args.existing_workspace is not None and not args.grafana_shared_read
+        out.append(("grafana-logs-reader", "Log Analytics Reader", "group" if shared else "workspace"))
+    return out
 
 
 def grafana_name(component_name: str) -> str:

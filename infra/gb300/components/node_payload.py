@@ -4,9 +4,10 @@ The payload account holds nothing but signed node payloads, so it may face the d
 jobs run on hosted runners outside the VNet (GitHub-hosted, Azure DevOps hosted agents), which no private endpoint
 serves. It takes Entra ID only (``allowSharedKeyAccess: false``, ``defaultToOAuthAuthentication``), no anonymous
 access, TLS 1.2; its public endpoint accepts any address (default action Allow), or the addresses of
-``gb300:storage.nodePayload.uploadSourceRanges`` only. Nodes reach it through a blob private endpoint in the VNet,
-resolved by the ``privatelink.blob`` zone the data account's endpoint already links, and read the payload
-container only (Storage Blob Data Reader); the deployer writes it (Storage Blob Data Contributor).
+``gb300:storage.nodePayload.uploadSourceRanges`` only; in a landing zone (or with ``publicAccess: false``) it is
+closed and the deploy job reaches the account through its private endpoint. Nodes reach it through a blob private
+endpoint in the VNet, resolved by the ``privatelink.blob`` zone the data account's endpoint already links, and read
+the payload container only (Storage Blob Data Reader); the deployer writes it (Storage Blob Data Contributor).
 
 The upload is not azure-native's ``storage:Blob``: that resource signs every data-plane call with the account key
 it fetches by ListKeys (pulumi/pulumi-azure-native ``provider/pkg/resources/customresources/
@@ -59,8 +60,11 @@ def payload_account_name(cluster_name: str, location: str, subscription_id: str)
     return f"{cluster_name.replace('-', '')}pl{hashlib.sha256(seed.encode()).hexdigest()[:8]}"
 
 
-def network_access(ranges: Sequence[str]) -> storage.NetworkRuleSetArgs:
-    """The payload account's public endpoint: any address, or ``ranges`` only. Entra ID is required either way."""
+def network_access(ranges: Sequence[str], *, public: bool = True) -> storage.NetworkRuleSetArgs:
+    """The payload account's public endpoint: any address, or ``ranges`` only; none when not ``public``. Entra ID is
+    required either way."""
+    if not public:
+        return storage.NetworkRuleSetArgs(default_action=storage.DefaultAction.DENY, bypass="None")
     if not ranges:
         return storage.NetworkRuleSetArgs(default_action=storage.DefaultAction.ALLOW, bypass="None")
     return storage.NetworkRuleSetArgs(
@@ -101,6 +105,8 @@ class NodePayloadArgs:
     soft_delete_days: int
     """Blob and container soft delete (``gb300:storage.blob.softDeleteDays``): a deleted payload is recoverable."""
     upload_source_ranges: Sequence[str] = ()
+    public: bool = True
+    """The public endpoint is open (Entra ID only); False: public network access disabled, private endpoint only."""
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 
@@ -151,8 +157,8 @@ class NodePayloads(pulumi.ComponentResource):
             account_name=account_name,
             scope=scope,
             purpose=gb300_tags.STORAGE_PURPOSE_NODE_PAYLOAD,
-            public_network_access="Enabled",
-            network_rule_set=network_access(args.upload_source_ranges),
+            public_network_access="Enabled" if args.public else "Disabled",
+            network_rule_set=network_access(args.upload_source_ranges, public=args.public),
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
         service = soft_deleting_blob_service(

@@ -152,10 +152,23 @@ class StackConfig(ConfigModel):
                     "VNet)",
                 )
 
+    def check_payload_ranges_need_public_access(self) -> None:
+        """Upload source ranges are given only for a payload account whose public endpoint is open."""
+        payload = self.storage.node_payload
+        if payload.upload_source_ranges and not payload.is_public(
+            landing_zone=self.network.existing_vnet_id is not None
+        ):
+            raise PathError(
+                ("storage", "nodePayload", "uploadSourceRanges"),
+                "needs the payload account's public endpoint, which is closed (gb300:storage.nodePayload.publicAccess "
+                "is false, or unset in a landing zone); set publicAccess: true or remove the ranges",
+            )
+
     CHECKS: ClassVar[Checks] = (
         check_unique_pool_names,
         check_no_mount_over_the_admin_home,
         check_hub_zones_in_an_existing_vnet,
+        check_payload_ranges_need_public_access,
     )
 
     @property

@@ -56,6 +56,13 @@ class GrafanaSettings(ConfigModel):
 
     enabled: bool = True
     """Azure Managed Grafana; needs `prometheus.enabled`."""
+    shared_workspace_read: bool = False
+    """With a workspace that is not gb300's (a landing zone's shared ones), `true` grants Grafana's identity read on
+    the whole of it: Log Analytics Reader on the Log Analytics workspace and Monitoring Data Reader on the Azure
+    Monitor workspace, so every Grafana user reads every team's logs and metrics there (rule
+    `grafana-shared-workspace-read` warns). `false`: Grafana reads the shared Log Analytics workspace only in resource
+    context (its rows from this cluster's resource group) and gets no role on a shared Azure Monitor workspace
+    (docs/landing-zone.md#grafanas-reach)."""
 
 
 def _check_webhook_unless_secret(value: str | StackSecret) -> str | StackSecret:

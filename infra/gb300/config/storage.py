@@ -288,6 +288,12 @@ class NodePayloadSettings(ConfigModel):
     (default action Allow), as the shipped deploy jobs on hosted runners need. Entra ID is required either way and
     the account holds nothing but signed payloads; the data account is never opened (docs/node-payload.md).
     """
+    public_access: bool | None = None
+    """Whether the payload account's public endpoint is open (Entra ID only, `uploadSourceRanges` or any address).
+    Unset: open, except in a landing zone (`gb300:network.existingVnetId`), where the account is private (public
+    network access disabled, reached through its private endpoint in the hub's `privatelink.blob` zone) and the deploy
+    job must run where that endpoint resolves (docs/landing-zone.md#the-payload-account). `true` opens it there too;
+    `false` closes it everywhere."""
     deployer_principal_type: Literal["User", "ServicePrincipal", "none"] = "User"
     """Who runs `pulumi up`: the program grants that identity Storage Blob Data Contributor on the payload
     container so it can upload, and Azure refuses a grant of the wrong type (`UnmatchedPrincipalType`). `User`: a
@@ -295,6 +301,11 @@ class NodePayloadSettings(ConfigModel):
     azure-pipelines.yml; a test holds every stack they deploy to it). `none`: no grant, the deployer holds a Blob
     data write role already.
     """
+
+    def is_public(self, *, landing_zone: bool) -> bool:
+        """Whether the payload account's public endpoint is open: the key, or by default open except in a landing
+        zone."""
+        return self.public_access if self.public_access is not None else not landing_zone
 
 
 class StorageSettings(ConfigModel):

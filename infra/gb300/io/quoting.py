@@ -7,18 +7,22 @@ DEL, C1, the Unicode line and paragraph separators; or when it is longer than :d
 turns a comment line or a ``KEY=value`` line into a command; the others hide what a reviewer reads.
 
 * :func:`shell_word`: one POSIX shell word (``shlex.quote``), safe after ``set -euo pipefail`` and in ``source``;
+* :func:`env_lines`: ``KEY=value`` lines for a file a shell sources (each value a :func:`shell_word`, each key a
+  shell variable name);
 * :func:`comment`: text for a ``#`` comment line (shell, systemd, YAML): checked, kept as it is;
 * :func:`checked`: the check alone, for a format with its own quoting (JSON, YAML serialised by its library).
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import unicodedata
+from collections.abc import Mapping
 
 from gb300.errors import UsageError
 
-__all__ = ["MAX_CHARS", "UnsafeTextError", "checked", "comment", "shell_word", "shown"]
+__all__ = ["MAX_CHARS", "UnsafeTextError", "checked", "comment", "env_lines", "shell_word", "shown"]
 
 MAX_CHARS = 64 * 1024
 """The longest value put into a generated file: names, ids and keys are far shorter."""
@@ -58,6 +62,20 @@ def shown(value: str, limit: int = 60) -> str:
 def shell_word(value: str, what: str) -> str:
     """``value`` as one POSIX shell word (single-quoted where it needs to be), after :func:`checked`."""
     return shlex.quote(checked(value, what))
+
+
+def env_lines(values: Mapping[str, str], what: str) -> str:
+    """``KEY=value`` lines (each ending in a newline) for an environment file a shell sources: every value one
+    :func:`shell_word`, every key a shell variable name; ``what`` names the file in a refusal."""
+    lines = []
+    for key, value in values.items():
+        if not _ENV_KEY.fullmatch(key):
+            raise UnsafeTextError(f"{what}: {shown(key)!r} is not a shell variable name")
+        lines.append(f"{key}={shell_word(value, f'{what} {key}')}\n")
+    return "".join(lines)
+
+
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def comment(value: str, what: str) -> str:

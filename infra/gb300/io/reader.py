@@ -32,6 +32,7 @@ from gb300.errors import ConfigError, Problem
 
 __all__ = [
     "AZURE_ANSWER",
+    "FABRIC",
     "MAX_DEPTH",
     "NODES",
     "PREVIEW",
@@ -78,6 +79,8 @@ PRICES = Kind("price file", 16 * _MIB, "shape it like infra/gb300/data/prices.ya
 AZURE_ANSWER = Kind("saved Azure answer", 64 * _MIB, "save it with `az vmss list-instances ... -o json`")
 PREVIEW = Kind("preview", 256 * _MIB, "write it with 'pulumi preview --json'")
 NODES = Kind("fabric list", 16 * _MIB, "one '<hostname> <ClusterUUID> <CliqueId>' line per node")
+FABRIC = Kind("fabric file", 64 * 1024, 'one node\'s {"ClusterUUID": ..., "CliqueId": ...} as JSON')
+"""One ``<hostname>.json`` of ``gb300 topology --fabric-dir``: a few hundred bytes."""
 SSH_PUBLIC_KEY = Kind("SSH public key", 16 * 1024, "an OpenSSH public key is one line of a few hundred bytes")
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from gb300.errors import BootstrapError, ConfigError, Problem
 from gb300.facts import storage_facts
+from gb300.io import quoting
 from gb300.node import manifest, paths
 from gb300.node.boot_context import BootstrapContext
 from gb300.node.file import NodeFile
@@ -60,16 +61,21 @@ def _payload_env(ctx: BootstrapContext, name: str) -> str:
     return (
         "# The node payload this custom data fetches (docs/node-payload.md): the signed manifest\n"
         f"# {manifest.PAYLOAD_PREFIX}/<name>/{manifest.MANIFEST} under the URL, checked with the public key.\n"
-        f"GB300_PAYLOAD_URL=https://{ACCOUNT_PLACEHOLDER}.blob.{suffix}/{container}\n"
-        f"GB300_PAYLOAD_NAME={name}\n"
-        f"GB300_PAYLOAD_CLUSTER={ctx.cluster_name}\n"
-        f"GB300_PAYLOAD_PUBLIC_KEY={public_key}\n"
-        f"GB300_STORAGE_SUFFIX={suffix}\n"
-        f"GB300_PAYLOAD_ATTEMPTS={ctx.node.payload_attempts}\n"
-        f"GB300_PAYLOAD_BACKOFF_SECONDS={ctx.node.payload_backoff_seconds}\n"
-        f"GB300_PAYLOAD_MANIFEST_MAX_BYTES={limits.manifest_max_bytes}\n"
-        f"GB300_PAYLOAD_SIGNATURE_MAX_BYTES={limits.signature_max_bytes}\n"
-        f"GB300_PAYLOAD_SERIAL_MAX_DIGITS={limits.serial_max_digits}\n"
+        + quoting.env_lines(
+            {
+                "GB300_PAYLOAD_URL": f"https://{ACCOUNT_PLACEHOLDER}.blob.{suffix}/{container}",
+                "GB300_PAYLOAD_NAME": name,
+                "GB300_PAYLOAD_CLUSTER": ctx.cluster_name,
+                "GB300_PAYLOAD_PUBLIC_KEY": public_key,
+                "GB300_STORAGE_SUFFIX": suffix,
+                "GB300_PAYLOAD_ATTEMPTS": str(ctx.node.payload_attempts),
+                "GB300_PAYLOAD_BACKOFF_SECONDS": str(ctx.node.payload_backoff_seconds),
+                "GB300_PAYLOAD_MANIFEST_MAX_BYTES": str(limits.manifest_max_bytes),
+                "GB300_PAYLOAD_SIGNATURE_MAX_BYTES": str(limits.signature_max_bytes),
+                "GB300_PAYLOAD_SERIAL_MAX_DIGITS": str(limits.serial_max_digits),
+            },
+            "payload.env",
+        )
     )
 
 

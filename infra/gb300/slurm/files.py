@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import shlex
 from dataclasses import dataclass
 
 from gb300.facts.software import AptRepo
+from gb300.io import quoting
 from gb300.slurm.config import SlurmCluster, SlurmConfigError, SlurmPool
 
 SLURM_UID = 11100
@@ -140,8 +140,8 @@ def render_slurm_env(inputs: SlurmBootInputs) -> str:
         "GB300_SLURM_REAL_MEMORY_MIB": _text(inputs.real_memory_mib),
         "GB300_SLURM_GPUS": _text(inputs.gpus),
     }
-    lines = [f"{key}={shlex.quote(value)}\n" for key, value in values.items() if value is not None]
-    return "# gb300 Slurm boot inputs (no secrets)\n" + "".join(lines)
+    given = {key: value for key, value in values.items() if value is not None}
+    return "# gb300 Slurm boot inputs (no secrets)\n" + quoting.env_lines(given, "slurm.env")
 
 
 def _repo_env(repo: AptRepo | None) -> dict[str, str | None]:

@@ -8,13 +8,13 @@ SKU catalog (``skus.yaml``); this module adds what health needs on top.
 from __future__ import annotations
 
 import functools
-import shlex
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from gb300.errors import DataError
 from gb300.facts import catalog
 from gb300.facts.loader import data
+from gb300.io import quoting
 from gb300.slurm.config import SlurmConfigError
 
 ImexMode = Literal["per-job", "static"]
@@ -277,7 +277,7 @@ def render_health_env(
         values["GB300_GEMM_WARN_TFLOPS"] = f"{spec.gemm_tflops_per_gpu.warn:g}"
         values["GB300_GEMM_REPORT_TFLOPS"] = f"{spec.gemm_tflops_per_gpu.report_to_azure:g}"
     header = f"# gb300 health expectations for {spec.vm_size}, rendered from data/health.yaml and skus.yaml\n"
-    return header + "".join(f"{key}={shlex.quote(value)}\n" for key, value in values.items())
+    return header + quoting.env_lines(values, "health.env")
 
 
 def health_env_for(

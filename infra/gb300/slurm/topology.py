@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import stat
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -176,14 +178,31 @@ def _first(data: dict[str, object], keys: Sequence[str]) -> str | None:
     return None
 
 
+FABRIC_FILE_MAX_BYTES = 64 * 1024
+"""The most bytes read of one fabric file (a few hundred is what a node writes)."""
+
+
+def _read_regular(path: Path) -> str:
+    """``path``'s UTF-8 text, refusing a symbolic link (O_NOFOLLOW), a non-regular file and more than
+    :data:`FABRIC_FILE_MAX_BYTES` (standard library only: this module runs alone on the controller)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            raise ValueError("not a regular file")
+        data = stream.read(FABRIC_FILE_MAX_BYTES + 1)
+    if len(data) > FABRIC_FILE_MAX_BYTES:
+        raise ValueError(f"larger than {FABRIC_FILE_MAX_BYTES // 1024} KiB")
+    return data.decode("utf-8")
+
+
 def read_fabric_dir(directory: Path) -> tuple[list[NodeFabric], list[InputProblem]]:
     """Nodes from ``<hostname>.json`` files with ``ClusterUUID``/``CliqueId`` (top level or ``fabric``)."""
     nodes: list[NodeFabric] = []
     problems: list[InputProblem] = []
     for path in sorted(directory.glob("*.json"), key=lambda p: natural_key(p.name)):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            data = json.loads(_read_regular(path))
+        except (OSError, ValueError) as error:
             problems.append(InputProblem(path.name, f"unreadable fabric file ({error})"))
             continue
         if isinstance(data, dict) and isinstance(data.get("fabric"), dict):
