@@ -173,9 +173,24 @@ class StackConfig(ConfigModel):
                         f"names no GPU pool (got {name!r}; pools: {', '.join(pools)})",
                     )
 
+    def check_qos_needs_accounting(self) -> None:
+        """A partition's QoS keys need accounting: without slurmdbd there is no QoS, and slurmctld 26.05 will not
+        start ("Partition <p> has an invalid AllowQOS ... We have no QOS on the system", measured on Debian sid)."""
+        if self.head.slurmdbd:
+            return
+        for loc, _, settings in self.slurm_setting_groups():
+            for key in settings:
+                if key.lower() in ("qos", "allowqos", "denyqos"):
+                    raise PathError(
+                        (*loc, key),
+                        "needs job accounting, which holds the QoS: set gb300:head.slurmdbd: true and create the QoS "
+                        "with sacctmgr",
+                    )
+
     CHECKS: ClassVar[Checks] = (
         check_unique_pool_names,
         check_partitions_name_pools,
+        check_qos_needs_accounting,
         check_no_mount_over_the_admin_home,
         check_hub_zones_in_an_existing_vnet,
     )
