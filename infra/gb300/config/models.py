@@ -189,10 +189,10 @@ class StackConfig(ConfigModel):
 
     CHECKS: ClassVar[Checks] = (
         check_unique_pool_names,
-        check_partitions_name_pools,
-        check_qos_needs_accounting,
         check_no_mount_over_the_admin_home,
         check_hub_zones_in_an_existing_vnet,
+        check_partitions_name_pools,
+        check_qos_needs_accounting,
     )
 
     def slurm_setting_groups(self) -> list[SettingGroup]:

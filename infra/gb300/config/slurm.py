@@ -47,7 +47,7 @@ SettingKey = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-
 SettingValue = Annotated[
     Any,
     BeforeValidator(check_setting_value),
-    WithJsonSchema({"type": ["string", "integer", "boolean"]}),
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "boolean"}]}),
 ]
 Settings = dict[SettingKey, SettingValue]
 PartitionName = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[a-z][a-z0-9_]*$")]
@@ -64,19 +64,19 @@ class ExtraPartition(ConfigModel):
     feature: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")] | None = None
     """A node feature: the partition holds every node that registers with it (a GPU node's features are its pool's
     name)."""
-    nodes: Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[A-Za-z0-9_.,\[\]-]+$")] | None = None
-    """A Slurm host list (`dev-train-00000[0-3]`): the partition holds these nodes once they have registered."""
     settings: Settings = Field(default_factory=dict)
     """Keys of the `PartitionName=` line (limits, QoS, priority: `MaxTime`, `MaxNodes`, `QOS`, `AllowQos`, ...),
     checked against the pinned Slurm release (docs/customize.md)."""
 
     def check_one_node_selection(self) -> None:
-        """The partition's nodes are chosen by exactly one of pools, feature and nodes."""
-        given = [key for key in ("pools", "feature", "nodes") if getattr(self, key) is not None]
+        """The partition's nodes are chosen by exactly one of pools and feature (not a host list: GPU nodes are dynamic
+        nodes, and slurmctld will not start with a partition naming nodes it does not have yet, "Invalid node names in
+        partition", measured on Debian trixie 24.11)."""
+        given = [key for key in ("pools", "feature") if getattr(self, key) is not None]
         if len(given) != 1:
             raise PathError(
                 (),
-                f"must choose its nodes by exactly one of pools, feature or nodes (got {', '.join(given) or 'none'})",
+                f"must choose its nodes by exactly one of pools or feature (got {', '.join(given) or 'none'})",
                 relative=True,
             )
         if self.pools is not None and not self.pools:
@@ -92,7 +92,8 @@ class SlurmSettings(ConfigModel):
     """slurm.conf keys and their values (`SchedulerParameters`, `PriorityType`, `MaxArraySize`, ...), checked against
     the pinned Slurm release; keys gb300 renders itself are refused with the gb300 key to use (docs/customize.md)."""
     partitions: list[ExtraPartition] = Field(default_factory=list)
-    """Extra partitions, by pool, feature or node list, each with its own limits and QoS (docs/customize.md)."""
+    """Extra partitions, by pool or feature, each with its own limits (and QoS, with gb300:head.slurmdbd)
+    (docs/customize.md)."""
 
     def check_unique_partitions(self) -> None:
         """No two extra partitions share a name, and none takes a name Slurm reserves."""

@@ -70,7 +70,6 @@ def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
                 name=part.name,
                 pools=tuple(part.pools or ()),
                 feature=part.feature,
-                nodes=part.nodes,
                 settings=_rendered("partition_line", part.settings),
             )
             for part in cfg.slurm.partitions

@@ -77,13 +77,12 @@ class SlurmPool:
 
 @dataclass(frozen=True)
 class SlurmPartition:
-    """An extra partition (``gb300:slurm.partitions``): its nodes are GPU pools' node sets (``pools``), the nodes of
-    a ``feature`` (a node set of its own, named after it), or a host list (``nodes``); ``settings`` are its keys."""
+    """An extra partition (``gb300:slurm.partitions``): its nodes are GPU pools' node sets (``pools``) or the nodes of
+    a ``feature`` (a node set of its own, named after it); ``settings`` are its keys."""
 
     name: str
     pools: tuple[str, ...] = ()
     feature: str | None = None
-    nodes: str | None = None
     settings: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -91,7 +90,7 @@ class SlurmPartition:
         """The partition's ``Nodes=`` value."""
         if self.pools:
             return ",".join(self.pools)
-        return self.name if self.feature is not None else str(self.nodes)
+        return self.name
 
 
 @dataclass(frozen=True)
