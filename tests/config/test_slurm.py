@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from gb300 import cli, config
+from gb300 import tags as gb300_tags
 from gb300.errors import ConfigError
 from gb300.node import context as node_context
+from gb300.node.bundle import bundle_for
 from gb300.paths import REPO_ROOT
 from gb300.slurm import config as slurm_config
 
@@ -136,3 +138,16 @@ def test_the_example_stack_plans_clean(capsys: pytest.CaptureFixture[str]) -> No
     """examples/custom-slurm (custom settings, two extra partitions) plans with exit 0."""
     assert cli.main(["plan", "--stack-file", str(EXAMPLE), "--quiet"]) == 0
     assert "plan passes" in capsys.readouterr().out
+
+
+def test_the_heads_payload_carries_the_custom_settings() -> None:
+    """The head's rendered /etc/slurm/slurm.conf (what a reimaged head places again) holds the example's settings and
+    partitions: nothing is left to edit by hand."""
+    cfg = config.parse(config.load_stack_file(EXAMPLE))
+    head = bundle_for(node_context.build(cfg, gb300_tags.ROLE_HEAD), fetch=False)
+    [conf] = [f.content for f in head.files if f.path == "/etc/slurm/slurm.conf"]
+    lines = conf.splitlines()
+    for key, value in cfg.slurm.settings.items():
+        assert f"{key}={'YES' if value is True else value}" in lines
+    for part in cfg.slurm.partitions:
+        assert any(line.startswith(f"PartitionName={part.name} ") for line in lines)

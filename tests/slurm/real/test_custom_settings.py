@@ -83,3 +83,14 @@ def test_extra_partitions_hold_the_pools_nodes_with_their_own_limits(custom_clus
     assert shown["MaxTime"] == batch["settings"]["MaxTime"]
     assert shown["Hidden"] == "YES"
     assert shown["TotalNodes"] == str(len(names))
+
+
+def test_26_05_reads_oversubscribe_exclusive_as_exclusive_node(custom_cluster: Cluster) -> None:
+    """The catalog's 26.05 deprecation holds: gb300's OverSubscribe=EXCLUSIVE reads as Exclusive=NODE there, and as
+    itself on 24.11 (data/slurm_options.yaml settings.deprecated)."""
+    [pool] = _example()["gpuPools"]
+    shown = _partition(custom_cluster, pool["name"])
+    if custom_cluster.version.startswith("26.05"):
+        assert (shown["Exclusive"], shown["OverSubscribe"]) == ("NODE", "NO")
+    else:
+        assert shown["OverSubscribe"] == "EXCLUSIVE"
