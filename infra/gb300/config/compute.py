@@ -10,6 +10,7 @@ from pydantic import AfterValidator, Field
 from gb300.config.base import Checks, ConfigModel
 from gb300.config.checks import PathError, check_gpu_size, check_image, check_resource_id, check_size
 from gb300.config.fields import AzureName, ImageReference, PoolName
+from gb300.config.slurm import Settings
 from gb300.config.text import text_limit
 from gb300.facts import catalog
 
@@ -49,6 +50,10 @@ class GpuPool(ConfigModel):
     retired_racks: list[Annotated[int, Field(ge=1, strict=True)]] = Field(default_factory=list)
     """Rack numbers `1..racks` not deployed: retire a failed rack (`[5]` deletes `<cluster>-<pool>-r0005` only) without
     renumbering the others; GB sizes only (docs/day2.md).
+    """
+    partition_settings: Settings = Field(default_factory=dict)
+    """Keys of the pool's own `PartitionName=` line beyond gb300's (`MaxTime`, `DefaultTime`, `PriorityTier`,
+    `AllowQos`, ...), checked against the pinned Slurm release (docs/customize.md).
     """
 
     def check_racks_within_one_fabric(self) -> None:

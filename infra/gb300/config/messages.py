@@ -18,6 +18,7 @@ from gb300.config.checks import (
 )
 from gb300.config.models import StackConfig
 from gb300.config.secrets import SECRET_KEYS, StackSecret, mask
+from gb300.config.slurm import catalog_problems
 from gb300.errors import ConfigError, Problem
 
 # ---------------------------------------------------------------------------------------------------------
@@ -140,6 +141,7 @@ def parse(raw: Mapping[str, Any]) -> StackConfig:
         found = _problems(exc)
         seen = {f.path for f in found}
         raise ConfigError(found + [p for p in problems if p.path not in seen]) from None
+    problems += catalog_problems(cfg.software, cfg.slurm_setting_groups())
     if problems:
         raise ConfigError(problems)
     return cfg

@@ -36,6 +36,7 @@ from gb300.config.monitoring import (
 from gb300.config.policy import AllowDestroy, CostSettings, PolicySettings, RuleId, Suppression
 from gb300.config.remediation import RemediationSettings
 from gb300.config.resource_ids import zone_names
+from gb300.config.slurm import ExtraPartition, SettingGroup, SlurmSettings
 from gb300.config.storage import StorageSettings
 from gb300.config.text import text_limit
 
@@ -48,6 +49,7 @@ __all__ = [
     "Cidr",
     "ClusterSettings",
     "CostSettings",
+    "ExtraPartition",
     "GpuPool",
     "GrafanaSettings",
     "HeadSettings",
@@ -61,6 +63,7 @@ __all__ = [
     "PoolName",
     "PrometheusSettings",
     "RuleId",
+    "SlurmSettings",
     "StackConfig",
     "Suppression",
     "TagKey",
@@ -83,6 +86,8 @@ class StackConfig(ConfigModel):
     """GPU pools; each is one InfiniBand fabric of whole NVLink domains (racks)."""
     head: HeadSettings = Field(default_factory=HeadSettings)
     """The Slurm controller and login node: one VM in the head subnet."""
+    slurm: SlurmSettings = Field(default_factory=SlurmSettings)
+    """Slurm options and extra partitions of your own, rendered into slurm.conf with gb300's (docs/customize.md)."""
     storage: StorageSettings = Field(default_factory=StorageSettings)
     """Shared storage for datasets and checkpoints: Azure Managed Lustre and a storage account (docs/storage.md)."""
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
@@ -164,12 +169,53 @@ class StackConfig(ConfigModel):
                 "is false, or unset in a landing zone); set publicAccess: true or remove the ranges",
             )
 
+    def check_partitions_name_pools(self) -> None:
+        """Extra partitions name GPU pools that exist, and none takes a pool's name (its partition's)."""
+        pools = [pool.name for pool in self.gpu_pools]
+        for i, part in enumerate(self.slurm.partitions):
+            if part.name in pools:
+                raise PathError(
+                    ("slurm", "partitions", i, "name"),
+                    f"is GPU pool {part.name!r}'s own partition; choose another name",
+                )
+            for j, name in enumerate(part.pools or ()):
+                if name not in pools:
+                    raise PathError(
+                        ("slurm", "partitions", i, "pools", j),
+                        f"names no GPU pool (got {name!r}; pools: {', '.join(pools)})",
+                    )
+
+    def check_qos_needs_accounting(self) -> None:
+        """A partition's QoS keys need accounting: without slurmdbd there is no QoS, and slurmctld 26.05 will not
+        start ("Partition <p> has an invalid AllowQOS ... We have no QOS on the system", measured on Debian sid)."""
+        if self.head.slurmdbd:
+            return
+        for loc, _, settings in self.slurm_setting_groups():
+            for key in settings:
+                if key.lower() in ("qos", "allowqos", "denyqos"):
+                    raise PathError(
+                        (*loc, key),
+                        "needs job accounting, which holds the QoS: set gb300:head.slurmdbd: true and create the QoS "
+                        "with sacctmgr",
+                    )
+
     CHECKS: ClassVar[Checks] = (
         check_unique_pool_names,
         check_no_mount_over_the_admin_home,
         check_hub_zones_in_an_existing_vnet,
         check_payload_ranges_need_public_access,
+        check_partitions_name_pools,
+        check_qos_needs_accounting,
     )
+
+    def slurm_setting_groups(self) -> list[SettingGroup]:
+        """Every mapping of custom Slurm settings, with its key path and kind (slurm.conf, a partition line)."""
+        groups: list[SettingGroup] = [(("slurm", "settings"), "slurm_conf", self.slurm.settings)]
+        for i, pool in enumerate(self.gpu_pools):
+            groups.append((("gpuPools", i, "partitionSettings"), "partition_line", pool.partition_settings))
+        for i, part in enumerate(self.slurm.partitions):
+            groups.append((("slurm", "partitions", i, "settings"), "partition_line", part.settings))
+        return groups
 
     @property
     def tags(self) -> dict[str, str]:

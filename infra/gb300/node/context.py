@@ -8,11 +8,13 @@ several files share: the Slurm view of the cluster, the Slurm boot inputs, and t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from gb300 import tags as gb300_tags
 from gb300.components.secrets import MUNGE_SECRET_NAME
 from gb300.config import GpuPool, StackConfig, netplan
 from gb300.errors import BootstrapError
-from gb300.facts import catalog
+from gb300.facts import catalog, slurm_settings
 from gb300.facts.software import apply_software_overrides
 from gb300.node.boot_context import BootstrapContext
 from gb300.slurm import config as slurm_config
@@ -53,6 +55,7 @@ def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
                 sockets=layout.sockets if layout else None,
                 cores_per_socket=layout.cores_per_socket if layout else None,
                 threads_per_core=layout.threads_per_core if layout else None,
+                partition_settings=_rendered("partition_line", pool.partition_settings),
             )
         )
     return slurm_config.SlurmCluster(
@@ -61,7 +64,22 @@ def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
         pools=tuple(pools),
         max_nodes=max_gpu_nodes(cfg),
         accounting_host=head_hostname(cfg) if cfg.head.slurmdbd else None,
+        settings=_rendered("slurm_conf", cfg.slurm.settings),
+        partitions=tuple(
+            slurm_config.SlurmPartition(
+                name=part.name,
+                pools=tuple(part.pools or ()),
+                feature=part.feature,
+                settings=_rendered("partition_line", part.settings),
+            )
+            for part in cfg.slurm.partitions
+        ),
     )
+
+
+def _rendered(line: str, settings: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
+    """Custom Slurm settings as slurm.conf writes them (a bool as YES/NO), in the stack file's order."""
+    return tuple((key, slurm_settings.render_value(line, key, value)) for key, value in settings.items())
 
 
 def stack_of(ctx: BootstrapContext) -> StackConfig:

@@ -65,6 +65,7 @@ class SlurmPool:
     sockets: int | None = None
     cores_per_socket: int | None = None
     threads_per_core: int | None = None
+    partition_settings: tuple[tuple[str, str], ...] = ()  # the pool's PartitionName= keys of the user's own
 
     @property
     def layout(self) -> tuple[int, int, int] | None:
@@ -72,6 +73,24 @@ class SlurmPool:
         if self.sockets is None or self.cores_per_socket is None or self.threads_per_core is None:
             return None
         return self.sockets, self.cores_per_socket, self.threads_per_core
+
+
+@dataclass(frozen=True)
+class SlurmPartition:
+    """An extra partition (``gb300:slurm.partitions``): its nodes are GPU pools' node sets (``pools``) or the nodes of
+    a ``feature`` (a node set of its own, named after it); ``settings`` are its keys."""
+
+    name: str
+    pools: tuple[str, ...] = ()
+    feature: str | None = None
+    settings: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def node_spec(self) -> str:
+        """The partition's ``Nodes=`` value."""
+        if self.pools:
+            return ",".join(self.pools)
+        return self.name
 
 
 @dataclass(frozen=True)
@@ -94,6 +113,8 @@ class SlurmCluster:
     prolog_timeout: int = 180
     sbin_dir: str = node_paths.SBIN
     pyxis_plugin: str = node_paths.PYXIS_PLUGIN
+    settings: tuple[tuple[str, str], ...] = ()  # slurm.conf keys of the user's own (gb300:slurm.settings)
+    partitions: tuple[SlurmPartition, ...] = ()
 
 
 def default_spare_nodes(gpu_nodes: int) -> int:
@@ -181,8 +202,41 @@ def render(cluster: SlurmCluster) -> dict[str, str]:
         "cluster": cluster,
         "max_node_count": max_node_count(cluster),
         "gpu_counts": sorted({pool.gpus_per_node for pool in cluster.pools}),
+        "pool_partitions": [
+            _partition_line(pool.name, pool.name, index == 0, pool.partition_settings)
+            for index, pool in enumerate(cluster.pools)
+        ],
+        "custom_marker": CUSTOM_MARKER,
+        "extra_partitions": [_partition_line(p.name, p.node_spec, False, p.settings) for p in cluster.partitions],
     }
-    return {name: templating.render(f"slurm/{name}.j2", **context) for name in FILES}
+    files = {name: templating.render(f"slurm/{name}.j2", **context) for name in FILES}
+    files["slurm.conf"] = _settings_replace_defaults(files["slurm.conf"], cluster.settings)
+    return files
+
+
+def _partition_line(name: str, nodes: str, default: bool, settings: tuple[tuple[str, str], ...]) -> str:
+    """A ``PartitionName=`` line: gb300's keys, each replaced by the user's value of the same key, then the user's
+    other keys in their order."""
+    keys = {"Nodes": nodes, "Default": "YES" if default else "NO", "MaxTime": "INFINITE", "State": "UP"}
+    keys["OverSubscribe"] = "EXCLUSIVE"
+    lower = {key.lower(): key for key in keys}
+    for key, value in settings:
+        keys[lower.get(key.lower(), key)] = value
+    return f"PartitionName={name} " + " ".join(f"{key}={value}" for key, value in keys.items())
+
+
+def _settings_replace_defaults(text: str, settings: tuple[tuple[str, str], ...]) -> str:
+    """slurm.conf without gb300's own line of a key the user sets (``gb300:slurm.settings`` is rendered last)."""
+    if not settings:
+        return text
+    keys = {key.lower() for key, _ in settings}
+    head, marker, tail = text.partition(CUSTOM_MARKER)
+    kept = [line for line in head.splitlines(keepends=True) if line.split("=", 1)[0].lower() not in keys]
+    return "".join(kept) + marker + tail
+
+
+CUSTOM_MARKER = "# Settings of the stack's own (gb300:slurm.settings)"
+"""The comment slurm.conf's custom settings follow; gb300's own line of a key set there is left out."""
 
 
 def render_accounting(cluster: SlurmCluster) -> dict[str, str]:
