@@ -78,6 +78,8 @@ PRICES = Kind("price file", 16 * _MIB, "shape it like infra/gb300/data/prices.ya
 AZURE_ANSWER = Kind("saved Azure answer", 64 * _MIB, "save it with `az vmss list-instances ... -o json`")
 PREVIEW = Kind("preview", 256 * _MIB, "write it with 'pulumi preview --json'")
 NODES = Kind("fabric list", 16 * _MIB, "one '<hostname> <ClusterUUID> <CliqueId>' line per node")
+GOODPUT_NODES = Kind("goodput node list", 64 * _MIB, "shape it as docs/goodput.md#the-node-list says")
+"""A node is about 200 bytes with its drains: 100,000 nodes are about 20 MB."""
 SSH_PUBLIC_KEY = Kind("SSH public key", 16 * 1024, "an OpenSSH public key is one line of a few hundred bytes")
 
 
