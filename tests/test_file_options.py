@@ -32,7 +32,17 @@ INPUTS: dict[tuple[str, str], list[str]] = {
     ("status", "--state"): ["status", "--state", "F"],
     ("strip-state", "state"): ["strip-state", "F", "--out", "OUT"],
     ("heal simulate", "scenario"): ["heal", "simulate", "F"],
-    ("goodput", "--nodes"): ["goodput", "--nodes", "F", "--sacct", "F", "--since", "2026-11-01", "--until", "2026-12-01"],
+    ("goodput", "--nodes"): [
+        "goodput",
+        "--nodes",
+        "F",
+        "--sacct",
+        "F",
+        "--since",
+        "2026-11-01",
+        "--until",
+        "2026-12-01",
+    ],
 }
 OUTPUTS = {
     ("init", "--signing-key"): "writer.create_new (0600)",

@@ -47,7 +47,9 @@ def test_the_split_adds_up_to_the_gpu_hours_paid(
         assert doc["parts"][name]["sourceRecords"] == count, name
     for cause, hours in truth.causes.items():
         assert doc["repairHoldByCause"][cause] == pytest.approx(hours, abs=0.01)
-    assert min(parts.values()) >= 0 and parts["repairHold"] > 0 and parts["unregistered"] > 0
+    assert min(parts.values()) >= 0
+    assert parts["repairHold"] > 0
+    assert parts["unregistered"] > 0
     assert doc["problems"] == {}
     assert printed.startswith(f"goodput {doc['goodput']:.1%}: of {doc['gpuHoursPaid']:,.1f} GPU-hours paid")
 
@@ -59,19 +61,36 @@ def test_unknown_gpu_prices_are_named_not_zero(
     where, _ = month
     _, printed, doc = _run(where, capsys)
     assert doc["cost"]["unknownPrices"][0].startswith("vm/Standard_ND128isr_GB300_v6: not on https://")
-    assert doc["cost"]["byAccount"] and all(row["cost"] is None for row in doc["cost"]["byAccount"])
+    assert doc["cost"]["byAccount"]
+    assert all(row["cost"] is None for row in doc["cost"]["byAccount"])
     assert "price unknown: vm/Standard_ND128isr_GB300_v6" in printed
     assert " 0.00 USD" not in printed
 
 
 def _nodes(tmp: Path, *names: str) -> None:
-    rows = [{"name": n, "gpus": 4, "vmSize": "Standard_D16ds_v5", "paidFrom": "2026-11-01T00:00:00Z"} for n in names]
+    rows = [
+        {
+            "name": n,
+            "gpus": 4,
+            "vmSize": "Standard_D16ds_v5",
+            "paidFrom": "2026-11-01T00:00:00Z",
+            "registered": "2026-11-01T00:00:00Z",
+        }
+        for n in names
+    ]
     (tmp / "nodes.json").write_text(json.dumps({"nodes": rows}), encoding="utf-8")
 
 
 def _job(job_id: int, nodes: str, start: int, end: int, state: str = "COMPLETED") -> str:
-    return json.dumps({"job_id": job_id, "account": "a", "nodes": nodes, "state": {"current": [state]},
-                       "time": {"start": start, "end": end}})
+    return json.dumps(
+        {
+            "job_id": job_id,
+            "account": "a",
+            "nodes": nodes,
+            "state": {"current": [state]},
+            "time": {"start": start, "end": end},
+        }
+    )
 
 
 T0 = 1_793_491_200  # 2026-11-01T00:00:00Z
@@ -80,12 +99,18 @@ T0 = 1_793_491_200  # 2026-11-01T00:00:00Z
 @pytest.mark.parametrize(
     ("sacct", "kind", "named"),
     [
-        ('{"jobs":[' + _job(1, "a1", T0, T0 + 3600) + "," + _job(2, "a1", T0 + 9, T0 + 7200)[:30], "badSacct",
-         "the file ends inside job 2"),
+        (
+            '{"jobs":[' + _job(1, "a1", T0, T0 + 3600) + "," + _job(2, "a1", T0 + 9, T0 + 7200)[:30],
+            "badSacct",
+            "the file ends inside job 2",
+        ),
         ('{"jobs":[' + _job(1, "zz9", T0, T0 + 3600) + "]}", "unknownNode", "job 1 on zz9, not a node of the stack"),
         ('{"jobs":[' + _job(1, "a1", T0 + 3600, T0) + "]}", "clockBackwards", "job 1: ends 3600 s before it starts"),
-        ('{"jobs":[' + _job(1, "a1", T0, T0 + 7200) + "," + _job(2, "a1", T0 + 60, T0 + 3600) + "]}",
-         "overlappingRecords", "a1: job 1 and job 2 at once"),
+        (
+            '{"jobs":[' + _job(1, "a1", T0, T0 + 7200) + "," + _job(2, "a1", T0 + 60, T0 + 3600) + "]}",
+            "overlappingRecords",
+            "a1: job 1 and job 2 at once",
+        ),
         ('{"jobs":[' + _job(1, "a[0-99999999999]", T0, T0 + 60) + "]}", "unreadableJob", "cannot be read"),
         ('{"jobs":' + "[" * 100_000, "badSacct", "nested too deeply"),
         ('{"meta":{}}', "badSacct", 'no "jobs" array'),
@@ -125,7 +150,18 @@ def test_heal_records_going_back_in_time_are_named(tmp_path: Path, capsys: pytes
 def test_a_bad_period_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--until before --since exits 2 with one line naming both."""
     _nodes(tmp_path, "a1")
-    code = cli.main(["goodput", "--sacct", "x", "--nodes", str(tmp_path / "nodes.json"),
-                     "--since", "2026-12-01T00:00:00Z", "--until", "2026-11-01T00:00:00Z"])
+    code = cli.main(
+        [
+            "goodput",
+            "--sacct",
+            "x",
+            "--nodes",
+            str(tmp_path / "nodes.json"),
+            "--since",
+            "2026-12-01T00:00:00Z",
+            "--until",
+            "2026-11-01T00:00:00Z",
+        ]
+    )
     assert code == 2
     assert "--until 2026-11-01T00:00:00Z must come after --since" in capsys.readouterr().err

@@ -34,7 +34,9 @@ def _plan(
     if wide:
         os.environ["COLUMNS"] = "400"
     try:
-        cli.main(["plan", "--stack-file", str(write_stack(raw, "reference")), "--state", str(state), "--json", str(out)])
+        cli.main(
+            ["plan", "--stack-file", str(write_stack(raw, "reference")), "--state", str(state), "--json", str(out)]
+        )
     finally:
         if wide:
             del os.environ["COLUMNS"]
@@ -130,7 +132,7 @@ def test_an_older_plan_without_the_breakdown_still_reads() -> None:
     assert ci_summary.impact_line({"racks": 1}) is None
 
 
-def test_an_80_column_terminal_wraps_every_summary_line(
+def test_an_80_column_terminal_wraps_every_summary_line(  # noqa: PLR0917 - pytest passes fixtures by position
     write_stack: Any,
     reference_raw: dict[str, Any],
     state: Path,

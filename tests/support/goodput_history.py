@@ -45,7 +45,9 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z")
 
 
-def _job(job_id: int, hosts: str, start: float, end: float, state: str, account: str) -> dict[str, Any]:
+def _job(  # noqa: PLR0917 - one sacct record
+    job_id: int, hosts: str, start: float, end: float, state: str, account: str
+) -> dict[str, Any]:
     running = state == "RUNNING"
     return {
         "account": account,
@@ -70,7 +72,7 @@ def _job(job_id: int, hosts: str, start: float, end: float, state: str, account:
     }
 
 
-def _gap(
+def _gap(  # noqa: PLR0917 - one gap of one node
     rng: random.Random, node: str, t: float, length: float, truth: Truth, heal: list[tuple[float, str, str]]
 ) -> dict[str, Any] | None:
     """Sometimes a repair-loop hold (decision records) or a gate drain (node list) inside an idle gap of one node."""
@@ -100,7 +102,9 @@ class Month:
     mean_job: float = 3600.0
 
 
-def _pair(rng: random.Random, month: Month, names: tuple[str, str], hosts: str, start: float, out: TextIO) -> None:
+def _pair(  # noqa: PLR0917 - one pair's timeline
+    rng: random.Random, month: Month, names: tuple[str, str], hosts: str, start: float, out: TextIO
+) -> None:
     """One pair of nodes: jobs and gaps from ``start`` (registration) to the period's end."""
     end, t, truth = START + DAYS * 86400, start, month.truth
     rows = {n: {"name": n, "gpus": GPUS, "vmSize": SIZE, "gateDrains": []} for n in names}
@@ -129,7 +133,7 @@ def _pair(rng: random.Random, month: Month, names: tuple[str, str], hosts: str, 
 
 def write(directory: Path, *, racks: int, mean_job_s: float, seed: int = 52) -> Truth:
     """Write ``nodes.json``, ``sacct.json`` and ``heal.jsonl`` for ``racks`` racks over 30 days; the truth."""
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 - a reproducible month, not secrets
     month = Month(mean_job=mean_job_s)
     end = START + DAYS * 86400
     with (directory / "sacct.json").open("w", encoding="utf-8") as out:

@@ -17,10 +17,8 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from gb300.ops import sacct_stream
 from gb300.slurm import hostlist
 
 PARTS = ("completed", "nodeFault", "endedOtherwise", "running", "repairHold", "gateDrain", "idle", "unregistered")
@@ -67,7 +65,8 @@ def _clip(report: Report, node: Node, start: float, end: float) -> tuple[float, 
     return (low, high) if high > low else None
 
 
-def add_span(report: Report, node: Node, start: float, end: float, part: str, detail: str) -> None:
+def add_span(report: Report, node: Node, start: float, end: float, part: str, detail: str) -> None:  # noqa: PLR0917
+    """Add a node's interval of ``part`` (clipped to its paid time and the period; nothing when empty)."""
     clipped = _clip(report, node, start, end)
     if clipped is not None:
         node.spans.append((clipped[0], clipped[1], part, detail))
@@ -84,7 +83,8 @@ def _hosts(expression: str) -> list[str] | None:
 
 
 def _job_times(job: Mapping[str, Any], period_end: float) -> tuple[float, float] | str:
-    times = job.get("time") if isinstance(job.get("time"), Mapping) else {}
+    raw = job.get("time")
+    times: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     start, end = times.get("start"), times.get("end")
     if not isinstance(start, int | float) or isinstance(start, bool) or start <= 0:
         return "no start time"
@@ -96,7 +96,8 @@ def _job_times(job: Mapping[str, Any], period_end: float) -> tuple[float, float]
 
 
 def _job_part(job: Mapping[str, Any], running: bool) -> str:
-    state = job.get("state") if isinstance(job.get("state"), Mapping) else {}
+    raw = job.get("state")
+    state: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     current = state.get("current")
     names = [str(s) for s in current] if isinstance(current, list) else [str(current)]
     if running and "RUNNING" in names:
@@ -115,7 +116,8 @@ def add_job(report: Report, job: Mapping[str, Any]) -> None:
     if not hosts:
         report.problem("unreadableJob", f"job {job_id}: nodes {str(job.get('nodes'))[:60]!r} cannot be read")
         return
-    state = job.get("state") if isinstance(job.get("state"), Mapping) else {}
+    raw = job.get("state")
+    state: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     part = _job_part(job, running="RUNNING" in (state.get("current") or []))
     account, gpu_hours, size = str(job.get("account") or "(none)")[:80], 0.0, ""
     for host in hosts:
@@ -153,8 +155,8 @@ def add_heal_records(report: Report, lines: Iterable[str]) -> None:
         except ValueError:
             report.problem("unreadableHealRecord", f"heal record line {number}: not JSON")
             continue
-        when = when(record.get("TimeGenerated")) if isinstance(record, dict) else None
-        if not isinstance(record, dict) or when is None:
+        at = when(record.get("TimeGenerated")) if isinstance(record, dict) else None
+        if not isinstance(record, dict) or at is None:
             report.problem("unreadableHealRecord", f"heal record line {number}: no TimeGenerated")
             continue
         decision, node = str(record.get("Decision", "")), str(record.get("Node", ""))
@@ -162,11 +164,11 @@ def add_heal_records(report: Report, lines: Iterable[str]) -> None:
             if decision in HOLD_START | HOLD_END and node:
                 report.problem("unknownNode", f"heal record line {number} about {node[:60]}, not a node of the stack")
             continue
-        if when < last.get(node, when):
-            report.problem("clockBackwards", f"heal record line {number}: {node} goes back {last[node] - when:.0f} s")
+        if at < last.get(node, at):
+            report.problem("clockBackwards", f"heal record line {number}: {node} goes back {last[node] - at:.0f} s")
             continue
-        last[node] = when
-        _hold_step(report, open_hold, node, decision, when)
+        last[node] = at
+        _hold_step(report, open_hold, node, decision, at)
     for node, (start, cause) in open_hold.items():
         add_span(report, report.nodes[node], start, report.period[1], "repairHold", cause)
 

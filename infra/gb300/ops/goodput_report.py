@@ -7,6 +7,7 @@ started first, so no hour is counted twice and the parts add up to the GPU-hours
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
@@ -94,7 +95,7 @@ def _sweep(report: Report, node: Node, seconds: dict[str, float], causes: dict[s
     spans = sorted(node.spans)
     active: list[tuple[float, float, str, str]] = []
     i = 0
-    for a, b in zip(points, points[1:], strict=False):
+    for a, b in itertools.pairwise(points):
         if a < low or b > high:
             continue
         while i < len(spans) and spans[i][0] <= a:
@@ -165,7 +166,11 @@ def summary(report: Report) -> dict[str, Any]:
         for p in PARTS
     }
     return {
-        "period": {"start": report.period[0], "end": report.period[1], "hours": (report.period[1] - report.period[0]) / 3600},
+        "period": {
+            "start": report.period[0],
+            "end": report.period[1],
+            "hours": (report.period[1] - report.period[0]) / 3600,
+        },
         "nodes": len(report.nodes),
         "gpuHoursPaid": round(paid, 3),
         "goodput": round(seconds["completed"] / 3600 / paid, 4) if paid else None,
