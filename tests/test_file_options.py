@@ -33,6 +33,17 @@ INPUTS: dict[tuple[str, str], list[str]] = {
     ("status", "--state"): ["status", "--state", "F"],
     ("strip-state", "state"): ["strip-state", "F", "--out", "OUT"],
     ("heal simulate", "scenario"): ["heal", "simulate", "F"],
+    ("goodput", "--nodes"): [
+        "goodput",
+        "--nodes",
+        "F",
+        "--sacct",
+        "F",
+        "--since",
+        "2026-11-01",
+        "--until",
+        "2026-12-01",
+    ],
 }
 OUTPUTS = {
     ("init", "--signing-key"): "writer.create_new (0600)",
@@ -42,8 +53,18 @@ OUTPUTS = {
     ("strip-state", "--out"): "writer.replace (0600)",
     ("heal simulate", "--json"): "writer.replace (0644)",
     ("heal simulate", "--decisions"): "writer.replace (0644)",
+    ("goodput", "--json"): "writer.replace (0644)",
 }
-NOT_HERE: dict[tuple[str, str], str] = {}
+NOT_HERE: dict[tuple[str, str], str] = {
+    ("goodput", "--sacct"): (
+        "a month of sacct --json is gigabytes: gb300.ops.sacct_stream reads it one job at a time in bounded memory "
+        "(a job over 8 MiB stops the read); what it cannot read is a counted, named problem in the report"
+    ),
+    ("goodput", "--heal"): (
+        "the decision records are read a line at a time (one JSON line each, any number); a line that is not a "
+        "record is a counted, named problem in the report"
+    ),
+}
 
 
 def _walk(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()) -> Iterator[tuple[str, argparse.Action]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,16 @@ def _plan(
 ) -> tuple[str, dict[str, Any], str]:
     """The text `gb300 plan --state` prints, the summary it writes with --json, and the PR comment of that JSON."""
     out = tmp_path / "plan-reference.json"
-    cli.main(["plan", "--stack-file", str(write_stack(raw, "reference")), "--state", str(state), "--json", str(out)])
+    wide = "COLUMNS" not in os.environ  # a wide terminal unless a test sets one: each summary line on one line
+    if wide:
+        os.environ["COLUMNS"] = "400"
+    try:
+        cli.main(
+            ["plan", "--stack-file", str(write_stack(raw, "reference")), "--state", str(state), "--json", str(out)]
+        )
+    finally:
+        if wide:
+            del os.environ["COLUMNS"]
     printed = capsys.readouterr().out
     plan = json.loads(out.read_text(encoding="utf-8"))
     comment = ci_summary.render(ci_summary.load([out]), ["reference"])
@@ -120,3 +130,29 @@ def test_an_older_plan_without_the_breakdown_still_reads() -> None:
     summary = {"destroys": {"resources": 5, "vms": 73}, "replacesVms": ["ref-head"]}
     assert ci_summary.impact_line(summary) == "Destroys 73 VMs; replaces ref-head; no data at risk."
     assert ci_summary.impact_line({"racks": 1}) is None
+
+
+def test_an_80_column_terminal_wraps_every_summary_line(  # noqa: PLR0917 - pytest passes fixtures by position
+    write_stack: Any,
+    reference_raw: dict[str, Any],
+    state: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On an 80-column terminal a 64-rack rename still says what it destroys, the grouped finding with its count
+    and the cost headline, and none of those lines runs past column 80."""
+    monkeypatch.setenv("COLUMNS", "80")
+    raw = copy.deepcopy(reference_raw)
+    raw["gpuPools"][0]["name"] = "pretrain"
+    printed, _, _ = _plan(write_stack, raw, state, tmp_path, capsys)
+    lines = printed.splitlines()
+    head = lines[2 : lines.index("Compute") - 1]
+    cost_at = next(i for i, row in enumerate(lines) if row.startswith("Cost ("))
+    headline = lines[cost_at + 1 : next(i for i in range(cost_at + 1, len(lines)) if "largest items" in lines[i])]
+    found_at = next(i for i, row in enumerate(lines) if row.startswith("Findings: "))
+    groups = lines[found_at + 1 : lines.index("  each finding:")]
+    assert head[0].startswith("Against the deployed state: Destroys 1,152 VMs")
+    assert headline[0].startswith("  lower bound: excludes 1,152 Standard_ND128isr_GB300_v6")
+    assert "destroys-deployed x64:" in " ".join(groups)
+    assert [row for row in head + headline + groups if len(row) > 80] == []

@@ -6,6 +6,7 @@ from types import ModuleType
 
 from gb300.commands import (
     docs,
+    goodput,
     heal,
     init,
     migrate_racks,
@@ -31,6 +32,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     rollout,
     migrate_racks,
     status,
+    goodput,
     strip_state,
     heal,
     docs,

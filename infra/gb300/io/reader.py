@@ -81,6 +81,8 @@ PREVIEW = Kind("preview", 256 * _MIB, "write it with 'pulumi preview --json'")
 NODES = Kind("fabric list", 16 * _MIB, "one '<hostname> <ClusterUUID> <CliqueId>' line per node")
 FABRIC = Kind("fabric file", 64 * 1024, 'one node\'s {"ClusterUUID": ..., "CliqueId": ...} as JSON')
 """One ``<hostname>.json`` of ``gb300 topology --fabric-dir``: a few hundred bytes."""
+GOODPUT_NODES = Kind("goodput node list", 64 * _MIB, "shape it as docs/goodput.md#the-node-list says")
+"""A node is about 200 bytes with its drains: 100,000 nodes are about 20 MB."""
 SSH_PUBLIC_KEY = Kind("SSH public key", 16 * 1024, "an OpenSSH public key is one line of a few hundred bytes")
 
 

@@ -184,11 +184,24 @@ def excludes_clause(cost: Mapping[str, Any]) -> str:
     return f"excludes {shown}: price unknown; give {them} with --prices FILE (docs/cost.md)"
 
 
+def can_dominate(cost: Mapping[str, Any]) -> bool:
+    """Whether what the total leaves out can outweigh what it holds: a VM size with no price (a GPU VM costs
+    hundreds of times its OS disk), so the total is a lower bound and the headline leads with what is missing."""
+    rows = [r for r in (cost.get("excludes") or cost.get("unknown") or []) if isinstance(r, Mapping)]
+    return any(str(r.get("meter", "")).startswith("vm/") for r in rows)
+
+
 def cost_headline(cost: Mapping[str, Any]) -> str:
-    """The known monthly total and :func:`excludes_clause`."""
+    """The known monthly total and :func:`excludes_clause`; when an unpriced VM size can dominate, the line leads
+    with ``lower bound:`` and what is missing, and the known total follows as ``the priced part``."""
     monthly = _number(cost.get("monthly"))
     known = "-" if monthly is None else _money(monthly, str(cost.get("currency") or ""))
-    return f"{known} a month; {excludes_clause(cost)}"
+    clause = excludes_clause(cost)
+    if can_dominate(cost):
+        return f"lower bound: {clause}; the priced part alone is {known} a month"
+    if clause != "every price known":
+        return f"at least {known} a month; {clause}"
+    return f"{known} a month; {clause}"
 
 
 def cost_digest(raw: Any) -> CostDigest | None:

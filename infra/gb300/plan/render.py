@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import textwrap
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,7 +33,7 @@ def text(result: PlanResult, *, stack_file: str) -> str:
     ]
     impact = ci_summary.impact_line(s)  # the pull request comment prints the same line
     if impact is not None:
-        lines.append(f"Against the deployed state: {impact}")
+        lines += fit(f"Against the deployed state: {impact}")
     lines += ["", "Compute"]
     for name, pool in s["pools"].items():
         lines.append(
@@ -124,8 +126,18 @@ def finding_groups(findings: list[Finding]) -> list[str]:
         names = [f.resource.rsplit("::", 1)[-1] for f in found]
         shown = ", ".join(names[:3]) + (f", ... ({len(names) - 3:,} more)" if len(names) > 3 else "")
         first = cause.split(". ", 1)[0].rstrip(".")
-        lines.append(f"  {level.label:<7} {rule} x{len(found):,}: {first}. <name>: {shown}")
+        lines += fit(f"  {level.label:<7} {rule} x{len(found):,}: {first}. <name>: {shown}")
     return lines
+
+
+def fit(line: str, width: int | None = None) -> list[str]:
+    """A summary line wrapped to the terminal's width (``shutil.get_terminal_size``, at least 40 columns), its
+    continuation indented under its first word; a line that fits comes back as it is."""
+    width = max(40, width or shutil.get_terminal_size().columns)
+    if len(line) <= width:
+        return [line]
+    indent = " " * (len(line) - len(line.lstrip()) + 4)
+    return textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) or [line]
 
 
 def suppressed_lines(result: PlanResult) -> list[str]:
@@ -165,11 +177,12 @@ def cost_lines(cost: Mapping[str, Any]) -> list[str]:
     if cost.get("reservationTerm"):
         terms.append(f"{cost['reservationTerm']} reservation")
     unknown = cost.get("unknown") or []
-    lines = [
-        f"Cost ({'; '.join(terms)})",
-        f"  total {_money(cost['hourly'], cur)} per hour, {_money(cost['monthly'], cur)} per month; "
-        + ci_summary.excludes_clause(cost),  # the pull request comment says it in the same words
-    ]
+    known = f"{_money(cost['hourly'], cur)} per hour, {_money(cost['monthly'], cur)} per month"
+    if ci_summary.can_dominate(cost):  # the pull request comment leads with the same words
+        total = f"lower bound: {ci_summary.excludes_clause(cost)}; the priced part alone is {known}"
+    else:
+        total = f"total {known}; " + ci_summary.excludes_clause(cost)
+    lines = [f"Cost ({'; '.join(terms)})", *fit(f"  {total}")]
     items = cost.get("items") or []
     if items:
         lines.append(f"  largest items (of {len(items)})")
