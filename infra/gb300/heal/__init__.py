@@ -15,6 +15,7 @@ over :mod:`~gb300.heal.fake_arm` (the one fake Azure Resource Manager).
 from __future__ import annotations
 
 from gb300.heal.evidence import Event, GateResult, Judge, Verdict, parse_gate_result
-from gb300.heal.loop import PREFIX, Remediator
+from gb300.heal.ladder import PREFIX
+from gb300.heal.loop import Remediator
 
 __all__ = ["PREFIX", "Event", "GateResult", "Judge", "Remediator", "Verdict", "parse_gate_result"]

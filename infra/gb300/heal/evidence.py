@@ -2,9 +2,9 @@
 
 Rules (thresholds in ``data/remediation.yaml``, docs/self-healing.md#evidence-before-drain):
 
-* XIDs Azure's health agent treats as warnings never drain; XID 45 at a job's teardown is the driver cleaning up;
-  fault evidence on a node that runs a job waits ``settleSeconds``: the same evidence on ``sameJobNodes`` nodes of
-  that job within the window points at the job (one crashed NVLink job must not drain 77 nodes);
+* XIDs Azure's health agent treats as warnings never drain, nor the catalog's neverDrain buckets (XID 45, the
+  driver cleaning up at a job's teardown, among them); IMEX trouble on ``sameJobNodes`` nodes of one job within the
+  window points at the job (one crashed NVLink job must not drain 77 nodes);
 * transient-looking evidence (IB flaps and down links, IMEX, NVLink, thermal, an unreachable node, a soft gate
   check) acts at ``count`` reports within ``windowSeconds``, or when the node's gate still fails a recheck
   ``recheckAfterSeconds`` after the first report; IMEX reports count only while a job runs on the node;
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from gb300.heal.policy import Policy
 
@@ -87,6 +87,23 @@ class Event:
         ctx = f" ({self.context})" if self.context else ""
         job = f" job={self.job}" if self.job else ""
         return f"t={self.at:.0f} {self.kind}{extra}{ctx}{job}"
+
+
+def event_of(raw: Mapping[str, Any]) -> Event:
+    """An event as :func:`event_doc` wrote it (the head's state file)."""
+
+    def text(key: str) -> str | None:
+        value = raw.get(key)
+        return None if value is None else str(value)
+
+    return Event(
+        float(raw["at"]), str(raw["node"]), str(raw["kind"]), *(text(k) for k in ("code", "check", "context", "job"))
+    )
+
+
+def event_doc(event: Event) -> dict[str, Any]:
+    """An event as JSON (its fields are flat)."""
+    return {name: getattr(event, name) for name in Event.__dataclass_fields__}
 
 
 @dataclass(frozen=True)
@@ -212,18 +229,15 @@ class Judge:
             return self._imex_of_job(event)
         return None
 
-    def _observe(self, event: Event) -> Verdict | None:  # noqa: PLR0911 - one return per rule
+    def _observe(self, event: Event) -> Verdict | None:
         rack = self.rack_of(event.node)
         decided = self._context(event, rack)
         if decided is not None:
             return decided
         hard, why = self._hard(event)
         if hard:
-            # The same-job rule only for what NVIDIA's catalog calls a teardown artifact: any other hard evidence
-            # is the node's, whatever job ran on it (three XID 79s under one job are three nodes off the bus).
-            if event.job and event.kind == "xid" and xid_code(event.code) in self.policy.teardown_xids:
-                self._wait(event, "settle", event.at + self.policy.settle_s)
-                return None
+            # Hard evidence is the node's, whatever job ran on it (three XID 79s under one job are three nodes off
+            # the bus); the catalog's teardown artifact (XID 45) is never hard (neverDrain), so no job rule here.
             return Verdict(event.node, "act", why, (event,))
         rule = self.policy.corroborate.get(event.kind)
         if rule is None:
@@ -298,6 +312,46 @@ class Judge:
                     del self.pending[slot]
         return declared
 
+    def to_doc(self, horizon: float) -> dict[str, Any]:
+        """What the judge holds, as JSON (each node's history within ``horizon`` of its newest event)."""
+
+        def recent(events: Sequence[Event]) -> list[dict[str, Any]]:
+            newest = max((e.at for e in events), default=0.0)
+            return [event_doc(e) for e in events if newest - e.at <= horizon]
+
+        pending = [
+            {"node": p.node, "key": p.key, "mode": p.mode, "due": p.due, "events": [event_doc(e) for e in p.events]}
+            for p in self.pending.values()
+        ]
+        return {
+            "history": {node: kept for node, events in self.history.items() if (kept := recent(events))},
+            "pending": pending,
+            "incidents": self.incidents,
+            "fabric": self.fabric,
+            "held": self.held,
+            "unreachable": self._unreachable,
+            "suspectUntil": self.suspect_until,
+        }
+
+    def restore(self, raw: Mapping[str, Any]) -> None:
+        """Put what :meth:`to_doc` saved back."""
+
+        def by_node(seen: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+            return {str(rack): {str(n): float(at) for n, at in nodes.items()} for rack, nodes in seen.items()}
+
+        self.history = {node: [event_of(e) for e in events] for node, events in raw.get("history", {}).items()}
+        self.pending = {
+            (p["node"], p["key"]): Pending(
+                p["node"], p["key"], p["mode"], float(p["due"]), [event_of(e) for e in p["events"]]
+            )
+            for p in raw.get("pending", [])
+        }
+        self.incidents = {str(k): float(v) for k, v in raw.get("incidents", {}).items()}
+        self.held = {str(k): float(v) for k, v in raw.get("held", {}).items()}
+        self.fabric = by_node(raw.get("fabric", {}))
+        self._unreachable = by_node(raw.get("unreachable", {}))
+        self.suspect_until = {str(k): float(v) for k, v in raw.get("suspectUntil", {}).items()}
+
     def clear_incident(self, rack: str) -> None:
         self.incidents.pop(rack, None)
         self._unreachable.pop(rack, None)
@@ -308,25 +362,6 @@ class Judge:
         for p in ready:
             del self.pending[(p.node, p.key)]
         return sorted(ready, key=lambda p: (p.due, p.node))
-
-    def settle(self, item: Pending) -> Verdict:
-        """A settled fault on a job's node: the job's fault when enough of its nodes reported the same."""
-        first = item.events[0]
-        peers = {
-            node
-            for node, events in self.history.items()
-            for e in events
-            if e.job == first.job and e.key == first.key and abs(e.at - first.at) <= self.policy.same_job_window_s
-        }
-        if len(peers) >= self.policy.same_job_nodes:
-            return Verdict(
-                item.node,
-                "ignore",
-                f"{first.key} on {len(peers)} nodes of job {first.job}: the job's fault, not the node's",
-                tuple(item.events),
-            )
-        _, why = self._hard(first)
-        return Verdict(item.node, "act", f"{why} (job {first.job}, no peer reported it)", tuple(item.events))
 
     def recheck(self, item: Pending, gate: GateResult) -> Verdict:
         """A watched node after its recheck: act when the gate still fails, else let it be."""

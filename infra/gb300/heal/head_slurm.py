@@ -30,7 +30,7 @@ from gb300.heal import gate_checks
 from gb300.heal.case import requested_action
 from gb300.heal.evidence import Event, checked_host, parse_gate_result, xid_code
 from gb300.heal.head_host import node_path
-from gb300.heal.loop import PREFIX
+from gb300.heal.ladder import PREFIX
 from gb300.heal.ports import HealSlurm
 from gb300.node import paths as node_paths
 from gb300.slurm.client import (

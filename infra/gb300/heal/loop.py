@@ -1,38 +1,32 @@
-"""The remediation loop: evidence -> drain -> reboot -> recheck -> reimage -> recheck -> replace (+ Guest Health
-Report) -> recheck -> revalidate (rack NCCL) -> return, inside the rails (docs/self-healing.md).
+"""The remediation loop: evidence in, the fleet rails around the repair ladder (docs/self-healing.md).
 
-:class:`Remediator` is driven by ``tick(now)``: the head calls it on a timer, the simulator on its clock. Each node
-under repair is a :class:`Case`; the rails bound how many are past ``queued`` (per rack, racks in the fleet) and
-halt everything when too much of the fleet shows fault evidence within the window. The loop drains with the
-reason prefix :data:`PREFIX` and resumes a node only while that is still its reason, so drains by ``gb300
-rollout``, by Scheduled Events or by a person are never undone; a node drained by anyone but the health gate is
-left alone. The topology is rebuilt from the nodes' fabric identities after every drain and return.
+:class:`Remediator` is driven by ``tick(now)``: the head calls it on a timer, the simulator on its clock, both
+through :func:`gb300.heal.state.run_tick`. It judges evidence (:class:`~gb300.heal.evidence.Judge`), holds racks
+whose NVLink domain failed, asks the rails (:class:`~gb300.heal.rails.Rails`) whether to halt and which queued
+case may start, and moves each case up the ladder it extends (:class:`~gb300.heal.ladder.Ladder`). A node drained
+by anyone but the health gate is left alone. The topology is rebuilt from the nodes' fabric identities after every
+drain and return.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gb300.heal.azure_calls import AzureRepairs, Instance, RackRef
-from gb300.heal.case import Case, State, backoff_s, file_report, is_later, recurrence, refusal, requested_action
+from gb300.heal.case import Case, file_report, recurrence
 from gb300.heal.evidence import Event, Judge, Verdict, checked_host, parse_gate_result, xid_code
-from gb300.heal.nccl import rack_verdict
+from gb300.heal.ladder import PREFIX, Ladder
 from gb300.heal.policy import RUNGS, Policy
 from gb300.heal.ports import EventFeed, HealSlurm, NcclRunner, NodeProbe, Sink, TopologyPort, decision_record
+from gb300.heal.rails import Rails
 from gb300.slurm import topology
-from gb300.slurm.client import DOWN_STATES, HEALTH_PREFIX
-
-PREFIX = "gb300-heal:"
-"""Reason prefix of the loop's drains (the gate resumes only ``gb300:``, the rollout only its own)."""
-OVERDUE = (
-    "jobs still running after the drain timeout: still waiting (set gb300:remediation.requeueJobs to requeue them)"
-)
+from gb300.slurm.client import HEALTH_PREFIX
 
 
 @dataclass
-class Remediator:
+class Remediator(Ladder):
     """The loop. Build it with the ports, call :meth:`start` once, then :meth:`tick` on every timer."""
 
     policy: Policy
@@ -50,30 +44,48 @@ class Remediator:
     poll_s: float = 60.0
     cases: dict[str, Case] = field(default_factory=dict)
     closed: list[Case] = field(default_factory=list)
-    halted: bool = False
+    rails: Rails | None = None
     instances: dict[str, Instance] = field(default_factory=dict)
     blocks: tuple[topology.Block, ...] = ()
-    rejudge: bool = False
     unknown_hosts: bool = False
     shadow: bool = False
     persist: Callable[[], None] | None = None
-    _faults: list[tuple[float, str]] = field(default_factory=list)
     _judge: Judge | None = None
-    _rack_size: dict[str, int] = field(default_factory=dict)
 
     # -------------------------------------------------------------------------------------------------
     # Set-up and the tick
 
     def __post_init__(self) -> None:
         self.shadow = self.shadow or self.policy.shadow
+        self.rails = self.rails or Rails(self.policy)
 
     def start(self, now: float) -> None:
+        """List the racks' VMs in Azure, then rebuild the topology."""
+        instances: dict[str, Instance] = {}
         for rack in self.racks:
             for instance in self.azure.instances(rack):
-                self.instances[instance.host] = instance
-            self._rack_size[rack.name] = sum(1 for i in self.instances.values() if i.rack.name == rack.name)
-        self._judge = Judge(self.policy, self._rack_name, lambda host: self._rack_size.get(self._rack_name(host), 0))
+                instances[instance.host] = instance
+        self.adopt(instances)
         self._refresh_topology(now)
+
+    def adopt(self, instances: Mapping[str, Instance]) -> None:
+        """Take ``instances`` as the racks' VMs (Azure's listing, or the one the state saved) and judge with them."""
+        self.instances = dict(instances)
+        sizes: dict[str, int] = {}
+        for instance in self.instances.values():
+            sizes[instance.rack.name] = sizes.get(instance.rack.name, 0) + 1
+        self._judge = Judge(self.policy, self._rack_name, lambda host: sizes.get(self._rack_name(host), 0))
+
+    @property
+    def rail(self) -> Rails:
+        if self.rails is None:
+            raise RuntimeError("Remediator built without rails")
+        return self.rails
+
+    @property
+    def halted(self) -> bool:
+        """Whether the halt rail stopped the loop (until a person resumes it)."""
+        return self.rail.halted
 
     @property
     def judge(self) -> Judge:
@@ -121,20 +133,16 @@ class Remediator:
         self._observe(now)
         for rack in self.judge.rack_incidents(now):
             self._record(now, "rack-incident", "much of the rack is unreachable at once: held for a person", rack=rack)
-        for rack in self.judge.fabric_incidents(now):
-            self._hold_rack(rack, now)
+        self._fabric(now)
         for item in self.judge.due(now):
-            if item.mode == "settle":
-                self._verdict(self.judge.settle(item), now)
-            else:
-                gate = parse_gate_result(self.probe.gate_result(item.node))
-                self._verdict(self.judge.recheck(item, gate), now)
+            gate = parse_gate_result(self.probe.gate_result(item.node))
+            self._verdict(self.judge.recheck(item, gate), now)
         self._incidents(now)
         self._check_halt(now)
         if self.halted:
             self._finish_runs(now)
             return
-        if self.rejudge:
+        if self.rail.rejudge:
             self._rejudge(now)
         self._admit(now)
         for case in list(self.cases.values()):
@@ -153,7 +161,7 @@ class Remediator:
             return
         request = next((str(e.code) for e in verdict.evidence if e.kind == "request"), None)
         if request is None:
-            self._faults.append((now, verdict.node))  # a person's request is no fault evidence for the halt rail
+            self.rail.fault(now, verdict.node)  # a person's request is no fault evidence for the halt rail
         first = min(e.at for e in verdict.evidence) if verdict.evidence else now
         case = Case(verdict.node, self.instances[verdict.node], "queued", first, verdict.reason, list(verdict.evidence))
         codes = [xid_code(e.code) for e in verdict.evidence if e.kind == "xid"]
@@ -176,11 +184,25 @@ class Remediator:
 
     def _rejudge(self, now: float) -> None:
         """After a person resumed a halted loop: queued cases whose node's gate passes now are dropped."""
-        self.rejudge = False
+        self.rail.rejudge = False
         for case in [c for c in self.cases.values() if c.state == "queued"]:
             gate = parse_gate_result(self.probe.gate_result(case.node))
             if gate.passed:
                 self._close(case, "dismissed", now, "judged again after the resume: the gate passes now")
+
+    def _fabric(self, now: float) -> None:
+        """Racks whose NVLink domain just failed count toward the halt rail first: many at once halt the loop,
+        and a halted loop drains none of them and files no report (a person looks at the fabric)."""
+        racks = self.judge.fabric_incidents(now)
+        for rack in racks if not self.shadow else []:
+            self.rail.held(now, rack)
+        self._check_halt(now)
+        for rack in racks:
+            if self.halted:
+                why = f"rack {rack}: NVLink domain incident while halted: not drained, no report; a person must look"
+                self._record(now, "rack-incident", why, rack=rack, hosts=self._rack_hosts(rack))
+            else:
+                self._hold_rack(rack, now)
 
     def _hold_rack(self, rack: str, now: float) -> None:
         """NVLink trouble on most of one rack: the domain, not 18 node faults. The whole rack is drained as one
@@ -220,9 +242,8 @@ class Remediator:
                 self._record(now, "rack-recovered", "every node of the rack answers again", rack=rack)
 
     def _check_halt(self, now: float) -> None:
-        why = None if self.halted else self.policy.halt_reason(self._faults, len(self.instances), now)
+        why = self.rail.check(len(self.instances), len({i.rack.name for i in self.instances.values()}), now)
         if why is not None:
-            self.halted = True
             self._record(now, "halt", why)
 
     def _finish_runs(self, now: float) -> None:
@@ -236,230 +257,7 @@ class Remediator:
                 self._record(now, "revalidate", why, node=case.node)
 
     def _admit(self, now: float) -> None:
-        active = [c for c in self.cases.values() if c.state in ("draining", "acting", "revalidating")]
-        per_rack: dict[str, int] = {}
-        for case in active:
-            per_rack[case.instance.rack.name] = per_rack.get(case.instance.rack.name, 0) + 1
-        for case in sorted((c for c in self.cases.values() if c.state == "queued"), key=lambda c: c.first_evidence):
-            rack = case.instance.rack.name
-            if per_rack.get(rack, 0) >= self.policy.max_nodes_per_rack:
-                continue
-            if rack not in per_rack and len(per_rack) >= self.policy.max_racks:
-                continue
-            if self._drain(case, now):
-                per_rack[rack] = per_rack.get(rack, 0) + 1
-
-    # -------------------------------------------------------------------------------------------------
-    # The ladder
-
-    def _drain(self, case: Case, now: float) -> bool:
-        reason = self.slurm.reason(case.node)
-        asked = case.request is not None and requested_action(reason) == case.request
-        if reason and not reason.startswith((PREFIX, HEALTH_PREFIX)) and not asked:
-            self._close(case, "held", now, f"drained by someone else ({reason!r}): left alone")
-            return False
-        if self.shadow:
-            self._close(case, "dismissed", now, f"shadow mode: would drain, then {RUNGS[case.rung + 1]}")
-            return False
-        self.slurm.drain([case.node], f"{PREFIX} {case.reason}"[:250])
-        case.actions.append("drain")
-        case.state, case.since = "draining", now
-        self._record(now, "drain", case.reason, node=case.node, step="drain", evidence=case.evidence)
-        if self.policy.requeue_jobs:
-            jobs = self.slurm.jobs([case.node])
-            self.slurm.requeue(jobs)
-            if jobs:
-                self._record(now, "requeue", f"jobs {', '.join(jobs)} requeued", node=case.node, step="drain")
-        self._refresh_topology(now)
-        return True
-
-    def _advance(self, case: Case, now: float) -> None:
-        if case.retry_at is not None:
-            if now >= case.retry_at:
-                case.retry_at = None
-                self._act(case, now)
-            return
-        if case.state == "draining":
-            if not self.slurm.jobs([case.node]):
-                self._climb(case, now)
-            elif now - case.since > self.policy.drain_timeout_s and not case.overdue:
-                case.overdue = True
-                self._record(now, "drain-overdue", OVERDUE, node=case.node, step="drain")
-        elif case.state == "acting":
-            self._recheck(case, now)
-        elif case.state == "revalidating":
-            self._revalidate(case, now)
-
-    def _climb(self, case: Case, now: float) -> None:
-        if case.escalate and case.rung < 0:
-            if "redeploy" in case.escalate and self.policy.guest_health_report:
-                case.physical_host = self._physical_host(case.node)
-                self._report(case, now)
-            self._close(case, "escalated", now, case.escalate)
-            return
-        case.rung += 1
-        while case.rung < len(RUNGS) and RUNGS[case.rung] in case.skip:
-            case.rung += 1
-        case.attempts = 0
-        if case.rung >= len(RUNGS):
-            if case.failed_rechecks == 0:
-                # Only Azure's refusals stopped the ladder: nothing shows the node is bad; it stays drained.
-                self._close(case, "held", now, "Azure refused every repair (see azure-error): a person must look")
-            else:
-                self._close(case, "escalated", now, "every rung tried and the node still fails: a person must look")
-            return
-        self._act(case, now)
-
-    def _save_intent(self, case: Case, call: str, now: float) -> None:
-        """Intent before action: saved with the state before the call, so a head that dies after the call
-        reconciles with Azure and Slurm (:meth:`_reconcile`) instead of calling again."""
-        case.intent = {"call": call, "at": now}
-        if self.persist is not None:
-            self.persist()
-
-    def _act(self, case: Case, now: float) -> None:
-        rung = RUNGS[case.rung]
-        if rung == "replace" and self.policy.guest_health_report:
-            case.physical_host = self._physical_host(case.node)
-        if self.shadow:
-            self._record(now, rung, f"shadow mode: would {rung} {case.instance.rack.name}", node=case.node, step=rung)
-            return
-        self._save_intent(case, rung, now)
-        try:
-            self.azure.repair(rung, case.instance)
-        except Exception as exc:  # noqa: BLE001 - Azure's refusal is recorded with its message and judged below
-            case.intent = None
-            self._refused(case, rung, exc, now)
-            return
-        case.intent = None
-        self._acted(case, rung, now)
-
-    def _acted(self, case: Case, rung: str, now: float) -> None:
-        case.actions.append(rung)
-        case.attempts += 1
-        case.refusals = 0
-        case.state, case.since = "acting", now
-        what = f"{rung} {case.instance.rack.name}/{case.instance.instance_id}"
-        self._record(now, rung, what, node=case.node, step=rung)
-        if rung == "replace" and self.policy.guest_health_report:
-            if case.failed_rechecks:
-                self._report(case, now)
-            else:
-                self._record(now, "guest-health-report", "skipped: no recheck failed on this host", node=case.node)
-
-    def _refused(self, case: Case, rung: str, exc: Exception, now: float) -> None:
-        status, after = refusal(exc)
-        if is_later(status):
-            case.refusals += 1
-            delay = after if after is not None else backoff_s(self.poll_s, case.refusals)
-            case.retry_at = now + max(delay, self.poll_s)
-            why = f"{rung}: Azure answered {status or 'nothing'}; the same call again in {delay:.0f}s"
-            self._record(now, "azure-later", why, node=case.node, step=rung)
-            return
-        self._record(now, "azure-error", f"{rung}: {exc}", node=case.node, step=rung)
-        self._failed_attempt(case, now)
-
-    def _reconcile(self, case: Case, now: float) -> None:
-        """A case whose intent was saved but whose call never returned to a saved state (the head died): ask
-        Slurm (did the node boot since?) and Azure (the VM's provisioning state and its time) instead of calling
-        again."""
-        intent = case.intent or {}
-        call, at = str(intent.get("call", "")), float(intent.get("at", now))
-        node = self.slurm.nodes([case.node]).get(case.node)
-        booted = node is not None and node.boot_time >= at
-        try:
-            busy, last = self.azure.operation_state(case.instance)
-        except Exception as exc:  # noqa: BLE001 - no answer yet: ask again next tick, never call blind
-            self._record(now, "azure-later", f"reconcile {call}: {exc}", node=case.node, step=call)
-            return
-        case.intent = None
-        if booted or busy or (last is not None and last >= at):
-            seen = "the node booted since" if booted else "Azure shows the operation under way or done"
-            self._record(now, "reconcile", f"{call} was sent before the head restarted: {seen}", node=case.node)
-            self._acted(case, call, at)
-        else:
-            why = f"{call}: Azure shows no operation since the intent: sent now"
-            self._record(now, "reconcile", why, node=case.node)
-            self._act(case, now)
-
-    def _failed_attempt(self, case: Case, now: float) -> None:
-        case.attempts += 1  # a refused call counts as a try: 1 + retries tries in all
-        if case.attempts <= self.policy.rungs[RUNGS[case.rung]].retries:
-            case.state, case.since = "acting", now
-            self._act(case, now)
-        else:
-            self._climb(case, now)
-
-    def _recheck(self, case: Case, now: float) -> None:
-        node = self.slurm.nodes([case.node]).get(case.node)
-        back = node is not None and node.boot_time >= case.since and not (node.states & DOWN_STATES)
-        rung = self.policy.rungs[RUNGS[case.rung]]
-        if not back:
-            if now - case.since > rung.timeout_s:
-                self._record(now, "timeout", f"{rung.name}: not back after {rung.timeout_s:.0f}s", node=case.node)
-                case.failed_rechecks += 1
-                if case.attempts <= rung.retries:
-                    self._act(case, now)
-                else:
-                    self._climb(case, now)
-            return
-        gate = parse_gate_result(self.probe.gate_result(case.node))
-        self._record(now, "recheck", gate.describe(), node=case.node, step=rung.name)
-        if gate.passed:
-            case.state, case.since, case.nccl = "revalidating", now, None
-            self._revalidate(case, now)
-        else:
-            case.failed_rechecks += 1
-            self._climb(case, now)
-
-    def _revalidate(self, case: Case, now: float) -> None:
-        if case.nccl is None:
-            busy = {c.node for c in self.cases.values() if c is not case} | (self.judge.suspects(now) - {case.node})
-            busy |= {c.node for c in self.closed if c.state == "escalated"}
-            case.nccl_hosts = [h for h in self._rack_hosts(case.instance.rack.name) if h not in busy]
-            case.nccl = self.nccl.submit(case.nccl_hosts)
-            case.since = now
-            if case.actions[-1:] != ["revalidate"]:
-                case.actions.append("revalidate")
-            return
-        text = self.nccl.collect(case.nccl)
-        if text is None:
-            if now - case.since > self.policy.revalidate_timeout_s:
-                self._record(now, "revalidate", "the rack NCCL run did not finish", node=case.node)
-                self._climb(case, now)
-            return
-        level, busbw = rack_verdict(text, self.nccl_env, case.instance.rack.name)
-        self._record(now, "revalidate", f"rack NCCL {level}: {busbw:.1f} GB/s", node=case.node)
-        if level == "OK":
-            self._return(case, now)
-            return
-        newly = (self.judge.suspects(now) | set(self.cases)) & set(case.nccl_hosts) - {case.node}
-        if newly and case.reruns < 2:
-            # A peer showed evidence during the run: the result says nothing about this node. Run again without it.
-            case.reruns += 1
-            case.nccl = None
-            why = f"peers under suspicion during the run: {sorted(newly)}"
-            self._record(now, "revalidate-again", why, node=case.node)
-            self._revalidate(case, now)
-        else:
-            self._climb(case, now)
-
-    def _return(self, case: Case, now: float) -> None:
-        reason = self.slurm.reason(case.node)
-        if reason.startswith(PREFIX):
-            self.slurm.resume([case.node])
-            case.actions.append("return")
-            self._close(case, "returned", now, "repaired and revalidated: back in service")
-        else:
-            self._close(case, "held", now, f"repaired, but drained by someone else since ({reason!r}): left drained")
-
-    def _close(self, case: Case, state: State, now: float, reason: str) -> None:
-        case.state, case.ended = state, now
-        self.cases.pop(case.node, None)
-        self.closed.append(case)
-        self._record(now, state, reason, node=case.node, evidence=case.evidence if state == "escalated" else ())
-        if state == "returned":
-            self._refresh_topology(now)
+        self.rail.admit(self.cases.values(), lambda case: self._drain(case, now))
 
     # -------------------------------------------------------------------------------------------------
     # Guest Health Report, topology, records

@@ -19,117 +19,28 @@ from typing import Any, Protocol
 
 from gb300.errors import DataError
 from gb300.heal.azure_calls import Instance, RackRef
-from gb300.heal.case import Case
-from gb300.heal.evidence import Event, Judge, Pending
 from gb300.heal.loop import Remediator
+from gb300.heal.rails import resumed
 
 VERSION = 1
-KEEP_CLOSED = 200
-"""Closed cases kept besides the escalated ones (which stay out of service until a person acts)."""
-
-
-def _event(raw: Mapping[str, Any]) -> Event:
-    def text(key: str) -> str | None:
-        value = raw.get(key)
-        return None if value is None else str(value)
-
-    return Event(
-        float(raw["at"]), str(raw["node"]), str(raw["kind"]), *(text(k) for k in ("code", "check", "context", "job"))
-    )
-
-
-def _event_doc(event: Event) -> dict[str, Any]:
-    """An event as JSON (what :func:`dataclasses.asdict` gives, without its deep copies: the fields are flat)."""
-    return {name: getattr(event, name) for name in _EVENT_FIELDS}
-
-
-_EVENT_FIELDS = tuple(Event.__dataclass_fields__)
-
-
-def _case(case: Case) -> dict[str, Any]:
-    doc = {name: getattr(case, name) for name in Case.__dataclass_fields__}
-    doc["evidence"] = [_event_doc(e) for e in case.evidence]
-    doc["actions"], doc["nccl_hosts"] = list(case.actions), list(case.nccl_hosts)
-    doc["intent"] = dict(case.intent) if case.intent is not None else None
-    doc["instance"] = case.instance.host
-    return doc
-
-
-def _restore_case(raw: Mapping[str, Any], instances: Mapping[str, Instance], racks: Mapping[str, RackRef]) -> Case:
-    doc = dict(raw)
-    host = str(doc["instance"])
-    instance = instances.get(host)
-    if instance is None:  # no longer listed by Azure: keep what the loop knew (its rack is still the stack's)
-        rack = racks.get(str(doc.get("rack", "")), next(iter(racks.values())))
-        instance = Instance(host, rack, str(doc.get("instance_id", "")), str(doc.get("resource_id", "")))
-    doc.pop("rack", None)
-    doc.pop("instance_id", None)
-    doc.pop("resource_id", None)
-    doc["instance"] = instance
-    doc["evidence"] = [_event(e) for e in doc["evidence"]]
-    return Case(**doc)
-
-
-def _kept_closed(loop: Remediator) -> list[Case]:
-    """The closed cases worth saving: every escalated one, every other inside the memory window (a recurrence is
-    judged against them), and at least the last :data:`KEEP_CLOSED`."""
-    escalated = [c for c in loop.closed if c.state == "escalated"]
-    others = [c for c in loop.closed if c.state != "escalated"]
-    newest = max((c.ended or 0.0 for c in others), default=0.0)
-    others = [
-        c
-        for i, c in enumerate(others)
-        if newest - (c.ended or 0.0) <= loop.policy.memory_s or i >= len(others) - KEEP_CLOSED
-    ]
-    return [*escalated, *others]
-
-
-def _saved_case(case: Case) -> dict[str, Any]:
-    doc = _case(case)
-    doc |= {"rack": case.instance.rack.name, "instance_id": case.instance.instance_id}
-    doc["resource_id"] = case.instance.resource_id
-    return doc
-
-
-def _judge_doc(judge: Judge, horizon: float) -> dict[str, Any]:
-    def recent(events: Sequence[Event]) -> list[dict[str, Any]]:
-        newest = max((e.at for e in events), default=0.0)
-        return [_event_doc(e) for e in events if newest - e.at <= horizon]
-
-    pending = [
-        {"node": p.node, "key": p.key, "mode": p.mode, "due": p.due, "events": [_event_doc(e) for e in p.events]}
-        for p in judge.pending.values()
-    ]
-    return {
-        "history": {node: kept for node, events in judge.history.items() if (kept := recent(events))},
-        "pending": pending,
-        "incidents": judge.incidents,
-        "fabric": judge.fabric,
-        "held": judge.held,
-        "unreachable": judge._unreachable,
-        "suspectUntil": judge.suspect_until,
-    }
 
 
 def dump(loop: Remediator, *, listed_at: float, extra: Mapping[str, Any]) -> dict[str, Any]:
-    """Everything :func:`restore` needs, as JSON; ``extra`` holds the service's own fields (halt record...)."""
+    """Everything :func:`restore` needs, as JSON; ``extra`` holds the service's own fields (halt record...). The
+    ladder, the rails and the judge each write their own part."""
     horizon = max([r.window_s for r in loop.policy.corroborate.values()] + [loop.policy.halt_window_s])
-    seen = loop._faults
     instances = [
         {"host": i.host, "rack": i.rack.name, "instanceId": i.instance_id, "resourceId": i.resource_id, "vmId": i.vm_id}
         for i in loop.instances.values()
     ]
     return {
         "version": VERSION,
-        "halted": loop.halted,
-        "rejudge": loop.rejudge,
         "listedAt": listed_at,
         "relist": loop.unknown_hosts,
         "instances": instances,
-        "cases": [_saved_case(c) for c in loop.cases.values()],
-        "closed": [_saved_case(c) for c in _kept_closed(loop)],
-        "faults": [[t, n] for t, n in seen if seen and seen[-1][0] - t <= horizon],
-        "judge": _judge_doc(loop.judge, horizon),
+        **loop.rail.to_doc(horizon),
+        **loop.cases_doc(),
+        "judge": loop.judge.to_doc(horizon),
         **extra,
     }
 
@@ -146,44 +57,14 @@ def instances_of(doc: Mapping[str, Any], racks: Sequence[RackRef]) -> dict[str, 
     }
 
 
-def adopt_instances(loop: Remediator, instances: Mapping[str, Instance]) -> None:
-    """What :meth:`Remediator.start` does with Azure's answer, from a saved listing instead (no Azure call)."""
-    loop.instances = dict(instances)
-    sizes: dict[str, int] = {}
-    for instance in instances.values():
-        sizes[instance.rack.name] = sizes.get(instance.rack.name, 0) + 1
-    loop._rack_size = sizes
-    loop._judge = Judge(loop.policy, loop._rack_name, lambda host: sizes.get(loop._rack_name(host), 0))
-
-
 def restore(loop: Remediator, doc: Mapping[str, Any], racks: Sequence[RackRef]) -> None:
-    """Put a saved state back into a started loop (its instances set, by :meth:`start` or :func:`adopt_instances`)."""
+    """Put a saved state back into a started loop (its instances set, by :meth:`Remediator.start` or
+    :meth:`Remediator.adopt`): the rails, the ladder's cases and the judge each restore their own part."""
     if doc.get("version") != VERSION:
         raise DataError(f"remediation state: version {doc.get('version')!r} is not {VERSION}")
-    by_name = {r.name: r for r in racks}
-    loop.halted = bool(doc.get("halted", False))
-    loop.rejudge = bool(doc.get("rejudge", False))
-    loop.cases = {c["node"]: _restore_case(c, loop.instances, by_name) for c in doc.get("cases", [])}
-    loop.closed = [_restore_case(c, loop.instances, by_name) for c in doc.get("closed", [])]
-    loop._faults = [(float(t), str(n)) for t, n in doc.get("faults", [])]
-    raw = doc.get("judge", {})
-    judge = loop.judge
-    judge.history = {node: [_event(e) for e in events] for node, events in raw.get("history", {}).items()}
-    judge.pending = {
-        (p["node"], p["key"]): Pending(
-            p["node"], p["key"], p["mode"], float(p["due"]), [_event(e) for e in p["events"]]
-        )
-        for p in raw.get("pending", [])
-    }
-    judge.incidents = {str(k): float(v) for k, v in raw.get("incidents", {}).items()}
-    judge.held = {str(k): float(v) for k, v in raw.get("held", {}).items()}
-    judge.fabric = {
-        str(rack): {str(n): float(at) for n, at in seen.items()} for rack, seen in raw.get("fabric", {}).items()
-    }
-    judge._unreachable = {
-        str(rack): {str(n): float(at) for n, at in seen.items()} for rack, seen in raw.get("unreachable", {}).items()
-    }
-    judge.suspect_until = {str(k): float(v) for k, v in raw.get("suspectUntil", {}).items()}
+    loop.rail.restore(doc)
+    loop.restore_cases(doc, racks)
+    loop.judge.restore(doc.get("judge", {}))
 
 
 def open_loop(
@@ -200,7 +81,7 @@ def open_loop(
     # is open), or a node the listing lacks reported (``relist``): a quiet fleet costs no list calls.
     fresh = now - listed_at < relist_s or not saved.get("cases")
     if known and complete and fresh and not saved.get("relist"):
-        adopt_instances(loop, known)
+        loop.adopt(known)
     else:
         try:
             loop.start(now)
@@ -208,18 +89,16 @@ def open_loop(
         except Exception:
             if not known:
                 raise
-            adopt_instances(loop, known)  # Azure refused the list (throttled...): the last listing still holds
+            loop.adopt(known)  # Azure refused the list (throttled...): the last listing still holds
     if "cases" in saved:
         restore(loop, saved, racks)
     return listed_at
 
 
 def mark_resumed(doc: dict[str, Any], *, now: float, by: str, reason: str) -> None:
-    """A person resumed the halted loop: the halt and its fault window are cleared, and the next tick judges the
-    queued cases again on the evidence current then (:meth:`Remediator._rejudge`)."""
-    doc["halted"] = False
-    doc["faults"] = []
-    doc["rejudge"] = True
+    """A person resumed the halted loop: the halt and its windows are cleared (:func:`gb300.heal.rails.resumed`),
+    and the next tick judges the queued cases again on the evidence current then (:meth:`Remediator._rejudge`)."""
+    resumed(doc)
     doc["resumed"] = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), "by": by, "reason": reason}
 
 
