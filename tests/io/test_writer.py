@@ -26,8 +26,18 @@ WRITES_ELSEWHERE = {
 }
 
 
+WRITE_FLAGS = {"O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND", "O_TRUNC"}
+
+
+def _os_open_writes(node: ast.Call) -> bool:
+    """An os.open call opens for writing unless its flags name O_RDONLY and none of the flags that write."""
+    flags = {n.attr for n in ast.walk(node.args[1]) if isinstance(n, ast.Attribute)} if len(node.args) > 1 else set()
+    return "O_RDONLY" not in flags or bool(flags & WRITE_FLAGS)
+
+
 def _writes(tree: ast.AST) -> list[int]:
-    """Lines that write a file: write_text/write_bytes, os.open, or open()/Path.open() with a w, a or x mode."""
+    """Lines that write a file: write_text/write_bytes, os.open but for reading, or open()/Path.open() with a w,
+    a or x mode."""
     lines = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -35,6 +45,7 @@ def _writes(tree: ast.AST) -> list[int]:
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
         os_open = isinstance(func, ast.Attribute) and name == "open" and getattr(func.value, "id", "") == "os"
+        os_open = os_open and _os_open_writes(node)
         if name in {"write_text", "write_bytes"} or os_open:
             lines.append(node.lineno)
         elif name == "open":

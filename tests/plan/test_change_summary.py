@@ -26,20 +26,27 @@ def state(tmp_path_factory: pytest.TempPathFactory, reference_plan: PlanResult) 
 
 
 def _plan(
-    write_stack: Any, raw: dict[str, Any], state: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    write_stack: Any,
+    raw: dict[str, Any],
+    state: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    columns: str = "400",
 ) -> tuple[str, dict[str, Any], str]:
-    """The text `gb300 plan --state` prints, the summary it writes with --json, and the PR comment of that JSON."""
+    """The text `gb300 plan --state` prints on a terminal ``columns`` wide (each summary line on one line unless a
+    test asks for a narrow one), the summary it writes with --json, and the PR comment of that JSON."""
     out = tmp_path / "plan-reference.json"
-    wide = "COLUMNS" not in os.environ  # a wide terminal unless a test sets one: each summary line on one line
-    if wide:
-        os.environ["COLUMNS"] = "400"
+    before = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = columns
     try:
         cli.main(
             ["plan", "--stack-file", str(write_stack(raw, "reference")), "--state", str(state), "--json", str(out)]
         )
     finally:
-        if wide:
+        if before is None:
             del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = before
     printed = capsys.readouterr().out
     plan = json.loads(out.read_text(encoding="utf-8"))
     comment = ci_summary.render(ci_summary.load([out]), ["reference"])
@@ -47,10 +54,16 @@ def _plan(
 
 
 def _line(printed: str) -> str:
-    """The reviewer's line: fourth line of the text plan, after the stack and the cluster."""
+    """The reviewer's line: third line of the text plan, after the stack and the cluster, with the lines it wraps
+    onto (indented under it, on a narrow terminal) joined back."""
     lines = printed.splitlines()
     assert lines[2].startswith("Against the deployed state: "), lines[:4]
-    return lines[2].removeprefix("Against the deployed state: ")
+    wrapped = [lines[2]]
+    for more in lines[3:]:
+        if not more.startswith("    "):
+            break
+        wrapped.append(more.strip())
+    return " ".join(wrapped).removeprefix("Against the deployed state: ")
 
 
 def test_retiring_4_racks_says_72_vms_and_counts_the_log_associations_apart(
@@ -138,14 +151,12 @@ def test_an_80_column_terminal_wraps_every_summary_line(  # noqa: PLR0917 - pyte
     state: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """On an 80-column terminal a 64-rack rename still says what it destroys, the grouped finding with its count
     and the cost headline, and none of those lines runs past column 80."""
-    monkeypatch.setenv("COLUMNS", "80")
     raw = copy.deepcopy(reference_raw)
     raw["gpuPools"][0]["name"] = "pretrain"
-    printed, _, _ = _plan(write_stack, raw, state, tmp_path, capsys)
+    printed, _, _ = _plan(write_stack, raw, state, tmp_path, capsys, columns="80")
     lines = printed.splitlines()
     head = lines[2 : lines.index("Compute") - 1]
     cost_at = next(i for i, row in enumerate(lines) if row.startswith("Cost ("))

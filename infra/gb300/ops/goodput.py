@@ -1,8 +1,9 @@
 """Goodput: of the GPU-hours paid for in a period, where each one went (docs/goodput.md defines every term).
 
 Inputs are saved files: ``sacct --json`` (read one job at a time, :mod:`gb300.ops.sacct_stream`), the repair
-loop's decision records (JSON lines, ``gb300.heal.ports.decision_record``) and the node list (docs/goodput.md#the-
-node-list: each node's GPUs, when its VM was paid for, when it registered, and the health gate's drains). Every
+loop's decision records (JSON lines, ``gb300.heal.ports.decision_record``) and the node list
+(docs/goodput.md#the-node-list: each node's GPUs, when its VM was paid for, when it registered, and the health
+gate's drains). Every
 paid GPU-second of a node lands in exactly one part, by precedence: not yet registered, then a job (completed;
 failed or requeued by a node fault; ended otherwise; still running), then held by the repair loop (by cause),
 then drained by the health gate, else idle and schedulable. Bad input is counted and named, never raised, and an

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import textwrap
 from collections.abc import Mapping
 from typing import Any
@@ -132,7 +134,10 @@ def finding_groups(findings: list[Finding]) -> list[str]:
 
 def fit(line: str, width: int | None = None) -> list[str]:
     """A summary line wrapped to the terminal's width (``shutil.get_terminal_size``, at least 40 columns), its
-    continuation indented under its first word; a line that fits comes back as it is."""
+    continuation indented under its first word; a line that fits comes back as it is. Printed to no terminal (a
+    pipe, a file, a CI log: read by grep and by scripts) and with no ``COLUMNS`` set, lines are not wrapped."""
+    if width is None and "COLUMNS" not in os.environ and not sys.stdout.isatty():
+        return [line]
     width = max(40, width or shutil.get_terminal_size().columns)
     if len(line) <= width:
         return [line]
