@@ -31,6 +31,7 @@ def _plan(
     state: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    *,
     columns: str = "400",
 ) -> tuple[str, dict[str, Any], str]:
     """The text `gb300 plan --state` prints on a terminal ``columns`` wide (each summary line on one line unless a
@@ -145,7 +146,7 @@ def test_an_older_plan_without_the_breakdown_still_reads() -> None:
     assert ci_summary.impact_line({"racks": 1}) is None
 
 
-def test_an_80_column_terminal_wraps_every_summary_line(  # noqa: PLR0917 - pytest passes fixtures by position
+def test_an_80_column_terminal_wraps_every_summary_line(
     write_stack: Any,
     reference_raw: dict[str, Any],
     state: Path,
