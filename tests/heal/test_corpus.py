@@ -253,3 +253,21 @@ def test_shadow_mode_records_every_decision_and_acts_on_none() -> None:
     reasons = [r["Reason"] for r in result.records]
     assert "shadow mode: would drain, then reboot" in reasons
     assert any(r.startswith("shadow mode: would hold rack") for r in reasons)
+
+
+def test_a_fabric_event_across_many_racks_halts_and_leaves_nothing_drained() -> None:
+    """Ten racks' NVLink domains down at once: the loop halts naming the racks held in the window, drains none of
+    the 180 nodes, files no Guest Health Report, and after the links came back and a person resumed it, every node
+    is in service and the racks are judged again."""
+    result = simulate(SCENARIOS / "nvlink-fabric-storm.yaml")
+    report = result.report()
+    [halt] = [r for r in result.records if r["Decision"] == "halt"]
+    racks = [f"sim-gpu-r{r:04d}" for r in range(1, 11)]
+    assert halt["Reason"].startswith(f"{len(racks)} of {len(racks)} racks held as NVLink incidents")
+    assert all(rack in halt["Reason"] for rack in racks)
+    assert report["drains"] == 0
+    assert report["guest_health_reports"] == 0
+    assert not [c for c in result.world.azure_calls if c.startswith("POST")]
+    assert not any(n.drained for n in result.world.nodes.values())
+    assert sorted(r["Rack"] for r in result.records if r["Decision"] == "rack-recovered") == racks
+    assert len(report["blocks"]) == len(racks)

@@ -183,8 +183,16 @@ class Remediator(Ladder):
             self._record(now, "recurrence", case.escalate, node=case.node, evidence=case.evidence)
 
     def _rejudge(self, now: float) -> None:
-        """After a person resumed a halted loop: queued cases whose node's gate passes now are dropped."""
+        """After a person resumed a halted loop: racks noted while halted are judged again, and queued cases whose
+        node's gate passes now are dropped."""
         self.rail.rejudge = False
+        for rack in list(self.judge.held):
+            nodes = self.slurm.nodes(self._rack_hosts(rack)).values()
+            if not any(n.drain_reason.startswith(PREFIX) for n in nodes):
+                # Noted while halted, never drained: let go, so a fabric still down is held again, and counted again.
+                self.judge.held.pop(rack, None)
+                self.judge.fabric.pop(rack, None)
+                self._record(now, "rack-recovered", "noted while halted, never drained: judged again", rack=rack)
         for case in [c for c in self.cases.values() if c.state == "queued"]:
             gate = parse_gate_result(self.probe.gate_result(case.node))
             if gate.passed:

@@ -17,6 +17,8 @@ from gb300.heal.policy import Policy
 
 ACTIVE = ("draining", "acting", "revalidating")
 """Case states that hold one of the rails' repair slots."""
+NAMED_MAX = 12
+"""Racks a halt reason names (the rest counted), so the record stays readable at fleet scale."""
 
 
 @dataclass
@@ -44,12 +46,13 @@ class Rails:
         why = self.policy.halt_reason(self.faults, nodes, now)
         if why is not None:
             return why
-        held = {r for t, r in self.holds if now - t <= self.policy.halt_window_s}
+        held = sorted({r for t, r in self.holds if now - t <= self.policy.halt_window_s})
         if not racks or len(held) <= max(self.policy.halt_share * racks, 1):
             return None
+        named = ", ".join(held[:NAMED_MAX]) + (f" and {len(held) - NAMED_MAX} more" if len(held) > NAMED_MAX else "")
         return (
             f"{len(held)} of {racks} racks held as NVLink incidents within {self.policy.halt_window_s:.0f}s "
-            f"(more than {self.policy.halt_share:.0%} and 1): repairs stopped, waiting for a person"
+            f"(more than {self.policy.halt_share:.0%} and 1: {named}): repairs stopped, waiting for a person"
         )
 
     def check(self, nodes: int, racks: int, now: float) -> str | None:
