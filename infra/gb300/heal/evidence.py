@@ -147,11 +147,11 @@ class Verdict:
 
 @dataclass
 class Pending:
-    """Evidence waiting for its settle time (job context) or its recheck."""
+    """Evidence waiting for its recheck."""
 
     node: str
     key: str
-    mode: Literal["settle", "recheck"]
+    mode: Literal["recheck"]
     due: float
     events: list[Event] = field(default_factory=list)
 
@@ -198,7 +198,7 @@ class Judge:
         return False, ""
 
     def observe(self, event: Event) -> Verdict | None:
-        """Record one event; a verdict now, or None when it waits (settle, count, recheck)."""
+        """Record one event; a verdict now, or None when it waits (count, recheck)."""
         self.history.setdefault(event.node, []).append(event)
         verdict = self._observe(event)
         if verdict is None or verdict.decision == "act":
@@ -258,7 +258,7 @@ class Judge:
             self._wait(event, "recheck", event.at + rule.recheck_after_s, key=event.kind)
         return None
 
-    def _wait(self, event: Event, mode: Literal["settle", "recheck"], due: float, key: str | None = None) -> None:
+    def _wait(self, event: Event, mode: Literal["recheck"], due: float, key: str | None = None) -> None:
         slot = (event.node, key or event.key)
         if slot not in self.pending:
             self.pending[slot] = Pending(event.node, key or event.key, mode, due)

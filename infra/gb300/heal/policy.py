@@ -65,7 +65,6 @@ class Policy:
     teardown_window_s: float
     same_job_nodes: int
     same_job_window_s: float
-    settle_s: float
     ecc_fault: frozenset[str]
     corroborate: Mapping[str, Corroboration]
     rack_incident_share: float
@@ -152,7 +151,6 @@ def load(settings: RemediationSettings) -> Policy:
         teardown_window_s=float(xid["teardownBenign"]["withinSecondsOfJobEnd"]),
         same_job_nodes=int(xid["sameJobNodes"]["value"]),
         same_job_window_s=float(xid["sameJobNodes"]["windowSeconds"]),
-        settle_s=float(xid["sameJobNodes"]["settleSeconds"]),
         ecc_fault=frozenset(str(v) for v in evidence["ecc"]["fault"]["value"]),
         corroborate=corroborate,
         rack_incident_share=float(evidence["rackIncident"]["share"]),
