@@ -271,3 +271,15 @@ def test_a_fabric_event_across_many_racks_halts_and_leaves_nothing_drained() -> 
     assert not any(n.drained for n in result.world.nodes.values())
     assert sorted(r["Rack"] for r in result.records if r["Decision"] == "rack-recovered") == racks
     assert len(report["blocks"]) == len(racks)
+
+
+def test_a_failed_revalidation_counts_as_a_failed_recheck() -> None:
+    """A fault only the rack NCCL run sees (the gate passes after each reboot and reimage): each failed rack run
+    counts against the node, so the redeploy files the Guest Health Report for its old host, and it returns."""
+    result = simulate(SCENARIOS / "nccl-only-fault.yaml")
+    report = result.report()
+    (node,) = [n for n in report["nodes"] if n["node"] == "r0001-06"]
+    assert node["actions"].index("guest-health-report") == node["actions"].index("replace") + 1
+    assert [r["properties"]["impactedResourceId"].rsplit("/", 1)[-1] for r in result.world.reports] == ["6"]
+    assert not [r for r in result.records if r["Reason"] == "skipped: no recheck failed on this host"]
+    assert misjudged(report) == []

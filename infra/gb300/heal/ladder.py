@@ -258,6 +258,9 @@ class Ladder:
             self._record(now, "revalidate-again", why, node=case.node)
             self._revalidate(case, now)
         else:
+            # The rack failed with this node and no suspect peer in it: a failed recheck of this node, as a failed gate
+            # is (the Guest Health Report at replace, and the close's reason, count it).
+            case.failed_rechecks += 1
             self._climb(case, now)
 
     def _return(self, case: Case, now: float) -> None:

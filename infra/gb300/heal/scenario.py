@@ -2,7 +2,8 @@
 
 ``racks`` of 18 nodes named ``r0001-00`` .. ``r<NNNN>-17``; ``duration`` simulated seconds; ``jobs`` with node
 patterns (``r0001-*,r0002-0[0-3]``, shell-style); ``events`` nodes and Azure report at simulated times;
-``truth``, what is really wrong (read by the simulated world only; ``recurs_after``: the cure holds that long);
+``truth``, what is really wrong (read by the simulated world only; ``recurs_after``: the cure holds that long;
+``seen_by: nccl``: a fault the gate passes and only the rack NCCL run shows);
 ``azure``, how ARM answers the loop's calls by window; ``head``, the head's own crashes; ``operator``, a person's
 resume or ``Action:`` request; ``remediation``, optional overrides of the stack's ``gb300:remediation`` (camelCase
 keys). Every problem is one line naming its key path; exit 2. :func:`bound` refuses work beyond stated bounds.
@@ -74,6 +75,7 @@ class TruthSpec(_Model):
     cured_by: CuredBy
     until: float | None = Field(None, ge=0)
     recurs_after: float | None = Field(None, ge=600)
+    seen_by: Literal["gate", "nccl"] = "gate"  # nccl: the node's gate passes; only the rack NCCL run shows it
 
 
 AzureCall = Literal["restart", "reimage", "redeploy", "list", "report", "any"]
