@@ -16,7 +16,13 @@ from .conftest import SCENARIOS, misjudged, simulate
 CORPUS = sorted(SCENARIOS.glob("*.yaml"))
 HALTING = {"bad-rollout-halt.yaml", "halt-during-revalidation.yaml"}
 # Scenarios that end with a person by design (asserted in their own tests below): not judged by misjudged().
-TO_A_PERSON = {"flapping-xid48.yaml", "recurs-after-redeploy.yaml", "azure-forbidden.yaml", "nvlink-rack-down.yaml"}
+TO_A_PERSON = {
+    "flapping-xid48.yaml",
+    "recurs-after-redeploy.yaml",
+    "azure-forbidden.yaml",
+    "nvlink-rack-down.yaml",
+    "nvlink-xid-rack.yaml",
+}
 
 
 def calls(result: sim.Result, action: str) -> list[str]:
@@ -283,3 +289,24 @@ def test_a_failed_revalidation_counts_as_a_failed_recheck() -> None:
     assert [r["properties"]["impactedResourceId"].rsplit("/", 1)[-1] for r in result.world.reports] == ["6"]
     assert not [r for r in result.records if r["Reason"] == "skipped: no recheck failed on this host"]
     assert misjudged(report) == []
+
+
+def test_nvlink_xids_on_most_of_a_rack_are_one_rack_incident() -> None:
+    """XID 145 (NVIDIA's NVLink bucket) on 13 of 18 nodes of one rack: the rack is held as one NVLink incident with
+    one Guest Health Report in the NVLink category and no node of it rebooted, reimaged or redeployed; a lone XID
+    145 on the other rack is repaired by a reboot."""
+    from gb300.facts.loader import data  # noqa: PLC0415
+
+    result = simulate(SCENARIOS / "nvlink-xid-rack.yaml")
+    report = result.report()
+    assert report["rack_incidents"] == ["sim-gpu-r0001"]
+    assert all(result.world.nodes[f"r0001-{i:02d}"].drained for i in range(18))
+    assert not [c for c in result.world.azure_calls if "/sim-gpu-r0001/" in c and c.startswith("POST")]
+    nvlink = data("remediation.yaml")["azure"]["guestHealthReport"]["categories"]["nvlink"]
+    assert [r["properties"]["impactCategory"] for r in result.world.reports] == [nvlink]
+    assert next(n for n in report["nodes"] if n["node"] == "r0002-05")["actions"] == [
+        "drain",
+        "reboot",
+        "revalidate",
+        "return",
+    ]
