@@ -14,7 +14,7 @@ from gb300.heal.scenario import load
 from .conftest import SCENARIOS, misjudged, simulate
 
 CORPUS = sorted(SCENARIOS.glob("*.yaml"))
-HALTING = {"bad-rollout-halt.yaml", "halt-during-revalidation.yaml"}
+HALTING = {"bad-rollout-halt.yaml", "halt-during-revalidation.yaml", "resume-too-early.yaml"}
 # Scenarios that end with a person by design (asserted in their own tests below): not judged by misjudged().
 TO_A_PERSON = {
     "flapping-xid48.yaml",
@@ -310,3 +310,23 @@ def test_nvlink_xids_on_most_of_a_rack_are_one_rack_incident() -> None:
         "revalidate",
         "return",
     ]
+
+
+def test_a_resume_too_early_halts_again_at_the_first_failed_repairs() -> None:
+    """A person resumes the loop while the bad driver that halted it is still there: the first repairs' rechecks
+    fail and the loop halts again, naming them; no redeploy, no Guest Health Report, and only the nodes the rails
+    admitted were drained (not dozens)."""
+    from gb300.facts.loader import data  # noqa: PLC0415
+
+    result = simulate(SCENARIOS / "resume-too-early.yaml")
+    report = result.report()
+    halts = [r for r in result.records if r["Decision"] == "halt"]
+    assert len(halts) == 2
+    assert "failed their rechecks" in halts[1]["Reason"]
+    assert report["halted"] is True
+    rails = data("remediation.yaml")["rails"]
+    assert report["drains"] <= rails["maxNodesPerRack"] * rails["maxRacks"]
+    assert calls(result, "redeploy") == []
+    assert report["guest_health_reports"] == 0
+    failed = [r for r in result.records if r["Decision"] == "recheck" and r["Reason"].startswith("fail")]
+    assert len(failed) == rails["resumeRecheckFailures"]

@@ -68,6 +68,10 @@ class Ladder:
     def _rack_hosts(self, rack: str) -> list[str]:
         raise NotImplementedError
 
+    def _probed(self, case: Case, passed: bool, now: float) -> bool:
+        """A rung of the case ended (its recheck failed, or it returned); whether the loop halted on it."""
+        raise NotImplementedError
+
     def _drain(self, case: Case, now: float) -> bool:
         reason = self.slurm.reason(case.node)
         asked = case.request is not None and requested_action(reason) == case.request
@@ -226,7 +230,8 @@ class Ladder:
             self._revalidate(case, now)
         else:
             case.failed_rechecks += 1
-            self._climb(case, now)
+            if not self._probed(case, False, now):
+                self._climb(case, now)
 
     def _revalidate(self, case: Case, now: float) -> None:
         if case.nccl is None:
@@ -267,6 +272,7 @@ class Ladder:
         reason = self.slurm.reason(case.node)
         if reason.startswith(PREFIX):
             self.slurm.resume([case.node])
+            self._probed(case, True, now)
             case.actions.append("return")
             self._close(case, "returned", now, "repaired and revalidated: back in service")
         else:

@@ -146,6 +146,8 @@ class Remediator(Ladder):
             self._rejudge(now)
         self._admit(now)
         for case in list(self.cases.values()):
+            if self.halted:
+                break  # halted again mid-tick (a resume too early): no further call this tick
             self._advance(case, now)
 
     # -------------------------------------------------------------------------------------------------
@@ -197,6 +199,13 @@ class Remediator(Ladder):
             gate = parse_gate_result(self.probe.gate_result(case.node))
             if gate.passed:
                 self._close(case, "dismissed", now, "judged again after the resume: the gate passes now")
+        self.rail.on_probation(c.node for c in self.cases.values() if c.state == "queued")
+
+    def _probed(self, case: Case, passed: bool, now: float) -> bool:
+        why = self.rail.probe(case.node, passed)
+        if why is not None:
+            self._record(now, "halt", why)
+        return self.halted
 
     def _fabric(self, now: float) -> None:
         """Racks whose NVLink domain just failed count toward the halt rail first: many at once halt the loop,

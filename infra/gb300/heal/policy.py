@@ -78,6 +78,7 @@ class Policy:
     halt_share: float
     halt_window_s: float
     halt_min_nodes: int
+    resume_failures: int
     requeue_jobs: bool
     guest_health_report: bool
     ghr_api_version: str
@@ -164,6 +165,7 @@ def load(settings: RemediationSettings) -> Policy:
         halt_share=settings.halt_share,
         halt_window_s=float(settings.halt_window_seconds),
         halt_min_nodes=settings.halt_min_nodes,
+        resume_failures=int(raw["rails"]["resumeRecheckFailures"]),
         requeue_jobs=settings.requeue_jobs,
         guest_health_report=settings.guest_health_report,
         ghr_api_version=str(ghr["apiVersion"]),

@@ -30,6 +30,8 @@ class Rails:
     rejudge: bool = False
     faults: list[tuple[float, str]] = field(default_factory=list)
     holds: list[tuple[float, str]] = field(default_factory=list)
+    probation: list[str] = field(default_factory=list)  # nodes queued when a person resumed the loop
+    probe_failed: list[str] = field(default_factory=list)  # of those, the ones whose repair failed a recheck
 
     def fault(self, now: float, node: str) -> None:
         """A node showed fault evidence now (a person's request is not fault evidence)."""
@@ -62,6 +64,30 @@ class Rails:
             self.halted = True
         return why
 
+    def on_probation(self, nodes: Iterable[str]) -> None:
+        """A person resumed the loop: the first repairs of ``nodes`` (the cases still queued) test the resume."""
+        self.probation, self.probe_failed = sorted(nodes), []
+
+    def probe(self, node: str, passed: bool) -> str | None:
+        """A repair of a node queued at the resume ended a rung: passed (returned), probation ends; failed a recheck,
+        counted. Why the loop halts again, or None: ``resumeRecheckFailures`` of them failed before one returned
+        (the halting evidence is still there: a resume too early must not repeat the storm)."""
+        if node not in self.probation:
+            return None
+        if passed:
+            self.probation, self.probe_failed = [], []
+            return None
+        if node not in self.probe_failed:
+            self.probe_failed.append(node)
+        if len(self.probe_failed) < self.policy.resume_failures or self.halted:
+            return None
+        self.halted = True
+        return (
+            f"{len(self.probe_failed)} of the first repairs after the resume failed their rechecks "
+            f"({', '.join(self.probe_failed[:NAMED_MAX])}) and none returned: the evidence that halted the loop is "
+            "still there; repairs stopped again, waiting for a person"
+        )
+
     def admit(self, cases: Iterable[Case], drain: Callable[[Case], bool]) -> None:
         """Drain queued cases, oldest evidence first, while their rack and the fleet have a repair slot free."""
         cases = list(cases)
@@ -86,7 +112,8 @@ class Rails:
             return [[t, n] for t, n in seen if seen[-1][0] - t <= horizon]
 
         seen = {"faults": recent(self.faults), "holds": recent(self.holds)}
-        return {"halted": self.halted, "rejudge": self.rejudge, **seen}
+        probation = {"probation": list(self.probation), "probeFailed": list(self.probe_failed)}
+        return {"halted": self.halted, "rejudge": self.rejudge, **seen, **probation}
 
     def restore(self, doc: Mapping[str, Any]) -> None:
         """Put the fields :meth:`to_doc` saved back."""
@@ -94,6 +121,8 @@ class Rails:
         self.rejudge = bool(doc.get("rejudge", False))
         self.faults = [(float(t), str(n)) for t, n in doc.get("faults", [])]
         self.holds = [(float(t), str(r)) for t, r in doc.get("holds", [])]
+        self.probation = [str(n) for n in doc.get("probation", [])]
+        self.probe_failed = [str(n) for n in doc.get("probeFailed", [])]
 
 
 def resumed(doc: dict[str, Any]) -> None:

@@ -133,8 +133,8 @@ class World:
         fault = self.faults.get(node)
         if fault is None or fault.cured_at is not None or self.now < fault.start:
             return None
-        if fault.until is not None and self.now > fault.until and fault.level == 0:
-            return None
+        if fault.until is not None and self.now > fault.until and fault.level in (0, CURE_LEVEL["none"]):
+            return None  # ended by itself, or (none) by what no VM action is: a person's fix, a driver rolled back
         return fault
 
     def _unreachable(self, node: str) -> bool:
