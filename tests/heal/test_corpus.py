@@ -330,3 +330,20 @@ def test_a_resume_too_early_halts_again_at_the_first_failed_repairs() -> None:
     assert report["guest_health_reports"] == 0
     failed = [r for r in result.records if r["Decision"] == "recheck" and r["Reason"].startswith("fail")]
     assert len(failed) == rails["resumeRecheckFailures"]
+
+
+def test_a_request_during_a_repair_takes_the_node_over() -> None:
+    """Action:Replace during a reboot: the node is redeployed and returned, not left drained; Action:Reboot on a node
+    queued behind its rack: rebooted when a slot frees, not closed held; Action:Reboot during a reimage: refused in
+    the node's record, and the node returns after its reimage."""
+    result = simulate(SCENARIOS / "request-during-repair.yaml")
+    report = result.report()
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert nodes["r0001-03"]["actions"] == ["drain", "reboot", "replace", "revalidate", "return"]
+    assert nodes["r0002-02"]["case"] == "returned"
+    assert nodes["r0002-02"]["actions"] == ["drain", "reboot", "revalidate", "return"]
+    assert nodes["r0001-08"]["actions"] == ["drain", "reboot", "reimage", "revalidate", "return"]
+    refused = [r for r in result.records if r["Decision"] == "request" and r["Node"] == "r0001-08"]
+    assert refused
+    assert "already under way" in refused[0]["Reason"]
+    assert misjudged(report) == []

@@ -86,6 +86,7 @@ class Case:
     failed_rechecks: int = 0  # rechecks the node failed after an action (evidence that it, not Azure, is bad)
     escalate: str | None = None  # why a person is asked at once once the node is drained (a recurrence)
     request: str | None = None  # a person's Action:Reboot / Action:Replace
+    asked: str | None = None  # a person's request during a rack run: applied once the run is collected
     skip: list[str] = field(default_factory=list)  # rungs the evidence's catalog bucket says cannot cure it
 
 

@@ -110,6 +110,34 @@ class Ladder:
         elif case.state == "revalidating":
             self._revalidate(case, now)
 
+    def _requested(self, case: Case, request: str, now: float) -> None:
+        """A person's ``Action:`` on a node the loop already has: the request takes the node over at the rung it
+        names (queued: the ladder starts there; under repair: the loop's drain is taken back, so the node returns
+        after its repair, and the ladder jumps there); a request the loop cannot honour says so in a record."""
+        wanted = RUNGS.index(request)
+        case.request = request
+        if case.state == "queued":
+            case.rung = max(case.rung, wanted - 1)
+            self._record(now, "request", f"a person asked for {request}: the ladder starts there", node=case.node)
+            return
+        if not self.shadow:
+            self.slurm.drain([case.node], f"{PREFIX} {request} asked by a person during the repair")
+        if wanted <= case.rung:
+            why = f"a person asked for {request}, but {RUNGS[case.rung]} is already under way: the ladder goes on"
+            self._record(now, "request", why, node=case.node)
+        elif case.state == "revalidating" and case.nccl is not None:
+            case.asked = request  # the rack run under way lifted drains: it is collected first (_revalidate)
+            self._record(now, "request", f"a person asked for {request}: after the rack run", node=case.node)
+        else:
+            self._jump(case, request, now)
+
+    def _jump(self, case: Case, request: str, now: float) -> None:
+        """Climb straight to the rung a person asked for (draining: once the node's jobs ended)."""
+        case.rung, case.asked, case.retry_at = RUNGS.index(request) - 1, None, None
+        self._record(now, "request", f"a person asked for {request}: the ladder jumps there", node=case.node)
+        if case.state != "draining":
+            self._climb(case, now)
+
     def _climb(self, case: Case, now: float) -> None:
         if case.escalate and case.rung < 0:
             if "redeploy" in case.escalate and self.policy.guest_health_report:
@@ -251,6 +279,9 @@ class Ladder:
             return
         level, busbw = rack_verdict(text, self.nccl_env, case.instance.rack.name)
         self._record(now, "revalidate", f"rack NCCL {level}: {busbw:.1f} GB/s", node=case.node)
+        if case.asked is not None:
+            self._jump(case, case.asked, now)
+            return
         if level == "OK":
             self._return(case, now)
             return

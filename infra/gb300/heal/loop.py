@@ -158,10 +158,12 @@ class Remediator(Ladder):
             self._record(now, "ignore", verdict.reason, node=verdict.node, evidence=verdict.evidence)
             return
         case = self.cases.get(verdict.node)
+        request = next((str(e.code) for e in verdict.evidence if e.kind == "request"), None)
         if case is not None:
             case.evidence.extend(verdict.evidence)
+            if request is not None:
+                self._requested(case, request, now)
             return
-        request = next((str(e.code) for e in verdict.evidence if e.kind == "request"), None)
         if request is None:
             self.rail.fault(now, verdict.node)  # a person's request is no fault evidence for the halt rail
         first = min(e.at for e in verdict.evidence) if verdict.evidence else now
