@@ -22,6 +22,7 @@ TO_A_PERSON = {
     "azure-forbidden.yaml",
     "nvlink-rack-down.yaml",
     "nvlink-xid-rack.yaml",
+    "no-capacity.yaml",
 }
 
 
@@ -347,3 +348,29 @@ def test_a_request_during_a_repair_takes_the_node_over() -> None:
     assert refused
     assert "already under way" in refused[0]["Reason"]
     assert misjudged(report) == []
+
+
+def test_no_capacity_tells_a_person_and_reports_the_host() -> None:
+    """Redeploy refused with AllocationFailed for ten hours: a person is told within four hours, the host that failed
+    two rechecks is reported once, and the VM moves and returns when capacity is back; SkuNotAvailable: the move
+    cannot happen, the host is reported and the node goes to a person with a reason that names it."""
+    result = simulate(SCENARIOS / "no-capacity.yaml")
+    report = result.report()
+    nodes = {n["node"]: n for n in report["nodes"]}
+    first = min(r["TimeGenerated"] for r in result.records if "AllocationFailed" in r["Reason"])
+    [told] = [r for r in result.records if r["Decision"] == "capacity"]
+    assert told["Node"] == "r0001-04"
+    assert _seconds(told["TimeGenerated"]) - _seconds(first) <= 4 * 3600
+    assert nodes["r0001-04"]["actions"].count("guest-health-report") == 1
+    assert nodes["r0001-04"]["actions"][-1] == "return"
+    assert nodes["r0002-07"]["escalated"] is True
+    assert "guest-health-report" in nodes["r0002-07"]["actions"]
+    [closed] = [r for r in result.records if r["Node"] == "r0002-07" and r["Decision"] == "escalated"]
+    assert "SkuNotAvailable" in closed["Reason"]
+    assert report["guest_health_reports"] == 2
+
+
+def _seconds(stamp: str) -> float:
+    from datetime import datetime  # noqa: PLC0415
+
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gb300.heal.azure_calls import AzureRepairs, Instance, RackRef
-from gb300.heal.case import Case, State, backoff_s, is_later, refusal, requested_action
+from gb300.heal.case import Case, State, backoff_s, error_code, is_later, refusal, requested_action
 from gb300.heal.evidence import Judge, event_doc, event_of, parse_gate_result
 from gb300.heal.nccl import rack_verdict
 from gb300.heal.policy import RUNGS, Policy
@@ -189,7 +189,9 @@ class Ladder:
         case.state, case.since = "acting", now
         what = f"{rung} {case.instance.rack.name}/{case.instance.instance_id}"
         self._record(now, rung, what, node=case.node, step=rung)
-        if rung == "replace" and self.policy.guest_health_report:
+        case.no_capacity_since, case.capacity_told = None, False
+        # A report filed while Azure could not move the VM is not filed again.
+        if rung == "replace" and self.policy.guest_health_report and "guest-health-report" not in case.actions:
             if case.failed_rechecks:
                 self._report(case, now)
             else:
@@ -197,6 +199,19 @@ class Ladder:
 
     def _refused(self, case: Case, rung: str, exc: Exception, now: float) -> None:
         status, after = refusal(exc)
+        code = error_code(exc)
+        if code in self.policy.no_capacity:
+            self._no_capacity(case, rung, code or "", now)
+            return
+        if code in self.policy.not_offered:
+            self._record(now, "azure-error", f"{rung}: Azure cannot do it ({code}): {exc}", node=case.node, step=rung)
+            self._report_unmoved(case, rung, now)
+            if rung == RUNGS[-1] and case.failed_rechecks:
+                why = f"needs a new host and Azure cannot move it ({code}): its host is reported; a person must look"
+                self._close(case, "escalated", now, why)
+            else:
+                self._failed_attempt(case, now)
+            return
         if is_later(status):
             case.refusals += 1
             delay = after if after is not None else backoff_s(self.poll_s, case.refusals)
@@ -206,6 +221,28 @@ class Ladder:
             return
         self._record(now, "azure-error", f"{rung}: {exc}", node=case.node, step=rung)
         self._failed_attempt(case, now)
+
+    def _no_capacity(self, case: Case, rung: str, code: str, now: float) -> None:
+        """Azure has no room for the VM now (``capacity.noCapacity``): the same call again, backing off to hourly;
+        after ``capacity.alertSeconds`` a person is told once, and a node that failed a recheck is reported."""
+        case.refusals += 1
+        case.no_capacity_since = case.no_capacity_since if case.no_capacity_since is not None else now
+        delay = backoff_s(self.poll_s, case.refusals)
+        case.retry_at = now + delay
+        waited = now - case.no_capacity_since
+        why = f"{rung}: Azure has no capacity ({code}) for {waited / 3600:.1f} h; the same call again in {delay:.0f}s"
+        self._record(now, "azure-later", why, node=case.node, step=rung)
+        if waited >= self.policy.capacity_alert_s and not case.capacity_told:
+            case.capacity_told = True
+            why = f"{rung}: Azure has had no capacity ({code}) for {waited / 3600:.1f} h: a person must look"
+            self._record(now, "capacity", why, node=case.node, step=rung)
+            self._report_unmoved(case, rung, now)
+
+    def _report_unmoved(self, case: Case, rung: str, now: float) -> None:
+        """A node that failed a recheck and needs a new host that Azure cannot give now: its host is reported."""
+        filed = "guest-health-report" in case.actions
+        if rung == "replace" and self.policy.guest_health_report and case.failed_rechecks and not filed:
+            self._report(case, now)
 
     def _reconcile(self, case: Case, now: float) -> None:
         """A case whose intent was saved but whose call never returned to a saved state (the head died): ask

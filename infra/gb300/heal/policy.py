@@ -82,6 +82,9 @@ class Policy:
     requeue_jobs: bool
     guest_health_report: bool
     ghr_api_version: str
+    no_capacity: frozenset[str]
+    not_offered: frozenset[str]
+    capacity_alert_s: float
     ghr_categories: Mapping[str, str]
     memory_s: float
     xid_buckets: Mapping[str, str]
@@ -107,6 +110,19 @@ def _int_set(raw: Any, where: str) -> frozenset[int]:
     if not isinstance(raw, list):
         raise DataError(f"remediation.yaml {where} must be a list (got {raw!r})")
     return frozenset(int(v) for v in raw)
+
+
+def _azure(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The policy's fields from ``azure``: the Guest Health Report's API version and categories, ARM's codes of a
+    refused move (``capacity``), and when a person is told Azure has no capacity."""
+    ghr, capacity = raw["guestHealthReport"], raw["capacity"]
+    return {
+        "ghr_api_version": str(ghr["apiVersion"]),
+        "ghr_categories": {str(k): str(v) for k, v in ghr["categories"].items()},
+        "no_capacity": frozenset(str(c) for c in capacity["noCapacity"]),
+        "not_offered": frozenset(str(c) for c in capacity["notOffered"]),
+        "capacity_alert_s": float(capacity["alertSeconds"]),
+    }
 
 
 def hard_checks() -> frozenset[str]:
@@ -141,7 +157,6 @@ def load(settings: RemediationSettings) -> Policy:
     rungs = {
         name: Rung(name, float(ladder[name]["timeoutSeconds"]), int(ladder[name].get("retries", 0))) for name in RUNGS
     }
-    ghr = raw["azure"]["guestHealthReport"]
     listed = [c for b, codes in xid["catalog"].items() if b not in ("status", "source") for c in codes]
     if len(listed) != len(set(listed)):
         raise DataError("remediation.yaml evidence.xid.catalog: an XID is listed in more than one bucket")
@@ -168,8 +183,7 @@ def load(settings: RemediationSettings) -> Policy:
         resume_failures=int(raw["rails"]["resumeRecheckFailures"]),
         requeue_jobs=settings.requeue_jobs,
         guest_health_report=settings.guest_health_report,
-        ghr_api_version=str(ghr["apiVersion"]),
-        ghr_categories={str(k): str(v) for k, v in ghr["categories"].items()},
+        **_azure(raw["azure"]),
         memory_s=float(raw["memory"]["windowSeconds"]),
         shadow=settings.shadow,
         xid_buckets={
@@ -197,7 +211,7 @@ def from_json(doc: Mapping[str, Any]) -> Policy:
         raise DataError(f"remediation policy: fields {sorted(set(doc) ^ fields)} missing or unknown")
     values = dict(doc)
     values["xid_buckets"] = {str(k): str(v) for k, v in doc["xid_buckets"].items()}
-    for key in ("xid_warning", "teardown_xids", "ecc_fault", "hard_checks"):
+    for key in ("xid_warning", "teardown_xids", "ecc_fault", "hard_checks", "no_capacity", "not_offered"):
         values[key] = frozenset(values[key])
     values["corroborate"] = {k: Corroboration(**v) for k, v in doc["corroborate"].items()}
     values["rungs"] = {k: Rung(**v) for k, v in doc["rungs"].items()}

@@ -92,6 +92,7 @@ class AzureWindow(_Model):
     status: int = Field(ge=400, le=599)
     retryAfter: float | None = Field(None, ge=0, le=86400)  # noqa: N815 - the scenario format's key
     node: str | None = Field(None, min_length=1)
+    code: str | None = Field(None, pattern=r"^[A-Za-z]{1,64}$")  # ARM's error code in the body (AllocationFailed...)
 
     @model_validator(mode="after")
     def _order(self) -> AzureWindow:

@@ -348,7 +348,8 @@ class World:
                 continue
             self.refusals += 1
             headers = {"Retry-After": f"{window.retryAfter:.0f}"} if window.retryAfter is not None else {}
-            return window.status, fake_arm.error(window.status, f"simulated {window.status}"), headers
+            body = fake_arm.error(window.status, f"simulated {window.status} {window.code or ''}".strip(), window.code)
+            return window.status, body, headers
         return None
 
     def _host(self, scale_set: str, instance: str) -> str:
