@@ -374,3 +374,15 @@ def _seconds(stamp: str) -> float:
     from datetime import datetime  # noqa: PLC0415
 
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def test_a_switch_blip_drains_nothing_that_came_back() -> None:
+    """IB links of 16 nodes down for nine minutes while their rack's repair slots are busy: each waiting node is
+    judged again when a slot frees, its gate passes, and it is dropped; only the two real faults are drained."""
+    result = simulate(SCENARIOS / "switch-blip.yaml")
+    report = result.report()
+    assert report["drains"] == 2
+    dismissed = [r for r in result.records if r["Decision"] == "dismissed"]
+    assert len(dismissed) == 16
+    assert all("judged again at admission" in r["Reason"] for r in dismissed)
+    assert misjudged(report) == []

@@ -168,6 +168,7 @@ class Remediator(Ladder):
             self.rail.fault(now, verdict.node)  # a person's request is no fault evidence for the halt rail
         first = min(e.at for e in verdict.evidence) if verdict.evidence else now
         case = Case(verdict.node, self.instances[verdict.node], "queued", first, verdict.reason, list(verdict.evidence))
+        case.since = now  # queued since
         codes = [xid_code(e.code) for e in verdict.evidence if e.kind == "xid"]
         if any(c is not None and self.policy.xid_bucket(c) == "restartMachine" for c in codes):
             case.skip = ["reimage"]  # a new OS disk cannot bring a GPU back onto the bus (RESTART_BM)
@@ -276,7 +277,19 @@ class Remediator(Ladder):
                 self._record(now, "revalidate", why, node=case.node)
 
     def _admit(self, now: float) -> None:
-        self.rail.admit(self.cases.values(), lambda case: self._drain(case, now))
+        self.rail.admit(self.cases.values(), lambda case: self._admitted(case, now))
+
+    def _admitted(self, case: Case, now: float) -> bool:
+        """A queued case gets a slot: one that waited for it on transient-looking evidence only (a link down, a
+        soft check; not a hard fault, not a person's request) is judged again first, and dropped when the node's
+        gate passes now (a switch blip that ended while the rack's slots were busy drains nothing)."""
+        transient = all(self.judge.rule_kind(e) in self.policy.corroborate for e in case.evidence)
+        if case.request is None and case.since < now and transient:
+            gate = parse_gate_result(self.probe.gate_result(case.node))
+            if gate.passed:
+                self._close(case, "dismissed", now, "judged again at admission: the gate passes now")
+                return False
+        return self._drain(case, now)
 
     # -------------------------------------------------------------------------------------------------
     # Guest Health Report, topology, records
