@@ -68,6 +68,16 @@ class Remediator(Ladder):
         self.adopt(instances)
         self._refresh_topology(now)
 
+    def relist(self, known: Mapping[str, Instance], racks: Sequence[RackRef], now: float) -> None:
+        """List again only ``racks`` (those with a repair under way) and keep the other racks' VMs as ``known``."""
+        names = {r.name for r in racks}
+        instances = {h: i for h, i in known.items() if i.rack.name not in names}
+        for rack in racks:
+            for instance in self.azure.instances(rack):
+                instances[instance.host] = instance
+        self.adopt(instances)
+        self._refresh_topology(now)
+
     def adopt(self, instances: Mapping[str, Instance]) -> None:
         """Take ``instances`` as the racks' VMs (Azure's listing, or the one the state saved) and judge with them."""
         self.instances = dict(instances)
