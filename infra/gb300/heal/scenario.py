@@ -12,6 +12,7 @@ keys). Every problem is one line naming its key path; exit 2. :func:`bound` refu
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -147,7 +148,10 @@ def node_name(rack: int, index: int) -> str:
 def match(pattern: str, nodes: list[str]) -> list[str]:
     """Nodes matching any comma-separated shell pattern, in fleet order."""
     parts = [p.strip() for p in pattern.split(",") if p.strip()]
-    return [n for n in nodes if any(fnmatch.fnmatchcase(n, p) for p in parts)]
+    if not parts:
+        return []
+    shell = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in parts))  # one regex: fnmatchcase's rules
+    return [n for n in nodes if shell.match(n)]
 
 
 def _path(where: str, loc: tuple[Any, ...]) -> str:
