@@ -23,6 +23,7 @@ TO_A_PERSON = {
     "nvlink-rack-down.yaml",
     "nvlink-xid-rack.yaml",
     "no-capacity.yaml",
+    "week-long-job.yaml",  # not a person: its job-bound nodes still wait for their job when the day ends
 }
 
 
@@ -386,3 +387,16 @@ def test_a_switch_blip_drains_nothing_that_came_back() -> None:
     assert len(dismissed) == 16
     assert all("judged again at admission" in r["Reason"] for r in dismissed)
     assert misjudged(report) == []
+
+
+def test_nodes_waiting_for_a_long_job_hold_no_rack_slot() -> None:
+    """Four racks each have a drained node waiting for a week-long job: idle faulty nodes in two other racks are
+    still rebooted and returned the same day, and the waiting nodes stay drained, unrepaired, under their job."""
+    report = simulate(SCENARIOS / "week-long-job.yaml").report()
+    nodes = {n["node"]: n for n in report["nodes"]}
+    for name in ("r0005-03", "r0006-03"):
+        assert nodes[name]["actions"] == ["drain", "reboot", "revalidate", "return"]
+    for rack in range(1, 5):
+        waiting = nodes[f"r{rack:04d}-00"]
+        assert waiting["actions"] == ["drain"]
+        assert waiting["final_state"] == "drained"

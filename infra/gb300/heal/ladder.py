@@ -72,6 +72,10 @@ class Ladder:
         """A rung of the case ended (its recheck failed, or it returned); whether the loop halted on it."""
         raise NotImplementedError
 
+    def _may_start(self, case: Case) -> bool:
+        """Whether a drained node whose jobs ended may start its repair now (the fleet's rack slots)."""
+        raise NotImplementedError
+
     def _drain(self, case: Case, now: float) -> bool:
         reason = self.slurm.reason(case.node)
         asked = case.request is not None and requested_action(reason) == case.request
@@ -101,7 +105,8 @@ class Ladder:
             return
         if case.state == "draining":
             if not self.slurm.jobs([case.node]):
-                self._climb(case, now)
+                if self._may_start(case):
+                    self._climb(case, now)
             elif now - case.since > self.policy.drain_timeout_s and not case.overdue:
                 case.overdue = True
                 self._record(now, "drain-overdue", OVERDUE, node=case.node, step="drain")

@@ -214,6 +214,9 @@ class Remediator(Ladder):
                 self._close(case, "dismissed", now, "judged again after the resume: the gate passes now")
         self.rail.on_probation(c.node for c in self.cases.values() if c.state == "queued")
 
+    def _may_start(self, case: Case) -> bool:
+        return self.rail.may_start(self.cases.values(), case)
+
     def _probed(self, case: Case, passed: bool, now: float) -> bool:
         why = self.rail.probe(case.node, passed)
         if why is not None:

@@ -89,20 +89,35 @@ class Rails:
         )
 
     def admit(self, cases: Iterable[Case], drain: Callable[[Case], bool]) -> None:
-        """Drain queued cases, oldest evidence first, while their rack and the fleet have a repair slot free."""
+        """Drain queued cases, oldest evidence first, while their rack has a slot (``maxNodesPerRack``, drained
+        nodes waiting for their jobs included) and the fleet has a rack slot (``maxRacks``, :meth:`repairing`)."""
         cases = list(cases)
         per_rack: dict[str, int] = {}
         for case in cases:
             if case.state in ACTIVE:
                 per_rack[case.instance.rack.name] = per_rack.get(case.instance.rack.name, 0) + 1
+        racks = self.repairing(cases)
         for case in sorted((c for c in cases if c.state == "queued"), key=lambda c: c.first_evidence):
             rack = case.instance.rack.name
             if per_rack.get(rack, 0) >= self.policy.max_nodes_per_rack:
                 continue
-            if rack not in per_rack and len(per_rack) >= self.policy.max_racks:
+            if rack not in racks and len(racks) >= self.policy.max_racks:
                 continue
             if drain(case):
                 per_rack[rack] = per_rack.get(rack, 0) + 1
+                racks.add(rack)
+
+    @staticmethod
+    def repairing(cases: Iterable[Case]) -> set[str]:
+        """Racks under repair for ``maxRacks``: a node drained and still waiting for its job (a week-long run) holds
+        no rack slot, so idle faulty nodes elsewhere are repaired meanwhile."""
+        return {c.instance.rack.name for c in cases if c.state in ("acting", "revalidating")}
+
+    def may_start(self, cases: Iterable[Case], case: Case) -> bool:
+        """Whether a drained node whose jobs ended may start its repair now: its rack is under repair already, or
+        the fleet has a rack slot free."""
+        racks = self.repairing(cases)
+        return case.instance.rack.name in racks or len(racks) < self.policy.max_racks
 
     def to_doc(self, horizon: float) -> dict[str, Any]:
         """The rails' fields as the state file keeps them (times older than ``horizon`` before the newest left
