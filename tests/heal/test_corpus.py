@@ -14,9 +14,17 @@ from gb300.heal.scenario import load
 from .conftest import SCENARIOS, misjudged, simulate
 
 CORPUS = sorted(SCENARIOS.glob("*.yaml"))
-HALTING = {"bad-rollout-halt.yaml", "halt-during-revalidation.yaml"}
+HALTING = {"bad-rollout-halt.yaml", "halt-during-revalidation.yaml", "resume-too-early.yaml"}
 # Scenarios that end with a person by design (asserted in their own tests below): not judged by misjudged().
-TO_A_PERSON = {"flapping-xid48.yaml", "recurs-after-redeploy.yaml", "azure-forbidden.yaml", "nvlink-rack-down.yaml"}
+TO_A_PERSON = {
+    "flapping-xid48.yaml",
+    "recurs-after-redeploy.yaml",
+    "azure-forbidden.yaml",
+    "nvlink-rack-down.yaml",
+    "nvlink-xid-rack.yaml",
+    "no-capacity.yaml",
+    "week-long-job.yaml",  # not a person: its job-bound nodes still wait for their job when the day ends
+}
 
 
 def calls(result: sim.Result, action: str) -> list[str]:
@@ -253,3 +261,142 @@ def test_shadow_mode_records_every_decision_and_acts_on_none() -> None:
     reasons = [r["Reason"] for r in result.records]
     assert "shadow mode: would drain, then reboot" in reasons
     assert any(r.startswith("shadow mode: would hold rack") for r in reasons)
+
+
+def test_a_fabric_event_across_many_racks_halts_and_leaves_nothing_drained() -> None:
+    """Ten racks' NVLink domains down at once: the loop halts naming the racks held in the window, drains none of
+    the 180 nodes, files no Guest Health Report, and after the links came back and a person resumed it, every node
+    is in service and the racks are judged again."""
+    result = simulate(SCENARIOS / "nvlink-fabric-storm.yaml")
+    report = result.report()
+    [halt] = [r for r in result.records if r["Decision"] == "halt"]
+    racks = [f"sim-gpu-r{r:04d}" for r in range(1, 11)]
+    assert halt["Reason"].startswith(f"{len(racks)} of {len(racks)} racks held as NVLink incidents")
+    assert all(rack in halt["Reason"] for rack in racks)
+    assert report["drains"] == 0
+    assert report["guest_health_reports"] == 0
+    assert not [c for c in result.world.azure_calls if c.startswith("POST")]
+    assert not any(n.drained for n in result.world.nodes.values())
+    assert sorted(r["Rack"] for r in result.records if r["Decision"] == "rack-recovered") == racks
+    assert len(report["blocks"]) == len(racks)
+
+
+def test_a_failed_revalidation_counts_as_a_failed_recheck() -> None:
+    """A fault only the rack NCCL run sees (the gate passes after each reboot and reimage): each failed rack run
+    counts against the node, so the redeploy files the Guest Health Report for its old host, and it returns."""
+    result = simulate(SCENARIOS / "nccl-only-fault.yaml")
+    report = result.report()
+    (node,) = [n for n in report["nodes"] if n["node"] == "r0001-06"]
+    assert node["actions"].index("guest-health-report") == node["actions"].index("replace") + 1
+    assert [r["properties"]["impactedResourceId"].rsplit("/", 1)[-1] for r in result.world.reports] == ["6"]
+    assert not [r for r in result.records if r["Reason"] == "skipped: no recheck failed on this host"]
+    assert misjudged(report) == []
+
+
+def test_nvlink_xids_on_most_of_a_rack_are_one_rack_incident() -> None:
+    """XID 145 (NVIDIA's NVLink bucket) on 13 of 18 nodes of one rack: the rack is held as one NVLink incident with
+    one Guest Health Report in the NVLink category and no node of it rebooted, reimaged or redeployed; a lone XID
+    145 on the other rack is repaired by a reboot."""
+    from gb300.facts.loader import data  # noqa: PLC0415
+
+    result = simulate(SCENARIOS / "nvlink-xid-rack.yaml")
+    report = result.report()
+    assert report["rack_incidents"] == ["sim-gpu-r0001"]
+    assert all(result.world.nodes[f"r0001-{i:02d}"].drained for i in range(18))
+    assert not [c for c in result.world.azure_calls if "/sim-gpu-r0001/" in c and c.startswith("POST")]
+    nvlink = data("remediation.yaml")["azure"]["guestHealthReport"]["categories"]["nvlink"]
+    assert [r["properties"]["impactCategory"] for r in result.world.reports] == [nvlink]
+    assert next(n for n in report["nodes"] if n["node"] == "r0002-05")["actions"] == [
+        "drain",
+        "reboot",
+        "revalidate",
+        "return",
+    ]
+
+
+def test_a_resume_too_early_halts_again_at_the_first_failed_repairs() -> None:
+    """A person resumes the loop while the bad driver that halted it is still there: the first repairs' rechecks
+    fail and the loop halts again, naming them; no redeploy, no Guest Health Report, and only the nodes the rails
+    admitted were drained (not dozens)."""
+    from gb300.facts.loader import data  # noqa: PLC0415
+
+    result = simulate(SCENARIOS / "resume-too-early.yaml")
+    report = result.report()
+    halts = [r for r in result.records if r["Decision"] == "halt"]
+    assert len(halts) == 2
+    assert "failed their rechecks" in halts[1]["Reason"]
+    assert report["halted"] is True
+    rails = data("remediation.yaml")["rails"]
+    assert report["drains"] <= rails["maxNodesPerRack"] * rails["maxRacks"]
+    assert calls(result, "redeploy") == []
+    assert report["guest_health_reports"] == 0
+    failed = [r for r in result.records if r["Decision"] == "recheck" and r["Reason"].startswith("fail")]
+    assert len(failed) == rails["resumeRecheckFailures"]
+
+
+def test_a_request_during_a_repair_takes_the_node_over() -> None:
+    """Action:Replace during a reboot: the node is redeployed and returned, not left drained; Action:Reboot on a node
+    queued behind its rack: rebooted when a slot frees, not closed held; Action:Reboot during a reimage: refused in
+    the node's record, and the node returns after its reimage."""
+    result = simulate(SCENARIOS / "request-during-repair.yaml")
+    report = result.report()
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert nodes["r0001-03"]["actions"] == ["drain", "reboot", "replace", "revalidate", "return"]
+    assert nodes["r0002-02"]["case"] == "returned"
+    assert nodes["r0002-02"]["actions"] == ["drain", "reboot", "revalidate", "return"]
+    assert nodes["r0001-08"]["actions"] == ["drain", "reboot", "reimage", "revalidate", "return"]
+    refused = [r for r in result.records if r["Decision"] == "request" and r["Node"] == "r0001-08"]
+    assert refused
+    assert "already under way" in refused[0]["Reason"]
+    assert misjudged(report) == []
+
+
+def test_no_capacity_tells_a_person_and_reports_the_host() -> None:
+    """Redeploy refused with AllocationFailed for ten hours: a person is told within four hours, the host that failed
+    two rechecks is reported once, and the VM moves and returns when capacity is back; SkuNotAvailable: the move
+    cannot happen, the host is reported and the node goes to a person with a reason that names it."""
+    result = simulate(SCENARIOS / "no-capacity.yaml")
+    report = result.report()
+    nodes = {n["node"]: n for n in report["nodes"]}
+    first = min(r["TimeGenerated"] for r in result.records if "AllocationFailed" in r["Reason"])
+    [told] = [r for r in result.records if r["Decision"] == "capacity"]
+    assert told["Node"] == "r0001-04"
+    assert _seconds(told["TimeGenerated"]) - _seconds(first) <= 4 * 3600
+    assert nodes["r0001-04"]["actions"].count("guest-health-report") == 1
+    assert nodes["r0001-04"]["actions"][-1] == "return"
+    assert nodes["r0002-07"]["escalated"] is True
+    assert "guest-health-report" in nodes["r0002-07"]["actions"]
+    [closed] = [r for r in result.records if r["Node"] == "r0002-07" and r["Decision"] == "escalated"]
+    assert "SkuNotAvailable" in closed["Reason"]
+    assert report["guest_health_reports"] == 2
+
+
+def _seconds(stamp: str) -> float:
+    from datetime import datetime  # noqa: PLC0415
+
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def test_a_switch_blip_drains_nothing_that_came_back() -> None:
+    """IB links of 16 nodes down for nine minutes while their rack's repair slots are busy: each waiting node is
+    judged again when a slot frees, its gate passes, and it is dropped; only the two real faults are drained."""
+    result = simulate(SCENARIOS / "switch-blip.yaml")
+    report = result.report()
+    assert report["drains"] == 2
+    dismissed = [r for r in result.records if r["Decision"] == "dismissed"]
+    assert len(dismissed) == 16
+    assert all("judged again at admission" in r["Reason"] for r in dismissed)
+    assert misjudged(report) == []
+
+
+def test_nodes_waiting_for_a_long_job_hold_no_rack_slot() -> None:
+    """Four racks each have a drained node waiting for a week-long job: idle faulty nodes in two other racks are
+    still rebooted and returned the same day, and the waiting nodes stay drained, unrepaired, under their job."""
+    report = simulate(SCENARIOS / "week-long-job.yaml").report()
+    nodes = {n["node"]: n for n in report["nodes"]}
+    for name in ("r0005-03", "r0006-03"):
+        assert nodes[name]["actions"] == ["drain", "reboot", "revalidate", "return"]
+    for rack in range(1, 5):
+        waiting = nodes[f"r{rack:04d}-00"]
+        assert waiting["actions"] == ["drain"]
+        assert waiting["final_state"] == "drained"

@@ -36,7 +36,6 @@ from gb300 import config, paths
 from gb300 import tags as gb300_tags
 from gb300.heal import deploy, fake_arm, head_slurm
 from gb300.heal import head as heal_head
-from gb300.heal import policy as heal_policy
 from gb300.heal.ports import HealSlurm, decision_record
 from gb300.ops import payload_publish
 from gb300.plan import PlanResult, run_plan
@@ -514,15 +513,10 @@ def test_a_node_whose_gate_still_fails_after_the_reboot_climbs_to_reimage(
 
 def _tick_at(head: Head, now: float, monkeypatch: pytest.MonkeyPatch) -> None:
     """One tick of the head's loop at ``now``, in this process with the head's environment (its stand-in scontrol,
-    IMDS and ARM): the settle time the same-job rule waits cannot pass in a test's real time."""
+    IMDS and ARM)."""
     for key, value in head.env.items():
         monkeypatch.setenv(key, value)
     heal_head.tick(now)
-
-
-def _settle_s(head: Head) -> float:
-    config = json.loads((head.root / "etc/gb300/heal.json").read_text())
-    return heal_policy.from_json(config["policy"]).settle_s
 
 
 def _jobs(head: Head, *jobs: dict[str, Any]) -> None:

@@ -49,6 +49,12 @@ def refusal(exc: BaseException) -> tuple[int | None, float | None]:
     return (int(status) if status else None), after
 
 
+def error_code(exc: BaseException) -> str | None:
+    """ARM's error code from the body of an Azure SDK error (``{"error": {"code": ...}}``), if it has one."""
+    code = getattr(getattr(exc, "error", None), "code", None)
+    return str(code) if code else None
+
+
 def is_later(status: int | None) -> bool:
     """Whether an Azure refusal will change by itself (retry the same call), or fails the rung (403, 404, 400)."""
     return status is None or status in LATER or status >= 500
@@ -86,7 +92,10 @@ class Case:
     failed_rechecks: int = 0  # rechecks the node failed after an action (evidence that it, not Azure, is bad)
     escalate: str | None = None  # why a person is asked at once once the node is drained (a recurrence)
     request: str | None = None  # a person's Action:Reboot / Action:Replace
+    asked: str | None = None  # a person's request during a rack run: applied once the run is collected
     skip: list[str] = field(default_factory=list)  # rungs the evidence's catalog bucket says cannot cure it
+    no_capacity_since: float | None = None  # Azure first answered "no capacity" for the current call
+    capacity_told: bool = False  # a person was told Azure has had no capacity for it
 
 
 def recurrence(closed: Sequence[Case], node: str, now: float, window: float) -> str | None:
@@ -161,6 +170,7 @@ __all__ = [
     "Case",
     "State",
     "backoff_s",
+    "error_code",
     "file_report",
     "ghr_category",
     "is_later",

@@ -147,11 +147,11 @@ class Verdict:
 
 @dataclass
 class Pending:
-    """Evidence waiting for its settle time (job context) or its recheck."""
+    """Evidence waiting for its recheck."""
 
     node: str
     key: str
-    mode: Literal["settle", "recheck"]
+    mode: Literal["recheck"]
     due: float
     events: list[Event] = field(default_factory=list)
 
@@ -172,7 +172,16 @@ class Judge:
     suspect_until: dict[str, float] = field(default_factory=dict)  # node -> end of its evidence's window
 
     def _recent(self, node: str, kind: str, now: float, window: float) -> list[Event]:
-        return [e for e in self.history.get(node, []) if e.kind == kind and now - e.at <= window]
+        return [e for e in self.history.get(node, []) if self.rule_kind(e) == kind and now - e.at <= window]
+
+    def rule_kind(self, event: Event) -> str:
+        """The kind whose rules judge the event: an XID of the catalog's NVLink bucket is NVLink evidence
+        (``nvlink-down``): counted toward its rack's NVLink domain and corroborated as NVLink trouble is, so a
+        switch tray failing under most of a rack is one rack incident, not a node-by-node repair."""
+        code = xid_code(event.code) if event.kind == "xid" else None
+        if code is not None and self.policy.xid_bucket(code) == "nvlink" and code not in self.policy.xid_warning:
+            return "nvlink-down"
+        return event.kind
 
     def _hard(self, event: Event) -> tuple[bool, str]:  # noqa: PLR0911 - one return per evidence rule
         """Whether the event alone is a fault, or why it is not."""
@@ -198,11 +207,11 @@ class Judge:
         return False, ""
 
     def observe(self, event: Event) -> Verdict | None:
-        """Record one event; a verdict now, or None when it waits (settle, count, recheck)."""
+        """Record one event; a verdict now, or None when it waits (count, recheck)."""
         self.history.setdefault(event.node, []).append(event)
         verdict = self._observe(event)
         if verdict is None or verdict.decision == "act":
-            rule = self.policy.corroborate.get(event.kind)
+            rule = self.policy.corroborate.get(self.rule_kind(event))
             window = max(rule.window_s if rule else 0.0, self.policy.same_job_window_s)
             self.suspect_until[event.node] = max(self.suspect_until.get(event.node, 0.0), event.at + window)
         return verdict
@@ -223,7 +232,7 @@ class Judge:
             return Verdict(event.node, "ignore", f"rack {rack} incident: held for a person", (event,))
         if rack in self.held:
             return Verdict(event.node, "ignore", f"rack {rack}: NVLink domain held for a person", (event,))
-        if event.kind == "nvlink-down":
+        if self.rule_kind(event) == "nvlink-down":
             self.fabric.setdefault(rack, {})[event.node] = event.at
         if event.kind == "imex-unhealthy" and event.job:
             return self._imex_of_job(event)
@@ -234,12 +243,13 @@ class Judge:
         decided = self._context(event, rack)
         if decided is not None:
             return decided
-        hard, why = self._hard(event)
+        kind = self.rule_kind(event)
+        hard, why = self._hard(event) if kind == event.kind else (False, "")
         if hard:
             # Hard evidence is the node's, whatever job ran on it (three XID 79s under one job are three nodes off
             # the bus); the catalog's teardown artifact (XID 45) is never hard (neverDrain), so no job rule here.
             return Verdict(event.node, "act", why, (event,))
-        rule = self.policy.corroborate.get(event.kind)
+        rule = self.policy.corroborate.get(kind)
         if rule is None:
             return Verdict(event.node, "ignore", why or f"{event.kind} is not fault evidence", (event,))
         if rule.while_job_runs and not event.job:
@@ -248,17 +258,17 @@ class Judge:
             )
         if event.kind == "unreachable":
             self._unreachable.setdefault(rack, {})[event.node] = event.at
-        recent = self._recent(event.node, event.kind, event.at, rule.window_s)
+        recent = self._recent(event.node, kind, event.at, rule.window_s)
         if rule.count and len(recent) >= rule.count:
-            self.pending.pop((event.node, event.kind), None)
+            self.pending.pop((event.node, kind), None)
             return Verdict(
-                event.node, "act", f"{len(recent)} {event.kind} reports within {rule.window_s:.0f}s", tuple(recent)
+                event.node, "act", f"{len(recent)} {kind} reports within {rule.window_s:.0f}s", tuple(recent)
             )
         if rule.recheck_after_s is not None:
-            self._wait(event, "recheck", event.at + rule.recheck_after_s, key=event.kind)
+            self._wait(event, "recheck", event.at + rule.recheck_after_s, key=kind)
         return None
 
-    def _wait(self, event: Event, mode: Literal["settle", "recheck"], due: float, key: str | None = None) -> None:
+    def _wait(self, event: Event, mode: Literal["recheck"], due: float, key: str | None = None) -> None:
         slot = (event.node, key or event.key)
         if slot not in self.pending:
             self.pending[slot] = Pending(event.node, key or event.key, mode, due)

@@ -106,9 +106,9 @@ def instance_view(busy: bool, changed_at: float) -> dict[str, Any]:
     return {"statuses": [{"code": f"ProvisioningState/{state}", "time": stamp}]}
 
 
-def error(status: int, message: str) -> dict[str, Any]:
-    """ARM's error body (``{"error": {"code", "message"}}``)."""
-    return {"error": {"code": CODES.get(status, "Error"), "message": message}}
+def error(status: int, message: str, code: str | None = None) -> dict[str, Any]:
+    """ARM's error body (``{"error": {"code", "message"}}``); ``code`` (``AllocationFailed``...) or the status's."""
+    return {"error": {"code": code or CODES.get(status, "Error"), "message": message}}
 
 
 def insights(title: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gb300.heal.azure_calls import AzureRepairs, Instance, RackRef
-from gb300.heal.case import Case, State, backoff_s, is_later, refusal, requested_action
+from gb300.heal.case import Case, State, backoff_s, error_code, is_later, refusal, requested_action
 from gb300.heal.evidence import Judge, event_doc, event_of, parse_gate_result
 from gb300.heal.nccl import rack_verdict
 from gb300.heal.policy import RUNGS, Policy
@@ -68,6 +68,14 @@ class Ladder:
     def _rack_hosts(self, rack: str) -> list[str]:
         raise NotImplementedError
 
+    def _probed(self, case: Case, passed: bool, now: float) -> bool:
+        """A rung of the case ended (its recheck failed, or it returned); whether the loop halted on it."""
+        raise NotImplementedError
+
+    def _may_start(self, case: Case) -> bool:
+        """Whether a drained node whose jobs ended may start its repair now (the fleet's rack slots)."""
+        raise NotImplementedError
+
     def _drain(self, case: Case, now: float) -> bool:
         reason = self.slurm.reason(case.node)
         asked = case.request is not None and requested_action(reason) == case.request
@@ -97,7 +105,8 @@ class Ladder:
             return
         if case.state == "draining":
             if not self.slurm.jobs([case.node]):
-                self._climb(case, now)
+                if self._may_start(case):
+                    self._climb(case, now)
             elif now - case.since > self.policy.drain_timeout_s and not case.overdue:
                 case.overdue = True
                 self._record(now, "drain-overdue", OVERDUE, node=case.node, step="drain")
@@ -105,6 +114,34 @@ class Ladder:
             self._recheck(case, now)
         elif case.state == "revalidating":
             self._revalidate(case, now)
+
+    def _requested(self, case: Case, request: str, now: float) -> None:
+        """A person's ``Action:`` on a node the loop already has: the request takes the node over at the rung it
+        names (queued: the ladder starts there; under repair: the loop's drain is taken back, so the node returns
+        after its repair, and the ladder jumps there); a request the loop cannot honour says so in a record."""
+        wanted = RUNGS.index(request)
+        case.request = request
+        if case.state == "queued":
+            case.rung = max(case.rung, wanted - 1)
+            self._record(now, "request", f"a person asked for {request}: the ladder starts there", node=case.node)
+            return
+        if not self.shadow:
+            self.slurm.drain([case.node], f"{PREFIX} {request} asked by a person during the repair")
+        if wanted <= case.rung:
+            why = f"a person asked for {request}, but {RUNGS[case.rung]} is already under way: the ladder goes on"
+            self._record(now, "request", why, node=case.node)
+        elif case.state == "revalidating" and case.nccl is not None:
+            case.asked = request  # the rack run under way lifted drains: it is collected first (_revalidate)
+            self._record(now, "request", f"a person asked for {request}: after the rack run", node=case.node)
+        else:
+            self._jump(case, request, now)
+
+    def _jump(self, case: Case, request: str, now: float) -> None:
+        """Climb straight to the rung a person asked for (draining: once the node's jobs ended)."""
+        case.rung, case.asked, case.retry_at = RUNGS.index(request) - 1, None, None
+        self._record(now, "request", f"a person asked for {request}: the ladder jumps there", node=case.node)
+        if case.state != "draining":
+            self._climb(case, now)
 
     def _climb(self, case: Case, now: float) -> None:
         if case.escalate and case.rung < 0:
@@ -157,7 +194,9 @@ class Ladder:
         case.state, case.since = "acting", now
         what = f"{rung} {case.instance.rack.name}/{case.instance.instance_id}"
         self._record(now, rung, what, node=case.node, step=rung)
-        if rung == "replace" and self.policy.guest_health_report:
+        case.no_capacity_since, case.capacity_told = None, False
+        # A report filed while Azure could not move the VM is not filed again.
+        if rung == "replace" and self.policy.guest_health_report and "guest-health-report" not in case.actions:
             if case.failed_rechecks:
                 self._report(case, now)
             else:
@@ -165,6 +204,19 @@ class Ladder:
 
     def _refused(self, case: Case, rung: str, exc: Exception, now: float) -> None:
         status, after = refusal(exc)
+        code = error_code(exc)
+        if code in self.policy.no_capacity:
+            self._no_capacity(case, rung, code or "", now)
+            return
+        if code in self.policy.not_offered:
+            self._record(now, "azure-error", f"{rung}: Azure cannot do it ({code}): {exc}", node=case.node, step=rung)
+            self._report_unmoved(case, rung, now)
+            if rung == RUNGS[-1] and case.failed_rechecks:
+                why = f"needs a new host and Azure cannot move it ({code}): its host is reported; a person must look"
+                self._close(case, "escalated", now, why)
+            else:
+                self._failed_attempt(case, now)
+            return
         if is_later(status):
             case.refusals += 1
             delay = after if after is not None else backoff_s(self.poll_s, case.refusals)
@@ -174,6 +226,28 @@ class Ladder:
             return
         self._record(now, "azure-error", f"{rung}: {exc}", node=case.node, step=rung)
         self._failed_attempt(case, now)
+
+    def _no_capacity(self, case: Case, rung: str, code: str, now: float) -> None:
+        """Azure has no room for the VM now (``capacity.noCapacity``): the same call again, backing off to hourly;
+        after ``capacity.alertSeconds`` a person is told once, and a node that failed a recheck is reported."""
+        case.refusals += 1
+        case.no_capacity_since = case.no_capacity_since if case.no_capacity_since is not None else now
+        delay = backoff_s(self.poll_s, case.refusals)
+        case.retry_at = now + delay
+        waited = now - case.no_capacity_since
+        why = f"{rung}: Azure has no capacity ({code}) for {waited / 3600:.1f} h; the same call again in {delay:.0f}s"
+        self._record(now, "azure-later", why, node=case.node, step=rung)
+        if waited >= self.policy.capacity_alert_s and not case.capacity_told:
+            case.capacity_told = True
+            why = f"{rung}: Azure has had no capacity ({code}) for {waited / 3600:.1f} h: a person must look"
+            self._record(now, "capacity", why, node=case.node, step=rung)
+            self._report_unmoved(case, rung, now)
+
+    def _report_unmoved(self, case: Case, rung: str, now: float) -> None:
+        """A node that failed a recheck and needs a new host that Azure cannot give now: its host is reported."""
+        filed = "guest-health-report" in case.actions
+        if rung == "replace" and self.policy.guest_health_report and case.failed_rechecks and not filed:
+            self._report(case, now)
 
     def _reconcile(self, case: Case, now: float) -> None:
         """A case whose intent was saved but whose call never returned to a saved state (the head died): ask
@@ -226,7 +300,8 @@ class Ladder:
             self._revalidate(case, now)
         else:
             case.failed_rechecks += 1
-            self._climb(case, now)
+            if not self._probed(case, False, now):
+                self._climb(case, now)
 
     def _revalidate(self, case: Case, now: float) -> None:
         if case.nccl is None:
@@ -246,6 +321,9 @@ class Ladder:
             return
         level, busbw = rack_verdict(text, self.nccl_env, case.instance.rack.name)
         self._record(now, "revalidate", f"rack NCCL {level}: {busbw:.1f} GB/s", node=case.node)
+        if case.asked is not None:
+            self._jump(case, case.asked, now)
+            return
         if level == "OK":
             self._return(case, now)
             return
@@ -258,12 +336,16 @@ class Ladder:
             self._record(now, "revalidate-again", why, node=case.node)
             self._revalidate(case, now)
         else:
+            # The rack failed with this node and no suspect peer in it: a failed recheck of this node, as a failed gate
+            # is (the Guest Health Report at replace, and the close's reason, count it).
+            case.failed_rechecks += 1
             self._climb(case, now)
 
     def _return(self, case: Case, now: float) -> None:
         reason = self.slurm.reason(case.node)
         if reason.startswith(PREFIX):
             self.slurm.resume([case.node])
+            self._probed(case, True, now)
             case.actions.append("return")
             self._close(case, "returned", now, "repaired and revalidated: back in service")
         else:

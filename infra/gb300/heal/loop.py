@@ -68,6 +68,16 @@ class Remediator(Ladder):
         self.adopt(instances)
         self._refresh_topology(now)
 
+    def relist(self, known: Mapping[str, Instance], racks: Sequence[RackRef], now: float) -> None:
+        """List again only ``racks`` (those with a repair under way) and keep the other racks' VMs as ``known``."""
+        names = {r.name for r in racks}
+        instances = {h: i for h, i in known.items() if i.rack.name not in names}
+        for rack in racks:
+            for instance in self.azure.instances(rack):
+                instances[instance.host] = instance
+        self.adopt(instances)
+        self._refresh_topology(now)
+
     def adopt(self, instances: Mapping[str, Instance]) -> None:
         """Take ``instances`` as the racks' VMs (Azure's listing, or the one the state saved) and judge with them."""
         self.instances = dict(instances)
@@ -146,6 +156,8 @@ class Remediator(Ladder):
             self._rejudge(now)
         self._admit(now)
         for case in list(self.cases.values()):
+            if self.halted:
+                break  # halted again mid-tick (a resume too early): no further call this tick
             self._advance(case, now)
 
     # -------------------------------------------------------------------------------------------------
@@ -156,14 +168,17 @@ class Remediator(Ladder):
             self._record(now, "ignore", verdict.reason, node=verdict.node, evidence=verdict.evidence)
             return
         case = self.cases.get(verdict.node)
+        request = next((str(e.code) for e in verdict.evidence if e.kind == "request"), None)
         if case is not None:
             case.evidence.extend(verdict.evidence)
+            if request is not None:
+                self._requested(case, request, now)
             return
-        request = next((str(e.code) for e in verdict.evidence if e.kind == "request"), None)
         if request is None:
             self.rail.fault(now, verdict.node)  # a person's request is no fault evidence for the halt rail
         first = min(e.at for e in verdict.evidence) if verdict.evidence else now
         case = Case(verdict.node, self.instances[verdict.node], "queued", first, verdict.reason, list(verdict.evidence))
+        case.since = now  # queued since
         codes = [xid_code(e.code) for e in verdict.evidence if e.kind == "xid"]
         if any(c is not None and self.policy.xid_bucket(c) == "restartMachine" for c in codes):
             case.skip = ["reimage"]  # a new OS disk cannot bring a GPU back onto the bus (RESTART_BM)
@@ -183,12 +198,30 @@ class Remediator(Ladder):
             self._record(now, "recurrence", case.escalate, node=case.node, evidence=case.evidence)
 
     def _rejudge(self, now: float) -> None:
-        """After a person resumed a halted loop: queued cases whose node's gate passes now are dropped."""
+        """After a person resumed a halted loop: racks noted while halted are judged again, and queued cases whose
+        node's gate passes now are dropped."""
         self.rail.rejudge = False
+        for rack in list(self.judge.held):
+            nodes = self.slurm.nodes(self._rack_hosts(rack)).values()
+            if not any(n.drain_reason.startswith(PREFIX) for n in nodes):
+                # Noted while halted, never drained: let go, so a fabric still down is held again, and counted again.
+                self.judge.held.pop(rack, None)
+                self.judge.fabric.pop(rack, None)
+                self._record(now, "rack-recovered", "noted while halted, never drained: judged again", rack=rack)
         for case in [c for c in self.cases.values() if c.state == "queued"]:
             gate = parse_gate_result(self.probe.gate_result(case.node))
             if gate.passed:
                 self._close(case, "dismissed", now, "judged again after the resume: the gate passes now")
+        self.rail.on_probation(c.node for c in self.cases.values() if c.state == "queued")
+
+    def _may_start(self, case: Case) -> bool:
+        return self.rail.may_start(self.cases.values(), case)
+
+    def _probed(self, case: Case, passed: bool, now: float) -> bool:
+        why = self.rail.probe(case.node, passed)
+        if why is not None:
+            self._record(now, "halt", why)
+        return self.halted
 
     def _fabric(self, now: float) -> None:
         """Racks whose NVLink domain just failed count toward the halt rail first: many at once halt the loop,
@@ -257,7 +290,19 @@ class Remediator(Ladder):
                 self._record(now, "revalidate", why, node=case.node)
 
     def _admit(self, now: float) -> None:
-        self.rail.admit(self.cases.values(), lambda case: self._drain(case, now))
+        self.rail.admit(self.cases.values(), lambda case: self._admitted(case, now))
+
+    def _admitted(self, case: Case, now: float) -> bool:
+        """A queued case gets a slot: one that waited for it on transient-looking evidence only (a link down, a
+        soft check; not a hard fault, not a person's request) is judged again first, and dropped when the node's
+        gate passes now (a switch blip that ended while the rack's slots were busy drains nothing)."""
+        transient = all(self.judge.rule_kind(e) in self.policy.corroborate for e in case.evidence)
+        if case.request is None and case.since < now and transient:
+            gate = parse_gate_result(self.probe.gate_result(case.node))
+            if gate.passed:
+                self._close(case, "dismissed", now, "judged again at admission: the gate passes now")
+                return False
+        return self._drain(case, now)
 
     # -------------------------------------------------------------------------------------------------
     # Guest Health Report, topology, records

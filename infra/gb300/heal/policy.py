@@ -65,7 +65,6 @@ class Policy:
     teardown_window_s: float
     same_job_nodes: int
     same_job_window_s: float
-    settle_s: float
     ecc_fault: frozenset[str]
     corroborate: Mapping[str, Corroboration]
     rack_incident_share: float
@@ -79,9 +78,13 @@ class Policy:
     halt_share: float
     halt_window_s: float
     halt_min_nodes: int
+    resume_failures: int
     requeue_jobs: bool
     guest_health_report: bool
     ghr_api_version: str
+    no_capacity: frozenset[str]
+    not_offered: frozenset[str]
+    capacity_alert_s: float
     ghr_categories: Mapping[str, str]
     memory_s: float
     xid_buckets: Mapping[str, str]
@@ -107,6 +110,19 @@ def _int_set(raw: Any, where: str) -> frozenset[int]:
     if not isinstance(raw, list):
         raise DataError(f"remediation.yaml {where} must be a list (got {raw!r})")
     return frozenset(int(v) for v in raw)
+
+
+def _azure(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The policy's fields from ``azure``: the Guest Health Report's API version and categories, ARM's codes of a
+    refused move (``capacity``), and when a person is told Azure has no capacity."""
+    ghr, capacity = raw["guestHealthReport"], raw["capacity"]
+    return {
+        "ghr_api_version": str(ghr["apiVersion"]),
+        "ghr_categories": {str(k): str(v) for k, v in ghr["categories"].items()},
+        "no_capacity": frozenset(str(c) for c in capacity["noCapacity"]),
+        "not_offered": frozenset(str(c) for c in capacity["notOffered"]),
+        "capacity_alert_s": float(capacity["alertSeconds"]),
+    }
 
 
 def hard_checks() -> frozenset[str]:
@@ -141,7 +157,6 @@ def load(settings: RemediationSettings) -> Policy:
     rungs = {
         name: Rung(name, float(ladder[name]["timeoutSeconds"]), int(ladder[name].get("retries", 0))) for name in RUNGS
     }
-    ghr = raw["azure"]["guestHealthReport"]
     listed = [c for b, codes in xid["catalog"].items() if b not in ("status", "source") for c in codes]
     if len(listed) != len(set(listed)):
         raise DataError("remediation.yaml evidence.xid.catalog: an XID is listed in more than one bucket")
@@ -152,7 +167,6 @@ def load(settings: RemediationSettings) -> Policy:
         teardown_window_s=float(xid["teardownBenign"]["withinSecondsOfJobEnd"]),
         same_job_nodes=int(xid["sameJobNodes"]["value"]),
         same_job_window_s=float(xid["sameJobNodes"]["windowSeconds"]),
-        settle_s=float(xid["sameJobNodes"]["settleSeconds"]),
         ecc_fault=frozenset(str(v) for v in evidence["ecc"]["fault"]["value"]),
         corroborate=corroborate,
         rack_incident_share=float(evidence["rackIncident"]["share"]),
@@ -166,10 +180,10 @@ def load(settings: RemediationSettings) -> Policy:
         halt_share=settings.halt_share,
         halt_window_s=float(settings.halt_window_seconds),
         halt_min_nodes=settings.halt_min_nodes,
+        resume_failures=int(raw["rails"]["resumeRecheckFailures"]),
         requeue_jobs=settings.requeue_jobs,
         guest_health_report=settings.guest_health_report,
-        ghr_api_version=str(ghr["apiVersion"]),
-        ghr_categories={str(k): str(v) for k, v in ghr["categories"].items()},
+        **_azure(raw["azure"]),
         memory_s=float(raw["memory"]["windowSeconds"]),
         shadow=settings.shadow,
         xid_buckets={
@@ -197,7 +211,7 @@ def from_json(doc: Mapping[str, Any]) -> Policy:
         raise DataError(f"remediation policy: fields {sorted(set(doc) ^ fields)} missing or unknown")
     values = dict(doc)
     values["xid_buckets"] = {str(k): str(v) for k, v in doc["xid_buckets"].items()}
-    for key in ("xid_warning", "teardown_xids", "ecc_fault", "hard_checks"):
+    for key in ("xid_warning", "teardown_xids", "ecc_fault", "hard_checks", "no_capacity", "not_offered"):
         values[key] = frozenset(values[key])
     values["corroborate"] = {k: Corroboration(**v) for k, v in doc["corroborate"].items()}
     values["rungs"] = {k: Rung(**v) for k, v in doc["rungs"].items()}

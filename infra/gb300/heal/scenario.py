@@ -2,7 +2,8 @@
 
 ``racks`` of 18 nodes named ``r0001-00`` .. ``r<NNNN>-17``; ``duration`` simulated seconds; ``jobs`` with node
 patterns (``r0001-*,r0002-0[0-3]``, shell-style); ``events`` nodes and Azure report at simulated times;
-``truth``, what is really wrong (read by the simulated world only; ``recurs_after``: the cure holds that long);
+``truth``, what is really wrong (read by the simulated world only; ``recurs_after``: the cure holds that long;
+``seen_by: nccl``: a fault the gate passes and only the rack NCCL run shows);
 ``azure``, how ARM answers the loop's calls by window; ``head``, the head's own crashes; ``operator``, a person's
 resume or ``Action:`` request; ``remediation``, optional overrides of the stack's ``gb300:remediation`` (camelCase
 keys). Every problem is one line naming its key path; exit 2. :func:`bound` refuses work beyond stated bounds.
@@ -11,6 +12,7 @@ keys). Every problem is one line naming its key path; exit 2. :func:`bound` refu
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -74,6 +76,7 @@ class TruthSpec(_Model):
     cured_by: CuredBy
     until: float | None = Field(None, ge=0)
     recurs_after: float | None = Field(None, ge=600)
+    seen_by: Literal["gate", "nccl"] = "gate"  # nccl: the node's gate passes; only the rack NCCL run shows it
 
 
 AzureCall = Literal["restart", "reimage", "redeploy", "list", "report", "any"]
@@ -90,6 +93,7 @@ class AzureWindow(_Model):
     status: int = Field(ge=400, le=599)
     retryAfter: float | None = Field(None, ge=0, le=86400)  # noqa: N815 - the scenario format's key
     node: str | None = Field(None, min_length=1)
+    code: str | None = Field(None, pattern=r"^[A-Za-z]{1,64}$")  # ARM's error code in the body (AllocationFailed...)
 
     @model_validator(mode="after")
     def _order(self) -> AzureWindow:
@@ -144,7 +148,10 @@ def node_name(rack: int, index: int) -> str:
 def match(pattern: str, nodes: list[str]) -> list[str]:
     """Nodes matching any comma-separated shell pattern, in fleet order."""
     parts = [p.strip() for p in pattern.split(",") if p.strip()]
-    return [n for n in nodes if any(fnmatch.fnmatchcase(n, p) for p in parts)]
+    if not parts:
+        return []
+    shell = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in parts))  # one regex: fnmatchcase's rules
+    return [n for n in nodes if shell.match(n)]
 
 
 def _path(where: str, loc: tuple[Any, ...]) -> str:

@@ -71,7 +71,8 @@ def open_loop(
     loop: Remediator, saved: Mapping[str, Any], racks: Sequence[RackRef], now: float, relist_s: float
 ) -> float:
     """A fresh loop as the saved state left it: the racks' VMs from the saved listing while it is younger than
-    ``relist_s`` or while no case is open (else listed again; kept when Azure refuses the list), then the saved
+    ``relist_s`` or while no case is open (else the racks of the open cases listed again, every rack when a node
+    the listing lacks reported; kept when Azure refuses the list), then the saved
     cases, evidence and rails. Returns when the racks were listed. The head and ``gb300 heal simulate`` both open
     every tick this way."""
     listed_at = float(saved.get("listedAt", 0.0))
@@ -80,16 +81,22 @@ def open_loop(
     # Listed again only when the listing is older than relist_s and a repair may need Azure's current view (a case
     # is open), or a node the listing lacks reported (``relist``): a quiet fleet costs no list calls.
     fresh = now - listed_at < relist_s or not saved.get("cases")
-    if known and complete and fresh and not saved.get("relist"):
-        loop.adopt(known)
-    else:
-        try:
+    # A stale listing with repairs under way: only the racks of the open cases are listed again (a repair needs
+    # Azure's current view of its own rack; 64 racks listed every relist_s for one open case is not needed).
+    busy = {str(c.get("rack", "")) for c in saved.get("cases", [])}
+    try:
+        if known and complete and fresh and not saved.get("relist"):
+            loop.adopt(known)
+        elif known and complete and not saved.get("relist"):
+            loop.relist(known, [r for r in racks if r.name in busy], now)
+            listed_at = now
+        else:
             loop.start(now)
             listed_at = now
-        except Exception:
-            if not known:
-                raise
-            loop.adopt(known)  # Azure refused the list (throttled...): the last listing still holds
+    except Exception:
+        if not known:
+            raise
+        loop.adopt(known)  # Azure refused the list (throttled...): the last listing still holds
     if "cases" in saved:
         restore(loop, saved, racks)
     return listed_at
@@ -103,8 +110,9 @@ def mark_resumed(doc: dict[str, Any], *, now: float, by: str, reason: str) -> No
 
 
 def encode(doc: Mapping[str, Any]) -> str:
-    """The state file's text."""
-    return json.dumps(doc, sort_keys=True, indent=1) + "\n"
+    """The state file's text: compact, so the json module's C encoder writes it (``indent`` falls back to the pure
+    Python one, which took most of a simulated 64-rack day); ``gb300-heal status --json`` prints it indented."""
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n"
 
 
 def decode(text: str, where: object = "remediation state") -> dict[str, Any]:

@@ -52,6 +52,7 @@ class Fault:
     cured_at: float | None = None
     recurs_after: float | None = None
     returns_at: float | None = None
+    nccl_only: bool = False  # the gate passes; only the rack NCCL run shows the fault (truth.seen_by: nccl)
 
 
 @dataclass
@@ -116,7 +117,9 @@ class World:
                 mine = [e for e in self._events if e.node == node and e.context != "job-teardown"]
                 start = mine[0].at if mine else 0.0
                 until = truth.until if truth.until is not None else (mine[-1].at if truth.cured_by == "self" else None)
-                self.faults[node] = Fault(CURE_LEVEL[truth.cured_by], start, until, mine, None, truth.recurs_after)
+                level = CURE_LEVEL[truth.cured_by]
+                fault = Fault(level, start, until, mine, None, truth.recurs_after, nccl_only=truth.seen_by == "nccl")
+                self.faults[node] = fault
         self._windows = [(w, set(match(w.node, names)) if w.node else None) for w in self.scenario.azure]
         self._crashes = sorted(self.scenario.head, key=lambda h: h.at)
         self._fabric = "".join(
@@ -130,8 +133,8 @@ class World:
         fault = self.faults.get(node)
         if fault is None or fault.cured_at is not None or self.now < fault.start:
             return None
-        if fault.until is not None and self.now > fault.until and fault.level == 0:
-            return None
+        if fault.until is not None and self.now > fault.until and fault.level in (0, CURE_LEVEL["none"]):
+            return None  # ended by itself, or (none) by what no VM action is: a person's fix, a driver rolled back
         return fault
 
     def _unreachable(self, node: str) -> bool:
@@ -286,7 +289,7 @@ class World:
         if self._unreachable(host):
             return None
         fault = self._fault(host)
-        if fault is None:
+        if fault is None or fault.nccl_only:
             return "pass"
         failures = []
         for event in fault.kinds:
@@ -345,7 +348,8 @@ class World:
                 continue
             self.refusals += 1
             headers = {"Retry-After": f"{window.retryAfter:.0f}"} if window.retryAfter is not None else {}
-            return window.status, fake_arm.error(window.status, f"simulated {window.status}"), headers
+            body = fake_arm.error(window.status, f"simulated {window.status} {window.code or ''}".strip(), window.code)
+            return window.status, body, headers
         return None
 
     def _host(self, scale_set: str, instance: str) -> str:
