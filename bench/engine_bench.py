@@ -114,7 +114,7 @@ def render(report: dict[str, Any]) -> str:
         f"  {'checkpoint (pulumi stack export)':<42} {report['checkpointBytes']:10,} B",
         f"  {'state per rack (compact JSON)':<42} {rs['perRack']:10,.0f} B",
     ]
-    lines += [f"    {t:<40} {b / max(rs['racks'], 1):10,.0f} B" for t, b in sorted(rs["byType"].items())]
+    lines += [f"    {t:<64} {b / max(rs['racks'], 1):10,.0f} B" for t, b in sorted(rs["byType"].items())]
     lines += ["", "targets"]
     for name, v in report["verdicts"].items():
         lines.append(f"  {'MET ' if v['met'] else 'MISS'} {name:<26} {v['value']:10,.2f}  ({v['target']})")
