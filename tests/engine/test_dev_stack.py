@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,19 +36,6 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineStack]:
     made = engine_stack.open_stack(tmp_path_factory.mktemp("dev-stack"), STACK)
     yield made
     made.close()
-
-
-def _steps(proc: subprocess.CompletedProcess[str]) -> dict[str, set[str]]:
-    """URN -> the operations ``pulumi preview --json`` plans for it."""
-    found: dict[str, set[str]] = {}
-    for step in json.loads(proc.stdout).get("steps", []):
-        found.setdefault(step["urn"], set()).add(step["op"])
-    return found
-
-
-def _declared(urns: set[str]) -> set[str]:
-    """The URNs gb300 declares: not the stack itself nor the engine's default providers."""
-    return {u for u in urns if "pulumi:pulumi:Stack" not in u and "::default" not in u}
 
 
 def _ciphertexts(value: Any) -> list[str]:
@@ -78,9 +64,9 @@ def test_preview_with_the_policy_pack_registers_what_the_plan_registers(dev: Eng
     plan`` registers for the same settings."""
     proc = dev.pulumi("preview", "--json", "--policy-pack", "policies")
     assert proc.returncode == 0, dev.output(proc)
-    steps = _steps(proc)
-    assert _declared(set(steps)) == {r.urn for r in dev.plan.resources}
-    assert {op for urn in _declared(set(steps)) for op in steps[urn]} == {"create"}
+    steps = engine_stack.preview_steps(proc)
+    assert engine_stack.declared(set(steps)) == {r.urn for r in dev.plan.resources}
+    assert {op for urn in engine_stack.declared(set(steps)) for op in steps[urn]} == {"create"}
 
 
 def test_a_policy_violation_stops_preview_with_the_plans_finding(dev: EngineStack) -> None:
@@ -143,7 +129,7 @@ def test_refresh_reads_drift_and_a_deletion_staged_in_azure(dev: EngineStack) ->
     assert state[rg_urn]["outputs"]["tags"]["env"] == "changed-by-hand"
     assert not any(r.get("id") == nsg_id for r in state.values())
     preview = dev.pulumi("preview", "--json")
-    steps = _steps(preview)
+    steps = engine_stack.preview_steps(preview)
     assert steps[rg_urn] == {"update"}
     assert steps[nsg["urn"]] == {"create"}
     proc = dev.pulumi("up", "--yes")
@@ -161,7 +147,7 @@ def test_a_new_vm_size_replaces_the_rack(dev: EngineStack) -> None:
     assert preview.returncode == 0, dev.output(preview)
     replaced = {
         urn.rsplit("::", 1)[-1]
-        for urn, ops in _steps(preview).items()
+        for urn, ops in engine_stack.preview_steps(preview).items()
         if ops & {"replace", "create-replacement", "delete-replaced"} and "azure-native" in urn
     }
     assert replaced == {RACK, f"{RACK}-logs"}

@@ -88,6 +88,19 @@ class EngineStack:
         self.account.stop()
 
 
+def preview_steps(proc: subprocess.CompletedProcess[str]) -> dict[str, set[str]]:
+    """URN -> the operations ``pulumi preview --json`` plans for it."""
+    found: dict[str, set[str]] = {}
+    for step in json.loads(proc.stdout).get("steps", []):
+        found.setdefault(step["urn"], set()).add(step["op"])
+    return found
+
+
+def declared(urns: set[str]) -> set[str]:
+    """The URNs gb300 declares: not the stack itself nor the engine's default providers."""
+    return {u for u in urns if "pulumi:pulumi:Stack" not in u and "::default" not in u}
+
+
 def _scratch_copy(root: Path) -> Path:
     copy = root / "checkout"
     copy.mkdir()
