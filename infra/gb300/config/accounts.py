@@ -191,7 +191,8 @@ class Accounts(ConfigModel):
                 named.append((("accounts", i, "defaultQos"), account.default_qos))
         for loc, name in named:
             if name not in declared:
-                raise PathError(loc, f"names a QoS gb300:slurm.qos does not declare (got {name!r}; {hint})", relative=True)
+                message = f"names a QoS gb300:slurm.qos does not declare (got {name!r}; {hint})"
+                raise PathError(loc, message, relative=True)
 
     def check_default_accounts(self) -> None:
         """A default account is given only for a member, to one of the user's accounts, and every user of several
@@ -208,8 +209,7 @@ class Accounts(ConfigModel):
             if entry.default_account not in accounts:
                 raise PathError(
                     ("users", i, "defaultAccount"),
-                    f"must be one of {entry.name!r}'s accounts ({', '.join(accounts)}) "
-                    f"(got {entry.default_account!r})",
+                    f"must be one of {entry.name!r}'s accounts ({', '.join(accounts)}) (got {entry.default_account!r})",
                     relative=True,
                 )
         given = {entry.name for entry in self.users}

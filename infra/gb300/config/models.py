@@ -87,7 +87,8 @@ class StackConfig(ConfigModel):
     head: HeadSettings = Field(default_factory=HeadSettings)
     """The Slurm controller and login node: one VM in the head subnet."""
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
-    """Slurm options and extra partitions of your own, rendered into slurm.conf with gb300's (docs/customize.md)."""
+    """Slurm options and extra partitions of your own, rendered into slurm.conf with gb300's (docs/customize.md), and
+    accounts, QoS and fair share (docs/accounts.md)."""
     storage: StorageSettings = Field(default_factory=StorageSettings)
     """Shared storage for datasets and checkpoints: Azure Managed Lustre and a storage account (docs/storage.md)."""
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)

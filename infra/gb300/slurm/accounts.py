@@ -98,9 +98,8 @@ def render_accounts(cluster_name: str, accounts: SlurmAccounts) -> str:
             )
         )  # fmt: skip
     for a in accounts.accounts:
-        lines.append(
-            _record("account", a.name, str(a.fairshare), _text(a.gpu_limit), ",".join(sorted(a.qos)), a.default_qos or "")
-        )
+        qos = ",".join(sorted(a.qos))
+        lines.append(_record("account", a.name, str(a.fairshare), _text(a.gpu_limit), qos, a.default_qos or ""))
     for name, member_of, default in accounts.users:
         lines.append(_record("user", name, ",".join(sorted(member_of)), default))
     return "".join(lines)

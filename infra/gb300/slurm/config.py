@@ -171,13 +171,18 @@ def _problems(cluster: SlurmCluster) -> list[str]:
             if value < 1:
                 problems.append(f"'{where}.{name}' must be at least 1 (got {value!r})")
         problems.extend(_layout_problems(pool, where))
-    if cluster.accounting_host is not None and not _HOST.match(cluster.accounting_host):
-        problems.append(f"'accounting_host' must be a lowercase host name (got {cluster.accounting_host!r})")
-    if cluster.accounts is not None and cluster.accounting_host is None:
-        problems.append("'accounts' need an 'accounting_host': slurmdbd holds accounts and QoS")
+    problems.extend(_accounting_problems(cluster))
     if cluster.spare_nodes is not None and cluster.spare_nodes < 0:
         problems.append(f"'spare_nodes' must be at least 0 (got {cluster.spare_nodes!r})")
     return problems
+
+
+def _accounting_problems(cluster: SlurmCluster) -> list[str]:
+    if cluster.accounting_host is None:
+        return ["'accounts' need an 'accounting_host': slurmdbd holds accounts and QoS"] if cluster.accounts else []
+    if not _HOST.match(cluster.accounting_host):
+        return [f"'accounting_host' must be a lowercase host name (got {cluster.accounting_host!r})"]
+    return []
 
 
 def _layout_problems(pool: SlurmPool, where: str) -> list[str]:

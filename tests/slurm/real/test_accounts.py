@@ -161,14 +161,17 @@ def _write(cluster: Cluster, path: str, text: str) -> None:
 
 
 def test_a_removed_user_can_no_longer_submit_after_the_step_runs_again(accounts_cluster: Cluster) -> None:
-    """bob taken out of team_a (his only account) and team_b's share changed in the stack file: after the step runs
-    on the newly rendered file bob is refused, team_b has its new share, and alice and carol keep their accounts."""
+    """bob taken out of team_a (his only account), team_b's share changed and two limits dropped in the stack file:
+    after the step runs on the newly rendered file bob is refused, team_b has its new share, the limits are cleared,
+    and alice and carol keep their accounts."""
     status, job = _sbatch(accounts_cluster, "bob", "--account=team_a", "--hold", "--wrap=true")
     assert status == 0, job
     accounts_cluster.head.run(["scancel", job])
     changed = copy.deepcopy(SLURM)
     changed["accounts"][0]["users"] = ["alice"]
     changed["accounts"][1]["fairshare"] = 2
+    del changed["accounts"][0]["gpuLimit"]
+    del changed["qos"][1]["maxWallHours"]
     rendered = layout.node_bundles("dev", {"slurm": changed, "head": {"slurmdbd": True}}).head[ACCOUNTS_FILE]
     _write(accounts_cluster, ACCOUNTS_FILE, rendered.content)
     accounts_cluster.head.run(["bash", STEP], timeout=300)
@@ -177,8 +180,11 @@ def test_a_removed_user_can_no_longer_submit_after_the_step_runs_again(accounts_
     )
     assert "Invalid account" in _sbatch(accounts_cluster, "bob", "--account=team_a", "--wrap=true")[1]
     assert [row[0] for row in _show(accounts_cluster, "user", "format=user")].count("bob") == 0
-    shares = {row[0]: row[1] for row in _show(accounts_cluster, "assoc", "account=team_b", "user=", "format=account,share")}
-    assert int(shares["team_b"]) == 2
+    [[share]] = _show(accounts_cluster, "assoc", "account=team_b", "user=", "format=share")
+    assert int(share) == 2
+    [[grptres]] = _show(accounts_cluster, "assoc", "account=team_a", "user=", "format=grptres")
+    assert grptres == ""
+    assert dict(_show(accounts_cluster, "qos", "format=name,maxwall"))["high"] == ""
     members = sorted(tuple(row) for row in _show(accounts_cluster, "assoc", "format=account,user") if row[1] != "root")
     assert ("team_a", "alice") in members
     assert ("team_b", "carol") in members
