@@ -182,7 +182,7 @@ def test_a_removed_user_can_no_longer_submit_after_the_step_runs_again(accounts_
     assert [row[0] for row in _show(accounts_cluster, "user", "format=user")].count("bob") == 0
     [[share]] = _show(accounts_cluster, "assoc", "account=team_b", "user=", "format=share")
     assert int(share) == 2
-    [[grptres]] = _show(accounts_cluster, "assoc", "account=team_a", "user=", "format=grptres")
+    [[_, grptres]] = _show(accounts_cluster, "assoc", "account=team_a", "user=", "format=account,grptres")
     assert grptres == ""
     assert dict(_show(accounts_cluster, "qos", "format=name,maxwall"))["high"] == ""
     members = sorted(tuple(row) for row in _show(accounts_cluster, "assoc", "format=account,user") if row[1] != "root")
