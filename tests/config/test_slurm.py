@@ -73,8 +73,8 @@ def _problems(raw: dict[str, Any]) -> list[str]:
         ({"partitions": [{"name": "big", "nodes": "dev-train-00000[0-1]"}]}, {},
          "gb300:slurm.partitions[0].nodes: is not a known key"),
         ({"partitions": [{"name": "big", "pools": ["train"], "settings": {"AllowQos": "high"}}]}, {},
-         "gb300:slurm.partitions[0].settings.AllowQos: needs job accounting, which holds the QoS: set "
-         "gb300:head.slurmdbd: true and create the QoS with sacctmgr"),
+         "gb300:slurm.partitions[0].settings.AllowQos: needs job accounting, which holds the QoS: declare the QoS in "
+         "gb300:slurm.qos (or set gb300:head.slurmdbd: true and create it with sacctmgr)"),
     ],
 )  # fmt: skip
 def test_a_bad_custom_slurm_key_is_one_key_path_line(

@@ -87,7 +87,8 @@ class StackConfig(ConfigModel):
     head: HeadSettings = Field(default_factory=HeadSettings)
     """The Slurm controller and login node: one VM in the head subnet."""
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
-    """Slurm options and extra partitions of your own, rendered into slurm.conf with gb300's (docs/customize.md)."""
+    """Slurm options and extra partitions of your own, rendered into slurm.conf with gb300's (docs/customize.md), and
+    accounts, QoS and fair share (docs/accounts.md)."""
     storage: StorageSettings = Field(default_factory=StorageSettings)
     """Shared storage for datasets and checkpoints: Azure Managed Lustre and a storage account (docs/storage.md)."""
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
@@ -188,16 +189,43 @@ class StackConfig(ConfigModel):
     def check_qos_needs_accounting(self) -> None:
         """A partition's QoS keys need accounting: without slurmdbd there is no QoS, and slurmctld 26.05 will not
         start ("Partition <p> has an invalid AllowQOS ... We have no QOS on the system", measured on Debian sid)."""
-        if self.head.slurmdbd:
+        if self.accounting:
             return
         for loc, _, settings in self.slurm_setting_groups():
             for key in settings:
                 if key.lower() in ("qos", "allowqos", "denyqos"):
                     raise PathError(
                         (*loc, key),
-                        "needs job accounting, which holds the QoS: set gb300:head.slurmdbd: true and create the QoS "
-                        "with sacctmgr",
+                        "needs job accounting, which holds the QoS: declare the QoS in gb300:slurm.qos (or set "
+                        "gb300:head.slurmdbd: true and create it with sacctmgr)",
                     )
+
+    def check_accounts_keep_accounting(self) -> None:
+        """Declared accounts or QoS turn job accounting on; gb300:head.slurmdbd set to false contradicts them."""
+        if self.slurm.declares_accounts and "slurmdbd" in self.head.model_fields_set and not self.head.slurmdbd:
+            key = "accounts" if self.slurm.accounts else "qos"
+            raise PathError(
+                ("head", "slurmdbd"),
+                f"is false, but gb300:slurm.{key} needs job accounting (slurmdbd holds accounts and QoS); remove "
+                "gb300:head.slurmdbd (declared accounts turn it on) or the accounts",
+            )
+
+    def check_gpu_limits_within_the_cluster(self) -> None:
+        """No account or QoS GPU limit exceeds the GPUs of every pool together: a limit no job can reach is a typo."""
+        gpus = sum(pool.vms * pool.sku.gpus for pool in self.gpu_pools)
+        limits: list[tuple[tuple[str | int, ...], int | None]] = []
+        for i, account in enumerate(self.slurm.accounts):
+            limits.append((("slurm", "accounts", i, "gpuLimit"), account.gpu_limit))
+        for i, qos in enumerate(self.slurm.qos):
+            limits += [(("slurm", "qos", i, "gpuLimit"), qos.gpu_limit)]
+            limits += [(("slurm", "qos", i, "maxGpusPerUser"), qos.max_gpus_per_user)]
+        for loc, limit in limits:
+            if limit is not None and limit > gpus:
+                raise PathError(
+                    loc,
+                    f"must be at most {gpus}, the GPUs of every GPU pool together (got {limit}); raise the pools' "
+                    "racks or lower the limit",
+                )
 
     CHECKS: ClassVar[Checks] = (
         check_unique_pool_names,
@@ -206,7 +234,14 @@ class StackConfig(ConfigModel):
         check_payload_ranges_need_public_access,
         check_partitions_name_pools,
         check_qos_needs_accounting,
+        check_accounts_keep_accounting,
+        check_gpu_limits_within_the_cluster,
     )
+
+    @property
+    def accounting(self) -> bool:
+        """Whether job accounting runs (slurmdbd on the head): gb300:head.slurmdbd, or accounts or QoS declared."""
+        return self.head.slurmdbd or self.slurm.declares_accounts
 
     def slurm_setting_groups(self) -> list[SettingGroup]:
         """Every mapping of custom Slurm settings, with its key path and kind (slurm.conf, a partition line)."""

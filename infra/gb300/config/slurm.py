@@ -13,6 +13,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, Field, WithJsonSchema
 
+from gb300.config.accounts import Accounts
 from gb300.config.base import Checks, ConfigModel
 from gb300.config.checks import PathError, format_path
 from gb300.config.fields import PoolName
@@ -85,14 +86,15 @@ class ExtraPartition(ConfigModel):
     CHECKS: ClassVar[Checks] = (check_one_node_selection,)
 
 
-class SlurmSettings(ConfigModel):
-    """``gb300:slurm``: slurm.conf options and partitions of the user's own, rendered with gb300's."""
+class SlurmSettings(Accounts):
+    """``gb300:slurm``: slurm.conf options and partitions of the user's own, rendered with gb300's, and the accounts,
+    QoS and users gb300-slurm-accounts applies with sacctmgr (:class:`~gb300.config.accounts.Accounts`)."""
 
     settings: Settings = Field(default_factory=dict)
     """slurm.conf keys and their values (`SchedulerParameters`, `PriorityType`, `MaxArraySize`, ...), checked against
     the pinned Slurm release; keys gb300 renders itself are refused with the gb300 key to use (docs/customize.md)."""
     partitions: list[ExtraPartition] = Field(default_factory=list)
-    """Extra partitions, by pool or feature, each with its own limits (and QoS, with gb300:head.slurmdbd)
+    """Extra partitions, by pool or feature, each with its own limits (and QoS, with job accounting)
     (docs/customize.md)."""
 
     def check_unique_partitions(self) -> None:

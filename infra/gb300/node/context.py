@@ -17,6 +17,7 @@ from gb300.errors import BootstrapError
 from gb300.facts import catalog, slurm_settings
 from gb300.facts.software import apply_software_overrides
 from gb300.node.boot_context import BootstrapContext
+from gb300.slurm import accounts as slurm_accounts
 from gb300.slurm import config as slurm_config
 from gb300.slurm import files as slurm_files
 
@@ -63,7 +64,7 @@ def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
         head_hostname=head_hostname(cfg),
         pools=tuple(pools),
         max_nodes=max_gpu_nodes(cfg),
-        accounting_host=head_hostname(cfg) if cfg.head.slurmdbd else None,
+        accounting_host=head_hostname(cfg) if cfg.accounting else None,
         settings=_rendered("slurm_conf", cfg.slurm.settings),
         partitions=tuple(
             slurm_config.SlurmPartition(
@@ -73,6 +74,35 @@ def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
                 settings=_rendered("partition_line", part.settings),
             )
             for part in cfg.slurm.partitions
+        ),
+        accounts=declared_accounts(cfg),
+    )
+
+
+def declared_accounts(cfg: StackConfig) -> slurm_accounts.SlurmAccounts | None:
+    """The accounts, QoS and users of gb300:slurm for gb300-slurm-accounts; None when none is declared."""
+    declared = cfg.slurm
+    if not declared.declares_accounts:
+        return None
+    return slurm_accounts.SlurmAccounts(
+        qos=tuple(
+            slurm_accounts.SlurmQos(
+                name=q.name,
+                priority=q.priority,
+                preempt=tuple(q.preempt),
+                max_wall_hours=q.max_wall_hours,
+                max_gpus_per_user=q.max_gpus_per_user,
+                gpu_limit=q.gpu_limit,
+            )
+            for q in declared.qos
+        ),
+        accounts=tuple(
+            slurm_accounts.SlurmAccount(a.name, a.fairshare, a.gpu_limit, tuple(a.qos), a.default_qos)
+            for a in declared.accounts
+        ),
+        users=tuple(
+            (user, tuple(member_of), declared.default_account(user))
+            for user, member_of in declared.memberships().items()
         ),
     )
 
@@ -112,7 +142,7 @@ def boot_inputs(ctx: BootstrapContext) -> slurm_files.SlurmBootInputs:
         secret_wait_seconds=ctx.node.secret_wait_seconds,  # data/node.yaml secret_fetch
         secret_retry_delay_seconds=ctx.node.secret_retry_delay_seconds,
         block_size=racks[0] if racks else 1,  # VMs per NVLink domain of the pools' SKU (topology/block)
-        slurmdbd=cfg.head.slurmdbd,  # GB300_SLURMDBD: gb300-slurmdbd-setup installs MariaDB and slurmdbd
+        slurmdbd=cfg.accounting,  # GB300_SLURMDBD: gb300-slurmdbd-setup installs MariaDB and slurmdbd
         slurm_version=slurm.version,  # Microsoft's slurm-smd packages at this version, held
         slurm_apt_version=slurm.apt_version,
         slurm_packages=slurm.packages,

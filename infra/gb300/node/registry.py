@@ -233,6 +233,10 @@ def _accounting(v: SlurmView) -> bool:
     return bool(v.accounting)
 
 
+def _accounts(v: SlurmView) -> bool:
+    return slurm_config.ACCOUNTS_FILE in v.accounting
+
+
 def _names(names: tuple[str, ...]) -> Callable[[SlurmView], Sequence[str]]:
     return lambda _v: names
 
@@ -243,6 +247,8 @@ SLURM_ROWS: tuple[Row[SlurmView] | Family[SlurmView], ...] = (
         _accounting),
     Row("/etc/mysql/mariadb.conf.d/60-gb300-slurmdbd.cnf",
         Content(lambda v, _n: v.accounting["mariadb-slurmdbd.cnf"]), HEAD, "slurm", when=_accounting),
+    Row(f"{paths.ETC}/{slurm_config.ACCOUNTS_FILE}",
+        Content(lambda v, _n: v.accounting[slurm_config.ACCOUNTS_FILE]), HEAD, "slurm", when=_accounts),
     # slurmdbd.service drop-in: run as the slurm user from the start
     Row(f"{paths.UNIT_STAGING}/slurmdbd-gb300.conf", RepoFile("cloud-init/slurm/systemd/slurmdbd-gb300.conf"), HEAD,
         "slurm", when=_accounting),

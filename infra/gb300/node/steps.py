@@ -73,6 +73,10 @@ def on_prometheus(cfg: StackConfig) -> bool:
     return cfg.monitoring.prometheus.enabled
 
 
+def on_accounts(cfg: StackConfig) -> bool:
+    return cfg.slurm.declares_accounts
+
+
 def on_remediation(cfg: StackConfig) -> bool:
     return cfg.remediation.enabled
 
@@ -155,6 +159,9 @@ STEPS: tuple[Step, ...] = (
     Step("gb300-slurmctld-setup", "slurm/gb300-slurmctld-setup", HEAD, "slurm",
          "start slurmctld with gb300's configuration and the topology refresh timer",
          ("gb300-munge-key", "gb300-state-disk", "gb300-slurmdbd-setup")),
+    Step("gb300-slurm-accounts", "slurm/gb300-slurm-accounts", HEAD, "slurm",
+         "load gb300:slurm.accounts, .qos and .users into slurmdbd with sacctmgr: add what is missing, change what "
+         "differs, remove users taken out of an account", ("gb300-slurmctld-setup",), on_accounts),
     # Only with gb300:remediation.enabled: the loop's venv and timer on the head (docs/self-healing.md#on-the-head).
     Step("gb300-heal-setup", "slurm/gb300-heal-setup", HEAD, "slurm",
          "build the remediation loop's venv from hashed pins and start its timer (gb300:remediation.enabled)",

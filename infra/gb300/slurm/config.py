@@ -23,9 +23,12 @@ from dataclasses import dataclass
 from gb300.errors import Gb300Error
 from gb300.node import paths as node_paths
 from gb300.node import templating
+from gb300.slurm.accounts import SlurmAccounts, render_accounts, slurm_conf_lines
 
 FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "plugstack.conf")
 ACCOUNTING_FILES = ("slurmdbd.conf", "mariadb-slurmdbd.cnf")
+ACCOUNTS_FILE = "slurm-accounts.tsv"
+"""The accounts, QoS and users gb300-slurm-accounts applies (:func:`gb300.slurm.accounts.render_accounts`)."""
 ACCOUNTING_DB = "slurm_acct_db"
 """slurmdbd.conf's ``StorageLoc``: the MariaDB database gb300-slurmdbd-setup creates (Slurm's default name)."""
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -115,6 +118,7 @@ class SlurmCluster:
     pyxis_plugin: str = node_paths.PYXIS_PLUGIN
     settings: tuple[tuple[str, str], ...] = ()  # slurm.conf keys of the user's own (gb300:slurm.settings)
     partitions: tuple[SlurmPartition, ...] = ()
+    accounts: SlurmAccounts | None = None  # gb300:slurm.accounts and .qos; needs an accounting_host
 
 
 def default_spare_nodes(gpu_nodes: int) -> int:
@@ -167,11 +171,18 @@ def _problems(cluster: SlurmCluster) -> list[str]:
             if value < 1:
                 problems.append(f"'{where}.{name}' must be at least 1 (got {value!r})")
         problems.extend(_layout_problems(pool, where))
-    if cluster.accounting_host is not None and not _HOST.match(cluster.accounting_host):
-        problems.append(f"'accounting_host' must be a lowercase host name (got {cluster.accounting_host!r})")
+    problems.extend(_accounting_problems(cluster))
     if cluster.spare_nodes is not None and cluster.spare_nodes < 0:
         problems.append(f"'spare_nodes' must be at least 0 (got {cluster.spare_nodes!r})")
     return problems
+
+
+def _accounting_problems(cluster: SlurmCluster) -> list[str]:
+    if cluster.accounting_host is None:
+        return ["'accounts' need an 'accounting_host': slurmdbd holds accounts and QoS"] if cluster.accounts else []
+    if not _HOST.match(cluster.accounting_host):
+        return [f"'accounting_host' must be a lowercase host name (got {cluster.accounting_host!r})"]
+    return []
 
 
 def _layout_problems(pool: SlurmPool, where: str) -> list[str]:
@@ -208,6 +219,7 @@ def render(cluster: SlurmCluster) -> dict[str, str]:
         ],
         "custom_marker": CUSTOM_MARKER,
         "extra_partitions": [_partition_line(p.name, p.node_spec, False, p.settings) for p in cluster.partitions],
+        "account_lines": slurm_conf_lines(cluster.accounts) if cluster.accounts is not None else (),
     }
     files = {name: templating.render(f"slurm/{name}.j2", **context) for name in FILES}
     files["slurm.conf"] = _settings_replace_defaults(files["slurm.conf"], cluster.settings)
@@ -240,7 +252,8 @@ CUSTOM_MARKER = "# Settings of the stack's own (gb300:slurm.settings)"
 
 
 def render_accounting(cluster: SlurmCluster) -> dict[str, str]:
-    """``slurmdbd.conf`` and ``mariadb-slurmdbd.cnf`` for ``cluster``'s accounting host; empty when accounting is off.
+    """``slurmdbd.conf`` and ``mariadb-slurmdbd.cnf`` for ``cluster``'s accounting host, and ``slurm-accounts.tsv``
+    when it declares accounts; empty when accounting is off.
 
     slurmdbd runs on ``accounting_host`` (``DbdHost``, the host slurm.conf's ``AccountingStorageHost`` names)
     and stores into MariaDB on the same VM over its unix socket, so neither file holds a password.
@@ -252,4 +265,7 @@ def render_accounting(cluster: SlurmCluster) -> dict[str, str]:
     if cluster.accounting_host is None:
         return {}
     context = {"cluster": cluster, "dbd_host": cluster.accounting_host, "database": ACCOUNTING_DB}
-    return {name: templating.render(f"slurm/{name}.j2", **context) for name in ACCOUNTING_FILES}
+    files = {name: templating.render(f"slurm/{name}.j2", **context) for name in ACCOUNTING_FILES}
+    if cluster.accounts is not None:
+        files[ACCOUNTS_FILE] = render_accounts(cluster.cluster_name, cluster.accounts)
+    return files

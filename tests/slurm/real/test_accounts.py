@@ -1,0 +1,190 @@
+"""Accounts, QoS and fair share from the stack file (gb300:slurm.accounts, .qos, .users) on real slurmctld, slurmdbd
+and MariaDB (Debian trixie 24.11, sid 26.05): the head's own gb300-slurm-accounts step loads the rendered file with
+sacctmgr, and Slurm enforces it."""
+
+from __future__ import annotations
+
+import copy
+import shlex
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gb300.slurm import config as slurm_config
+from tests.support.real_slurm import layout
+from tests.support.real_slurm.cluster import Cluster
+from tests.support.real_slurm.fixtures import cluster_fixture
+from tests.support.real_slurm.root import SUITES
+
+pytestmark = pytest.mark.slow
+
+STEP = "/usr/local/lib/gb300/steps/gb300-slurm-accounts.sh"
+ACCOUNTS_FILE = f"/etc/gb300/{slurm_config.ACCOUNTS_FILE}"
+USERS = ("alice", "bob", "carol")
+SLURM: dict[str, Any] = {
+    "qos": [
+        {"name": "normal", "priority": 10},
+        {"name": "high", "priority": 100, "preempt": ["normal"], "maxWallHours": 48, "maxGpusPerUser": 8},
+    ],
+    "accounts": [
+        {"name": "team_a", "users": ["alice", "bob"], "fairshare": 3, "gpuLimit": 4, "qos": ["normal", "high"],
+         "defaultQos": "normal"},
+        {"name": "team_b", "users": ["alice", "carol"], "fairshare": 1},
+    ],
+    "users": [{"name": "alice", "defaultAccount": "team_a"}],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=list(SUITES), ids=[f"{s}-{v}" for s, v in SUITES.items()])
+def accounts_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """The dev stack with two accounts and two QoS declared (accounting on by them), its users on every host, and
+    the head's gb300-slurm-accounts step run once."""
+    for cluster in cluster_fixture(request, overrides={"slurm": SLURM}, accounting=True):
+        for host in [cluster.head, *cluster.nodes]:
+            for uid, user in enumerate(USERS, 5001):
+                host.run(["useradd", "--uid", str(uid), "--no-create-home", "--shell", "/bin/bash", user])
+        cluster.head.run(["bash", STEP], timeout=300)
+        yield cluster
+
+
+def _show(cluster: Cluster, *args: str) -> list[list[str]]:
+    out = cluster.head.run(["sacctmgr", "-nP", "show", *args]).stdout
+    return [line.split("|") for line in out.splitlines() if line]
+
+
+def _sbatch(cluster: Cluster, user: str, *args: str) -> tuple[int, str]:
+    """``sbatch`` as ``user`` on the head: (exit status, job id or error text)."""
+    argv = ["sbatch", "--parsable", "--output=/dev/null", "--chdir=/", *args]
+    done = cluster.head.run(["runuser", "-u", user, "--", *argv], check=False)
+    errors = [line for line in done.stderr.splitlines() if "error" in line and "spank" not in line.lower()]
+    return done.returncode, done.stdout.strip() if done.returncode == 0 else "\n".join(errors)
+
+
+def _job(cluster: Cluster, job: str) -> list[str]:
+    """A job's [state, reason] as squeue prints them."""
+    return cluster.head.run(["squeue", "-h", "-j", job, "-o", "%T|%r"]).stdout.strip().split("|")
+
+
+def _transactions(cluster: Cluster) -> int:
+    return len(_show(cluster, "transactions"))
+
+
+def test_slurm_conf_enforces_the_declared_accounts(accounts_cluster: Cluster) -> None:
+    """Declaring accounts turns on accounting, its enforcement, GPUs as a counted resource and multifactor priority in
+    the controller that runs."""
+    config = accounts_cluster.scontrol("show", "config")
+    assert "accounting_storage/slurmdbd" in config
+    enforce = next(line for line in config.splitlines() if line.startswith("AccountingStorageEnforce"))
+    assert {"associations", "limits", "qos"} <= set(enforce.split("=", 1)[1].strip().split(","))
+    assert "gres/gpu" in next(line for line in config.splitlines() if line.startswith("AccountingStorageTRES"))
+    assert "priority/multifactor" in next(line for line in config.splitlines() if line.startswith("PriorityType"))
+
+
+def test_the_step_loads_the_declared_qos_accounts_and_users(accounts_cluster: Cluster) -> None:
+    """Every declared QoS, account (share, GPU limit, QoS, default QoS) and membership is in slurmdbd as declared."""
+    qos = {row[0]: row[1:] for row in _show(accounts_cluster, "qos", "format=name,priority,preempt,maxwall,maxtrespu")}
+    for declared in SLURM["qos"]:
+        priority, preempt, wall, per_user = qos[declared["name"]]
+        assert int(priority) == declared["priority"]
+        assert preempt.split(",") == (declared.get("preempt") or [""])
+        assert wall == ("2-00:00:00" if declared.get("maxWallHours") == 48 else "")
+        assert per_user == (f"gres/gpu={declared['maxGpusPerUser']}" if "maxGpusPerUser" in declared else "")
+    names = ",".join(a["name"] for a in SLURM["accounts"])
+    rows = _show(accounts_cluster, "assoc", f"account={names}", "format=account,user,share,grptres,qos,defaultqos")
+    own = {row[0]: row[2:] for row in rows if not row[1]}
+    members = sorted((row[0], row[1]) for row in rows if row[1])
+    for declared in SLURM["accounts"]:
+        share, grptres, qos_list, default_qos = own[declared["name"]]
+        assert int(share) == declared["fairshare"]
+        assert grptres == (f"gres/gpu={declared['gpuLimit']}" if "gpuLimit" in declared else "")
+        assert sorted(qos_list.split(",")) == sorted(declared.get("qos") or ["normal"])
+        assert default_qos == declared.get("defaultQos", "")
+    assert members == sorted((a["name"], u) for a in SLURM["accounts"] for u in a["users"])
+    defaults = dict(_show(accounts_cluster, "user", "format=user,defaultaccount"))
+    assert defaults["alice"] == SLURM["users"][0]["defaultAccount"]
+    assert defaults["carol"] == "team_b"
+
+
+def test_fair_share_is_divided_as_declared(accounts_cluster: Cluster) -> None:
+    """sshare gives each account its declared raw share and a normalised share in the declared proportion."""
+    out = accounts_cluster.head.run(["sshare", "-nP", "-o", "account,user,rawshares,normshares"]).stdout
+    rows = {parts[0].strip(): parts for parts in (line.split("|") for line in out.splitlines()) if not parts[1]}
+    team_a, team_b = (next(a for a in SLURM["accounts"] if a["name"] == name) for name in ("team_a", "team_b"))
+    assert int(rows["team_a"][2]) == team_a["fairshare"]
+    assert int(rows["team_b"][2]) == team_b["fairshare"]
+    ratio = float(rows["team_a"][3]) / float(rows["team_b"][3])
+    assert ratio == pytest.approx(team_a["fairshare"] / team_b["fairshare"], rel=1e-3)
+
+
+def test_a_job_past_the_accounts_gpu_limit_pends_with_slurms_reason(accounts_cluster: Cluster) -> None:
+    """With team_a's GPUs all held by one job, a second team_a job pends with Slurm's association GPU limit reason,
+    while carol's team_b job is not held by it."""
+    pool = accounts_cluster.files.pool
+    limit = next(a for a in SLURM["accounts"] if a["name"] == "team_a")["gpuLimit"]
+    job_args = (f"--partition={pool}", "-N1", f"--gres=gpu:{limit}", "--wrap=sleep 300")
+    status, first = _sbatch(accounts_cluster, "alice", "--account=team_a", *job_args)
+    assert status == 0, first
+    try:
+        accounts_cluster.wait("the first team_a job runs", lambda: _job(accounts_cluster, first)[0] == "RUNNING")
+        status, second = _sbatch(accounts_cluster, "bob", "--account=team_a", *job_args)
+        assert status == 0, second
+        accounts_cluster.wait(
+            "the second team_a job pends on its account's GPU limit",
+            lambda: _job(accounts_cluster, second) == ["PENDING", "AssocGrpGRES"],
+            30,
+        )
+        status, other = _sbatch(accounts_cluster, "carol", "--account=team_b", *job_args)
+        assert status == 0, other
+        accounts_cluster.wait("carol's team_b job runs", lambda: _job(accounts_cluster, other)[0] == "RUNNING")
+    finally:
+        accounts_cluster.head.run(["bash", "-c", "for u in alice bob carol; do scancel -u $u; done"], check=False)
+
+
+def test_a_user_in_no_account_cannot_submit(accounts_cluster: Cluster) -> None:
+    """Enforced associations: a user of no declared account is refused at submission."""
+    accounts_cluster.head.run(["useradd", "--no-create-home", "dave"], check=False)
+    status, error = _sbatch(accounts_cluster, "dave", "--wrap=true")
+    assert status != 0
+    assert "Invalid account" in error
+
+
+def test_running_the_step_again_changes_nothing(accounts_cluster: Cluster) -> None:
+    """A second run of gb300-slurm-accounts issues no sacctmgr change: slurmdbd's transaction log does not grow."""
+    before = _transactions(accounts_cluster)
+    accounts_cluster.head.run(["bash", STEP], timeout=300)
+    assert _transactions(accounts_cluster) == before
+
+
+def _write(cluster: Cluster, path: str, text: str) -> None:
+    cluster.head.run(["bash", "-c", f"printf '%s' {shlex.quote(text)} >{shlex.quote(path)}"])
+
+
+def test_a_removed_user_can_no_longer_submit_after_the_step_runs_again(accounts_cluster: Cluster) -> None:
+    """bob taken out of team_a (his only account), team_b's share changed and two limits dropped in the stack file:
+    after the step runs on the newly rendered file bob is refused, team_b has its new share, the limits are cleared,
+    and alice and carol keep their accounts."""
+    status, job = _sbatch(accounts_cluster, "bob", "--account=team_a", "--hold", "--wrap=true")
+    assert status == 0, job
+    accounts_cluster.head.run(["scancel", job])
+    changed = copy.deepcopy(SLURM)
+    changed["accounts"][0]["users"] = ["alice"]
+    changed["accounts"][1]["fairshare"] = 2
+    del changed["accounts"][0]["gpuLimit"]
+    del changed["qos"][1]["maxWallHours"]
+    rendered = layout.node_bundles("dev", {"slurm": changed, "head": {"slurmdbd": True}}).head[ACCOUNTS_FILE]
+    _write(accounts_cluster, ACCOUNTS_FILE, rendered.content)
+    accounts_cluster.head.run(["bash", STEP], timeout=300)
+    accounts_cluster.wait(
+        "bob is refused", lambda: _sbatch(accounts_cluster, "bob", "--account=team_a", "--wrap=true")[0] != 0, 30
+    )
+    assert "Invalid account" in _sbatch(accounts_cluster, "bob", "--account=team_a", "--wrap=true")[1]
+    assert [row[0] for row in _show(accounts_cluster, "user", "format=user")].count("bob") == 0
+    [[share]] = _show(accounts_cluster, "assoc", "account=team_b", "user=", "format=share")
+    assert int(share) == 2
+    [[_, grptres]] = _show(accounts_cluster, "assoc", "account=team_a", "user=", "format=account,grptres")
+    assert grptres == ""
+    assert dict(_show(accounts_cluster, "qos", "format=name,maxwall"))["high"] == ""
+    members = sorted(tuple(row) for row in _show(accounts_cluster, "assoc", "format=account,user") if row[1] != "root")
+    assert ("team_a", "alice") in members
+    assert ("team_b", "carol") in members
