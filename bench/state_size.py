@@ -43,8 +43,15 @@ def by_type(resources: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]
     return {t: {"count": count[t], "bytes": size[t]} for t in sorted(count)}
 
 
+def custom_data_bytes(inputs: Mapping[str, Any]) -> int:
+    """Length of a scale set's custom data (base64, as its model and the state hold it); 0 when it has none."""
+    profile = inputs.get("virtualMachineProfile") or {}
+    return len(str((profile.get("osProfile") or {}).get("customData") or ""))
+
+
 def of_plan(plan_file: Path) -> dict[str, Any]:
-    """Totals of one plan JSON: resources, input bytes, per type, and the largest rack scale set's inputs."""
+    """Totals of one plan JSON: resources, input bytes, per type, and the largest rack scale set's inputs (by key,
+    and its custom data)."""
     resources = json.loads(plan_file.read_text(encoding="utf-8"))["resources"]
     types = by_type(resources)
     racks = [r for r in resources if is_rack_scale_set(r)]
@@ -56,6 +63,7 @@ def of_plan(plan_file: Path) -> dict[str, Any]:
         "rackScaleSets": len(racks),
         "rackScaleSetBytes": input_bytes(largest["inputs"]) if largest else 0,
         "rackScaleSetKeys": {k: input_bytes({k: v}) - 2 for k, v in largest["inputs"].items()} if largest else {},
+        "rackCustomDataBytes": custom_data_bytes(largest["inputs"]) if largest else 0,
     }
 
 

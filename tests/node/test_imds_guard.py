@@ -45,6 +45,12 @@ def _custom_data_file(plan: PlanResult, role: str, path: str) -> str:
     return str(next(f["content"] for f in files if f["path"] == path))
 
 
+def _node_file(plan: PlanResult, role: str, path: str) -> str:
+    """A file of ``role``'s node once its payload is laid out (the guard's units come with the payload)."""
+    files = plan_custom_data.full_cloud_config(plan, role)["write_files"]
+    return str(next(f["content"] for f in files if f["path"] == path))
+
+
 def _namespace(driver: str, guard: str, work: Path, timeout: int) -> dict[str, list[str]]:
     """``driver`` run with ``guard`` at ``$WORK/guard`` in fresh namespaces, cut into its phases."""
     (work / "guard").write_text(guard)
@@ -148,9 +154,10 @@ def test_the_boot_unit_runs_the_guard_before_the_network_at_every_boot(
     reference_plan: PlanResult, tmp_path: Path
 ) -> None:
     """Every role carries gb300-imds-guard.service: early (no default dependencies), before network-pre.target,
-    pulled in by sysinit.target, running the guard the custom data places; systemd-analyze verify accepts it."""
+    pulled in by sysinit.target, running the guard the custom data places (the unit comes with the payload);
+    systemd-analyze verify accepts it."""
     for role in (gb300_tags.ROLE_GPU_NODE, gb300_tags.ROLE_HEAD):
-        unit = _custom_data_file(reference_plan, role, imds_guard.UNIT)
+        unit = _node_file(reference_plan, role, imds_guard.UNIT)
         lines = unit.splitlines()
         assert {
             "DefaultDependencies=no",
@@ -358,8 +365,8 @@ def test_the_timer_runs_the_guard_again_every_recheck_interval(reference_plan: P
     step = Path(node_steps.CLOUD_INIT_DIR, "scripts/00-imds-guard.sh").read_text()
     assert "systemctl enable gb300-imds-guard.service gb300-imds-guard.timer" in step
     for role in (gb300_tags.ROLE_GPU_NODE, gb300_tags.ROLE_HEAD):
-        timer = _custom_data_file(reference_plan, role, imds_guard.TIMER).splitlines()
-        service = _custom_data_file(reference_plan, role, imds_guard.RECHECK_UNIT).splitlines()
+        timer = _node_file(reference_plan, role, imds_guard.TIMER).splitlines()
+        service = _node_file(reference_plan, role, imds_guard.RECHECK_UNIT).splitlines()
         assert {f"OnBootSec={every}s", f"OnUnitActiveSec={every}s", "WantedBy=timers.target"} <= set(timer)
         assert f"Unit={Path(imds_guard.RECHECK_UNIT).name}" in timer
         assert {"Type=oneshot", f"ExecStart={imds_guard.GUARD}"} <= set(service)
@@ -371,7 +378,7 @@ def test_the_timer_runs_the_guard_again_every_recheck_interval(reference_plan: P
     for path in (imds_guard.GUARD, imds_guard.UNIT, imds_guard.RECHECK_UNIT, imds_guard.TIMER):
         target = root / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(_custom_data_file(reference_plan, gb300_tags.ROLE_HEAD, path))
+        target.write_text(_node_file(reference_plan, gb300_tags.ROLE_HEAD, path))
         target.chmod(0o755 if path == imds_guard.GUARD else 0o644)
     system = root / "usr/lib/systemd/system"  # the targets default dependencies name, from this machine
     system.mkdir(parents=True)

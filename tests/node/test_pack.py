@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import base64
+import copy
 import gzip
+import shutil
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from gb300 import config
 from gb300.errors import BootstrapError, UnknownRoleError
+from gb300.node import context as node_context
+from gb300.node import paths
 from gb300.node.boot_context import BootstrapContext
+from gb300.node.bundle import bundle_for
 from gb300.node.custom_data import render_custom_data
-from gb300.node.pack import AZURE_CUSTOM_DATA_LIMIT
+from gb300.node.pack import AZURE_CUSTOM_DATA_LIMIT, pack_custom_data
 from gb300.node.secrets import find_secret_material
-from gb300.node.steps import STEPS, steps_for
+from gb300.node.steps import COMPACT_NOTE, STEPS, steps_for
+from gb300.paths import CLOUD_INIT_DIR
 from tests.support.bootstrap_helpers import REFERENCE_CLUSTER, ROLES, reference_context, render_role
 from tests.support.files import assert_golden
 from tests.support.tools import CLOUD_INIT_MISSING, require_tool
@@ -179,3 +188,32 @@ def test_unknown_role_names_the_known_ones() -> None:
     """Asking for a role with no fragment says which roles exist."""
     with pytest.raises(UnknownRoleError, match="role must be one of gpu-node, head"):
         render_custom_data(reference_context("login"))
+
+
+def _code_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines()[1:] if line.strip() and not line.lstrip().startswith("#")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("role", ROLES)
+def test_custom_data_scripts_ship_as_clean_code_only(role: str, reference_raw: dict[str, Any], tmp_path: Path) -> None:
+    """Each bash script the stack's custom data carries (the IMDS guard, fetch-payload) keeps every code line of the
+    payload's commented copy or of its source in order, carries no comment but its directives, and passes shellcheck."""
+    cfg = config.parse(copy.deepcopy(reference_raw))
+    ctx = node_context.build(cfg, role, cfg.gpu_pools[0] if role == "gpu-node" else None)
+    bundle = bundle_for(ctx)
+    sources = {f.path: f.content for f in (*bundle.files, *bundle.fetch)}
+    shipped = {f["path"]: f["content"] for f in yaml.safe_load(pack_custom_data(bundle).cloud_config)["write_files"]}
+    scripts = [path for path, text in shipped.items() if text.startswith("#!/usr/bin/env bash")]
+    assert sorted(scripts) == sorted([paths.IMDS_GUARD, paths.FETCH_PAYLOAD])
+    source_text = (CLOUD_INIT_DIR / "lib" / "fetch-payload").read_text(encoding="utf-8")
+    assert _code_lines(shipped[paths.FETCH_PAYLOAD]) == _code_lines(source_text)
+    shellcheck = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
+    for path in scripts:
+        assert _code_lines(shipped[path]) == _code_lines(sources[path])
+        comments = [line.strip() for line in shipped[path].splitlines()[1:] if line.lstrip().startswith("#")]
+        assert all(c == COMPACT_NOTE or c.startswith("# shellcheck") for c in comments), comments
+        target = tmp_path / path.rsplit("/", 1)[-1]
+        target.write_text(shipped[path], encoding="utf-8")
+        result = subprocess.run([shellcheck, str(target)], capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stdout

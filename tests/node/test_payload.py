@@ -144,13 +144,15 @@ def test_custom_data_hash_changes_when_only_the_custom_data_changes(dev: config.
 
 
 def test_custom_data_fetches_then_runs_every_step(dev: config.StackConfig) -> None:
-    """The custom data places only the IMDS guard (and its boot unit), the fetch script and its settings; it closes
-    IMDS, fetches, then runs the payload's steps in the full cloud-config's order."""
+    """The custom data places only the IMDS guard, the fetch script and its settings (the guard's units and
+    gb300-payload-update come with the payload); it closes IMDS, fetches, then runs the payload's steps in the full
+    cloud-config's order."""
     data = nodes.render(gb300_tags.ROLE_GPU_NODE, dev, dev.gpu_pools[0])
     doc = yaml.safe_load(data.cloud_config)
     paths_ = [f["path"] for f in doc["write_files"]]
-    guard_files = [imds_guard.GUARD, imds_guard.UNIT, imds_guard.RECHECK_UNIT, imds_guard.TIMER]
-    assert paths_ == [*guard_files, FETCH_PAYLOAD, PAYLOAD_UPDATE, PAYLOAD_ENV]
+    assert paths_ == [imds_guard.GUARD, FETCH_PAYLOAD, PAYLOAD_ENV]
+    later = [imds_guard.UNIT, imds_guard.RECHECK_UNIT, imds_guard.TIMER, PAYLOAD_UPDATE]
+    assert {p.lstrip("/") for p in later} <= set(data.payload.paths)
     full = yaml.safe_load(data.payload.cloud_config)
     assert doc["runcmd"] == [[imds_guard.GUARD], [FETCH_PAYLOAD], *full["runcmd"]]
     assert data.size <= 8 * 1024
@@ -389,7 +391,6 @@ def test_inline_files_and_first_commands_run_before_the_fetch(
     monkeypatch.setattr(registry, "ROWS", (row, *registry.ROWS))
     data = nodes.render(gb300_tags.ROLE_HEAD, dev)
     doc = yaml.safe_load(data.cloud_config)
-    inline = [guard, imds_guard.GUARD, imds_guard.UNIT, imds_guard.RECHECK_UNIT, imds_guard.TIMER]
-    assert [f["path"] for f in doc["write_files"]] == [*inline, FETCH_PAYLOAD, PAYLOAD_UPDATE, PAYLOAD_ENV]
+    assert [f["path"] for f in doc["write_files"]] == [guard, imds_guard.GUARD, FETCH_PAYLOAD, PAYLOAD_ENV]
     assert doc["runcmd"][:3] == [[guard], [imds_guard.GUARD], [FETCH_PAYLOAD]]
     assert "usr/local/sbin/gb300-first" in data.payload.paths

@@ -119,6 +119,43 @@ def test_every_step_script_passes_shellcheck() -> None:
     assert result.returncode == 0, result.stdout
 
 
+NOTE = node_steps.COMPACT_NOTE
+CODE_ONLY_CASES = [
+    pytest.param(
+        "#!/usr/bin/env bash\n# header\nset -e\n\n  # indented comment\necho hi # trailing stays\n",
+        f"#!/usr/bin/env bash\n{NOTE}\nset -e\necho hi # trailing stays\n",
+        id="comments-and-blank-lines",
+    ),
+    pytest.param(
+        "#!/usr/bin/env bash\n# shellcheck source=lib.sh\n. lib.sh\n  # shellcheck disable=SC2086\nx $y\n",
+        f"#!/usr/bin/env bash\n{NOTE}\n# shellcheck source=lib.sh\n. lib.sh\n  # shellcheck disable=SC2086\nx $y\n",
+        id="shellcheck-directives-kept",
+    ),
+    pytest.param(
+        f"#!/usr/bin/env bash\n{NOTE}\nset -e\n",
+        f"#!/usr/bin/env bash\n{NOTE}\nset -e\n",
+        id="compacted-note-once",
+    ),
+    pytest.param(
+        "#!/usr/bin/env bash\ncat >f <<'EOF'\n# kept\n\nEOF\n# dropped\n"
+        'cat <<-END\n\t# kept\n\tEND\nx <<<"$v"\n# dropped\n',
+        f"#!/usr/bin/env bash\n{NOTE}\ncat >f <<'EOF'\n# kept\n\nEOF\ncat <<-END\n\t# kept\n\tEND\nx <<<\"$v\"\n",
+        id="here-documents-whole",
+    ),
+    pytest.param(
+        "#!/usr/bin/env python3\n# header\n\nx = 1\n", "#!/usr/bin/env python3\n# header\n\nx = 1\n", id="not-bash"
+    ),
+    pytest.param("# env file\nA=1\n", "# env file\nA=1\n", id="no-shebang"),
+]
+
+
+@pytest.mark.parametrize(("script", "shipped"), CODE_ONLY_CASES)
+def test_code_only_drops_comment_and_blank_lines_of_bash_scripts(script: str, shipped: str) -> None:
+    """A bash script as custom data ships it keeps its shebang, one note, shellcheck directives, here-documents
+    and every code line, and loses comment and blank lines; other files are unchanged."""
+    assert node_steps.code_only(script) == shipped
+
+
 def test_compact_drops_only_the_header_comments() -> None:
     """A script loses its header comment block, keeps shellcheck directives and every line after the header."""
     script = "#!/usr/bin/env bash\n# what it does\n# inputs\nset -euo pipefail\n# a comment in the body\necho hi\n"

@@ -51,7 +51,7 @@ class Bundle:
     first: tuple[str, ...]
     """Commands ``runcmd`` runs before the fetch (inline files)."""
     fetch: tuple[NodeFile, ...]
-    """The custom data's own files: fetch-payload, gb300-payload-update, payload.env (none without a stack)."""
+    """The custom data's own files: fetch-payload and payload.env (none without a stack)."""
 
 
 def _checked_paths(role: str, files: list[NodeFile]) -> None:

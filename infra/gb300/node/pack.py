@@ -29,6 +29,7 @@ from gb300.node import paths
 from gb300.node.bundle import Bundle
 from gb300.node.file import NodeFile
 from gb300.node.payload import ACCOUNT_PLACEHOLDER
+from gb300.node.steps import code_only
 
 __all__ = [
     "AZURE_CUSTOM_DATA_LIMIT",
@@ -126,15 +127,14 @@ def _entry(f: NodeFile) -> dict[str, Any]:
     return {"path": f.path, "owner": "root:root", "permissions": f.permissions, "content": f.content}
 
 
-def _dump(bundle: Bundle, config: dict[str, Any], note: str = "") -> str:
+def _shipped(f: NodeFile) -> dict[str, Any]:
+    """A custom data file: a script's code only (the payload keeps its comments)."""
+    return _entry(NodeFile(f.path, code_only(f.content), f.permissions))
+
+
+def _dump(config: dict[str, Any], header: str) -> str:
     body = yaml.dump(config, Dumper=_LiteralDumper, sort_keys=False, width=120, allow_unicode=False)
-    return (
-        _HEADER
-        + f"# gb300 bootstrap for role {bundle.role}, pool {bundle.pool}, cluster {bundle.cluster}.\n"
-        + "# Generated from cloud-init/, templates/ and infra/gb300/data/: edit those, not this.\n"
-        + note
-        + body
-    )
+    return _HEADER + header + body
 
 
 def cloud_config(bundle: Bundle) -> str:
@@ -144,7 +144,11 @@ def cloud_config(bundle: Bundle) -> str:
         "write_files": [_entry(f) for f in bundle.files],
         "runcmd": [[paths.RUN_STEP, step] for step in bundle.steps],
     }
-    return _dump(bundle, config)
+    header = (
+        f"# gb300 bootstrap for role {bundle.role}, pool {bundle.pool}, cluster {bundle.cluster}.\n"
+        "# Generated from cloud-init/, templates/ and infra/gb300/data/: edit those, not this.\n"
+    )
+    return _dump(config, header)
 
 
 def _tar_gz(entries: list[tuple[str, bytes, int]]) -> bytes:
@@ -190,21 +194,25 @@ def _packed(bundle: Bundle, text: str, payload: Payload) -> CustomData:
 
 
 def pack_custom_data(bundle: Bundle, payload: Payload | None = None) -> CustomData:
-    """The small custom data: the inline files and the fetch's own, then the ``first`` commands, the fetch and
-    ``run-step`` for each step. Raises BootstrapError past 64 KB or for a bundle made without its fetch files."""
+    """The small custom data: the inline files and the fetch's own (scripts as code only), then the ``first``
+    commands, the fetch and ``run-step`` for each step. Raises BootstrapError past 64 KB or for a bundle made
+    without its fetch files."""
     if not bundle.fetch:
         raise BootstrapError(f"node payload for role {bundle.role!r}: rendered without its stack config")
     config = {
         **bundle.settings,
-        "write_files": [_entry(f) for f in (*bundle.inline, *bundle.fetch)],
+        "write_files": [_shipped(f) for f in (*bundle.inline, *bundle.fetch)],
         "runcmd": [
             *([command] for command in bundle.first),
             [paths.FETCH_PAYLOAD],
             *([paths.RUN_STEP, step] for step in bundle.steps),
         ],
     }
-    header = f"# Fetches the signed node payload {bundle.name!r} and runs its steps.\n"
-    return _packed(bundle, _dump(bundle, config, note=header), payload or pack_payload(bundle))
+    header = (
+        f"# gb300 custom data for role {bundle.role}, pool {bundle.pool}, cluster {bundle.cluster}: fetches the "
+        f"signed node payload {bundle.name!r} and runs its steps.\n"
+    )
+    return _packed(bundle, _dump(config, header), payload or pack_payload(bundle))
 
 
 def pack_full(bundle: Bundle) -> CustomData:

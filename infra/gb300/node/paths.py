@@ -38,7 +38,7 @@ PAYLOAD_ENV = f"{ETC}/payload.env"
 """The payload's base URL, name, cluster, public key, retry settings and read limits (inline, from the custom
 data; the limits are ``payload_limits`` in node.yaml)."""
 PAYLOAD_UPDATE = f"{SBIN}/gb300-payload-update"
-"""Takes a newer signed payload in place: the same fetch and checks, forward only (inline, from the custom data)."""
+"""Takes a newer signed payload in place: the same fetch and checks, forward only (from the payload)."""
 
 SLURM_LIB = "/opt/gb300/lib"
 """The head's copy of gb300's topology generator (``gb300/slurm/*.py``), run by ``gb300-topology-refresh``."""

@@ -31,7 +31,7 @@ from gb300.config import StackConfig
 from gb300.errors import BootstrapError
 from gb300.node import context as node_context
 from gb300.node import files as node_files
-from gb300.node import imds_guard, paths, templating
+from gb300.node import imds_guard, paths, payload, templating
 from gb300.node import steps as node_steps
 from gb300.node.boot_context import BootstrapContext
 from gb300.node.file import NodeFile
@@ -313,10 +313,13 @@ _STEPS = "cloud-init/scripts"
 # Every file a node carries besides the step scripts themselves, in write_files order.
 ROWS: tuple[Row[Target] | Family[Target] | Group, ...] = (
     # Inline and run before the payload is fetched: IMDS is closed before anything else runs (docs/security.md).
+    # Its units come with the payload: 00-imds-guard, the first step, enables them.
     Row(paths.IMDS_GUARD, _guard(imds_guard.script), BOTH, mode="0755", inline=True, first=True),
-    Row(paths.IMDS_GUARD_UNIT, _guard(imds_guard.unit), BOTH, inline=True),
-    Row(paths.IMDS_GUARD_RECHECK, _guard(imds_guard.recheck_unit), BOTH, inline=True),
-    Row(paths.IMDS_GUARD_TIMER, _guard(imds_guard.timer), BOTH, inline=True),
+    Row(paths.IMDS_GUARD_UNIT, _guard(imds_guard.unit), BOTH),
+    Row(paths.IMDS_GUARD_RECHECK, _guard(imds_guard.recheck_unit), BOTH),
+    Row(paths.IMDS_GUARD_TIMER, _guard(imds_guard.timer), BOTH),
+    # Runs the custom data's fetch-payload again on a running node (a stack's payload only: docs/node-payload.md).
+    Row(paths.PAYLOAD_UPDATE, Content(lambda _t, _n: payload.update_script()), BOTH, "storage", "0755"),
     Row(f"{paths.LIB}/lib.sh", RepoFile("cloud-init/lib/gb300-lib.sh"), BOTH),
     Row(paths.RUN_STEP, RepoFile("cloud-init/lib/run-step"), BOTH, mode="0755"),
     Row(f"{paths.ETC}/cluster.env", Template("cluster.env.j2"), BOTH),

@@ -223,6 +223,10 @@ def steps_for(ctx: BootstrapContext, steps: Sequence[Step] | None = None) -> tup
     return chosen
 
 
+COMPACT_NOTE = "# Documented in the gb300 repository (cloud-init/); comments trimmed for custom data."
+"""The line a trimmed script carries after its shebang, in place of its comments."""
+
+
 def compact(content: str) -> str:
     """A shell script without its header comment block (the lines after the shebang up to the first other line).
 
@@ -237,8 +241,43 @@ def compact(content: str) -> str:
         end += 1
     if end == 1:
         return content
-    note = "# Documented in the gb300 repository (cloud-init/); comments trimmed for custom data."
-    return "\n".join([lines[0], note, *lines[end:]])
+    return "\n".join([lines[0], COMPACT_NOTE, *lines[end:]])
+
+
+_HEREDOC = re.compile(r"<<(-?)\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?")
+
+
+def _heredoc_end(line: str) -> tuple[str, bool] | None:
+    """The terminator of a here-document ``line`` opens (and whether tabs may indent it), or None."""
+    match = _HEREDOC.search(line.replace("<<<", "   "))
+    return (match.group(2), match.group(1) == "-") if match else None
+
+
+def code_only(content: str) -> str:
+    """A bash script as custom data ships it: the shebang, :data:`COMPACT_NOTE`, ``# shellcheck`` directives and
+    every other line but comment lines and blank lines (here-documents are kept whole). Other content is unchanged.
+
+    Custom data is copied into every rack's scale set model and Pulumi's state (issue 48): it carries code only;
+    the commented source is in the repository. A comment-like line inside a multi-line quoted string would be
+    dropped too: the scripts custom data carries have none (their behaviour tests run the shipped copy).
+    """
+    lines = content.split("\n")
+    if not lines[0].startswith("#!") or "bash" not in lines[0]:
+        return content
+    kept = [lines[0], COMPACT_NOTE]
+    heredoc: tuple[str, bool] | None = None
+    for line in lines[1:]:
+        if heredoc is not None:
+            kept.append(line)
+            if (line.lstrip("\t") if heredoc[1] else line) == heredoc[0]:
+                heredoc = None
+            continue
+        bare = line.strip()
+        if not bare or line == COMPACT_NOTE or (bare.startswith("#") and not bare.startswith("# shellcheck")):
+            continue
+        kept.append(line)
+        heredoc = _heredoc_end(line)
+    return "\n".join(kept) + "\n"
 
 
 def step_files(steps: Sequence[Step]) -> list[NodeFile]:
