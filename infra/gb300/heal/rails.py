@@ -1,4 +1,4 @@
-"""The fleet rails (docs/self-healing.md#rails): what bounds the repair ladder across the fleet.
+"""The fleet rails (docs/self-healing.md#safety-rails): what bounds the repair ladder across the fleet.
 
 :class:`Rails` remembers when each node showed fault evidence and when each rack was held as one NVLink incident,
 halts the loop when either count crosses its share of the fleet within ``haltWindowSeconds``, and admits queued
