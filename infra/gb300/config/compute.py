@@ -153,5 +153,6 @@ class HeadSettings(ConfigModel):
     """Job accounting (`sacct`, `sreport`): the head step `gb300-slurmdbd-setup` installs MariaDB and slurmdbd on the
     head node and slurm.conf stores into it. No password anywhere: the database account `slurm`@`localhost` is
     `IDENTIFIED VIA unix_socket`. The database lives on the head's state disk, so it survives a reimage or
-    replacement of the head VM (docs/slurm.md#job-accounting-gb300headslurmdbd).
+    replacement of the head VM (docs/slurm.md#job-accounting-gb300headslurmdbd). Declared accounts or QoS
+    (gb300:slurm.accounts, gb300:slurm.qos) turn it on without this key (docs/accounts.md).
     """
