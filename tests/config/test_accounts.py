@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from gb300 import cli, config
-from gb300.errors import ConfigError
 from gb300.paths import REPO_ROOT
+from tests.support.config_errors import error_lines
 
 EXAMPLE = REPO_ROOT / "examples" / "accounts" / "Pulumi.accounts.yaml"
 QOS = [{"name": "normal", "priority": 10}, {"name": "high", "priority": 100, "preempt": ["normal"]}]
@@ -25,12 +25,6 @@ def _with(dev_raw: dict[str, Any], slurm: dict[str, Any], head: dict[str, Any] |
     if head is not None:
         raw["head"] = head
     return raw
-
-
-def _problems(raw: dict[str, Any]) -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        config.parse(raw)
-    return [str(problem) for problem in caught.value.problems]
 
 
 @pytest.mark.parametrize(
@@ -87,12 +81,12 @@ def _problems(raw: dict[str, Any]) -> list[str]:
 def test_an_account_mistake_is_one_key_path_line(dev_raw: dict[str, Any], slurm: dict[str, Any], line: str) -> None:
     """Duplicates, names Slurm would change, a QoS named but not declared, a user's default account that cannot be,
     and a GPU limit above the cluster's GPUs are each one line at their key path."""
-    assert _problems(_with(dev_raw, slurm)) == [line]
+    assert error_lines(_with(dev_raw, slurm)) == [line]
 
 
 def test_accounts_with_accounting_turned_off_is_a_key_path_line(dev_raw: dict[str, Any]) -> None:
     """Accounts with gb300:head.slurmdbd explicitly false is refused at that key, saying why."""
-    problems = _problems(_with(dev_raw, {"qos": QOS, "accounts": [TEAM_A]}, head={"slurmdbd": False}))
+    problems = error_lines(_with(dev_raw, {"qos": QOS, "accounts": [TEAM_A]}, head={"slurmdbd": False}))
     assert len(problems) == 1
     assert problems[0].startswith("gb300:head.slurmdbd: is false, but gb300:slurm.accounts needs job accounting")
 

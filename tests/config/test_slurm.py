@@ -11,11 +11,11 @@ import pytest
 
 from gb300 import cli, config
 from gb300 import tags as gb300_tags
-from gb300.errors import ConfigError
 from gb300.node import context as node_context
 from gb300.node.bundle import bundle_for
 from gb300.paths import REPO_ROOT
 from gb300.slurm import config as slurm_config
+from tests.support.config_errors import error_lines
 
 EXAMPLE = REPO_ROOT / "examples" / "custom-slurm" / "Pulumi.custom.yaml"
 
@@ -25,12 +25,6 @@ def _with(dev_raw: dict[str, Any], slurm: dict[str, Any], **pool: Any) -> dict[s
     raw["slurm"] = slurm
     raw["gpuPools"][0].update(pool)
     return raw
-
-
-def _problems(raw: dict[str, Any]) -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        config.parse(raw)
-    return [str(problem) for problem in caught.value.problems]
 
 
 @pytest.mark.parametrize(
@@ -81,13 +75,13 @@ def test_a_bad_custom_slurm_key_is_one_key_path_line(
     dev_raw: dict[str, Any], slurm: dict[str, Any], pool: dict[str, Any], line: str
 ) -> None:
     """Each unknown, owned, mistyped or deprecated key, or a partition naming no pool, is one line at its key path."""
-    assert _problems(_with(dev_raw, slurm, **pool)) == [line]
+    assert error_lines(_with(dev_raw, slurm, **pool)) == [line]
 
 
 def test_every_bad_key_is_reported_at_once(dev_raw: dict[str, Any]) -> None:
     """Several bad settings give one line each, in the stack file's order."""
     raw = _with(dev_raw, {"settings": {"SlurmctldHost": "x", "MaxJobCount": "x", "MinJobAge": 5}})
-    assert [line.split(":", 2)[1] for line in _problems(raw)] == [
+    assert [line.split(":", 2)[1] for line in error_lines(raw)] == [
         "slurm.settings.SlurmctldHost",
         "slurm.settings.MaxJobCount",
     ]
