@@ -158,16 +158,10 @@ def test_a_new_vm_size_replaces_the_rack(dev: EngineStack) -> None:
     assert writes[-2:] == ["Delete", "Create"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by the real engine, not fixed yet: gb300 plan --state names storage accounts from the plan mocks' "
-    "subscription (00000000-...), not the stack's azure-native:subscriptionId, so against a real deployment it reports "
-    "the payload and blob accounts replaced (storage-data-loss) and the head VM replaced (its custom data names the "
-    "payload account): exit 1",
-)
 def test_the_export_is_read_by_strip_state_and_the_pr_plan(dev: EngineStack, tmp_path: Path) -> None:
     """``pulumi stack export`` of the deployed stack goes through ``gb300 strip-state`` (no secret left) and the pull
-    request's ``gb300 plan --state``, which sees nothing to add, change or destroy."""
+    request's ``gb300 plan --state``, which passes and sees nothing to add, replace or destroy: the storage accounts
+    it names are the ones deployed in the stack's subscription."""
     exported = tmp_path / "state-full.json"
     proc = dev.pulumi("stack", "export", "--file", str(exported))
     assert proc.returncode == 0, dev.output(proc)
@@ -181,9 +175,12 @@ def test_the_export_is_read_by_strip_state_and_the_pr_plan(dev: EngineStack, tmp
     code = cli.main(
         ["plan", "--stack-file", str(stack_file), "--state", str(stripped), "--json", str(plan_json), "--quiet"]
     )
-    summary: dict[str, Any] = json.loads(plan_json.read_text(encoding="utf-8"))["summary"]
+    doc: dict[str, Any] = json.loads(plan_json.read_text(encoding="utf-8"))
+    assert [f["message"] for f in doc["findings"] if f["level"] == "error"] == []
     assert code == 0
-    assert (summary["adds"], summary["changes"]) == ([], [])
+    summary = doc["summary"]
+    assert (summary["adds"]["resources"], summary["replacesVms"]) == (0, [])
+    assert (summary["changes"]["adds"], summary["changes"]["destroys"]) == ([], [])
 
 
 def test_destroy_is_refused_by_protection(dev: EngineStack) -> None:

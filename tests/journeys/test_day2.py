@@ -42,13 +42,18 @@ def _errors(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_a_real_subscription_in_the_state_changes_nothing(
-    write_stack: Any, reference_raw: dict[str, Any], reference_plan: PlanResult, tmp_path: Path
+    write_stack: Any, reference_raw: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An export whose ids carry the real subscription (the plan's carry the mocks') plans clean: no rack, group
-    or Lustre filesystem is taken for replaced."""
-    real = json.loads(
-        json.dumps(stack_export(reference_plan)).replace(SUBSCRIPTION_ID, "6f1c2d3e-aaaa-bbbb-cccc-0123456789ab")
-    )
+    """An export of the stack deployed in a real subscription (its ids, and the storage account names gb300 derives
+    from it, are that subscription's; the plan's mocks have their own) plans clean: no rack, group, Lustre
+    filesystem or storage account is taken for replaced."""
+    from gb300.plan import mocks  # noqa: PLC0415
+
+    with monkeypatch.context() as patched:
+        patched.setattr(mocks, "SUBSCRIPTION_ID", "6f1c2d3e-aaaa-bbbb-cccc-0123456789ab")
+        deployed = run_plan("reference", copy.deepcopy(reference_raw))
+    real = stack_export(deployed)
+    assert SUBSCRIPTION_ID not in json.dumps(real)
     path = tmp_path / "real.json"
     path.write_text(json.dumps(real), encoding="utf-8")
     code, findings = _plan(write_stack, copy.deepcopy(reference_raw), path, tmp_path)

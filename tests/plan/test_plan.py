@@ -147,3 +147,45 @@ def test_racks_share_one_copy_of_their_custom_data(reference_plan: PlanResult) -
     data = [r.inputs["virtualMachineProfile"]["osProfile"]["customData"] for r in racks]
     assert len(racks) == 64
     assert len({id(d) for d in data}) == 1
+
+
+DEPLOYED_SUBSCRIPTION = "6f1c2d3e-aaaa-bbbb-cccc-0123456789ab"
+
+
+def _deployed_in(subscription: str, dev_raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch, path: Path) -> Path:
+    """The export of the dev stack as deployed in ``subscription``: its ids and the names gb300 derives from the
+    subscription (the storage accounts, the custom data naming the payload account) are that subscription's."""
+    from gb300.plan import mocks  # noqa: PLC0415
+    from tests.support.state import write_stack_export  # noqa: PLC0415
+
+    with monkeypatch.context() as patched:
+        patched.setattr(mocks, "SUBSCRIPTION_ID", subscription)
+        deployed = run_plan("dev", copy.deepcopy(dev_raw))
+    return write_stack_export(path, deployed)
+
+
+@pytest.mark.parametrize("in_stack_file", [False, True], ids=["from-the-state", "from-the-stack-file"])
+def test_the_state_of_a_deployment_in_a_real_subscription_plans_clean(
+    dev_raw: dict[str, Any], write_stack: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, in_stack_file: bool
+) -> None:
+    """``gb300 plan --state`` of the unchanged stack deployed in a real subscription (named by the state's ids, or by
+    the stack file's ``azure-native:subscriptionId``) passes with no storage account, container or VM replaced: the
+    plan names the storage accounts from that subscription, as the deployment did, not from its mocks'."""
+    state = _deployed_in(DEPLOYED_SUBSCRIPTION, dev_raw, monkeypatch, tmp_path / "state.json")
+    stack = write_stack(copy.deepcopy(dev_raw), "dev")
+    if in_stack_file:  # a state whose ids name no subscription: the stack file's is the one deployed to
+        doc = json.loads(state.read_text(encoding="utf-8"))
+        for entry in doc["deployment"]["resources"]:
+            entry["id"] = None
+        state.write_text(json.dumps(doc), encoding="utf-8")
+        stack.write_text(
+            stack.read_text(encoding="utf-8") + f"  azure-native:subscriptionId: {DEPLOYED_SUBSCRIPTION}\n",
+            encoding="utf-8",
+        )
+    out = tmp_path / "plan.json"
+    code = cli.main(["plan", "--stack-file", str(stack), "--state", str(state), "--json", str(out), "--quiet"])
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert [f["rule"] for f in doc["findings"] if f["level"] == "error"] == []
+    assert code == 0
+    assert doc["summary"]["replacesVms"] == []
+    assert doc["summary"]["changes"] == {"adds": [], "changes": [], "destroys": []}

@@ -126,13 +126,15 @@ def azure_name(typ: str, name: str, inputs: dict[str, Any]) -> str:
     return name
 
 
-def arm_id(typ: str, name: str, inputs: dict[str, Any]) -> str:  # noqa: PLR0911 - one return per id shape
-    """An id shaped like the real Azure resource id of a registration."""
+def arm_id(  # noqa: PLR0911 - one return per id shape
+    typ: str, name: str, inputs: dict[str, Any], subscription: str | None = None
+) -> str:
+    """An id shaped like the real Azure resource id of a registration, in ``subscription`` (default: the mocks')."""
     typ = azure_native_type(typ)
     pkg, module, resource = typ.split(":")
     if pkg != "azure-native":
         return f"{typ}::{name}"
-    sub = f"/subscriptions/{SUBSCRIPTION_ID}"
+    sub = f"/subscriptions/{subscription or SUBSCRIPTION_ID}"
     if f"{module}:{resource}" == "resources:ResourceGroup":
         return f"{sub}/resourceGroups/{inputs.get('resourceGroupName', name)}"
     rg = inputs.get("resourceGroupName", "rg")
@@ -274,9 +276,15 @@ def amlfs_subnet_addresses(capacity_tib: float) -> int:
 
 
 class AzureMocks(Mocks):
-    """Answers the program's registrations and invokes as Azure would, without calling Azure."""
+    """Answers the program's registrations and invokes as Azure would, without calling Azure.
 
-    def __init__(self, *, echo_all: bool = False) -> None:
+    ``subscription_id``: the subscription the deployer signs in to (``getClientConfig``) and the ids name; default
+    :data:`SUBSCRIPTION_ID`. Names gb300 derives from it (the payload and data storage accounts, and so the custom
+    data that names the payload account) are the deployed ones only under the deployed subscription.
+    """
+
+    def __init__(self, *, echo_all: bool = False, subscription_id: str | None = None) -> None:
+        self.subscription_id = subscription_id
         self.recorder: RecordingMonitor | None = None
         self._strings: dict[str, str] = {}
         self._name_only = frozenset() if echo_all else NAME_ONLY_ANSWERS  # echo_all: every answer echoes its inputs
@@ -301,7 +309,7 @@ class AzureMocks(Mocks):
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         self._share(args.inputs)
-        id_ = arm_id(args.typ, args.name, args.inputs) if args.custom else None
+        id_ = arm_id(args.typ, args.name, args.inputs, self.subscription_id) if args.custom else None
         name = azure_name(args.typ, args.name, args.inputs)
         state = {"name": name} if args.typ in self._name_only else {**args.inputs, "name": name}
         state.update(computed_outputs(args.typ, args.name, args.inputs))
@@ -314,7 +322,7 @@ class AzureMocks(Mocks):
             return {
                 "clientId": _guid("deployer"),
                 "objectId": _guid("deployer-object"),
-                "subscriptionId": SUBSCRIPTION_ID,
+                "subscriptionId": self.subscription_id or SUBSCRIPTION_ID,
                 "tenantId": TENANT_ID,
             }, []
         if args.token == "azure-native:storagecache:getRequiredAmlFSSubnetsSize":  # noqa: S105

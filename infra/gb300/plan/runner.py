@@ -29,7 +29,7 @@ from gb300.facts import catalog
 from gb300.findings import Finding, Report
 from gb300.plan import glance, summary
 from gb300.plan.mocks import AzureMocks, RecordingMonitor, Registration
-from gb300.plan.state import added
+from gb300.plan.state import added, deployed_subscription
 from gb300.resources import DeployedResource, ResourceRecord
 from gb300.rules import destroy, network, reimage
 from gb300.rules.base import StackIdentity
@@ -204,14 +204,16 @@ def register(
     *,
     mocks: AzureMocks | None = None,
     cfg: StackConfig | None = None,
+    subscription: str | None = None,
 ) -> list[ResourceRecord]:
     """Run ``program`` (default: :func:`gb300.program.main`) under ``mocks`` (default: :class:`AzureMocks`) with
     ``raw`` as the stack's config. ``cfg``: ``raw`` already parsed, handed to the default program so that one plan
     parses the stack once (the program still reads ``raw`` from the engine's config when run by Pulumi).
+    ``subscription``: the deployer's subscription the default mocks answer (default: theirs, ``SUBSCRIPTION_ID``).
 
     The mocks are installed before the program module is imported, as the SDK requires.
     """
-    mocks = mocks or AzureMocks()
+    mocks = mocks or AzureMocks(subscription_id=subscription)
     monitor = RecordingMonitor(mocks)
     settings.reset_options(project=PROJECT, stack=stack, preview=True)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor)
@@ -226,6 +228,25 @@ def register(
     records = [_record(r) for r in monitor.registrations]
     records.sort(key=lambda r: r.urn)
     return records
+
+
+def plan_subscription(stack_file: Path | None, deployed: Sequence[DeployedResource] | None) -> str | None:
+    """The subscription the plan's program runs in: the stack file's ``azure-native:subscriptionId`` (what the
+    provider deploys to), else the one the deployed state's ids name, else None (the mocks' own).
+
+    The payload and data storage accounts are named from a hash of the subscription (``gb300.components.storage``,
+    ``node_payload``): planned in another subscription than the deployed one, every account and the head, whose
+    custom data names the payload account, read as replaced. An encrypted stack value cannot be read offline:
+    the state's is used then.
+    """
+    if stack_file is not None:
+        try:
+            found = azure_credential.stack_subscription(stack_file)
+        except azure_credential.CredentialError:
+            found = None
+        if found:
+            return found
+    return deployed_subscription(deployed) if deployed else None
 
 
 def _lustre_live(cfg: StackConfig, resources: Sequence[ResourceRecord], **live: Any) -> list[Report]:
@@ -285,6 +306,8 @@ def run_plan(
     ``stack_file``: gone live, its ``azure-native:subscriptionId`` (when set) is the subscription asked, as for the
     provider; the summary's ``azureSubscription`` names the one asked and where its id came from.
     ``siblings`` are the project's other stacks (``stack-identity`` refuses their cluster name and signing key).
+    The program runs in the subscription :func:`plan_subscription` names, so that the names gb300 derives from it
+    (the storage accounts, the custom data naming the payload account) are the ones deployed there.
     """
     cfg = config.parse(raw)
     unknown = rules.unknown_suppressions(cfg.policy)
@@ -296,7 +319,7 @@ def run_plan(
         return _assess(
             stack,
             cfg,
-            register(stack, raw, cfg=cfg),
+            register(stack, raw, cfg=cfg, subscription=plan_subscription(stack_file, deployed)),
             quota=quota,
             deployed=deployed,
             prices=prices,

@@ -8,6 +8,7 @@ read access to the backend and no Azure credentials. CI runs
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -105,3 +106,14 @@ def added(planned: Sequence[Any], deployed: Sequence[DeployedResource]) -> dict[
     known = {d.urn for d in deployed}
     new = [r for r in planned if r.urn not in known]
     return {"resources": len(new), "vms": sum(m.count for m in machines(new))}
+
+
+def deployed_subscription(deployed: Sequence[DeployedResource]) -> str | None:
+    """The subscription the state's Azure resources live in: the one their ids name most often
+    (``/subscriptions/<id>/...``), None when no id names one (a state never deployed, or not gb300's)."""
+    found = Counter(
+        parts[1].lower()
+        for d in deployed
+        if d.id and (parts := d.id.strip("/").split("/")) and len(parts) > 1 and parts[0].lower() == "subscriptions"
+    )
+    return found.most_common(1)[0][0] if found else None
