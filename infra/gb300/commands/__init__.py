@@ -19,6 +19,7 @@ from gb300.commands import (
     status,
     strip_state,
     topology,
+    usage,
 )
 
 COMMANDS: tuple[ModuleType, ...] = (
@@ -33,6 +34,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     migrate_racks,
     status,
     goodput,
+    usage,
     strip_state,
     heal,
     docs,

@@ -83,7 +83,8 @@ def _hosts(expression: str) -> list[str] | None:
         return None
 
 
-def _job_times(job: Mapping[str, Any], period_end: float) -> tuple[float, float] | str:
+def job_times(job: Mapping[str, Any], period_end: float) -> tuple[float, float] | str:
+    """A sacct job's (start, end) in epoch seconds, ``period_end`` as the end of one still running; or why not."""
     raw = job.get("time")
     times: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     start, end = times.get("start"), times.get("end")
@@ -109,7 +110,7 @@ def _job_part(job: Mapping[str, Any], running: bool) -> str:
 def add_job(report: Report, job: Mapping[str, Any]) -> None:
     """One sacct job record: its nodes' time goes to the job's part; problems are counted and named."""
     job_id = str(job.get("job_id", "?"))[:40]
-    times = _job_times(job, report.period[1])
+    times = job_times(job, report.period[1])
     if isinstance(times, str):
         report.problem("clockBackwards" if "before" in times else "unreadableJob", f"job {job_id}: {times}")
         return

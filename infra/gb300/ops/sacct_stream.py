@@ -24,11 +24,13 @@ _WS = " \t\r\n"
 
 @dataclass
 class Read:
-    """What the read found: problems in words (each names where), and how many elements it skipped."""
+    """What the read found: problems in words (each names where), how many jobs it read and skipped, and whether
+    there was a ``jobs`` array at all."""
 
     problems: list[str] = field(default_factory=list)
     skipped: int = 0
     jobs: int = 0
+    found: bool = False  # the ``jobs`` array was found: the input is sacct --json output, however cut short
 
 
 class _Buffer:
@@ -86,6 +88,7 @@ def _find_jobs(buf: _Buffer, read: Read) -> bool:
         read.problems.append('"jobs" is not an array')
         return False
     buf.pos += 1
+    read.found = True
     return True
 
 
@@ -123,27 +126,32 @@ def jobs(path: Path, read: Read) -> Iterator[dict[str, Any]]:
         read.problems.append(f"{path}: cannot be read ({exc.strerror or exc})")
         return
     with handle:
-        buf = _Buffer(handle)
-        if not _find_jobs(buf, read):
+        yield from jobs_in(handle, read)
+
+
+def jobs_in(handle: IO[str], read: Read) -> Iterator[dict[str, Any]]:
+    """Each job object of the ``jobs`` array read from an open text stream (a file, a pipe from ``sacct``)."""
+    buf = _Buffer(handle)
+    if not _find_jobs(buf, read):
+        return
+    if buf.skip_ws() == "]":
+        return
+    while True:
+        ok, value = _decode_one(buf, read)
+        if not ok:
             return
-        if buf.skip_ws() == "]":
-            return
-        while True:
-            ok, value = _decode_one(buf, read)
-            if not ok:
-                return
-            if isinstance(value, dict):
-                read.jobs += 1
-                yield value
-            else:
-                read.skipped += 1
-                read.problems.append(f"element {read.jobs + read.skipped} of jobs is not an object: skipped")
-            sep = buf.skip_ws()
-            if sep == ",":
-                buf.pos += 1
-                buf.skip_ws()
-                continue
-            if sep != "]":
-                what = "the file ends" if sep == "" else f"{sep!r} at character {buf.at()}"
-                read.problems.append(f"{what} where a ',' or ']' was due after job {read.jobs + read.skipped}")
-            return
+        if isinstance(value, dict):
+            read.jobs += 1
+            yield value
+        else:
+            read.skipped += 1
+            read.problems.append(f"element {read.jobs + read.skipped} of jobs is not an object: skipped")
+        sep = buf.skip_ws()
+        if sep == ",":
+            buf.pos += 1
+            buf.skip_ws()
+            continue
+        if sep != "]":
+            what = "the file ends" if sep == "" else f"{sep!r} at character {buf.at()}"
+            read.problems.append(f"{what} where a ',' or ']' was due after job {read.jobs + read.skipped}")
+        return

@@ -110,11 +110,18 @@ def _priority() -> dict[str, Any]:
     return data("slurm_priority.yaml")
 
 
+def accounting_tres() -> str:
+    """slurm.conf's ``AccountingStorageTRES`` whenever accounting is on: GPUs counted (``gres/gpu``), so sacct's
+    ``tres.allocated`` names each job's GPUs (``gb300 usage``) and ``GrpTRES=gres/gpu=N`` can limit them."""
+    return str(_priority()["tres"])
+
+
 def slurm_conf_lines(accounts: SlurmAccounts) -> tuple[tuple[str, str], ...]:
-    """slurm.conf keys for declared accounts: enforcement, GPUs as a counted resource, multifactor priority, and
-    preemption by QoS when a QoS preempts (``data/slurm_priority.yaml``)."""
+    """slurm.conf keys for declared accounts: enforcement, multifactor priority, and preemption by QoS when a QoS
+    preempts (``data/slurm_priority.yaml``). GPUs are a counted resource whenever accounting is on
+    (:func:`accounting_tres`)."""
     facts = _priority()
-    lines = [("AccountingStorageEnforce", str(facts["enforce"])), ("AccountingStorageTRES", str(facts["tres"]))]
+    lines = [("AccountingStorageEnforce", str(facts["enforce"]))]
     lines += [(str(key), str(value)) for key, value in facts["settings"].items()]
     if accounts.preempts:
         lines += [(str(key), str(value)) for key, value in facts["preempt"].items()]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from gb300.errors import Gb300Error
 from gb300.node import paths as node_paths
 from gb300.node import templating
-from gb300.slurm.accounts import SlurmAccounts, render_accounts, slurm_conf_lines
+from gb300.slurm.accounts import SlurmAccounts, accounting_tres, render_accounts, slurm_conf_lines
 
 FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "plugstack.conf")
 ACCOUNTING_FILES = ("slurmdbd.conf", "mariadb-slurmdbd.cnf")
@@ -220,6 +220,7 @@ def render(cluster: SlurmCluster) -> dict[str, str]:
         "custom_marker": CUSTOM_MARKER,
         "extra_partitions": [_partition_line(p.name, p.node_spec, False, p.settings) for p in cluster.partitions],
         "account_lines": slurm_conf_lines(cluster.accounts) if cluster.accounts is not None else (),
+        "accounting_tres": accounting_tres(),
     }
     files = {name: templating.render(f"slurm/{name}.j2", **context) for name in FILES}
     files["slurm.conf"] = _settings_replace_defaults(files["slurm.conf"], cluster.settings)
