@@ -54,7 +54,7 @@ def test_false_claims_are_each_one_line_naming_the_place(tmp_path: Path) -> None
         "docs/page.md:4: gb300:gpuPools[0].rakcs is not a stack config key",
         "docs/page.md:5: --concurrency defaults to 1, not '3'",
         "docs/page.md:8: `gb300` has no command 'deploy' (commands: docs, goodput, heal, init, migrate-racks, payload, "
-        "plan, rollout, schema, size-storage, software, status, strip-state, topology)",
+        "plan, rollout, schema, size-storage, software, status, strip-state, topology, usage)",
         "docs/page.md:9: `gb300 payload keygen` has no option --output",
     ]
 

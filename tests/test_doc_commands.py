@@ -65,6 +65,9 @@ CANNOT_RUN: dict[str, str] = {
     "gb300 goodput --nodes nodes.json --sacct sacct.json --heal remediation.log --since 2026-11-01T00:00:00Z "
     "--until 2026-12-01T00:00:00Z [--json report.json]": "reads a month of a deployed cluster's saved node list, "
     "sacct --json and decision records; tests/ops/test_goodput.py runs it on histories shaped like them",
+    "gb300 usage --since 2026-11-01T00:00:00Z --until 2026-12-01T00:00:00Z --stack mylab": "runs sacct on a "
+    "deployed head, and a stack the repository does not ship; tests/slurm/real/test_usage.py runs sacct through "
+    "gb300 usage on real Slurm",
     "gb300 status --state state.json [--rack ref-train-r0002 ...] [--workers 16]": "reads each rack's VMs "
     "from Azure and each node's status with Run Command (a deployed cluster)",
 }

@@ -44,6 +44,8 @@ INPUTS: dict[tuple[str, str], list[str]] = {
         "--until",
         "2026-12-01",
     ],
+    ("usage", "--stack-file"): ["usage", "--sacct", "F", "--since", "2026-11-01", "--stack-file", "F"],
+    ("usage", "--prices"): ["usage", "--sacct", "F", "--since", "2026-11-01", "--stack", "dev", "--prices", "F"],
 }
 OUTPUTS = {
     ("init", "--signing-key"): "writer.create_new (0600)",
@@ -54,11 +56,16 @@ OUTPUTS = {
     ("heal simulate", "--json"): "writer.replace (0644)",
     ("heal simulate", "--decisions"): "writer.replace (0644)",
     ("goodput", "--json"): "writer.replace (0644)",
+    ("usage", "--json"): "writer.replace (0644)",
 }
 NOT_HERE: dict[tuple[str, str], str] = {
     ("goodput", "--sacct"): (
         "a month of sacct --json is gigabytes: gb300.ops.sacct_stream reads it one job at a time in bounded memory "
         "(a job over 8 MiB stops the read); what it cannot read is a counted, named problem in the report"
+    ),
+    ("usage", "--sacct"): (
+        "sacct --json read one job at a time by gb300.ops.sacct_stream, as goodput's --sacct (a file, or '-' for a "
+        "pipe from the head); no jobs array at all is exit 2 naming it, anything else a counted, named problem"
     ),
     ("goodput", "--heal"): (
         "the decision records are read a line at a time (one JSON line each, any number); a line that is not a "

@@ -76,7 +76,7 @@ def _period(args: argparse.Namespace, now: float) -> tuple[float, float]:
 
 def _sacct_argv(period: tuple[float, float]) -> list[str]:
     """sacct's command line for the period (sacct reads times in this machine's local time zone)."""
-    local = [datetime.fromtimestamp(t).strftime("%Y-%m-%dT%H:%M:%S") for t in period]  # noqa: DTZ006
+    local = [datetime.fromtimestamp(t).strftime("%Y-%m-%dT%H:%M:%S") for t in period]
     return [*SACCT, f"--starttime={local[0]}", f"--endtime={local[1]}"]
 
 
@@ -101,9 +101,9 @@ def _jobs_stream(args: argparse.Namespace, period: tuple[float, float]) -> Itera
         )
     argv = _sacct_argv(period)
     with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, encoding="utf-8", errors="replace") as proc:
-        assert proc.stdout is not None
-        yield proc.stdout
-        proc.stdout.read()  # drain what a failed read left, so sacct is not stopped by a full pipe
+        stdout: IO[str] = proc.stdout  # type: ignore[assignment]  # stdout=PIPE: never None
+        yield stdout
+        stdout.read()  # drain what a failed read left, so sacct is not stopped by a full pipe
     if proc.returncode != 0:
         raise UsageError(f"{' '.join(argv)} exited {proc.returncode} (its message is above)")
 

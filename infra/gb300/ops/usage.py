@@ -156,7 +156,11 @@ def summary(usage: Usage, read_problems: Iterable[str], jobs_read: int) -> dict[
         ]
         accounts.append({"account": account, **row.doc(), "users": users})
     return {
-        "period": {"since": usage.period[0], "until": usage.period[1], "hours": (usage.period[1] - usage.period[0]) / 3600},
+        "period": {
+            "since": usage.period[0],
+            "until": usage.period[1],
+            "hours": (usage.period[1] - usage.period[0]) / 3600,
+        },
         "currency": usage.pricing.currency,
         "prices": usage.pricing.source or None,
         "jobsRead": jobs_read,
