@@ -7,6 +7,7 @@ import io
 import json
 import random
 from collections import defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 
 from gb300 import cli
 from gb300.paths import REPO_ROOT
+from tests.support.files import FIXTURES
 
 T0 = 1_793_491_200  # 2026-11-01T00:00:00Z
 T1 = T0 + 30 * 86400  # 2026-12-01T00:00:00Z
@@ -89,9 +91,9 @@ def test_the_text_names_each_account_and_its_users(tmp_path: Path, capsys: pytes
     sacct = _write(tmp_path / "sacct.json", [_job(1, "team_a", "alice", T0, T0 + 7200, 8)])
     assert cli.main(["usage", "--sacct", str(sacct), *PERIOD]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("usage 2026-11-01T00:00:00Z to 2026-12-01T00:00:00Z: 16.0 GPU-hours in 1 jobs")
-    assert lines[1].startswith("  account team_a: 16.0 GPU-hours, price unknown")
-    assert lines[2].startswith("    user alice: 16.0 GPU-hours in 1 jobs")
+    assert lines[0].startswith("usage 2026-11-01T00:00:00Z to 2026-12-01T00:00:00Z: 16.000 GPU-hours in 1 jobs")
+    assert lines[1].startswith("  account team_a: 16.000 GPU-hours, price unknown")
+    assert lines[2].startswith("    user alice: 16.000 GPU-hours in 1 jobs")
     assert any("price unknown: partition train: no stack given (--stack)" in line for line in lines)
 
 
@@ -180,7 +182,7 @@ def test_a_truncated_file_counts_the_jobs_before_the_cut(tmp_path: Path, capsys:
     (tmp_path / "s.json").write_text('{"jobs":[' + whole[: len(whole) - 20], encoding="utf-8")
     assert cli.main(["usage", "--sacct", str(tmp_path / "s.json"), *PERIOD]) == 0
     out = capsys.readouterr().out
-    assert "4.0 GPU-hours in 1 jobs" in out
+    assert "4.000 GPU-hours in 1 jobs" in out
     assert "problem badSacct x1: the file ends inside job 2" in out
 
 
@@ -292,3 +294,22 @@ def test_help_describes_the_report(capsys: pytest.CaptureFixture[str]) -> None:
     text = " ".join(capsys.readouterr().out.split())
     for words in ("GPU-hours each Slurm account", "tres.allocated", "price unknown", "--sacct", "Exit 0", "2:"):
         assert words in text
+
+
+@pytest.mark.parametrize("release", ["24.11", "26.05"])
+def test_real_sacct_output_of_both_releases(release: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """sacct --json recorded from real Slurm 24.11 and 26.05 (tests/fixtures/slurm/README.md) gives each account
+    its jobs' allocated GPUs times their run time, with no problem."""
+    recorded = FIXTURES / "slurm" / f"sacct-json.{release}.json"
+    jobs = json.loads(recorded.read_text(encoding="utf-8"))["jobs"]
+    expected: dict[str, float] = defaultdict(float)
+    for job in jobs:
+        [gpus] = [t["count"] for t in job["tres"]["allocated"] if t["type"] == "gres" and t["name"] == "gpu"]
+        expected[job["account"]] += gpus * (job["time"]["end"] - job["time"]["start"]) / 3600
+    since = min(job["time"]["start"] for job in jobs) - 60
+    period = ["--since", datetime.fromtimestamp(since, UTC).isoformat(), "--until", "2030-01-01T00:00:00Z"]
+    code, err, doc = _run(capsys, recorded, period=period)
+    assert code == 0, err
+    assert {a["account"]: a["gpuHours"] for a in doc["accounts"]} == pytest.approx(expected, abs=0.001)
+    assert set(expected) == {"team_a", "team_b"}
+    assert doc["problems"] == {}

@@ -79,11 +79,9 @@ def test_a_control_character_in_any_field_is_refused() -> None:
 
 
 def test_slurm_conf_enforces_accounts_and_preempts_only_when_a_qos_does() -> None:
-    """Declared accounts add enforcement, GPU counting and multifactor priority; PreemptType only with a preempting
-    QoS."""
+    """Declared accounts add enforcement and multifactor priority; PreemptType only with a preempting QoS."""
     keys = dict(slurm_accounts.slurm_conf_lines(ACCOUNTS))
     assert set(keys["AccountingStorageEnforce"].split(",")) == {"associations", "limits", "qos"}
-    assert keys["AccountingStorageTRES"] == "gres/gpu"
     assert keys["PriorityType"] == "priority/multifactor"
     assert keys["PreemptType"] == "preempt/qos"
     calm = slurm_accounts.SlurmAccounts(qos=(slurm_accounts.SlurmQos("normal"),))
@@ -110,6 +108,19 @@ def test_the_head_carries_the_accounts_and_runs_the_step_after_slurmctld(dev_raw
     assert STEP not in plain_steps
     assert FILE not in plain_files
     assert "AccountingStorageEnforce" not in plain_files["/etc/slurm/slurm.conf"]
+
+
+def test_gpus_are_counted_whenever_accounting_is_on(dev_raw: dict[str, Any]) -> None:
+    """With accounting on, declared accounts or not, slurm.conf counts GPUs per job (sacct's tres.allocated names
+    them for gb300 usage); with accounting off it does not."""
+    raw = copy.deepcopy(dev_raw)
+    raw["head"] = {**raw.get("head", {}), "slurmdbd": True}
+    for stack in (raw, {**raw, "slurm": SLURM}):
+        ctx = node_context.build(config.parse(stack), gb300_tags.ROLE_HEAD)
+        conf = next(f.content for f in bundle_for(ctx, fetch=False).files if f.path == "/etc/slurm/slurm.conf")
+        assert conf.splitlines().count("AccountingStorageTRES=gres/gpu") == 1
+    plain, _ = _head(dev_raw, {})
+    assert "AccountingStorageTRES" not in plain["/etc/slurm/slurm.conf"]
 
 
 def test_a_stack_setting_replaces_a_priority_weight(dev_raw: dict[str, Any]) -> None:

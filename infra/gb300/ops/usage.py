@@ -178,21 +178,21 @@ def _money(row: Mapping[str, Any], currency: str) -> str:
     if row["cost"] is None:
         return "price unknown"
     text = f"{row['cost']:,.2f} {currency}"
-    return text + (f" (+{row['unpricedGpuHours']:,.1f} GPU-hours unpriced)" if row["unpricedGpuHours"] else "")
+    return text + (f" (+{row['unpricedGpuHours']:,.3f} GPU-hours unpriced)" if row["unpricedGpuHours"] else "")
 
 
 def text(doc: Mapping[str, Any], since: str, until: str) -> list[str]:
     """The report a person reads: the total, then each account and its users, then unknown prices and problems."""
     total, currency = doc["total"], doc["currency"]
     lines = [
-        f"usage {since} to {until}: {total['gpuHours']:,.1f} GPU-hours in {total['jobs']:,} jobs, "
+        f"usage {since} to {until}: {total['gpuHours']:,.3f} GPU-hours in {total['jobs']:,} jobs, "
         f"{_money(total, currency)}"
     ]
     for row in doc["accounts"]:
-        lines.append(f"  account {row['account']}: {row['gpuHours']:,.1f} GPU-hours, {_money(row, currency)}")
+        lines.append(f"  account {row['account']}: {row['gpuHours']:,.3f} GPU-hours, {_money(row, currency)}")
         for user in row["users"]:
             lines.append(
-                f"    user {user['user']}: {user['gpuHours']:,.1f} GPU-hours in {user['jobs']:,} jobs, "
+                f"    user {user['user']}: {user['gpuHours']:,.3f} GPU-hours in {user['jobs']:,} jobs, "
                 f"{_money(user, currency)}"
             )
     if doc["jobsWithoutGpus"]:

@@ -36,7 +36,7 @@ SLURM: dict[str, Any] = {
     "settings": {"PriorityCalcPeriod": "1", "PriorityDecayHalfLife": "1-0"},
 }
 ALICE_SECONDS = 20  # team_a's job: every GPU of both nodes for this long
-CAROL_SECONDS = 3  # team_b's job: two GPUs of one node
+CAROL_SECONDS = 3  # team_b's job: two GPUs asked, the whole (exclusive) node allocated
 
 
 def _sbatch(cluster: Cluster, user: str, *args: str) -> str:
@@ -56,7 +56,7 @@ def _finished(cluster: Cluster, jobs: list[str]) -> bool:
 @pytest.fixture(scope="module", params=list(SUITES), ids=[f"{s}-{v}" for s, v in SUITES.items()])
 def used_cluster(request: pytest.FixtureRequest) -> Iterator[tuple[Cluster, float]]:
     """The dev stack with two accounts of equal share (accounting on), alice and carol on every host, after alice
-    (team_a) held every GPU for a while and carol (team_b) two GPUs for a moment; with when the jobs were sent."""
+    (team_a) held every GPU for a while and carol (team_b) one node for a moment; with when the jobs were sent."""
     for cluster in cluster_fixture(request, overrides={"slurm": SLURM}, accounting=True):
         for host in [cluster.head, *cluster.nodes]:
             for uid, user in enumerate(USERS, 5101):
