@@ -14,6 +14,12 @@ from gb300 import cli
 from gb300.io import reader
 
 FILE_METAVARS = {"FILE", "PATH", "DIR", "STATE", "SCENARIO.yaml", "REPORT"}
+# Metavars of values that are not files; an argument whose metavar is in neither set fails
+# test_every_argument_says_whether_it_takes_a_file, so a file option cannot hide behind a new metavar.
+VALUE_METAVARS = {
+    "NAME", "N", "CIDR", "REGION", "SIZE", "M", "B", "S", "SECONDS", "URL", "NAME=SHA256", "CMD", "TIME", "ID", "RG",
+    "live",
+}  # fmt: skip
 
 # (command words, option) -> argv with F standing for the file, which holds a NUL byte (no text file does).
 INPUTS: dict[tuple[str, str], list[str]] = {
@@ -86,6 +92,43 @@ def _walk(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()) -> Itera
 def _takes_a_file(action: argparse.Action) -> bool:
     metavar = action.metavar if isinstance(action.metavar, str) else ""
     return action.type is Path or bool(FILE_METAVARS & set(metavar.split("|")))
+
+
+def _all_arguments(
+    parser: argparse.ArgumentParser, words: tuple[str, ...] = ()
+) -> Iterator[tuple[str, argparse.Action]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _all_arguments(sub, (*words, name))
+        elif action.nargs != 0:
+            yield " ".join(words), action
+
+
+def _unsorted(parser: argparse.ArgumentParser) -> list[str]:
+    """Arguments of ``parser`` that take a value without choices, a number type or a known metavar."""
+    out = []
+    for words, action in _all_arguments(parser):
+        metavar = action.metavar if isinstance(action.metavar, str) else None
+        typed = action.type is not None and action.type not in {str, Path}
+        if action.choices or action.type in {int, float} or (typed and metavar is None):
+            continue
+        if metavar is None or not set(metavar.split("|")) <= FILE_METAVARS | VALUE_METAVARS:
+            out.append(f"{words} {(action.option_strings or [action.dest])[0]} (metavar {metavar!r})")
+    return out
+
+
+def test_every_argument_says_whether_it_takes_a_file() -> None:
+    """Every argument that takes a value has choices, a number type, or a metavar known to name a file or a value:
+    an option added with a new metavar (`--config CONFIG`, or none at all) fails until it is sorted, so a file
+    option cannot escape the rows below by its spelling."""
+    assert _unsorted(cli.build_parser()) == []
+    assert FILE_METAVARS.isdisjoint(VALUE_METAVARS)
+    probe = argparse.ArgumentParser()
+    probe.add_argument("--config", metavar="CONFIG")
+    probe.add_argument("--input")
+    probe.add_argument("--stack", metavar="NAME")
+    assert _unsorted(probe) == [" --config (metavar 'CONFIG')", " --input (metavar None)"]
 
 
 def file_options() -> set[tuple[str, str]]:

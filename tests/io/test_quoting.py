@@ -223,3 +223,39 @@ def test_every_curl_on_a_node_stays_on_https() -> None:
             continue
         assert "--proto =https" in line, (name, line)
         assert "--proto-redir =https" in line or "--max-redirs 0" in line, (name, line)
+
+
+# Patterns anchored with a bare `$` that parse text rather than vouch for it, and why that is safe.
+DOLLAR_PARSERS = {
+    "slurm/hostlist.py": "splits host names gb300 itself built or Slurm printed; it checks nothing",
+    "slurm/options.py": "reads Slurm's own documented option list (`\\s*$` takes the line's end)",
+    "cost/prices.py": "reads a price's unit of measure (`\\s*$` takes any trailing space)",
+}
+
+
+def _dollar_anchored(source: str) -> list[int]:
+    """Lines of ``source`` with a regular expression literal that starts with ``^`` and ends with a bare ``$``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        func = node.func if isinstance(node, ast.Call) else None
+        if not (isinstance(func, ast.Attribute) and _named(func, "re") and node.args):  # type: ignore[union-attr]
+            continue
+        first = node.args[0]  # type: ignore[union-attr]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            pattern = first.value
+            if pattern.startswith("^") and pattern.endswith("$") and not pattern.endswith("\\$"):
+                found.append(node.lineno)
+    return found
+
+
+def test_no_check_accepts_a_trailing_newline() -> None:
+    """A pattern that vouches for a name, a host, a digest or a key ends in `\\Z`, not `$` (which also matches before
+    a final newline, so `gpu-001\\n` passed as a host name and split a topology.conf line); a new check with `$`
+    fails here, and the listed parsers say why theirs is safe."""
+    anchored = {
+        path.relative_to(PACKAGE_DIR).as_posix(): lines
+        for path in sorted(PACKAGE_DIR.rglob("*.py"))
+        if (lines := _dollar_anchored(path.read_text(encoding="utf-8")))
+    }
+    assert set(anchored) <= set(DOLLAR_PARSERS), {k: v for k, v in anchored.items() if k not in DOLLAR_PARSERS}
+    assert _dollar_anchored('import re\nA = re.compile(r"^[a-z]+$")\nB = re.compile(r"^[a-z]+\\Z")\n') == [2]

@@ -168,6 +168,28 @@ def test_fabric_dir_reads_nested_and_flat_json(tmp_path: Path) -> None:
     assert [p.where for p in problems] == ["gpu-003.json", "gpu-004.json"]
 
 
+@pytest.mark.parametrize(
+    ("name", "body"),
+    [
+        ("gpu-001\n.json", {"ClusterUUID": U1, "CliqueId": 1}),
+        ("gpu-001.json", {"ClusterUUID": U1 + "\n", "CliqueId": "1\n"}),
+    ],
+    ids=["newline-in-file-name", "newline-in-identity"],
+)
+def test_a_fabric_file_cannot_add_a_line_to_topology_conf(tmp_path: Path, name: str, body: dict[str, object]) -> None:
+    """A fabric file named `gpu-001<newline>.json` (its host name ends in a newline, which a `$` anchor accepts) or
+    an identity ending in one is a problem naming the file, and topology.conf keeps one line per block: slurmctld
+    never reads a host name split over two lines."""
+    (tmp_path / name).write_text(json.dumps(body))
+    for i in range(2, 19):
+        (tmp_path / f"gpu-{i:03d}.json").write_text(json.dumps({"ClusterUUID": U1, "CliqueId": 1}))
+    nodes, problems = read_fabric_dir(tmp_path)
+    assert len(problems) == (1 if "\n" in name else 0)
+    text = build(nodes, block_size=18).render()
+    assert all(line.startswith(("#", "BlockName=", "BlockSizes=")) for line in text.splitlines()), text
+    assert all("\n" not in n.host and "\n" not in n.cluster_uuid for n in nodes)
+
+
 def parse_cli(*args: str) -> argparse.Namespace:
     """Arguments of `gb300 topology ...` parsed by the command's own parser, as the CLI registers it."""
     parser = argparse.ArgumentParser(prog="gb300")

@@ -7,7 +7,8 @@ regional total (``cores``). Azure's side comes from a :class:`QuotaSnapshot`, re
   (``{"value": [...]}``) of ``GET .../providers/Microsoft.Compute/locations/{L}/usages``; or
 * ``live``: gb300's Azure credential (:mod:`gb300.azure.credential`, the azure-native provider's settings) and
   azure-mgmt-compute (``usage.list`` and ``resource_skus.list``), which also tell whether the size is offered in
-  the region and zone.
+  the region and zone, and its capabilities (which capacity reservations can hold it:
+  ``capacity-reservation-supported``).
 
 Fetching does I/O and never raises for Azure's answers: a 401/403 or a timeout becomes a region marked
 *unverified* (a WARNING finding of the rule). No credential at all is :class:`~gb300.azure.credential.CredentialError`
@@ -75,6 +76,12 @@ class SizeOffer:
     family: str
     zones: tuple[str, ...]
     restrictions: tuple[Restriction, ...] = ()
+    capabilities: tuple[tuple[str, str], ...] = ()
+    """The SKU's ``capabilities`` as Azure lists them (``("CapacityReservationSupported", "True")``, ...)."""
+
+    def capability(self, name: str) -> str | None:
+        """The value of capability ``name`` (compared case-insensitively), or None when Azure lists none."""
+        return next((v for n, v in self.capabilities if n.lower() == name.lower()), None)
 
 
 @dataclass(frozen=True)
@@ -245,7 +252,13 @@ def _offer(sku: Any) -> SizeOffer:
                 zones=tuple(str(x) for x in (getattr(info, "zones", None) or [])),
             )
         )
-    return SizeOffer(str(sku.name), str(getattr(sku, "family", "") or ""), tuple(sorted(zones)), tuple(restrictions))
+    capabilities = tuple(
+        (str(c.name), str(getattr(c, "value", "") or ""))
+        for c in getattr(sku, "capabilities", None) or []
+        if getattr(c, "name", None)
+    )
+    family = str(getattr(sku, "family", "") or "")
+    return SizeOffer(str(sku.name), family, tuple(sorted(zones)), tuple(restrictions), capabilities)
 
 
 def _text(value: Any) -> str:

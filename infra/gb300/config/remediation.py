@@ -16,7 +16,7 @@ from gb300.facts.loader import data
 
 _RAILS = data("remediation.yaml")["rails"]
 _ROLE_ID = re.compile(
-    r"^/subscriptions/[0-9a-fA-F-]{36}/providers/Microsoft\.Authorization/roleDefinitions/[0-9a-fA-F-]{36}$"
+    r"^/subscriptions/[0-9a-fA-F-]{36}/providers/Microsoft\.Authorization/roleDefinitions/[0-9a-fA-F-]{36}\Z"
 )
 ROLE_COMMAND = (
     "gb300 heal role --subscription <id> --resource-group <resource group> > roles.json; "

@@ -20,11 +20,11 @@ from gb300.facts.loader import string_field
 
 __all__ = ["Checksums", "Pin", "checksums_from"]
 
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
-_IMAGE_RE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+:[A-Za-z0-9._-]+$")
-_FINGERPRINT_RE = re.compile(r"^[0-9A-F]{40}$")
-_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
+_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}\Z")
+_IMAGE_RE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+:[A-Za-z0-9._-]+\Z")
+_FINGERPRINT_RE = re.compile(r"^[0-9A-F]{40}\Z")
+_COMMIT_RE = re.compile(r"^[0-9a-f]{40}\Z")
 
 
 @dataclass(frozen=True)

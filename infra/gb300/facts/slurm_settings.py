@@ -23,8 +23,8 @@ __all__ = ["LINES", "Owned", "catalog_releases", "owned", "problems", "release_o
 LINES = ("slurm_conf", "partition_line")
 """The kinds of settings a stack sets: slurm.conf keys, and keys of a PartitionName= line."""
 _RELEASE = re.compile(r"^(?:\d+:)?(\d{2})\.(\d{2})(?:[.-]|$)")
-_TIME = re.compile(r"^(?:INFINITE|UNLIMITED|\d+|\d+:\d{1,2}(?::\d{1,2})?|\d+-\d{1,2}(?::\d{1,2}(?::\d{1,2})?)?)$")
-_WORD = re.compile(r"^[^\s#\"'\\]+$")
+_TIME = re.compile(r"^(?:INFINITE|UNLIMITED|\d+|\d+:\d{1,2}(?::\d{1,2})?|\d+-\d{1,2}(?::\d{1,2}(?::\d{1,2})?)?)\Z")
+_WORD = re.compile(r"^[^\s#\"'\\]+\Z")
 _BOOL = {"yes": True, "no": False, "true": True, "false": False}
 
 

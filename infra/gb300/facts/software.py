@@ -41,10 +41,10 @@ VERSIONS_FILE: Path = DATA_DIR / "versions.yaml"
 CHECKSUMS_FILE: Path = DATA_DIR / "checksums.yaml"
 InstallKind = Literal["apt", "archive", "deb", "deb-repo", "source", "none"]
 _INSTALL_KINDS: tuple[str, ...] = ("apt", "archive", "deb", "deb-repo", "source", "none")
-_VERSION_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+~:_-]{0,63}$")
-_DETECT_RE = re.compile(r"^(nvidia-smi|dpkg:[a-z0-9][a-z0-9.+{}_-]*|file:/[A-Za-z0-9._/+-]+)$")
-_RECIPE_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-_BUILD_ENV_KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,62}$")
+_VERSION_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+~:_-]{0,63}\Z")
+_DETECT_RE = re.compile(r"^(nvidia-smi|dpkg:[a-z0-9][a-z0-9.+{}_-]*|file:/[A-Za-z0-9._/+-]+)\Z")
+_RECIPE_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
+_BUILD_ENV_KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,62}\Z")
 
 
 @dataclass(frozen=True)

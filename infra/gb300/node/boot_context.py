@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from gb300.errors import BootstrapError
 from gb300.facts.software import SoftwareSet, apply_software_overrides
+from gb300.io.quoting import shown
 from gb300.node.settings import NcclSettings, NodeSettings, load_nccl, load_node
 
 if TYPE_CHECKING:
@@ -16,8 +17,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BootstrapContext"]
 
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-_ENV_KEY_RE = re.compile(r"^GB300_[A-Z0-9_]+$")
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
+_ENV_KEY_RE = re.compile(r"^GB300_[A-Z0-9_]+\Z")
 _RESERVED_ENV = frozenset({"GB300_CLUSTER", "GB300_POOL", "GB300_ROLE", "GB300_STEPS", "GB300_ROOT"})
 
 
@@ -43,14 +44,14 @@ class BootstrapContext:
     def __post_init__(self) -> None:
         for label, value in (("cluster_name", self.cluster_name), ("pool_name", self.pool_name)):
             if not _NAME_RE.match(value):
-                msg = f"'{label}' must be lowercase letters, digits and dashes, at most 63 (got {value!r})"
+                msg = f"'{label}' must be lowercase letters, digits and dashes, at most 63 (got {shown(value)})"
                 raise BootstrapError(msg)
         for key, value in self.extra_env:
             if not _ENV_KEY_RE.match(key) or key in _RESERVED_ENV:
-                msg = f"'extra_env' keys must be GB300_* names not set by gb300 itself (got {key!r})"
+                msg = f"'extra_env' keys must be GB300_* names not set by gb300 itself (got {shown(key)})"
                 raise BootstrapError(msg)
             if "\n" in value:
-                msg = f"'extra_env.{key}' must be one line (got {value!r})"
+                msg = f"'extra_env.{key}' must be one line (got {shown(value)})"
                 raise BootstrapError(msg)
 
     @classmethod

@@ -64,7 +64,7 @@ PAYLOAD_PREFIX = "payloads"
 ARCHIVE_PREFIX = "archives"
 SIGNING_KEY_ENV = "GB300_PAYLOAD_SIGNING_KEY"
 """The variable holding the private signing key (PKCS#8 PEM) for ``gb300 payload publish``."""
-_NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+_NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}\Z")
 
 
 @dataclass(frozen=True)

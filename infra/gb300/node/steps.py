@@ -37,7 +37,7 @@ GUARD_STEP = "00-imds-guard"
 GPU = (gb300_tags.ROLE_GPU_NODE,)
 HEAD = (gb300_tags.ROLE_HEAD,)
 BOTH = gb300_tags.ROLES
-_NAME = re.compile(r"^([0-9]{2}|gb300)-[a-z0-9][a-z0-9-]*$")
+_NAME = re.compile(r"^([0-9]{2}|gb300)-[a-z0-9][a-z0-9-]*\Z")
 
 
 @dataclass(frozen=True)

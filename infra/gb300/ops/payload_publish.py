@@ -84,7 +84,7 @@ def check_key(key: Any, cfg: config.StackConfig) -> None:
         )
 
 
-_ACCOUNT_URL = re.compile(r"^https://([a-z0-9]{3,24})\.blob\.([a-z0-9.-]+)$")
+_ACCOUNT_URL = re.compile(r"^https://([a-z0-9]{3,24})\.blob\.([a-z0-9.-]+)\Z")
 
 
 def check_account_url(url: str) -> str:

@@ -42,7 +42,7 @@ _MANIFEST_TYPES = ", ".join(
         "application/vnd.docker.distribution.manifest.v2+json",
     )
 )
-_IMAGE = re.compile(r"^(?P<registry>[a-z0-9.-]+(?::[0-9]+)?)/(?P<repository>[a-z0-9._/-]+):(?P<tag>[A-Za-z0-9._-]+)$")
+_IMAGE = re.compile(r"^(?P<registry>[a-z0-9.-]+(?::[0-9]+)?)/(?P<repository>[a-z0-9._/-]+):(?P<tag>[A-Za-z0-9._-]+)\Z")
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 Progress = Callable[[str], None]
 MAX_BYTES = 4 * 1024**3  # the largest download a lock will hash (DOCA/HPC-X bundles are about 1 GiB)

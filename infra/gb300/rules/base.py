@@ -2,11 +2,12 @@
 readers for resource inputs.
 
 A rule is a pure check function wrapped by one of :func:`resource_rule`, :func:`config_rule`,
-:func:`live_config_rule` or :func:`state_rule`, which is the one place its id is written: the check yields
-:class:`~gb300.findings.Report` values and the rule names each with its id. A resource rule reads the camelCase
-inputs of the resources (the plan's records and the policy pack's resources look alike); no rule calls the cloud
-or raises: a missing or odd property means "cannot know", and the rule says nothing about it. Azure's answers
-reach a rule only through :class:`RuleContext` (``quota``, ``images``), fetched before the rules run.
+:func:`live_config_rule`, :func:`sku_config_rule` or :func:`state_rule`, which is the one place its id is
+written: the check yields :class:`~gb300.findings.Report` values and the rule names each with its id. A resource
+rule reads the camelCase inputs of the resources (the plan's records and the policy pack's resources look alike);
+no rule calls the cloud or raises: a missing or odd property means "cannot know", and the rule says nothing about
+it. Azure's answers reach a rule only through :class:`RuleContext` (``quota`` with its Resource SKUs, ``images``),
+fetched before the rules run.
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ class Rule(Generic[P]):
 ResourceCheck = Callable[[Sequence[Resource], RuleContext], Iterable[Report]]
 ConfigCheck = Callable[["StackConfig"], Iterable[Report]]
 LiveConfigCheck = Callable[["StackConfig", "ImageAnswers | None"], Iterable[Report]]
+SkuConfigCheck = Callable[["StackConfig", "QuotaSnapshot | None"], Iterable[Report]]
 
 
 def resource_rule(
@@ -173,6 +175,21 @@ def live_config_rule(rule_id: str) -> Callable[[LiveConfigCheck], Rule[[StackCon
             del resources
             assert ctx.config is not None  # noqa: S101 - Rule.applies checked it
             return check(ctx.config, ctx.images)
+
+        return Rule(rule_id, Kind.CONFIG, check, adapt, security=False)
+
+    return wrap
+
+
+def sku_config_rule(rule_id: str) -> Callable[[SkuConfigCheck], Rule[[StackConfig, QuotaSnapshot | None]]]:
+    """Declare a config rule that also reads Azure's Resource SKUs when the plan goes live: ``check(cfg, quota)``,
+    ``quota`` the snapshot of ``--quota`` (None without one; a saved usage file carries no SKUs)."""
+
+    def wrap(check: SkuConfigCheck) -> Rule[[StackConfig, QuotaSnapshot | None]]:
+        def adapt(resources: Sequence[Resource], ctx: RuleContext) -> Iterable[Report]:
+            del resources
+            assert ctx.config is not None  # noqa: S101 - Rule.applies checked it
+            return check(ctx.config, ctx.quota)
 
         return Rule(rule_id, Kind.CONFIG, check, adapt, security=False)
 

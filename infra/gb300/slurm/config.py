@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from gb300.errors import Gb300Error
+from gb300.io.quoting import shown
 from gb300.node import paths as node_paths
 from gb300.node import templating
 from gb300.slurm.accounts import SlurmAccounts, accounting_tres, render_accounts, slurm_conf_lines
@@ -31,8 +32,8 @@ ACCOUNTS_FILE = "slurm-accounts.tsv"
 """The accounts, QoS and users gb300-slurm-accounts applies (:func:`gb300.slurm.accounts.render_accounts`)."""
 ACCOUNTING_DB = "slurm_acct_db"
 """slurmdbd.conf's ``StorageLoc``: the MariaDB database gb300-slurmdbd-setup creates (Slurm's default name)."""
-_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-_HOST = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}\Z")
+_HOST = re.compile(r"^[a-z][a-z0-9-]{0,62}\Z")
 RACK_NODES = 18
 """VMs per NVLink domain (NVL72 rack) of ND GB300 v6; the unit :func:`default_spare_nodes` rounds up to."""
 SPARE_FRACTION = 0.10
@@ -149,23 +150,27 @@ def real_memory_mib(memory_gib: float, reserve_fraction: float = 0.05) -> int:
 def _problems(cluster: SlurmCluster) -> list[str]:
     problems: list[str] = []
     if not _NAME.match(cluster.cluster_name):
-        problems.append(f"'cluster_name' must be 1-40 lowercase letters, digits or '_' (got {cluster.cluster_name!r})")
+        problems.append(
+            f"'cluster_name' must be 1-40 lowercase letters, digits or '_' (got {shown(cluster.cluster_name)})"
+        )
     if not _HOST.match(cluster.head_hostname):
-        problems.append(f"'head_hostname' must be a lowercase host name (got {cluster.head_hostname!r})")
+        problems.append(f"'head_hostname' must be a lowercase host name (got {shown(cluster.head_hostname)})")
     if not cluster.pools:
         problems.append("'pools' must hold at least one GPU pool (got none)")
     seen: set[str] = set()
     for index, pool in enumerate(cluster.pools):
         where = f"pools[{index}]"
         if not _NAME.match(pool.name):
-            problems.append(f"'{where}.name' must be lowercase letters, digits or '_' (got {pool.name!r})")
+            problems.append(f"'{where}.name' must be lowercase letters, digits or '_' (got {shown(pool.name)})")
         if pool.name == "all":
-            problems.append(f"'{where}.name' must not be 'all', Slurm's keyword for every node (got {pool.name!r})")
+            problems.append(
+                f"'{where}.name' must not be 'all', Slurm's keyword for every node (got {shown(pool.name)})"
+            )
         if pool.name in seen:
-            problems.append(f"'{where}.name' must be unique (got {pool.name!r} twice)")
+            problems.append(f"'{where}.name' must be unique (got {shown(pool.name)} twice)")
         seen.add(pool.name)
         if not _HOST.match(pool.node_prefix + "0"):
-            problems.append(f"'{where}.node_prefix' must start a lowercase host name (got {pool.node_prefix!r})")
+            problems.append(f"'{where}.node_prefix' must start a lowercase host name (got {shown(pool.node_prefix)})")
         for name in ("count", "gpus_per_node", "cpus", "memory_mib"):
             value = getattr(pool, name)
             if value < 1:
@@ -181,7 +186,7 @@ def _accounting_problems(cluster: SlurmCluster) -> list[str]:
     if cluster.accounting_host is None:
         return ["'accounts' need an 'accounting_host': slurmdbd holds accounts and QoS"] if cluster.accounts else []
     if not _HOST.match(cluster.accounting_host):
-        return [f"'accounting_host' must be a lowercase host name (got {cluster.accounting_host!r})"]
+        return [f"'accounting_host' must be a lowercase host name (got {shown(cluster.accounting_host)})"]
     return []
 
 

@@ -24,8 +24,8 @@ SLURM_UID = 11100
 azure-slurm-install/install.py, slurm.user.uid default 11100): Microsoft's slurm-smd packages create no user,
 and slurmctld and slurmd must agree on SlurmUser's uid."""
 
-_VAULT = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$")
-_POOL = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+_VAULT = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]\Z")
+_POOL = re.compile(r"^[a-z][a-z0-9_]{0,39}\Z")
 _NODE_SHAPE = ("pool", "cpus", "sockets", "cores_per_socket", "threads_per_core", "real_memory_mib", "gpus")
 
 

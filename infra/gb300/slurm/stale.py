@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 from gb300.slurm.hostlist import compress, natural_key
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_EXTRA = re.compile(r"^gb300-nvlink:([0-9a-fA-F-]+):([0-9]+)$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+_EXTRA = re.compile(r"^gb300-nvlink:([0-9a-fA-F-]+):([0-9]+)\Z")
 _BUSY = {"ALLOCATED", "MIXED", "COMPLETING"}
 
 

@@ -36,8 +36,8 @@ from gb300.slurm.hostlist import compress, natural_key
 DEFAULT_BLOCK_SIZE = 18
 """VMs per NVLink domain of ND GB300 v6; callers pass the catalog's ``vmsPerNvlinkDomain``."""
 
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*\Z")
 _NOT_REPORTED = {"n/a", "none", ""}
 _UUID_KEYS = ("ClusterUUID", "clusterUUID", "cluster_uuid", "clusterUuid")
 _CLIQUE_KEYS = ("CliqueId", "cliqueId", "clique_id", "CliqueID")
