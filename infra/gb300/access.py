@@ -9,18 +9,20 @@ import pulumi
 
 from gb300.components.login import LoginPool, LoginPoolArgs
 from gb300.components.node_common import NodeCommon
+from gb300.components.node_payload import NodePayloads
 from gb300.config import StackConfig
+from gb300.node.custom_data import CustomData
 
 __all__ = ["first_login_outputs", "login_outputs", "login_pool"]
 
 
 def login_pool(
-    cfg: StackConfig, node: NodeCommon, custom_data: pulumi.Input[str] | None = None, sha256: str = ""
+    cfg: StackConfig, node: NodeCommon, payloads: NodePayloads, rendered: CustomData | None
 ) -> LoginPool | None:
-    """``gb300:login`` and ``gb300:access.entra``: the login VMs and their sign-in grants, or None without login
-    nodes. ``custom_data``: the login role's payload reference; None: none yet (docs/access.md#not-there-yet)."""
+    """``gb300:login`` and ``gb300:access.entra``: the login VMs, booting the login role's payload, and their sign-in
+    grants; None without login nodes."""
     login, entra = cfg.login, cfg.access.entra
-    if login is None or entra is None:
+    if login is None or entra is None or rendered is None:
         return None
     zone = login.zone or cfg.cluster.zone
     return LoginPool(
@@ -31,8 +33,8 @@ def login_pool(
             count=login.count,
             image=login.image,
             os_disk_size_gb=login.os_disk_size_gb,
-            custom_data=custom_data,
-            custom_data_sha256=sha256,
+            custom_data=payloads.account_name.apply(rendered.for_account),
+            custom_data_sha256=rendered.sha256,
             user_groups=tuple(entra.user_groups),
             admin_groups=tuple(entra.admin_groups),
             zones=[zone] if zone is not None else None,

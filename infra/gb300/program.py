@@ -61,7 +61,8 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     name = scope.cluster_name
     identity = Identity(f"{name}-node", IdentityArgs(scope))
     secrets = ClusterSecrets(name, ClusterSecretsArgs(scope, node_principal_id=identity.principal_id))
-    head_data, pool_data = render_roles(cfg)
+    rendered = render_stack(cfg)
+    head_data, pool_data = rendered.head, rendered.pools
     outputs: dict[str, pulumi.Output[str]] = {}
     blob = _blob_store(cfg, scope, identity)
     if cfg.storage.blob is not None:
@@ -75,7 +76,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         identity=identity,
         deployer_object_id=deployer_object_id,
         blob=blob,
-        rendered=(head_data, *pool_data.values()),
+        rendered=rendered.all,
     )
     outputs["nodePayloadUrl"] = payloads.url
     monitoring = _monitoring(cfg, scope, identity)
@@ -86,7 +87,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     )
     head = _head(cfg, node, payloads, head_data)
     _gpu_pools(cfg, node, payloads, pool_data)
-    login = access.login_pool(cfg, node)
+    login = access.login_pool(cfg, node, payloads, rendered.login)
     if login is not None:
         outputs.update(access.login_outputs(login, scope.resource_group_name, net.bastion_name))
     return {
@@ -129,13 +130,6 @@ def cluster_scope(cfg: StackConfig) -> tuple[ClusterScope, pulumi.Output[str]]:
         hub_zone_ids=cfg.network.private_dns_zones.ids(),
     )
     return scope, client.object_id
-
-
-def render_roles(cfg: StackConfig) -> tuple[CustomData, dict[str, CustomData]]:
-    """Every role's node payload, rendered once from the config alone (the head's, and each GPU pool's by pool
-    name): the custom data fetches it (docs/node-payload.md)."""
-    rendered = render_stack(cfg)
-    return rendered.head, rendered.pools
 
 
 def _subnet_plan(cfg: StackConfig) -> list[netplan.SubnetPlan]:

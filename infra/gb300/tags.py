@@ -40,7 +40,7 @@ ROLE_HEAD = "head"
 """The head node's role: Slurm's controller and the login node."""
 ROLE_LOGIN = "login"
 """The login nodes' role (gb300:login): CPU VMs where users sign in, apart from the controller."""
-ROLES = (ROLE_GPU_NODE, ROLE_HEAD)
+ROLES = (ROLE_GPU_NODE, ROLE_HEAD, ROLE_LOGIN)
 """The node roles, GPU nodes first: the one home of their names. Each has its custom data and its cloud-config
 fragment, ``cloud-init/roles/<role>.yaml`` (tests/test_role_names.py holds the fragments, the node registry and
 every module to these names)."""

@@ -33,8 +33,7 @@ class LoginPoolArgs:
     count: int
     image: str
     os_disk_size_gb: int
-    custom_data: pulumi.Input[str] | None
-    """The login role's payload reference; None: the VM boots its image as it is."""
+    custom_data: pulumi.Input[str]
     custom_data_sha256: str
     user_groups: tuple[str, ...]
     admin_groups: tuple[str, ...] = ()
