@@ -189,6 +189,10 @@ _storage = _on(node_steps.on_storage)
 _imds_tags = _on(node_steps.on_imds_tags)
 
 
+def _login(t: Target) -> bool:
+    return t.stack.login is not None
+
+
 def _no_admin_key(t: Target) -> bool:
     login = t.stack.login
     return login is not None and not login.admin_key
@@ -375,7 +379,7 @@ ROWS: tuple[Row[Target] | Family[Target] | Group, ...] = (
         _prometheus),
     Group("slurm", lambda t: slurm_node_files(slurm_view(t.ctx)), BOTH, "slurm"),
     # The login nodes (gb300:login): each user's processes in one bounded cgroup, the break-glass key refused.
-    Row(LOGIN_LIMITS, _stack(node_files.login_limits), LOGIN, "slurm"),
+    Row(LOGIN_LIMITS, _stack(node_files.login_limits), LOGIN, "slurm", when=_login),
     Row(BREAK_GLASS, _stack(node_files.break_glass), LOGIN, "slurm", when=_no_admin_key),
     Group("remediation", _heal_head, HEAD, "slurm", _remediation),
     Group("remediation gate", _heal_gpu, GPU, "slurm", _remediation),
