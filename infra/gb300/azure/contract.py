@@ -321,12 +321,10 @@ class _Checker:
 _ADDRESS_INPUTS = frozenset(
     {"resourceGroupName", "vmScaleSetName", "interconnectBlockName", "vmName", "vmExtensionName"}
 )
-TYPED_MODELS = {
-    "azure-native:compute:VirtualMachine": "VirtualMachine",
-    "azure-native:compute:VirtualMachineExtension": "VirtualMachineExtension",
-}
-"""Typed azure-native compute resources held to the same models (:func:`typed_violations`): the head and login VMs,
-their identities and extensions (the Entra sign-in extension among them)."""
+TYPED_MODELS = {"azure-native:compute:VirtualMachineExtension": "VirtualMachineExtension"}
+"""Typed azure-native compute resources held to the same models (:func:`typed_violations`): the VM extensions (the Entra
+sign-in extension and the monitoring agent). Not the typed VMs: azure-mgmt-compute's ``VirtualMachineSizeTypes`` is a
+list of old sizes that names no v5 size, and Azure takes any size string there."""
 _TOP_LEVEL = ("location", "zones", "sku", "identity", "plan", "placement", "tags", "extendedLocation")
 PACKAGE_MODELS = {
     compute_package.SCALE_SET_TOKEN: "VirtualMachineScaleSet",
@@ -461,7 +459,7 @@ def violations(resources: Iterable[Resource]) -> list[Violation]:
 
 
 def typed_violations(resources: Iterable[Resource]) -> list[Violation]:
-    """Every key of a typed VM's or VM extension's body, rebuilt from its inputs as for the racks, that Azure's SDK
+    """Every key of a typed VM extension's body, rebuilt from its inputs as for the racks, that Azure's SDK
     models refuse (the provider checked the inputs against its schema; this holds them to Azure's own models)."""
     out: list[Violation] = []
     checker = _Checker()
