@@ -107,7 +107,7 @@ class LoginPool(pulumi.ComponentResource):
                 linux_configuration=compute.LinuxConfigurationArgs(
                     disable_password_authentication=True,
                     # Azure needs one key for a Linux VM without a password; the login payload's sshd settings
-                    # refuse it unless gb300:login.adminKey is true (docs/access.md#the-break-glass-key).
+                    # refuse it unless gb300:login.adminKey is true (docs/access.md#what-gb300-builds).
                     ssh=compute.SshConfigurationArgs(
                         public_keys=[
                             compute.SshPublicKeyArgs(
