@@ -7,13 +7,13 @@ mock monitor. Both read the same config and declare the same resources.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import pulumi
 from pulumi_azure_native import authorization, resources
 
-from gb300 import config, floors, rules
+from gb300 import access, config, floors, rules
 from gb300 import tags as gb300_tags
+from gb300.access import first_login_outputs
 from gb300.components import (
     ClusterScope,
     GpuPool,
@@ -61,7 +61,8 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     name = scope.cluster_name
     identity = Identity(f"{name}-node", IdentityArgs(scope))
     secrets = ClusterSecrets(name, ClusterSecretsArgs(scope, node_principal_id=identity.principal_id))
-    head_data, pool_data = render_roles(cfg)
+    rendered = render_stack(cfg)
+    head_data, pool_data = rendered.head, rendered.pools
     outputs: dict[str, pulumi.Output[str]] = {}
     blob = _blob_store(cfg, scope, identity)
     if cfg.storage.blob is not None:
@@ -75,7 +76,7 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         identity=identity,
         deployer_object_id=deployer_object_id,
         blob=blob,
-        rendered=(head_data, *pool_data.values()),
+        rendered=rendered.all,
     )
     outputs["nodePayloadUrl"] = payloads.url
     monitoring = _monitoring(cfg, scope, identity)
@@ -86,6 +87,9 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
     )
     head = _head(cfg, node, payloads, head_data)
     _gpu_pools(cfg, node, payloads, pool_data)
+    login = access.login_pool(cfg, node, payloads, rendered.login)
+    if login is not None:
+        outputs.update(access.login_outputs(login, scope.resource_group_name, net.bastion_name))
     return {
         **first_login_outputs(cfg, scope.resource_group_name, net.bastion_name, head.vm_id),
         "resourceGroupName": pulumi.Output.from_input(scope.resource_group_name),
@@ -126,13 +130,6 @@ def cluster_scope(cfg: StackConfig) -> tuple[ClusterScope, pulumi.Output[str]]:
         hub_zone_ids=cfg.network.private_dns_zones.ids(),
     )
     return scope, client.object_id
-
-
-def render_roles(cfg: StackConfig) -> tuple[CustomData, dict[str, CustomData]]:
-    """Every role's node payload, rendered once from the config alone (the head's, and each GPU pool's by pool
-    name): the custom data fetches it (docs/node-payload.md)."""
-    rendered = render_stack(cfg)
-    return rendered.head, rendered.pools
 
 
 def _subnet_plan(cfg: StackConfig) -> list[netplan.SubnetPlan]:
@@ -399,42 +396,6 @@ def _existing_workspace(cfg: StackConfig) -> monitoring_component.ExistingWorksp
     if ws is None or ws_id is None:
         return None
     return monitoring_component.ExistingWorkspace(ws_id, ws.resource_group, ws.name)
-
-
-def first_login_outputs(
-    cfg: StackConfig, rg_name: pulumi.Input[str], bastion_name: pulumi.Output[str] | None, head_vm_id: pulumi.Input[str]
-) -> dict[str, Any]:
-    """What a new user needs after `pulumi up` to reach a shell on the head (docs/first-login.md): the head's
-    resource id, the admin user, and, with Bastion on, the Bastion's name and the whole `az network bastion ssh`
-    command (`pulumi stack output loginCommand`). Without Bastion, loginCommand says how to reach the head."""
-    user = cfg.access.admin_username
-    out: dict[str, Any] = {"headVmId": head_vm_id, "adminUsername": user}
-    if bastion_name is None and cfg.network.existing_vnet_id is not None:
-        out["loginCommand"] = pulumi.Output.concat(
-            "no Bastion of gb300's own (gb300:network.bastion is false): use the hub's Bastion: "
-            "az network bastion ssh --name <hub-bastion> --resource-group <hub-bastion-group> --target-resource-id ",
-            head_vm_id,
-            f" --auth-type ssh-key --username {user} --ssh-key ~/.ssh/id_ed25519 "
-            "(docs/landing-zone.md#reaching-the-head)",
-        )
-        return out
-    if bastion_name is None:
-        out["loginCommand"] = (
-            "no Bastion (gb300:network.bastion is false): ssh to headPrivateIp from inside the VNet, "
-            "or set gb300:network.bastion: true and run pulumi up"
-        )
-        return out
-    out["bastionName"] = bastion_name
-    out["loginCommand"] = pulumi.Output.concat(
-        "az network bastion ssh --name ",
-        bastion_name,
-        " --resource-group ",
-        rg_name,
-        " --target-resource-id ",
-        head_vm_id,
-        f" --auth-type ssh-key --username {user} --ssh-key ~/.ssh/id_ed25519",
-    )
-    return out
 
 
 def read_config() -> StackConfig:

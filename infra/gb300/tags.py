@@ -38,7 +38,9 @@ ROLE_GPU_NODE = "gpu-node"
 """The GPU nodes' role, every pool's (their scale sets carry no :data:`ROLE` tag; the plan summary names them so)."""
 ROLE_HEAD = "head"
 """The head node's role: Slurm's controller and the login node."""
-ROLES = (ROLE_GPU_NODE, ROLE_HEAD)
+ROLE_LOGIN = "login"
+"""The login nodes' role (gb300:login): CPU VMs where users sign in, apart from the controller."""
+ROLES = (ROLE_GPU_NODE, ROLE_HEAD, ROLE_LOGIN)
 """The node roles, GPU nodes first: the one home of their names. Each has its custom data and its cloud-config
 fragment, ``cloud-init/roles/<role>.yaml`` (tests/test_role_names.py holds the fragments, the node registry and
 every module to these names)."""
@@ -157,6 +159,11 @@ def rack(pool_tags: Mapping[str, Any], index: int) -> dict[str, Any]:
 def head(node_tags: Mapping[str, Any], custom_data_sha256: str) -> dict[str, Any]:
     """Tags on the head node's VM, NIC and public IP."""
     return {**node_tags, ROLE: ROLE_HEAD, CUSTOM_DATA_HASH: custom_data_sha256}
+
+
+def login(node_tags: Mapping[str, Any], custom_data_sha256: str) -> dict[str, Any]:
+    """Tags on a login node's VM and NIC."""
+    return {**node_tags, ROLE: ROLE_LOGIN, CUSTOM_DATA_HASH: custom_data_sha256}
 
 
 def head_state(node_tags: Mapping[str, Any]) -> dict[str, Any]:

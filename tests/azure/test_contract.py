@@ -226,3 +226,27 @@ def test_values_a_preview_cannot_know_are_not_checked(dev_plan: PlanResult) -> N
     assert contract.violations([_broken(_rack(dev_plan), unknown)]) == []
     found = contract.violations([_broken(_rack(dev_plan), unknown_and_broken)])
     assert [v.path for v in found] == ["properties.orchestrationMode"]
+
+
+def test_the_entra_extension_matches_azures_model(tmp_path: Path) -> None:
+    """The access example's Entra sign-in extensions (and every other VM extension), rebuilt as ARM bodies, pass
+    azure-mgmt-compute's VirtualMachineExtension model key by key."""
+    out = tmp_path / "access.json"
+    example = Path(__file__).resolve().parents[2] / "examples" / "access" / "Pulumi.access.yaml"
+    assert cli.main(["plan", "--stack-file", str(example), "--json", str(out), "--quiet"]) == 0
+    resources = [
+        ResourceRecord(r["urn"], r["type"], r["name"], r["parent"], r["protect"], r["id"], r["inputs"])
+        for r in json.loads(out.read_text())["resources"]
+    ]
+    entra = [r for r in resources if r.name.endswith("-entra")]
+    assert [contract.arm_body(r, "VirtualMachineExtension")[1]["properties"]["type"] for r in entra] == [
+        "AADSSHLoginForLinux"
+    ] * 2
+    assert [str(v) for v in contract.typed_violations(resources)] == []
+
+
+def test_a_broken_extension_key_is_named(tmp_path: Path) -> None:
+    """An extension body with a key the model lacks is a violation naming its path (the check can fail)."""
+    inputs = {"vmName": "x", "publisher": "p", "type": "t", "typeHandlerVersion": "1.0", "bogus": 1}
+    rec = ResourceRecord("urn:x", "azure-native:compute:VirtualMachineExtension", "x-entra", None, False, None, inputs)
+    assert [v.path for v in contract.typed_violations([rec])] == ["properties.bogus"]

@@ -186,8 +186,8 @@ def test_pools_differ_only_in_their_identity() -> None:
 
 def test_unknown_role_names_the_known_ones() -> None:
     """Asking for a role with no fragment says which roles exist."""
-    with pytest.raises(UnknownRoleError, match="role must be one of gpu-node, head"):
-        render_custom_data(reference_context("login"))
+    with pytest.raises(UnknownRoleError, match="role must be one of gpu-node, head, login"):
+        render_custom_data(reference_context("compute"))
 
 
 def _code_lines(text: str) -> list[str]:

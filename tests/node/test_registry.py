@@ -57,15 +57,18 @@ def unplaced(text: str, placed: set[str]) -> list[tuple[int, str]]:
 
 @pytest.fixture(scope="module")
 def placed(reference_raw: dict[str, Any]) -> set[str]:
-    """Every path the reference stack's head and GPU nodes carry, with the remediation loop, accounting and an account
-    on (every row)."""
+    """Every path the reference stack's head, GPU nodes and login nodes carry, with the remediation loop, accounting, an
+    account and login nodes on (every row)."""
     raw = copy.deepcopy(reference_raw)
     raw["remediation"] = {**raw.get("remediation", {}), "enabled": True, "roleDefinitionId": ROLE_ID}
     raw["head"] = {**raw.get("head", {}), "slurmdbd": True}
     raw["slurm"] = {**raw.get("slurm", {}), "accounts": [{"name": "team", "users": ["alice"]}]}
+    raw["access"] = {**raw["access"], "entra": {"userGroups": ["3f2504e0-4f89-41d3-9a0c-0305e82c3301"]}}
+    raw["login"] = {"count": 1}
     cfg = config.parse(raw)
     paths: set[str] = set()
-    for role, pool in ((gb300_tags.ROLE_HEAD, None), (gb300_tags.ROLE_GPU_NODE, cfg.gpu_pools[0])):
+    roles = ((gb300_tags.ROLE_HEAD, None), (gb300_tags.ROLE_GPU_NODE, cfg.gpu_pools[0]), (gb300_tags.ROLE_LOGIN, None))
+    for role, pool in roles:
         bundle = bundle_for(node_context.build(cfg, role, pool))
         paths |= {f.path for f in (*bundle.files, *bundle.fetch)}
     return paths

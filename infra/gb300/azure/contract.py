@@ -318,7 +318,13 @@ class _Checker:
 
 
 # The package's inputs that address the resource (path and query of the request), not its body.
-_ADDRESS_INPUTS = frozenset({"resourceGroupName", "vmScaleSetName", "interconnectBlockName"})
+_ADDRESS_INPUTS = frozenset(
+    {"resourceGroupName", "vmScaleSetName", "interconnectBlockName", "vmName", "vmExtensionName"}
+)
+TYPED_MODELS = {"azure-native:compute:VirtualMachineExtension": "VirtualMachineExtension"}
+"""Typed azure-native compute resources held to the same models (:func:`typed_violations`): the VM extensions (the Entra
+sign-in extension and the monitoring agent). Not the typed VMs: azure-mgmt-compute's ``VirtualMachineSizeTypes`` is a
+list of old sizes that names no v5 size, and Azure takes any size string there."""
 _TOP_LEVEL = ("location", "zones", "sku", "identity", "plan", "placement", "tags", "extendedLocation")
 PACKAGE_MODELS = {
     compute_package.SCALE_SET_TOKEN: "VirtualMachineScaleSet",
@@ -381,11 +387,11 @@ def unflatten(data: Mapping[str, Any], cls: type) -> dict[str, Any]:
     return out
 
 
-def arm_body(resource: Resource) -> tuple[str, dict[str, Any]]:
+def arm_body(resource: Resource, name: str | None = None) -> tuple[str, dict[str, Any]]:
     """(model name, ARM body) of a resource of azure-native's compute package, rebuilt from its inputs: the
     addressing inputs dropped, the top level's flattened ``properties`` and every nested envelope restored, and a
     user-assigned identity list written as ARM's map."""
-    name = PACKAGE_MODELS[resource.type]
+    name = name or PACKAGE_MODELS[resource.type]
     inputs = {k: v for k, v in resource.inputs.items() if k not in _ADDRESS_INPUTS and v is not None}
     top = {k: inputs.pop(k) for k in _TOP_LEVEL if k in inputs}
     cls = model(name)
@@ -447,6 +453,21 @@ def violations(resources: Iterable[Resource]) -> list[Violation]:
                     f"in for (got {declared})",
                 )
             )
+        problems = checker.model(body, model(name), "").found
+        out.extend(Violation(resource.name, resource.urn, path, problem) for path, problem in problems)
+    return out
+
+
+def typed_violations(resources: Iterable[Resource]) -> list[Violation]:
+    """Every key of a typed VM extension's body, rebuilt from its inputs as for the racks, that Azure's SDK
+    models refuse (the provider checked the inputs against its schema; this holds them to Azure's own models)."""
+    out: list[Violation] = []
+    checker = _Checker()
+    for resource in resources:
+        name = TYPED_MODELS.get(resource.type)
+        if name is None:
+            continue
+        _, body = arm_body(resource, name)
         problems = checker.model(body, model(name), "").found
         out.extend(Violation(resource.name, resource.urn, path, problem) for path, problem in problems)
     return out

@@ -19,6 +19,7 @@ from gb300.config.checks import (
     check_username,
 )
 from gb300.config.fields import AzureName, Cidr, Name, TagKey, TagValue, UserName, Zone
+from gb300.config.login import EntraSettings
 from gb300.config.resource_ids import DNS_ZONE, VNET, ResourceId, check, parse, zone_names
 from gb300.config.text import text_limit
 from gb300.facts import catalog
@@ -91,6 +92,9 @@ class AccessSettings(ConfigModel):
     hence the node identity's token, on every node: Linux user names, at most 16; root is always allowed
     (docs/security.md, "Node secrets").
     """
+    entra: EntraSettings | None = None
+    """Sign-in with Microsoft Entra ID on the login nodes (gb300:login): the groups whose members sign in as themselves
+    or with sudo. The admin key stays the break-glass path to the head (docs/access.md)."""
 
 
 EgressVia = Literal["nat-gateway", "firewall", "none"]

@@ -24,6 +24,7 @@ from gb300.config.checks import PathError
 from gb300.config.cluster import AccessSettings, ClusterSettings, NetworkSettings
 from gb300.config.compute import GpuPool, HeadSettings
 from gb300.config.fields import AzureName, Cidr, ImageReference, Name, PoolName, TagKey, TagValue, UserName, Zone
+from gb300.config.login import EntraSettings, LoginSettings, UserLimits
 from gb300.config.monitoring import (
     AlertSettings,
     BootstrapAlertSettings,
@@ -49,12 +50,14 @@ __all__ = [
     "Cidr",
     "ClusterSettings",
     "CostSettings",
+    "EntraSettings",
     "ExtraPartition",
     "GpuPool",
     "GrafanaSettings",
     "HeadSettings",
     "HealthSettings",
     "ImageReference",
+    "LoginSettings",
     "LogsSettings",
     "MonitoringSettings",
     "Name",
@@ -68,6 +71,7 @@ __all__ = [
     "Suppression",
     "TagKey",
     "TagValue",
+    "UserLimits",
     "UserName",
     "Zone",
 ]
@@ -85,7 +89,10 @@ class StackConfig(ConfigModel):
     gpu_pools: Annotated[list[GpuPool], Field(min_length=1)]
     """GPU pools; each is one InfiniBand fabric of whole NVLink domains (racks)."""
     head: HeadSettings = Field(default_factory=HeadSettings)
-    """The Slurm controller and login node: one VM in the head subnet."""
+    """The Slurm controller: one VM in the head subnet (and the login node too, without gb300:login)."""
+    login: LoginSettings | None = None
+    """Login nodes apart from the controller, where users sign in with Entra ID and submit jobs (docs/access.md);
+    unset: users log in on the head."""
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
     """Slurm options and extra partitions of your own, rendered into slurm.conf with gb300's (docs/customize.md), and
     accounts, QoS and fair share (docs/accounts.md)."""
@@ -227,6 +234,32 @@ class StackConfig(ConfigModel):
                     "racks or lower the limit",
                 )
 
+    def check_login_reachable(self) -> None:
+        """Login nodes have a way in: a Bastion (gb300's or, in a landing zone, the hub's) and Entra sign-in groups."""
+        if self.login is None:
+            return
+        if not self.network.bastion and self.network.existing_vnet_id is None:
+            raise PathError(
+                ("network", "bastion"),
+                "is false, but gb300:login needs a Bastion: the login nodes have no public address; set "
+                "gb300:network.bastion: true",
+            )
+        if self.access.entra is None:
+            raise PathError(
+                ("access", "entra", "userGroups"),
+                "is required with gb300:login: the Entra group object IDs whose members sign in to the login nodes "
+                "(the admin key does not log in there)",
+            )
+
+    def check_entra_needs_login(self) -> None:
+        """Entra sign-in groups are granted on login nodes: declaring them without gb300:login grants nothing."""
+        if self.access.entra is not None and self.login is None:
+            raise PathError(
+                ("access", "entra"),
+                "needs gb300:login: Entra sign-in is installed on the login nodes only (the head stays the "
+                "controller); declare gb300:login",
+            )
+
     CHECKS: ClassVar[Checks] = (
         check_unique_pool_names,
         check_no_mount_over_the_admin_home,
@@ -236,6 +269,8 @@ class StackConfig(ConfigModel):
         check_qos_needs_accounting,
         check_accounts_keep_accounting,
         check_gpu_limits_within_the_cluster,
+        check_login_reachable,
+        check_entra_needs_login,
     )
 
     @property

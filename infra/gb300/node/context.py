@@ -201,8 +201,17 @@ def image_env(image: str) -> dict[str, str]:
     return env
 
 
+def _image(cfg: StackConfig, role: str, pool: GpuPool | None) -> str:
+    """The image ``role``'s VMs boot: the pool's, the login nodes' or the head's."""
+    if pool is not None:
+        return pool.image
+    if role == gb300_tags.ROLE_LOGIN and cfg.login is not None:
+        return cfg.login.image
+    return cfg.head.image
+
+
 def build(cfg: StackConfig, role: str, pool: GpuPool | None = None) -> BootstrapContext:
-    """The context of ``role`` (``head``, or ``gpu-node`` of ``pool``) for stack ``cfg``."""
+    """The context of ``role`` (``head``, ``login``, or ``gpu-node`` of ``pool``) for stack ``cfg``."""
     if role == gb300_tags.ROLE_GPU_NODE and pool is None:
         raise ValueError("a gpu-node's custom data needs its pool")
     gpu_pool = pool if role == gb300_tags.ROLE_GPU_NODE else None
@@ -210,8 +219,8 @@ def build(cfg: StackConfig, role: str, pool: GpuPool | None = None) -> Bootstrap
     return BootstrapContext(
         role=role,
         cluster_name=cfg.cluster.name,
-        pool_name=gpu_pool.name if gpu_pool is not None else gb300_tags.ROLE_HEAD,
+        pool_name=gpu_pool.name if gpu_pool is not None else role,
         software=apply_software_overrides(cfg.software),
-        extra_env=tuple(sorted(image_env(gpu_pool.image if gpu_pool is not None else cfg.head.image).items())),
+        extra_env=tuple(sorted(image_env(_image(cfg, role, gpu_pool)).items())),
         stack=cfg,
     )

@@ -32,15 +32,18 @@ class StackRender:
 
     head: CustomData
     pools: dict[str, CustomData]
+    login: CustomData | None = None
+    """The login nodes' (gb300:login), or None without them."""
 
     @property
     def all(self) -> tuple[CustomData, ...]:
-        """The head's, then each pool's, in the stack's pool order (as the program declares them)."""
-        return (self.head, *self.pools.values())
+        """The head's, then each pool's, in the stack's pool order (as the program declares them), then the login
+        nodes'."""
+        return (self.head, *self.pools.values(), *((self.login,) if self.login is not None else ()))
 
 
 def render(role: str, cfg: StackConfig, pool: GpuPool | None = None) -> CustomData:
-    """The custom data of ``role`` (``head`` or ``gpu-node`` of ``pool``)."""
+    """The custom data of ``role`` (``head``, ``login`` or ``gpu-node`` of ``pool``)."""
     return pack_custom_data(bundle_for(node_context.build(cfg, role, pool)))
 
 
@@ -55,6 +58,7 @@ def render_stack(cfg: StackConfig) -> StackRender:
     rendered = StackRender(
         render(gb300_tags.ROLE_HEAD, cfg),
         {pool.name: render(gb300_tags.ROLE_GPU_NODE, cfg, pool) for pool in cfg.gpu_pools},
+        render(gb300_tags.ROLE_LOGIN, cfg) if cfg.login is not None else None,
     )
     _LAST[:] = [(cfg, rendered)]
     return rendered

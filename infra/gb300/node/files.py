@@ -118,3 +118,17 @@ def prometheus_agent(cfg: StackConfig, pool: str) -> str:
         pool=pool,
         prometheus={"scrape_interval_seconds": cfg.monitoring.prometheus.scrape_interval_seconds},
     )
+
+
+def login_limits(cfg: StackConfig) -> str:
+    """The ``user-.slice`` drop-in of a login node: what each user's processes may take together
+    (``gb300:login.userLimits``)."""
+    login = cfg.login
+    if login is None:
+        raise ValueError("login_limits needs gb300:login")
+    return _render("systemd/gb300-user-limits.conf.j2", limits=login.user_limits)
+
+
+def break_glass(cfg: StackConfig) -> str:
+    """The sshd drop-in of a login node that refuses the admin's key (``gb300:login.adminKey`` false)."""
+    return _render("sshd-break-glass.conf.j2", admin=cfg.access.admin_username)

@@ -32,7 +32,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gb300 import tags as gb300_tags
 from gb300.errors import DataError, Gb300Error
 from gb300.facts.loader import DATA_DIR, data
 
@@ -113,8 +112,9 @@ class SigningKeyError(Gb300Error):
 
 
 def payload_name(role: str, pool: str | None) -> str:
-    """The payload's name: ``head`` for the head node, ``gpu-<pool>`` for a GPU pool's nodes."""
-    return gb300_tags.ROLE_HEAD if pool is None else f"gpu-{pool}"
+    """The payload's name: the role's for the head and the login nodes (``head``, ``login``), ``gpu-<pool>`` for a GPU
+    pool's nodes."""
+    return role if pool is None else f"gpu-{pool}"
 
 
 def manifest_blob(name: str) -> str:

@@ -35,7 +35,7 @@ from gb300.node import imds_guard, paths, payload, templating
 from gb300.node import steps as node_steps
 from gb300.node.boot_context import BootstrapContext
 from gb300.node.file import NodeFile
-from gb300.node.steps import BOTH, GPU, HEAD, Part, Step
+from gb300.node.steps import BOTH, GPU, HEAD, LOGIN, Part, Step
 from gb300.paths import CLOUD_INIT_DIR, PACKAGE_DIR, REPO_ROOT
 from gb300.slurm import config as slurm_config
 from gb300.slurm import files as slurm_files
@@ -46,6 +46,9 @@ SLURM_ENV = f"{paths.ETC}/slurm.env"
 HEALTH_ENV = f"{paths.ETC}/health.env"
 STORAGE_ENV = f"{paths.ETC}/storage.env"
 MONITORING_ENV = f"{paths.ETC}/monitoring.env"
+LOGIN_LIMITS = "/etc/systemd/system/user-.slice.d/50-gb300-limits.conf"
+"""systemd applies a ``user-.slice.d`` drop-in to every ``user-<uid>.slice``: one cgroup per signed-in user."""
+BREAK_GLASS = "/etc/ssh/sshd_config.d/50-gb300-break-glass.conf"
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,15 @@ _storage = _on(node_steps.on_storage)
 _imds_tags = _on(node_steps.on_imds_tags)
 
 
+def _login(t: Target) -> bool:
+    return t.stack.login is not None
+
+
+def _no_admin_key(t: Target) -> bool:
+    login = t.stack.login
+    return login is not None and not login.admin_key
+
+
 def _stack(render: Callable[[StackConfig], str]) -> Content[Target]:
     return Content(lambda t, _name: render(t.stack))
 
@@ -212,6 +224,8 @@ def _recipes(t: Target) -> list[str]:
 
 SLURM_HEAD_TOOLS = ("gb300-slurm-install", "gb300-topology-refresh")
 """The head's tools (``gb300-slurm-install`` is no step: the steps call it to install Slurm at the pinned version)."""
+SLURM_LOGIN_TOOLS = ("gb300-slurm-install",)
+"""The login nodes' tools: Slurm's commands and sackd come from ``gb300-slurm-install``, as on the other roles."""
 SLURM_GPU_TOOLS = (
     "gb300-slurm-install",
     "gb300-health-check",
@@ -258,6 +272,8 @@ SLURM_ROWS: tuple[Row[SlurmView] | Family[SlurmView], ...] = (
                                           mode="0755"),), HEAD),
     Family(_names(SLURM_GPU_TOOLS), (Row(f"{paths.SBIN}/{{name}}", RepoFile("cloud-init/slurm/{name}"), GPU,
                                          mode="0755"),), GPU),
+    Family(_names(SLURM_LOGIN_TOOLS), (Row(f"{paths.SBIN}/{{name}}", RepoFile("cloud-init/slurm/{name}"), LOGIN,
+                                           mode="0755"),), LOGIN),
     Family(_names(SLURM_HEAD_UNITS), (Row(f"{paths.UNIT_STAGING}/{{name}}",
                                           RepoFile("cloud-init/slurm/systemd/{name}"), HEAD),), HEAD),
     Family(_names(SLURM_GPU_UNITS), (Row(f"{paths.UNIT_STAGING}/{{name}}",
@@ -273,7 +289,7 @@ def slurm_node_files(view: SlurmView) -> list[NodeFile]:
     SlurmConfigError when the head's accounting settings disagree or a GPU node's inputs lack its pool and shape."""
     if view.role == gb300_tags.ROLE_HEAD:
         slurm_files.check_head(view.cluster, view.inputs)
-    else:
+    elif view.role == gb300_tags.ROLE_GPU_NODE:
         slurm_files.check_gpu(view.inputs)
     return list(render_rows(SLURM_ROWS, view, lambda e: view.role in e.roles and (e.when is None or e.when(view))))
 
@@ -283,7 +299,7 @@ def slurm_view(ctx: BootstrapContext) -> SlurmView:
     cfg = node_context.stack_of(ctx)
     cluster = node_context.slurm_cluster(cfg)
     inputs = node_context.boot_inputs(ctx)
-    if ctx.role == gb300_tags.ROLE_HEAD:
+    if ctx.role != gb300_tags.ROLE_GPU_NODE:
         return SlurmView(ctx.role, cluster, inputs)
     health = health_env_for(
         node_context.gpu_pool_of(ctx).vm_size,
@@ -362,6 +378,9 @@ ROWS: tuple[Row[Target] | Family[Target] | Group, ...] = (
     Row(f"{paths.LIB}/gb300-node-metrics", RepoFile(f"{_STEPS}/gb300-node-metrics"), BOTH, "monitoring", "0755",
         _prometheus),
     Group("slurm", lambda t: slurm_node_files(slurm_view(t.ctx)), BOTH, "slurm"),
+    # The login nodes (gb300:login): each user's processes in one bounded cgroup, the break-glass key refused.
+    Row(LOGIN_LIMITS, _stack(node_files.login_limits), LOGIN, "slurm", when=_login),
+    Row(BREAK_GLASS, _stack(node_files.break_glass), LOGIN, "slurm", when=_no_admin_key),
     Group("remediation", _heal_head, HEAD, "slurm", _remediation),
     Group("remediation gate", _heal_gpu, GPU, "slurm", _remediation),
 )  # fmt: skip

@@ -36,7 +36,11 @@ READY_STEP = "99-ready"
 GUARD_STEP = "00-imds-guard"
 GPU = (gb300_tags.ROLE_GPU_NODE,)
 HEAD = (gb300_tags.ROLE_HEAD,)
+LOGIN = (gb300_tags.ROLE_LOGIN,)
 BOTH = gb300_tags.ROLES
+"""Every role: the GPU nodes, the head and the login nodes (the name is older than the login nodes)."""
+MACHINES = (gb300_tags.ROLE_GPU_NODE, gb300_tags.ROLE_HEAD)
+"""The GPU nodes and the head, not the login nodes."""
 _NAME = re.compile(r"^([0-9]{2}|gb300)-[a-z0-9][a-z0-9-]*\Z")
 
 
@@ -173,6 +177,10 @@ STEPS: tuple[Step, ...] = (
     Step("gb300-heal-gate-setup", "slurm/gb300-heal-gate-setup", GPU, "slurm",
          "publish the health gate's verdict in the node's Slurm record for the head's loop, at boot and every "
          "minute (gb300:remediation.enabled)", ("gb300-slurmd-setup",), on_remediation),
+    Step("gb300-login-setup", "slurm/gb300-login-setup", LOGIN, "slurm",
+         "sackd fetches Slurm's configuration from the controller (configless): the Slurm commands work, no slurmd "
+         "runs; per-user limits (user-.slice) and the break-glass key's sshd setting take effect",
+         ("gb300-munge-key", "gb300-pyxis-setup", "73-shared-home")),
     Step(READY_STEP, "scripts/99-ready.sh", BOTH, "bootstrap",
          "mark the node ready: write /var/lib/gb300/bootstrap.done last"),
 )  # fmt: skip
