@@ -41,6 +41,7 @@ BENCH_BASELINE ?= 7a80294
 bench: $(STAMP)
 	$(BIN)/python bench/plan_bench.py --baseline-ref $(BENCH_BASELINE)
 	$(BIN)/python bench/heal_bench.py
+	$(BIN)/python bench/goodput_bench.py
 	$(BIN)/python bench/engine_bench.py
 
 clean:

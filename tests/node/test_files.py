@@ -107,6 +107,32 @@ def test_prometheus_agent_config(files: dict[str, NodeFile]) -> None:
     assert env["GB300_DCGM_EXPORTER_LISTEN"].endswith(":9400")
 
 
+def test_the_heads_agent_scrapes_every_slurmctld_endpoint(reference_raw: dict[str, Any], tmp_path: Path) -> None:
+    """The head's Prometheus agent scrapes each slurmctld metrics endpoint of data/metrics.yaml on slurmctld's port,
+    the GPU nodes' agents do not, and promtool accepts the head's scrape configuration."""
+    cfg = config.parse(copy.deepcopy(reference_raw))
+    spec = yaml.safe_load((REPO_ROOT / "infra/gb300/data/metrics.yaml").read_text())["exporters"]["slurmctld"]
+    by_role = {
+        role: yaml.safe_load(
+            next(f for f in _node_files(cfg, role) if f.path.endswith("prometheus-agent.yml.in")).content
+        )
+        for role in ("head", "gpu-node")
+    }
+    assert "slurmctld" not in {job["job_name"] for job in by_role["gpu-node"]["scrape_configs"]}
+    (job,) = [job for job in by_role["head"]["scrape_configs"] if job["job_name"] == "slurmctld"]
+    scraped = {group["labels"]["__metrics_path__"]: group["targets"] for group in job["static_configs"]}
+    assert scraped == {path: [f"127.0.0.1:{spec['port']}"] for path in spec["endpoints"]}
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("no promtool (scripts/ensure-test-tools installs it)")
+    checked = tmp_path / "agent.yml"
+    # Without remote_write: this machine's promtool may predate its azuread block; the scrape jobs are checked.
+    checked.write_text(yaml.safe_dump({k: v for k, v in by_role["head"].items() if k != "remote_write"}))
+    argv = [promtool, "check", "config", "--agent", str(checked)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_dcgm_exporter_unit_attaches_to_the_host_engine() -> None:
     """The 85-dcgm-exporter step passes --remote-hostengine-info when nvidia-dcgm runs, else runs it embedded."""
     text = (SCRIPTS / "85-dcgm-exporter.sh").read_text()

@@ -355,7 +355,9 @@ def prometheus_samples(gpu_vms: int, gpus_per_vm: int, scrape_interval_s: int) -
 
     exporters = data("metrics.yaml")["exporters"]
     per_node = sum(
-        len(spec.get("metrics") or {}) * (gpus_per_vm if name == "dcgm" else 1) for name, spec in exporters.items()
+        len(spec.get("metrics") or {}) * (gpus_per_vm if name == "dcgm" else 1)
+        for name, spec in exporters.items()
+        if spec.get("scope") != "head"  # slurmctld's metrics come from the head, not from each GPU node
     )
     scrapes = prices.hours_per_month() * 3600 / scrape_interval_s
     samples = gpu_vms * per_node * scrapes

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from gb300.config import BlobContainer, StackConfig
 from gb300.facts import storage_facts
+from gb300.facts.loader import data
 from gb300.facts.software import load_checksums, pin
 from gb300.io import quoting
 from gb300.node import templating
@@ -110,13 +111,16 @@ def monitoring_env(cfg: StackConfig) -> str:
     )
 
 
-def prometheus_agent(cfg: StackConfig, pool: str) -> str:
-    """The Prometheus agent's configuration (``.yml.in``: the step fills in the workspace's endpoint)."""
+def prometheus_agent(cfg: StackConfig, pool: str, head: bool = False) -> str:
+    """The Prometheus agent's configuration (``.yml.in``: the step fills in the workspace's endpoint); the head's
+    also scrapes slurmctld's metrics endpoints (data/metrics.yaml ``exporters.slurmctld``)."""
+    slurmctld = data("metrics.yaml")["exporters"]["slurmctld"] if head else None
     return _render(
         "prometheus-agent.yml.j2",
         cluster=cfg.cluster.name,
         pool=pool,
         prometheus={"scrape_interval_seconds": cfg.monitoring.prometheus.scrape_interval_seconds},
+        slurmctld=slurmctld,
     )
 
 

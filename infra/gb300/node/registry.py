@@ -41,6 +41,8 @@ from gb300.slurm import config as slurm_config
 from gb300.slurm import files as slurm_files
 from gb300.slurm.health import health_env_for
 
+_HEAD_ROLE = gb300_tags.ROLE_HEAD  # the head's Prometheus agent also scrapes slurmctld
+
 In = TypeVar("In")
 SLURM_ENV = f"{paths.ETC}/slurm.env"
 HEALTH_ENV = f"{paths.ETC}/health.env"
@@ -232,6 +234,7 @@ SLURM_GPU_TOOLS = (
     "gb300-imex-prolog",
     "gb300-imex-epilog",
     "gb300-enroot-dirs",  # called by the IMEX prolog and epilog and by gb300-pyxis-setup
+    "gb300-dcgm-job-map",  # called by the IMEX prolog and epilog: the DCGM exporter's job label per GPU
     "gb300-pam-adopt",  # called by gb300-slurmd-setup: ssh only for users with a job here
     "gb300-fabric-publish",
     "gb300-scheduled-events",  # drains before Azure maintenance (IMDS Scheduled Events), resumes after
@@ -361,8 +364,8 @@ ROWS: tuple[Row[Target] | Family[Target] | Group, ...] = (
     ), GPU, "storage", _blob_mounts),
     Row(MONITORING_ENV, _stack(node_files.monitoring_env), BOTH, "monitoring", when=_prometheus),
     Row(f"{paths.ETC}/prometheus-agent.yml.in",
-        Content(lambda t, _n: node_files.prometheus_agent(t.stack, t.ctx.pool_name)), BOTH, "monitoring",
-        when=_prometheus),
+        Content(lambda t, _n: node_files.prometheus_agent(t.stack, t.ctx.pool_name, t.ctx.role == _HEAD_ROLE)),
+        BOTH, "monitoring", when=_prometheus),
     Row(f"{paths.ETC}/dcgm-exporter/counters.csv", RepoFile("templates/dcgm-exporter/counters.csv"), BOTH,
         "monitoring", when=_prometheus),
     Row(f"{_SYSTEMD}/gb300-dcgm-exporter.service", RepoFile("templates/systemd/gb300-dcgm-exporter.service"), BOTH,

@@ -51,6 +51,9 @@ def _node(report: Report, row: Any, index: int) -> None:
     if end < start:
         report.problem("clockBackwards", f"{where} ({row['name'][:60]}): paidTo is before paidFrom")
         return
+    if row["name"] in report.nodes:
+        report.problem("duplicateNode", f"{where} ({row['name'][:60]}): listed before; this row is not counted")
+        return
     reg = registered if registered is not None else report.period[1]
     node = Node(row["name"], gpus, (start, end), reg, str(row.get("vmSize") or ""))
     report.nodes[node.name] = node

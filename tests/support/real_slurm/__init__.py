@@ -31,6 +31,8 @@ Adaptation                      Why
 ``SlurmdParameters=             The SKU's 128 CPUs and 820 GiB (``--conf``) on a 2-core machine: without it slurmd
 config_overrides`` appended     registers with less than configured and slurmctld drains the node.
 to slurm.conf
+``MetricsType`` dropped on      gb300 renders ``MetricsType=metrics/openmetrics`` (25.11+); 24.11's slurmctld
+24.11                           rejects the key (:data:`.adapt.NEWER_KEYS`), so the fixture drops its line there.
 ``-D`` for ``--systemd``        The daemons run in the foreground under the fixture, not under systemd (no notify
                                 socket); munged gets ``--foreground`` and runs as its unit's ``User=``.
 the health gate's skip lists    Every check of ``gb300-health-check`` (GPUs, fabric, InfiniBand, DCGM, XID, mounts,

@@ -23,6 +23,19 @@ CGROUP_V2_ADAPTATIONS = (
 )
 
 
+NEWER_KEYS = {"MetricsType": (25, 11)}
+"""slurm.conf keys of our release (25.11) that an older fixture release rejects ("unrecognized key", fatal)."""
+
+
+def without_newer_keys(text: str, version: str) -> str:
+    """slurm.conf without the lines of keys ``version`` does not know yet (24.11: ``MetricsType``)."""
+    release = tuple(int(part) for part in version.split(".")[:2])
+    dropped = {key.lower() for key, since in NEWER_KEYS.items() if release < since}
+    return "".join(
+        line for line in text.splitlines(keepends=True) if line.split("=", 1)[0].strip().lower() not in dropped
+    )
+
+
 def cgroup_v2_only() -> bool:
     """Whether this machine mounts only cgroup v2 (CI runners; this fixture's own machine has v1 hierarchies)."""
     return Path("/sys/fs/cgroup/cgroup.controllers").exists()
@@ -132,7 +145,7 @@ def head_layer(cluster: Cluster, key: bytes, hosts: str) -> None:
     layout.place(cluster.files.head, cluster.head.upper)
     _common(cluster.head, key, hosts)
     conf = cluster.head.upper / "etc/slurm/slurm.conf"
-    conf.write_text(conf.read_text() + SLURM_CONF_ADAPTATIONS)
+    conf.write_text(without_newer_keys(conf.read_text(), cluster.version) + SLURM_CONF_ADAPTATIONS)
     _write(cluster.head.upper, "usr/bin/systemctl", SYSTEMCTL, 0o755)
     if cgroup_v2_only():
         cgroup = cluster.head.upper / "etc/slurm/cgroup.conf"
