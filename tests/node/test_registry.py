@@ -57,12 +57,16 @@ def unplaced(text: str, placed: set[str]) -> list[tuple[int, str]]:
 
 @pytest.fixture(scope="module")
 def placed(reference_raw: dict[str, Any]) -> set[str]:
-    """Every path the reference stack's head and GPU nodes carry, with the remediation loop, accounting and an account
-    on (every row)."""
+    """Every path the reference stack's head and GPU nodes carry, with the remediation loop, accounting, an account
+    and hooks on (every row)."""
     raw = copy.deepcopy(reference_raw)
     raw["remediation"] = {**raw.get("remediation", {}), "enabled": True, "roleDefinitionId": ROLE_ID}
     raw["head"] = {**raw.get("head", {}), "slurmdbd": True}
     raw["slurm"] = {**raw.get("slurm", {}), "accounts": [{"name": "team", "users": ["alice"]}]}
+    raw["hooks"] = [
+        {"name": "warm", "script": "examples/hooks/warm-cache.sh", "point": "beforeSlurm", "roles": ["head", "gpu-node"]},
+        {"name": "agent", "script": "examples/hooks/site-agent.sh", "point": "afterHealthGate"},
+    ]
     cfg = config.parse(raw)
     paths: set[str] = set()
     for role, pool in ((gb300_tags.ROLE_HEAD, None), (gb300_tags.ROLE_GPU_NODE, cfg.gpu_pools[0])):

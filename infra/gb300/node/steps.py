@@ -86,7 +86,15 @@ def on_storage(cfg: StackConfig) -> bool:
 
 
 def on_imds_tags(cfg: StackConfig) -> bool:
-    return on_storage(cfg) or on_prometheus(cfg)
+    return on_storage(cfg) or on_prometheus(cfg) or bool(cfg.hooks)  # run-hooks reads the node's rack tag
+
+
+def on_hooks_before_slurm(cfg: StackConfig) -> bool:
+    return any(h.point == "beforeSlurm" for h in cfg.hooks)
+
+
+def on_hooks_after_gate(cfg: StackConfig) -> bool:
+    return any(h.point == "afterHealthGate" for h in cfg.hooks)
 
 
 # The steps, in run order. Add a step here (one entry) and its script under cloud-init/: docs/node-steps.md.
@@ -150,6 +158,10 @@ STEPS: tuple[Step, ...] = (
     Step("gb300-pyxis-setup", "slurm/gb300-pyxis-setup", BOTH, "slurm",
          "install pyxis (and enroot on GPU nodes, data on the NVMe scratch) at the pinned versions",
          ("gb300-munge-key", "70-nvme-raid", "50-containers")),
+    # Only with gb300:hooks at that point (docs/customize.md#bootstrap-hooks): the user's scripts, before Slurm starts.
+    Step("gb300-hooks-before-slurm", "slurm/gb300-hooks-before-slurm", BOTH, "slurm",
+         "run the gb300:hooks of point beforeSlurm (run-hooks: sha256 checked, timeout, drain or warn)",
+         ("gb300-pyxis-setup",), on_hooks_before_slurm),
     Step("gb300-state-disk", "slurm/gb300-state-disk", HEAD, "slurm",
          "mount the head's state disk (LUN 0) and bind slurmctld's state and MariaDB's data from it (docs/day2.md)",
          ("00-preflight",)),
@@ -173,6 +185,9 @@ STEPS: tuple[Step, ...] = (
     Step("gb300-heal-gate-setup", "slurm/gb300-heal-gate-setup", GPU, "slurm",
          "publish the health gate's verdict in the node's Slurm record for the head's loop, at boot and every "
          "minute (gb300:remediation.enabled)", ("gb300-slurmd-setup",), on_remediation),
+    Step("gb300-hooks-after-gate", "slurm/gb300-hooks-after-gate", BOTH, "slurm",
+         "run the gb300:hooks of point afterHealthGate once the node is in Slurm (a failure drains it or warns)",
+         ("gb300-slurmd-setup", "gb300-slurmctld-setup"), on_hooks_after_gate),
     Step(READY_STEP, "scripts/99-ready.sh", BOTH, "bootstrap",
          "mark the node ready: write /var/lib/gb300/bootstrap.done last"),
 )  # fmt: skip
@@ -278,8 +293,3 @@ def code_only(content: str) -> str:
         kept.append(line)
         heredoc = _heredoc_end(line)
     return "\n".join(kept) + "\n"
-
-
-def step_files(steps: Sequence[Step]) -> list[NodeFile]:
-    """The step scripts, each at its :attr:`Step.node_path` (``run-step <name>`` runs it)."""
-    return [NodeFile(s.node_path, (CLOUD_INIT_DIR / s.script).read_text(encoding="utf-8"), "0755") for s in steps]
