@@ -33,7 +33,7 @@ Role = Literal["head", "gpu-node"]
 
 def limits() -> dict[str, int]:
     """The hook limits of ``data/hooks.yaml``: ``max_bytes``, ``timeout_default``, ``timeout_max``, ``job_max``."""
-    raw = data("hooks")
+    raw = data("hooks.yaml")
     return {
         "max_bytes": int(raw["max_bytes"]["value"]),
         "timeout_default": int(raw["timeout_seconds"]["default"]),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gb300 import tags as gb300_tags
-from gb300.components.secrets import MUNGE_SECRET_NAME
+from gb300.resources import MUNGE_SECRET_NAME
 from gb300.config import GpuPool, StackConfig, netplan
 from gb300.errors import BootstrapError
 from gb300.facts import catalog, slurm_settings
