@@ -34,6 +34,7 @@ MADE_AT_BOOT = {
     "/etc/gb300/slurmd-register.env": "slurm/gb300-slurmd-setup",  # the registration the boot gate drains from
 }
 """Paths no row places because a step writes them on the node, and the script that does."""
+HEAD, GPU = gb300_tags.ROLE_HEAD, gb300_tags.ROLE_GPU_NODE
 ROLE_ID = (
     "/subscriptions/00000000-0000-0000-0000-000000000000/providers/Microsoft.Authorization/roleDefinitions/"
     "11111111-1111-1111-1111-111111111111"
@@ -64,7 +65,12 @@ def placed(reference_raw: dict[str, Any]) -> set[str]:
     raw["head"] = {**raw.get("head", {}), "slurmdbd": True}
     raw["slurm"] = {**raw.get("slurm", {}), "accounts": [{"name": "team", "users": ["alice"]}]}
     raw["hooks"] = [
-        {"name": "warm", "script": "examples/hooks/warm-cache.sh", "point": "beforeSlurm", "roles": ["head", "gpu-node"]},
+        {
+            "name": "warm",
+            "script": "examples/hooks/warm-cache.sh",
+            "point": "beforeSlurm",
+            "roles": ["head", "gpu-node"],
+        },
         {"name": "agent", "script": "examples/hooks/site-agent.sh", "point": "afterHealthGate"},
     ]
     cfg = config.parse(raw)

@@ -34,7 +34,8 @@ def add_parser(subparsers: Any) -> None:
         help="write the generated reference pages (docs/configuration.md, docs/cli.md, docs/node-steps.md's table)",
         description=(
             "Write docs/configuration.md from the stack config's schema and docs/cli.md from the command "
-            "line's parsers, and the node-file table of docs/node-steps.md from the node registry. With --check, write nothing and exit 1 when a committed page is stale, or when README.md "
+            "line's parsers, and the node-file table of docs/node-steps.md from the node registry. "
+            "With --check, write nothing and exit 1 when a committed page is stale, or when README.md "
             "or docs/*.md names a gb300 command, option, default or stack key the code does not have (one line each)."
         ),
     )

@@ -47,6 +47,10 @@ def hook_root() -> Path:
     return Path(os.environ.get("GB300_HOOK_ROOT", str(REPO_ROOT))).resolve()
 
 
+def _gpu_only() -> list[Role]:
+    return ["gpu-node"]
+
+
 class Hook(ConfigModel):
     """One entry of ``gb300:hooks``: a script of your repository, run on the nodes of its roles at one point."""
 
@@ -58,7 +62,7 @@ class Hook(ConfigModel):
     point: HookPoint
     """When it runs: `beforeSlurm` (before Slurm starts on the node), `afterHealthGate` (once the boot health gate
     passed), `prolog` or `epilog` (at each job's start and end, GPU nodes only)."""
-    roles: list[Role] = Field(default_factory=lambda: [gb300_tags.ROLE_GPU_NODE], min_length=1)
+    roles: list[Role] = Field(default_factory=_gpu_only, min_length=1)
     """The node roles that run it: `gpu-node`, `head` or both (default `gpu-node`)."""
     pools: list[PoolName] = Field(default_factory=list)
     """The GPU pools whose nodes run it (empty: every pool)."""

@@ -23,8 +23,8 @@ from gb300.config.base import Checks, ConfigModel
 from gb300.config.checks import PathError
 from gb300.config.cluster import AccessSettings, ClusterSettings, NetworkSettings
 from gb300.config.compute import GpuPool, HeadSettings
-from gb300.config.hooks import Hook
 from gb300.config.fields import AzureName, Cidr, ImageReference, Name, PoolName, TagKey, TagValue, UserName, Zone
+from gb300.config.hooks import Hook
 from gb300.config.monitoring import (
     AlertSettings,
     BootstrapAlertSettings,
@@ -54,8 +54,8 @@ __all__ = [
     "GpuPool",
     "GrafanaSettings",
     "HeadSettings",
-    "Hook",
     "HealthSettings",
+    "Hook",
     "ImageReference",
     "LogsSettings",
     "MonitoringSettings",

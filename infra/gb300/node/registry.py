@@ -202,9 +202,7 @@ def render(rows: Iterable[Row], target: Target) -> list[NodeFile]:
     for each, block in _blocks(r for r in rows if _wanted(r, target)):
         names: Sequence[str] = sources.NAMES[each](target) if each else ("",)
         for name in names:
-            out.extend(
-                NodeFile(r.destination.format(name=name), _content(r, target, name), r.mode) for r in block
-            )
+            out.extend(NodeFile(r.destination.format(name=name), _content(r, target, name), r.mode) for r in block)
     return out
 
 

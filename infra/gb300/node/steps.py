@@ -24,7 +24,6 @@ from gb300.config import StackConfig
 from gb300.errors import BootstrapError
 from gb300.node import paths
 from gb300.node.boot_context import BootstrapContext
-from gb300.node.file import NodeFile
 from gb300.paths import CLOUD_INIT_DIR
 
 Part = Literal["bootstrap", "storage", "monitoring", "slurm"]
