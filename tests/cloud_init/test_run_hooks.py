@@ -104,7 +104,7 @@ def test_a_hook_changed_on_the_node_is_not_run(tmp_path: Path) -> None:
 def test_a_hook_sees_its_documented_environment_only(tmp_path: Path) -> None:
     """A hook sees its point, name, role, pool and cluster, and nothing of the runner's other environment."""
     _root, env = _node(tmp_path, [("env", "#!/bin/sh\nenv | sort\n", 30, "drain")])
-    env["SECRET_TOKEN"] = "s3cret"
+    env["SECRET_TOKEN"] = "s3cret"  # noqa: S105 - a stand-in secret the hook must not see
     rc, calls = _run(tmp_path, env)
     assert rc == 0
     for line in ("GB300_HOOK_POINT=afterHealthGate", "GB300_HOOK_NAME=env", "GB300_ROLE=gpu-node", "GB300_POOL=train",

@@ -94,7 +94,10 @@ def test_a_good_hook_parses_with_the_data_files_defaults(dev_raw: dict[str, Any]
 
 
 def test_plan_exits_2_on_a_missing_hook(
-    dev_raw: dict[str, Any], repo: Path, write_stack: Callable[[dict[str, Any]], Path], capsys: pytest.CaptureFixture[str]
+    dev_raw: dict[str, Any],
+    repo: Path,
+    write_stack: Callable[[dict[str, Any]], Path],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`gb300 plan` on a stack whose hook is missing exits 2 with the key path, and no traceback."""
     _missing(repo)
