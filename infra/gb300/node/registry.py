@@ -20,6 +20,7 @@ from gb300 import tags as gb300_tags
 from gb300.config import StackConfig
 from gb300.node import hooks as node_hooks
 from gb300.node import paths, sources, templating
+from gb300.node import steps as node_steps
 from gb300.node.file import NodeFile
 from gb300.node.row import Row
 from gb300.node.steps import STEPS, Step
@@ -166,8 +167,10 @@ def _read(path: str) -> str:
 def _content(row: Row, target: Target, name: str) -> str:
     if row.kind == "content":
         return sources.CONTENT[row.source](target, name)
-    if row.kind in ("repo", "step"):
+    if row.kind == "repo":
         return _read(row.source.format(name=name))
+    if row.kind == "step":  # the steps' own tree (a test adds a step to a copy of it)
+        return (node_steps.CLOUD_INIT_DIR / row.source.removeprefix("cloud-init/")).read_text(encoding="utf-8")
     if row.kind == "hook":
         return node_hooks.read(row.source)  # read each time: a hook is the user's and may change
     ctx = target.node

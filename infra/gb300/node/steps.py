@@ -19,16 +19,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from gb300 import paths as gb300_paths
 from gb300 import tags as gb300_tags
 from gb300.config import StackConfig
 from gb300.errors import BootstrapError
 from gb300.node import paths
 from gb300.node.boot_context import BootstrapContext
-from gb300.paths import CLOUD_INIT_DIR
 
 Part = Literal["bootstrap", "storage", "monitoring", "slurm"]
 Condition = Callable[[StackConfig], bool]
 
+CLOUD_INIT_DIR = gb300_paths.CLOUD_INIT_DIR
+"""The tree the step scripts are read from (:mod:`gb300.node.registry` reads it here)."""
 STEP_DIR = paths.STEP_DIR
 RUN_STEP = paths.RUN_STEP
 READY_STEP = "99-ready"
