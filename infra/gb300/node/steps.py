@@ -87,7 +87,7 @@ def on_storage(cfg: StackConfig) -> bool:
 
 
 def on_imds_tags(cfg: StackConfig) -> bool:
-    return on_storage(cfg) or on_prometheus(cfg) or bool(cfg.hooks)  # run-hooks reads the node's rack tag
+    return on_storage(cfg) or on_prometheus(cfg)
 
 
 def on_hooks_before_slurm(cfg: StackConfig) -> bool:
