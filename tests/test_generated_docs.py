@@ -23,7 +23,11 @@ def test_check_reports_a_stale_page(tmp_path: Path) -> None:
     """`gb300 docs --check` finds a page that differs from the code, and one that is missing."""
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "configuration.md").write_text("# hand-edited\n", encoding="utf-8")
-    assert docs.stale_pages(cli.build_parser(), tmp_path) == [Path("docs/configuration.md"), Path("docs/cli.md")]
+    assert docs.stale_pages(cli.build_parser(), tmp_path) == [
+        Path("docs/configuration.md"),
+        Path("docs/cli.md"),
+        Path("docs/node-steps.md"),
+    ]
 
 
 def test_check_passes_on_the_checkout(capsys: pytest.CaptureFixture[str]) -> None:

@@ -235,3 +235,58 @@ def test_the_resource_types_have_one_home() -> None:
         if isinstance(node, ast.ClassDef) and node.name in {"Resource", "ResourceRecord", "DeployedResource"}
     }
     assert homes == {f"{BOTTOM}.Resource", f"{BOTTOM}.ResourceRecord", f"{BOTTOM}.DeployedResource"}
+
+
+_BELOW_CONFIG = ("gb300.errors", "gb300.facts", "gb300.io", "gb300.paths", "gb300.tags", "gb300.resources")
+_NODE_GROUND = ("gb300.node.paths", "gb300.node.templating", "gb300.node.resources", "gb300.node.file")
+FLOORS: dict[str, tuple[str, ...]] = {
+    "gb300.config": _BELOW_CONFIG,
+    "gb300.slurm": (*_BELOW_CONFIG, "gb300.config", *_NODE_GROUND),
+    "gb300.node": (*_BELOW_CONFIG, "gb300.config", "gb300.slurm", "gb300.heal"),
+}
+"""What each of the lower layers may import besides itself: only floors below it (issue 51, "the layer order, not
+only cycles"). The node layer carries the heal loop's files; it never imports a component, the plan, the
+rules or the program."""
+
+
+def _within(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def test_config_slurm_and_node_import_only_the_floors_below_them() -> None:
+    """gb300.config, gb300.slurm and gb300.node import only the layers below them; each upward import is named."""
+    up = [
+        f"{e.source}:{e.line} imports {e.target}"
+        for e in edges(PACKAGE_DIR)
+        for layer, allowed in FLOORS.items()
+        if _within(e.source, (layer,)) and not _within(e.target, (layer, *allowed))
+    ]
+    assert not up, "imports up the floors:\n" + "\n".join(up)
+
+
+def _module_level_imports(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """(line, module) of the imports a module runs when imported (not in functions, not under TYPE_CHECKING)."""
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            yield node.lineno, node.module or ""
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            todo.extend(n for n in ast.iter_child_nodes(node) if isinstance(n, ast.stmt))
+
+
+def test_config_slurm_and_node_import_no_pulumi_module() -> None:
+    """No module of gb300.config, gb300.slurm or gb300.node imports Pulumi when it is imported (a lazy import where
+    a value is a Pulumi secret is the only way in)."""
+    found = [
+        f"{module}:{line} imports {name}"
+        for module, (path, _) in modules(PACKAGE_DIR).items()
+        if _within(module, tuple(FLOORS))
+        for line, name in _module_level_imports(ast.parse(path.read_text(encoding="utf-8")))
+        if name == "pulumi" or name.startswith(("pulumi.", "pulumi_"))
+    ]
+    assert not found

@@ -84,3 +84,8 @@ class DeployedResource:
     name: str
     id: str | None
     inputs: Mapping[str, Any]
+
+
+MUNGE_SECRET_NAME = "munge-key"  # noqa: S105 - the name of the secret, not its value
+"""The Key Vault secret holding the cluster's munge key: the program creates it (gb300.components.secrets), the nodes
+fetch it (gb300.node.context): a name both layers share, here so that the node layer needs no Pulumi module."""

@@ -53,3 +53,19 @@ def test_there_is_one_node_package() -> None:
     assert (PACKAGE / "node" / "bundle.py").is_file()
     assert (PACKAGE / "node" / "registry.py").is_file()
     assert (PACKAGE / "node" / "payload.py").is_file()
+
+
+def test_rendering_every_node_file_imports_no_pulumi_module() -> None:
+    """Rendering every role's files of the reference stack (rows, steps, Slurm, custom data) loads no Pulumi module."""
+    code = (
+        "import sys, yaml\n"
+        "from gb300 import paths\n"
+        "from gb300.config import messages\n"
+        "from gb300.node.custom_data import render_stack\n"
+        "raw = yaml.safe_load((paths.REPO_ROOT / 'stacks/Pulumi.reference.yaml').read_text())['config']\n"
+        "cfg = messages.parse({k.removeprefix('gb300:'): v for k, v in raw.items() if k.startswith('gb300:')})\n"
+        "assert render_stack(cfg)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pulumi' or m.startswith('pulumi_')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

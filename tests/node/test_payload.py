@@ -27,7 +27,7 @@ from gb300.config import stacks as gb300_stacks
 from gb300.errors import ConfigError
 from gb300.node import context as node_context
 from gb300.node import custom_data as nodes
-from gb300.node import imds_guard, manifest, registry
+from gb300.node import imds_guard, manifest, registry, sources
 from gb300.node import steps as node_steps
 from gb300.node.bundle import bundle_for
 from gb300.node.pack import pack_custom_data, pack_payload
@@ -384,10 +384,9 @@ def test_inline_files_and_first_commands_run_before_the_fetch(
     fetch (what a step that must precede any download, such as closing IMDS to other users, needs)."""
     guard = "/usr/local/sbin/gb300-first"
 
-    script = registry.Content(lambda _t, _n: "#!/usr/bin/env bash\nset -euo pipefail\necho first\n")
-    row: registry.Row[registry.Target] = registry.Row(
-        guard, script, node_steps.BOTH, mode="0755", inline=True, first=True
-    )
+    content = "#!/usr/bin/env bash\nset -euo pipefail\necho first\n"
+    monkeypatch.setitem(sources.CONTENT, "first", lambda _t, _n: content)
+    row = registry.Row("content", "first", guard, "00-imds-guard", "0755", inline=True, first=True)
     monkeypatch.setattr(registry, "ROWS", (row, *registry.ROWS))
     data = nodes.render(gb300_tags.ROLE_HEAD, dev)
     doc = yaml.safe_load(data.cloud_config)

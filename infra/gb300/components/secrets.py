@@ -29,8 +29,8 @@ from gb300.components.private_link import PrivateLinkArgs, private_endpoint
 from gb300.components.scope import ClusterScope
 from gb300.config import resource_ids
 from gb300.facts import roles, storage_facts
+from gb300.resources import MUNGE_SECRET_NAME
 
-MUNGE_SECRET_NAME = "munge-key"  # noqa: S105 - the name of the secret, not its value
 KEY_VAULT_ZONE = resource_ids.VAULT_ZONE  # Azure private DNS zone of the vault sub-resource
 MUNGE_KEY_BYTES = 1024  # munge's own `mungekey` default
 

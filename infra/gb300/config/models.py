@@ -24,6 +24,7 @@ from gb300.config.checks import PathError
 from gb300.config.cluster import AccessSettings, ClusterSettings, NetworkSettings
 from gb300.config.compute import GpuPool, HeadSettings
 from gb300.config.fields import AzureName, Cidr, ImageReference, Name, PoolName, TagKey, TagValue, UserName, Zone
+from gb300.config.hooks import Hook
 from gb300.config.login import EntraSettings, LoginSettings, UserLimits
 from gb300.config.monitoring import (
     AlertSettings,
@@ -56,6 +57,7 @@ __all__ = [
     "GrafanaSettings",
     "HeadSettings",
     "HealthSettings",
+    "Hook",
     "ImageReference",
     "LoginSettings",
     "LogsSettings",
@@ -96,6 +98,9 @@ class StackConfig(ConfigModel):
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
     """Slurm options and extra partitions of your own, rendered into slurm.conf with gb300's (docs/customize.md), and
     accounts, QoS and fair share (docs/accounts.md)."""
+    hooks: list[Hook] = Field(default_factory=list)
+    """Bootstrap hooks: scripts of your repository run on the nodes before Slurm starts, after the health gate
+    passes, or at each job's prolog and epilog, shipped in the signed node payload (docs/customize.md)."""
     storage: StorageSettings = Field(default_factory=StorageSettings)
     """Shared storage for datasets and checkpoints: Azure Managed Lustre and a storage account (docs/storage.md)."""
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
@@ -193,6 +198,20 @@ class StackConfig(ConfigModel):
                         f"names no GPU pool (got {name!r}; pools: {', '.join(pools)})",
                     )
 
+    def check_hooks(self) -> None:
+        """Hook names are unique and a hook's pools name GPU pools that exist."""
+        pools = [pool.name for pool in self.gpu_pools]
+        seen: dict[str, int] = {}
+        for i, hook in enumerate(self.hooks):
+            if hook.name in seen:
+                msg = f"duplicates hooks[{seen[hook.name]}].name (got {hook.name!r}); hook names must be unique"
+                raise PathError(("hooks", i, "name"), msg)
+            seen[hook.name] = i
+            for j, name in enumerate(hook.pools):
+                if name not in pools:
+                    msg = f"names no GPU pool (got {name!r}; pools: {', '.join(pools)})"
+                    raise PathError(("hooks", i, "pools", j), msg)
+
     def check_qos_needs_accounting(self) -> None:
         """A partition's QoS keys need accounting: without slurmdbd there is no QoS, and slurmctld 26.05 will not
         start ("Partition <p> has an invalid AllowQOS ... We have no QOS on the system", measured on Debian sid)."""
@@ -266,6 +285,7 @@ class StackConfig(ConfigModel):
         check_hub_zones_in_an_existing_vnet,
         check_payload_ranges_need_public_access,
         check_partitions_name_pools,
+        check_hooks,
         check_qos_needs_accounting,
         check_accounts_keep_accounting,
         check_gpu_limits_within_the_cluster,

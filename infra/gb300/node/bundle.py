@@ -87,11 +87,11 @@ def bundle_for(ctx: BootstrapContext, *, fetch: bool = True) -> Bundle:
     common, fragment = load_role(ctx.role, CLOUD_INIT_DIR)
     steps = node_steps.steps_for(ctx)
     target = registry.Target(ctx, steps)
-    placed = [*registry.files_for(target), *node_steps.step_files(steps)]
+    placed = [*registry.files_for(target), *registry.render(registry.step_rows(steps), target)]
     files = [NodeFile(f.path, node_steps.compact(f.content), f.permissions) for f in placed]
     _checked_paths(ctx.role, files)
     rows = registry.inline_rows(target)
-    wanted = {row.path for row in rows}
+    wanted = {row.destination for row in rows}
     name = manifest.payload_name(ctx.role, ctx.pool_name if ctx.role == gb300_tags.ROLE_GPU_NODE else None)
     extra = fetch_files(ctx, name) if fetch else ()
     settings = {**common.cloud_config, **fragment.cloud_config}
@@ -105,6 +105,6 @@ def bundle_for(ctx: BootstrapContext, *, fetch: bool = True) -> Bundle:
         files=tuple(files),
         steps=tuple(s.name for s in steps),
         inline=tuple(f for f in files if f.path in wanted),
-        first=tuple(row.path for row in rows if row.first),
+        first=tuple(row.destination for row in rows if row.first),
         fetch=extra,
     )

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gb300 import tags as gb300_tags
-from gb300.components.secrets import MUNGE_SECRET_NAME
 from gb300.config import GpuPool, StackConfig, netplan
 from gb300.errors import BootstrapError
 from gb300.facts import catalog, slurm_settings
 from gb300.facts.software import apply_software_overrides
 from gb300.node.boot_context import BootstrapContext
+from gb300.resources import MUNGE_SECRET_NAME
 from gb300.slurm import accounts as slurm_accounts
 from gb300.slurm import config as slurm_config
 from gb300.slurm import files as slurm_files

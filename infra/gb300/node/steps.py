@@ -19,17 +19,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from gb300 import paths as gb300_paths
 from gb300 import tags as gb300_tags
 from gb300.config import StackConfig
 from gb300.errors import BootstrapError
 from gb300.node import paths
 from gb300.node.boot_context import BootstrapContext
-from gb300.node.file import NodeFile
-from gb300.paths import CLOUD_INIT_DIR
 
 Part = Literal["bootstrap", "storage", "monitoring", "slurm"]
 Condition = Callable[[StackConfig], bool]
 
+CLOUD_INIT_DIR = gb300_paths.CLOUD_INIT_DIR
+"""The tree the step scripts are read from (:mod:`gb300.node.registry` reads it here)."""
 STEP_DIR = paths.STEP_DIR
 RUN_STEP = paths.RUN_STEP
 READY_STEP = "99-ready"
@@ -93,6 +94,14 @@ def on_imds_tags(cfg: StackConfig) -> bool:
     return on_storage(cfg) or on_prometheus(cfg)
 
 
+def on_hooks_before_slurm(cfg: StackConfig) -> bool:
+    return any(h.point == "beforeSlurm" for h in cfg.hooks)
+
+
+def on_hooks_after_gate(cfg: StackConfig) -> bool:
+    return any(h.point == "afterHealthGate" for h in cfg.hooks)
+
+
 # The steps, in run order. Add a step here (one entry) and its script under cloud-init/: docs/node-steps.md.
 STEPS: tuple[Step, ...] = (
     # First on every role: nothing else runs while a local user other than root can reach IMDS (docs/security.md).
@@ -154,6 +163,10 @@ STEPS: tuple[Step, ...] = (
     Step("gb300-pyxis-setup", "slurm/gb300-pyxis-setup", BOTH, "slurm",
          "install pyxis (and enroot on GPU nodes, data on the NVMe scratch) at the pinned versions",
          ("gb300-munge-key", "70-nvme-raid", "50-containers")),
+    # Only with gb300:hooks at that point (docs/customize.md#bootstrap-hooks): the user's scripts, before Slurm starts.
+    Step("gb300-hooks-before-slurm", "slurm/gb300-hooks-before-slurm", MACHINES, "slurm",
+         "run the gb300:hooks of point beforeSlurm (run-hooks: sha256 checked, timeout, drain or warn)",
+         ("gb300-pyxis-setup",), on_hooks_before_slurm),
     Step("gb300-state-disk", "slurm/gb300-state-disk", HEAD, "slurm",
          "mount the head's state disk (LUN 0) and bind slurmctld's state and MariaDB's data from it (docs/day2.md)",
          ("00-preflight",)),
@@ -181,6 +194,9 @@ STEPS: tuple[Step, ...] = (
          "sackd fetches Slurm's configuration from the controller (configless): the Slurm commands work, no slurmd "
          "runs; per-user limits (user-.slice) and the break-glass key's sshd setting take effect",
          ("gb300-munge-key", "gb300-pyxis-setup", "73-shared-home")),
+    Step("gb300-hooks-after-gate", "slurm/gb300-hooks-after-gate", MACHINES, "slurm",
+         "run the gb300:hooks of point afterHealthGate once the node is in Slurm (a failure drains it or warns)",
+         ("gb300-slurmd-setup", "gb300-slurmctld-setup"), on_hooks_after_gate),
     Step(READY_STEP, "scripts/99-ready.sh", BOTH, "bootstrap",
          "mark the node ready: write /var/lib/gb300/bootstrap.done last"),
 )  # fmt: skip
@@ -286,8 +302,3 @@ def code_only(content: str) -> str:
         kept.append(line)
         heredoc = _heredoc_end(line)
     return "\n".join(kept) + "\n"
-
-
-def step_files(steps: Sequence[Step]) -> list[NodeFile]:
-    """The step scripts, each at its :attr:`Step.node_path` (``run-step <name>`` runs it)."""
-    return [NodeFile(s.node_path, (CLOUD_INIT_DIR / s.script).read_text(encoding="utf-8"), "0755") for s in steps]

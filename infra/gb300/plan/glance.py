@@ -13,6 +13,7 @@ from typing import Any
 
 from gb300.config import StackConfig
 from gb300.facts import sizing
+from gb300.node import hooks as node_hooks
 from gb300.resources import DeployedResource, ResourceRecord
 from gb300.rules.data_loss import normalised
 
@@ -198,3 +199,33 @@ def change_lines(
 
 # Names of resources that go with a machine (its data collection rule association): listed after the machines.
 _ASSOCIATED = ("-logs",)
+
+
+def hooks(cfg: StackConfig) -> list[dict[str, Any]]:
+    """Each hook of ``gb300:hooks`` with its script's size and sha256, as the node payload ships it."""
+    return [
+        {
+            "name": h.name,
+            "point": h.point,
+            "roles": list(h.roles),
+            "pools": list(h.pools),
+            "script": h.script,
+            "bytes": h.size,
+            "sha256": h.sha256,
+            "timeoutSeconds": h.timeout_seconds,
+            "onFailure": h.on_failure,
+        }
+        for h in node_hooks.listing(cfg)
+    ]
+
+
+def hook_lines(listed: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The plan's lines for the hooks: name, point, roles (pools), script, size, sha256, timeout, outcome."""
+    lines = ["Hooks (in the signed node payload; docs/customize.md#bootstrap-hooks)"]
+    for h in listed:
+        where = ", ".join(h["roles"]) + (f" (pools {', '.join(h['pools'])})" if h["pools"] else "")
+        lines.append(
+            f"  {h['name']:<16} {h['point']:<16} {where}: {h['script']}, {h['bytes']:,} bytes, sha256 {h['sha256']}, "
+            f"timeout {h['timeoutSeconds']}s, on failure {h['onFailure']}"
+        )
+    return lines

@@ -64,6 +64,8 @@ def text(result: PlanResult, *, stack_file: str) -> str:
             + (f", {_n(payload[role]):>7} bytes payload" if role in payload else "")
             for role, size in s["customDataBytes"].items()
         ]
+    if s.get("hooks"):
+        lines += ["", *glance.hook_lines(s["hooks"])]
     if "needsReimage" in s:
         lines += ["", "Rollout needed after `pulumi up` (gb300 rollout: bootstrap changed since the deployed state)"]
         lines += [f"  {group:<20} {_n(count):>7} scale sets/VMs" for group, count in s["needsReimage"].items()]

@@ -132,4 +132,5 @@ def summarise(cfg: StackConfig, resources: Sequence[ResourceRecord]) -> dict[str
         "resourcesByType": dict(sorted(Counter(r.type for r in resources).items())),
         "access": glance.access(cfg),
         "storage": glance.storage(cfg),
+        "hooks": glance.hooks(cfg),
     }
