@@ -15,6 +15,7 @@ from typing import Any
 
 from gb300.heal.case import LATER
 from gb300.heal.fake_arm import CODES
+from gb300.slurm.hostlist import compress
 
 STATES = {
     "suspect": "queued",
@@ -131,8 +132,12 @@ def _codes(entries: Sequence[Mapping[str, Any]]) -> str:
 def lines(report: Mapping[str, Any]) -> list[str]:
     """The human summary of a report (:meth:`gb300.heal.sim.Result.report`)."""
     out = list(report["summary"])
-    acted = [n for n in report["nodes"] if n["actions"] or n["azure"] or n["case"]]
-    quiet = len(report["nodes"]) - len(acted)
+    acted = [n for n in report["nodes"] if n["actions"] or n["azure"]]
+    waiting: dict[str, list[str]] = {}
+    for node in report["nodes"]:
+        if node not in acted and node["case"]:
+            waiting.setdefault(str(node["case"]), []).append(str(node["node"]))
+    quiet = len(report["nodes"]) - len(acted) - sum(len(v) for v in waiting.values())
     out.append(
         f"nodes the loop acted on: {len(acted)}" + (f" ({quiet} more reported, left in service)" if quiet else "")
     )
@@ -144,6 +149,7 @@ def lines(report: Mapping[str, Any]) -> list[str]:
             out.append(f"    states: {', '.join(node['states'])}")
         if node["azure"]:
             out.append(f"    azure: {', '.join(node['azure'])}")
+    out += [f"cases with no action, {state} ({len(hosts)}): {compress(hosts)}" for state, hosts in waiting.items()]
     out.append(f"guest health reports: {len(report['reports'])}")
     out += [f"  {r['node']} host {r['host'] or '-'} {r['category']}" for r in report["reports"]]
     return out
