@@ -152,6 +152,7 @@ def test_bad_failure_path_keys_name_their_key_path(tmp_path: Path, capsys: pytes
         "racks: 1\nduration: 3600\n"
         "azure:\n  - {from: 600, until: 100, call: restart, status: 429}\n"
         "  - {from: 0, until: 100, call: reboot, status: 200}\n"
+        "  - {from: 0, until: 100, call: list, status: 202}\n"
         "head:\n  - {at: 10, kind: explode}\n"
         "operator:\n  - {at: 10, kind: request}\n"
         "truth:\n  - {node: r0001-01, cured_by: reboot, recurs_after: 5}\n"
@@ -161,7 +162,8 @@ def test_bad_failure_path_keys_name_their_key_path(tmp_path: Path, capsys: pytes
     for line in (
         "bad.yaml.azure[0]: until must be after from (got 100.0)",
         "bad.yaml.azure[1].call: Input should be 'restart', 'reimage', 'redeploy', 'list', 'report' or 'any'",
-        "bad.yaml.azure[1].status: Input should be greater than or equal to 400 (got 200)",
+        "bad.yaml.azure[1].status: Input should be greater than or equal to 202 (got 200)",
+        "bad.yaml.azure[2]: status below 400 must be 202 with a 'code' and a call of restart, reimage, redeploy",
         "bad.yaml.head[0].kind: Input should be 'crash-after-call' (got 'explode')",
         "bad.yaml.operator[0]: kind request needs 'node' and 'action' (reboot or replace)",
         "bad.yaml.truth[0].recurs_after: Input should be greater than or equal to 600 (got 5)",
