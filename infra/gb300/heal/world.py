@@ -383,7 +383,8 @@ class World:
         reply = self._arm(method, path, body)
         request = fake_arm.route(method, path)
         if request.call in RUNG_LEVEL or (request.call == "report" and method == "PUT"):
-            host = self._host(request.scale_set, request.instance) if request.instance else self._report_host(body)
+            vm = (request.scale_set, request.instance)
+            host = self._host(vm[0], vm[1]) if vm[0] and vm[1] else self._report_host(body)
             code = ((reply[1] or {}).get("error") or {}).get("code") if isinstance(reply[1], dict) else None
             self.azure_log.append(
                 {"at": self.now, "node": host, "call": request.call, "answer": reply[0], "code": code}
@@ -395,7 +396,7 @@ class World:
         for window, hosts in self._windows:
             active = window.start <= self.now < window.until and window.call in (call, "any")
             if window.status == 202 and active and (hosts is None or host in hosts):
-                return window.code
+                return str(window.code)
         return None
 
     def crash_due(self) -> float | None:
