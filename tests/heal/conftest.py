@@ -33,3 +33,8 @@ def misjudged(report: dict[str, Any]) -> list[str]:
         elif "drain" in actions:
             wrong.append(f"{node['node']}: benign ({truth or 'no truth'}), drained: {actions}")
     return wrong
+
+
+def calls(result: sim.Result, action: str) -> list[str]:
+    """The ARM requests of one kind the simulated Azure received (restart, reimage, redeploy, instanceView)."""
+    return [c for c in result.world.azure_calls if c.rsplit("/", 1)[-1] == action]

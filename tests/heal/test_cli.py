@@ -23,7 +23,7 @@ def test_simulate_prints_per_node_actions_and_writes_the_report(
     )
     out = capsys.readouterr().out
     assert code == 0
-    assert "r0002-09: in-service  drain -> reboot -> reimage -> revalidate -> return  (truth: reimage)" in out
+    assert "  r0002-09: in-service, case returned (truth: reimage)\n    actions: drain -> reboot -> reimage" in out
     assert "drains 3, false drains 0, repaired 3" in out
     report = json.loads(report_path.read_text())
     for key in ("drains", "false_drains", "repaired", "mttr_seconds", "halted", "blocks", "nodes"):
@@ -40,6 +40,34 @@ def test_simulate_prints_per_node_actions_and_writes_the_report(
     assert about_nodes
     assert {(r["Node"], r["Rack"]) for r in about_nodes if not r["Rack"]} == set()
     assert {r["Rack"] for r in about_nodes if r["Node"] == "r0002-09"} == {"sim-gpu-r0002"}
+
+
+def test_simulate_leads_with_what_happened_and_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A halted day's summary opens with the halt and the rail's reason, lists no node the loop never touched, and
+    (human and --json) shows per node Azure's answers and the case's states with times, then the Guest Health
+    Reports with node, host and category."""
+    assert cli.main(["heal", "simulate", str(SCENARIOS / "bad-rollout-halt.yaml")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("halted: 60 of 180 nodes showed fault evidence within 3600s")
+    assert not [line for line in out if "no action" in line and "in-service" in line]
+    assert len(out) < 20  # 60 queued nodes are one line, not 60
+    report_path = tmp_path / "report.json"
+    assert cli.main(["heal", "simulate", str(SCENARIOS / "no-capacity.yaml"), "--json", str(report_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "running: never halted"
+    assert "AllocationFailed" in out[2]
+    report = json.loads(report_path.read_text())
+    assert report["summary"] == out[:3]
+    node = next(n for n in report["nodes"] if n["node"] == "r0002-07")
+    assert any(entry.endswith("redeploy 400 SkuNotAvailable") for entry in node["azure"])
+    assert [s.split(" ", 1)[1] for s in node["states"]][-1] == "escalated"
+    assert {"node": "r0002-07", "host": "SIMHOST-r0002-07"}.items() <= next(
+        r for r in report["reports"] if r["node"] == "r0002-07"
+    ).items()
+    assert all(r["category"].startswith("Resource.Hpc.") for r in report["reports"])
+    assert f"  r0002-07 host SIMHOST-r0002-07 {report['reports'][0]['category']}" in out or any(
+        line.startswith("  r0002-07 host SIMHOST-r0002-07 Resource.Hpc.") for line in out
+    )
 
 
 def test_bad_scenario_exits_two_with_one_line_per_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -124,6 +152,7 @@ def test_bad_failure_path_keys_name_their_key_path(tmp_path: Path, capsys: pytes
         "racks: 1\nduration: 3600\n"
         "azure:\n  - {from: 600, until: 100, call: restart, status: 429}\n"
         "  - {from: 0, until: 100, call: reboot, status: 200}\n"
+        "  - {from: 0, until: 100, call: list, status: 202}\n"
         "head:\n  - {at: 10, kind: explode}\n"
         "operator:\n  - {at: 10, kind: request}\n"
         "truth:\n  - {node: r0001-01, cured_by: reboot, recurs_after: 5}\n"
@@ -133,7 +162,8 @@ def test_bad_failure_path_keys_name_their_key_path(tmp_path: Path, capsys: pytes
     for line in (
         "bad.yaml.azure[0]: until must be after from (got 100.0)",
         "bad.yaml.azure[1].call: Input should be 'restart', 'reimage', 'redeploy', 'list', 'report' or 'any'",
-        "bad.yaml.azure[1].status: Input should be greater than or equal to 400 (got 200)",
+        "bad.yaml.azure[1].status: Input should be greater than or equal to 202 (got 200)",
+        "bad.yaml.azure[2]: status below 400 must be 202 with a 'code' and a call of restart, reimage, redeploy",
         "bad.yaml.head[0].kind: Input should be 'crash-after-call' (got 'explode')",
         "bad.yaml.operator[0]: kind request needs 'node' and 'action' (reboot or replace)",
         "bad.yaml.truth[0].recurs_after: Input should be greater than or equal to 600 (got 5)",

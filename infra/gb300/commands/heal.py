@@ -2,9 +2,11 @@
 
 gb300 heal simulate SCENARIO.yaml [--json REPORT] runs the remediation loop, the same code the head runs,
 against a simulated fleet (fake Slurm, Azure through azure-mgmt-compute over a fake HTTP transport, the gate's
-result format, nccl-tests fixtures) on a simulated clock, and prints what it did: per node its final state and
-actions in order, then drains, false drains, repairs, the median time to repair, whether the rails halted the
-loop, and the topology's final blocks. --json writes the full report; --decisions the decision records
+result format, nccl-tests fixtures) on a simulated clock, and prints what it did: first what happened and why (a
+halt and the rail's reason, what became of the cases, Azure's throttling, refusals and failed operations), then per
+node the loop acted on its actions, its case's states with their times and Azure's answers to its calls, then the
+Guest Health Reports filed (node, host, category), then drains, false drains, repairs, the median time to repair
+and the topology's final blocks. --json writes the full report; --decisions the decision records
 as JSON lines (what the head sends to Azure Monitor).
 
 gb300 heal role --subscription ID --resource-group RG [...] [--guest-health-report] prints the custom role
@@ -97,12 +99,12 @@ def _simulate(args: argparse.Namespace) -> int:
         f"gb300 heal simulate: {path.name}: {scenario.racks} rack(s), {scenario.duration:.0f} simulated seconds",
         file=sys.stderr,
     )
+    from gb300.heal import summary  # noqa: PLC0415
+
     result = sim.run(scenario, settings, poll_s=args.poll)
     report = result.report()
-    for node in report["nodes"]:
-        if node["actions"] or node["truth"]:
-            actions = " -> ".join(node["actions"]) or "no action"
-            print(f"{node['node']}: {node['final_state']:<11} {actions}  (truth: {node['truth'] or 'none given'})")
+    for line in summary.lines(report):
+        print(line)
     mttr = report["mttr_seconds"]
     print(
         f"drains {report['drains']}, false drains {report['false_drains']}, repaired {report['repaired']}, "

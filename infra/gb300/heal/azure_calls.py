@@ -10,14 +10,16 @@ Calls (the SDK method, then the permission it needs):
   the virtual machine in the virtual machine scale set, moves it to a new node, and powers it back on"; the VM
   keeps its name, instance id and model, so no permission on the scale set's model is needed);
 * ``get_instance_view``: ``.../virtualMachines/instanceView/read`` (after a head restart, whether a call the loop
-  meant to make reached Azure: the VM's ``ProvisioningState/<state>`` status and its time);
+  meant to make reached Azure: the VM's ``ProvisioningState/<state>`` status and its time; while a node is not back
+  after a call ARM accepted, whether the operation failed: ``ProvisioningState/failed/<code>``);
 * a Guest Health Report, ``PUT /subscriptions/{id}/providers/Microsoft.Impact/workloadImpacts/{name}`` sent
   through the same client's pipeline: ``Microsoft.Impact/workloadImpacts/write`` (subscription scope), and its
   insights read back, ``GET .../workloadImpacts/{name}/insights``: ``Microsoft.Impact/workloadImpacts/insights/read``.
 
 No call needs ``Microsoft.Compute/virtualMachineScaleSets/write``: that permission rewrites the model, custom
 data included, which is root on every node. Operations are started with ``polling=False``: the loop waits for
-the node to register with Slurm again, which is what it needs, not for Azure's operation record.
+the node to register with Slurm again, which is what it needs, and reads the VM's instance view, not the operation
+record, for an operation that failed after ARM accepted it.
 """
 
 from __future__ import annotations
@@ -93,15 +95,23 @@ class AzureRepairs:
     def operation_state(self, instance: Instance) -> tuple[bool, float | None]:
         """Whether an operation holds the VM now (``ProvisioningState/updating`` or ``creating``...), and when its
         provisioning state last changed (the ``time`` of that status, epoch seconds), from the VM's instance view."""
+        state, _, when = self.provisioning(instance)
+        return state not in ("", "succeeded", "failed", "canceled"), when
+
+    def provisioning(self, instance: Instance) -> tuple[str, str | None, float | None]:
+        """The VM's provisioning state from its instance view (``succeeded``, ``updating``, ``failed``...; empty when
+        the view has none), the error code of a failed operation (``ProvisioningState/failed/AllocationFailed``:
+        ARM accepted the call with 202 and the operation failed later) and when the state last changed."""
         operations = self._client_for(instance.rack.subscription_id).virtual_machine_scale_set_vms
         view = operations.get_instance_view(instance.rack.resource_group, instance.rack.name, instance.instance_id)
         for status in getattr(view, "statuses", None) or []:
             code = str(getattr(status, "code", "") or "")
             if code.startswith("ProvisioningState/"):
+                parts = code.split("/")
                 when = getattr(status, "time", None)
-                busy = code.split("/", 1)[1].lower() not in ("succeeded", "failed", "canceled")
-                return busy, when.timestamp() if when is not None else None
-        return False, None
+                failure = parts[2] if len(parts) > 2 and parts[2] else None
+                return parts[1].lower(), failure, when.timestamp() if when is not None else None
+        return "", None, None
 
     def guest_health_report(
         self, instance: Instance, *, category: str, description: str, physical_host: str, started: str

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from gb300.heal.azure_calls import AzureRepairs, Instance
-from gb300.heal.evidence import Event, xid_code
+from gb300.heal.azure_calls import AzureRepairs, Instance, RackRef
+from gb300.heal.evidence import Event, event_doc, event_of, xid_code
 
 State = Literal["queued", "draining", "acting", "revalidating", "returned", "escalated", "held", "dismissed"]
 
@@ -96,6 +96,9 @@ class Case:
     skip: list[str] = field(default_factory=list)  # rungs the evidence's catalog bucket says cannot cure it
     no_capacity_since: float | None = None  # Azure first answered "no capacity" for the current call
     capacity_told: bool = False  # a person was told Azure has had no capacity for it
+    refused: list[str] = field(default_factory=list)  # rungs Azure refused for good (an error that will not change)
+    outcome_at: float | None = None  # when the accepted operation's outcome is read next (the node not back yet)
+    bisect: dict[str, Any] | None = None  # finding the slow node of a failed rack run (gb300.heal.bisect)
 
 
 def recurrence(closed: Sequence[Case], node: str, now: float, window: float) -> str | None:
@@ -163,6 +166,34 @@ def file_report(
         record("report-insights", "; ".join(insights))
 
 
+def case_doc(case: Case) -> dict[str, Any]:
+    """A case as the head's state file keeps it (JSON; its VM by host, rack and ids)."""
+    doc = {name: getattr(case, name) for name in Case.__dataclass_fields__}
+    doc["evidence"] = [event_doc(e) for e in case.evidence]
+    doc["actions"], doc["nccl_hosts"] = list(case.actions), list(case.nccl_hosts)
+    doc["intent"] = dict(case.intent) if case.intent is not None else None
+    doc["instance"] = case.instance.host
+    doc |= {"rack": case.instance.rack.name, "instance_id": case.instance.instance_id}
+    doc["resource_id"] = case.instance.resource_id
+    return doc
+
+
+def case_of(raw: Mapping[str, Any], instances: Mapping[str, Instance], racks: Mapping[str, RackRef]) -> Case:
+    """A case :func:`case_doc` saved; its VM from ``instances`` where Azure still lists it."""
+    doc = dict(raw)
+    host = str(doc["instance"])
+    instance = instances.get(host)
+    if instance is None:  # no longer listed by Azure: keep what the loop knew (its rack is still the stack's)
+        rack = racks.get(str(doc.get("rack", "")), next(iter(racks.values())))
+        instance = Instance(host, rack, str(doc.get("instance_id", "")), str(doc.get("resource_id", "")))
+    doc.pop("rack", None)
+    doc.pop("instance_id", None)
+    doc.pop("resource_id", None)
+    doc["instance"] = instance
+    doc["evidence"] = [event_of(e) for e in doc["evidence"]]
+    return Case(**doc)
+
+
 __all__ = [
     "BACKOFF_MAX_S",
     "LATER",
@@ -170,6 +201,8 @@ __all__ = [
     "Case",
     "State",
     "backoff_s",
+    "case_doc",
+    "case_of",
     "error_code",
     "file_report",
     "ghr_category",

@@ -10,9 +10,11 @@ head's service test, whose HTTPS stand-in answers the head's real process with t
 fleet status and the live Azure reads (tests/support/fake_arm.py adds their routing).
 
 What it cannot show: ARM's real throttling and long-running operation records (the loop starts operations with
-``polling=False`` and never reads them; the rollout tests answer ``Azure-AsyncOperation`` themselves), which errors
-ARM really sends for a given state beyond those a scenario or test names, Entra ID sign-in and token refresh, and
-the network itself (TLS, proxies, timeouts other than those a test raises).
+``polling=False`` and never reads them; an operation that fails after ARM accepted it shows only as the instance
+view's ``ProvisioningState/failed/<code>``, not as ARM's real message text; the rollout tests answer
+``Azure-AsyncOperation`` themselves), which errors ARM really sends for a given state beyond those a scenario or
+test names, Entra ID sign-in and token refresh, and the network itself (TLS, proxies, timeouts other than those a
+test raises).
 """
 
 from __future__ import annotations
@@ -98,12 +100,16 @@ def vm_list(path: str, hosts: Sequence[str], vm_id: Callable[[int], str]) -> dic
     }
 
 
-def instance_view(busy: bool, changed_at: float) -> dict[str, Any]:
-    """The VM's instance view: ``ProvisioningState/updating`` while an operation holds it, else ``succeeded``,
-    with the time the state last changed."""
-    state = "updating" if busy else "succeeded"
+def instance_view(busy: bool, changed_at: float, failed: str | None = None) -> dict[str, Any]:
+    """The VM's instance view: ``ProvisioningState/updating`` while an operation holds it, ``failed/<code>`` when the
+    last operation (accepted with 202) failed with that ARM error code, else ``succeeded``, with the time the state
+    last changed."""
+    state = "updating" if busy else (f"failed/{failed}" if failed else "succeeded")
     stamp = datetime.fromtimestamp(changed_at, UTC).isoformat()
-    return {"statuses": [{"code": f"ProvisioningState/{state}", "time": stamp}]}
+    status: dict[str, Any] = {"code": f"ProvisioningState/{state}", "time": stamp}
+    if failed and not busy:
+        status |= {"level": "Error", "displayStatus": "Provisioning failed", "message": f"simulated {failed}"}
+    return {"statuses": [status]}
 
 
 def error(status: int, message: str, code: str | None = None) -> dict[str, Any]:

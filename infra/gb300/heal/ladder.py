@@ -14,9 +14,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gb300.heal import bisect
+from gb300.heal.answers import Answers
 from gb300.heal.azure_calls import AzureRepairs, Instance, RackRef
-from gb300.heal.case import Case, State, backoff_s, error_code, is_later, refusal, requested_action
-from gb300.heal.evidence import Judge, event_doc, event_of, parse_gate_result
+from gb300.heal.case import (
+    Case,
+    State,
+    case_doc,
+    case_of,
+    requested_action,
+)
+from gb300.heal.evidence import Judge, parse_gate_result
 from gb300.heal.nccl import rack_verdict
 from gb300.heal.policy import RUNGS, Policy
 from gb300.heal.ports import HealSlurm, NcclRunner, NodeProbe
@@ -33,7 +41,7 @@ KEEP_CLOSED = 200
 """Closed cases kept besides the escalated ones (which stay out of service until a person acts)."""
 
 
-class Ladder:
+class Ladder(Answers):
     """The ladder's cases and rungs. The loop that extends it provides the ports and the hooks below."""
 
     policy: Policy
@@ -51,6 +59,11 @@ class Ladder:
 
     @property
     def judge(self) -> Judge:
+        raise NotImplementedError
+
+    @property
+    def halted(self) -> bool:
+        """Whether the halt rail stopped the loop: no VM action starts, nothing in flight is followed by a rung."""
         raise NotImplementedError
 
     def _record(self, now: float, decision: str, reason: str, **fields: Any) -> None:
@@ -74,6 +87,10 @@ class Ladder:
 
     def _may_start(self, case: Case) -> bool:
         """Whether a drained node whose jobs ended may start its repair now (the fleet's rack slots)."""
+        raise NotImplementedError
+
+    def _straggler(self, case: Case, host: str, now: float) -> None:
+        """Bisection after ``case``'s repair found ``host``, a peer, slow: a case of its own (the loop's evidence)."""
         raise NotImplementedError
 
     def _drain(self, case: Case, now: float) -> bool:
@@ -155,13 +172,24 @@ class Ladder:
             case.rung += 1
         case.attempts = 0
         if case.rung >= len(RUNGS):
-            if case.failed_rechecks == 0:
-                # Only Azure's refusals stopped the ladder: nothing shows the node is bad; it stays drained.
-                self._close(case, "held", now, "Azure refused every repair (see azure-error): a person must look")
-            else:
-                self._close(case, "escalated", now, "every rung tried and the node still fails: a person must look")
+            self._top(case, now)
             return
         self._act(case, now)
+
+    def _top(self, case: Case, now: float) -> None:
+        """No rung left: escalated when the node still fails (its host reported if no report was filed yet, as for a
+        slow node a person named that no VM action cured), else held with the reason that is true."""
+        if case.failed_rechecks:
+            if self.policy.guest_health_report and "guest-health-report" not in case.actions:
+                case.physical_host = self._physical_host(case.node)
+                self._report(case, now)
+            self._close(case, "escalated", now, "every rung tried and the node still fails: a person must look")
+        elif case.refused:
+            # Only Azure's refusals stopped the ladder: nothing shows the node is bad; it stays drained.
+            why = f"Azure refused {', '.join(dict.fromkeys(case.refused))} (see azure-error): a person must look"
+            self._close(case, "held", now, why)
+        else:
+            self._close(case, "held", now, "no rung left to try and no recheck failed: a person must look")
 
     def _save_intent(self, case: Case, call: str, now: float) -> None:
         """Intent before action: saved with the state before the call, so a head that dies after the call
@@ -194,60 +222,12 @@ class Ladder:
         case.state, case.since = "acting", now
         what = f"{rung} {case.instance.rack.name}/{case.instance.instance_id}"
         self._record(now, rung, what, node=case.node, step=rung)
-        case.no_capacity_since, case.capacity_told = None, False
         # A report filed while Azure could not move the VM is not filed again.
         if rung == "replace" and self.policy.guest_health_report and "guest-health-report" not in case.actions:
             if case.failed_rechecks:
                 self._report(case, now)
             else:
                 self._record(now, "guest-health-report", "skipped: no recheck failed on this host", node=case.node)
-
-    def _refused(self, case: Case, rung: str, exc: Exception, now: float) -> None:
-        status, after = refusal(exc)
-        code = error_code(exc)
-        if code in self.policy.no_capacity:
-            self._no_capacity(case, rung, code or "", now)
-            return
-        if code in self.policy.not_offered:
-            self._record(now, "azure-error", f"{rung}: Azure cannot do it ({code}): {exc}", node=case.node, step=rung)
-            self._report_unmoved(case, rung, now)
-            if rung == RUNGS[-1] and case.failed_rechecks:
-                why = f"needs a new host and Azure cannot move it ({code}): its host is reported; a person must look"
-                self._close(case, "escalated", now, why)
-            else:
-                self._failed_attempt(case, now)
-            return
-        if is_later(status):
-            case.refusals += 1
-            delay = after if after is not None else backoff_s(self.poll_s, case.refusals)
-            case.retry_at = now + max(delay, self.poll_s)
-            why = f"{rung}: Azure answered {status or 'nothing'}; the same call again in {delay:.0f}s"
-            self._record(now, "azure-later", why, node=case.node, step=rung)
-            return
-        self._record(now, "azure-error", f"{rung}: {exc}", node=case.node, step=rung)
-        self._failed_attempt(case, now)
-
-    def _no_capacity(self, case: Case, rung: str, code: str, now: float) -> None:
-        """Azure has no room for the VM now (``capacity.noCapacity``): the same call again, backing off to hourly;
-        after ``capacity.alertSeconds`` a person is told once, and a node that failed a recheck is reported."""
-        case.refusals += 1
-        case.no_capacity_since = case.no_capacity_since if case.no_capacity_since is not None else now
-        delay = backoff_s(self.poll_s, case.refusals)
-        case.retry_at = now + delay
-        waited = now - case.no_capacity_since
-        why = f"{rung}: Azure has no capacity ({code}) for {waited / 3600:.1f} h; the same call again in {delay:.0f}s"
-        self._record(now, "azure-later", why, node=case.node, step=rung)
-        if waited >= self.policy.capacity_alert_s and not case.capacity_told:
-            case.capacity_told = True
-            why = f"{rung}: Azure has had no capacity ({code}) for {waited / 3600:.1f} h: a person must look"
-            self._record(now, "capacity", why, node=case.node, step=rung)
-            self._report_unmoved(case, rung, now)
-
-    def _report_unmoved(self, case: Case, rung: str, now: float) -> None:
-        """A node that failed a recheck and needs a new host that Azure cannot give now: its host is reported."""
-        filed = "guest-health-report" in case.actions
-        if rung == "replace" and self.policy.guest_health_report and case.failed_rechecks and not filed:
-            self._report(case, now)
 
     def _reconcile(self, case: Case, now: float) -> None:
         """A case whose intent was saved but whose call never returned to a saved state (the head died): ask
@@ -267,6 +247,10 @@ class Ladder:
             seen = "the node booted since" if booted else "Azure shows the operation under way or done"
             self._record(now, "reconcile", f"{call} was sent before the head restarted: {seen}", node=case.node)
             self._acted(case, call, at)
+        elif self.halted:
+            case.retry_at = now  # sent when a person resumes the loop, not while it is halted
+            why = f"{call}: Azure shows no operation since the intent; halted: not sent, waits for a resume"
+            self._record(now, "reconcile", why, node=case.node)
         else:
             why = f"{call}: Azure shows no operation since the intent: sent now"
             self._record(now, "reconcile", why, node=case.node)
@@ -285,25 +269,38 @@ class Ladder:
         back = node is not None and node.boot_time >= case.since and not (node.states & DOWN_STATES)
         rung = self.policy.rungs[RUNGS[case.rung]]
         if not back:
+            if self._outcome_failed(case, now):
+                return
             if now - case.since > rung.timeout_s:
                 self._record(now, "timeout", f"{rung.name}: not back after {rung.timeout_s:.0f}s", node=case.node)
                 case.failed_rechecks += 1
+                if self._probed(case, False, now):
+                    return
                 if case.attempts <= rung.retries:
                     self._act(case, now)
                 else:
                     self._climb(case, now)
             return
+        case.no_capacity_since, case.capacity_told, case.outcome_at = None, False, None
         gate = parse_gate_result(self.probe.gate_result(case.node))
         self._record(now, "recheck", gate.describe(), node=case.node, step=rung.name)
         if gate.passed:
             case.state, case.since, case.nccl = "revalidating", now, None
             self._revalidate(case, now)
         else:
-            case.failed_rechecks += 1
-            if not self._probed(case, False, now):
-                self._climb(case, now)
+            self._failed_recheck(case, now)
+
+    def _failed_recheck(self, case: Case, now: float) -> None:
+        """The node failed a recheck (its gate, or the rack run with the node found slow): the next rung, unless the
+        failure halted the loop (a resume too early: nothing follows)."""
+        case.failed_rechecks += 1
+        if not self._probed(case, False, now):
+            self._climb(case, now)
 
     def _revalidate(self, case: Case, now: float) -> None:
+        if case.bisect is not None:
+            self._bisect(case, now)
+            return
         if case.nccl is None:
             busy = {c.node for c in self.cases.values() if c is not case} | (self.judge.suspects(now) - {case.node})
             busy |= {c.node for c in self.closed if c.state == "escalated"}
@@ -335,11 +332,61 @@ class Ladder:
             why = f"peers under suspicion during the run: {sorted(newly)}"
             self._record(now, "revalidate-again", why, node=case.node)
             self._revalidate(case, now)
+        elif len(case.nccl_hosts) > bisect.PAIR_AT:
+            # No suspect peer: which node drags the rack down is found by halves (a slow peer passes every check).
+            case.bisect = bisect.start(case.nccl_hosts)
+            why = f"rack NCCL {level} with no suspect peer: bisecting its {len(case.nccl_hosts)} nodes by halves"
+            self._record(now, "bisect", why, node=case.node)
+            self._bisect_round(case, now)
         else:
-            # The rack failed with this node and no suspect peer in it: a failed recheck of this node, as a failed gate
-            # is (the Guest Health Report at replace, and the close's reason, count it).
-            case.failed_rechecks += 1
-            self._climb(case, now)
+            # Too few nodes to bisect: a failed recheck of this node, as a failed gate is.
+            self._failed_recheck(case, now)
+
+    def _bisect_round(self, case: Case, now: float) -> None:
+        """Submit the next round of the bisection (both halves of each failing group, or the pairs) at once."""
+        state = case.bisect or {}
+        for run in bisect.plan(state):
+            state["runs"][self.nccl.submit(run["hosts"])] = run
+        case.since = now
+        if bisect.done(state):
+            self._bisected(case, now)
+
+    def _bisect(self, case: Case, now: float) -> None:
+        """Collect the round's runs (each once); when all are in, settle them and start the next round."""
+        state = case.bisect or {}
+        verdicts = state.setdefault("verdicts", {})
+        for handle in [h for h in state["runs"] if h not in verdicts]:
+            text = self.nccl.collect(handle)
+            if text is not None:
+                verdicts[handle] = rack_verdict(text, self.nccl_env, case.instance.rack.name)[0] == "OK"
+        if len(verdicts) < len(state["runs"]):
+            if now - case.since > self.policy.revalidate_timeout_s:
+                case.bisect = None
+                self._close(case, "held", now, "the bisection's NCCL runs did not finish: a person must look")
+            return
+        bisect.settle(state, state.pop("verdicts"))
+        if state["groups"]:
+            self._bisect_round(case, now)
+        else:
+            self._bisected(case, now)
+
+    def _bisected(self, case: Case, now: float) -> None:
+        """The slow nodes are known: this node fails its recheck if it is one; slow peers get cases of their own and
+        this node's rack run is made again without them; none found: held for a person, never a neighbour blamed."""
+        state, case.bisect = case.bisect or {}, None
+        self._record(now, "bisect", bisect.describe(state), node=case.node)
+        peers = [h for h in state["bad"] if h != case.node]
+        for host in peers:
+            self._straggler(case, host, now)
+        if case.node in state["bad"]:
+            self._failed_recheck(case, now)
+        elif peers:
+            case.nccl = None
+            self._record(now, "revalidate-again", f"without the slow node(s) {', '.join(peers)}", node=case.node)
+            self._revalidate(case, now)
+        else:
+            why = "the rack NCCL run fails but bisection isolated no slow node: left drained, a person must look"
+            self._close(case, "held", now, why)
 
     def _return(self, case: Case, now: float) -> None:
         reason = self.slurm.reason(case.node)
@@ -365,7 +412,7 @@ class Ladder:
     def cases_doc(self) -> dict[str, Any]:
         """The open cases and the closed ones worth keeping, as JSON."""
         kept = self._kept()
-        return {"cases": [_saved_case(c) for c in self.cases.values()], "closed": [_saved_case(c) for c in kept]}
+        return {"cases": [case_doc(c) for c in self.cases.values()], "closed": [case_doc(c) for c in kept]}
 
     def _kept(self) -> list[Case]:
         """The closed cases worth saving: every escalated one, every other inside the memory window (a recurrence
@@ -383,31 +430,5 @@ class Ladder:
     def restore_cases(self, doc: Mapping[str, Any], racks: Sequence[RackRef]) -> None:
         """Put the cases :meth:`cases_doc` saved back (their VMs from :attr:`instances` where still listed)."""
         by_name = {r.name: r for r in racks}
-        self.cases = {c["node"]: _restore_case(c, self.instances, by_name) for c in doc.get("cases", [])}
-        self.closed = [_restore_case(c, self.instances, by_name) for c in doc.get("closed", [])]
-
-
-def _saved_case(case: Case) -> dict[str, Any]:
-    doc = {name: getattr(case, name) for name in Case.__dataclass_fields__}
-    doc["evidence"] = [event_doc(e) for e in case.evidence]
-    doc["actions"], doc["nccl_hosts"] = list(case.actions), list(case.nccl_hosts)
-    doc["intent"] = dict(case.intent) if case.intent is not None else None
-    doc["instance"] = case.instance.host
-    doc |= {"rack": case.instance.rack.name, "instance_id": case.instance.instance_id}
-    doc["resource_id"] = case.instance.resource_id
-    return doc
-
-
-def _restore_case(raw: Mapping[str, Any], instances: Mapping[str, Instance], racks: Mapping[str, RackRef]) -> Case:
-    doc = dict(raw)
-    host = str(doc["instance"])
-    instance = instances.get(host)
-    if instance is None:  # no longer listed by Azure: keep what the loop knew (its rack is still the stack's)
-        rack = racks.get(str(doc.get("rack", "")), next(iter(racks.values())))
-        instance = Instance(host, rack, str(doc.get("instance_id", "")), str(doc.get("resource_id", "")))
-    doc.pop("rack", None)
-    doc.pop("instance_id", None)
-    doc.pop("resource_id", None)
-    doc["instance"] = instance
-    doc["evidence"] = [event_of(e) for e in doc["evidence"]]
-    return Case(**doc)
+        self.cases = {c["node"]: case_of(c, self.instances, by_name) for c in doc.get("cases", [])}
+        self.closed = [case_of(c, self.instances, by_name) for c in doc.get("closed", [])]

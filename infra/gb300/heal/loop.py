@@ -138,8 +138,6 @@ class Remediator(Ladder):
         return min((p.due for p in self.judge.pending.values()), default=None)
 
     def tick(self, now: float) -> None:
-        for case in [c for c in self.cases.values() if c.intent is not None]:
-            self._reconcile(case, now)
         self._observe(now)
         for rack in self.judge.rack_incidents(now):
             self._record(now, "rack-incident", "much of the rack is unreachable at once: held for a person", rack=rack)
@@ -149,6 +147,8 @@ class Remediator(Ladder):
             self._verdict(self.judge.recheck(item, gate), now)
         self._incidents(now)
         self._check_halt(now)
+        for case in [c for c in self.cases.values() if c.intent is not None]:
+            self._reconcile(case, now)  # after the halt check: a halted loop sends no call it had only meant to make
         if self.halted:
             self._finish_runs(now)
             return
@@ -223,6 +223,21 @@ class Remediator(Ladder):
             self._record(now, "halt", why)
         return self.halted
 
+    def _straggler(self, case: Case, host: str, now: float) -> None:
+        """Bisection after ``case``'s repair found ``host`` slow in the rack's NCCL runs though its gate passes: a case
+        of its own (fault evidence for the rails), which climbs the ladder as any other; it, not ``case``'s node,
+        is what the failed revalidation counts against."""
+        if host in self.cases or host not in self.instances:
+            return
+        event = Event(now, host, "nccl-slow", context=f"bisection after the repair of {case.node}")
+        why = f"slow in the rack NCCL runs (found by bisection after the repair of {case.node}); its gate passes"
+        slow = Case(host, self.instances[host], "queued", now, why, [event])
+        slow.since = now
+        self.cases[host] = slow
+        self.rail.fault(now, host)
+        self._record(now, "suspect", why, node=host, evidence=[event])
+        self._remember(slow, now)
+
     def _fabric(self, now: float) -> None:
         """Racks whose NVLink domain just failed count toward the halt rail first: many at once halt the loop,
         and a halted loop drains none of them and files no report (a person looks at the fabric)."""
@@ -280,14 +295,22 @@ class Remediator(Ladder):
             self._record(now, "halt", why)
 
     def _finish_runs(self, now: float) -> None:
-        """While halted: rack NCCL runs already started are still collected, so the runner puts back the drains it
-        lifted for the run (a lifted node must never stay schedulable because the loop stopped advancing it). The
-        result is not acted on; the run is made again after a person resumes the loop."""
+        """While halted: rack NCCL runs already started (a bisection's too) are still collected, so the runner puts
+        back the drains it lifted for the run (a lifted node must never stay schedulable because the loop stopped
+        advancing it). The result is not acted on; the run is made again after a person resumes the loop."""
         for case in [c for c in self.cases.values() if c.state == "revalidating"]:
             if case.nccl is not None and self.nccl.collect(case.nccl) is not None:
                 case.nccl = None
                 why = "halted: the rack run ended, its result waits for a resume"
                 self._record(now, "revalidate", why, node=case.node)
+            if case.bisect is not None:
+                runs = case.bisect["runs"]
+                for handle in [h for h in runs if self.nccl.collect(h) is not None]:
+                    runs.pop(handle)
+                if not runs:
+                    case.bisect = None
+                    why = "halted: the bisection's runs ended, the rack run is made again after a resume"
+                    self._record(now, "revalidate", why, node=case.node)
 
     def _admit(self, now: float) -> None:
         self.rail.admit(self.cases.values(), lambda case: self._admitted(case, now))

@@ -85,6 +85,7 @@ class Policy:
     no_capacity: frozenset[str]
     not_offered: frozenset[str]
     capacity_alert_s: float
+    outcome_s: float
     ghr_categories: Mapping[str, str]
     memory_s: float
     xid_buckets: Mapping[str, str]
@@ -122,6 +123,7 @@ def _azure(raw: Mapping[str, Any]) -> dict[str, Any]:
         "no_capacity": frozenset(str(c) for c in capacity["noCapacity"]),
         "not_offered": frozenset(str(c) for c in capacity["notOffered"]),
         "capacity_alert_s": float(capacity["alertSeconds"]),
+        "outcome_s": float(capacity["outcomeSeconds"]),
     }
 
 

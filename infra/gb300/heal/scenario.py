@@ -4,7 +4,8 @@
 patterns (``r0001-*,r0002-0[0-3]``, shell-style); ``events`` nodes and Azure report at simulated times;
 ``truth``, what is really wrong (read by the simulated world only; ``recurs_after``: the cure holds that long;
 ``seen_by: nccl``: a fault the gate passes and only the rack NCCL run shows);
-``azure``, how ARM answers the loop's calls by window; ``head``, the head's own crashes; ``operator``, a person's
+``azure``, how ARM answers the loop's calls by window (``status: 202`` with a ``code``: accepted, then the operation
+fails); ``head``, the head's own crashes; ``operator``, a person's
 resume or ``Action:`` request; ``remediation``, optional overrides of the stack's ``gb300:remediation`` (camelCase
 keys). Every problem is one line naming its key path; exit 2. :func:`bound` refuses work beyond stated bounds.
 """
@@ -80,17 +81,20 @@ class TruthSpec(_Model):
 
 
 AzureCall = Literal["restart", "reimage", "redeploy", "list", "report", "any"]
+RUNG_CALLS = ("restart", "reimage", "redeploy")
 
 
 class AzureWindow(_Model):
-    """How ARM answers the loop's calls between ``from`` and ``until`` (a status of 400 or more: a refusal)."""
+    """How ARM answers the loop's calls between ``from`` and ``until``: a status of 400 or more refuses the call;
+    ``status: 202`` with a ``code`` accepts a restart, reimage or redeploy whose operation then fails with that code
+    (the VM's instance view reads ``ProvisioningState/failed/<code>``, the VM is left stopped, nothing is cured)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     start: float = Field(alias="from", ge=0)
     until: float = Field(gt=0)
     call: AzureCall = "any"
-    status: int = Field(ge=400, le=599)
+    status: int = Field(ge=202, le=599)
     retryAfter: float | None = Field(None, ge=0, le=86400)  # noqa: N815 - the scenario format's key
     node: str | None = Field(None, min_length=1)
     code: str | None = Field(None, pattern=r"^[A-Za-z]{1,64}$")  # ARM's error code in the body (AllocationFailed...)
@@ -99,6 +103,11 @@ class AzureWindow(_Model):
     def _order(self) -> AzureWindow:
         if self.until <= self.start:
             raise ValueError(f"until must be after from (got {self.until!r})")
+        if self.status < 400 and (self.status != 202 or self.code is None or self.call not in RUNG_CALLS):
+            raise ValueError(
+                f"status below 400 must be 202 with a 'code' and a call of {', '.join(RUNG_CALLS)} (an operation ARM "
+                f"accepts and that fails later; got status {self.status}, code {self.code!r}, call {self.call!r})"
+            )
         return self
 
 

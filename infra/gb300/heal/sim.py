@@ -31,7 +31,7 @@ from typing import Any
 from gb300.config.remediation import RemediationSettings
 from gb300.facts import catalog
 from gb300.facts.loader import data
-from gb300.heal import fake_arm
+from gb300.heal import fake_arm, summary
 from gb300.heal import policy as heal_policy
 from gb300.heal import state as heal_state
 from gb300.heal.azure_calls import AzureRepairs, RackRef
@@ -102,6 +102,7 @@ class Result:
             every.setdefault(case.node, []).append(case)
         touched = set(every) | self.world.reported() | set(self.world.faults)
         truth = {n: s for t in self.scenario.truth for n in match(t.node, self.scenario.nodes) for s in [t.cured_by]}
+        timeline, azure = summary.states(self.records), summary.azure(self.world.azure_log)
         nodes: list[dict[str, Any]] = []
         for name in sorted(touched):
             node = self.world.nodes[name]
@@ -117,13 +118,17 @@ class Result:
                     "cases": len(cases),
                     "escalated": any(c.state == "escalated" for c in cases),
                     "truth": truth.get(name),
+                    "states": timeline.get(name, []),
+                    "azure": azure.get(name, []),
                 }
             )
         drained = [str(n["node"]) for n in nodes if "drain" in n["actions"]]
         returned = [c for c in self.loop.closed if c.state == "returned" and c.ended is not None]
         mttr = statistics.median(c.ended - c.first_evidence for c in returned) if returned else None  # type: ignore[operator]
         incidents = sorted({str(r["Rack"]) for r in self.records if r["Decision"] == "rack-incident"})
+        node_of = {i.resource_id: h for h, i in self.loop.instances.items()}
         return {
+            "summary": summary.headline(self.records, self.world.azure_log, self.loop.halted),
             "racks": self.scenario.racks,
             "duration": self.scenario.duration,
             "nodes": nodes,
@@ -133,6 +138,7 @@ class Result:
             "escalated": sum(1 for n in nodes if n["escalated"]),
             "rack_incidents": incidents,
             "azure_refusals": self.world.refusals,
+            "azure_failed_operations": self.world.failed_operations,
             "head_crashes": self.crashes,
             "mttr_seconds": mttr,
             "halted": self.loop.halted,
@@ -140,6 +146,7 @@ class Result:
             "decisions": len(self.records),
             "azure_calls": len(self.world.azure_calls),
             "guest_health_reports": len(self.world.reports),
+            "reports": summary.reports(self.world.reports, node_of),
             "wall_seconds": round(self.wall_s, 3),
         }
 

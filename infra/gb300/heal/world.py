@@ -67,6 +67,8 @@ class SimNode:
     op_started: float = 0.0  # when the VM's provisioning state last changed (instance view)
     op_ended: float = 0.0
     resumed_at: float | None = None  # the last `state=resume`: NOT_RESPONDING, boot time 0 for a moment after
+    failing: str | None = None  # the operation under way was accepted (202) and will fail with this ARM code
+    failed: str | None = None  # the last operation failed with this code: the VM is stopped until the next one
 
 
 @dataclass
@@ -92,6 +94,8 @@ class World:
     nccl_runs: dict[str, tuple[float, list[str]]] = field(default_factory=dict)
     times: dict[str, float] = field(default_factory=sim_times)
     refusals: int = 0
+    failed_operations: int = 0
+    azure_log: list[dict[str, Any]] = field(default_factory=list)  # per node: each repair call and Azure's answer
     lifted: dict[str, dict[str, str]] = field(default_factory=dict)  # NCCL run -> the loop's drains lifted for it
     _events: list[Event] = field(default_factory=list)
     _windows: list[tuple[Any, set[str] | None]] = field(default_factory=list)
@@ -139,7 +143,8 @@ class World:
 
     def _unreachable(self, node: str) -> bool:
         fault = self._fault(node)
-        return bool(fault and any(e.kind == "unreachable" for e in fault.kinds)) or self._busy(node)
+        down = bool(fault and any(e.kind == "unreachable" for e in fault.kinds))
+        return down or self._busy(node) or self.nodes[node].failed is not None
 
     def unreachable(self, node: str) -> bool:
         """Whether the node does not answer now (its fault, or an Azure action in progress)."""
@@ -156,8 +161,23 @@ class World:
         """Finish actions whose time has come: the node boots; the fault is cured when the action reaches it."""
         self.now = now
         for node in self.nodes.values():
+            if 0 <= node.busy_until <= now and node.failing is not None:
+                # The operation ARM accepted failed: the VM is left stopped, nothing cured (ProvisioningState/failed).
+                node.op_ended, node.failed, node.failing = node.busy_until, node.failing, None
+                node.busy_until, node.pending_level = -1.0, 0
+                self.failed_operations += 1
+                self.azure_log.append(
+                    {
+                        "at": node.op_ended,
+                        "node": node.name,
+                        "call": "operation",
+                        "answer": "failed",
+                        "code": node.failed,
+                    }
+                )
             if 0 <= node.busy_until <= now:
                 node.boot_time = node.op_ended = node.busy_until
+                node.failed = None
                 fault = self.faults.get(node.name)
                 if fault and fault.cured_at is None and fault.level <= node.pending_level:
                     fault.cured_at = node.busy_until
@@ -342,7 +362,7 @@ class World:
     def _refused(self, call: str, host: str | None) -> fake_arm.Answer | None:
         """The scenario's ``azure`` window that answers this call now, as ARM would."""
         for window, hosts in self._windows:
-            if not (window.start <= self.now < window.until) or window.call not in (call, "any"):
+            if window.status < 400 or not (window.start <= self.now < window.until) or window.call not in (call, "any"):
                 continue
             if hosts is not None and host not in hosts:
                 continue
@@ -360,7 +380,24 @@ class World:
         scenario's ``azure`` windows first, then a VM that is busy with an operation refuses another with 409, as ARM
         does. The head's crash after a call is raised by the simulator (:func:`gb300.heal.sim.run`)."""
         self.azure_calls.append(f"{method} {path}")
-        return self._arm(method, path, body)
+        reply = self._arm(method, path, body)
+        request = fake_arm.route(method, path)
+        if request.call in RUNG_LEVEL or (request.call == "report" and method == "PUT"):
+            vm = (request.scale_set, request.instance)
+            host = self._host(vm[0], vm[1]) if vm[0] and vm[1] else self._report_host(body)
+            code = ((reply[1] or {}).get("error") or {}).get("code") if isinstance(reply[1], dict) else None
+            self.azure_log.append(
+                {"at": self.now, "node": host, "call": request.call, "answer": reply[0], "code": code}
+            )
+        return reply
+
+    def _accepts_then_fails(self, call: str, host: str) -> str | None:
+        """The ARM code an accepted operation will fail with (a scenario window with ``status: 202``), if any."""
+        for window, hosts in self._windows:
+            active = window.start <= self.now < window.until and window.call in (call, "any")
+            if window.status == 202 and active and (hosts is None or host in hosts):
+                return str(window.code)
+        return None
 
     def crash_due(self) -> float | None:
         """How long the head stays down when the scenario's ``head`` crash is due now (None: no crash due)."""
@@ -377,7 +414,7 @@ class World:
         if request.action == "instanceView" and host is not None:
             node = self.nodes[host]
             busy = node.busy_until > self.now
-            return 200, fake_arm.instance_view(busy, node.op_started if busy else node.op_ended), {}
+            return 200, fake_arm.instance_view(busy, node.op_started if busy else node.op_ended, node.failed), {}
         if request.call == "list" and request.scale_set and request.instance is None:
             rack = int(request.scale_set.rsplit("-r", 1)[1])
             hosts = [f"r{rack:04d}-{i:02d}" for i in range(RACK_SIZE)]
@@ -389,6 +426,7 @@ class World:
                 return 409, fake_arm.error(409, "another operation is in progress on the VM"), {}
             node.busy_until = self.now + self.times[request.call]
             node.op_started = self.now
+            node.failing = self._accepts_then_fails(request.call, host)
             node.pending_level = max(node.pending_level, RUNG_LEVEL[request.call])
             return 202, None, {}
         if request.call == "report" and method == "PUT":
