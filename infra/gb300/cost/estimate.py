@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gb300 import tags
 from gb300.azure import inventory, machines
 from gb300.azure.inventory import dig, mapping
 from gb300.cost import prices
@@ -357,7 +358,7 @@ def prometheus_samples(gpu_vms: int, gpus_per_vm: int, scrape_interval_s: int) -
     per_node = sum(
         len(spec.get("metrics") or {}) * (gpus_per_vm if name == "dcgm" else 1)
         for name, spec in exporters.items()
-        if spec.get("scope") != "head"  # slurmctld's metrics come from the head, not from each GPU node
+        if spec.get("scope") != tags.ROLE_HEAD  # slurmctld's metrics come from the head, not from each GPU node
     )
     scrapes = prices.hours_per_month() * 3600 / scrape_interval_s
     samples = gpu_vms * per_node * scrapes

@@ -162,7 +162,7 @@ ROWS: tuple[Row, ...] = (
         when=_MON),
     *SLURM_ROWS,
     # The login nodes (gb300:login): each user's processes in one bounded cgroup, the break-glass key refused.
-    Row("content", "login-limits", LOGIN_LIMITS, _LOGIN, roles=LOGIN, when="login"),
+    Row("content", "login-limits", LOGIN_LIMITS, _LOGIN, roles=LOGIN, when="login-pool"),
     Row("content", "break-glass", BREAK_GLASS, _LOGIN, roles=LOGIN, when="no-admin-key"),
     *HEAL_ROWS,
 )  # fmt: skip

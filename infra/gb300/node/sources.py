@@ -92,7 +92,7 @@ CONDITIONS: dict[str, Condition] = {
     "remediation": _on(node_steps.on_remediation),
     "slurmdbd": lambda t: bool(t.slurm.accounting),
     "accounts": lambda t: slurm_config.ACCOUNTS_FILE in t.slurm.accounting,
-    "login": lambda t: t.stack.login is not None,
+    "login-pool": lambda t: t.stack.login is not None,
     "no-admin-key": lambda t: t.stack.login is not None and not t.stack.login.admin_key,
 }
 
