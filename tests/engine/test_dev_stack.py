@@ -1,7 +1,8 @@
 """The dev stack's life through the real Pulumi engine (the CLI built from source) and gb300's own program, with the
 azure-native double as Azure: init and config from the stack file, ``pulumi preview --json`` with the policy pack (and
-a violation that stops it with the finding ``gb300 plan`` prints), ``pulumi up``, a second ``up`` that changes
-nothing, drift and a deletion staged in the double and read by ``pulumi refresh``, a change that replaces the rack,
+a violation that stops it with the finding ``gb300 plan`` prints), ``pulumi up`` as the deploy workflow runs it, a
+second ``up`` that changes nothing, the drift workflow's ``preview --refresh --expect-no-changes`` with and without
+drift, drift and a deletion staged in the double and read by ``pulumi refresh``, a change that replaces the rack,
 ``pulumi stack export`` read by ``gb300 strip-state`` and the pull request's ``gb300 plan --state``, and ``pulumi
 destroy`` refused by protection.
 
