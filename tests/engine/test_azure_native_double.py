@@ -193,6 +193,35 @@ def test_import_reads_every_property_as_an_input(double: Double) -> None:
     assert to_dict(read.inputs)["managedBy"] == "someone"
 
 
+def test_write_only_properties_are_never_answered(rack_double: Double, dev_plan: PlanResult) -> None:
+    """A rack's custom data goes into Azure's record but, as with ARM's GET, comes back neither in Create's nor in
+    Read's outputs, nor as an input when the scale set is imported; the rest of its profile does."""
+    urn, inputs = _rack(dev_plan)
+    assert inputs["virtualMachineProfile"]["osProfile"]["customData"]  # the plan gives the rack custom data
+    created = rack_double.create(urn, inputs)
+    read = rack_double.stub.Read(provider_pb2.ReadRequest(id=created.id, urn=urn, properties=created.properties))
+    imported = rack_double.stub.Read(provider_pb2.ReadRequest(id=created.id, urn=urn))
+    for answer in (to_dict(created.properties), to_dict(read.properties), to_dict(imported.inputs)):
+        profile = answer["virtualMachineProfile"]["osProfile"]
+        assert "customData" not in profile
+        assert profile["adminUsername"] == inputs["virtualMachineProfile"]["osProfile"]["adminUsername"]
+    assert rack_double.ledger.get(created.id)["inputs"] == inputs  # type: ignore[index]
+
+
+def test_a_key_vault_secrets_value_is_not_an_output(double: Double) -> None:
+    """A Key Vault secret's value is written and never read back: its outputs hold its content type only."""
+    urn = f"{STACK}azure-native:keyvault:Secret::dev-munge"
+    inputs = {
+        "resourceGroupName": "dev-rg",
+        "vaultName": "dev-kv",
+        "secretName": "munge",
+        "properties": {"value": "c2VjcmV0", "contentType": "application/base64"},
+    }
+    created = double.create(urn, inputs)
+    assert to_dict(created.properties)["properties"] == {"contentType": "application/base64"}
+    assert inputs["properties"]["value"] == "c2VjcmV0"  # the caller's inputs are not changed
+
+
 @pytest.mark.parametrize(
     ("change", "replaces"),
     [

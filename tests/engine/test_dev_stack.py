@@ -1,7 +1,8 @@
 """The dev stack's life through the real Pulumi engine (the CLI built from source) and gb300's own program, with the
 azure-native double as Azure: init and config from the stack file, ``pulumi preview --json`` with the policy pack (and
-a violation that stops it with the finding ``gb300 plan`` prints), ``pulumi up``, a second ``up`` that changes
-nothing, drift and a deletion staged in the double and read by ``pulumi refresh``, a change that replaces the rack,
+a violation that stops it with the finding ``gb300 plan`` prints), ``pulumi up`` as the deploy workflow runs it, a
+second ``up`` that changes nothing, the drift workflow's ``preview --refresh --expect-no-changes`` with and without
+drift, drift and a deletion staged in the double and read by ``pulumi refresh``, a change that replaces the rack,
 ``pulumi stack export`` read by ``gb300 strip-state`` and the pull request's ``gb300 plan --state``, and ``pulumi
 destroy`` refused by protection.
 
@@ -22,11 +23,12 @@ from gb300 import cli
 from gb300.components import compute_package
 from gb300.node import manifest
 from gb300.plan import run_plan
-from tests.support import engine_stack
+from tests.support import ci_files, engine_stack
 from tests.support.engine_stack import SUBSCRIPTION, EngineStack
 
 pytestmark = pytest.mark.slow
 STACK = "dev"
+WORKFLOWS = ci_files.ROOT / ".github" / "workflows"
 RACK = "dev-train-r0001"
 G5 = "Standard_ND128isrG5_GB300_v6"  # another GB300 size of the catalog: a new rack, never a resize
 
@@ -85,12 +87,35 @@ def test_a_policy_violation_stops_preview_with_the_plans_finding(dev: EngineStac
     assert " ".join(finding.message.split()) in " ".join((proc.stdout + proc.stderr).split())
 
 
+def _workflow_runs(workflow: str, job: str, command: str) -> list[list[str]]:
+    """The ``pulumi`` command lines of a GitHub job whose subcommand is ``command`` or ``stack``, read from the
+    workflow file, with the job's variables (``$STACK``, ``$GITHUB_SHA``) given this stack's values."""
+    runs = ci_files.job_runs(ci_files.jobs(WORKFLOWS / workflow)[job], "pulumi")
+    values = {"$STACK": STACK, "$GITHUB_SHA": "0123abcd", "$RUNNER_TEMP": "."}
+    picked = []
+    for argv in runs:
+        if argv[1] in (command, "stack") and argv[1:3] != ("stack", "export"):
+            words = list(argv)
+            for name, value in values.items():
+                words = [w.replace(name, value) for w in words]
+            picked.append(words)
+    assert [w[1] for w in picked][-1] == command, runs  # the job's own command is there, after its stack select
+    return picked
+
+
+def _run_workflow(dev: EngineStack, runs: list[list[str]]) -> list[Any]:
+    """Each command line as the job runs it, in the copy, through the test's engine; every result."""
+    return [dev.engine.run(words[1:], cwd=dev.copy, env=dev.env) for words in runs]
+
+
 def test_up_deploys_the_stack_into_the_double(dev: EngineStack) -> None:
-    """``pulumi up`` with the policy pack creates every azure-native resource the plan declares in the double, under
-    the stack's subscription (the racks' parameterized provider gets it too), and the upload publishes every
-    payload to the account."""
-    proc = dev.pulumi("up", "--yes", "--policy-pack", "policies")
-    assert proc.returncode == 0, dev.output(proc)
+    """The deploy workflow's ``pulumi up`` (stack-up.yml's up job, read from the file: the policy pack, --diff,
+    --suppress-outputs, --parallel 64, --non-interactive) creates every azure-native resource the plan declares in
+    the double, under the stack's subscription (the racks' parameterized provider gets it too), and the upload
+    publishes every payload to the account."""
+    done = _run_workflow(dev, _workflow_runs("stack-up.yml", "up", "up"))
+    assert [p.returncode for p in done] == [0] * len(done), dev.output(done[-1])
+    assert "--policy-pack" in dev.engine.log[-1]
     recorded = dev.ledger.resources()
     declared = [r for r in dev.plan.resources if r.type.startswith("azure-native") and r.id is not None]
     assert len(recorded) == len(declared)
@@ -112,6 +137,29 @@ def test_a_second_up_changes_nothing(dev: EngineStack) -> None:
     assert proc.returncode == 0, dev.output(proc)
     after = len([c for c in dev.ledger.calls() if c["method"] in ("Create", "Update", "Delete")])
     assert after == before
+
+
+def test_the_drift_job_passes_without_drift_and_fails_with_it(dev: EngineStack) -> None:
+    """drift.yml's ``pulumi preview --refresh --expect-no-changes`` (read from the workflow) exits 0 on the stack as
+    deployed, and non-zero once a tag is changed in Azure by hand, naming the resource; a preview writes no state,
+    so taking the change back leaves the stack clean again."""
+    runs = _workflow_runs("drift.yml", "drift", "preview")
+    assert "--refresh" in runs[-1]
+    assert "--expect-no-changes" in runs[-1]
+    clean = _run_workflow(dev, runs)
+    assert [p.returncode for p in clean] == [0] * len(clean), dev.output(clean[-1])
+    rg_id, rg = dev.ledger.find("::dev-rg")
+    drifted = copy.deepcopy(rg)
+    drifted["outputs"]["tags"] = {**rg["outputs"]["tags"], "owner": "someone-by-hand"}
+    dev.ledger.put(rg_id, drifted)
+    try:
+        drift = _run_workflow(dev, runs)[-1]
+    finally:
+        dev.ledger.put(rg_id, rg)
+    assert drift.returncode != 0
+    assert "no changes were expected" in (drift.stdout + drift.stderr).lower(), dev.output(drift)
+    assert "dev-rg" in drift.stdout + drift.stderr
+    assert _run_workflow(dev, runs)[-1].returncode == 0
 
 
 def test_refresh_reads_drift_and_a_deletion_staged_in_azure(dev: EngineStack) -> None:

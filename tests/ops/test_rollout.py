@@ -4,6 +4,7 @@ HTTP transport with a stand-in Slurm controller."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from gb300.heal import fake_arm
 from gb300.heal.fake_arm import StaticCredential
 from gb300.ops import rollout
 from gb300.plan import PlanResult
+from gb300.plan.runner import register
 from gb300.resources import ResourceRecord
 from gb300.rules import reimage
 from gb300.slurm.hostlist import expand
@@ -594,3 +596,21 @@ def test_state_in_another_subscription_than_the_stack_is_refused(
         f"config.azure-native:subscriptionId is 99999999-8888-7777-6666-555555555555, but the state's racks are in "
         f"{SUBSCRIPTION}: export the state of this stack's deployment, or fix the stack file"
     )
+
+
+def test_a_stack_deployed_in_a_real_subscription_is_not_taken_for_stale(
+    dev_raw: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dev stack deployed in a real subscription, its state exported with that subscription's names and ids
+    throughout, is current for the rollout (planned in the state's subscription): the dry run lists the rack Azure
+    reports behind instead of refusing it as not yet applied."""
+    records = register("dev", copy.deepcopy(dev_raw), subscription=SUBSCRIPTION)
+    entries = [{"urn": r.urn, "type": r.type, "id": r.id, "inputs": r.inputs, "outputs": {}} for r in records]
+    doc = {"version": 3, "deployment": {"resources": entries}}
+    state = _write(tmp_path, doc)
+    answer = _saved_answer(tmp_path / "instances", {"dev-train-r0001": 2}, racks=["dev-train-r0001"])
+    argv = ["rollout", "--stack", "dev", "--state", str(state), "--azure", str(answer), "--dry-run"]
+    code = cli.main(argv)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert _batches(captured.out.replace("dev-train", "ref-train")) == [["ref-train-r0001"]]

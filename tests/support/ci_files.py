@@ -36,8 +36,8 @@ SCRIPT_KEYS = {"github": {"run"}, "azure": {"bash", "script", "inlineScript"}}
 
 def stacks_in_repo() -> set[str]:
     """Stack names defined by stacks/Pulumi.<name>.yaml."""
-    # Imported here: the stand-in pulumi CLI (tests/support/fake_pulumi.py) imports this module on every call, and
-    # gb300's config package takes seconds to import on a loaded machine.
+    # Imported here: gb300's config package takes seconds to import on a loaded machine, and most readers of the CI
+    # files never need it.
     from gb300.config import stacks as gb300_stacks  # noqa: PLC0415
 
     return set(gb300_stacks.stack_names(ROOT / "Pulumi.yaml"))

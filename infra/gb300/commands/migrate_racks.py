@@ -50,9 +50,11 @@ def run(args: argparse.Namespace) -> int:
     migrate_racks.check_state(deployed, name, where)  # refuse before the plan runs
     cli_line = floors.cli_check()  # a CLI below its floor refuses here, before any file is written
     config.parse(raw)
-    from gb300.plan.runner import register  # noqa: PLC0415 - the Pulumi mocks load only for this
+    from gb300.plan.runner import plan_subscription, register  # noqa: PLC0415 - the Pulumi mocks load only for this
 
-    migration = migrate_racks.plan_migration(deployed, doc, register(name, raw), name, where)
+    # planned in the deployed subscription: the racks' custom data names its payload account
+    planned = register(name, raw, subscription=plan_subscription(path, deployed))
+    migration = migrate_racks.plan_migration(deployed, doc, planned, name, where)
     written = migrate_racks.write(migration, args.out)
     print(f"gb300 migrate-racks: {len(migration.moves)} rack(s) of stack {name}")
     for file in written:

@@ -137,9 +137,10 @@ def _deployed_racks(args: argparse.Namespace) -> tuple[str, list[rollout.Rack]]:
     unknown = sorted({r.lower() for r in args.rack} - {r.name.lower() for r in deployed_racks})
     if unknown:
         raise UsageError(f"--rack {', '.join(unknown)}: not a deployed rack scale set in {args.state}")
-    from gb300.plan.runner import register  # noqa: PLC0415 - the Pulumi mocks load only for this
+    from gb300.plan.runner import plan_subscription, register  # noqa: PLC0415 - the Pulumi mocks load only for this
 
-    pending = rollout.not_applied(register(name, raw), deployed)
+    # planned in the deployed subscription: the custom data (and its hash tag) names its payload account
+    pending = rollout.not_applied(register(name, raw, subscription=plan_subscription(path, deployed)), deployed)
     if pending:
         raise UsageError(
             f"--state {args.state}: {len(pending)} deployed scale set(s) ({', '.join(pending[:3])}"

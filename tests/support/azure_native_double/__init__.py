@@ -14,8 +14,13 @@ the key path for every key of a data-declared ARM body (the racks' scale sets, g
 models refuse, through gb300's own contract code (:mod:`gb300.azure.contract`); Diff reports a detailed diff and
 replaces on path parameters and ``forceNew`` properties (:mod:`.diff`, the table in ``replacements.yaml``); Create
 assigns the id Azure would (the plan's id shapes, :func:`gb300.plan.mocks.arm_id`, under the configured
-subscription) and refuses a resource that already exists; Read returns what its record holds (an empty id when the
-resource is gone; on import, every property as an input); Update and Delete change the record; Invoke answers
+subscription) and refuses a resource that already exists; its outputs are what ARM's GET returns, which
+azure-native reads after every write: the inputs without the write-only properties ARM accepts on PUT and never
+returns (``writeOnly`` in ``replacements.yaml``: a VM's or scale set's ``osProfile.customData`` and
+``adminPassword``, a Key Vault secret's value), so the state holds those in its inputs only, as with the real
+provider; Read returns what its record holds (an empty id when the resource is gone; on import, every property a
+GET returns as an input, so an imported rack has no custom data until the program's is applied); Update and
+Delete change the record; Invoke answers
 ``authorization:getClientConfig`` and ``storagecache:getRequiredAmlFSSubnetsSize``. Its record, faults and call log
 are JSON in the directory ``GB300_AZURE_DOUBLE_DIR`` names (:mod:`.ledger`), so tests stage drift, deletion,
 pre-existing resources and ARM's failures (409, 429 with Retry-After, a long-running operation ending Failed).
@@ -26,7 +31,9 @@ What it cannot show:
   metadata, cross-property rules, names already taken, SKUs a region lacks, API versions a region does not serve.
   Typed resources other than the data-declared bodies are checked by the SDK's typed classes only.
 * Azure's behaviour: real long-running-operation timing and polling, eventual consistency (a role assignment not
-  yet visible), defaults Azure fills in on create beyond the few outputs the plan's mocks compute, soft delete and
+  yet visible), defaults Azure fills in on create beyond the few outputs the plan's mocks compute (a real GET also
+  returns defaults gb300 never sets, such as a scale set's ``uniqueId``, ``timeCreated`` and disk defaults, so
+  real outputs, and the state, are somewhat larger than the double's), soft delete and
   purge protection, dependent deletes (a resource group taking its contents), locks refusing a delete.
 * Identity and limits: sign-in (any subscription id is accepted), RBAC, Azure Policy, quotas, capacity.
 * azure-native's own parts: its ``forceNew`` metadata (a table written from sources instead), auto-naming and

@@ -9,7 +9,9 @@ compares without case or spaces (``applyAzureSpecificDiff``). ``provider.go`` ``
 ``deleteBeforeReplace`` whenever anything replaces (gb300 names every resource, nothing is auto-named at random).
 
 The provider reads ``forceNew`` from metadata generated into its binary, which cannot be loaded here; the double
-keeps the table of the types gb300 declares in ``replacements.yaml`` beside this module, with its source.
+keeps the table of the types gb300 declares in ``replacements.yaml`` beside this module, with its source. The same
+table names each type's write-only properties (``writeOnly``: accepted on PUT, never returned on GET), which
+:func:`without_write_only` leaves out of what the double answers.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class TypeInfo:
     arm_type: str  # Microsoft.<Namespace>/<collection>
     path: tuple[str, ...]  # the inputs that address the resource (replace on change)
     force_new: tuple[str, ...]  # body properties marked forceNew (replace on change)
+    write_only: tuple[str, ...] = ()  # dotted input paths ARM takes on PUT and leaves out of GET
 
     @property
     def replace_keys(self) -> frozenset[str]:
@@ -55,7 +58,26 @@ def table() -> dict[str, TypeInfo]:
         force_new = tuple(entry.get("forceNew", ()))
         if entry.get("tracked", True):
             force_new = (*default_force_new, *force_new)
-        out[token] = TypeInfo(token, entry["arm"], tuple(entry.get("path", ())), force_new)
+        path = tuple(entry.get("path", ()))
+        out[token] = TypeInfo(token, entry["arm"], path, force_new, tuple(entry.get("writeOnly", ())))
+    return out
+
+
+def without_write_only(info: TypeInfo, value: Mapping[str, Any]) -> dict[str, Any]:
+    """``value`` (inputs or outputs, in the SDK's shape) without the type's write-only properties: what a GET of
+    the resource answers. A path through a missing or non-object value leaves ``value`` as it is."""
+    out = dict(value)
+    for dotted in info.write_only:
+        *parents, leaf = dotted.split(".")
+        node: dict[str, Any] = out
+        for key in parents:
+            child = node.get(key)
+            if not isinstance(child, Mapping):
+                break
+            node[key] = dict(child)  # a copy: ``value`` itself stays whole
+            node = node[key]
+        else:
+            node.pop(leaf, None)
     return out
 
 

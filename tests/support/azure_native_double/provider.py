@@ -137,11 +137,14 @@ class AzureNativeDouble(provider_pb2_grpc.ResourceProviderServicer):
         return found.replace(f"/subscriptions/{mocks.SUBSCRIPTION_ID}", f"/subscriptions/{self.subscription}")
 
     def outputs(self, urn: str, info: diff.TypeInfo, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        """What ARM answers for a resource created from ``inputs``: the inputs, its name and type, what Azure
+        """What ARM's GET answers for a resource created from ``inputs`` (azure-native reads the resource after
+        every write and keeps that as its outputs): the inputs less the write-only properties ARM never returns
+        (a scale set's or VM's ``osProfile.customData``, a Key Vault secret's value), its name and type, what Azure
         computes (principal ids, endpoints), and a provisioning state."""
         token = self.token(_urn_type(urn))
         name = mocks.azure_name(token, _urn_name(urn), dict(inputs))
-        out = {**inputs, "name": name, "type": info.arm_type, "provisioningState": "Succeeded"}
+        out = {**diff.without_write_only(info, inputs), "name": name, "type": info.arm_type}
+        out["provisioningState"] = "Succeeded"
         out.update(mocks.computed_outputs(token, _urn_name(urn), dict(inputs)))
         if contract.PACKAGE_MODELS.get(_urn_type(urn)) is not None:
             out["azureApiVersion"] = contract.compute_package.API_VERSION
@@ -324,9 +327,9 @@ class AzureNativeDouble(provider_pb2_grpc.ResourceProviderServicer):
     def Read(self, request: Any, context: grpc.ServicerContext) -> Any:
         """The recorded resource; an empty id when it is gone. On refresh the inputs take what changed in Azure
         (provider.go Read: old inputs with the difference of the old and new outputs applied); on import (no
-        state) the inputs are every property Azure holds, over the import file's."""
+        state) the inputs are every property a GET returns (write-only ones are not), over the import file's."""
         try:
-            self.info(request.urn)
+            info = self.info(request.urn)
             self._fault("Read", request.urn, request.id, "GET")
         except ArmError as exc:
             return self._fail(context, exc)
@@ -337,8 +340,8 @@ class AzureNativeDouble(provider_pb2_grpc.ResourceProviderServicer):
         state, given = to_dict(request.properties), to_dict(request.inputs)
         if state:
             inputs = _apply_changes(given, state, entry["outputs"], set(entry["inputs"]) | set(given))
-        else:
-            inputs = {**given, **entry["inputs"]}
+        else:  # azure-native's ResponseToSdkInputs: the GET's body as inputs, so no write-only property
+            inputs = {**given, **diff.without_write_only(info, entry["inputs"])}
         return provider_pb2.ReadResponse(
             id=request.id, properties=to_struct(entry["outputs"]), inputs=to_struct(inputs)
         )
