@@ -8,10 +8,10 @@ provider) answers with the inputs (``pkg/resource/plugin/provider_plugin.go``, `
 Ids of resources not created yet are unknown everywhere. These tests build exactly that and compare what the
 pack reports with what ``gb300 plan`` reports: both evaluate the one rule registry.
 
-Each pack is started as ``pulumi preview --policy-pack policies`` starts it (tests/support/language_host.py
-``policy_pack``): ``<venv>/bin/python -u -m pulumi.policy <engine> policies`` from ``policies/``, with
-PulumiPolicy.yaml's virtual environment activated, the variables the ``PolicyProxy`` adds, and ``ConfigureStack``
-sent before any other call.
+Each pack is a real process (tests/support/policy_process.py), sent ``ConfigureStack`` before any other call as
+the engine sends it. How the engine itself starts the pack and drives it is run for real by
+tests/engine/test_policy_pack_preview.py and tests/engine/test_dev_stack.py (docs/engine-contract.md); these tests
+are the fast check of the pack's protocol against the plan, finding by finding.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from gb300.findings import Finding, Level
 from gb300.plan import PlanResult, run_plan
 from gb300.plan.mocks import SUBSCRIPTION_ID
 from gb300.resources import ResourceRecord
-from tests.support import language_host
+from tests.support import policy_process
 from tests.support.files import FIXTURES
 from tests.support.policy_support import struct, with_inputs
 
@@ -89,10 +89,10 @@ def preview_outputs(rec: ResourceRecord) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _pack(stack_config: dict[str, str]) -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
-    """A pack process for one preview, started as the engine starts one (:func:`language_host.policy_pack`), with
-    ``stack_config`` as the stack's config."""
-    with language_host.policy_pack("reference", stack_config) as pack:
-        yield pack.analyzer
+    """A pack process for one preview (:func:`policy_process.pack_process`), with ``stack_config`` as the stack's
+    config."""
+    with policy_process.pack_process("reference", stack_config) as pack:
+        yield pack
 
 
 @pytest.fixture
