@@ -11,6 +11,7 @@ import pytest
 
 from gb300.plan.mocks import AzureMocks
 
+pytest_plugins = ["tests.support.cpu_durations"]  # --cpu-durations=N (docs/development.md)
 pytest.register_assert_rewrite("tests.support.files")  # golden mismatches show their diff
 
 # Mocks first: the SDK requires them before the program (gb300.program) is imported anywhere.

@@ -87,6 +87,22 @@ def test_a_policy_violation_stops_preview_with_the_plans_finding(dev: EngineStac
     assert " ".join(finding.message.split()) in " ".join((proc.stdout + proc.stderr).split())
 
 
+def test_a_bad_config_stops_preview_with_the_key_path_and_no_traceback(dev: EngineStack) -> None:
+    """A rack count of 0 fails ``pulumi preview`` with the line naming ``gb300:gpuPools[0].racks``, no traceback,
+    and nothing created."""
+    dev.pulumi("config", "set", "--path", "gb300:gpuPools[0].racks", "0")
+    try:
+        proc = dev.pulumi("preview")
+    finally:
+        dev.pulumi("config", "set", "--path", "gb300:gpuPools[0].racks", str(dev.raw["gpuPools"][0]["racks"]))
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "invalid stack configuration:" in said
+    assert "gb300:gpuPools[0].racks: must be at least 1 (got 0)" in said
+    assert "Traceback" not in said
+    assert dev.ledger.resources() == {}
+
+
 def _workflow_runs(workflow: str, job: str, command: str) -> list[list[str]]:
     """The ``pulumi`` command lines of a GitHub job whose subcommand is ``command`` or ``stack``, read from the
     workflow file, with the job's variables (``$STACK``, ``$GITHUB_SHA``) given this stack's values."""

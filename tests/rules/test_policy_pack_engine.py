@@ -8,10 +8,10 @@ provider) answers with the inputs (``pkg/resource/plugin/provider_plugin.go``, `
 Ids of resources not created yet are unknown everywhere. These tests build exactly that and compare what the
 pack reports with what ``gb300 plan`` reports: both evaluate the one rule registry.
 
-Each pack is started as ``pulumi preview --policy-pack policies`` starts it (tests/support/language_host.py
-``policy_pack``): ``<venv>/bin/python -u -m pulumi.policy <engine> policies`` from ``policies/``, with
-PulumiPolicy.yaml's virtual environment activated, the variables the ``PolicyProxy`` adds, and ``ConfigureStack``
-sent before any other call.
+Each pack is a real process (tests/support/policy_process.py), sent ``ConfigureStack`` before any other call as
+the engine sends it. How the engine itself starts the pack and drives it is run for real by
+tests/engine/test_policy_pack_preview.py and tests/engine/test_dev_stack.py (docs/engine-contract.md); these tests
+are the fast check of the pack's protocol against the plan, finding by finding.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from gb300.findings import Finding, Level
 from gb300.plan import PlanResult, run_plan
 from gb300.plan.mocks import SUBSCRIPTION_ID
 from gb300.resources import ResourceRecord
-from tests.support import language_host
+from tests.support import policy_process
 from tests.support.files import FIXTURES
 from tests.support.policy_support import struct, with_inputs
 
@@ -89,10 +89,10 @@ def preview_outputs(rec: ResourceRecord) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _pack(stack_config: dict[str, str]) -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
-    """A pack process for one preview, started as the engine starts one (:func:`language_host.policy_pack`), with
-    ``stack_config`` as the stack's config."""
-    with language_host.policy_pack("reference", stack_config) as pack:
-        yield pack.analyzer
+    """A pack process for one preview (:func:`policy_process.pack_process`), with ``stack_config`` as the stack's
+    config."""
+    with policy_process.pack_process("reference", stack_config) as pack:
+        yield pack
 
 
 @pytest.fixture
@@ -197,12 +197,11 @@ def _plan_errors(raw: dict[str, Any], quota: Path | None = None) -> tuple[list[R
 
 
 def test_reference_preview_passes_the_pack(
-    fresh_pack: analyzer_pb2_grpc.AnalyzerStub, reference_raw: dict[str, Any]
+    fresh_pack: analyzer_pb2_grpc.AnalyzerStub, reference_plan: PlanResult
 ) -> None:
     """Previewed as the engine does, the reference stack fails no policy, as `gb300 plan` reports no error."""
-    resources, errors = _plan_errors(copy.deepcopy(reference_raw))
-    assert errors == set()
-    assert _preview(fresh_pack, resources) == set()
+    assert [f for f in reference_plan.findings if f.level.label == "error" and f.rule in rules.RULES] == []
+    assert _preview(fresh_pack, reference_plan.resources) == set()
 
 
 def test_broken_stack_fails_the_preview_with_the_plans_error_rules(
@@ -307,11 +306,13 @@ def _broken_with_suppression(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("case", ["reference", "broken"])
-def test_plan_and_pack_report_the_same_findings(case: str, reference_raw: dict[str, Any]) -> None:
+def test_plan_and_pack_report_the_same_findings(
+    case: str, reference_raw: dict[str, Any], reference_plan: PlanResult
+) -> None:
     """Previewed as the engine does with the stack's own config, the pack reports exactly the plan's findings, at
     the same levels and with the same words, and hides the same findings behind the same suppressions."""
     raw = copy.deepcopy(reference_raw) if case == "reference" else _broken_with_suppression(reference_raw)
-    plan = run_plan("reference", raw)
+    plan = reference_plan if case == "reference" else run_plan("reference", raw)  # the session's plan of the same file
     with _pack(config.to_pulumi_config(raw)) as pack:
         shown, hidden = _pack_findings(_diagnostics(pack, plan.resources))
     assert shown == sorted(plan.findings)

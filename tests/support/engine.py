@@ -4,7 +4,7 @@ picks, the config the engine sends, and a provider's process as pulumi-command's
 
 This module is the one home of the harness's project-reading rules (:class:`Project`, :func:`load_project`,
 :func:`pwd_main`/:func:`engine_pwd`, :func:`virtualenv`, :func:`activate_virtualenv`, :func:`engine_config`):
-the command provider here and the program and policy pack of :mod:`tests.support.language_host` both use them.
+the command provider here uses them (the program and the policy pack run under the real engine: tests/engine).
 
 It is the *independent* model of the engine. Each function follows one engine source (pulumi/pulumi and
 pulumi/pulumi-command, cited per function), never gb300's own path code: the production functions
