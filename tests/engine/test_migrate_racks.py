@@ -121,11 +121,10 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         made.pulumi("stack", "export", "--file", str(before))
         calls = len(made.ledger.calls())
         out = root / "migrate"
-        # The provider `pulumi import` creates from import.json gets no subscription from the stack's config: the
-        # operator's environment gives it, as the deploy job's ARM_SUBSCRIPTION_ID does (stack-up.yml). Without
-        # it the import's preview fails "subscription ID not set" (found here; the real provider would also try
-        # the Azure CLI's current subscription, which the double cannot).
-        env = {**made.engine.env, **made.env, "ARM_SUBSCRIPTION_ID": engine_stack.SUBSCRIPTION}
+        # The provider `pulumi import` creates from import.json gets no subscription from the stack's config (found
+        # here: its preview failed "subscription ID not set"); commands.sh exports the racks' own, so the
+        # operator's environment need not give it.
+        env = {k: v for k, v in {**made.engine.env, **made.env}.items() if k != "ARM_SUBSCRIPTION_ID"}
         stack_file = made.copy / "stacks" / f"Pulumi.{STACK}.yaml"
         gb300 = Path(sys.executable).with_name("gb300")
         wrote = subprocess.run(

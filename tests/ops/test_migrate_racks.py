@@ -524,3 +524,49 @@ def test_hostile_but_printable_names_are_quoted_words(planned: list[ResourceReco
     ).stdout.split(b"\0")
     assert any(w.decode().endswith(hostile) for w in shell)
     assert not (tmp_path / "pwned").exists()
+
+
+def _recording_cli(bin_dir: Path, log: Path) -> Path:
+    """A ``pulumi`` on PATH that records the subscription each call sees, then fails (commands.sh stops there)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    exe = bin_dir / "pulumi"
+    exe.write_text(f'#!/bin/sh\necho "$ARM_SUBSCRIPTION_ID" >> {log}\nexit 1\n', encoding="utf-8")
+    exe.chmod(0o755)
+    return bin_dir
+
+
+@pytest.mark.parametrize("given", ["", REAL_SUBSCRIPTION, "00000000-0000-0000-0000-000000000001"])
+def test_commands_run_in_the_racks_subscription_or_stop(migration: dict[str, Any], tmp_path: Path, given: str) -> None:
+    """`pulumi import`'s provider takes its subscription from the environment only: commands.sh gives it the racks'
+    subscription when none is set, and stops before its first pulumi call when another one is set."""
+    log = tmp_path / "calls"
+    bin_dir = _recording_cli(tmp_path / "bin", log)
+    env = {k: v for k, v in os.environ.items() if k != "ARM_SUBSCRIPTION_ID"}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    if given:
+        env["ARM_SUBSCRIPTION_ID"] = given
+    script = migration["out"] / "commands.sh"
+    ran = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=False)
+    assert ran.returncode == 1
+    if given and given != REAL_SUBSCRIPTION:
+        assert not log.exists()
+        assert f"the racks are in {REAL_SUBSCRIPTION}" in ran.stderr
+    else:
+        assert log.read_text(encoding="utf-8").split() == [REAL_SUBSCRIPTION]
+
+
+def test_a_subscription_that_is_no_guid_is_refused(
+    planned: list[ResourceRecord], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The racks' subscription reaches commands.sh unquoted: a state whose ids name anything but a GUID there is
+    refused with exit 2 on one line, and no file is written."""
+    doc = legacy_state(planned, subscription="$(touch pwned)")
+    state = tmp_path / "before.json"
+    state.write_text(json.dumps(doc), encoding="utf-8")
+    out = tmp_path / "m"
+    code = cli.main(["migrate-racks", "--stack", "reference", "--state", str(state), "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1, err[:3]
+    assert "no GUID" in err[0]
+    assert not out.exists()

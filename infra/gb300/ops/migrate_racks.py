@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,10 +208,24 @@ def _real_ids(value: Any, subscription: str, what: str) -> Any:
     return value
 
 
-def _inputs(move: RackMove) -> dict[str, Any]:
+def _subscription(move: RackMove) -> str:
+    """The rack's subscription from the state, which must be a GUID: commands.sh names it unquoted."""
     subscription = arm_address(move.legacy.id, move.legacy.inputs, move.name)[0]
     if not subscription:
         raise UsageError(f"rack {move.name}: the state gives neither its Azure id nor its subscriptionId")
+    try:
+        guid = str(uuid.UUID(str(subscription)))
+    except ValueError:
+        guid = ""
+    if len(str(subscription)) != len(guid):
+        raise UsageError(
+            f"rack {move.name}: the state's subscription is no GUID (got {quoting.shown(str(subscription))})"
+        )
+    return guid
+
+
+def _inputs(move: RackMove) -> dict[str, Any]:
+    subscription = _subscription(move)
     inputs = {k: v for k, v in move.planned.inputs.items() if v is not None}
     result: dict[str, Any] = _real_ids(inputs, subscription, f"rack {move.name}")
     return result
@@ -305,6 +320,7 @@ def commands(migration: Migration, out: Path) -> str:
 
     rollback = q(str(out / ROLLBACK))
     restore = f"pulumi stack import --file {rollback}"
+    sub = _subscription(migration.moves[0])
     lines = [
         "#!/usr/bin/env bash",
         "# A URN's '$' separates the parent's type from the resource's: single quotes keep it literal, on purpose.",
@@ -312,6 +328,14 @@ def commands(migration: Migration, out: Path) -> str:
         f"# gb300 migrate-racks: {len(migration.moves)} rack(s) from gb300 0.1's dynamic resources to azure-native's",
         f"# compute {compute_package.API_VERSION} package. Nothing here writes to Azure ({DOCS}).",
         "set -euo pipefail",
+        "",
+        "# The provider 'pulumi import' creates from import.json reads no stack config: it takes the racks'",
+        "# subscription from the environment (as the deploy job's ARM_SUBSCRIPTION_ID gives it). Another stops here.",
+        f'if [ "${{ARM_SUBSCRIPTION_ID:-{sub}}}" != {sub} ]; then',
+        f'  echo "migrate-racks: ARM_SUBSCRIPTION_ID names another subscription; the racks are in {sub}" >&2',
+        "  exit 1",
+        "fi",
+        f"export ARM_SUBSCRIPTION_ID={sub}",
         "",
         f"# 0. Keep the state as it is now: '{restore}' puts it back.",
         f"pulumi stack export --file {rollback}",
