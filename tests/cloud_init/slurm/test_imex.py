@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 
 import pytest
 
-from .conftest import Sandbox
+from .conftest import REPO, Sandbox
 
 pytestmark = pytest.mark.slow  # every test runs a node script in a sandbox (subprocesses)
 
@@ -166,3 +168,48 @@ def test_epilog_runs_the_post_job_health_check(sandbox: Sandbox, mode: str) -> N
     result = sandbox.run("gb300-imex-epilog", env=JOB)
     assert result.returncode == 0, result.stderr
     assert (sandbox.path / "health").read_text() == "--epilog\n"
+
+
+def _hooks(sandbox: Sandbox, point: str, on_failure: str) -> None:
+    """The real run-hooks and lib.sh under the node root, with one failing hook of ``point`` in the signed table."""
+    lib = sandbox.root / "usr/local/lib/gb300"
+    (lib / "hooks").mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "cloud-init/lib/run-hooks", lib / "run-hooks")
+    shutil.copy(REPO / "cloud-init/lib/gb300-lib.sh", lib / "lib.sh")
+    text = '#!/bin/sh\necho "$SLURM_JOB_ID" >"$GB300_ROOT/hook-saw"\nexit 4\n'
+    hook = lib / "hooks" / "site-check"
+    hook.write_text(text)
+    hook.chmod(0o755)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    sandbox.write("etc/gb300/hooks.tsv", f"{point}\tsite-check\t30\t{on_failure}\t{digest}\n")
+    sandbox.answer("hostname", "gpu-001\n")
+
+
+@pytest.mark.parametrize(("on_failure", "code"), [("drain", 1), ("warn", 0)])
+def test_prolog_runs_the_stacks_prolog_hooks(sandbox: Sandbox, on_failure: str, code: int) -> None:
+    """A failing prolog hook declared ``drain`` drains the node naming the hook and fails the prolog (Slurm requeues
+    the job); one declared ``warn`` is logged and the job goes on."""
+    job_nodes(sandbox)
+    _hooks(sandbox, "prolog", on_failure)
+    result = sandbox.run("gb300-imex-prolog", env=JOB)
+    assert result.returncode == code, result.stderr
+    drains = [c for c in sandbox.calls("scontrol") if c.startswith("update")]
+    if on_failure == "drain":
+        assert drains == ["update nodename=gpu-001 state=drain reason=gb300-hook: site-check exited with status 4"]
+        assert "a gb300:hooks prolog hook failed" in result.stderr
+        assert "restart nvidia-imex" not in sandbox.calls("systemctl")
+    else:
+        assert drains == []
+        assert "restart nvidia-imex" in sandbox.calls("systemctl")
+    assert (sandbox.root / "hook-saw").read_text() == "4242\n"  # the hook ran, and saw the job
+
+
+def test_epilog_runs_the_stacks_epilog_hooks_and_still_cleans_up(sandbox: Sandbox) -> None:
+    """A failing epilog hook declared ``drain`` drains the node and fails the epilog, after nvidia-imex is stopped."""
+    sandbox.unit("nvidia-imex", "active")
+    _hooks(sandbox, "epilog", "drain")
+    result = sandbox.run("gb300-imex-epilog", env=JOB)
+    assert result.returncode == 1
+    assert "a gb300:hooks epilog hook failed" in result.stderr
+    assert "stop nvidia-imex" in sandbox.calls("systemctl")
+    assert any(c.startswith("update nodename=gpu-001 state=drain") for c in sandbox.calls("scontrol"))
