@@ -52,6 +52,7 @@ def test_reference_plan_prints_its_total_and_lists_unknown_prices(reference_plan
     assert (gb300["item"], gb300["quantity"]) == ("pool train VMs", reference_plan.summary["vms"])
     assert "pool train VMs: 1,152 x vm/Standard_ND128isr_GB300_v6: not on https://azure.microsoft.com" in flat
     assert not c["complete"]
+    assert c["lowerBound"]  # the JSON says what the headline says: a floor, not the cost
     # every VM, disk, filesystem and network meter the plan declares has a line; none is silently dropped
     assert {r["meter"] for r in c["resources"]} >= {GB300, "lustre/AMLFS-Durable-Premium-500", "natGateway"}
 
@@ -79,6 +80,7 @@ def test_live_prices_give_the_five_largest_items(
     plan = run_plan("reference", copy.deepcopy(reference_raw), prices="live")
     c = plan.summary["cost"]
     assert c["complete"], c["unknown"]
+    assert not c["lowerBound"]
     page = text(plan, stack_file="x").splitlines()
     start = page.index(f"  largest items (of {len(c['items'])})")
     shown = page[start + 1 : start + 1 + TOP_ITEMS]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +36,11 @@ def _plan(
     """The text `gb300 plan --state` prints on a terminal ``columns`` wide (each summary line on one line unless a
     test asks for a narrow one), the summary it writes with --json, and the PR comment of that JSON."""
     out = tmp_path / "plan-reference.json"
-    before = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = columns
-    try:
+    with pytest.MonkeyPatch.context() as patch:  # COLUMNS comes back as it was, set or not
+        patch.setenv("COLUMNS", columns)
         cli.main(
             ["plan", "--stack-file", str(write_stack(raw, "reference")), "--state", str(state), "--json", str(out)]
         )
-    finally:
-        if before is None:
-            del os.environ["COLUMNS"]
-        else:
-            os.environ["COLUMNS"] = before
     printed = capsys.readouterr().out
     plan = json.loads(out.read_text(encoding="utf-8"))
     comment = ci_summary.render(ci_summary.load([out]), ["reference"])

@@ -250,6 +250,7 @@ class Estimate:
             "hourly": round(self.hourly, 4),
             "monthly": round(self.monthly, 2),
             "complete": not self.unknown,
+            "lowerBound": bool(self.unknown),  # the total leaves out what `excludes` names: a floor, not the cost
             "excludes": self.excludes(),
             "headline": "",  # set below from the same fields the pull request comment reads
             "items": self.items(),
