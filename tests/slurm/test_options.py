@@ -87,3 +87,16 @@ def test_a_release_without_an_option_list_is_one_problem() -> None:
         "Slurm 24.05.3: no option list for release 24.05 in data/slurm_options.yaml (known: 23.11, 25.11); "
         "add it with scripts/slurm-options"
     ]
+
+
+@pytest.mark.parametrize(("pin", "served"), [("23.11.4-1.2ubuntu5", False), ("24.11.5-1", False), (None, True)])
+def test_slurm_metrics_are_asked_for_only_where_the_release_has_them(
+    reference_raw: dict[str, object], pin: str | None, served: bool
+) -> None:
+    """slurm.conf asks for Slurm's own metrics (MetricsType, 25.11+) under the default pin, and leaves the key out
+    for an older pinned release, whose slurmctld would stop at it (24.11: "unrecognized key")."""
+    raw = copy.deepcopy(reference_raw)
+    if pin is not None:
+        raw["software"] = {"slurm": pin}
+    files, _version = _rendered(raw)
+    assert ("MetricsType=metrics/openmetrics" in files["slurm.conf"].splitlines()) is served

@@ -20,6 +20,7 @@ from gb300.resources import MUNGE_SECRET_NAME
 from gb300.slurm import accounts as slurm_accounts
 from gb300.slurm import config as slurm_config
 from gb300.slurm import files as slurm_files
+from gb300.slurm import options as slurm_options
 
 
 def head_hostname(cfg: StackConfig) -> str:
@@ -76,7 +77,14 @@ def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
             for part in cfg.slurm.partitions
         ),
         accounts=declared_accounts(cfg),
+        metrics=_metrics(cfg),
     )
+
+
+def _metrics(cfg: StackConfig) -> bool:
+    """Whether the pinned Slurm release serves its own metrics (``MetricsType``); an unpinned version keeps them on."""
+    version = apply_software_overrides(cfg.software).component("slurm").version
+    return version is None or slurm_options.knows_metrics(version)
 
 
 def declared_accounts(cfg: StackConfig) -> slurm_accounts.SlurmAccounts | None:

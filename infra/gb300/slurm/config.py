@@ -120,6 +120,7 @@ class SlurmCluster:
     settings: tuple[tuple[str, str], ...] = ()  # slurm.conf keys of the user's own (gb300:slurm.settings)
     partitions: tuple[SlurmPartition, ...] = ()
     accounts: SlurmAccounts | None = None  # gb300:slurm.accounts and .qos; needs an accounting_host
+    metrics: bool = True  # MetricsType=metrics/openmetrics: only for a pinned release that knows it (25.11+)
 
 
 def default_spare_nodes(gpu_nodes: int) -> int:

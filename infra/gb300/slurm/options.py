@@ -9,6 +9,7 @@ too: gb300-topology-refresh uncomments it once a block exists.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from pathlib import Path
 from gb300.node.resources import DATA_DIR, load_yaml_mapping
 from gb300.slurm.config import SlurmConfigError
 
-__all__ = ["OPTIONS_FILE", "ReleaseOptions", "load", "problems", "release_of"]
+__all__ = ["OPTIONS_FILE", "ReleaseOptions", "knows_metrics", "load", "problems", "release_of"]
 
 OPTIONS_FILE: Path = DATA_DIR / "slurm_options.yaml"
 _RELEASE = re.compile(r"^(?:\d+:)?(\d{2})\.(\d{2})(?:[.-]|$)")
@@ -45,6 +46,23 @@ def release_of(version: str) -> str:
     if match is None:
         raise SlurmConfigError(f"'version' must start with a Slurm release such as 25.11 (got {version!r})")
     return f"{match[1]}.{match[2]}"
+
+
+def knows_metrics(version: str) -> bool:
+    """Whether Slurm ``version`` accepts ``MetricsType`` (https://slurm.schedmd.com/metrics.html: 25.11+): from its
+    option list, or for a release without one, whether it is no older than the first listed release that knows it."""
+    release = release_of(version)
+    known = _catalog()
+    if release in known:
+        return known[release].knows("slurm_conf", "MetricsType")
+    first = [r for r, opts in known.items() if opts.knows("slurm_conf", "MetricsType")]
+    number = tuple(int(p) for p in release.split("."))
+    return bool(first) and number >= min(tuple(int(p) for p in r.split(".")) for r in first)
+
+
+@functools.cache
+def _catalog() -> dict[str, ReleaseOptions]:
+    return load()
 
 
 def load(path: Path | None = None) -> dict[str, ReleaseOptions]:
