@@ -560,13 +560,5 @@ def test_a_subscription_that_is_no_guid_is_refused(
 ) -> None:
     """The racks' subscription reaches commands.sh unquoted: a state whose ids name anything but a GUID there is
     refused with exit 2 on one line, and no file is written."""
-    doc = legacy_state(planned, subscription="$(touch pwned)")
-    state = tmp_path / "before.json"
-    state.write_text(json.dumps(doc), encoding="utf-8")
-    out = tmp_path / "m"
-    code = cli.main(["migrate-racks", "--stack", "reference", "--state", str(state), "--out", str(out)])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2
-    assert len(err) == 1, err[:3]
-    assert "no GUID" in err[0]
-    assert not out.exists()
+    err = _refused(tmp_path, capsys, legacy_state(planned, subscription="$(touch pwned)"))
+    assert "no GUID" in err
