@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -311,6 +311,37 @@ json.dump(doc, open(sys.argv[2], "w", encoding="utf-8"), indent=2)
 """
 
 
+def _subscription_guard(sub: str) -> list[str]:
+    """commands.sh lines that pin ARM_SUBSCRIPTION_ID to the racks' subscription ``sub`` (a checked GUID)."""
+    return [
+        "# The provider 'pulumi import' creates from import.json reads no stack config: it takes the racks'",
+        "# subscription from the environment (as the deploy job's ARM_SUBSCRIPTION_ID gives it). Another stops here.",
+        f'if [ "${{ARM_SUBSCRIPTION_ID:-{sub}}}" != {sub} ]; then',
+        f'  echo "migrate-racks: ARM_SUBSCRIPTION_ID names another subscription; the racks are in {sub}" >&2',
+        "  exit 1",
+        "fi",
+        f"export ARM_SUBSCRIPTION_ID={sub}",
+        "",
+    ]
+
+
+def _unlink_dependents(dependents: Sequence[str], out: Path, q: Callable[[str], str]) -> list[str]:
+    """commands.sh lines that drop the state's edges to legacy racks, so 'pulumi state delete' accepts them."""
+    # the state's names reach a comment line: one holding a newline would end it and run as a command
+    names = [quoting.comment(u.rsplit("::", 1)[-1], f"state entry {quoting.shown(u)}") for u in dependents]
+    shown = ", ".join(names[:3])
+    return [
+        f"# 2a. {len(dependents)} state entries ({shown}, ...) depend on legacy racks, and",
+        "# 'pulumi state delete' refuses a resource others depend on: drop those edges (state only).",
+        f"pulumi stack export --file {q(str(out / 'imported.json'))}",
+        f"python3 - {q(str(out / 'imported.json'))} {q(str(out / 'unlinked.json'))} <<'PY'",
+        *_UNLINK.splitlines(),
+        "PY",
+        f"pulumi stack import --file {q(str(out / 'unlinked.json'))}",
+        "",
+    ]
+
+
 def commands(migration: Migration, out: Path) -> str:
     """commands.sh: keep the state, import, (unlink dependents,) delete each legacy entry from the state, then
     preview and stop on a rack that would be replaced or deleted."""
@@ -320,7 +351,6 @@ def commands(migration: Migration, out: Path) -> str:
 
     rollback = q(str(out / ROLLBACK))
     restore = f"pulumi stack import --file {rollback}"
-    sub = _subscription(migration.moves[0])
     lines = [
         "#!/usr/bin/env bash",
         "# A URN's '$' separates the parent's type from the resource's: single quotes keep it literal, on purpose.",
@@ -329,14 +359,7 @@ def commands(migration: Migration, out: Path) -> str:
         f"# compute {compute_package.API_VERSION} package. Nothing here writes to Azure ({DOCS}).",
         "set -euo pipefail",
         "",
-        "# The provider 'pulumi import' creates from import.json reads no stack config: it takes the racks'",
-        "# subscription from the environment (as the deploy job's ARM_SUBSCRIPTION_ID gives it). Another stops here.",
-        f'if [ "${{ARM_SUBSCRIPTION_ID:-{sub}}}" != {sub} ]; then',
-        f'  echo "migrate-racks: ARM_SUBSCRIPTION_ID names another subscription; the racks are in {sub}" >&2',
-        "  exit 1",
-        "fi",
-        f"export ARM_SUBSCRIPTION_ID={sub}",
-        "",
+        *_subscription_guard(_subscription(migration.moves[0])),
         f"# 0. Keep the state as it is now: '{restore}' puts it back.",
         f"pulumi stack export --file {rollback}",
         "",
@@ -345,21 +368,7 @@ def commands(migration: Migration, out: Path) -> str:
         "",
     ]
     if migration.dependents:
-        # the state's names reach a comment line: one holding a newline would end it and run as a command
-        names = [
-            quoting.comment(u.rsplit("::", 1)[-1], f"state entry {quoting.shown(u)}") for u in migration.dependents
-        ]
-        shown = ", ".join(names[:3])
-        lines += [
-            f"# 2a. {len(migration.dependents)} state entries ({shown}, ...) depend on legacy racks, and",
-            "# 'pulumi state delete' refuses a resource others depend on: drop those edges (state only).",
-            f"pulumi stack export --file {q(str(out / 'imported.json'))}",
-            f"python3 - {q(str(out / 'imported.json'))} {q(str(out / 'unlinked.json'))} <<'PY'",
-            *_UNLINK.splitlines(),
-            "PY",
-            f"pulumi stack import --file {q(str(out / 'unlinked.json'))}",
-            "",
-        ]
+        lines += _unlink_dependents(migration.dependents, out, q)
     lines.append("# 2. Drop the legacy entries from the state only: the dynamic provider's delete never runs.")
     lines += [f"pulumi state delete {q(m.legacy.urn)} --yes" for m in migration.moves]
     preview = q(str(out / PREVIEW))
