@@ -1,5 +1,5 @@
 """The contract test: every ARM body gb300 writes as data, in every shipped stack's plan JSON, is one Azure's own
-SDK models (azure-mgmt-compute) accept, key by key."""
+SDK models (azure-mgmt-compute) accept, key by key; so is every role assignment (azure-mgmt-authorization)."""
 
 from __future__ import annotations
 
@@ -14,17 +14,20 @@ from gb300 import cli
 from gb300.azure import contract
 from gb300.components import compute_package
 from gb300.config import stacks as gb300_stacks
-from gb300.facts import catalog
+from gb300.facts import catalog, roles
 from gb300.plan import PlanResult
 from gb300.resources import UNKNOWN, ResourceRecord
+from tests.support import authorization_models
 from tests.support.policy_support import run
 
 STACKS = gb300_stacks.stack_names()
+ACCESS_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "access" / "Pulumi.access.yaml"
 
 
-def _plan_json(stack: str, tmp_path: Path) -> list[ResourceRecord]:
+def _plan_json(stack: str, tmp_path: Path, *, stack_file: Path | None = None) -> list[ResourceRecord]:
     out = tmp_path / f"{stack}.json"
-    assert cli.main(["plan", "--stack", stack, "--json", str(out), "--quiet"]) in (0, 1)
+    which = ["--stack-file", str(stack_file)] if stack_file else ["--stack", stack]
+    assert cli.main(["plan", *which, "--json", str(out), "--quiet"]) in (0, 1)
     doc = json.loads(out.read_text())
     return [
         ResourceRecord(r["urn"], r["type"], r["name"], r["parent"], r["protect"], r["id"], r["inputs"])
@@ -39,6 +42,14 @@ def test_shipped_stacks_match_azures_models(stack: str, tmp_path: Path) -> None:
     checked = [r for r in resources if contract.body_of(r) is not None]
     assert checked  # the racks at least: a check of nothing would pass by accident
     assert [str(v) for v in contract.violations(resources)] == []
+    assert any(r.type == authorization_models.ROLE_ASSIGNMENT for r in resources)
+    assert authorization_models.violations(resources) == []
+
+
+@pytest.fixture(scope="module")
+def access_resources(tmp_path_factory: pytest.TempPathFactory) -> list[ResourceRecord]:
+    """The plan JSON's resources of the access example (two login nodes, Entra user and admin groups)."""
+    return _plan_json("access", tmp_path_factory.mktemp("access"), stack_file=ACCESS_EXAMPLE)
 
 
 def _rack(plan: PlanResult) -> ResourceRecord:
@@ -228,16 +239,10 @@ def test_values_a_preview_cannot_know_are_not_checked(dev_plan: PlanResult) -> N
     assert [v.path for v in found] == ["properties.orchestrationMode"]
 
 
-def test_the_entra_extension_matches_azures_model(tmp_path: Path) -> None:
+def test_the_entra_extension_matches_azures_model(access_resources: list[ResourceRecord]) -> None:
     """The access example's Entra sign-in extensions (and every other VM extension), rebuilt as ARM bodies, pass
     azure-mgmt-compute's VirtualMachineExtension model key by key."""
-    out = tmp_path / "access.json"
-    example = Path(__file__).resolve().parents[2] / "examples" / "access" / "Pulumi.access.yaml"
-    assert cli.main(["plan", "--stack-file", str(example), "--json", str(out), "--quiet"]) == 0
-    resources = [
-        ResourceRecord(r["urn"], r["type"], r["name"], r["parent"], r["protect"], r["id"], r["inputs"])
-        for r in json.loads(out.read_text())["resources"]
-    ]
+    resources = access_resources
     entra = [r for r in resources if r.name.endswith("-entra")]
     assert [contract.arm_body(r, "VirtualMachineExtension")[1]["properties"]["type"] for r in entra] == [
         "AADSSHLoginForLinux"
@@ -250,3 +255,56 @@ def test_a_broken_extension_key_is_named(tmp_path: Path) -> None:
     inputs = {"vmName": "x", "publisher": "p", "type": "t", "typeHandlerVersion": "1.0", "bogus": 1}
     rec = ResourceRecord("urn:x", "azure-native:compute:VirtualMachineExtension", "x-entra", None, False, None, inputs)
     assert [v.path for v in contract.typed_violations([rec])] == ["properties.bogus"]
+
+
+def test_the_vm_login_role_assignments_match_azures_model(access_resources: list[ResourceRecord]) -> None:
+    """Each login VM's grants (Virtual Machine User Login to each user group, Administrator Login to each admin
+    group, scoped to that VM) and every other role assignment of the access example pass azure-mgmt-authorization's
+    RoleAssignmentCreateParameters, key by key, at the API version azure-native sends."""
+    assigned = [r for r in access_resources if r.type == authorization_models.ROLE_ASSIGNMENT]
+    names = ("Virtual Machine Administrator Login", "Virtual Machine User Login")
+    grants = sorted(
+        (r.inputs["scope"].rsplit("/", 1)[1], name, r.inputs["principalType"])
+        for r in assigned
+        if (name := roles.name_of(r.inputs["roleDefinitionId"]) or "") in names
+    )
+    vms = sorted({vm for vm, _, _ in grants})
+    assert len(vms) == 2
+    assert grants == sorted((vm, name, "Group") for vm in vms for name in names)
+    assert len(assigned) > len(grants)  # the identities' own grants are checked too
+    assert authorization_models.violations(access_resources) == []
+
+
+def _grant(resources: list[ResourceRecord], **change: Any) -> ResourceRecord:
+    """The first VM login role assignment, with ``change`` made to its inputs (None: the key removed)."""
+    grant = next(r for r in resources if r.type == authorization_models.ROLE_ASSIGNMENT and "-login-" in r.name)
+    inputs = {**grant.inputs, **change}
+    inputs = {k: v for k, v in inputs.items() if v is not None}
+    return ResourceRecord(grant.urn, grant.type, grant.name, grant.parent, grant.protect, grant.id, inputs)
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "words"),
+    [
+        pytest.param({"roleDefinitionName": "Reader"}, "properties.roleDefinitionName", "unknown key", id="unknown"),
+        pytest.param({"createdOn": "2026-01-01T00:00:00Z"}, "properties.createdOn", "read-only key", id="read-only"),
+        pytest.param({"principalId": 7}, "properties.principalId", "must be a string (got int)", id="type"),
+        pytest.param({"principalType": "Person"}, "properties.principalType", "'Person' is not a value", id="enum"),
+        pytest.param({"principalId": None}, "properties.principalId", "required by", id="required"),
+    ],
+)
+def test_a_broken_role_assignment_key_is_named(
+    access_resources: list[ResourceRecord], change: dict[str, Any], path: str, words: str
+) -> None:
+    """A role assignment body broken on purpose fails the check, which names the assignment and the key's path."""
+    broken = _grant(access_resources, **change)
+    [found] = authorization_models.violations([broken])
+    assert found.startswith(f"{broken.name}: {path}: ")
+    assert words in found
+
+
+def test_the_role_assignment_models_are_the_version_azure_native_sends() -> None:
+    """The models the role assignments are held to are of the Authorization API version azure-native's
+    RoleAssignment sends (read from the installed provider SDK), which azure-mgmt-authorization ships."""
+    version = authorization_models.api_version()
+    assert authorization_models.models().__name__ == f"azure.mgmt.authorization.v{version.replace('-', '_')}.models"

@@ -1,12 +1,15 @@
-"""Accounts, QoS and fair share from the stack file (gb300:slurm.accounts, .qos, .users) on real slurmctld, slurmdbd
-and MariaDB (Debian trixie 24.11, sid 26.05): the head's own gb300-slurm-accounts step loads the rendered file with
-sacctmgr, and Slurm enforces it."""
+"""A cluster many people share, on real slurmctld, slurmdbd, MariaDB and sackd (Debian trixie 24.11, sid 26.05):
+accounts, QoS and fair share from the stack file (gb300:slurm.accounts, .qos, .users), which the head's own
+gb300-slurm-accounts step loads with sacctmgr and Slurm enforces; and a login node (gb300:login) whose own
+gb300-login-setup step starts sackd configless from the controller, from which users' Slurm commands and jobs work."""
 
 from __future__ import annotations
 
 import copy
+import secrets
 import shlex
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +18,7 @@ from gb300.slurm import config as slurm_config
 from tests.support.real_slurm import layout
 from tests.support.real_slurm.cluster import Cluster
 from tests.support.real_slurm.fixtures import cluster_fixture
+from tests.support.real_slurm.host import Host
 from tests.support.real_slurm.root import SUITES
 
 pytestmark = pytest.mark.slow
@@ -38,10 +42,10 @@ SLURM: dict[str, Any] = {
 
 @pytest.fixture(scope="module", params=list(SUITES), ids=[f"{s}-{v}" for s, v in SUITES.items()])
 def accounts_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
-    """The dev stack with two accounts and two QoS declared (accounting on by them), its users on every host, and
-    the head's gb300-slurm-accounts step run once."""
-    for cluster in cluster_fixture(request, overrides={"slurm": SLURM}, accounting=True):
-        for host in [cluster.head, *cluster.nodes]:
+    """The dev stack with two accounts and two QoS declared (accounting on by them) and a login node, its users on
+    every host (the same uids), and the head's gb300-slurm-accounts step run once."""
+    for cluster in cluster_fixture(request, overrides={"slurm": SLURM}, accounting=True, login=True):
+        for host in cluster.hosts:
             for uid, user in enumerate(USERS, 5001):
                 host.run(["useradd", "--uid", str(uid), "--no-create-home", "--shell", "/bin/bash", user])
         cluster.head.run(["bash", STEP], timeout=300)
@@ -188,3 +192,86 @@ def test_a_removed_user_can_no_longer_submit_after_the_step_runs_again(accounts_
     members = sorted(tuple(row) for row in _show(accounts_cluster, "assoc", "format=account,user") if row[1] != "root")
     assert ("team_a", "alice") in members
     assert ("team_b", "carol") in members
+
+
+# -- the login node: sackd, configless, no slurmd --------------------------------------------------------------------
+def _login(cluster: Cluster) -> Host:
+    assert cluster.login is not None
+    return cluster.login
+
+
+def _as(cluster: Cluster, user: str, *argv: str) -> str:
+    """``argv`` run as ``user`` on the login node; its output (fails with its error text)."""
+    return _login(cluster).run(["runuser", "-u", user, "--", *argv]).stdout
+
+
+def _processes(host: Host) -> list[list[str]]:
+    """Every process on ``host`` as its argument vector."""
+    script = 'for f in /proc/[0-9]*/cmdline; do tr "\\0" " " <"$f" 2>/dev/null; echo; done'
+    return [line.split() for line in host.run(["bash", "-c", script]).stdout.splitlines() if line.strip()]
+
+
+def test_the_login_node_runs_sackd_from_the_controller_and_no_slurmd(accounts_cluster: Cluster) -> None:
+    """The login node has no slurm.conf of its own and runs no slurmd; sackd, started by the login step with the
+    options it rendered, holds the controller's slurm.conf byte for byte, and the login node is no Slurm node."""
+    login = _login(accounts_cluster)
+    head = accounts_cluster.files.head_hostname
+    assert login.run(["test", "-e", "/etc/slurm/slurm.conf"], check=False).returncode == 1
+    programs = {Path(argv[0]).name: argv for argv in _processes(login)}
+    assert "slurmd" not in programs
+    assert programs["sackd"][1:] == ["-D", "--conf-server", head]
+    assert login.run(["cat", "/etc/default/sackd"]).stdout.splitlines()[-1] == f'SACKD_OPTIONS="--conf-server {head}"'
+    served = login.run(["cat", "/run/slurm/conf/slurm.conf"]).stdout
+    assert served == accounts_cluster.head.run(["cat", "/etc/slurm/slurm.conf"]).stdout
+    nodes = accounts_cluster.scontrol("show", "node", "-o")
+    assert login.name not in nodes
+    assert all(host.name in nodes for host in accounts_cluster.nodes)
+
+
+def test_a_user_reads_the_cluster_from_the_login_node(accounts_cluster: Cluster) -> None:
+    """On the login node alice's sinfo lists the pool's partition with every GPU node, and squeue answers."""
+    pool = accounts_cluster.files.pool
+    rows = [line.split("|") for line in _as(accounts_cluster, "alice", "sinfo", "-h", "-N", "-o", "%N|%P").split()]
+    assert sorted(node for node, _ in rows) == sorted(host.name for host in accounts_cluster.nodes)
+    assert {partition.rstrip("*") for _, partition in rows} == {pool}
+    assert _as(accounts_cluster, "alice", "squeue", "-h", "-u", "alice", "-t", "all") is not None
+
+
+def test_a_job_submitted_on_the_login_node_runs_on_a_gpu_node(accounts_cluster: Cluster) -> None:
+    """alice's sbatch on the login node (her team_a account) runs on a GPU node as her uid, never on the login node,
+    and its output is written there."""
+    login = _login(accounts_cluster)
+    out = "/var/tmp/login-job-%j.out"
+    argv = ["sbatch", "--parsable", f"--partition={accounts_cluster.files.pool}", "--account=team_a", "--chdir=/",
+            f"--output={out}", "--wrap=echo $(hostname) $(id -u) $SLURM_JOB_ACCOUNT"]  # fmt: skip
+    job = _as(accounts_cluster, "alice", *argv).strip().split(";")[0]
+    assert job.isdigit(), job
+
+    def state() -> list[str]:
+        rows = accounts_cluster.head.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "state,nodelist,account"])
+        return rows.stdout.strip().split("|")
+
+    accounts_cluster.wait(f"job {job} from the login node completes", lambda: state()[0] == "COMPLETED", 60)
+    _, node, account = state()
+    assert node in [host.name for host in accounts_cluster.nodes]
+    assert account == "team_a"
+    uid = login.run(["id", "-u", "alice"]).stdout.strip()
+    written = accounts_cluster.node(node).run(["cat", out.replace("%j", job)]).stdout.split()
+    assert written == [node, uid, "team_a"]
+    assert login.run(["test", "-e", out.replace("%j", job)], check=False).returncode == 1
+
+
+def test_a_reconfigure_on_the_head_reaches_the_login_node(accounts_cluster: Cluster) -> None:
+    """After a change to the head's slurm.conf and `scontrol reconfigure`, sackd on the login node holds the new file:
+    nothing is copied by hand."""
+    login = _login(accounts_cluster)
+    mark = f"# reconfigure reaches the login node {secrets.token_hex(4)}"
+    accounts_cluster.head.run(["bash", "-c", f"echo {shlex.quote(mark)} >>/etc/slurm/slurm.conf"])
+    accounts_cluster.scontrol("reconfigure")
+    accounts_cluster.wait("slurmctld is back after reconfigure", accounts_cluster.controller_up, 60)
+    accounts_cluster.wait(
+        "the login node's sackd holds the new slurm.conf",
+        lambda: mark in login.run(["cat", "/run/slurm/conf/slurm.conf"], check=False).stdout,
+        60,
+    )
+    assert _as(accounts_cluster, "alice", "sinfo", "-h", "-o", "%P").strip().rstrip("*") == accounts_cluster.files.pool

@@ -1,14 +1,17 @@
-"""A real Slurm cluster for the tests: Debian's slurmctld, slurmd, munge (and slurmdbd with MariaDB) running
-gb300's rendered configuration, on the releases either side of ours (trixie: 24.11, sid: 26.05; ours is 25.11).
+"""A real Slurm cluster for the tests: Debian's slurmctld, slurmd, munge (and slurmdbd with MariaDB, and sackd on a
+login node) running gb300's rendered configuration, on the releases either side of ours (trixie: 24.11, sid: 26.05;
+ours is 25.11).
 
 Use:
 
 - ``tests/slurm/real/conftest.py``'s ``real_cluster`` fixture (module scope, parametrized over both releases), or
   in a module of your own ``cluster_fixture(request, **options)`` (:mod:`.fixtures`) as the body of a
   module-scoped fixture with ``params=list(SUITES)``, or :func:`.cluster.start_cluster` as a context manager.
-  ``start_cluster(suite, directory, nodes=2, stack="dev", overrides=None, accounting=False, node_files=None)``.
-- :class:`.cluster.Cluster`: ``head`` and ``nodes`` (:class:`.host.Host`: ``name``, ``address``, ``upper``,
-  ``run(argv)``, ``start(name, argv)``, ``stop(name)``), ``slurm()`` (gb300's own
+  ``start_cluster(suite, directory, nodes=2, stack="dev", overrides=None, accounting=False, login=False,
+  node_files=None)``.
+- :class:`.cluster.Cluster`: ``head``, ``nodes`` and ``login`` (None without ``login=True``; ``hosts``: all of them)
+  (:class:`.host.Host`: ``name``, ``address``, ``upper``, ``run(argv)``, ``start(name, argv)``, ``stop(name)``),
+  ``slurm()`` (gb300's own
   :class:`gb300.slurm.client.Slurm`, run on the head), ``scontrol(*args)``, ``log(host, "slurmctld")``,
   ``errors(host, name)``, ``version``, ``files`` (the stack's rendered head and node files), ``start_controller()``,
   ``controller_up()``, ``start_node(host)``, ``reboot(host, down)``, ``slurmd_start_time(host)``,
@@ -21,7 +24,10 @@ the head's ``/etc/slurm`` files of the stack (``slurm.conf``, ``gres.conf``, ``c
 ``topology.conf`` when rendered), a GPU node's files (``slurm.env``, ``health.env``, the health gate, the prolog and
 epilog, the step scripts) and no ``/etc/slurm`` (configless, as on Azure). slurmd's options come from the node's
 own ``gb300-slurmd-setup`` step (the drop-in it writes); every daemon's command line is its Debian unit's
-``ExecStart=``; the boot health check is its unit's command, run before slurmd as on the node.
+``ExecStart=``; the boot health check is its unit's command, run before slurmd as on the node. A login node
+(``login=True``: the stack gets ``gb300:login`` with one VM) holds the login role's files and no ``/etc/slurm``; its
+own ``gb300-login-setup`` step writes ``/etc/default/sackd`` and starts Debian's sackd unit, which fetches the
+controller's configuration into ``/run/slurm/conf``; no slurmd runs there.
 
 What one small machine cannot provide is adapted, here and only here:
 
@@ -55,8 +61,11 @@ cgroups                         Each host gets a cgroup of its own (v1: under th
                                 its processes in ``/system.slice``: ``proctrack/cgroup``, ``task/cgroup`` and
                                 ``jobacct_gather/cgroup`` run as configured. On v2-only machines cgroup.conf gets
                                 ``IgnoreSystemd=yes`` (no systemd in the hosts); that layout was not run here.
-stand-in ``systemctl`` (head)   Starts MariaDB and slurmdbd for the head's own ``gb300-slurmdbd-setup`` step (their
-                                units' ``ExecStart=`` and ``User=``; MariaDB as ``mariadbd``).
+stand-in ``systemctl`` (head,   Starts MariaDB and slurmdbd for the head's own ``gb300-slurmdbd-setup`` step, and
+login node)                     sackd for the login node's ``gb300-login-setup`` (their units' ``ExecStart=``,
+                                ``User=``, ``EnvironmentFile=`` and ``RUNTIME_DIRECTORY`` as systemd sets it;
+                                ``--systemd`` becomes ``-D``; MariaDB as ``mariadbd``). The login step's
+                                ``gb300-slurm-install`` is ``/bin/true``: Debian's sackd is in the root already.
 boot                            ``systemd-tmpfiles --create --prefix=/run`` stands for boot's runtime directories;
                                 each host has its own boot time (a time namespace), so a reboot
                                 (:meth:`.cluster.Cluster.reboot`) shows as a new ``boot_time``.

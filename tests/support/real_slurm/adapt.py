@@ -44,8 +44,10 @@ def cgroup_v2_only() -> bool:
 SYSTEMCTL = r"""#!/bin/bash
 # real-Slurm fixture stand-in for systemctl: records its calls and keeps unit states (start, restart, stop,
 # is-active) under /var/lib/gb300-standin/units; start/restart (or enable --now) of a unit in RUN runs the unit's
-# last ExecStart= (its drop-ins included) as its User=, MariaDB as `mariadbd` (its unit wraps Galera recovery).
-RUN=" mariadb slurmdbd "
+# last ExecStart= (its drop-ins included) as its User=, with its EnvironmentFile= variables and, as systemd sets it,
+# RUNTIME_DIRECTORY; --systemd becomes -D (in the foreground, no notify socket); MariaDB runs as `mariadbd` (its
+# unit wraps Galera recovery).
+RUN=" mariadb slurmdbd sackd "
 dir=/var/lib/gb300-standin/units
 mkdir -p "$dir" /var/log/gb300-standin /run/gb300-standin
 printf '%s\n' "$*" >>/var/log/gb300-standin/systemctl.log
@@ -86,15 +88,27 @@ for unit in "${args[@]:1}"; do
   settings=$(cat "${files[@]}" 2>/dev/null)
   user=$(sed -n 's/^User=//p' <<<"$settings" | tail -n1)
   user=${user:-root}
-  for runtime in $(sed -n 's/^RuntimeDirectory=//p' <<<"$settings"); do install -d -o "$user" "/run/$runtime"; done
+  runtime_dirs=()
+  for runtime in $(sed -n 's/^RuntimeDirectory=//p' <<<"$settings"); do
+    install -d -o "$user" "/run/$runtime"
+    runtime_dirs+=("/run/$runtime")
+  done
+  runtime_env=()
+  [ "${#runtime_dirs[@]}" -eq 0 ] || runtime_env=("RUNTIME_DIRECTORY=$(IFS=:; echo "${runtime_dirs[*]}")")
+  environment=""
+  for file in $(sed -n 's/^EnvironmentFile=-\{0,1\}//p' <<<"$settings"); do
+    [ ! -r "$file" ] || environment+="set -a; . $file; set +a; "
+  done
   if [ "$unit" = mariadb ]; then
     [ -d /run/mariadbd ] || install -d -o mysql -g mysql /run/mysqld # trixie's socket directory (no tmpfiles.d)
     cmd=/usr/sbin/mariadbd
   else
     cmd=$(sed -n 's/^ExecStart=//p' <<<"$settings" | grep -v '^$' | tail -n1)
+    cmd=${cmd/ --systemd/ -D}
   fi
   # shellcheck disable=SC2086 # systemd splits ExecStart= at whitespace; unset $VARIABLES expand to nothing
-  setsid setpriv --reuid="$user" --regid="$user" --init-groups bash -c "exec $cmd" \
+  setsid setpriv --reuid="$user" --regid="$user" --init-groups \
+    env "${runtime_env[@]}" bash -c "${environment}exec $cmd" \
     </dev/null >>"/var/log/gb300-standin/$unit.out" 2>&1 &
   echo $! >"$pidfile"
 done
@@ -169,6 +183,23 @@ def node_layer(cluster: Cluster, host: Host, key: bytes, hosts: str, extra: dict
     _write(upper, "etc/nvidia-imex/config.cfg", IMEX_CONFIG, 0o644)
     for path, text in (extra or {}).items():
         _write(upper, path, text, 0o755 if path.startswith(("/usr/", "usr/")) else 0o644)
+
+
+def login_layer(cluster: Cluster, host: Host, key: bytes, hosts: str) -> None:
+    """A login node's layer: its rendered files (no /etc/slurm: sackd fetches the controller's, configless) and the
+    systemctl stand-in, which starts sackd from Debian's unit with the options the login step writes."""
+    layout.place(cluster.files.login, host.upper)
+    _common(host, key, hosts)
+    _write(host.upper, "usr/bin/systemctl", SYSTEMCTL, 0o755)
+
+
+LOGIN_STEP = "/usr/local/lib/gb300/steps/gb300-login-setup.sh"
+
+
+def start_login(host: Host) -> None:
+    """The login node's own ``gb300-login-setup`` step, run on it: it writes ``/etc/default/sackd``, starts sackd
+    through the systemctl stand-in and waits until sackd holds the controller's configuration."""
+    host.run(["env", "GB300_SLURM_INSTALL=/bin/true", "GB300_SACKD_WAIT_SECONDS=60", "bash", LOGIN_STEP], timeout=120)
 
 
 def _write(upper: Path, path: str, text: str, mode: int) -> None:

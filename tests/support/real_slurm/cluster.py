@@ -1,5 +1,6 @@
-"""A real Slurm cluster on this machine: the head (munged, slurmctld, optionally MariaDB and slurmdbd) and N dynamic
-GPU nodes (munged, slurmd), each a :class:`~tests.support.real_slurm.host.Host`, on a private bridge.
+"""A real Slurm cluster on this machine: the head (munged, slurmctld, optionally MariaDB and slurmdbd), N dynamic
+GPU nodes (munged, slurmd) and optionally a login node (munged, sackd; no slurmd), each a
+:class:`~tests.support.real_slurm.host.Host`, on a private bridge.
 
 Start it with :func:`start_cluster` (or as a context manager); everything it started is stopped by PID and its
 namespaces, cgroups and directories removed by :meth:`Cluster.stop`, also when a start fails half-way.
@@ -26,6 +27,13 @@ from tests.support.real_slurm.root import slurm_root
 
 SUBNET = "198.18.0"
 """The bridge's addresses (RFC 2544's benchmarking range): only ever inside the cluster's own namespaces."""
+ENTRA_GROUP = "3f2504e0-4f89-41d3-9a0c-0305e82c3301"
+"""An Entra group object ID for a stack with gb300:login (the fixture signs in no one: users are made with useradd)."""
+LOGIN_OVERRIDES: dict[str, Any] = {
+    "login": {"count": 1},
+    "access": {"entra": {"userGroups": [ENTRA_GROUP]}},
+}
+"""What a stack adds for one login node (gb300:login needs Entra sign-in groups and a Bastion)."""
 
 
 @dataclass
@@ -40,6 +48,7 @@ class Cluster:
     node_files: dict[int, dict[str, str]] = field(default_factory=dict)
     head: Host = field(init=False)
     nodes: list[Host] = field(default_factory=list)
+    login: Host | None = None
     node_options: dict[str, list[str]] = field(default_factory=dict)
     _netns: list[str] = field(default_factory=list)
 
@@ -69,6 +78,12 @@ class Cluster:
         """The ``error:`` lines of a daemon's log on ``host``."""
         return [line for line in self.log(host, name).splitlines() if "error:" in line]
 
+    @property
+    def hosts(self) -> list[Host]:
+        """Every host started so far: the head, the GPU nodes, the login node."""
+        started = [self.head] if hasattr(self, "head") else []
+        return [*started, *self.nodes, *([self.login] if self.login else [])]
+
     def node(self, name: str) -> Host:
         return next(h for h in self.nodes if h.name == name)
 
@@ -83,9 +98,10 @@ class Cluster:
     def diagnostics(self) -> str:
         """The last lines of every daemon's log and console, for a failure message."""
         parts = []
-        for host in [self.head, *self.nodes]:
+        for host in self.hosts:
             texts = {p.name: p.read_text(errors="replace") for p in sorted(host.directory.glob("*.out"))}
             texts.update({f"{d}.log": self.log(host, d) for d in ("slurmctld", "slurmd", "slurmdbd")})
+            texts["sackd.out"] = priv.read(host.upper / "var/log/gb300-standin/sackd.out")
             for name, text in texts.items():
                 if text:
                     parts.append(f"--- {host.name}: {name}\n" + "\n".join(text.splitlines()[-15:]))
@@ -120,13 +136,16 @@ class Cluster:
         )
 
     def start(self, node_names: list[str]) -> None:
-        """Bring up the network, the head, then every node; returns when every node is registered."""
-        self._network(1 + len(node_names))
+        """Bring up the network, the head, every node, then the login node (when the stack has gb300:login);
+        returns when every node is registered and the login node's sackd holds the controller's configuration."""
+        self._network(1 + len(node_names) + (1 if self.files.login else 0))
         gpus = int(self.files.env(self.files.node, "/etc/gb300/slurm.env")["GB300_SLURM_GPUS"])
         self.head = self._host(0, self.files.head_hostname, 0)
         self.nodes = [self._host(i + 1, name, gpus) for i, name in enumerate(node_names)]
+        if self.files.login:
+            self.login = self._host(len(node_names) + 1, f"{self.files.cluster}-login-0", 0)
         key = secrets.token_bytes(1024)
-        hosts = "127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in [self.head, *self.nodes])
+        hosts = "127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in self.hosts)
         adapt.head_layer(self, key, hosts)
         adapt.seal(self, self.head)
         self.head.boot()
@@ -138,6 +157,12 @@ class Cluster:
             host.boot()
             self.start_node(host)
         self.wait_registered([h.name for h in self.nodes])
+        if self.login is not None:
+            adapt.login_layer(self, self.login, key, hosts)
+            adapt.seal(self, self.login)
+            self.login.boot()
+            self._munged(self.login)
+            adapt.start_login(self.login)
 
     def _munged(self, host: Host) -> None:
         # What boot does before any service: the packages' runtime directories under /run (tmpfiles.d).
@@ -207,7 +232,7 @@ class Cluster:
     def stop(self) -> None:
         """Stop every process this cluster started (by PID), remove its namespaces, cgroups and directories."""
         problems: list[str] = []
-        for host in [*getattr(self, "nodes", []), *([self.head] if hasattr(self, "head") else [])]:
+        for host in reversed(self.hosts):
             try:
                 host.destroy()
             except Exception as error:  # noqa: BLE001 - keep tearing down the rest
@@ -239,14 +264,19 @@ def start_cluster(
     stack: str = "dev",
     overrides: dict[str, Any] | None = None,
     accounting: bool = False,
+    login: bool = False,
     node_files: dict[int, dict[str, str]] | None = None,
 ) -> Iterator[Cluster]:
     """A running cluster of ``suite`` (``trixie``, ``sid``) with ``nodes`` GPU nodes of ``stack``'s first pool,
     in ``directory`` (emptied and removed afterwards). ``accounting`` turns on the head's slurmdbd (the stack's
-    ``gb300:head.slurmdbd``) and starts MariaDB and slurmdbd on the head. ``node_files`` (node index -> node path
-    -> text) is written into a node's layer after gb300's files and the adaptations (a failing gate's health.env)."""
+    ``gb300:head.slurmdbd``) and starts MariaDB and slurmdbd on the head. ``login`` declares one login node
+    (:data:`LOGIN_OVERRIDES`) and starts it: munged and sackd, by its own ``gb300-login-setup`` step. ``node_files``
+    (node index -> node path -> text) is written into a node's layer after gb300's files and the adaptations (a
+    failing gate's health.env)."""
     if accounting:
         overrides = {**(overrides or {}), "head": {**(overrides or {}).get("head", {}), "slurmdbd": True}}
+    if login:
+        overrides = {**(overrides or {}), **LOGIN_OVERRIDES}
     files = layout.node_bundles(stack, overrides)
     cluster = Cluster(
         suite=suite,

@@ -1,4 +1,4 @@
-"""What gb300 puts on the head and on a GPU node of a stack, and the command lines it starts them with.
+"""What gb300 puts on the head, on a GPU node and on a login node of a stack, and the command lines it starts them with.
 
 :func:`node_bundles` renders the stack's node bundles (:func:`gb300.node.bundle.bundle_for`, the same rows the
 custom data and the payload carry): the head's ``/etc/slurm`` files, ``slurm.env`` and ``health.env``, the
@@ -34,12 +34,14 @@ DROPIN = "etc/systemd/system/slurmd.service.d/gb300-dynamic.conf"
 
 @dataclass(frozen=True)
 class StackFiles:
-    """One stack's rendered node files: node path -> file, for the head and for a GPU node of its first pool."""
+    """One stack's rendered node files: node path -> file, for the head, a GPU node of its first pool and, when the
+    stack declares gb300:login, a login node (else ``login`` is empty)."""
 
     cluster: str
     pool: str
     head: dict[str, NodeFile]
     node: dict[str, NodeFile]
+    login: dict[str, NodeFile]
 
     def env(self, role_files: dict[str, NodeFile], path: str) -> dict[str, str]:
         """The variables an env file of ``role_files`` sets (sourced by bash, as the node scripts do)."""
@@ -73,11 +75,13 @@ def _bundles(stack: str, frozen: str) -> StackFiles:
     pool = cfg.gpu_pools[0]
     head = bundle_for(node_context.build(cfg, gb300_tags.ROLE_HEAD), fetch=False)
     node = bundle_for(node_context.build(cfg, gb300_tags.ROLE_GPU_NODE, pool), fetch=False)
+    login = [] if cfg.login is None else bundle_for(node_context.build(cfg, gb300_tags.ROLE_LOGIN), fetch=False).files
     return StackFiles(
         cluster=cfg.cluster.name,
         pool=pool.name,
         head={f.path: f for f in head.files},
         node={f.path: f for f in node.files},
+        login={f.path: f for f in login},
     )
 
 
