@@ -26,6 +26,8 @@ pytestmark = pytest.mark.slow
 STEP = "/usr/local/lib/gb300/steps/gb300-slurm-accounts.sh"
 ACCOUNTS_FILE = f"/etc/gb300/{slurm_config.ACCOUNTS_FILE}"
 USERS = ("alice", "bob", "carol")
+NODE_UNKNOWN = "erin"
+"""A user of team_b on the login node and the head only: the GPU nodes have no passwd entry for her."""
 SLURM: dict[str, Any] = {
     "qos": [
         {"name": "normal", "priority": 10},
@@ -34,7 +36,7 @@ SLURM: dict[str, Any] = {
     "accounts": [
         {"name": "team_a", "users": ["alice", "bob"], "fairshare": 3, "gpuLimit": 4, "qos": ["normal", "high"],
          "defaultQos": "normal"},
-        {"name": "team_b", "users": ["alice", "carol"], "fairshare": 1},
+        {"name": "team_b", "users": ["alice", "carol", NODE_UNKNOWN], "fairshare": 1},
     ],
     "users": [{"name": "alice", "defaultAccount": "team_a"}],
 }  # fmt: skip
@@ -43,11 +45,15 @@ SLURM: dict[str, Any] = {
 @pytest.fixture(scope="module", params=list(SUITES), ids=[f"{s}-{v}" for s, v in SUITES.items()])
 def accounts_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     """The dev stack with two accounts and two QoS declared (accounting on by them) and a login node, its users on
-    every host (the same uids), and the head's gb300-slurm-accounts step run once."""
+    every host (the same uids) but erin, on the login node and the head only, and the head's gb300-slurm-accounts
+    step run once."""
     for cluster in cluster_fixture(request, overrides={"slurm": SLURM}, accounting=True, login=True):
         for host in cluster.hosts:
             for uid, user in enumerate(USERS, 5001):
                 host.run(["useradd", "--uid", str(uid), "--no-create-home", "--shell", "/bin/bash", user])
+        assert cluster.login is not None
+        for only in (cluster.head, cluster.login):
+            only.run(["useradd", "--uid", "5101", "--create-home", "--shell", "/bin/bash", NODE_UNKNOWN])
         cluster.head.run(["bash", STEP], timeout=300)
         yield cluster
 
@@ -237,28 +243,47 @@ def test_a_user_reads_the_cluster_from_the_login_node(accounts_cluster: Cluster)
     assert _as(accounts_cluster, "alice", "squeue", "-h", "-u", "alice", "-t", "all") is not None
 
 
+def _job_from_login(cluster: Cluster, user: str, account: str, command: str) -> tuple[str, str, list[str]]:
+    """``command`` as a batch job of ``user`` (``account``) submitted on the login node: (job id, the node it ran on,
+    its output's lines, read on that node) once sacct says it completed."""
+    out = "/var/tmp/login-job-%j.out"
+    argv = ["sbatch", "--parsable", f"--partition={cluster.files.pool}", f"--account={account}", "--chdir=/",
+            f"--output={out}", f"--wrap={command}"]  # fmt: skip
+    job = _as(cluster, user, *argv).strip().split(";")[0]
+    assert job.isdigit(), job
+
+    def state() -> list[str]:
+        rows = cluster.head.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "state,nodelist,account"])
+        return rows.stdout.strip().split("|")
+
+    cluster.wait(f"job {job} from the login node completes", lambda: state()[0] == "COMPLETED", 60)
+    _, node, ran_as = state()
+    assert ran_as == account
+    return job, node, cluster.node(node).run(["cat", out.replace("%j", job)]).stdout.splitlines()
+
+
 def test_a_job_submitted_on_the_login_node_runs_on_a_gpu_node(accounts_cluster: Cluster) -> None:
     """alice's sbatch on the login node (her team_a account) runs on a GPU node as her uid, never on the login node,
     and its output is written there."""
     login = _login(accounts_cluster)
-    out = "/var/tmp/login-job-%j.out"
-    argv = ["sbatch", "--parsable", f"--partition={accounts_cluster.files.pool}", "--account=team_a", "--chdir=/",
-            f"--output={out}", "--wrap=echo $(hostname) $(id -u) $SLURM_JOB_ACCOUNT"]  # fmt: skip
-    job = _as(accounts_cluster, "alice", *argv).strip().split(";")[0]
-    assert job.isdigit(), job
-
-    def state() -> list[str]:
-        rows = accounts_cluster.head.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "state,nodelist,account"])
-        return rows.stdout.strip().split("|")
-
-    accounts_cluster.wait(f"job {job} from the login node completes", lambda: state()[0] == "COMPLETED", 60)
-    _, node, account = state()
+    command = "echo $(hostname) $(id -u) $SLURM_JOB_ACCOUNT"
+    job, node, written = _job_from_login(accounts_cluster, "alice", "team_a", command)
     assert node in [host.name for host in accounts_cluster.nodes]
-    assert account == "team_a"
     uid = login.run(["id", "-u", "alice"]).stdout.strip()
-    written = accounts_cluster.node(node).run(["cat", out.replace("%j", job)]).stdout.split()
-    assert written == [node, uid, "team_a"]
-    assert login.run(["test", "-e", out.replace("%j", job)], check=False).returncode == 1
+    assert written == [f"{node} {uid} team_a"]
+    assert login.run(["test", "-e", f"/var/tmp/login-job-{job}.out"], check=False).returncode == 1
+
+
+def test_a_user_the_gpu_nodes_do_not_know_runs_with_her_numbers_and_home_but_no_name(accounts_cluster: Cluster) -> None:
+    """erin is known on the login node and the head only, as an Entra user is (no nss_slurm: docs/access.md, Not there
+    yet): her job from the login node runs on a GPU node with her uid, gid and HOME, and the node has no passwd entry
+    for her uid."""
+    login = _login(accounts_cluster)
+    name, _, uid, gid, _, home, _ = login.run(["getent", "passwd", NODE_UNKNOWN]).stdout.strip().split(":")
+    command = "echo $(id -u) $(id -g) $HOME; getent passwd $(id -u) || echo no passwd entry"
+    _, node, written = _job_from_login(accounts_cluster, name, "team_b", command)
+    assert accounts_cluster.node(node).run(["getent", "passwd", name], check=False).returncode == 2
+    assert written == [f"{uid} {gid} {home}", "no passwd entry"]
 
 
 def test_a_reconfigure_on_the_head_reaches_the_login_node(accounts_cluster: Cluster) -> None:
