@@ -35,7 +35,7 @@ from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from gb300.config import StackConfig, netplan
 from gb300.config import secrets as config_secrets
 from gb300.errors import ConfigError
-from gb300.facts import catalog, egress
+from gb300.facts import alerts, catalog, egress
 from gb300.node.context import head_hostname
 from gb300.node.custom_data import CustomData, render_stack
 
@@ -287,6 +287,8 @@ def _monitoring(cfg: StackConfig, scope: ClusterScope, identity: Identity) -> mo
             existing_workspace=_existing_workspace(cfg),
             existing_monitor_workspace_id=mon.prometheus.existing_workspace_id,
             grafana_shared_read=mon.grafana.shared_workspace_read,
+            rule_values=mon.alerts.goodput.rule_values(max((p.sku.gpus for p in cfg.gpu_pools), default=0)),
+            left_out_rule_groups=frozenset() if mon.alerts.goodput.enabled else frozenset({alerts.GOODPUT_ALERTS}),
         ),
     )
 

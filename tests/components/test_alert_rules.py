@@ -1,9 +1,9 @@
 """The alert rules as Azure receives them, evaluated by Prometheus's own `promtool` on synthetic series.
 
 The rule file under test is rebuilt from the plan's ``alertsmanagement:PrometheusRuleGroup`` resources (ISO 8601
-durations turned back into Prometheus ones), so a rule the monitoring component renders wrongly fails here too.
-Cases live in ``tests/fixtures/alerts/gb300_test.yaml``; every rendered alert must fire in one and stay quiet in
-another.
+durations turned back into Prometheus ones, the stack's values filled in), so a rule the monitoring component renders
+wrongly fails here too. Cases live in ``tests/fixtures/alerts/gb300_test.yaml``; every rendered alert must fire in
+one and stay quiet in another, and every recording rule's output is checked on series in at least one.
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ def rendered_rule_file(plan: PlanResult, *, annotations: bool = True) -> dict[st
             continue
         rules = []
         for rule in resource.inputs["rules"]:
+            if "record" in rule:
+                rules.append({"record": rule["record"], "expr": rule["expression"]})
+                continue
             rendered: dict[str, Any] = {
                 "alert": rule["alert"],
                 "expr": rule["expression"],
@@ -62,7 +65,7 @@ def rendered_rule_file(plan: PlanResult, *, annotations: bool = True) -> dict[st
 
 
 def _alert_names(rule_file: dict[str, Any]) -> set[str]:
-    return {rule["alert"] for group in rule_file["groups"] for rule in group["rules"]}
+    return {rule["alert"] for group in rule_file["groups"] for rule in group["rules"] if "alert" in rule}
 
 
 def _cases() -> dict[str, Any]:
@@ -98,7 +101,7 @@ def test_promtool_catches_a_broken_rule(reference_plan: PlanResult, tmp_path: Pa
     broken = rendered_rule_file(reference_plan, annotations=False)
     for group in broken["groups"]:
         for rule in group["rules"]:
-            if rule["alert"] == "InfinibandPortDown":
+            if rule.get("alert") == "InfinibandPortDown":
                 rule["expr"] = rule["expr"].replace("!= 4", "!= 1")
     rules = tmp_path / "rules.yaml"
     rules.write_text(yaml.safe_dump(broken, sort_keys=False))
@@ -114,10 +117,35 @@ def test_every_alert_has_a_firing_and_a_quiet_case(reference_plan: PlanResult) -
     firing: set[str] = set()
     quiet: set[str] = set()
     for case in _cases()["tests"]:
-        for check in case["alert_rule_test"]:
+        for check in case.get("alert_rule_test", []):
             (firing if check["exp_alerts"] else quiet).add(check["alertname"])
     alerts = _alert_names(rendered_rule_file(reference_plan))
     assert alerts, "the reference stack renders no alert rules"
     assert alerts - firing == set(), "alerts without a case where they fire"
     assert alerts - quiet == set(), "alerts without a case where they stay quiet"
     assert (firing | quiet) - alerts == set(), "cases for alerts that no longer exist"
+
+
+def test_a_broken_recording_rule_fails_its_cases(reference_plan: PlanResult, tmp_path: Path) -> None:
+    """An idle part that forgets to leave out the drained GPUs makes `promtool test rules` fail on the recorded
+    values, so the goodput split's cases catch a regression."""
+    promtool = _promtool()
+    broken = rendered_rule_file(reference_plan, annotations=False)
+    (idle,) = [r for g in broken["groups"] for r in g["rules"] if r.get("record") == "cluster:gb300_gpus_idle:sum"]
+    idle["expr"] = idle["expr"].replace("- on (cluster) cluster:gb300_gpus_drained:sum", "")
+    assert "drained" not in idle["expr"]
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump(broken, sort_keys=False))
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(yaml.safe_dump({"rule_files": [str(rules)], **_cases()}, sort_keys=False))
+    result = subprocess.run([promtool, "test", "rules", str(cases)], capture_output=True, text=True, check=False)
+    assert result.returncode != 0
+    assert "cluster:gb300_gpus_idle:sum" in result.stdout + result.stderr
+
+
+def test_every_recording_rule_has_a_case(reference_plan: PlanResult) -> None:
+    """Each rendered recording rule's output is checked on series in at least one case; a new one needs a case."""
+    records = {r["record"] for g in rendered_rule_file(reference_plan)["groups"] for r in g["rules"] if "record" in r}
+    checked = {check["expr"] for case in _cases()["tests"] for check in case.get("promql_expr_test", [])}
+    assert records, "the reference stack renders no recording rules"
+    assert records - checked == set()

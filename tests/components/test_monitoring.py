@@ -40,9 +40,23 @@ PROMQL_WORDS = {
 
 @cache
 def known_metrics() -> dict[str, set[str]]:
-    """Metric names per exporter, from data/metrics.yaml."""
+    """Metric names per exporter, and the names gb300's recording rules record (``recorded``), from
+    data/metrics.yaml."""
     doc = yaml.safe_load((DATA_DIR / "metrics.yaml").read_text())
-    return {name: set(exp["metrics"]) for name, exp in doc["exporters"].items()}
+    known = {name: set(exp["metrics"]) for name, exp in doc["exporters"].items()}
+    return {**known, "recorded": set(doc["recorded"]["metrics"])}
+
+
+def rule_groups(reference_raw: dict[str, Any]) -> list[alerts.AlertGroup]:
+    """Every rule group of templates/alerts/, filled with the reference stack's values."""
+    cfg = config.parse(reference_raw)
+    gpus = max(pool.sku.gpus for pool in cfg.gpu_pools)
+    return alerts.alert_groups(cfg.monitoring.alerts.goodput.rule_values(gpus))
+
+
+def unlisted(expr: str) -> set[str]:
+    """The names ``expr`` reads that data/metrics.yaml does not list."""
+    return metric_names(expr) - all_metrics()
 
 
 def all_metrics() -> set[str]:
@@ -133,23 +147,60 @@ def test_rack_dashboard_covers_the_issue() -> None:
         assert 'rack=~"$rack"' in expr
 
 
-def test_alert_expressions_name_exported_metrics() -> None:
-    """Every alert rule expression references only metrics the exporters emit, and every rule has a severity."""
-    groups = alerts.alert_groups()
+def test_alert_expressions_name_exported_metrics(reference_raw: dict[str, Any]) -> None:
+    """Every alert and recording rule expression references only metrics data/metrics.yaml lists, and every alert
+    has a severity and a summary."""
+    groups = rule_groups(reference_raw)
     assert groups
     for group in groups:
         for rule in group.rules:
-            names = metric_names(rule.expr)
-            assert names, rule.alert
-            assert names <= all_metrics(), (rule.alert, names - all_metrics())
+            assert metric_names(rule.expr), rule.alert
+            assert unlisted(rule.expr) == set(), rule.alert
             assert 0 <= rule.severity <= 4
             assert rule.annotations["summary"]
+        for record in group.records:
+            assert metric_names(record.expr), record.record
+            assert unlisted(record.expr) == set(), record.record
 
 
-def test_alerts_cover_the_issue() -> None:
-    """There are alerts for XID errors, ECC errors, an IB port down, a GPU off the bus, and a node not ready."""
-    names = {rule.alert for group in alerts.alert_groups() for rule in group.rules}
-    assert {"GpuXidError", "GpuEccDoubleBitError", "InfinibandPortDown", "GpuFallenOffTheBus", "NodeNotReady"} <= names
+def test_recorded_names_are_the_rules_records(reference_raw: dict[str, Any]) -> None:
+    """data/metrics.yaml's `recorded` list is exactly what the recording rules record, so a dashboard cannot read a
+    recorded name no rule makes."""
+    records = {r.record for group in rule_groups(reference_raw) for r in group.records}
+    assert records
+    assert records == known_metrics()["recorded"]
+
+
+def test_an_unlisted_name_in_a_goodput_query_is_caught() -> None:
+    """A goodput panel or rule that reads a metric data/metrics.yaml does not list is caught by the name check,
+    functions, labels, strings and grouping notwithstanding."""
+    doc = json.loads((TEMPLATES_DIR / "dashboards" / "gb300-goodput.json").read_text())
+    expr = _targets(_panels(doc)[0])[0]
+    assert unlisted(expr) == set()
+    added = f'{expr} + on (cluster) label_replace(slurm_nodes_drainingg{{x="y"}}, "a", "$1", "b", "(.*)")'
+    assert unlisted(added) == {"slurm_nodes_drainingg"}
+
+
+def test_goodput_values_come_from_the_stack(reference_raw: dict[str, Any]) -> None:
+    """The goodput alerts carry the stack's floor and drained time, and a rule file naming a value the stack does
+    not give is refused with the value's name."""
+    raw = copy.deepcopy(reference_raw)
+    raw.setdefault("monitoring", {}).setdefault("alerts", {})["goodput"] = {"floor": 0.55, "drainedMinutes": 90}
+    rules = {rule.alert: rule for group in rule_groups(raw) for rule in group.rules}
+    assert rules["GoodputBelowFloor"].expr.endswith("< 0.55")
+    assert rules["GpusDrainedTooLong"].for_ == "90m"
+    with pytest.raises(ValueError, match="@goodput_floor@ names no stack value"):
+        alerts.alert_groups({"gpus_per_node": "4"})
+
+
+def test_alerts_cover_the_issue(reference_raw: dict[str, Any]) -> None:
+    """There are alerts for XID errors, ECC errors, an IB port down, a GPU off the bus, a node not ready, goodput
+    under its floor and GPUs drained too long."""
+    names = {rule.alert for group in rule_groups(reference_raw) for rule in group.rules}
+    assert {
+        "GpuXidError", "GpuEccDoubleBitError", "InfinibandPortDown", "GpuFallenOffTheBus", "NodeNotReady",
+        "GoodputBelowFloor", "GpusDrainedTooLong",
+    } <= names  # fmt: skip
 
 
 def _of(plan: PlanResult, typ: str) -> list[ResourceRecord]:
@@ -213,7 +264,7 @@ def test_managed_prometheus_and_remote_write(reference_plan: PlanResult) -> None
     assert rule.inputs["dataCollectionEndpointId"] == dce.id
 
 
-def test_grafana_and_alerts(reference_plan: PlanResult) -> None:
+def test_grafana_and_alerts(reference_plan: PlanResult, reference_raw: dict[str, Any]) -> None:
     """Grafana is linked to the workspace with API keys off; rule groups evaluate against it and notify on-call."""
     (amw,) = _of(reference_plan, "monitor:AzureMonitorWorkspace")
     (grafana,) = _of(reference_plan, "dashboard:Grafana")
@@ -225,11 +276,16 @@ def test_grafana_and_alerts(reference_plan: PlanResult) -> None:
     assert grafana.inputs["identity"] == {"type": "SystemAssigned"}
     (group,) = _of(reference_plan, "monitor:ActionGroup")
     assert [e["emailAddress"] for e in group.inputs["emailReceivers"]] == ["oncall@example.com"]
-    rule_groups = _of(reference_plan, "alertsmanagement:PrometheusRuleGroup")
-    assert len(rule_groups) == len(alerts.alert_groups())
-    for rg in rule_groups:
+    groups = _of(reference_plan, "alertsmanagement:PrometheusRuleGroup")
+    prefix = f"{config.parse(reference_raw).cluster.name}-mon"
+    assert {g.inputs["ruleGroupName"] for g in groups} == {f"{prefix}-{g.name}" for g in rule_groups(reference_raw)}
+    for rg in groups:
         assert rg.inputs["scopes"] == [amw.id]
         for rule in rg.inputs["rules"]:
+            if "record" in rule:  # a recording rule notifies nobody
+                assert "actions" not in rule
+                assert "alert" not in rule
+                continue
             assert rule["actions"] == [{"actionGroupId": group.id}]
             assert re.fullmatch(r"PT\d+[SMH]", rule["for"])
 
@@ -249,6 +305,26 @@ def test_every_piece_can_be_turned_off(dev_raw: dict[str, Any]) -> None:
     }
 
 
+def _rule_group_names(dev_raw: dict[str, Any], monitoring_cfg: dict[str, Any]) -> set[str]:
+    raw = copy.deepcopy(dev_raw)
+    raw["monitoring"] = monitoring_cfg
+    kind = "azure-native:alertsmanagement:PrometheusRuleGroup"
+    return {r.inputs["ruleGroupName"].split("-mon-", 1)[1] for r in register("dev", raw) if r.type == kind}
+
+
+def test_recording_rules_follow_grafana_and_goodput_alerts_their_key(dev_raw: dict[str, Any]) -> None:
+    """With the alerts off Grafana still gets the goodput recording rules and no alert group is declared; with
+    `alerts.goodput.enabled: false` every alert group but the goodput one is."""
+    no_alerts = _rule_group_names(dev_raw, {"alerts": {"enabled": False}})
+    assert no_alerts == {g.name for g in alerts.alert_groups(_VALUES) if g.records}
+    no_goodput = _rule_group_names(dev_raw, {"alerts": {"goodput": {"enabled": False}}})
+    assert alerts.GOODPUT_ALERTS not in no_goodput
+    assert no_goodput == {g.name for g in alerts.alert_groups(_VALUES)} - {alerts.GOODPUT_ALERTS}
+
+
+_VALUES = {"gpus_per_node": "4", "goodput_floor": "0.8", "goodput_for": "60m", "drained_for": "240m"}
+
+
 def test_logs_only(dev_raw: dict[str, Any]) -> None:
     """Logs alone give the workspace and collection rule but no Prometheus, Grafana or alert resources."""
     off = {"enabled": False}
@@ -257,6 +333,9 @@ def test_logs_only(dev_raw: dict[str, Any]) -> None:
     assert "azure-native:monitor:AzureMonitorWorkspace" not in types
     assert "azure-native:dashboard:Grafana" not in types
     assert "azure-native:alertsmanagement:PrometheusRuleGroup" not in types
+
+
+GOODPUT = "gb300:monitoring.alerts.goodput"
 
 
 @pytest.mark.parametrize(
@@ -274,6 +353,11 @@ def test_logs_only(dev_raw: dict[str, Any]) -> None:
             "gb300:monitoring.prometheus.scrapeInterval: is not a known key; did you mean 'scrapeIntervalSeconds'?",
         ),
         ({"grafana": {"adminPrincipalIds": ["me"]}}, "gb300:monitoring.grafana.adminPrincipalIds: is not a known key"),
+        ({"alerts": {"goodput": {"floor": 1.5}}}, f"{GOODPUT}.floor: must be at most 1.0 (got 1.5)"),
+        ({"alerts": {"goodput": {"floor": 0}}}, f"{GOODPUT}.floor: must be greater than 0.0 (got 0)"),
+        ({"alerts": {"goodput": {"drainedMinutes": 1}}}, f"{GOODPUT}.drainedMinutes: must be at least 5 (got 1)"),
+        ({"alerts": {"goodput": {"floorMinutes": "1h"}}}, f"{GOODPUT}.floorMinutes: must be a whole number"),
+        ({"alerts": {"goodput": {"flor": 0.5}}}, f"{GOODPUT}.flor: is not a known key; did you mean 'floor'?"),
     ],
 )  # fmt: skip
 def test_monitoring_config_errors(reference_raw: dict[str, Any], monitoring_cfg: dict[str, Any], expected: str) -> None:

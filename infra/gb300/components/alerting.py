@@ -2,7 +2,8 @@
 
 * **The action group** (``<name>-oncall``): the configured emails and webhooks, one group shared by every alert.
 * **Prometheus rule groups** from ``templates/alerts/*.yaml`` (:mod:`gb300.facts.alerts`), evaluated against the
-  Azure Monitor workspace.
+  Azure Monitor workspace: the alerting groups, and the recording groups that the goodput dashboard and alerts read
+  (docs/goodput.md).
 * **The bootstrap alert**: a log alert (scheduled query rule) on the Log Analytics workspace that fires for each node
   whose bootstrap logged a failure (``bootstrapAlert`` in ``data/monitoring.yaml``; docs/lifecycle.md).
 
@@ -12,13 +13,14 @@ component), in the scope's resource group.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import pulumi
 from pulumi_azure_native import alertsmanagement, monitor
 
 from gb300.components.scope import ClusterScope
-from gb300.facts.alerts import alert_groups, iso_duration
+from gb300.facts.alerts import AlertGroup, AlertRule, RecordingRule, alert_groups, iso_duration
 from gb300.facts.monitoring_facts import facts, value
 
 
@@ -105,40 +107,74 @@ def prometheus_rule_groups(
     scope: ClusterScope,
     amw: pulumi.Output[str],
     group: pulumi.Output[str] | None,
+    rules: RuleGroupChoice,
     *,
     parent: pulumi.Resource,
 ) -> None:
-    """One Prometheus rule group per ``templates/alerts/*.yaml`` file on the Azure Monitor workspace ``amw``, every
-    rule notifying the action group ``group`` (None: nobody)."""
-    child = pulumi.ResourceOptions(parent=parent)
-    actions = [alertsmanagement.PrometheusRuleGroupActionArgs(action_group_id=group)] if group is not None else []
-    for spec in alert_groups():
-        alertsmanagement.PrometheusRuleGroup(
-            f"{name}-{spec.name}",
-            rule_group_name=f"{name}-{spec.name}",
-            resource_group_name=scope.resource_group_name,
-            location=scope.location,
-            scopes=[amw],
-            enabled=True,
-            interval=iso_duration(spec.interval),
-            description=f"gb300 alert rules: {spec.name}",
-            rules=[
-                alertsmanagement.PrometheusRuleArgs(
-                    alert=rule.alert,
-                    expression=rule.expr,
-                    for_=iso_duration(rule.for_),
-                    severity=rule.severity,
-                    enabled=True,
-                    resolve_configuration=alertsmanagement.PrometheusRuleResolveConfigurationArgs(
-                        auto_resolved=True, time_to_resolve="PT10M"
-                    ),
-                    # Left out when empty, as Azure's own rule groups leave them out.
-                    labels=rule.labels or None,
-                    annotations=rule.annotations or None,
-                    actions=actions or None,
-                )
-                for rule in spec.rules
-            ],
-            tags=scope.tags,
-            opts=child,
-        )
+    """One Prometheus rule group per group of ``templates/alerts/*.yaml`` on the Azure Monitor workspace ``amw``, its
+    ``@name@`` values filled from ``rules.values``: the recording groups when ``rules.records``, the alerting groups
+    when ``rules.alerts``, every alert notifying the action group ``group`` (None: nobody)."""
+    for spec in alert_groups(rules.values):
+        if spec.name in rules.left_out:
+            continue
+        if spec.records and rules.records:
+            _rule_group(name, scope, amw, spec, [_record(rule) for rule in spec.records], parent=parent)
+        elif spec.rules and rules.alerts:
+            _rule_group(name, scope, amw, spec, [_alert(rule, group) for rule in spec.rules], parent=parent)
+
+
+@dataclass(frozen=True)
+class RuleGroupChoice:
+    """Which rule groups of ``templates/alerts/`` to deploy, and the stack values their ``@name@`` marks take."""
+
+    records: bool
+    alerts: bool
+    values: Mapping[str, str]
+    left_out: frozenset[str] = frozenset()
+    """Groups the stack turns off by name (``GOODPUT_ALERTS`` with ``gb300:monitoring.alerts.goodput.enabled``)."""
+
+
+def _rule_group(
+    name: str,
+    scope: ClusterScope,
+    amw: pulumi.Output[str],
+    spec: AlertGroup,
+    rules: list[alertsmanagement.PrometheusRuleArgs],
+    *,
+    parent: pulumi.Resource,
+) -> None:
+    kind = "recording" if spec.records else "alert"
+    alertsmanagement.PrometheusRuleGroup(
+        f"{name}-{spec.name}",
+        rule_group_name=f"{name}-{spec.name}",
+        resource_group_name=scope.resource_group_name,
+        location=scope.location,
+        scopes=[amw],
+        enabled=True,
+        interval=iso_duration(spec.interval),
+        description=f"gb300 {kind} rules: {spec.name}",
+        rules=rules,
+        tags=scope.tags,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+def _record(rule: RecordingRule) -> alertsmanagement.PrometheusRuleArgs:
+    return alertsmanagement.PrometheusRuleArgs(record=rule.record, expression=rule.expr, enabled=True)
+
+
+def _alert(rule: AlertRule, group: pulumi.Output[str] | None) -> alertsmanagement.PrometheusRuleArgs:
+    return alertsmanagement.PrometheusRuleArgs(
+        alert=rule.alert,
+        expression=rule.expr,
+        for_=iso_duration(rule.for_),
+        severity=rule.severity,
+        enabled=True,
+        resolve_configuration=alertsmanagement.PrometheusRuleResolveConfigurationArgs(
+            auto_resolved=True, time_to_resolve="PT10M"
+        ),
+        # Left out when empty, as Azure's own rule groups leave them out.
+        labels=rule.labels or None,
+        annotations=rule.annotations or None,
+        actions=[alertsmanagement.PrometheusRuleGroupActionArgs(action_group_id=group)] if group is not None else None,
+    )

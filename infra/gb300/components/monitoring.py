@@ -24,8 +24,8 @@ tables go into the given Log Analytics workspace, retained when the cluster is d
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -79,6 +79,10 @@ class MonitoringArgs:
     """A Log Analytics workspace that is not gb300's (``gb300:monitoring.existingLogAnalyticsWorkspaceId``)."""
     existing_monitor_workspace_id: str | None = None
     """An Azure Monitor workspace that is not gb300's (``gb300:monitoring.prometheus.existingWorkspaceId``)."""
+    rule_values: Mapping[str, str] = field(default_factory=dict)
+    """The stack values the rule files' ``@name@`` marks take (:func:`gb300.facts.alerts.alert_groups`)."""
+    left_out_rule_groups: frozenset[str] = frozenset()
+    """Rule groups of ``templates/alerts/`` the stack turns off, by name."""
     grafana_shared_read: bool = False
     """Grafana reads the whole of a workspace that is not gb300's (``gb300:monitoring.grafana.sharedWorkspaceRead``);
     off, it reads a shared Log Analytics workspace in resource context only and a shared Azure Monitor workspace not
@@ -163,8 +167,16 @@ class Monitoring(pulumi.ComponentResource):
 
         if args.grafana and amw is not None:
             self._grafana(name, args, amw, workspace)
-        if args.alerts and amw is not None:
-            alerting.prometheus_rule_groups(name, scope, amw, self._action_group(name, args), parent=self)
+        if (args.alerts or args.grafana) and amw is not None:
+            # The recording rules feed the goodput dashboard and alerts; the alerting groups only with the alerts.
+            choice = alerting.RuleGroupChoice(
+                records=True,
+                alerts=args.alerts,
+                values=args.rule_values,
+                left_out=args.left_out_rule_groups,
+            )
+            oncall = self._action_group(name, args) if args.alerts else None
+            alerting.prometheus_rule_groups(name, scope, amw, oncall, choice, parent=self)
 
         self.register_outputs(
             {

@@ -70,6 +70,31 @@ def _check_webhook_unless_secret(value: str | StackSecret) -> str | StackSecret:
     return value if isinstance(value, StackSecret) else check_webhook(value)
 
 
+class GoodputAlertSettings(ConfigModel):
+    """``gb300:monitoring.alerts.goodput``: the goodput alerts over the recorded split of the paid GPUs
+    (docs/goodput.md#over-time-the-recording-rules-and-the-dashboard)."""
+
+    enabled: bool = True
+    """`false` leaves out the two goodput alerts (the recording rules and the dashboard stay)."""
+    floor: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 0.8
+    """`GoodputBelowFloor` fires when the share of paid GPUs in jobs (`cluster:gb300_gpus_in_jobs:ratio`) stays
+    under this fraction for `floorMinutes`."""
+    floor_minutes: Annotated[int, Field(ge=5, le=1440, strict=True)] = 60
+    """How long the share stays under `floor` before `GoodputBelowFloor` fires, minutes."""
+    drained_minutes: Annotated[int, Field(ge=5, le=10080, strict=True)] = 240
+    """`GpusDrainedTooLong` fires when some of the cluster's GPUs have stayed drained (Slurm's DRAINED nodes, by the
+    health gate or the repair loop) this long, minutes."""
+
+    def rule_values(self, gpus_per_node: int) -> dict[str, str]:
+        """The ``@name@`` values of ``templates/alerts/goodput.yaml`` (:func:`gb300.facts.alerts.alert_groups`)."""
+        return {
+            "gpus_per_node": str(gpus_per_node),
+            "goodput_floor": repr(self.floor),
+            "goodput_for": f"{self.floor_minutes}m",
+            "drained_for": f"{self.drained_minutes}m",
+        }
+
+
 class AlertSettings(ConfigModel):
     """``gb300:monitoring.alerts``: Prometheus alert rule groups and who is told."""
 
@@ -88,6 +113,8 @@ class AlertSettings(ConfigModel):
     """Https URLs called by every alert (common alert schema). Each may be a Pulumi secret (`pulumi config set
     --secret --path 'gb300:monitoring.alerts.webhooks[0]' <url>`): the action group receives every webhook as a
     secret, and `gb300 plan`, which cannot decrypt it, skips its https:// check (rule `stack-secrets`)."""
+    goodput: GoodputAlertSettings = Field(default_factory=GoodputAlertSettings)
+    """Alerts when goodput falls under a floor or GPUs stay drained too long (docs/goodput.md)."""
 
 
 class MonitoringSettings(ConfigModel):
