@@ -29,7 +29,7 @@ MANAGED_BY_VALUE = "gb300"
 
 # On the nodes: what they are.
 POOL = "gb300-pool"
-"""The GPU pool of a scale set (and of its interconnect group and blocks)."""
+"""The GPU or CPU pool of a scale set (and of a GPU pool's interconnect group and blocks)."""
 RACK = "gb300-rack"
 """A rack scale set's rack number (1-based, as in its name ``...-r0001``)."""
 ROLE = "gb300-role"
@@ -40,7 +40,12 @@ ROLE_HEAD = "head"
 """The head node's role: Slurm's controller and the login node."""
 ROLE_LOGIN = "login"
 """The login nodes' role (gb300:login): CPU VMs where users sign in, apart from the controller."""
-ROLES = (ROLE_GPU_NODE, ROLE_HEAD, ROLE_LOGIN)
+ROLE_CPU_NODE = "cpu-node"
+"""The CPU pools' nodes' role (gb300:cpuPools): Slurm dynamic nodes without GPUs or InfiniBand; like the GPU nodes,
+their scale sets carry :data:`POOL` and no :data:`ROLE` tag."""
+POOL_ROLES = (ROLE_GPU_NODE, ROLE_CPU_NODE)
+"""The roles whose nodes belong to a pool (a scale set of their own, a payload per pool)."""
+ROLES = (ROLE_GPU_NODE, ROLE_HEAD, ROLE_LOGIN, ROLE_CPU_NODE)
 """The node roles, GPU nodes first: the one home of their names. Each has its custom data and its cloud-config
 fragment, ``cloud-init/roles/<role>.yaml`` (tests/test_role_names.py holds the fragments, the node registry and
 every module to these names)."""
