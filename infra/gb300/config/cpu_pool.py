@@ -54,7 +54,7 @@ class CpuPool(ConfigModel):
             raise PathError(
                 ("image",),
                 f"must boot {sku.cpu_arch} like {sku.name} (got {self.image!r}, an {arch} image); the VMs would not "
-                f"boot. Choose an {sku.cpu_arch} image (data/images.yaml) or a {arch} size",
+                f"boot. Choose an {sku.cpu_arch} image (data/images.yaml) or an {arch} size",
                 relative=True,
             )
 

@@ -48,31 +48,31 @@ def _slurm_pool(cfg: StackConfig, pool: GpuPool | CpuPool) -> slurm_config.Slurm
     """The Slurm view of one pool: its node set, its partition, the shape its nodes register with."""
     sku = pool.sku
     layout = sku.cpu_layout
-    gpu = isinstance(pool, GpuPool)
     return slurm_config.SlurmPool(
         name=pool.name,
         node_prefix=f"{cfg.cluster.name}-{pool.name}-",
         count=pool.vms if isinstance(pool, GpuPool) else pool.count,
         vm_size=pool.vm_size,
-        gpus_per_node=sku.gpus if gpu else 0,
+        gpus_per_node=sku.gpus if isinstance(pool, GpuPool) else 0,
         cpus=sku.vcpus,
         memory_mib=slurm_config.real_memory_mib(float(sku.memory_gib.value)),
         sockets=layout.sockets if layout else None,
         cores_per_socket=layout.cores_per_socket if layout else None,
         threads_per_core=layout.threads_per_core if layout else None,
         partition_settings=_rendered("partition_line", pool.partition_settings),
-        features=() if gpu else pool.node_features,
+        features=pool.node_features if isinstance(pool, CpuPool) else (),
     )
 
 
 def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
     """The Slurm view of the cluster: one partition per GPU pool, then one per CPU pool, the head node as
     controller."""
-    pools = [_slurm_pool(cfg, pool) for pool in (*cfg.gpu_pools, *cfg.cpu_pools)]
+    pools: list[GpuPool | CpuPool] = [*cfg.gpu_pools, *cfg.cpu_pools]
+    slurm_pools = [_slurm_pool(cfg, pool) for pool in pools]
     return slurm_config.SlurmCluster(
         cluster_name=cfg.cluster.name,
         head_hostname=head_hostname(cfg),
-        pools=tuple(pools),
+        pools=tuple(slurm_pools),
         max_nodes=max_gpu_nodes(cfg),
         accounting_host=head_hostname(cfg) if cfg.accounting else None,
         settings=_rendered("slurm_conf", cfg.slurm.settings),

@@ -1,5 +1,6 @@
-"""Real slurmctld (Debian trixie 24.11, sid 26.05) accepts the example stack's own Slurm settings and extra
-partitions (examples/custom-slurm, docs/customize.md), and `scontrol` reports them as the stack set them."""
+"""Real slurmctld (Debian trixie 24.11, sid 26.05) accepts the example stack's own Slurm settings, extra partitions
+and CPU pool's partition (examples/custom-slurm, docs/customize.md), and `scontrol` reports them as the stack set
+them."""
 
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ def _example() -> dict[str, Any]:
 
 @pytest.fixture(scope="module", params=list(SUITES), ids=[f"{s}-{v}" for s, v in SUITES.items()])
 def custom_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
-    """The dev stack's cluster with the example's GPU pools (their partition settings) and gb300:slurm."""
+    """The dev stack's cluster with the example's GPU pools (their partition settings), CPU pool and gb300:slurm."""
     example = _example()
-    overrides = {"gpuPools": example["gpuPools"], "slurm": example["slurm"]}
+    overrides = {"gpuPools": example["gpuPools"], "cpuPools": example["cpuPools"], "slurm": example["slurm"]}
     yield from cluster_fixture(request, overrides=overrides)
 
 
@@ -83,6 +84,18 @@ def test_extra_partitions_hold_the_pools_nodes_with_their_own_limits(custom_clus
     assert shown["MaxTime"] == batch["settings"]["MaxTime"]
     assert shown["Hidden"] == "YES"
     assert shown["TotalNodes"] == str(len(names))
+
+
+def test_the_cpu_pools_partition_carries_its_partition_settings(custom_cluster: Cluster) -> None:
+    """The CPU pool's own partition exists (not the default) over its node set, with its partitionSettings; it holds
+    none of the GPU nodes."""
+    [pool] = _example()["cpuPools"]
+    shown = _partition(custom_cluster, pool["name"])
+    assert shown["PartitionName"] == pool["name"]
+    assert shown["Default"] == "NO"
+    assert shown["MaxTime"] == "1-00:00:00"
+    assert shown["OverSubscribe"] == pool["partitionSettings"]["OverSubscribe"]
+    assert shown["TotalNodes"] == "0"
 
 
 def test_26_05_reads_oversubscribe_exclusive_as_exclusive_node(custom_cluster: Cluster) -> None:
