@@ -43,7 +43,7 @@ def test_a_cpu_node_runs_no_gpu_step(cfg: StackConfig) -> None:
     gpu_only = {s.name for s in node_steps.STEPS if s.roles == node_steps.GPU}
     assert gpu_only, "the registry has GPU-only steps"
     assert cpu.isdisjoint(gpu_only)
-    assert {"gb300-munge-key", "gb300-slurmd-setup", "72-lustre", node_steps.READY_STEP} <= cpu
+    assert {"gb300-munge-key", "gb300-slurmd-setup", "10-tuning", node_steps.READY_STEP} <= cpu
 
 
 def test_slurm_env_registers_the_pool_without_gpus(cfg: StackConfig, cpu_bundle: Bundle) -> None:
