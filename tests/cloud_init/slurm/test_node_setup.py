@@ -407,7 +407,7 @@ def test_slurmd_setup_rerun_does_not_restart_slurmd(sandbox: Sandbox) -> None:
 @pytest.mark.parametrize(
     ("unset", "message"),
     [
-        ("GB300_SLURM_POOL", "GB300_SLURM_POOL must be the node's GPU pool name (got '')"),
+        ("GB300_SLURM_POOL", "GB300_SLURM_POOL must be the node's pool name (got '')"),
         ("GB300_SLURM_GPUS", "GB300_SLURM_GPUS must be a whole number, 0 on a CPU node (got '')"),
         ("GB300_SLURM_SOCKETS", "GB300_SLURM_SOCKETS must be a positive integer (got '')"),
     ],
