@@ -13,8 +13,7 @@ from dataclasses import dataclass
 import pulumi
 
 from gb300 import tags as gb300_tags
-from gb300.components import scale_set
-from gb300.components.gpu_pool import Placement, declare_pool_scale_set, pool_shared
+from gb300.components.gpu_pool import Placement, declare_pool_scale_set, node_spec, pool_shared
 from gb300.components.node_common import NodeCommon
 from gb300.facts.catalog import Sku
 
@@ -47,15 +46,13 @@ class CpuPool(pulumi.ComponentResource):
         super().__init__(CPU_POOL_TYPE, name, None, opts)
         tags = gb300_tags.gpu_pool(args.node.tags, args.pool_name, args.custom_data_sha256)
         shared = pool_shared(args.node, tags, args.zones)
-        spec = scale_set.ScaleSetSpec(
+        spec = node_spec(
+            name,
+            args.node,
             sku=args.sku,
             capacity=args.count,
-            computer_name_prefix=f"{name}-",
             image=args.image,
             os_disk_size_gb=args.os_disk_size_gb,
-            admin_username=args.node.admin_username,
-            ssh_public_key=args.node.ssh_public_key,
-            subnet_id=args.node.scope.subnet_id("gpu"),
             custom_data=args.custom_data,
             extensions=shared.extensions,
         )

@@ -94,15 +94,13 @@ def declare_scale_set(
     interconnect_group_id: pulumi.Input[str] | None = None,
 ) -> compute_package.VirtualMachineScaleSet:
     """A GPU pool's scale set (a rack's, or a classic pool's one)."""
-    spec = scale_set.ScaleSetSpec(
+    spec = node_spec(
+        name,
+        args.node,
         sku=args.sku,
         capacity=capacity,
-        computer_name_prefix=f"{name}-",
         image=args.image,
         os_disk_size_gb=args.os_disk_size_gb,
-        admin_username=args.node.admin_username,
-        ssh_public_key=args.node.ssh_public_key,
-        subnet_id=args.node.scope.subnet_id("gpu"),
         custom_data=args.custom_data,
         interconnect_group_id=interconnect_group_id,
         capacity_reservation_group_id=args.capacity_reservation_group_id,
@@ -110,6 +108,18 @@ def declare_scale_set(
     )
     where = Placement(args.node, args.compute_provider, args.fabric.single_placement_group)
     return declare_pool_scale_set(name, spec, shared, parent, where, tags=tags)
+
+
+def node_spec(name: str, node: NodeCommon, **spec: Any) -> scale_set.ScaleSetSpec:
+    """Scale set ``name``'s spec: its VMs named after it, logging in and attaching as every pool's nodes do (the admin
+    user and key, the scope's ``gpu`` subnet); ``spec`` holds the rest of :class:`~scale_set.ScaleSetSpec`."""
+    return scale_set.ScaleSetSpec(
+        computer_name_prefix=f"{name}-",
+        admin_username=node.admin_username,
+        ssh_public_key=node.ssh_public_key,
+        subnet_id=node.scope.subnet_id("gpu"),
+        **spec,
+    )
 
 
 @dataclass(frozen=True)
