@@ -50,6 +50,7 @@ def test_the_cpu_pool_is_its_own_scale_set_of_its_size_and_count(
     inputs = _scale_sets(example_plan)[f"custom-{pool['name']}"]
     assert (inputs["sku"]["name"], inputs["sku"]["capacity"]) == (pool["vmSize"], pool["count"])
     assert inputs["tags"]["gb300-pool"] == pool["name"]
+    assert inputs["tags"]["gb300-role"] == "cpu-node"
     assert inputs["zones"] == [example_raw["cluster"]["zone"]]
     assert inputs["virtualMachineProfile"]["osProfile"]["computerNamePrefix"] == f"custom-{pool['name']}-"
 
@@ -74,8 +75,13 @@ def test_the_cpu_pool_boots_its_own_payload(example_plan: PlanResult) -> None:
 
 
 def test_the_plan_passes_with_the_cpu_pool(example_plan: PlanResult) -> None:
-    """The example with its CPU pool has no error finding."""
+    """The example with its CPU pool has no error finding, and the plan's summary lists the pool (its VMs, no GPUs)
+    and the cpu-node role's custom data and payload apart from the GPU nodes'."""
     assert [f for f in example_plan.findings if f.level.label == "error"] == []
+    summary = example_plan.summary
+    assert (summary["pools"]["prep"]["vms"], summary["pools"]["prep"]["gpus"]) == (4, 0)
+    assert {"cpu-node", "gpu-node", "head"} <= set(summary["customDataBytes"])
+    assert {"cpu-node", "gpu-node", "head"} <= set(summary["nodePayloadBytes"])
 
 
 def test_quota_counts_the_cpu_pools_family(example_plan: PlanResult, example_raw: dict[str, Any]) -> None:

@@ -44,7 +44,7 @@ class CpuPool(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: CpuPoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(CPU_POOL_TYPE, name, None, opts)
-        tags = gb300_tags.gpu_pool(args.node.tags, args.pool_name, args.custom_data_sha256)
+        tags = gb300_tags.cpu_pool(args.node.tags, args.pool_name, args.custom_data_sha256)
         shared = pool_shared(args.node, tags, args.zones)
         spec = node_spec(
             name,

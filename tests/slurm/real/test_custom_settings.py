@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from gb300 import config
+from gb300.facts import catalog
 from gb300.paths import REPO_ROOT
 from tests.support.real_slurm.cluster import Cluster
 from tests.support.real_slurm.fixtures import cluster_fixture
@@ -29,7 +30,7 @@ def custom_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     """The dev stack's cluster with the example's GPU pools (their partition settings), CPU pool and gb300:slurm."""
     example = _example()
     overrides = {"gpuPools": example["gpuPools"], "cpuPools": example["cpuPools"], "slurm": example["slurm"]}
-    yield from cluster_fixture(request, overrides=overrides)
+    yield from cluster_fixture(request, overrides=overrides, cpu_nodes=1)
 
 
 def _fields(text: str) -> dict[str, str]:
@@ -70,32 +71,50 @@ def test_the_pools_partition_carries_its_partition_settings(custom_cluster: Clus
     assert shown["Default"] == "YES"
 
 
+def _names(cluster: Cluster, pool: str) -> list[str]:
+    """The registered hosts of ``pool`` (its name is in theirs: ``<cluster>-<pool>-<index>``)."""
+    return sorted(host.name for host in cluster.nodes if f"-{pool}-" in host.name)
+
+
 def test_extra_partitions_hold_the_pools_nodes_with_their_own_limits(custom_cluster: Cluster) -> None:
-    """Both extra partitions (by pool, by feature) exist with their limits and hold the registered nodes."""
+    """Both extra partitions (by pools, by feature) exist with their limits and hold the registered nodes: the
+    pools' partition the GPU and the CPU pool's nodes, the feature's only the GPU pool's."""
     debug, batch = _example()["slurm"]["partitions"]
-    names = sorted(host.name for host in custom_cluster.nodes)
+    held = [name for pool in debug["pools"] for name in _names(custom_cluster, pool)]
     shown = _partition(custom_cluster, debug["name"])
     assert shown["MaxTime"] == "00:30:00"
     assert shown["MaxNodes"] == str(debug["settings"]["MaxNodes"])
     assert shown["PriorityTier"] == str(debug["settings"]["PriorityTier"])
     assert shown["GraceTime"] == str(debug["settings"]["GraceTime"])
-    assert shown["TotalNodes"] == str(len(names))
+    assert shown["TotalNodes"] == str(len(held))
     shown = _partition(custom_cluster, batch["name"])
     assert shown["MaxTime"] == batch["settings"]["MaxTime"]
     assert shown["Hidden"] == "YES"
-    assert shown["TotalNodes"] == str(len(names))
+    assert shown["TotalNodes"] == str(len(_names(custom_cluster, batch["feature"])))
 
 
 def test_the_cpu_pools_partition_carries_its_partition_settings(custom_cluster: Cluster) -> None:
-    """The CPU pool's own partition exists (not the default) over its node set, with its partitionSettings; it holds
-    none of the GPU nodes."""
+    """The CPU pool's own partition exists (not the default) with its partitionSettings and holds the pool's nodes."""
     [pool] = _example()["cpuPools"]
     shown = _partition(custom_cluster, pool["name"])
     assert shown["PartitionName"] == pool["name"]
     assert shown["Default"] == "NO"
     assert shown["MaxTime"] == "1-00:00:00"
     assert shown["OverSubscribe"] == pool["partitionSettings"]["OverSubscribe"]
-    assert shown["TotalNodes"] == "0"
+    assert shown["TotalNodes"] == str(len(_names(custom_cluster, pool["name"])))
+
+
+def test_a_cpu_node_registers_with_its_features_and_no_gpus(custom_cluster: Cluster) -> None:
+    """The CPU pool's node, started as gb300-slurmd-setup sets slurmd up, registers with the pool's features, its
+    size's CPUs and no GRES, and its health gate (GPU checks skipped) leaves it in service."""
+    [pool] = _example()["cpuPools"]
+    sku = catalog.load().sku(pool["vmSize"])
+    [name] = _names(custom_cluster, pool["name"])
+    shown = _fields(custom_cluster.scontrol("show", "node", name))
+    assert shown["AvailableFeatures"] == ",".join([pool["name"], *pool["features"]])
+    assert shown["CPUTot"] == str(sku.vcpus)
+    assert shown["Gres"] == "(null)"
+    assert "DRAIN" not in shown["State"], shown.get("Reason")
 
 
 def test_26_05_reads_oversubscribe_exclusive_as_exclusive_node(custom_cluster: Cluster) -> None:
