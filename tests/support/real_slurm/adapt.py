@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from tests.support.real_slurm import layout, priv
 
 if TYPE_CHECKING:
-    from gb300.node.file import NodeFile
     from tests.support.real_slurm.cluster import Cluster
     from tests.support.real_slurm.host import Host
 
@@ -153,20 +152,11 @@ def head_layer(cluster: Cluster, key: bytes, hosts: str) -> None:
         cgroup.write_text(cgroup.read_text() + CGROUP_V2_ADAPTATIONS)
 
 
-def node_layer(
-    cluster: Cluster,
-    host: Host,
-    key: bytes,
-    hosts: str,
-    extra: dict[str, str] | None = None,
-    *,
-    files: dict[str, NodeFile] | None = None,
-) -> None:
-    """A GPU node's layer (``files``: another role's rendered files, a CPU node's): its rendered files, no
-    /etc/slurm (configless), the gate's skip lists holding every hardware check, IMEX's command service on,
-    stand-ins for systemctl and nvidia-imex-ctl; then ``extra``."""
+def node_layer(cluster: Cluster, host: Host, key: bytes, hosts: str, extra: dict[str, str] | None = None) -> None:
+    """A GPU node's layer: its rendered files, no /etc/slurm (configless), the gate's skip lists holding every
+    hardware check, IMEX's command service on, stand-ins for systemctl and nvidia-imex-ctl; then ``extra``."""
     upper = host.upper
-    layout.place(cluster.files.node if files is None else files, upper, skip=("/etc/slurm/",))
+    layout.place(cluster.files.node, upper, skip=("/etc/slurm/",))
     _common(host, key, hosts)
     (upper / "var/spool/slurmd").mkdir(parents=True, exist_ok=True)
     env_path = upper / "etc/gb300/health.env"

@@ -119,14 +119,12 @@ class Cluster:
             gpus=gpus,
         )
 
-    def start(self, node_names: list[str], cpu_names: tuple[str, ...] = ()) -> None:
-        """Bring up the network, the head, then every node (GPU nodes, then the CPU pool's ``cpu_names``); returns
-        when every node is registered."""
-        self._network(1 + len(node_names) + len(cpu_names))
+    def start(self, node_names: list[str]) -> None:
+        """Bring up the network, the head, then every node; returns when every node is registered."""
+        self._network(1 + len(node_names))
         gpus = int(self.files.env(self.files.node, "/etc/gb300/slurm.env")["GB300_SLURM_GPUS"])
         self.head = self._host(0, self.files.head_hostname, 0)
         self.nodes = [self._host(i + 1, name, gpus) for i, name in enumerate(node_names)]
-        self.nodes += [self._host(len(node_names) + i + 1, name, 0) for i, name in enumerate(cpu_names)]
         key = secrets.token_bytes(1024)
         hosts = "127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in [self.head, *self.nodes])
         adapt.head_layer(self, key, hosts)
@@ -134,8 +132,7 @@ class Cluster:
         self.head.boot()
         self._start_head()
         for index, host in enumerate(self.nodes):
-            files = self.files.cpu_node if host.name in cpu_names else None
-            adapt.node_layer(self, host, key, hosts, self.node_files.get(index), files=files)
+            adapt.node_layer(self, host, key, hosts, self.node_files.get(index))
             self.node_options[host.name], _ = layout.slurmd_argv(host.upper)
             adapt.seal(self, host)
             host.boot()
@@ -228,10 +225,9 @@ def _ip(*args: str) -> None:
     priv.run(["ip", *args])
 
 
-def node_names(files: layout.StackFiles, count: int, pool: str | None = None) -> list[str]:
-    """``count`` node names of ``pool`` (the GPU pool's when None) as a Uniform scale set names its instances
-    (``<prefix><6 base-36>``)."""
-    return [f"{files.cluster}-{pool or files.pool}-{index:06d}" for index in range(count)]
+def node_names(files: layout.StackFiles, count: int) -> list[str]:
+    """``count`` GPU node names as a Uniform scale set of the pool names its instances (``<prefix><6 base-36>``)."""
+    return [f"{files.cluster}-{files.pool}-{index:06d}" for index in range(count)]
 
 
 @contextmanager
@@ -244,13 +240,11 @@ def start_cluster(
     overrides: dict[str, Any] | None = None,
     accounting: bool = False,
     node_files: dict[int, dict[str, str]] | None = None,
-    cpu_nodes: int = 0,
 ) -> Iterator[Cluster]:
     """A running cluster of ``suite`` (``trixie``, ``sid``) with ``nodes`` GPU nodes of ``stack``'s first pool,
     in ``directory`` (emptied and removed afterwards). ``accounting`` turns on the head's slurmdbd (the stack's
     ``gb300:head.slurmdbd``) and starts MariaDB and slurmdbd on the head. ``node_files`` (node index -> node path
-    -> text) is written into a node's layer after gb300's files and the adaptations (a failing gate's health.env).
-    ``cpu_nodes`` nodes of the stack's first CPU pool register after the GPU nodes (none without a CPU pool)."""
+    -> text) is written into a node's layer after gb300's files and the adaptations (a failing gate's health.env)."""
     if accounting:
         overrides = {**(overrides or {}), "head": {**(overrides or {}).get("head", {}), "slurmdbd": True}}
     files = layout.node_bundles(stack, overrides)
@@ -264,8 +258,7 @@ def start_cluster(
     )
     directory.mkdir(parents=True, exist_ok=True)
     try:
-        cpu = tuple(node_names(files, cpu_nodes, files.cpu_pool)) if files.cpu_pool else ()
-        cluster.start(node_names(files, nodes), cpu)
+        cluster.start(node_names(files, nodes))
         yield cluster
     finally:
         cluster.stop()

@@ -34,15 +34,12 @@ DROPIN = "etc/systemd/system/slurmd.service.d/gb300-dynamic.conf"
 
 @dataclass(frozen=True)
 class StackFiles:
-    """One stack's rendered node files: node path -> file, for the head, for a GPU node of its first pool and, when
-    the stack has CPU pools, for a node of its first CPU pool."""
+    """One stack's rendered node files: node path -> file, for the head and for a GPU node of its first pool."""
 
     cluster: str
     pool: str
     head: dict[str, NodeFile]
     node: dict[str, NodeFile]
-    cpu_pool: str | None = None
-    cpu_node: dict[str, NodeFile] | None = None
 
     def env(self, role_files: dict[str, NodeFile], path: str) -> dict[str, str]:
         """The variables an env file of ``role_files`` sets (sourced by bash, as the node scripts do)."""
@@ -76,15 +73,11 @@ def _bundles(stack: str, frozen: str) -> StackFiles:
     pool = cfg.gpu_pools[0]
     head = bundle_for(node_context.build(cfg, gb300_tags.ROLE_HEAD), fetch=False)
     node = bundle_for(node_context.build(cfg, gb300_tags.ROLE_GPU_NODE, pool), fetch=False)
-    cpu = cfg.cpu_pools[0] if cfg.cpu_pools else None
-    cpu_node = bundle_for(node_context.build(cfg, gb300_tags.ROLE_CPU_NODE, cpu), fetch=False) if cpu else None
     return StackFiles(
         cluster=cfg.cluster.name,
         pool=pool.name,
         head={f.path: f for f in head.files},
         node={f.path: f for f in node.files},
-        cpu_pool=cpu.name if cpu else None,
-        cpu_node={f.path: f for f in cpu_node.files} if cpu_node else None,
     )
 
 
