@@ -11,13 +11,11 @@ from collections.abc import Mapping, Sequence
 import pulumi
 from pulumi_azure_native import authorization, resources
 
-from gb300 import access, config, floors, rules
+from gb300 import access, config, floors, pools, rules
 from gb300 import tags as gb300_tags
 from gb300.access import first_login_outputs
 from gb300.components import (
     ClusterScope,
-    GpuPool,
-    GpuPoolArgs,
     Identity,
     IdentityArgs,
     Network,
@@ -35,7 +33,8 @@ from gb300.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from gb300.config import StackConfig, netplan
 from gb300.config import secrets as config_secrets
 from gb300.errors import ConfigError
-from gb300.facts import alerts, catalog, egress
+from gb300.facts import alerts, egress
+from gb300.node import context as node_context
 from gb300.node.context import head_hostname
 from gb300.node.custom_data import CustomData, render_stack
 
@@ -86,7 +85,9 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Output[str]]:
         cfg, scope, identity=identity, secrets=secrets, payloads=payloads, monitoring=monitoring, outputs=outputs
     )
     head = _head(cfg, node, payloads, head_data)
-    _gpu_pools(cfg, node, payloads, pool_data)
+    compute_provider = compute_package.provider_from_stack(f"{name}-compute")
+    pools.gpu_pools(cfg, node, payloads, pool_data, compute_provider)
+    pools.cpu_pools(cfg, node, payloads, rendered.cpu_pools, compute_provider)
     login = access.login_pool(cfg, node, payloads, rendered.login)
     if login is not None:
         outputs.update(access.login_outputs(login, scope.resource_group_name, net.bastion_name))
@@ -133,11 +134,12 @@ def cluster_scope(cfg: StackConfig) -> tuple[ClusterScope, pulumi.Output[str]]:
 
 
 def _subnet_plan(cfg: StackConfig) -> list[netplan.SubnetPlan]:
-    """The subnets carved from ``gb300:network.addressSpace`` for the stack's GPU VMs."""
+    """The subnets carved from ``gb300:network.addressSpace`` for the stack's GPU VMs (and CPU pools' VMs, in the same
+    subnet)."""
     lustre = cfg.storage.lustre
     return network_component.plan_subnets(
         cfg.network.address_space,
-        gpu_vms=sum(p.vms for p in cfg.gpu_pools),
+        gpu_vms=sum(p.vms for p in cfg.gpu_pools) + node_context.cpu_vms(cfg),
         bastion=cfg.network.bastion,
         storage_prefix=lustre.subnet_prefix if lustre is not None else None,
         gpu_prefix=cfg.network.gpu_subnet_prefix_length,
@@ -146,7 +148,7 @@ def _subnet_plan(cfg: StackConfig) -> list[netplan.SubnetPlan]:
 
 def _network(cfg: StackConfig, scope: ClusterScope, subnets: list[netplan.SubnetPlan]) -> Network:
     """``gb300:network`` and ``gb300:access.sshSourceRanges``: the VNet (or the landing zone's), subnets, egress."""
-    gpu_vms = sum(p.vms for p in cfg.gpu_pools)
+    gpu_vms = sum(p.vms for p in cfg.gpu_pools) + node_context.cpu_vms(cfg)
     return Network(
         scope.cluster_name,
         NetworkArgs(
@@ -155,7 +157,7 @@ def _network(cfg: StackConfig, scope: ClusterScope, subnets: list[netplan.Subnet
             subnets=subnets,
             ssh_source_ranges=list(cfg.access.ssh_source_ranges),
             nat_gateway=cfg.network.egress_via == "nat-gateway",
-            # The GPU nodes and the head egress through the gateway (Lustre's few flows are Azure's own).
+            # The pools' nodes and the head egress through the gateway (Lustre's few flows are Azure's own).
             nat_public_ips=egress.nat_sizing().gateway_ips(gpu_vms + 1),
             bastion=cfg.network.bastion,
             existing_vnet=_existing_vnet(cfg),
@@ -353,34 +355,6 @@ def _head(cfg: StackConfig, node: NodeCommon, payloads: NodePayloads, head_data:
             heal_client_id=heal.client_id if heal is not None else None,
         ),
     )
-
-
-def _gpu_pools(cfg: StackConfig, node: NodeCommon, payloads: NodePayloads, pool_data: Mapping[str, CustomData]) -> None:
-    """``gb300:gpuPools``: one GPU pool component per pool, its racks booting the pool's rendered custom data."""
-    cat = catalog.load()
-    name = node.scope.cluster_name
-    # The racks' compute package reads its own config namespace; this provider gives it the stack's azure-native:*
-    # settings (compute_package.Provider).
-    compute_provider = compute_package.provider_from_stack(f"{name}-compute") if cfg.gpu_pools else None
-    for pool in cfg.gpu_pools:
-        custom = pool_data[pool.name]
-        GpuPool(
-            f"{name}-{pool.name}",
-            GpuPoolArgs(
-                node=node,
-                pool_name=pool.name,
-                sku=pool.sku,
-                fabric=cat.fabric_for(pool.sku),
-                racks=pool.racks,
-                retired_racks=tuple(pool.retired_racks),
-                image=pool.image,
-                os_disk_size_gb=pool.os_disk_size_gb,
-                custom_data=payloads.account_name.apply(custom.for_account),
-                custom_data_sha256=custom.sha256,
-                compute_provider=compute_provider,
-                capacity_reservation_group_id=pool.capacity_reservation_group_id,
-            ),
-        )
 
 
 def _existing_vnet(cfg: StackConfig) -> network_component.ExistingVnet | None:

@@ -29,18 +29,24 @@ MANAGED_BY_VALUE = "gb300"
 
 # On the nodes: what they are.
 POOL = "gb300-pool"
-"""The GPU pool of a scale set (and of its interconnect group and blocks)."""
+"""The GPU or CPU pool of a scale set (and of a GPU pool's interconnect group and blocks)."""
 RACK = "gb300-rack"
 """A rack scale set's rack number (1-based, as in its name ``...-r0001``)."""
 ROLE = "gb300-role"
-"""The role of a VM that is not in a GPU pool (:data:`ROLE_HEAD`) or of the head's state disk."""
+"""The role of a VM that is not in a GPU pool (:data:`ROLE_HEAD`), of a CPU pool's scale set
+(:data:`ROLE_CPU_NODE`) or of the head's state disk."""
 ROLE_GPU_NODE = "gpu-node"
 """The GPU nodes' role, every pool's (their scale sets carry no :data:`ROLE` tag; the plan summary names them so)."""
 ROLE_HEAD = "head"
 """The head node's role: Slurm's controller and the login node."""
 ROLE_LOGIN = "login"
 """The login nodes' role (gb300:login): CPU VMs where users sign in, apart from the controller."""
-ROLES = (ROLE_GPU_NODE, ROLE_HEAD, ROLE_LOGIN)
+ROLE_CPU_NODE = "cpu-node"
+"""The CPU pools' nodes' role (gb300:cpuPools): Slurm dynamic nodes without GPUs or InfiniBand; like the GPU nodes,
+their scale sets carry :data:`POOL` and, unlike a GPU pool's, :data:`ROLE`."""
+POOL_ROLES = (ROLE_GPU_NODE, ROLE_CPU_NODE)
+"""The roles whose nodes belong to a pool (a scale set of their own, a payload per pool)."""
+ROLES = (ROLE_GPU_NODE, ROLE_HEAD, ROLE_LOGIN, ROLE_CPU_NODE)
 """The node roles, GPU nodes first: the one home of their names. Each has its custom data and its cloud-config
 fragment, ``cloud-init/roles/<role>.yaml`` (tests/test_role_names.py holds the fragments, the node registry and
 every module to these names)."""
@@ -149,6 +155,11 @@ def node(
 def gpu_pool(node_tags: Mapping[str, Any], pool: str, custom_data_sha256: str) -> dict[str, Any]:
     """Tags on a GPU pool's resources: the node tags, the pool and the hash of the custom data its nodes boot."""
     return {**node_tags, POOL: pool, CUSTOM_DATA_HASH: custom_data_sha256}
+
+
+def cpu_pool(node_tags: Mapping[str, Any], pool: str, custom_data_sha256: str) -> dict[str, Any]:
+    """Tags on a CPU pool's scale set: a GPU pool's, and the role (the plan tells its custom data from a GPU node's)."""
+    return {**gpu_pool(node_tags, pool, custom_data_sha256), ROLE: ROLE_CPU_NODE}
 
 
 def rack(pool_tags: Mapping[str, Any], index: int) -> dict[str, Any]:

@@ -59,7 +59,7 @@ def _with(dev_raw: dict[str, Any], slurm: dict[str, Any], **pool: Any) -> dict[s
         ({"partitions": [{"name": "big", "feature": "train", "settings": {"Hiden": True}}]}, {},
          "gb300:slurm.partitions[0].settings.Hiden: unknown partition key in Slurm 25.11; did you mean Hidden?"),
         ({"partitions": [{"name": "big", "pools": ["train", "eval"]}]}, {},
-         "gb300:slurm.partitions[0].pools[1]: names no GPU pool (got 'eval'; pools: train)"),
+         "gb300:slurm.partitions[0].pools[1]: names no GPU or CPU pool (got 'eval'; pools: train)"),
         ({"partitions": [{"name": "train", "pools": ["train"]}]}, {},
          "gb300:slurm.partitions[0].name: is GPU pool 'train''s own partition; choose another name"),
         ({"partitions": [{"name": "big", "pools": ["train"], "feature": "train"}]}, {},

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from gb300 import config
+from gb300 import tags as gb300_tags
 from gb300.errors import BootstrapError, UnknownRoleError
 from gb300.node import context as node_context
 from gb300.node import paths
@@ -186,7 +187,7 @@ def test_pools_differ_only_in_their_identity() -> None:
 
 def test_unknown_role_names_the_known_ones() -> None:
     """Asking for a role with no fragment says which roles exist."""
-    with pytest.raises(UnknownRoleError, match="role must be one of gpu-node, head, login"):
+    with pytest.raises(UnknownRoleError, match="role must be one of cpu-node, gpu-node, head, login"):
         render_custom_data(reference_context("compute"))
 
 
@@ -199,8 +200,11 @@ def _code_lines(text: str) -> list[str]:
 def test_custom_data_scripts_ship_as_clean_code_only(role: str, reference_raw: dict[str, Any], tmp_path: Path) -> None:
     """Each bash script the stack's custom data carries (the IMDS guard, fetch-payload) keeps every code line of the
     payload's commented copy or of its source in order, carries no comment but its directives, and passes shellcheck."""
-    cfg = config.parse(copy.deepcopy(reference_raw))
-    ctx = node_context.build(cfg, role, cfg.gpu_pools[0] if role == "gpu-node" else None)
+    raw = copy.deepcopy(reference_raw)
+    raw["cpuPools"] = [{"name": "prep", "count": 2}]
+    cfg = config.parse(raw)
+    pools = {gb300_tags.ROLE_GPU_NODE: cfg.gpu_pools[0], gb300_tags.ROLE_CPU_NODE: cfg.cpu_pools[0]}
+    ctx = node_context.build(cfg, role, pools.get(role))
     bundle = bundle_for(ctx)
     sources = {f.path: f.content for f in (*bundle.files, *bundle.fetch)}
     shipped = {f["path"]: f["content"] for f in yaml.safe_load(pack_custom_data(bundle).cloud_config)["write_files"]}

@@ -27,6 +27,9 @@ GB300 = "Standard_ND128isr_GB300_v6"
 TRAIN = SlurmPool("train", "gpu-", 72, GB300, 4, 128, real_memory_mib(864))
 DEV = SlurmPool("dev", "dev-", 18, GB300, 4, 128, real_memory_mib(864), first_index=0, index_width=2)
 CLUSTER = SlurmCluster("gb300ref", "head", (TRAIN, DEV))
+D32 = "Standard_D32ds_v5"
+PREP = SlurmPool("prep", "ref-prep-", 4, D32, 0, 32, real_memory_mib(128), sockets=1, cores_per_socket=16,
+                 threads_per_core=2, features=("prep", "cpu"))  # fmt: skip
 
 Record = dict[str, str]
 
@@ -234,11 +237,38 @@ BAD = {
         SlurmCluster("ref", "head", (TRAIN,), accounting_host="Head.example"),
         "'accounting_host' must be a lowercase host name (got 'Head.example')",
     ),
+    "cpu-features": (
+        SlurmCluster("ref", "head", (TRAIN, SlurmPool("prep", "p-", 4, D32, 0, 32, 1, features=("cpu", "prep")))),
+        "'pools[1].features' must start with the pool's name (got 'cpu,prep')",
+    ),
+    "negative-gpus": (
+        SlurmCluster("ref", "head", (TRAIN, SlurmPool("prep", "p-", 4, D32, -1, 32, 1))),
+        "'pools[1].gpus_per_node' must be at least 0, 0 for a CPU pool (got -1)",
+    ),
     "negative-spare": (
         SlurmCluster("ref", "head", (TRAIN,), spare_nodes=-1),
         "'spare_nodes' must be at least 0 (got -1)",
     ),
 }
+
+
+def test_a_cpu_pool_gets_its_node_set_and_partition_and_no_gres() -> None:
+    """A CPU pool (no GPUs) gets its node set by feature and its own partition after the GPU pools' (not the
+    default), counts in MaxNodeCount, and leaves gres.conf as the GPU pools alone make it."""
+    alone = render(SlurmCluster("ref", "head", (TRAIN,)))
+    files = render(SlurmCluster("ref", "head", (TRAIN, PREP)))
+    records = parse(files["slurm.conf"])
+    assert {"Nodeset": "prep", "Feature": "prep"} in by_first_key(records, "Nodeset")
+    [prep] = [r for r in by_first_key(records, "PartitionName") if r["PartitionName"] == "prep"]
+    assert (prep["Nodes"], prep["Default"]) == ("prep", "NO")
+    [train] = [r for r in by_first_key(records, "PartitionName") if r["PartitionName"] == "train"]
+    assert train["Default"] == "YES"
+    comments = [line for line in files["slurm.conf"].splitlines() if line.startswith("# CPU pool prep")]
+    assert comments == [f"# CPU pool prep (gb300:cpuPools): {D32} (ref-prep-*), 32 CPUs, RealMemory={PREP.memory_mib}, "
+                        "features prep,cpu"]  # fmt: skip
+    max_nodes = int(settings(records)["MaxNodeCount"])
+    assert max_nodes == int(settings(parse(alone["slurm.conf"]))["MaxNodeCount"]) + PREP.count
+    assert files["gres.conf"] == alone["gres.conf"]
 
 
 @pytest.mark.parametrize(("cluster", "message"), BAD.values(), ids=BAD.keys())

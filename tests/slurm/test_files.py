@@ -121,14 +121,14 @@ def test_gpu_node_env_carries_its_pool_and_shape() -> None:
 def test_gpu_files_need_the_socket_layout() -> None:
     """A GPU node's inputs without the size's socket layout are refused: slurmd would register one-core sockets."""
     plain = SlurmPool("train", "ref-train-r0001-", 36, "Standard_ND128isr_GB300_v6", 4, 128, 840499)
-    with pytest.raises(ValueError, match=re.escape("'sockets' must be set for a GPU node (got None)")):
+    with pytest.raises(ValueError, match=re.escape("'sockets' must be set for a pool node (got None)")):
         gpu_files(INPUTS.for_pool(plain), HEALTH)
 
 
 def test_gpu_files_need_the_node_shape() -> None:
     """GPU files without the node's pool are refused, naming the field and how to set it."""
     with pytest.raises(
-        ValueError, match=re.escape("'pool' must be set for a GPU node (got None). Pass inputs.for_pool(")
+        ValueError, match=re.escape("'pool' must be set for a pool node (got None). Pass inputs.for_pool(")
     ):
         gpu_files(INPUTS, HEALTH)
 

@@ -68,9 +68,11 @@ def is_marketplace(image: str) -> bool:
 
 
 def used_images(cfg: StackConfig) -> list[UsedImage]:
-    """The marketplace images the stack boots: every GPU pool's and the head's, in the stack's region."""
+    """The marketplace images the stack boots: every GPU pool's, the head's and every CPU pool's, in the stack's
+    region."""
     region = cfg.cluster.location
     found = [UsedImage(f"gb300:gpuPools[{i}].image", pool.image, region) for i, pool in enumerate(cfg.gpu_pools)]
+    found += [UsedImage(f"gb300:cpuPools[{i}].image", cpu.image, region) for i, cpu in enumerate(cfg.cpu_pools)]
     found.append(UsedImage("gb300:head.image", cfg.head.image, region))
     return [u for u in found if is_marketplace(u.urn)]
 

@@ -15,6 +15,7 @@ nowhere else:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,50 +93,99 @@ def declare_scale_set(
     tags: dict[str, pulumi.Input[str]],
     interconnect_group_id: pulumi.Input[str] | None = None,
 ) -> compute_package.VirtualMachineScaleSet:
-    """A pool's scale set (a rack's, or a classic pool's one): the compute package's class with the rack options
-    (the package's provider, the boot dependencies, :data:`RACK_TIMEOUTS`, delete before replace)."""
-    spec = scale_set.ScaleSetSpec(
+    """A GPU pool's scale set (a rack's, or a classic pool's one)."""
+    spec = node_spec(
+        name,
+        args.node,
         sku=args.sku,
-        fabric=args.fabric,
         capacity=capacity,
-        computer_name_prefix=f"{name}-",
         image=args.image,
         os_disk_size_gb=args.os_disk_size_gb,
-        admin_username=args.node.admin_username,
-        ssh_public_key=args.node.ssh_public_key,
-        subnet_id=args.node.scope.subnet_id("gpu"),
         custom_data=args.custom_data,
         interconnect_group_id=interconnect_group_id,
         capacity_reservation_group_id=args.capacity_reservation_group_id,
         extensions=shared.extensions,
+    )
+    where = Placement(args.node, args.compute_provider, args.fabric.single_placement_group)
+    return declare_pool_scale_set(name, spec, shared, parent, where, tags=tags)
+
+
+def node_spec(name: str, node: NodeCommon, **spec: Any) -> scale_set.ScaleSetSpec:
+    """Scale set ``name``'s spec: its VMs named after it, logging in and attaching as every pool's nodes do (the admin
+    user and key, the scope's ``gpu`` subnet); ``spec`` holds the rest of :class:`~scale_set.ScaleSetSpec`."""
+    return scale_set.ScaleSetSpec(
+        computer_name_prefix=f"{name}-",
+        admin_username=node.admin_username,
+        ssh_public_key=node.ssh_public_key,
+        subnet_id=node.scope.subnet_id("gpu"),
+        **spec,
+    )
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a pool's scale set goes: what every node shares, the compute package's provider, one placement group."""
+
+    node: NodeCommon
+    provider: pulumi.ProviderResource | None
+    single_placement_group: bool
+
+
+def declare_pool_scale_set(
+    name: str,
+    spec: scale_set.ScaleSetSpec,
+    shared: PoolShared,
+    parent: pulumi.Resource,
+    where: Placement,
+    *,
+    tags: dict[str, pulumi.Input[str]],
+) -> compute_package.VirtualMachineScaleSet:
+    """A pool's scale set, GPU or CPU: the compute package's class with the rack options (the package's provider, the
+    boot dependencies, :data:`RACK_TIMEOUTS`, delete before replace) and the Scheduled Events gb300 drains on."""
+    spec = dataclasses.replace(
+        spec,
         # Drain before Azure deletes or reimages a node (gb300-scheduled-events acknowledges once idle).
         terminate_notification_timeout=str(catalog.load().limit("terminateNotificationTimeout")),
         os_image_notification_timeout=str(catalog.load().limit("osImageNotificationTimeout")),
     )
+    node = where.node
     return compute_package.VirtualMachineScaleSet(
         name,
         pulumi.ResourceOptions(
             parent=parent,
-            provider=args.compute_provider,
-            depends_on=list(args.node.boot_dependencies),
+            provider=where.provider,
+            depends_on=list(node.boot_dependencies),
             custom_timeouts=RACK_TIMEOUTS,
             # Azure names are fixed: a replacement deletes the old scale set before it creates the new one.
             delete_before_replace=True,
         ),
-        resource_group_name=args.node.scope.resource_group_name,
+        resource_group_name=node.scope.resource_group_name,
         vm_scale_set_name=name,
-        location=args.node.scope.location,
+        location=node.scope.location,
         zones=shared.zones,
         sku=scale_set.sku(spec),
         identity=shared.identity,
         orchestration_mode="Uniform",
-        single_placement_group=args.fabric.single_placement_group,
+        single_placement_group=where.single_placement_group,
         overprovision=False,
         platform_fault_domain_count=1,
         # Manual: a changed custom data never silently reimages a training rack; the plan says which need one.
         upgrade_policy={"mode": "Manual"},
         virtual_machine_profile=scale_set.virtual_machine_profile(spec),
         tags=tags,
+    )
+
+
+def pool_shared(node: NodeCommon, tags: dict[str, pulumi.Input[str]], zones: list[str] | None) -> PoolShared:
+    """What every scale set of a pool carries alike: the node identity, the monitoring agent, the tags, the zones."""
+    monitoring = node.monitoring
+    return PoolShared(
+        identity=pulumi.Output.from_input(node.identity_id).apply(
+            lambda identity: {"type": "UserAssigned", "userAssignedIdentities": [identity]}
+        ),
+        extensions=monitoring.scale_set_extensions(node.identity_id) if monitoring else (),
+        tags=tags,
+        zones=zones,
     )
 
 
@@ -192,17 +242,8 @@ class GpuPool(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         tags = gb300_tags.gpu_pool(args.node.tags, args.pool_name, args.custom_data_sha256)
         monitoring = args.node.monitoring
-        shared = PoolShared(
-            identity=pulumi.Output.from_input(args.node.identity_id).apply(
-                lambda identity: {"type": "UserAssigned", "userAssignedIdentities": [identity]}
-            ),
-            extensions=(
-                *args.extensions,
-                *(monitoring.scale_set_extensions(args.node.identity_id) if monitoring else ()),
-            ),
-            tags=tags,
-            zones=args.node.scope.zones,
-        )
+        shared = pool_shared(args.node, tags, args.node.scope.zones)
+        shared = dataclasses.replace(shared, extensions=(*args.extensions, *shared.extensions))
         self.interconnect_group_id = None
         self.scale_set_ids = []
         if args.fabric.scale_set_per == "rack":

@@ -1,4 +1,4 @@
-"""The inputs of a GPU scale set, built as data.
+"""The inputs of a pool's scale set (a GPU pool's rack or a CPU pool), built as data.
 
 The scale set is a :class:`~gb300.components.compute_package.VirtualMachineScaleSet`: pulumi-azure-native's compute
 module at API 2026-03-01, a parameterized package (the default SDK's class, at 2024-11-01, lacks the interconnect
@@ -14,7 +14,7 @@ from typing import Any
 
 import pulumi
 
-from gb300.facts.catalog import FabricModel, Sku
+from gb300.facts.catalog import Sku
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,6 @@ class ScaleSetSpec:
     """What one scale set holds: size, count, image, access and where it attaches."""
 
     sku: Sku
-    fabric: FabricModel
     capacity: int
     computer_name_prefix: str
     image: str

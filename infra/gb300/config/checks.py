@@ -238,6 +238,15 @@ def check_gpu_size(value: str) -> str:
     return value
 
 
+def check_cpu_size(value: str) -> str:
+    cat = catalog.load()
+    sku = cat.skus.get(value)
+    if sku is None or sku.is_gpu:
+        known = ", ".join(sorted(n for n, s in cat.skus.items() if not s.is_gpu))
+        raise ValueError(f"is not a CPU size in the catalog (got {_short(value)!r}); known: {known}")
+    return value
+
+
 def check_size(value: str) -> str:
     if value not in catalog.load().skus:
         known = ", ".join(sorted(catalog.load().skus))

@@ -23,6 +23,7 @@ from gb300.config.base import Checks, ConfigModel
 from gb300.config.checks import PathError
 from gb300.config.cluster import AccessSettings, ClusterSettings, NetworkSettings
 from gb300.config.compute import GpuPool, HeadSettings
+from gb300.config.cpu_pool import CpuPool
 from gb300.config.fields import AzureName, Cidr, ImageReference, Name, PoolName, TagKey, TagValue, UserName, Zone
 from gb300.config.hooks import Hook
 from gb300.config.login import EntraSettings, LoginSettings, UserLimits
@@ -51,6 +52,7 @@ __all__ = [
     "Cidr",
     "ClusterSettings",
     "CostSettings",
+    "CpuPool",
     "EntraSettings",
     "ExtraPartition",
     "GpuPool",
@@ -90,6 +92,9 @@ class StackConfig(ConfigModel):
     """The VNet gb300 carves its subnets from."""
     gpu_pools: Annotated[list[GpuPool], Field(min_length=1)]
     """GPU pools; each is one InfiniBand fabric of whole NVLink domains (racks)."""
+    cpu_pools: list[CpuPool] = Field(default_factory=list)
+    """CPU pools for data preparation and evaluation: a scale set each, in the GPU nodes' subnet without InfiniBand,
+    joined to Slurm as dynamic nodes in a partition named after the pool (docs/customize.md#cpu-pools)."""
     head: HeadSettings = Field(default_factory=HeadSettings)
     """The Slurm controller: one VM in the head subnet (and the login node too, without gb300:login)."""
     login: LoginSettings | None = None
@@ -128,15 +133,16 @@ class StackConfig(ConfigModel):
     """
 
     def check_unique_pool_names(self) -> None:
-        """No two GPU pools share a name."""
-        seen: dict[str, int] = {}
-        for i, pool in enumerate(self.gpu_pools):
-            if pool.name in seen:
+        """No two pools, GPU or CPU, share a name (each is a Slurm partition, a node feature and host names)."""
+        seen: dict[str, str] = {}
+        pools = [("gpuPools", i, p.name) for i, p in enumerate(self.gpu_pools)]
+        pools += [("cpuPools", i, p.name) for i, p in enumerate(self.cpu_pools)]
+        for key, i, name in pools:
+            if name in seen:
                 raise PathError(
-                    ("gpuPools", i, "name"),
-                    f"duplicates gpuPools[{seen[pool.name]}].name (got {pool.name!r}); pool names must be unique",
+                    (key, i, "name"), f"duplicates {seen[name]}.name (got {name!r}); pool names must be unique"
                 )
-            seen[pool.name] = i
+            seen[name] = f"{key}[{i}]"
 
     def check_no_mount_over_the_admin_home(self) -> None:
         """No storage is mounted in the admin user's home, where Azure writes its SSH keys as root."""
@@ -183,19 +189,19 @@ class StackConfig(ConfigModel):
             )
 
     def check_partitions_name_pools(self) -> None:
-        """Extra partitions name GPU pools that exist, and none takes a pool's name (its partition's)."""
-        pools = [pool.name for pool in self.gpu_pools]
+        """Extra partitions name GPU or CPU pools that exist, and none takes a pool's name (its partition's)."""
+        kinds = {pool.name: "GPU" for pool in self.gpu_pools} | {pool.name: "CPU" for pool in self.cpu_pools}
         for i, part in enumerate(self.slurm.partitions):
-            if part.name in pools:
+            if part.name in kinds:
                 raise PathError(
                     ("slurm", "partitions", i, "name"),
-                    f"is GPU pool {part.name!r}'s own partition; choose another name",
+                    f"is {kinds[part.name]} pool {part.name!r}'s own partition; choose another name",
                 )
             for j, name in enumerate(part.pools or ()):
-                if name not in pools:
+                if name not in kinds:
                     raise PathError(
                         ("slurm", "partitions", i, "pools", j),
-                        f"names no GPU pool (got {name!r}; pools: {', '.join(pools)})",
+                        f"names no GPU or CPU pool (got {name!r}; pools: {', '.join(kinds)})",
                     )
 
     def check_hooks(self) -> None:
@@ -303,6 +309,8 @@ class StackConfig(ConfigModel):
         groups: list[SettingGroup] = [(("slurm", "settings"), "slurm_conf", self.slurm.settings)]
         for i, pool in enumerate(self.gpu_pools):
             groups.append((("gpuPools", i, "partitionSettings"), "partition_line", pool.partition_settings))
+        for i, cpu in enumerate(self.cpu_pools):
+            groups.append((("cpuPools", i, "partitionSettings"), "partition_line", cpu.partition_settings))
         for i, part in enumerate(self.slurm.partitions):
             groups.append((("slurm", "partitions", i, "settings"), "partition_line", part.settings))
         return groups

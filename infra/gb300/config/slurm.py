@@ -22,6 +22,7 @@ from gb300.facts import slurm_settings
 
 __all__ = [
     "ExtraPartition",
+    "NodeFeature",
     "SettingGroup",
     "SettingKey",
     "SettingValue",
@@ -51,6 +52,8 @@ SettingValue = Annotated[
     WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "boolean"}]}),
 ]
 Settings = dict[SettingKey, SettingValue]
+NodeFeature = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+"""A Slurm node feature (``Feature=``) as gb300 lets a stack name one."""
 PartitionName = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[a-z][a-z0-9_]*$")]
 _RESERVED_PARTITIONS = ("all", "default")
 
@@ -59,12 +62,12 @@ class ExtraPartition(ConfigModel):
     """One entry of ``gb300:slurm.partitions``: a partition beside the GPU pools' own, over nodes chosen one way."""
 
     name: PartitionName
-    """The partition's name: lowercase letters, digits and `_`; not a GPU pool's name (each pool has its own)."""
+    """The partition's name: lowercase letters, digits and `_`; not a GPU or CPU pool's name (each pool has its own)."""
     pools: list[PoolName] | None = None
-    """The GPU pools whose nodes the partition holds (their node sets)."""
-    feature: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")] | None = None
+    """The GPU or CPU pools whose nodes the partition holds (their node sets)."""
+    feature: NodeFeature | None = None
     """A node feature: the partition holds every node that registers with it (a GPU node's features are its pool's
-    name)."""
+    name; a CPU node's, its pool's name and its pool's `features`)."""
     settings: Settings = Field(default_factory=dict)
     """Keys of the `PartitionName=` line (limits, QoS, priority: `MaxTime`, `MaxNodes`, `QOS`, `AllowQos`, ...),
     checked against the pinned Slurm release (docs/customize.md)."""

@@ -92,7 +92,7 @@ def bundle_for(ctx: BootstrapContext, *, fetch: bool = True) -> Bundle:
     _checked_paths(ctx.role, files)
     rows = registry.inline_rows(target)
     wanted = {row.destination for row in rows}
-    name = manifest.payload_name(ctx.role, ctx.pool_name if ctx.role == gb300_tags.ROLE_GPU_NODE else None)
+    name = manifest.payload_name(ctx.role, ctx.pool_name if ctx.role in gb300_tags.POOL_ROLES else None)
     extra = fetch_files(ctx, name) if fetch else ()
     settings = {**common.cloud_config, **fragment.cloud_config}
     _scan(ctx.role, settings, [*files, *extra])

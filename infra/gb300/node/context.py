@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gb300 import tags as gb300_tags
-from gb300.config import GpuPool, StackConfig, netplan
+from gb300.config import CpuPool, GpuPool, StackConfig, netplan
 from gb300.errors import BootstrapError
 from gb300.facts import catalog, slurm_settings
 from gb300.facts.software import apply_software_overrides
@@ -36,34 +36,43 @@ def max_gpu_nodes(cfg: StackConfig) -> int:
     """
     gpu = netplan.gpu_network(cfg.network.address_space, cfg.network.gpu_subnet_prefix_length)
     reserved = int(catalog.load().limit("subnetReservedAddresses"))
-    return max(int(gpu.num_addresses) - reserved, sum(p.vms for p in cfg.gpu_pools))
+    return max(int(gpu.num_addresses) - reserved, sum(p.vms for p in cfg.gpu_pools) + cpu_vms(cfg))
+
+
+def cpu_vms(cfg: StackConfig) -> int:
+    """The VMs of every CPU pool (they share the GPU nodes' subnet and Slurm's MaxNodeCount)."""
+    return sum(p.count for p in cfg.cpu_pools)
+
+
+def _slurm_pool(cfg: StackConfig, pool: GpuPool | CpuPool) -> slurm_config.SlurmPool:
+    """The Slurm view of one pool: its node set, its partition, the shape its nodes register with."""
+    sku = pool.sku
+    layout = sku.cpu_layout
+    return slurm_config.SlurmPool(
+        name=pool.name,
+        node_prefix=f"{cfg.cluster.name}-{pool.name}-",
+        count=pool.vms if isinstance(pool, GpuPool) else pool.count,
+        vm_size=pool.vm_size,
+        gpus_per_node=sku.gpus if isinstance(pool, GpuPool) else 0,
+        cpus=sku.vcpus,
+        memory_mib=slurm_config.real_memory_mib(float(sku.memory_gib.value)),
+        sockets=layout.sockets if layout else None,
+        cores_per_socket=layout.cores_per_socket if layout else None,
+        threads_per_core=layout.threads_per_core if layout else None,
+        partition_settings=_rendered("partition_line", pool.partition_settings),
+        features=pool.node_features if isinstance(pool, CpuPool) else (),
+    )
 
 
 def slurm_cluster(cfg: StackConfig) -> slurm_config.SlurmCluster:
-    """The Slurm view of the cluster: one partition per GPU pool, the head node as controller."""
-    pools = []
-    for pool in cfg.gpu_pools:
-        sku = pool.sku
-        layout = sku.cpu_layout
-        pools.append(
-            slurm_config.SlurmPool(
-                name=pool.name,
-                node_prefix=f"{cfg.cluster.name}-{pool.name}-",
-                count=pool.vms,
-                vm_size=pool.vm_size,
-                gpus_per_node=sku.gpus,
-                cpus=sku.vcpus,
-                memory_mib=slurm_config.real_memory_mib(float(sku.memory_gib.value)),
-                sockets=layout.sockets if layout else None,
-                cores_per_socket=layout.cores_per_socket if layout else None,
-                threads_per_core=layout.threads_per_core if layout else None,
-                partition_settings=_rendered("partition_line", pool.partition_settings),
-            )
-        )
+    """The Slurm view of the cluster: one partition per GPU pool, then one per CPU pool, the head node as
+    controller."""
+    pools: list[GpuPool | CpuPool] = [*cfg.gpu_pools, *cfg.cpu_pools]
+    slurm_pools = [_slurm_pool(cfg, pool) for pool in pools]
     return slurm_config.SlurmCluster(
         cluster_name=cfg.cluster.name,
         head_hostname=head_hostname(cfg),
-        pools=tuple(pools),
+        pools=tuple(slurm_pools),
         max_nodes=max_gpu_nodes(cfg),
         accounting_host=head_hostname(cfg) if cfg.accounting else None,
         settings=_rendered("slurm_conf", cfg.slurm.settings),
@@ -135,6 +144,15 @@ def gpu_pool_of(ctx: BootstrapContext) -> GpuPool:
     return pool
 
 
+def pool_of(ctx: BootstrapContext) -> GpuPool | CpuPool:
+    """The pool of a gpu-node or cpu-node context."""
+    cfg = stack_of(ctx)
+    if ctx.role == gb300_tags.ROLE_CPU_NODE:
+        [cpu] = [p for p in cfg.cpu_pools if p.name == ctx.pool_name]
+        return cpu
+    return gpu_pool_of(ctx)
+
+
 def boot_inputs(ctx: BootstrapContext) -> slurm_files.SlurmBootInputs:
     """What the Slurm steps read at boot (``/etc/gb300/slurm.env``), from the stack and its software pins."""
     cfg = stack_of(ctx)
@@ -164,24 +182,26 @@ def boot_inputs(ctx: BootstrapContext) -> slurm_files.SlurmBootInputs:
         pyxis_source=(pyxis.git.url, pyxis.git.commit) if pyxis.git else None,
         pyxis_packages=pyxis.build_packages,
     )
-    if ctx.role != gb300_tags.ROLE_GPU_NODE:
+    if ctx.role not in gb300_tags.POOL_ROLES:
         return inputs
     [slurm_pool] = [p for p in slurm_cluster(cfg).pools if p.name == ctx.pool_name]
-    # slurmd registers as a dynamic node with the pool's name as its feature and the pool's node shape
+    # slurmd registers as a dynamic node with the pool's features (its name first) and the pool's node shape
     return inputs.for_pool(slurm_pool)
 
 
 def health_mounts(ctx: BootstrapContext) -> tuple[str, ...]:
-    """The mounts a GPU node's health gate requires: exactly what the stack configures on it.
+    """The mounts a pool node's health gate requires: exactly what the stack configures on it.
 
     The NVMe scratch (70-nvme-raid, every GPU node), the Lustre filesystem when ``gb300:storage.lustre`` is
-    set, and every Blob container with a ``mountPath``; nothing else (no shared mount of gb300's own).
+    set, and every Blob container with a ``mountPath`` (GPU nodes: BlobFuse2's cache is on the NVMe scratch);
+    nothing else (no shared mount of gb300's own). A CPU node has Lustre's only.
     """
     cfg = stack_of(ctx)
-    mounts = [ctx.node.nvme_mount_point]
+    gpu = ctx.role == gb300_tags.ROLE_GPU_NODE
+    mounts = [ctx.node.nvme_mount_point] if gpu else []
     if cfg.storage.lustre is not None:
         mounts.append(cfg.storage.lustre.mount_path)
-    if cfg.storage.blob is not None:
+    if cfg.storage.blob is not None and gpu:
         mounts.extend(c.mount_path for c in cfg.storage.blob.containers if c.mount_path)
     return tuple(mounts)
 
@@ -209,7 +229,7 @@ def image_env(image: str) -> dict[str, str]:
     return env
 
 
-def _image(cfg: StackConfig, role: str, pool: GpuPool | None) -> str:
+def _image(cfg: StackConfig, role: str, pool: GpuPool | CpuPool | None) -> str:
     """The image ``role``'s VMs boot: the pool's, the login nodes' or the head's."""
     if pool is not None:
         return pool.image
@@ -218,17 +238,17 @@ def _image(cfg: StackConfig, role: str, pool: GpuPool | None) -> str:
     return cfg.head.image
 
 
-def build(cfg: StackConfig, role: str, pool: GpuPool | None = None) -> BootstrapContext:
-    """The context of ``role`` (``head``, ``login``, or ``gpu-node`` of ``pool``) for stack ``cfg``."""
-    if role == gb300_tags.ROLE_GPU_NODE and pool is None:
-        raise ValueError("a gpu-node's custom data needs its pool")
-    gpu_pool = pool if role == gb300_tags.ROLE_GPU_NODE else None
+def build(cfg: StackConfig, role: str, pool: GpuPool | CpuPool | None = None) -> BootstrapContext:
+    """The context of ``role`` (``head``, ``login``, or ``gpu-node`` or ``cpu-node`` of ``pool``) for stack ``cfg``."""
+    if role in gb300_tags.POOL_ROLES and pool is None:
+        raise ValueError(f"a {role}'s custom data needs its pool")
+    node_pool = pool if role in gb300_tags.POOL_ROLES else None
     # The software set (versions.yaml with gb300:software applied) serves the Slurm pins and the bootstrap alike.
     return BootstrapContext(
         role=role,
         cluster_name=cfg.cluster.name,
-        pool_name=gpu_pool.name if gpu_pool is not None else role,
+        pool_name=node_pool.name if node_pool is not None else role,
         software=apply_software_overrides(cfg.software),
-        extra_env=tuple(sorted(image_env(_image(cfg, role, gpu_pool)).items())),
+        extra_env=tuple(sorted(image_env(_image(cfg, role, node_pool)).items())),
         stack=cfg,
     )

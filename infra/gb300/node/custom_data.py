@@ -14,10 +14,10 @@ renders a given config object once (the plan's program and summary share one ren
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gb300 import tags as gb300_tags
-from gb300.config import GpuPool, StackConfig
+from gb300.config import CpuPool, GpuPool, StackConfig
 from gb300.node import context as node_context
 from gb300.node.boot_context import BootstrapContext
 from gb300.node.bundle import bundle_for
@@ -34,16 +34,19 @@ class StackRender:
     pools: dict[str, CustomData]
     login: CustomData | None = None
     """The login nodes' (gb300:login), or None without them."""
+    cpu_pools: dict[str, CustomData] = field(default_factory=dict)
+    """Each CPU pool's (gb300:cpuPools), in the stack's order."""
 
     @property
     def all(self) -> tuple[CustomData, ...]:
         """The head's, then each pool's, in the stack's pool order (as the program declares them), then the login
-        nodes'."""
-        return (self.head, *self.pools.values(), *((self.login,) if self.login is not None else ()))
+        nodes', then each CPU pool's."""
+        login = (self.login,) if self.login is not None else ()
+        return (self.head, *self.pools.values(), *login, *self.cpu_pools.values())
 
 
-def render(role: str, cfg: StackConfig, pool: GpuPool | None = None) -> CustomData:
-    """The custom data of ``role`` (``head``, ``login`` or ``gpu-node`` of ``pool``)."""
+def render(role: str, cfg: StackConfig, pool: GpuPool | CpuPool | None = None) -> CustomData:
+    """The custom data of ``role`` (``head``, ``login``, or ``gpu-node`` or ``cpu-node`` of ``pool``)."""
     return pack_custom_data(bundle_for(node_context.build(cfg, role, pool)))
 
 
@@ -59,6 +62,7 @@ def render_stack(cfg: StackConfig) -> StackRender:
         render(gb300_tags.ROLE_HEAD, cfg),
         {pool.name: render(gb300_tags.ROLE_GPU_NODE, cfg, pool) for pool in cfg.gpu_pools},
         render(gb300_tags.ROLE_LOGIN, cfg) if cfg.login is not None else None,
+        {pool.name: render(gb300_tags.ROLE_CPU_NODE, cfg, pool) for pool in cfg.cpu_pools},
     )
     _LAST[:] = [(cfg, rendered)]
     return rendered

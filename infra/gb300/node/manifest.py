@@ -34,6 +34,7 @@ from typing import Any
 
 from gb300.errors import DataError, Gb300Error
 from gb300.facts.loader import DATA_DIR, data
+from gb300.tags import ROLE_CPU_NODE
 
 __all__ = [
     "ARCHIVE_PREFIX",
@@ -113,8 +114,10 @@ class SigningKeyError(Gb300Error):
 
 def payload_name(role: str, pool: str | None) -> str:
     """The payload's name: the role's for the head and the login nodes (``head``, ``login``), ``gpu-<pool>`` for a GPU
-    pool's nodes."""
-    return role if pool is None else f"gpu-{pool}"
+    pool's nodes, ``cpu-<pool>`` for a CPU pool's."""
+    if pool is None:
+        return role
+    return f"{'cpu' if role == ROLE_CPU_NODE else 'gpu'}-{pool}"
 
 
 def manifest_blob(name: str) -> str:

@@ -45,6 +45,8 @@ __all__ = [
 ]
 
 GPU = (gb300_tags.ROLE_GPU_NODE,)
+CPU = (gb300_tags.ROLE_CPU_NODE,)
+POOLS = gb300_tags.POOL_ROLES
 HEAD = (gb300_tags.ROLE_HEAD,)
 LOGIN = (gb300_tags.ROLE_LOGIN,)
 SLURM_ENV = f"{paths.ETC}/slurm.env"
@@ -78,14 +80,17 @@ SLURM_ROWS: tuple[Row, ...] = (
     Row("repo", f"{_SLURM}/systemd/slurmdbd-gb300.conf", f"{_UNITS}/slurmdbd-gb300.conf", _DBD, roles=HEAD,
         when="slurmdbd"),
     Row("content", "slurm-env", SLURM_ENV, "gb300-munge-key", when="stack"),
-    Row("content", "health-env", HEALTH_ENV, _SLURMD, roles=GPU, when="stack"),
+    Row("content", "health-env", HEALTH_ENV, _SLURMD, roles=POOLS, when="stack"),
     Row("repo", f"{_SLURM}/{{name}}", f"{paths.SBIN}/{{name}}", _CTLD, "0755", HEAD, "stack", "slurm-head-tools"),
     Row("repo", f"{_SLURM}/{{name}}", f"{paths.SBIN}/{{name}}", _SLURMD, "0755", GPU, "stack", "slurm-gpu-tools"),
+    Row("repo", f"{_SLURM}/{{name}}", f"{paths.SBIN}/{{name}}", _SLURMD, "0755", CPU, "stack", "slurm-cpu-tools"),
     Row("repo", f"{_SLURM}/{{name}}", f"{paths.SBIN}/{{name}}", _LOGIN, "0755", LOGIN, "stack", "slurm-login-tools"),
     Row("repo", f"{_SLURM}/systemd/{{name}}", f"{_UNITS}/{{name}}", _CTLD, roles=HEAD, when="stack",
         each="slurm-head-units"),
     Row("repo", f"{_SLURM}/systemd/{{name}}", f"{_UNITS}/{{name}}", _SLURMD, roles=GPU, when="stack",
         each="slurm-gpu-units"),
+    Row("repo", f"{_SLURM}/systemd/{{name}}", f"{_UNITS}/{{name}}", _SLURMD, roles=CPU, when="stack",
+        each="slurm-cpu-units"),
     Row("repo", _GENERATOR, f"{paths.SLURM_LIB}/gb300/slurm/{{name}}", _CTLD, roles=HEAD, when="stack",
         each="topology-generator"),
 )  # fmt: skip
@@ -252,7 +257,7 @@ def slurm_node_files(view: SlurmView) -> list[NodeFile]:
 def _check_slurm(view: SlurmView) -> None:
     if view.role == gb300_tags.ROLE_HEAD:
         slurm_files.check_head(view.cluster, view.inputs)
-    elif view.role == gb300_tags.ROLE_GPU_NODE:
+    elif view.role in gb300_tags.POOL_ROLES:
         slurm_files.check_gpu(view.inputs)
 
 

@@ -40,8 +40,19 @@ SLURM_GPU_TOOLS = (
     "gb300-fabric-publish",
     "gb300-scheduled-events",  # drains before Azure maintenance (IMDS Scheduled Events), resumes after
 )
+SLURM_CPU_TOOLS = (
+    "gb300-slurm-install",
+    "gb300-health-check",  # slurm.conf's HealthCheckProgram on every node; a CPU node's health.env skips GPU checks
+    "gb300-imex-prolog",  # slurm.conf's Prolog and Epilog on every node; without IMEX (health.env) they run hooks only
+    "gb300-imex-epilog",
+    "gb300-enroot-dirs",
+    "gb300-pam-adopt",
+    "gb300-scheduled-events",
+)
+"""A CPU pool node's tools: a GPU node's, without the fabric publisher and the DCGM job map (no GPU)."""
 SLURM_HEAD_UNITS = ("gb300-topology-refresh.service", "gb300-topology-refresh.timer")
 SLURM_GPU_UNITS = ("gb300-health-boot.service", "gb300-fabric-publish.service", "gb300-scheduled-events.service")
+SLURM_CPU_UNITS = ("gb300-health-boot.service", "gb300-scheduled-events.service")
 TOPOLOGY_GENERATOR = ("__init__.py", "hostlist.py", "topology.py", "stale.py")
 """gb300's own modules the head's ``gb300-topology-refresh`` runs (under :data:`gb300.node.paths.SLURM_LIB`)."""
 
@@ -73,6 +84,8 @@ NAMES: dict[str, Names] = {
     "slurm-login-tools": _fixed(SLURM_LOGIN_TOOLS),
     "slurm-head-units": _fixed(SLURM_HEAD_UNITS),
     "slurm-gpu-units": _fixed(SLURM_GPU_UNITS),
+    "slurm-cpu-tools": _fixed(SLURM_CPU_TOOLS),
+    "slurm-cpu-units": _fixed(SLURM_CPU_UNITS),
     "topology-generator": _fixed(TOPOLOGY_GENERATOR),
     "heal-modules": lambda _t: heal_deploy.head_modules(),
 }

@@ -36,10 +36,12 @@ RUN_STEP = paths.RUN_STEP
 READY_STEP = "99-ready"
 GUARD_STEP = "00-imds-guard"
 GPU = (gb300_tags.ROLE_GPU_NODE,)
+POOLS = gb300_tags.POOL_ROLES
+"""The GPU and CPU pools' nodes: Slurm dynamic nodes."""
 HEAD = (gb300_tags.ROLE_HEAD,)
 LOGIN = (gb300_tags.ROLE_LOGIN,)
 BOTH = gb300_tags.ROLES
-"""Every role: the GPU nodes, the head and the login nodes (the name is older than the login nodes)."""
+"""Every role: the GPU nodes, the head, the login nodes and the CPU nodes (the name is older than the last two)."""
 MACHINES = (gb300_tags.ROLE_GPU_NODE, gb300_tags.ROLE_HEAD)
 """The GPU nodes and the head, not the login nodes."""
 _NAME = re.compile(r"^([0-9]{2}|gb300)-[a-z0-9][a-z0-9-]*\Z")
@@ -183,7 +185,7 @@ STEPS: tuple[Step, ...] = (
     Step("gb300-heal-setup", "slurm/gb300-heal-setup", HEAD, "slurm",
          "build the remediation loop's venv from hashed pins and start its timer (gb300:remediation.enabled)",
          ("gb300-slurmctld-setup",), on_remediation),
-    Step("gb300-slurmd-setup", "slurm/gb300-slurmd-setup", GPU, "slurm",
+    Step("gb300-slurmd-setup", "slurm/gb300-slurmd-setup", POOLS, "slurm",
          "register slurmd as a dynamic node of its pool after the boot health check, then publish the fabric "
          "identity in its Slurm record",
          ("gb300-munge-key", "gb300-pyxis-setup", "80-fabric", "72-lustre", "74-blobfuse2", "70-nvme-raid")),

@@ -13,7 +13,7 @@ from gb300.node.boot_context import BootstrapContext
 from gb300.node.steps import Step
 from gb300.slurm import config as slurm_config
 from gb300.slurm import files as slurm_files
-from gb300.slurm.health import health_env_for
+from gb300.slurm.health import cpu_health_env, health_env_for
 
 
 @dataclass(frozen=True)
@@ -38,10 +38,18 @@ class SlurmView:
 
 
 def slurm_view(ctx: BootstrapContext) -> SlurmView:
-    """The Slurm view of a node context: its stack's Slurm cluster, boot inputs and (GPU) health expectations."""
+    """The Slurm view of a node context: its stack's Slurm cluster, boot inputs and (GPU or CPU node) health
+    expectations."""
     cfg = node_context.stack_of(ctx)
     cluster = node_context.slurm_cluster(cfg)
     inputs = node_context.boot_inputs(ctx)
+    if ctx.role == gb300_tags.ROLE_CPU_NODE:
+        cpu = node_context.pool_of(ctx)
+        lustre = cfg.storage.lustre is not None
+        mounts = node_context.health_mounts(ctx)
+        soft = cfg.health.soft_failures_to_drain
+        health = cpu_health_env(cpu.vm_size, soft_failures_to_drain=soft, mounts=mounts, lustre=lustre)
+        return SlurmView(ctx.role, cluster, inputs, health)
     if ctx.role != gb300_tags.ROLE_GPU_NODE:
         return SlurmView(ctx.role, cluster, inputs)
     health = health_env_for(

@@ -276,7 +276,7 @@ def _vnet_live(cfg: StackConfig) -> list[Report]:
     storage = cfg.storage.lustre
     carved = network_component.plan_subnets(
         cfg.network.address_space,
-        gpu_vms=sum(p.vms for p in cfg.gpu_pools),
+        gpu_vms=sum(p.vms for p in cfg.gpu_pools) + sum(p.count for p in cfg.cpu_pools),
         bastion=cfg.network.bastion,
         storage_prefix=storage.subnet_prefix if storage is not None else None,
         gpu_prefix=cfg.network.gpu_subnet_prefix_length,

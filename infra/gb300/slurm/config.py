@@ -46,7 +46,8 @@ class SlurmConfigError(Gb300Error, ValueError):
 
 @dataclass(frozen=True)
 class SlurmPool:
-    """One GPU pool: one Slurm partition (and node set) of identical dynamic nodes.
+    """One GPU pool, or one CPU pool (``gpus_per_node`` 0): one Slurm partition (and node set) of identical dynamic
+    nodes.
 
     ``memory_mib`` is RealMemory, the memory Slurm may schedule: slurmd drains a node that reports less,
     so pass the VM's memory less an OS reserve (see :func:`real_memory_mib`). ``node_prefix`` is the pool's
@@ -70,6 +71,7 @@ class SlurmPool:
     cores_per_socket: int | None = None
     threads_per_core: int | None = None
     partition_settings: tuple[tuple[str, str], ...] = ()  # the pool's PartitionName= keys of the user's own
+    features: tuple[str, ...] = ()  # a CPU pool's node features (its name first); a GPU pool's is its name
 
     @property
     def layout(self) -> tuple[int, int, int] | None:
@@ -161,25 +163,35 @@ def _problems(cluster: SlurmCluster) -> list[str]:
     seen: set[str] = set()
     for index, pool in enumerate(cluster.pools):
         where = f"pools[{index}]"
-        if not _NAME.match(pool.name):
-            problems.append(f"'{where}.name' must be lowercase letters, digits or '_' (got {shown(pool.name)})")
-        if pool.name == "all":
-            problems.append(
-                f"'{where}.name' must not be 'all', Slurm's keyword for every node (got {shown(pool.name)})"
-            )
         if pool.name in seen:
             problems.append(f"'{where}.name' must be unique (got {shown(pool.name)} twice)")
         seen.add(pool.name)
-        if not _HOST.match(pool.node_prefix + "0"):
-            problems.append(f"'{where}.node_prefix' must start a lowercase host name (got {shown(pool.node_prefix)})")
-        for name in ("count", "gpus_per_node", "cpus", "memory_mib"):
-            value = getattr(pool, name)
-            if value < 1:
-                problems.append(f"'{where}.{name}' must be at least 1 (got {value!r})")
-        problems.extend(_layout_problems(pool, where))
+        problems.extend(_pool_problems(pool, where))
     problems.extend(_accounting_problems(cluster))
     if cluster.spare_nodes is not None and cluster.spare_nodes < 0:
         problems.append(f"'spare_nodes' must be at least 0 (got {cluster.spare_nodes!r})")
+    return problems
+
+
+def _pool_problems(pool: SlurmPool, where: str) -> list[str]:
+    problems: list[str] = []
+    if not _NAME.match(pool.name):
+        problems.append(f"'{where}.name' must be lowercase letters, digits or '_' (got {shown(pool.name)})")
+    if pool.name == "all":
+        problems.append(f"'{where}.name' must not be 'all', Slurm's keyword for every node (got {shown(pool.name)})")
+    if not _HOST.match(pool.node_prefix + "0"):
+        problems.append(f"'{where}.node_prefix' must start a lowercase host name (got {shown(pool.node_prefix)})")
+    for name in ("count", "cpus", "memory_mib"):
+        value = getattr(pool, name)
+        if value < 1:
+            problems.append(f"'{where}.{name}' must be at least 1 (got {value!r})")
+    if pool.gpus_per_node < 0:
+        got = pool.gpus_per_node
+        problems.append(f"'{where}.gpus_per_node' must be at least 0, 0 for a CPU pool (got {got!r})")
+    if pool.features and pool.features[0] != pool.name:
+        got_features = shown(",".join(pool.features))
+        problems.append(f"'{where}.features' must start with the pool's name (got {got_features})")
+    problems.extend(_layout_problems(pool, where))
     return problems
 
 
@@ -218,7 +230,7 @@ def render(cluster: SlurmCluster) -> dict[str, str]:
     context = {
         "cluster": cluster,
         "max_node_count": max_node_count(cluster),
-        "gpu_counts": sorted({pool.gpus_per_node for pool in cluster.pools}),
+        "gpu_counts": sorted({pool.gpus_per_node for pool in cluster.pools if pool.gpus_per_node}),
         "pool_partitions": [
             _partition_line(pool.name, pool.name, index == 0, pool.partition_settings)
             for index, pool in enumerate(cluster.pools)

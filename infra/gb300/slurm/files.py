@@ -77,9 +77,11 @@ class SlurmBootInputs:
     threads_per_core: int | None = None
     real_memory_mib: int | None = None
     gpus: int | None = None
+    features: tuple[str, ...] = ()  # a CPU node's Feature= list (its pool's name first); a GPU node's is its pool
 
     def for_pool(self, pool: SlurmPool) -> SlurmBootInputs:
-        """These inputs for a GPU node of ``pool``: its name as the node feature, and its node shape."""
+        """These inputs for a node of ``pool``: its name (a CPU pool's features) as the node features, and its node
+        shape (no GPUs for a CPU pool)."""
         return dataclasses.replace(
             self,
             pool=pool.name,
@@ -89,6 +91,7 @@ class SlurmBootInputs:
             threads_per_core=pool.threads_per_core,
             real_memory_mib=pool.memory_mib,
             gpus=pool.gpus_per_node,
+            features=pool.features,
         )
 
 
@@ -104,8 +107,9 @@ def render_slurm_env(inputs: SlurmBootInputs) -> str:
         raise SlurmConfigError(f"'pool' must be lowercase letters, digits or '_' (got {inputs.pool!r})")
     for name in _NODE_SHAPE[1:]:
         value = getattr(inputs, name)
-        if value is not None and value < 1:
-            raise SlurmConfigError(f"'{name}' must be at least 1 (got {value!r})")
+        least = 0 if name == "gpus" else 1  # a CPU node has none
+        if value is not None and value < least:
+            raise SlurmConfigError(f"'{name}' must be at least {least} (got {value!r})")
     enroot = inputs.enroot_source if inputs.install_enroot else None
     values = {
         "GB300_HEAD_HOSTNAME": inputs.head_hostname,
@@ -139,6 +143,7 @@ def render_slurm_env(inputs: SlurmBootInputs) -> str:
         "GB300_SLURM_THREADS_PER_CORE": _text(inputs.threads_per_core),
         "GB300_SLURM_REAL_MEMORY_MIB": _text(inputs.real_memory_mib),
         "GB300_SLURM_GPUS": _text(inputs.gpus),
+        "GB300_SLURM_FEATURES": ",".join(inputs.features) or None,
     }
     given = {key: value for key, value in values.items() if value is not None}
     return "# gb300 Slurm boot inputs (no secrets)\n" + quoting.env_lines(given, "slurm.env")
@@ -173,10 +178,10 @@ def check_head(cluster: SlurmCluster, inputs: SlurmBootInputs) -> None:
 
 
 def check_gpu(inputs: SlurmBootInputs) -> None:
-    """A GPU node's inputs must carry its pool and shape (``inputs.for_pool(pool)``): slurmd registers as a dynamic
-    node with them. Raises SlurmConfigError naming the first missing field."""
+    """A pool node's (GPU or CPU) inputs must carry its pool and shape (``inputs.for_pool(pool)``): slurmd registers
+    as a dynamic node with them. Raises SlurmConfigError naming the first missing field."""
     missing = [name for name in _NODE_SHAPE if getattr(inputs, name) is None]
     if missing:
         raise SlurmConfigError(
-            f"'{missing[0]}' must be set for a GPU node (got None). Pass inputs.for_pool(<the node's SlurmPool>)."
+            f"'{missing[0]}' must be set for a pool node (got None). Pass inputs.for_pool(<the node's SlurmPool>)."
         )

@@ -7,6 +7,7 @@ SKU catalog (``skus.yaml``); this module adds what health needs on top.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -17,7 +18,8 @@ from gb300.facts.loader import data
 from gb300.io import quoting
 from gb300.slurm.config import SlurmConfigError
 
-ImexMode = Literal["per-job", "static"]
+ImexMode = Literal["per-job", "static", "none"]
+"""How the IMEX prolog runs: a daemon per job, one for the node's life, or none at all (a CPU node)."""
 
 
 @dataclass(frozen=True)
@@ -221,6 +223,7 @@ def render_health_env(
     mounts: tuple[str, ...],
     imex_mode: ImexMode = "per-job",
     lustre: bool = False,
+    gpu_modules: bool = True,
 ) -> str:
     """The shell-sourceable ``/etc/gb300/health.env`` for nodes of ``spec.vm_size`` (KEY='value' lines).
 
@@ -265,7 +268,9 @@ def render_health_env(
         # Exactly the mounts the stack configures on the node (gb300.node.context.health_mounts); may be empty.
         "GB300_MOUNTS": " ".join(mounts),
         "GB300_IMEX_MODE": imex_mode,
-        "GB300_KERNEL_MODULES": " ".join(("nvidia", "nvidia_peermem", *(("lustre",) if lustre else ()))),
+        "GB300_KERNEL_MODULES": " ".join(
+            (*(("nvidia", "nvidia_peermem") if gpu_modules else ()), *(("lustre",) if lustre else ()))
+        ),
     }
     for key, threshold in (("RACK", spec.nccl_rack), ("XRACK", spec.nccl_cross_rack)):
         if threshold is not None:
@@ -306,4 +311,22 @@ def health_env_for(
         mounts=mounts,
         imex_mode=imex_mode,
         lustre=lustre,
+    )
+
+
+def cpu_health_env(vm_size: str, *, soft_failures_to_drain: int, mounts: tuple[str, ...], lustre: bool) -> str:
+    """``/etc/gb300/health.env`` for a CPU pool's node: the same gate, with every check but ``data/health.yaml``
+    ``cpuNodeChecks`` skipped in every mode (no GPU, InfiniBand or DCGM check), no IMEX and no NVIDIA module."""
+    keep = set(_data()["defaults"]["cpuNodeChecks"]["value"])
+    spec = health_spec(vm_size, gpus=0, ib_ports=0, ib_rate_gbps=None)
+    checks = tuple(c if c.name in keep else CheckSpec(c.name, c.check_class, ()) for c in spec.checks)
+    spec = dataclasses.replace(spec, checks=checks, field_watches=(), gemm_tflops_per_gpu=None)
+    return render_health_env(
+        spec,
+        soft_failures_to_drain=soft_failures_to_drain,
+        nvme_mount="",
+        mounts=mounts,
+        imex_mode="none",
+        lustre=lustre,
+        gpu_modules=False,
     )

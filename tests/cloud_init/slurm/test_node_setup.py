@@ -357,6 +357,32 @@ def test_slurmd_setup_reads_its_inputs_from_slurm_env(sandbox: Sandbox) -> None:
     assert slurmd_argv(sandbox)[-1] == want
 
 
+def test_slurmd_setup_on_a_cpu_node_registers_without_gpus_or_fabric(sandbox: Sandbox) -> None:
+    """A CPU pool's node (GB300_SLURM_GPUS=0) registers with its features and no Gres=, and installs and starts no
+    fabric publisher (it has no NVLink fabric), but keeps the boot gate and the Scheduled Events watcher."""
+    env = {**slurmd_node(sandbox), "GB300_SLURM_POOL": "prep", "GB300_SLURM_GPUS": "0"}
+    env |= {"GB300_SLURM_FEATURES": "prep,cpu", "GB300_SLURM_CPUS": "32", "GB300_SLURM_SOCKETS": "1"}
+    env |= {"GB300_SLURM_CORES_PER_SOCKET": "16", "GB300_SLURM_THREADS_PER_CORE": "2"}
+    result = sandbox.run("gb300-slurmd-setup", env=env)
+    assert result.returncode == 0, result.stderr
+    conf = slurmd_argv(sandbox)[-1]
+    assert conf == "CPUs=32 Sockets=1 CoresPerSocket=16 ThreadsPerCore=2 RealMemory=840499 Feature=prep,cpu"
+    calls = sandbox.calls("systemctl")
+    assert "start gb300-health-boot.service" in calls
+    assert "start gb300-scheduled-events.service" in calls
+    assert not any("gb300-fabric-publish" in call for call in calls)
+    assert not (sandbox.root / "etc/systemd/system/gb300-fabric-publish.service").exists()
+
+
+def test_slurmd_setup_refuses_features_that_do_not_start_with_the_pool(sandbox: Sandbox) -> None:
+    """Features that do not start with the node's pool exit 1 naming the input: the pool's partition would miss it."""
+    env = {**slurmd_node(sandbox), "GB300_SLURM_GPUS": "0", "GB300_SLURM_FEATURES": "cpu,train"}
+    result = sandbox.run("gb300-slurmd-setup", env=env)
+    assert result.returncode == 1
+    assert "GB300_SLURM_FEATURES must be the pool's name, then features (got 'cpu,train')" in result.stderr
+    assert not (sandbox.root / DROPIN).exists()
+
+
 def test_slurmd_setup_refuses_a_layout_that_does_not_add_up(sandbox: Sandbox) -> None:
     """Sockets x cores x threads other than the CPUs exits 1 naming the inputs, and writes no drop-in."""
     env = {**slurmd_node(sandbox), "GB300_SLURM_CORES_PER_SOCKET": "32"}
@@ -381,8 +407,8 @@ def test_slurmd_setup_rerun_does_not_restart_slurmd(sandbox: Sandbox) -> None:
 @pytest.mark.parametrize(
     ("unset", "message"),
     [
-        ("GB300_SLURM_POOL", "GB300_SLURM_POOL must be the node's GPU pool name (got '')"),
-        ("GB300_SLURM_GPUS", "GB300_SLURM_GPUS must be a positive integer (got '')"),
+        ("GB300_SLURM_POOL", "GB300_SLURM_POOL must be the node's pool name (got '')"),
+        ("GB300_SLURM_GPUS", "GB300_SLURM_GPUS must be a whole number, 0 on a CPU node (got '')"),
         ("GB300_SLURM_SOCKETS", "GB300_SLURM_SOCKETS must be a positive integer (got '')"),
     ],
 )

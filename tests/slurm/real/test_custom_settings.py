@@ -1,5 +1,6 @@
-"""Real slurmctld (Debian trixie 24.11, sid 26.05) accepts the example stack's own Slurm settings and extra
-partitions (examples/custom-slurm, docs/customize.md), and `scontrol` reports them as the stack set them."""
+"""Real slurmctld (Debian trixie 24.11, sid 26.05) accepts the example stack's own Slurm settings, extra partitions
+and CPU pool's partition (examples/custom-slurm, docs/customize.md), and `scontrol` reports them as the stack set
+them."""
 
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ def _example() -> dict[str, Any]:
 
 @pytest.fixture(scope="module", params=list(SUITES), ids=[f"{s}-{v}" for s, v in SUITES.items()])
 def custom_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
-    """The dev stack's cluster with the example's GPU pools (their partition settings) and gb300:slurm."""
+    """The dev stack's cluster with the example's GPU pools (their partition settings), CPU pool and gb300:slurm."""
     example = _example()
-    overrides = {"gpuPools": example["gpuPools"], "slurm": example["slurm"]}
+    overrides = {"gpuPools": example["gpuPools"], "cpuPools": example["cpuPools"], "slurm": example["slurm"]}
     yield from cluster_fixture(request, overrides=overrides)
 
 
@@ -69,20 +70,38 @@ def test_the_pools_partition_carries_its_partition_settings(custom_cluster: Clus
     assert shown["Default"] == "YES"
 
 
+def _names(cluster: Cluster, pool: str) -> list[str]:
+    """The registered hosts of ``pool`` (its name is in theirs: ``<cluster>-<pool>-<index>``)."""
+    return sorted(host.name for host in cluster.nodes if f"-{pool}-" in host.name)
+
+
 def test_extra_partitions_hold_the_pools_nodes_with_their_own_limits(custom_cluster: Cluster) -> None:
-    """Both extra partitions (by pool, by feature) exist with their limits and hold the registered nodes."""
+    """Both extra partitions (by pools, by feature) exist with their limits and hold the registered nodes: the
+    pools' partition the GPU and the CPU pool's nodes, the feature's only the GPU pool's."""
     debug, batch = _example()["slurm"]["partitions"]
-    names = sorted(host.name for host in custom_cluster.nodes)
+    held = [name for pool in debug["pools"] for name in _names(custom_cluster, pool)]
     shown = _partition(custom_cluster, debug["name"])
     assert shown["MaxTime"] == "00:30:00"
     assert shown["MaxNodes"] == str(debug["settings"]["MaxNodes"])
     assert shown["PriorityTier"] == str(debug["settings"]["PriorityTier"])
     assert shown["GraceTime"] == str(debug["settings"]["GraceTime"])
-    assert shown["TotalNodes"] == str(len(names))
+    assert shown["TotalNodes"] == str(len(held))
     shown = _partition(custom_cluster, batch["name"])
     assert shown["MaxTime"] == batch["settings"]["MaxTime"]
     assert shown["Hidden"] == "YES"
-    assert shown["TotalNodes"] == str(len(names))
+    assert shown["TotalNodes"] == str(len(_names(custom_cluster, batch["feature"])))
+
+
+def test_the_cpu_pools_partition_carries_its_partition_settings(custom_cluster: Cluster) -> None:
+    """The CPU pool's own partition exists (not the default) with its partitionSettings and holds the pool's nodes
+    (none registers here: see docs/customize.md#cpu-pools for why a CPU node's slurmd cannot start yet)."""
+    [pool] = _example()["cpuPools"]
+    shown = _partition(custom_cluster, pool["name"])
+    assert shown["PartitionName"] == pool["name"]
+    assert shown["Default"] == "NO"
+    assert shown["MaxTime"] == "1-00:00:00"
+    assert shown["OverSubscribe"] == pool["partitionSettings"]["OverSubscribe"]
+    assert shown["TotalNodes"] == str(len(_names(custom_cluster, pool["name"])))
 
 
 def test_26_05_reads_oversubscribe_exclusive_as_exclusive_node(custom_cluster: Cluster) -> None:
