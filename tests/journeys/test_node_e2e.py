@@ -27,6 +27,7 @@ from gb300.config import stacks as gb300_stacks
 from gb300.node import context as node_context
 from gb300.node import imds_guard
 from gb300.node import steps as node_steps
+from gb300.node.bundle import bundle_for
 from gb300.plan import PlanResult, run_plan
 from gb300.slurm.hostlist import expand
 from tests.support import node_e2e, plan_custom_data, signing
@@ -441,3 +442,17 @@ def test_a_hanging_hook_is_killed_at_its_timeout_on_the_booted_node(hooked: Clus
     assert "gb300-hook-stuck: stuck ends" not in journal
     killed = "gb300-hook-stuck: WARNING: hook stuck (afterHealthGate) killed at its timeout of 1s; on failure: warn"
     assert journal.index(f"{killed}, going on") < journal.index("gb300-hook-site-check: site check failed")
+
+
+def test_the_example_heads_custom_slurm_settings_come_from_its_payload(hooked: Cluster) -> None:
+    """The example's head, booted from its custom data on a fresh OS disk (what a reimage runs again), has the stack's
+    gb300:slurm settings and extra partitions in /etc/slurm/slurm.conf exactly as gb300 renders them into the signed
+    payload: nothing on the head is edited by hand, so nothing is lost when it is reimaged."""
+    conf = hooked.head.box.read("/etc/slurm/slurm.conf")
+    rendered = bundle_for(node_context.build(hooked.cfg, gb300_tags.ROLE_HEAD), fetch=False)
+    assert conf == next(f.content for f in rendered.files if f.path == "/etc/slurm/slurm.conf")
+    lines = conf.splitlines()
+    for key, value in hooked.cfg.slurm.settings.items():
+        assert f"{key}={'YES' if value is True else value}" in lines, key
+    for partition in hooked.cfg.slurm.partitions:
+        assert any(line.startswith(f"PartitionName={partition.name} ") for line in lines), partition.name

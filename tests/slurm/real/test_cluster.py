@@ -187,31 +187,39 @@ def test_the_shipped_training_job_runs(real_cluster: Cluster) -> None:
 
 
 def test_the_shipped_rack_nccl_check_runs(real_cluster: Cluster) -> None:
-    """examples/nccl-rack-check.sbatch, submitted with real sbatch (BLOCK_SIZE= the cluster's two nodes), is
-    accepted with its #SBATCH options and runs srun --mpi=pmix. Where the release takes a two-node block (26.05; 24.11
-    refuses a block smaller than BlockSizes, data/slurm_releases.yaml), the head's topology refresh makes the two
-    nodes one rack: the check runs all_reduce_perf in it, judges it against the node's health.env, writes the rack's
-    report and ends COMPLETED. On 24.11's flat topology it stops with its own message naming --segment. all_reduce_perf
-    is a stand-in on PATH printing a recorded healthy rack's result: no GPU here."""
+    """examples/nccl-rack-check.sbatch, submitted with real sbatch (BLOCK_SIZE= the cluster's two nodes), is accepted
+    with its #SBATCH options, records every node's physical host and looks for whole racks in Slurm's topology. Where
+    the release takes a two-node block (26.05; 24.11 refuses a block smaller than BlockSizes,
+    data/slurm_releases.yaml), the head's topology refresh makes the two nodes one rack and the check runs
+    all_reduce_perf there with `srun --mpi=pmix`: with Slurm's PMIx plugin it judges the result against the node's
+    health.env, writes the rack's report and ends COMPLETED; Debian sid's 26.05 packages have no PMIx plugin, so
+    there srun refuses the step and the check exits 2 finding no result. On 24.11's flat topology it exits 2 with its
+    own message naming --segment. all_reduce_perf is a stand-in on PATH printing a recorded healthy rack's result."""
     _shipped(real_cluster)
     blocks = not slurm_releases.shows("blockSmallerThanFirstIsFatal", release_of(real_cluster.version))
     if blocks:
         _one_rack(real_cluster)
-    nodes = len(real_cluster.nodes)
-    job = _submit(real_cluster, "nccl-rack-check.sbatch",
-                  env=(f"BLOCK_SIZE={nodes}", f"NCCL_TESTS={STANDINS}"))  # fmt: skip
+    nodes, first = len(real_cluster.nodes), real_cluster.nodes[0]
+    listed = first.run(["srun", "--mpi=list"], check=False)  # the MPI plugins this release's Slurm has
+    pmix = "pmix" in listed.stdout + listed.stderr
+    job = _submit(real_cluster, "nccl-rack-check.sbatch", env=(f"BLOCK_SIZE={nodes}", f"NCCL_TESTS={STANDINS}"))
     record = _job(real_cluster, job)
-    first = real_cluster.nodes[0]
     assert record["StdOut"] == f"{JOBS}/nccl-rack-check-{job}.out"
     out = first.run(["cat", record["StdOut"]]).stdout
     hosts = first.run(["cat", f"{JOBS}/nccl-report-{job}/physical-hosts.txt"]).stdout
     assert sorted(line.split()[0] for line in hosts.splitlines()) == sorted(h.name for h in real_cluster.nodes)
     if not blocks:
-        assert (record["JobState"], record["ExitCode"]) == ("FAILED", "2:0"), record
+        assert (record["JobState"], record["ExitCode"]) == ("FAILED", "2:0"), out
         assert f"no whole block (rack of {nodes}) in this allocation: run with --segment={nodes}" in out
         return
-    assert (record["JobState"], record["ExitCode"]) == ("COMPLETED", "0:0"), out
-    assert "rack block001: 2 nodes" in out
+    assert f"rack block001: {nodes} nodes" in out
+    rack = first.run(["cat", f"{JOBS}/nccl-report-{job}/block001.rack.txt"]).stdout
+    if not pmix:
+        assert (record["JobState"], record["ExitCode"]) == ("FAILED", "2:0"), out
+        assert "Invalid MPI type 'pmix'" in rack
+        assert "block001.rack.txt: no all_reduce_perf result" in out
+        return
+    assert (record["JobState"], record["ExitCode"]) == ("COMPLETED", "0:0"), out + rack
     report = json.loads(first.run(["cat", f"{JOBS}/nccl-report-{job}/block001.rack.json"]).stdout)
     assert report["level"] == "OK"
     assert report["hosts"] == sorted(h.name for h in real_cluster.nodes)
