@@ -3,7 +3,8 @@
 Per stack, a head node and a GPU node boot from their own custom data (decoded from the plan), with stand-ins
 only for hardware, system commands, Azure endpoints and the Slurm controller they share (tests/support/node_e2e.py).
 The GPU node has exactly the mounts its stack configures. The head and a rack of GPU nodes then exchange
-their data through the path the stack defines (Slurm's node records; docs/shared-path.md).
+their data through the path the stack defines (Slurm's node records; docs/shared-path.md). The example stack
+examples/custom-slurm boots the same way, its gb300:hooks running on the nodes (docs/customize.md#bootstrap-hooks).
 """
 
 from __future__ import annotations

@@ -100,7 +100,8 @@ def test_the_prolog_maps_the_jobs_gpus_for_the_dcgm_exporter(real_cluster: Clust
     real_cluster.wait("the job's GPU mapping", lambda: bool(mapped()), 60)
     indices = _gpu_indices(real_cluster, job)  # the whole node's (partitions are exclusive), not just the two asked
     assert len(indices) >= 2
-    assert mapped() == dict.fromkeys(indices, job)
+    # The prolog writes one file at a time: the first may be there before the last.
+    real_cluster.wait("every GPU of the job mapped", lambda: mapped() == dict.fromkeys(indices, job), 30)
     real_cluster.head.run(["scancel", job])
     real_cluster.wait("the job's epilog", lambda: not real_cluster.slurm().jobs([host.name]), 60)
     real_cluster.wait("the mapping emptied", lambda: not mapped(), 30)
