@@ -3,11 +3,13 @@
 Per stack, a head node and a GPU node boot from their own custom data (decoded from the plan), with stand-ins
 only for hardware, system commands, Azure endpoints and the Slurm controller they share (tests/support/node_e2e.py).
 The GPU node has exactly the mounts its stack configures. The head and a rack of GPU nodes then exchange
-their data through the path the stack defines (Slurm's node records; docs/shared-path.md).
+their data through the path the stack defines (Slurm's node records; docs/shared-path.md). The example stack
+examples/custom-slurm boots the same way, its gb300:hooks running on the nodes (docs/customize.md#bootstrap-hooks).
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -16,16 +18,18 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from gb300 import config
+from gb300 import config, paths
 from gb300 import tags as gb300_tags
 from gb300.config import stacks as gb300_stacks
 from gb300.node import context as node_context
 from gb300.node import imds_guard
 from gb300.node import steps as node_steps
-from gb300.plan import PlanResult
+from gb300.node.bundle import bundle_for
+from gb300.plan import PlanResult, run_plan
 from gb300.slurm.hostlist import expand
 from tests.support import node_e2e, plan_custom_data, signing
 from tests.support.sandbox import Sandbox
@@ -72,11 +76,19 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     stack = str(request.param)
     plan = _plan(request, stack)
     cfg = config.parse(config.load_stack_file(gb300_stacks.stack_file(stack)))
-    base = tmp_path_factory.mktemp(f"e2e-{stack}")
+    yield from _boot(stack, cfg, plan, tmp_path_factory.mktemp(f"e2e-{stack}"))
+
+
+def _boot(
+    stack: str, cfg: config.StackConfig, plan: PlanResult, base: Path, *, own_file: bool = True
+) -> Iterator[Cluster]:
+    """Boot ``plan``'s head, then its first GPU node, on one stand-in controller and one set of stand-in endpoints.
+    ``own_file``: the stack is the project's ``stacks/Pulumi.<stack>.yaml`` (else its payloads are rendered from
+    ``cfg`` and held to the plan's digests)."""
     slurm_state = base / "slurm.json"
     # The stand-in payload account serves exactly what the plan's upload publishes: per payload the archive, the
     # manifest and its signature (the tests' key, whose public half the test plans carry).
-    blobs = plan_custom_data.published(plan, signing.key())
+    blobs = plan_custom_data.published(plan, signing.key(), cfg=None if own_file else cfg)
     azure = node_e2e.Azure(tags=TAGS, blobs=blobs, payload_account=plan_custom_data.payload_account(plan))
     with node_e2e.endpoints(azure) as url:
         head = node_e2e.boot(
@@ -344,3 +356,104 @@ def test_reference_custom_data_stays_under_8_kb(reference_plan: PlanResult) -> N
     print(f"custom data bytes (base64): {sizes}")
     print(f"node payload bytes (gzip): { {r: len(plan_custom_data.payload_of(reference_plan, r)[1]) for r in sizes} }")
     assert max(sizes.values()) <= 8 * 1024, sizes
+
+
+# --- gb300:hooks on booted nodes: examples/custom-slurm's three hooks, then one that hangs and one that fails ---
+
+EXAMPLE = paths.REPO_ROOT / "examples" / "custom-slurm" / "Pulumi.custom.yaml"
+# name -> (script, the stack entry's other keys); they run after the example's own afterHealthGate hook
+OUR_HOOKS: dict[str, tuple[str, dict[str, Any]]] = {
+    "stuck": ("#!/usr/bin/env bash\necho stuck starts\nsleep 600\necho stuck ends\n",
+              {"timeoutSeconds": 1, "onFailure": "warn"}),
+    "site-check": ("#!/usr/bin/env bash\necho site check failed >&2\nexit 3\n", {"onFailure": "drain"}),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def hooked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """examples/custom-slurm's head and first GPU node, booted once from the plan of the example stack (the tests'
+    signing key) with two afterHealthGate hooks of ours after its own three: ``stuck`` sleeps past its 1 s timeout
+    (onFailure warn), ``site-check`` exits 3 (onFailure drain). The scripts are read from a repository of the test's
+    own holding a copy of examples/hooks and ours (GB300_HOOK_ROOT)."""
+    repo = tmp_path_factory.mktemp("hook-repo")
+    shutil.copytree(paths.REPO_ROOT / "examples" / "hooks", repo / "examples" / "hooks")
+    raw = signing.with_test_key(config.load_stack_file(EXAMPLE))
+    raw["hooks"] = list(raw["hooks"])
+    for name, (script, keys) in OUR_HOOKS.items():
+        path = repo / "hooks" / f"{name}.sh"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(script, encoding="utf-8")
+        path.chmod(0o755)
+        raw["hooks"].append({"name": name, "script": f"hooks/{name}.sh", "point": "afterHealthGate", **keys})
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("GB300_HOOK_ROOT", str(repo))
+        plan = run_plan("custom", copy.deepcopy(raw))
+        cfg = config.parse(raw)
+        yield from _boot("custom", cfg, plan, tmp_path_factory.mktemp("e2e-hooks"), own_file=False)
+
+
+def _journal(node: node_e2e.Node) -> list[str]:
+    """The node's journal lines, ``<tag>: <line>`` (the logger stand-in's)."""
+    return (node.box.base / "journal.log").read_text().splitlines()
+
+
+def test_the_example_stacks_hooks_run_on_the_booted_nodes(hooked: Cluster) -> None:
+    """On the GPU node the example's beforeSlurm hook runs before slurmd registers and its afterHealthGate hook after,
+    each with the documented environment and its output in the step log; the head runs its afterHealthGate hook too
+    and ends ready."""
+    journal = _journal(hooked.gpu)
+    pool, name = hooked.cfg.gpu_pools[0].name, hooked.cfg.cluster.name
+    warm = f"gb300-hook-warm-cache: warming the dataset cache on gpu-node node of pool {pool} (rack 1)"
+    agent = f"gb300-hook-site-agent: site agent for cluster {name}: node passed its health gate"
+    registered = next(i for i, line in enumerate(journal) if line.startswith("gb300-gb300-slurmd-setup: "))
+    assert journal.index(warm) < registered < journal.index(agent)
+    # run-step keeps each step's output under the step's tag (journalctl -t gb300-<step>): the hooks' lines are there.
+    assert f"gb300-gb300-hooks-before-slurm: <{warm.replace(': ', '> ', 1)}" in journal
+    assert f"gb300-gb300-hooks-after-gate: <{agent.replace(': ', '> ', 1)}" in journal
+    assert "gb300-hook-job-audit" not in "\n".join(journal)  # a prolog hook: it waits for a job
+
+    head = _journal(hooked.head)
+    assert agent in head
+    assert not [line for line in head if line.startswith("gb300-hook-warm-cache")]  # roles: gpu-node only
+    assert hooked.head.run.ok, hooked.head.run.output[-2000:]
+    assert hooked.head.status()["state"] == "ready"
+
+
+def test_a_failing_drain_hook_drains_the_booted_node_naming_it(hooked: Cluster) -> None:
+    """A hook with onFailure drain that exits non-zero leaves the booted GPU node drained in Slurm with a reason
+    naming the hook; its step fails once, with a reason (not retried as a transient failure), and the node never
+    reports ready."""
+    record = node_e2e.slurm_nodes(hooked.slurm_state)[hooked.gpu_name]
+    assert "DRAIN" in record["State"]
+    assert record["Reason"] == "gb300-hook: site-check exited with status 3"
+    status = hooked.gpu.status()
+    assert (status["state"], status["step"]) == ("failed", "gb300-hooks-after-gate")
+    assert status["reason"].startswith("a gb300:hooks afterHealthGate hook failed")
+    assert not hooked.gpu.box.path("/var/lib/gb300/bootstrap.done").exists()
+    journal = _journal(hooked.gpu)
+    assert journal.count("gb300-hook-site-check: site check failed") == 1  # run once, not again by a retry
+    assert "trying again" not in hooked.gpu.run.output
+
+
+def test_a_hanging_hook_is_killed_at_its_timeout_on_the_booted_node(hooked: Cluster) -> None:
+    """A hook that sleeps past its 1 s timeout is killed then, with a warning naming it (onFailure warn), and the
+    hook after it still runs."""
+    journal = _journal(hooked.gpu)
+    assert "gb300-hook-stuck: stuck starts" in journal
+    assert "gb300-hook-stuck: stuck ends" not in journal
+    killed = "gb300-hook-stuck: WARNING: hook stuck (afterHealthGate) killed at its timeout of 1s; on failure: warn"
+    assert journal.index(f"{killed}, going on") < journal.index("gb300-hook-site-check: site check failed")
+
+
+def test_the_example_heads_custom_slurm_settings_come_from_its_payload(hooked: Cluster) -> None:
+    """The example's head, booted from its custom data on a fresh OS disk (what a reimage runs again), has the stack's
+    gb300:slurm settings and extra partitions in /etc/slurm/slurm.conf exactly as gb300 renders them into the signed
+    payload: nothing on the head is edited by hand, so nothing is lost when it is reimaged."""
+    conf = hooked.head.box.read("/etc/slurm/slurm.conf")
+    rendered = bundle_for(node_context.build(hooked.cfg, gb300_tags.ROLE_HEAD), fetch=False)
+    assert conf == next(f.content for f in rendered.files if f.path == "/etc/slurm/slurm.conf")
+    lines = conf.splitlines()
+    for key, value in hooked.cfg.slurm.settings.items():
+        assert f"{key}={'YES' if value is True else value}" in lines, key
+    for partition in hooked.cfg.slurm.partitions:
+        assert any(line.startswith(f"PartitionName={partition.name} ") for line in lines), partition.name

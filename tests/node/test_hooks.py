@@ -17,7 +17,8 @@ from gb300.node import paths
 from gb300.node.bundle import Bundle, bundle_for
 from gb300.node.pack import pack_custom_data, pack_payload
 
-SCRIPT = "#!/usr/bin/env bash\nset -euo pipefail\necho warm\n"
+# A header comment, as a user's script has: gb300 trims its own scripts' headers, never a hook's (its sha256).
+SCRIPT = "#!/usr/bin/env bash\n# Warm the cache.\nset -euo pipefail\necho warm\n"
 
 
 @pytest.fixture
@@ -41,8 +42,8 @@ def _gpu(cfg: config.StackConfig) -> Bundle:
 
 
 def test_a_hook_lands_executable_with_its_sha256_in_the_table(dev_raw: dict[str, Any], repo: Path) -> None:
-    """The GPU node carries the hook at hooks/<name> (0755), the runner, and a table line with its sha256; the step
-    that runs it is in the node's steps; the head carries none of it."""
+    """The GPU node carries the hook at hooks/<name> (0755) byte for byte, comments included, the runner, and a table
+    line with its sha256; the step that runs it is in the node's steps; the head carries none of it."""
     cfg = _cfg(dev_raw)
     files = {f.path: f for f in _gpu(cfg).files}
     hook = files[f"{paths.HOOK_DIR}/warm"]

@@ -85,6 +85,8 @@ class Azure:
             return 400, "Metadata header missing"
         if path.startswith("/metadata/instance/compute/tagsList"):
             return 200, json.dumps([{"name": k, "value": v} for k, v in self.tags.items()])
+        if path.startswith("/metadata/instance/compute/vmScaleSetName"):  # one leaf, asked with format=text
+            return 200, self.scale_set
         if path.startswith("/metadata/instance/compute"):
             return 200, json.dumps({"vmScaleSetName": self.scale_set, "tagsList": []})
         if path.startswith("/metadata/identity/oauth2/token"):

@@ -96,15 +96,16 @@ def payload_account(plan: PlanResult) -> str:
     return str(account.inputs["accountName"])
 
 
-def _rendered(plan: PlanResult) -> tuple[config.StackConfig, dict[str, bytes]]:
-    """The stack the upload command names and its payloads (name -> archive), checked against the command's
-    ``--expect`` digests, as ``gb300 payload publish`` checks them."""
+def _rendered(plan: PlanResult, cfg: config.StackConfig | None = None) -> tuple[config.StackConfig, dict[str, bytes]]:
+    """The stack the upload command names (or ``cfg``, for a stack whose file is not in the project) and its payloads
+    (name -> archive), checked against the command's ``--expect`` digests, as ``gb300 payload publish`` checks them."""
     words = shlex.split(publish_command(plan))
-    # Relative to the directory the engine runs the command in (tests/support/engine.py), not the repository.
-    pwd = engine.engine_pwd(engine.load_project(paths.REPO_ROOT))
-    stack_file = pwd / words[words.index("--stack-file") + 1]
     expect = dict(words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--expect")
-    cfg = config.parse(config.load_stack_file(stack_file))
+    if cfg is None:
+        # Relative to the directory the engine runs the command in (tests/support/engine.py), not the repository.
+        pwd = engine.engine_pwd(engine.load_project(paths.REPO_ROOT))
+        stack_file = pwd / words[words.index("--stack-file") + 1]
+        cfg = config.parse(config.load_stack_file(stack_file))
     rendered = payload_publish.render(cfg)
     payload_publish.check_expected(rendered, expect)
     return cfg, {r.name: r.payload.archive for r in rendered}
@@ -115,10 +116,11 @@ def payloads(plan: PlanResult) -> dict[str, bytes]:
     return _rendered(plan)[1]
 
 
-def published(plan: PlanResult, key: Any, serial: int = 1) -> dict[str, bytes]:
+def published(plan: PlanResult, key: Any, serial: int = 1, cfg: config.StackConfig | None = None) -> dict[str, bytes]:
     """``"<container>/<blob>" -> bytes``: what the upload leaves in the payload container, manifests signed with
-    ``key`` (an Ed25519 private key), each payload's archive, manifest and signature."""
-    cfg, found = _rendered(plan)
+    ``key`` (an Ed25519 private key), each payload's archive, manifest and signature. ``cfg``: the planned stack,
+    where its file is not the project's ``stacks/Pulumi.<stack>.yaml`` the upload command names."""
+    cfg, found = _rendered(plan, cfg)
     container = cfg.storage.node_payload.container
     blobs: dict[str, bytes] = {}
     for name, archive in found.items():

@@ -17,7 +17,7 @@ import yaml
 
 from gb300 import tags as gb300_tags
 from gb300.errors import BootstrapError
-from gb300.node import manifest, registry
+from gb300.node import manifest, paths, registry
 from gb300.node import steps as node_steps
 from gb300.node.boot_context import BootstrapContext
 from gb300.node.file import NodeFile
@@ -80,6 +80,12 @@ def _scan(role: str, settings: dict[str, Any], files: list[NodeFile]) -> None:
     raise BootstrapError(msg)
 
 
+def _shipped(path: str, content: str) -> str:
+    """A file's text as the node gets it: gb300's scripts without their header comments, a hook (``gb300:hooks``)
+    byte for byte, since run-hooks refuses a hook whose sha256 differs from the one the signed table lists."""
+    return content if path.startswith(f"{paths.HOOK_DIR}/") else node_steps.compact(content)
+
+
 def bundle_for(ctx: BootstrapContext, *, fetch: bool = True) -> Bundle:
     """``ctx.role``'s bundle for its pool and stack. ``fetch=False`` leaves out the custom data's own files (the
     full cloud-config of a context without a stack, the bootstrap's own tests). Raises BootstrapError for a bad
@@ -88,7 +94,7 @@ def bundle_for(ctx: BootstrapContext, *, fetch: bool = True) -> Bundle:
     steps = node_steps.steps_for(ctx)
     target = registry.Target(ctx, steps)
     placed = [*registry.files_for(target), *registry.render(registry.step_rows(steps), target)]
-    files = [NodeFile(f.path, node_steps.compact(f.content), f.permissions) for f in placed]
+    files = [NodeFile(f.path, _shipped(f.path, f.content), f.permissions) for f in placed]
     _checked_paths(ctx.role, files)
     rows = registry.inline_rows(target)
     wanted = {row.destination for row in rows}

@@ -50,6 +50,9 @@ for ((i = 0; i < gpus; i++)); do mknod -m 0666 "$merged/dev/nvidia$i" c 195 "$i"
 mkdir -p "$merged/dev/pts" "$merged/dev/shm"
 mount -t devpts -o newinstance,ptmxmode=0666 devpts "$merged/dev/pts"
 ln -s pts/ptmx "$merged/dev/ptmx"
+# What udev and systemd link on every machine: bash's process substitution reads /dev/fd/N.
+ln -s /proc/self/fd "$merged/dev/fd"
+for i in 0:stdin 1:stdout 2:stderr; do ln -s "/proc/self/fd/${i%%:*}" "$merged/dev/${i#*:}"; done
 mount -t tmpfs tmpfs "$merged/dev/shm"
 mount -t tmpfs -o mode=0755 tmpfs "$merged/run"
 # The host's processes live in /system.slice (as services under systemd): slurmd resets limits in its parent.
