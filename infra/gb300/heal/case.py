@@ -99,6 +99,7 @@ class Case:
     refused: list[str] = field(default_factory=list)  # rungs Azure refused for good (an error that will not change)
     outcome_at: float | None = None  # when the accepted operation's outcome is read next (the node not back yet)
     bisect: dict[str, Any] | None = None  # finding the slow node of a failed rack run (gb300.heal.bisect)
+    platform: str | None = None  # the Scheduled Event (Reboot, Redeploy...) the case waited for: judged again after it
 
 
 def recurrence(closed: Sequence[Case], node: str, now: float, window: float) -> str | None:

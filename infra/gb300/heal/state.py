@@ -197,8 +197,8 @@ def run_tick(
 ) -> dict[str, Any]:
     """One tick as ``gb300-heal tick`` runs it on the head and ``gb300 heal simulate`` runs it each step: a fresh
     ``loop`` opened from ``saved`` (:func:`open_loop`, then ``opened``), the state saved before each Azure call
-    (intent before action) and after the tick, with the last halt record, the last resume and ``extra()`` (the
-    head's feed and NCCL runs). Returns the state saved."""
+    (intent before action), before the tick's first Slurm write and after the tick, with the last halt record, the
+    last resume and ``extra()`` (the head's feed and NCCL runs). Returns the state saved."""
     listed_at = open_loop(loop, saved, racks, now, relist_s)
     if opened is not None:
         opened(loop)
@@ -216,6 +216,7 @@ def run_tick(
 
     loop.sink = recording
     loop.persist = lambda: store.save(snapshot())
+    loop.slurm.before_write = loop.persist  # the tick's first Slurm write: what it belongs to is saved first
     loop.tick(now)
     doc = snapshot()
     store.save(doc)
