@@ -22,8 +22,8 @@ from gb300.facts.loader import data
 from gb300.heal.scenario import Scenario, match
 from gb300.slurm.client import MAINTENANCE_PREFIX
 
-LEVEL = {"Reboot": 1, "Redeploy": 3}
-"""What a platform Reboot or Redeploy cures, as the loop's restart or redeploy of the VM does (world.RUNG_LEVEL)."""
+CALL = {"Reboot": "restart", "Redeploy": "redeploy"}
+"""The loop's call a platform Reboot or Redeploy acts as: it takes as long and cures what that call cures."""
 GONE = ("Preempt", "Terminate")
 """Types that delete the VM."""
 Phase = Literal["future", "scheduled", "started", "done"]
@@ -64,4 +64,4 @@ def freeze_s() -> float:
     return float(data("remediation.yaml")["simulation"]["scheduledEvents"]["freezeSeconds"])
 
 
-__all__ = ["GONE", "LEVEL", "PlatformEvent", "events_of", "freeze_s"]
+__all__ = ["CALL", "GONE", "PlatformEvent", "events_of", "freeze_s"]

@@ -31,17 +31,12 @@ from gb300.slurm.hostlist import expand
 
 FIXTURES = paths.REPO_ROOT / "tests" / "fixtures" / "slurm"
 RUNG_LEVEL = {"restart": 1, "reimage": 2, "redeploy": 3}
-RUNG_BY_LEVEL = {"Reboot": "restart", "Redeploy": "redeploy"}  # the loop's call a platform event acts as
 
 
 def sim_times() -> dict[str, float]:
     raw = data("remediation.yaml")["simulation"]
-    return {
-        "restart": raw["rebootSeconds"],
-        "reimage": raw["reimageSeconds"],
-        "redeploy": raw["replaceSeconds"],
-        "nccl": raw["ncclSeconds"],
-    }
+    keys = {"restart": "reboot", "reimage": "reimage", "redeploy": "replace", "nccl": "nccl"}
+    return {time: raw[f"{key}Seconds"] for time, key in keys.items()}
 
 
 @dataclass
@@ -114,13 +109,13 @@ class World:
     _next_event: int = 0
     _fabric: str = ""
     _report_names: dict[str, int] = field(default_factory=dict)  # a Guest Health Report's ARM path -> its index
-    platform: list[platform.PlatformEvent] = field(default_factory=list)  # Azure Scheduled Events
+    scheduled: list[platform.PlatformEvent] = field(default_factory=list)  # Azure Scheduled Events
 
     def __post_init__(self) -> None:
         names = self.scenario.nodes
         for name in names:
-            node = self.nodes[name] = SimNode(name, int(name[1:5]))
-            node.published = node.physical_host  # published by gb300-heal-publish at the node's first boot
+            sim = self.nodes[name] = SimNode(name, int(name[1:5]))
+            sim.published = sim.physical_host  # published by gb300-heal-publish at the node's first boot
         for job in self.scenario.jobs:
             self.jobs[job.name] = (job.start, job.end, match(job.nodes, names))
         events = []
@@ -139,7 +134,7 @@ class World:
                 fault = Fault(level, start, until, mine, None, truth.recurs_after, nccl_only=truth.seen_by == "nccl")
                 self.faults[node] = fault
         self._windows = [(w, set(match(w.node, names)) if w.node else None) for w in self.scenario.azure]
-        self.platform = platform.events_of(self.scenario)
+        self.scheduled = platform.events_of(self.scenario)
         self._fabric = "".join(
             f"{n} {uuid.uuid5(uuid.NAMESPACE_DNS, f'gb300-sim-rack-{s.rack}')} {s.rack}\n"
             for n, s in self.nodes.items()
@@ -197,7 +192,7 @@ class World:
         for fault in self.faults.values():
             if fault.returns_at is not None and fault.returns_at <= now:
                 fault.cured_at, fault.start, fault.returns_at = None, fault.returns_at, None
-        for event in self.platform:
+        for event in self.scheduled:
             if event.announced <= now and event.phase != "done":
                 self._scheduled(event, now)
 
@@ -217,12 +212,13 @@ class World:
             elif event.type == "Freeze":
                 node.frozen_until = event.starts + platform.freeze_s()
             else:
-                node.busy_until = max(node.busy_until, event.starts + self.times[RUNG_BY_LEVEL[event.type]])
-                node.op_started, node.pending_level = event.starts, max(node.pending_level, platform.LEVEL[event.type])
+                call = platform.CALL[event.type]  # what the loop's call of the same kind takes and cures
+                node.busy_until = max(node.busy_until, event.starts + self.times[call])
+                node.op_started, node.pending_level = event.starts, max(node.pending_level, RUNG_LEVEL[call])
             self.azure_log.append({"at": event.starts, "node": node.name, "call": "scheduled", "answer": event.type})
         if event.phase == "started" and not node.deleted and not self._unreachable(node.name):
             event.phase = "done"
-            others = [e for e in self.platform if e.node == node.name and e.phase in ("scheduled", "started")]
+            others = [e for e in self.scheduled if e.node == node.name and e.phase in ("scheduled", "started")]
             if node.drained and node.reason.startswith(MAINTENANCE_PREFIX) and not others:
                 self._resume(node)
 
@@ -266,7 +262,7 @@ class World:
         times += [w.until for w, _ in self._windows if w.until > self.now]
         times += [f.until for f in self.faults.values() if f.until is not None and f.until > self.now]
         times += [t + self.times["nccl"] for t, _ in self.nccl_runs.values() if t + self.times["nccl"] > self.now]
-        times += [t for e in self.platform for t in (e.announced, e.starts) if t > self.now]
+        times += [t for e in self.scheduled for t in (e.announced, e.starts) if t > self.now]
         times += [n.frozen_until for n in self.nodes.values() if n.frozen_until > self.now]
         if self._next_event < len(self._events):
             times.append(self._events[self._next_event].at)
