@@ -89,21 +89,24 @@ class Event:
         return f"t={self.at:.0f} {self.kind}{extra}{ctx}{job}"
 
 
+_DETAILS = ("code", "check", "context", "job")
+
+
 def event_of(raw: Mapping[str, Any]) -> Event:
-    """An event as :func:`event_doc` wrote it (the head's state file)."""
-
-    def text(key: str) -> str | None:
-        value = raw.get(key)
-        return None if value is None else str(value)
-
-    return Event(
-        float(raw["at"]), str(raw["node"]), str(raw["kind"]), *(text(k) for k in ("code", "check", "context", "job"))
-    )
+    """An event as :func:`event_doc` wrote it (the head's state file; a detail it left out is None)."""
+    details = [raw.get(k) for k in _DETAILS]
+    code, check, context, job = (None if v is None else str(v) for v in details)
+    return Event(float(raw["at"]), str(raw["node"]), str(raw["kind"]), code, check, context, job)
 
 
 def event_doc(event: Event) -> dict[str, Any]:
-    """An event as JSON (its fields are flat)."""
-    return {name: getattr(event, name) for name in Event.__dataclass_fields__}
+    """An event as JSON (its fields are flat; details that are None are left out: the state is read and written
+    every tick, and most events carry only a kind)."""
+    doc: dict[str, Any] = {"at": event.at, "node": event.node, "kind": event.kind}
+    for key, value in (("code", event.code), ("check", event.check), ("context", event.context), ("job", event.job)):
+        if value is not None:
+            doc[key] = value
+    return doc
 
 
 @dataclass(frozen=True)
