@@ -155,6 +155,7 @@ def test_bad_failure_path_keys_name_their_key_path(tmp_path: Path, capsys: pytes
         "  - {from: 0, until: 100, call: list, status: 202}\n"
         "head:\n  - {at: 10, kind: explode}\n"
         "operator:\n  - {at: 10, kind: request}\n"
+        "scheduled:\n  - {at: 10, node: r0001-01, type: Migrate}\n"
         "truth:\n  - {node: r0001-01, cured_by: reboot, recurs_after: 5}\n"
     )
     assert cli.main(["heal", "simulate", str(bad)]) == 2
@@ -164,7 +165,9 @@ def test_bad_failure_path_keys_name_their_key_path(tmp_path: Path, capsys: pytes
         "bad.yaml.azure[1].call: Input should be 'restart', 'reimage', 'redeploy', 'list', 'report' or 'any'",
         "bad.yaml.azure[1].status: Input should be greater than or equal to 202 (got 200)",
         "bad.yaml.azure[2]: status below 400 must be 202 with a 'code' and a call of restart, reimage, redeploy",
-        "bad.yaml.head[0].kind: Input should be 'crash-after-call' (got 'explode')",
+        "bad.yaml.head[0].kind: Input should be 'crash-after-call' or 'crash-in-tick' (got 'explode')",
+        "bad.yaml.scheduled[0].type: Input should be 'Freeze', 'Reboot', 'Redeploy', 'Preempt' or 'Terminate' "
+        "(got 'Migrate')",
         "bad.yaml.operator[0]: kind request needs 'node' and 'action' (reboot or replace)",
         "bad.yaml.truth[0].recurs_after: Input should be greater than or equal to 600 (got 5)",
     ):

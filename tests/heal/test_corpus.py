@@ -29,6 +29,8 @@ TO_A_PERSON = {
     "nvlink-xid-rack.yaml",
     "no-capacity.yaml",
     "week-long-job.yaml",  # not a person: its job-bound nodes still wait for their job when the day ends
+    "new-host-after-redeploy.yaml",
+    "scheduled-events.yaml",  # not a person: Azure's platform events, not the loop, act on its faulty nodes
 }
 
 

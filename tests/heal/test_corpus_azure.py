@@ -87,3 +87,43 @@ def test_an_accepted_move_that_fails_later_is_judged_by_its_outcome() -> None:
     assert "OperationNotAllowed" in closed["Reason"]
     assert "guest-health-report" in nodes["r0003-09"]["actions"]
     assert report["azure_failed_operations"] == len(failed) + 1
+
+
+def test_the_loop_does_not_act_over_azure_scheduled_events() -> None:
+    """A Redeploy Azure announced before the node's XID: the loop waits for the platform, judges the node again on
+    its new host and leaves it be (no VM call, no report). A VM Azure terminates during its reboot: the case ends
+    with no report and the loop's drain is lifted. A preempted node and a frozen one: never drained by the loop."""
+    result = simulate(SCENARIOS / "scheduled-events.yaml")
+    report = result.report()
+    nodes = {n["node"]: n for n in report["nodes"]}
+    redeployed = nodes["r0001-02"]
+    assert redeployed["actions"] == []
+    assert redeployed["final_state"] == "in-service"
+    assert result.world.nodes["r0001-02"].physical_host != "SIMHOST-r0001-02"  # Azure moved it, not the loop
+    waited = [r for r in result.records if r["Node"] == "r0001-02" and r["Decision"] in ("platform", "dismissed")]
+    assert [r["Decision"] for r in waited] == ["platform", "dismissed"]
+    assert "Redeploy" in waited[1]["Reason"]
+    terminated = nodes["r0001-05"]
+    assert terminated["case"] == "dismissed"
+    assert "replace" not in terminated["actions"]
+    assert result.world.nodes["r0001-05"].drained is False  # the loop's drain lifted from the record with no VM
+    assert report["guest_health_reports"] == 0
+    for name in ("r0001-08", "r0001-11"):
+        assert name not in nodes or "drain" not in nodes[name]["actions"]
+    assert result.world.nodes["r0001-11"].drained is False  # its own maintenance drain was lifted after the Freeze
+    on_them = [c for c in result.world.azure_calls if c.endswith(("/8/restart", "/8/reimage", "/8/redeploy"))]
+    assert on_them == []
+
+
+def test_a_report_names_the_host_that_failed_not_the_new_one() -> None:
+    """A node that stops answering is reported against the host it last published (its Slurm comment), not left
+    unreported; after the redeploy it runs on a new host, and when the fault comes back the second report names
+    that new host."""
+    result = simulate(SCENARIOS / "new-host-after-redeploy.yaml")
+    report = result.report()
+    first, again = [r["host"] for r in report["reports"]]
+    assert first == "SIMHOST-r0001-04"
+    assert again == result.world.nodes["r0001-04"].physical_host != first
+    (node,) = report["nodes"]
+    assert node["case"] == "escalated"
+    assert node["actions"].count("replace") == 1

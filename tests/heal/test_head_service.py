@@ -350,7 +350,7 @@ def test_a_head_killed_right_after_its_restart_call_does_not_restart_again(head:
     assert [r for r in head.arm.requests if r.endswith("/virtualMachines/4/instanceView")]
     saved = json.loads((head.root / "var/lib/gb300/heal/state.json").read_text())
     [case] = saved["cases"]
-    assert case["intent"] is None
+    assert case.get("intent") is None  # a field at its default is left out of the state
     assert case["actions"][:2] == ["drain", "reboot"]
     assert "reconcile" in [d["Decision"] for d in head.decisions() if d["Node"] == sick]
 

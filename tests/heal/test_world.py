@@ -3,8 +3,12 @@ what the head reads around a resume."""
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
+
 import pytest
 
+from gb300 import paths
 from gb300.facts import slurm_releases
 from gb300.heal.head_slurm import SlurmFeed, SlurmView
 from gb300.heal.ports import HealSlurm
@@ -54,3 +58,30 @@ def test_just_after_a_resume_the_node_registers_again_for_the_recorded_moment(re
     )
     assert [e for e in SlurmFeed(view).poll(world.now) if e.node == NODE] == []
     assert not slurm.nodes([NODE])[NODE].reregistering
+
+
+def test_a_scheduled_event_drains_as_the_nodes_own_script_does() -> None:
+    """The simulated node drains for an announced Scheduled Event with the reason gb300-scheduled-events writes
+    (its scontrol line, read from the script), keeps a drain it already had, and resumes its own drain afterwards;
+    the head's feed reads neither as evidence."""
+    script = (paths.REPO_ROOT / "cloud-init" / "slurm" / "gb300-scheduled-events").read_text(encoding="utf-8")
+    template = re.search(r'state=drain reason="([^"]+)"', script)
+    assert template is not None
+    shape = re.escape(template.group(1).replace("$PREFIX", "gb300-maintenance:"))
+    for name, pattern in (("type", r"Reboot"), ("id", r"[0-9A-F-]{36}"), ("not_before", r".+ GMT")):
+        shape = shape.replace(re.escape(f"${name}"), pattern)
+    raw = {"racks": 1, "duration": 7200, "scheduled": [{"at": 60, "node": "r0001-0[01]", "type": "Reboot"}]}
+    world = World(parse(raw)[0])
+    HealSlurm(run=world.slurm).drain(["r0001-01"], "a person: cable check")
+    world.advance(60.0)
+    view = SlurmView(HealSlurm(run=world.slurm), world.slurm)
+    assert re.fullmatch(shape, view.reason(NODE))
+    assert view.reason("r0001-01") == "a person: cable check"
+    starts = world.scheduled[0].starts
+    assert datetime.fromtimestamp(starts, UTC).strftime("%d %b %Y %H:%M:%S GMT") in view.reason(NODE)
+    assert SlurmFeed(view).poll(60.0) == []
+    for now in (starts, starts + world.times["restart"]):
+        world.advance(now)
+    view.forget()
+    assert "DRAIN" not in view.states(NODE)
+    assert view.reason("r0001-01") == "a person: cable check"

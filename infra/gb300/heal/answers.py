@@ -13,6 +13,9 @@ from gb300.heal.azure_calls import AzureRepairs
 from gb300.heal.case import Case, State, backoff_s, error_code, is_later, refusal
 from gb300.heal.policy import RUNGS, Policy
 
+GONE = "ResourceNotFound"
+"""ARM's error code for a VM that no longer exists."""
+
 
 class Answers:
     """Azure's answers to the ladder's calls; the ladder that extends it provides the ports and the hooks below."""
@@ -30,6 +33,17 @@ class Answers:
     def _close(self, case: Case, state: State, now: float, reason: str) -> None:
         raise NotImplementedError
 
+    def _dismiss(self, case: Case, now: float, reason: str) -> None:
+        """Close the case with no repair; the loop's own drain on the node is lifted."""
+        raise NotImplementedError
+
+    def _gone(self, case: Case, rung: str, now: float) -> None:
+        """Azure answers ResourceNotFound for the VM: preempted, terminated (Scheduled Events) or deleted. Not a
+        hardware fault: no repair, no report; the loop's drain is lifted from the Slurm record left behind."""
+        self._dismiss(
+            case, now, f"{rung}: the VM no longer exists (preempted, terminated or deleted): no repair, no report"
+        )
+
     def _failed_attempt(self, case: Case, now: float) -> None:
         """The rung's try failed: its retries, then the next rung."""
         raise NotImplementedError
@@ -44,6 +58,9 @@ class Answers:
         """Azure said no to ``rung``: at once (``answer``: its HTTP status, ``Retry-After`` and error code), or later,
         an operation it accepted that failed (status None; ``said`` names it). Judged by the error code first."""
         status, after, code = answer
+        if code == GONE:
+            self._gone(case, rung, now)
+            return
         if code in self.policy.no_capacity:
             self._no_capacity(case, rung, code or "", now)
             return
@@ -101,6 +118,9 @@ class Answers:
         try:
             state, code, _ = self.azure.provisioning(case.instance)
         except Exception as exc:  # noqa: BLE001 - no answer: the node may still come back; asked again later
+            if error_code(exc) == GONE:
+                self._gone(case, RUNGS[case.rung], now)
+                return True
             self._record(now, "azure-later", f"the outcome of {RUNGS[case.rung]}: {exc}", node=case.node)
             return False
         if state != "failed":

@@ -6,7 +6,7 @@ Guest Health Report (docs/self-healing.md). :mod:`gb300.heal.loop` drives the ca
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -99,6 +99,7 @@ class Case:
     refused: list[str] = field(default_factory=list)  # rungs Azure refused for good (an error that will not change)
     outcome_at: float | None = None  # when the accepted operation's outcome is read next (the node not back yet)
     bisect: dict[str, Any] | None = None  # finding the slow node of a failed rack run (gb300.heal.bisect)
+    platform: str | None = None  # the Scheduled Event (Reboot, Redeploy...) the case waited for: judged again after it
 
 
 def recurrence(closed: Sequence[Case], node: str, now: float, window: float) -> str | None:
@@ -166,12 +167,29 @@ def file_report(
         record("report-insights", "; ".join(insights))
 
 
+def _defaults() -> dict[str, Any]:
+    out = {}
+    for spec in fields(Case):
+        if spec.default is not MISSING:
+            out[spec.name] = spec.default
+        elif spec.default_factory is not MISSING:
+            out[spec.name] = spec.default_factory()
+    return out
+
+
+_DEFAULTS = _defaults()
+
+
 def case_doc(case: Case) -> dict[str, Any]:
-    """A case as the head's state file keeps it (JSON; its VM by host, rack and ids)."""
-    doc = {name: getattr(case, name) for name in Case.__dataclass_fields__}
+    """A case as the head's state file keeps it (JSON; its VM by host, rack and ids; a field still at its default
+    is left out, as :func:`case_of` puts it back: the state is read and written every tick)."""
+    doc = {
+        name: value for name in Case.__dataclass_fields__ if (value := getattr(case, name)) != _DEFAULTS.get(name, ...)
+    }
     doc["evidence"] = [event_doc(e) for e in case.evidence]
-    doc["actions"], doc["nccl_hosts"] = list(case.actions), list(case.nccl_hosts)
-    doc["intent"] = dict(case.intent) if case.intent is not None else None
+    doc |= {key: list(doc[key]) for key in ("actions", "nccl_hosts") if key in doc}
+    if case.intent is not None:
+        doc["intent"] = dict(case.intent)
     doc["instance"] = case.instance.host
     doc |= {"rack": case.instance.rack.name, "instance_id": case.instance.instance_id}
     doc["resource_id"] = case.instance.resource_id

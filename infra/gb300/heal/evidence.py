@@ -89,21 +89,25 @@ class Event:
         return f"t={self.at:.0f} {self.kind}{extra}{ctx}{job}"
 
 
-def event_of(raw: Mapping[str, Any]) -> Event:
-    """An event as :func:`event_doc` wrote it (the head's state file)."""
-
-    def text(key: str) -> str | None:
-        value = raw.get(key)
-        return None if value is None else str(value)
-
-    return Event(
-        float(raw["at"]), str(raw["node"]), str(raw["kind"]), *(text(k) for k in ("code", "check", "context", "job"))
-    )
+_DETAILS = ("code", "check", "context", "job")
 
 
-def event_doc(event: Event) -> dict[str, Any]:
-    """An event as JSON (its fields are flat)."""
-    return {name: getattr(event, name) for name in Event.__dataclass_fields__}
+def event_of(raw: Sequence[Any] | Mapping[str, Any]) -> Event:
+    """An event as :func:`event_doc` wrote it (the head's state file), or as a mapping of its fields (a state
+    written before events were saved as lists)."""
+    if isinstance(raw, Mapping):
+        raw = [raw["at"], raw["node"], raw["kind"], *(raw.get(k) for k in _DETAILS)]
+    details = [None if v is None else str(v) for v in raw[3:7]]
+    return Event(float(raw[0]), str(raw[1]), str(raw[2]), *details)
+
+
+def event_doc(event: Event) -> list[Any]:
+    """An event as JSON: ``[at, node, kind, code, check, context, job]``, trailing details that are None left out
+    (the state is read and written every tick, and most events carry only a kind)."""
+    doc = [event.at, event.node, event.kind, event.code, event.check, event.context, event.job]
+    while doc[-1] is None:
+        doc.pop()
+    return doc
 
 
 @dataclass(frozen=True)
@@ -325,7 +329,7 @@ class Judge:
     def to_doc(self, horizon: float) -> dict[str, Any]:
         """What the judge holds, as JSON (each node's history within ``horizon`` of its newest event)."""
 
-        def recent(events: Sequence[Event]) -> list[dict[str, Any]]:
+        def recent(events: Sequence[Event]) -> list[list[Any]]:
             newest = max((e.at for e in events), default=0.0)
             return [event_doc(e) for e in events if newest - e.at <= horizon]
 

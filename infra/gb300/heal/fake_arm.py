@@ -24,7 +24,7 @@ import io
 import json
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -83,8 +83,9 @@ def route(method: str, path: str) -> Call:
     return Call("any")
 
 
-def vm_list(path: str, hosts: Sequence[str], vm_id: Callable[[int], str]) -> dict[str, Any]:
-    """``virtual_machine_scale_set_vms.list``: each VM's name, instance id, ARM id, computer name and vmId."""
+def vm_list(path: str, hosts: Sequence[str], vm_id: Callable[[int], str], gone: Collection[str] = ()) -> dict[str, Any]:
+    """``virtual_machine_scale_set_vms.list``: each VM's name, instance id, ARM id, computer name and vmId (instance
+    ids by position in ``hosts``; the VMs of ``gone``, deleted, are not listed)."""
     base = path.split("?", 1)[0]
     scale_set = base.rsplit("/", 2)[-2]
     return {
@@ -96,6 +97,7 @@ def vm_list(path: str, hosts: Sequence[str], vm_id: Callable[[int], str]) -> dic
                 "properties": {"osProfile": {"computerName": host}, "vmId": vm_id(i)},
             }
             for i, host in enumerate(hosts)
+            if host not in gone
         ]
     }
 

@@ -2,12 +2,14 @@
 
 :func:`same_evidence` places one evidence pattern per node on random idle nodes and gives each a cure drawn at
 random (seeded); :func:`fleet_day` builds a day of a large fleet (faults of every kind, benign bursts, jobs) for
-the benchmark. Both return scenario mappings that :func:`gb300.heal.scenario.parse` reads.
+the benchmark; :func:`crash_every_tick` kills the head at every step of every tick of a scenario in turn. All
+return scenario mappings that :func:`gb300.heal.scenario.parse` reads.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gb300.heal.scenario import RACK_SIZE, node_name
@@ -57,6 +59,20 @@ def same_evidence(pattern: str, seed: int, *, racks: int = 4, nodes: int = 6) ->
         if cure == "self" and pattern == "unreachable":
             truth[-1]["until"] = t0 + 300
     return {"racks": racks, "duration": 600 + nodes * 3600 + 14400, "jobs": jobs, "events": events, "truth": truth}
+
+
+def crash_every_tick(
+    raw: Mapping[str, Any], ticks: Sequence[tuple[float, int]], *, down: float = 0
+) -> list[dict[str, Any]]:
+    """``raw`` once per crash point of its run: for every tick (its time and its steps, as
+    :attr:`gb300.heal.sim.Result.ticks` lists them for a run without crashes), the head dies at each step of that
+    tick in turn (``crash-in-tick``: after an Azure answer, after a Slurm write, before a save), back ``down`` s
+    later."""
+    return [
+        {**raw, "head": [{"at": at, "kind": "crash-in-tick", "after": after, "down": down}]}
+        for at, steps in ticks
+        for after in range(1, steps + 1)
+    ]
 
 
 def fleet_day(racks: int = 64, seed: int = 1, faults: int = 40) -> dict[str, Any]:

@@ -15,20 +15,21 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gb300.heal import bisect
-from gb300.heal.answers import Answers
+from gb300.heal.answers import GONE, Answers
 from gb300.heal.azure_calls import AzureRepairs, Instance, RackRef
 from gb300.heal.case import (
     Case,
     State,
     case_doc,
     case_of,
+    error_code,
     requested_action,
 )
 from gb300.heal.evidence import Judge, parse_gate_result
 from gb300.heal.nccl import rack_verdict
 from gb300.heal.policy import RUNGS, Policy
 from gb300.heal.ports import HealSlurm, NcclRunner, NodeProbe
-from gb300.slurm.client import DOWN_STATES, HEALTH_PREFIX
+from gb300.slurm.client import DOWN_STATES, HEALTH_PREFIX, MAINTENANCE_PREFIX
 
 PREFIX = "gb300-heal:"
 """Reason prefix of the loop's drains (the gate resumes only ``gb300:``, the rollout only its own)."""
@@ -96,6 +97,9 @@ class Ladder(Answers):
     def _drain(self, case: Case, now: float) -> bool:
         reason = self.slurm.reason(case.node)
         asked = case.request is not None and requested_action(reason) == case.request
+        if reason.startswith(MAINTENANCE_PREFIX):
+            self._platform(case, reason, now)
+            return False
         if reason and not reason.startswith((PREFIX, HEALTH_PREFIX)) and not asked:
             self._close(case, "held", now, f"drained by someone else ({reason!r}): left alone")
             return False
@@ -113,6 +117,20 @@ class Ladder(Answers):
                 self._record(now, "requeue", f"jobs {', '.join(jobs)} requeued", node=case.node, step="drain")
         self._refresh_topology(now)
         return True
+
+    def _platform(self, case: Case, reason: str, now: float) -> None:
+        """The node's gb300-scheduled-events drained it: Azure is about to act on the VM (IMDS Scheduled Events), and
+        the loop does not act over the platform. A Preempt or Terminate deletes the VM: not a hardware fault, no
+        repair, no report. A Freeze, Reboot or Redeploy is waited for (the case stays queued) and the node judged
+        again once the event is over (:meth:`gb300.heal.loop.Remediator._admitted`): a Redeploy may have cured it."""
+        kind = (reason.removeprefix(MAINTENANCE_PREFIX).split() or ["?"])[0]
+        if kind in ("Preempt", "Terminate"):
+            why = f"Azure {kind.lower()}s the VM (Scheduled Events): not a hardware fault; no repair, no report"
+            self._close(case, "dismissed", now, why)
+        elif case.platform != kind:
+            case.platform = kind
+            why = f"Azure scheduled a {kind} of the VM (Scheduled Events): no repair over it; judged again after it"
+            self._record(now, "platform", why, node=case.node)
 
     def _advance(self, case: Case, now: float) -> None:
         if case.retry_at is not None:
@@ -240,6 +258,10 @@ class Ladder(Answers):
         try:
             busy, last = self.azure.operation_state(case.instance)
         except Exception as exc:  # noqa: BLE001 - no answer yet: ask again next tick, never call blind
+            if error_code(exc) == GONE:
+                case.intent = None
+                self._gone(case, call, now)
+                return
             self._record(now, "azure-later", f"reconcile {call}: {exc}", node=case.node, step=call)
             return
         case.intent = None
@@ -390,13 +412,21 @@ class Ladder(Answers):
 
     def _return(self, case: Case, now: float) -> None:
         reason = self.slurm.reason(case.node)
-        if reason.startswith(PREFIX):
-            self.slurm.resume([case.node])
+        if reason.startswith(PREFIX) or not reason:
+            if reason:
+                self.slurm.resume([case.node])  # not drained: resumed before the head restarted, or by a person
             self._probed(case, True, now)
             case.actions.append("return")
             self._close(case, "returned", now, "repaired and revalidated: back in service")
         else:
             self._close(case, "held", now, f"repaired, but drained by someone else since ({reason!r}): left drained")
+
+    def _dismiss(self, case: Case, now: float, reason: str) -> None:
+        """A queued case needs no repair after all; a drain of the loop's own on its node (sent just before the head
+        died, so the saved case never left the queue) is lifted."""
+        if not self.shadow and self.slurm.reason(case.node).startswith(PREFIX):
+            self.slurm.resume([case.node])
+        self._close(case, "dismissed", now, reason)
 
     def _close(self, case: Case, state: State, now: float, reason: str) -> None:
         case.state, case.ended = state, now

@@ -211,7 +211,7 @@ class Remediator(Ladder):
         for case in [c for c in self.cases.values() if c.state == "queued"]:
             gate = parse_gate_result(self.probe.gate_result(case.node))
             if gate.passed:
-                self._close(case, "dismissed", now, "judged again after the resume: the gate passes now")
+                self._dismiss(case, now, "judged again after the resume: the gate passes now")
         self.rail.on_probation(c.node for c in self.cases.values() if c.state == "queued")
 
     def _may_start(self, case: Case) -> bool:
@@ -317,13 +317,15 @@ class Remediator(Ladder):
 
     def _admitted(self, case: Case, now: float) -> bool:
         """A queued case gets a slot: one that waited for it on transient-looking evidence only (a link down, a
-        soft check; not a hard fault, not a person's request) is judged again first, and dropped when the node's
-        gate passes now (a switch blip that ended while the rack's slots were busy drains nothing)."""
+        soft check; not a hard fault, not a person's request), or for a platform event (Scheduled Events), is judged
+        again first, and dropped when the node's gate passes now (a switch blip that ended while the rack's slots
+        were busy drains nothing; a platform Redeploy moved a faulty VM to a good host)."""
         transient = all(self.judge.rule_kind(e) in self.policy.corroborate for e in case.evidence)
-        if case.request is None and case.since < now and transient:
+        if case.request is None and case.since < now and (transient or case.platform is not None):
             gate = parse_gate_result(self.probe.gate_result(case.node))
             if gate.passed:
-                self._close(case, "dismissed", now, "judged again at admission: the gate passes now")
+                after = f"after Azure's {case.platform} (Scheduled Events)" if case.platform else "at admission"
+                self._dismiss(case, now, f"judged again {after}: the gate passes now")
                 return False
         return self._drain(case, now)
 

@@ -29,10 +29,28 @@ to the ``Gb300Health_CL`` table (data/monitoring.yaml), so no new Azure Monitor 
 
 
 class HealSlurm(Slurm):
-    """:class:`gb300.slurm.client.Slurm` plus what the loop adds: requeue jobs, and one node's drain reason."""
+    """:class:`gb300.slurm.client.Slurm` plus what the loop adds: requeue jobs, one node's drain reason, and a hook
+    run once before the first write (drain, resume, requeue) it sends: :func:`gb300.heal.state.run_tick` saves the
+    state there, so a head that dies after a drain restarts with the case that drain belongs to."""
+
+    before_write: Callable[[], None] | None = None
+
+    def _writing(self) -> None:
+        hook, self.before_write = self.before_write, None
+        if hook is not None:
+            hook()
+
+    def drain(self, hosts: Sequence[str], reason: str) -> None:
+        self._writing()
+        super().drain(hosts, reason)
+
+    def resume(self, hosts: Sequence[str]) -> None:
+        self._writing()
+        super().resume(hosts)
 
     def requeue(self, job_ids: Sequence[str]) -> None:
         if job_ids:
+            self._writing()
             self._call(["scontrol", "requeue", ",".join(job_ids)])
 
     def reason(self, host: str) -> str:

@@ -5,7 +5,7 @@ patterns (``r0001-*,r0002-0[0-3]``, shell-style); ``events`` nodes and Azure rep
 ``truth``, what is really wrong (read by the simulated world only; ``recurs_after``: the cure holds that long;
 ``seen_by: nccl``: a fault the gate passes and only the rack NCCL run shows);
 ``azure``, how ARM answers the loop's calls by window (``status: 202`` with a ``code``: accepted, then the operation
-fails); ``head``, the head's own crashes; ``operator``, a person's
+fails); ``scheduled``, Azure Scheduled Events; ``head``, the head's own crashes; ``operator``, a person's
 resume or ``Action:`` request; ``remediation``, optional overrides of the stack's ``gb300:remediation`` (camelCase
 keys). Every problem is one line naming its key path; exit 2. :func:`bound` refuses work beyond stated bounds.
 """
@@ -111,12 +111,35 @@ class AzureWindow(_Model):
         return self
 
 
-class HeadFault(_Model):
-    """The head's own fault: it dies right after its next Azure call returns, before it saves; back ``down`` s later."""
+PLATFORM_EVENTS = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
+"""Azure Scheduled Events' types (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events)."""
+
+
+class ScheduledEvent(_Model):
+    """An Azure Scheduled Event (IMDS) on the nodes matching ``node``: announced ``at``, started ``notBefore`` seconds
+    later (default: the type's minimum notice, data/remediation.yaml simulation.scheduledEvents). The node's
+    gb300-scheduled-events drains it (``gb300-maintenance: <Type> <EventId> ...``) unless it is drained already,
+    and resumes it once the event is over. Freeze pauses the VM, Reboot reboots it, Redeploy moves it to a new host;
+    Preempt and Terminate delete it (its Slurm record stays, with no VM)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     at: float = Field(ge=0)
-    kind: Literal["crash-after-call"]
+    node: str = Field(min_length=1)
+    type: Literal[PLATFORM_EVENTS]  # type: ignore[valid-type]
+    notBefore: float | None = Field(None, ge=0, le=86400)  # noqa: N815 - Azure's field name
+
+
+class HeadFault(_Model):
+    """The head's own fault, back ``down`` s later: ``crash-after-call`` dies right after its next Azure call returns,
+    before it saves; ``crash-in-tick`` dies in its first tick at or after ``at``, at the ``after``-th step of that
+    tick that reaches the world (an Azure call answered, a Slurm write answered, a state save about to be written),
+    or before its last save when the tick has fewer steps (:func:`gb300.heal.generate.crash_every_tick`)."""
+
+    at: float = Field(ge=0)
+    kind: Literal["crash-after-call", "crash-in-tick"]
     down: float = Field(0, ge=0, le=86400)
+    after: int = Field(1, ge=1, le=10_000)
 
 
 class OperatorAction(_Model):
@@ -143,6 +166,7 @@ class Scenario(_Model):
     azure: list[AzureWindow] = Field(default_factory=list)
     head: list[HeadFault] = Field(default_factory=list)
     operator: list[OperatorAction] = Field(default_factory=list)
+    scheduled: list[ScheduledEvent] = Field(default_factory=list)
     remediation: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -194,6 +218,7 @@ def parse(raw: Any, where: str = "scenario") -> tuple[Scenario, RemediationSetti
         ("truth", [t.node for t in scenario.truth]),
         ("azure", [w.node for w in scenario.azure]),
         ("operator", [o.node for o in scenario.operator]),
+        ("scheduled", [s.node for s in scenario.scheduled]),
     ]
     for field, items in patterns:
         for i, pattern in enumerate(items):
@@ -255,4 +280,16 @@ def bound(scenario: Scenario, poll_s: float, where: str = "scenario") -> None:
         raise ConfigError(problems)
 
 
-__all__ = ["CURE_LEVEL", "RACK_SIZE", "Scenario", "bound", "hard_checks", "load", "match", "node_name", "parse"]
+__all__ = [
+    "CURE_LEVEL",
+    "PLATFORM_EVENTS",
+    "RACK_SIZE",
+    "Scenario",
+    "ScheduledEvent",
+    "bound",
+    "hard_checks",
+    "load",
+    "match",
+    "node_name",
+    "parse",
+]

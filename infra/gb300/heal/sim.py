@@ -23,7 +23,7 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,25 +50,37 @@ VM_SIZE = "Standard_ND128isr_GB300_v6"
 
 class _HeadCrash(BaseException):
     # Not an Exception: the loop's `except Exception` must not catch it; the head's process dies.
-    """The head dies right after an Azure call returned, before it saves (scenario ``head: crash-after-call``)."""
+    """The head dies (scenario ``head``): right after an Azure call returned, before it saves (``crash-after-call``),
+    or at the ``after``-th step of a tick (``crash-in-tick``)."""
 
     def __init__(self, down: float) -> None:
         super().__init__(f"head down for {down:.0f}s")
         self.down = down
 
 
-def compute_client_for(world: World) -> Any:
-    """``subscription -> ComputeManagementClient`` whose HTTP goes to the world (:mod:`gb300.heal.fake_arm`); the
-    head dies right after a call is answered when the scenario's ``head`` crash is due."""
+def compute_client_for(world: World, answered: Callable[[], None] = lambda: None) -> Any:
+    """``subscription -> ComputeManagementClient`` whose HTTP goes to the world (:mod:`gb300.heal.fake_arm`);
+    ``answered()`` runs once each call is answered (where the simulated head may die)."""
 
     def answer(method: str, path: str, body: Any) -> fake_arm.Answer:
         reply = world.arm(method, path, body)
-        down = world.crash_due()
-        if down is not None:
-            raise _HeadCrash(down)
+        answered()
         return reply
 
     return fake_arm.compute_client_for(answer)
+
+
+@dataclass
+class _Store(heal_state.MemoryStore):
+    """The head's state file; ``before()`` runs before each save (where the simulated head may die)."""
+
+    before: Callable[[], None] = lambda: None
+    previous: str | None = None  # the text before the last save
+
+    def save(self, doc: Mapping[str, Any]) -> None:
+        self.before()
+        self.previous = self.text
+        super().save(doc)
 
 
 def nccl_env() -> dict[str, str]:
@@ -95,6 +107,7 @@ class Result:
     wall_s: float
     crashes: int = 0
     saved: dict[str, Any] = field(default_factory=dict)
+    ticks: list[tuple[float, int]] = field(default_factory=list)  # each tick's time and its steps (a crash's `after`)
 
     def report(self) -> dict[str, Any]:
         every: dict[str, list[Any]] = {}
@@ -162,12 +175,35 @@ class _Head:
     records: list[Mapping[str, Any]]
     azure: AzureRepairs
     policy: heal_policy.Policy
-    store: heal_state.MemoryStore
+    store: _Store
     env: dict[str, str]
     block_size: int
     relist_s: float
     crashes: int = 0
     down_until: float = -1.0
+    due: list[Any] = field(default_factory=list)  # the scenario's head crashes still to come
+    armed: tuple[int, float] | None = None  # crash-in-tick: (the step it dies at, how long it stays down)
+    steps: int = 0  # steps of the tick under way: Azure answers, Slurm writes, saves
+    ticks: list[tuple[float, int]] = field(default_factory=list)
+
+    def step(self) -> None:
+        """One thing the tick did that reaches the world; the head dies here at an armed ``crash-in-tick``."""
+        self.steps += 1
+        if self.armed is not None and self.steps >= self.armed[0]:
+            down, self.armed = self.armed[1], None
+            raise _HeadCrash(down)
+
+    def answered(self) -> None:
+        """An Azure call was answered: a step, and where a due ``crash-after-call`` kills the head."""
+        self.step()
+        if self.due and self.due[0].kind == "crash-after-call" and self.due[0].at <= self.world.now:
+            raise _HeadCrash(float(self.due.pop(0).down))
+
+    def slurm(self, argv: Sequence[str]) -> str:
+        out = self.world.slurm(argv)
+        if list(argv[:2]) in (["scontrol", "update"], ["scontrol", "requeue"]):
+            self.step()
+        return out
 
     def fresh(self) -> Remediator:
         world = self.world
@@ -175,7 +211,7 @@ class _Head:
             policy=self.policy,
             racks=self.racks,
             azure=self.azure,
-            slurm=HealSlurm(run=world.slurm),
+            slurm=HealSlurm(run=self.slurm),
             probe=world,
             nccl=world,
             feed=world,
@@ -189,30 +225,47 @@ class _Head:
 
     def tick(self, loop: Remediator, now: float) -> Remediator:
         """One tick of a fresh loop from the saved state, as ``gb300-heal tick``; a crash leaves the state the
-        head saved last (its intent before the Azure call), restored by the next tick."""
+        head saved last (before its first Slurm write, its intent before an Azure call), restored by the next tick,
+        and its feed reads again what it read since."""
         blocks = loop.blocks  # what the head last wrote to its topology view (a file on the head)
-        loop = self.fresh()
+        loop, self.steps = self.fresh(), 0
+        if self.due and self.due[0].kind == "crash-in-tick" and self.due[0].at <= now:
+            spec = self.due.pop(0)
+            self.armed = (spec.after, float(spec.down))
 
         def opened(fresh: Remediator) -> None:
             fresh.blocks = fresh.blocks or blocks
 
         try:
             heal_state.run_tick(
-                loop, self.store, self.store.load(), self.racks, now=now, relist_s=self.relist_s, opened=opened
-            )
+                loop, self.store, self.store.load(), self.racks, now=now, relist_s=self.relist_s, opened=opened,
+                extra=lambda: {"simFeed": self.world.cursor},
+            )  # fmt: skip
+            if self.armed is not None:  # fewer steps than `after`: it dies before its last save is written
+                self.store.text, down, self.armed = self.store.previous, self.armed[1], None
+                raise _HeadCrash(down)
         except _HeadCrash as crash:
-            self.crashes += 1
-            self.down_until = now + crash.down
-            self.records.append(decision_record(now=now, cluster="sim", decision="head-crash", reason=str(crash)))
-            blocks, loop = loop.blocks, self.fresh()
-            loop.blocks = blocks
-            heal_state.open_loop(loop, self.store.load(), self.racks, now, float("inf"))
+            loop = self._crashed(loop, now, crash)
+        self.ticks.append((now, self.steps))
+        return loop
+
+    def _crashed(self, loop: Remediator, now: float, crash: _HeadCrash) -> Remediator:
+        """The head died: it is down ``crash.down`` seconds (the timer's next tick at the earliest); its feed reads
+        again what it read since its last save."""
+        self.crashes += 1
+        self.down_until = now + max(crash.down, self.poll_s)  # back at the timer's next tick at the earliest
+        self.records.append(decision_record(now=now, cluster="sim", decision="head-crash", reason=str(crash)))
+        saved = self.store.load()
+        self.world.rewind(int(saved.get("simFeed", 0)))
+        blocks, loop = loop.blocks, self.fresh()
+        loop.blocks = blocks
+        heal_state.open_loop(loop, saved, self.racks, now, float("inf"))
         return loop
 
 
 def _head(scenario: Scenario, settings: RemediationSettings, world: World, poll_s: float) -> _Head:
     policy = heal_policy.load(settings)
-    return _Head(
+    head = _Head(
         world=world,
         scenario=scenario,
         poll_s=poll_s,
@@ -220,11 +273,15 @@ def _head(scenario: Scenario, settings: RemediationSettings, world: World, poll_
         records=[],
         azure=AzureRepairs(compute_client_for(world), policy.ghr_api_version),
         policy=policy,
-        store=heal_state.MemoryStore(),
+        store=_Store(),
         env=nccl_env(),
         block_size=catalog.load().sku(VM_SIZE).vms_per_nvlink_domain,
         relist_s=float(data("remediation.yaml")["service"]["relistSeconds"]),
+        due=sorted(scenario.head, key=lambda h: h.at),
     )
+    head.azure = AzureRepairs(compute_client_for(world, head.answered), policy.ghr_api_version)
+    head.store.before = head.step
+    return head
 
 
 def run(
@@ -263,7 +320,7 @@ def run(
             break
         now = min(upcoming)
     wall_s = time.perf_counter() - started
-    return Result(scenario, loop, world, head.records, wall_s, head.crashes, head.store.load())
+    return Result(scenario, loop, world, head.records, wall_s, head.crashes, head.store.load(), head.ticks)
 
 
 def _operate(world: World, store: heal_state.MemoryStore, action: Any, now: float) -> None:

@@ -21,10 +21,12 @@ from typing import Any
 from gb300 import paths
 from gb300.facts import slurm_releases
 from gb300.facts.loader import data
-from gb300.heal import fake_arm, gate_checks
+from gb300.heal import fake_arm, gate_checks, platform
 from gb300.heal.evidence import Event
+from gb300.heal.ladder import PREFIX
 from gb300.heal.nccl import nccl_eval
 from gb300.heal.scenario import CURE_LEVEL, RACK_SIZE, Scenario, match
+from gb300.slurm.client import HEALTH_PREFIX, MAINTENANCE_PREFIX
 from gb300.slurm.hostlist import expand
 
 FIXTURES = paths.REPO_ROOT / "tests" / "fixtures" / "slurm"
@@ -33,12 +35,8 @@ RUNG_LEVEL = {"restart": 1, "reimage": 2, "redeploy": 3}
 
 def sim_times() -> dict[str, float]:
     raw = data("remediation.yaml")["simulation"]
-    return {
-        "restart": raw["rebootSeconds"],
-        "reimage": raw["reimageSeconds"],
-        "redeploy": raw["replaceSeconds"],
-        "nccl": raw["ncclSeconds"],
-    }
+    keys = {"restart": "reboot", "reimage": "reimage", "redeploy": "replace", "nccl": "nccl"}
+    return {time: raw[f"{key}Seconds"] for time, key in keys.items()}
 
 
 @dataclass
@@ -69,6 +67,15 @@ class SimNode:
     resumed_at: float | None = None  # the last `state=resume`: NOT_RESPONDING, boot time 0 for a moment after
     failing: str | None = None  # the operation under way was accepted (202) and will fail with this ARM code
     failed: str | None = None  # the last operation failed with this code: the VM is stopped until the next one
+    moves: int = 0  # redeploys that completed: each puts the VM on a new physical host with a new name
+    published: str = ""  # the host gb300-heal-publish last wrote to the node's Slurm comment (kept while unreachable)
+    frozen_until: float = -1.0  # a platform Freeze pauses the VM (no reboot)
+    deleted: bool = False  # Azure preempted or terminated the VM: a Slurm record with no VM
+
+    @property
+    def physical_host(self) -> str:
+        """The physical host the VM runs on now: a new name after each completed redeploy."""
+        return f"SIMHOST-{self.name}" + (f"-m{self.moves}" if self.moves else "")
 
 
 @dataclass
@@ -99,14 +106,16 @@ class World:
     lifted: dict[str, dict[str, str]] = field(default_factory=dict)  # NCCL run -> the loop's drains lifted for it
     _events: list[Event] = field(default_factory=list)
     _windows: list[tuple[Any, set[str] | None]] = field(default_factory=list)
-    _crashes: list[Any] = field(default_factory=list)
     _next_event: int = 0
     _fabric: str = ""
+    _report_names: dict[str, int] = field(default_factory=dict)  # a Guest Health Report's ARM path -> its index
+    scheduled: list[platform.PlatformEvent] = field(default_factory=list)  # Azure Scheduled Events
 
     def __post_init__(self) -> None:
         names = self.scenario.nodes
         for name in names:
-            self.nodes[name] = SimNode(name, int(name[1:5]))
+            sim = self.nodes[name] = SimNode(name, int(name[1:5]))
+            sim.published = sim.physical_host  # published by gb300-heal-publish at the node's first boot
         for job in self.scenario.jobs:
             self.jobs[job.name] = (job.start, job.end, match(job.nodes, names))
         events = []
@@ -125,7 +134,7 @@ class World:
                 fault = Fault(level, start, until, mine, None, truth.recurs_after, nccl_only=truth.seen_by == "nccl")
                 self.faults[node] = fault
         self._windows = [(w, set(match(w.node, names)) if w.node else None) for w in self.scenario.azure]
-        self._crashes = sorted(self.scenario.head, key=lambda h: h.at)
+        self.scheduled = platform.events_of(self.scenario)
         self._fabric = "".join(
             f"{n} {uuid.uuid5(uuid.NAMESPACE_DNS, f'gb300-sim-rack-{s.rack}')} {s.rack}\n"
             for n, s in self.nodes.items()
@@ -144,7 +153,8 @@ class World:
     def _unreachable(self, node: str) -> bool:
         fault = self._fault(node)
         down = bool(fault and any(e.kind == "unreachable" for e in fault.kinds))
-        return down or self._busy(node) or self.nodes[node].failed is not None
+        sim = self.nodes[node]
+        return down or self._busy(node) or sim.failed is not None or sim.deleted or sim.frozen_until > self.now
 
     def unreachable(self, node: str) -> bool:
         """Whether the node does not answer now (its fault, or an Azure action in progress)."""
@@ -166,18 +176,13 @@ class World:
                 node.op_ended, node.failed, node.failing = node.busy_until, node.failing, None
                 node.busy_until, node.pending_level = -1.0, 0
                 self.failed_operations += 1
-                self.azure_log.append(
-                    {
-                        "at": node.op_ended,
-                        "node": node.name,
-                        "call": "operation",
-                        "answer": "failed",
-                        "code": node.failed,
-                    }
-                )
+                entry = {"at": node.op_ended, "node": node.name, "call": "operation", "answer": "failed"}
+                self.azure_log.append({**entry, "code": node.failed})
             if 0 <= node.busy_until <= now:
                 node.boot_time = node.op_ended = node.busy_until
                 node.failed = None
+                node.moves += node.pending_level == RUNG_LEVEL["redeploy"]  # a new host, named anew
+                node.published = node.physical_host  # gb300-heal-publish writes it again at boot
                 fault = self.faults.get(node.name)
                 if fault and fault.cured_at is None and fault.level <= node.pending_level:
                     fault.cured_at = node.busy_until
@@ -187,6 +192,35 @@ class World:
         for fault in self.faults.values():
             if fault.returns_at is not None and fault.returns_at <= now:
                 fault.cured_at, fault.start, fault.returns_at = None, fault.returns_at, None
+        for event in self.scheduled:
+            if event.announced <= now and event.phase != "done":
+                self._scheduled(event, now)
+
+    def _scheduled(self, event: platform.PlatformEvent, now: float) -> None:
+        """An Azure Scheduled Event and the node's gb300-scheduled-events around it: drain the node when announced
+        (unless drained already: that drain keeps its reason), the platform's action at NotBefore, and the node's
+        own maintenance drain resumed once the event is over."""
+        node = self.nodes[event.node]
+        if event.phase == "future":
+            event.phase = "scheduled"
+            if not node.drained:
+                node.drained, node.reason = True, event.reason()
+        if event.phase == "scheduled" and event.starts <= now:
+            event.phase = "started"
+            if event.type in platform.GONE:
+                node.deleted = True
+            elif event.type == "Freeze":
+                node.frozen_until = event.starts + platform.freeze_s()
+            else:
+                call = platform.CALL[event.type]  # what the loop's call of the same kind takes and cures
+                node.busy_until = max(node.busy_until, event.starts + self.times[call])
+                node.op_started, node.pending_level = event.starts, max(node.pending_level, RUNG_LEVEL[call])
+            self.azure_log.append({"at": event.starts, "node": node.name, "call": "scheduled", "answer": event.type})
+        if event.phase == "started" and not node.deleted and not self._unreachable(node.name):
+            event.phase = "done"
+            others = [e for e in self.scheduled if e.node == node.name and e.phase in ("scheduled", "started")]
+            if node.drained and node.reason.startswith(MAINTENANCE_PREFIX) and not others:
+                self._resume(node)
 
     def request(self, host: str, action: str, now: float) -> None:
         """A person drains the node with ``Action:Reboot`` or ``Action:Replace`` in its reason (as for HyperPod); the
@@ -196,6 +230,21 @@ class World:
         event = Event(now, host, "request", action)
         keys = [(e.at, e.node) for e in self._events]
         self._events.insert(bisect.bisect_right(keys, (now, host), lo=self._next_event), event)
+
+    @property
+    def cursor(self) -> int:
+        """How many events the feed has handed out (the head saves its feed's memory with its state)."""
+        return self._next_event
+
+    def rewind(self, cursor: int) -> None:
+        """The head died before it saved: its feed hands out again what it read since ``cursor``, as the head reads
+        a reason still on a node again; a gate's or a person's reason the loop drained over since is gone (a node
+        still down is read as down again). Events inserted since sit after the cursor, so it still holds."""
+        cursor = min(cursor, self._next_event)
+        again = self._events[cursor : self._next_event]
+        mine = {n for n, node in self.nodes.items() if node.drained and node.reason.startswith(PREFIX)}
+        self._events[cursor : self._next_event] = [e for e in again if e.node not in mine or e.kind == "unreachable"]
+        self._next_event = cursor
 
     def _recur(self, fault: Fault, at: float) -> None:
         """The cure holds ``recurs_after`` seconds, then the fault and its reports come back (truth.recurs_after)."""
@@ -213,6 +262,8 @@ class World:
         times += [w.until for w, _ in self._windows if w.until > self.now]
         times += [f.until for f in self.faults.values() if f.until is not None and f.until > self.now]
         times += [t + self.times["nccl"] for t, _ in self.nccl_runs.values() if t + self.times["nccl"] > self.now]
+        times += [t for e in self.scheduled for t in (e.announced, e.starts) if t > self.now]
+        times += [n.frozen_until for n in self.nodes.values() if n.frozen_until > self.now]
         if self._next_event < len(self._events):
             times.append(self._events[self._next_event].at)
         return min(times, default=None)
@@ -228,11 +279,18 @@ class World:
             fault = self.faults.get(event.node)
             if fault is not None and fault.cured_at is not None and fault.level > 0:
                 continue
+            if event.kind == "unreachable" and self._others(event.node):
+                continue  # as the head's feed: a node down under someone else's drain is not evidence
             job = next(iter(self._running([event.node], event.at)), None)
             if job is None and event.context == "job-teardown":
                 job = self._last_job(event.node, event.at)
             out.append(Event(event.at, event.node, event.kind, event.code, event.check, event.context, job))
         return out
+
+    def _others(self, host: str) -> bool:
+        """Whether someone else drained the node (a person, Scheduled Events, the rollout)."""
+        node = self.nodes[host]
+        return node.drained and bool(node.reason) and not node.reason.startswith((PREFIX, HEALTH_PREFIX))
 
     def _running(self, hosts: Sequence[str], at: float) -> list[str]:
         wanted = set(hosts)
@@ -284,14 +342,8 @@ class World:
                 states, boot = [*states, "NOT_RESPONDING"], 0.0  # registering again after the resume
             if node.drained:
                 states.append("DRAIN")
-            records.append(
-                {
-                    "name": host,
-                    "state": states,
-                    "reason": node.reason,
-                    "boot_time": {"set": True, "infinite": False, "number": int(boot)},
-                }
-            )
+            boot_time = {"set": True, "infinite": False, "number": int(boot)}
+            records.append({"name": host, "state": states, "reason": node.reason, "boot_time": boot_time})
         return json.dumps({"nodes": records})
 
     def _resume(self, node: SimNode) -> None:
@@ -320,11 +372,14 @@ class World:
         return "fail: " + "; ".join(dict.fromkeys(failures)) if failures else "pass"
 
     def physical_host(self, host: str) -> str | None:
-        """The name in a Hyper-V KVP pool 3 record (512-byte key, 2048-byte value), read with nccl-eval's parser."""
-        if self._unreachable(host):
-            return None
-        pool = b"PhysicalHostName".ljust(512, b"\0") + f"SIMHOST-{host}".encode().ljust(2048, b"\0")
-        return str(nccl_eval().physical_host(pool)) or None
+        """The host the node last published: while it answers, the name in its Hyper-V KVP pool 3 record (512-byte
+        key, 2048-byte value, read with nccl-eval's parser) now; while it does not, the one it published last, as
+        the head reads it from the node's Slurm comment (slurmctld keeps the comment of a node that is down)."""
+        node = self.nodes[host]
+        if not self._unreachable(host):
+            pool = b"PhysicalHostName".ljust(512, b"\0") + node.physical_host.encode().ljust(2048, b"\0")
+            node.published = str(nccl_eval().physical_host(pool))
+        return node.published or None
 
     def submit(self, hosts: Sequence[str]) -> str:
         """Start the rack run; as the head's runner (gb300.heal.head_slurm.SrunNccl), the loop's own drains are
@@ -378,7 +433,7 @@ class World:
     def arm(self, method: str, path: str, body: Any) -> fake_arm.Answer:
         """Azure Resource Manager for the loop's calls (answered for :class:`gb300.heal.fake_arm.FakeArm`): the
         scenario's ``azure`` windows first, then a VM that is busy with an operation refuses another with 409, as ARM
-        does. The head's crash after a call is raised by the simulator (:func:`gb300.heal.sim.run`)."""
+        does. The head's crashes are the simulator's (:func:`gb300.heal.sim.run`)."""
         self.azure_calls.append(f"{method} {path}")
         reply = self._arm(method, path, body)
         request = fake_arm.route(method, path)
@@ -399,18 +454,14 @@ class World:
                 return str(window.code)
         return None
 
-    def crash_due(self) -> float | None:
-        """How long the head stays down when the scenario's ``head`` crash is due now (None: no crash due)."""
-        if self._crashes and self._crashes[0].at <= self.now:
-            return float(self._crashes.pop(0).down)
-        return None
-
     def _arm(self, method: str, path: str, body: Any) -> fake_arm.Answer:  # noqa: PLR0911 - one return per call
         request = fake_arm.route(method, path)
         host = self._host(request.scale_set, request.instance) if request.scale_set and request.instance else None
         refused = self._refused(request.call, host or self._report_host(body))
         if refused is not None:
             return refused
+        if host is not None and self.nodes[host].deleted:
+            return 404, fake_arm.error(404, f"the VM of {host} was deleted", "ResourceNotFound"), {}
         if request.action == "instanceView" and host is not None:
             node = self.nodes[host]
             busy = node.busy_until > self.now
@@ -419,7 +470,8 @@ class World:
             rack = int(request.scale_set.rsplit("-r", 1)[1])
             hosts = [f"r{rack:04d}-{i:02d}" for i in range(RACK_SIZE)]
             vm_id = lambda i: str(uuid.uuid5(uuid.NAMESPACE_DNS, f"gb300-sim-vm-{rack}-{i}"))  # noqa: E731
-            return 200, fake_arm.vm_list(path, hosts, vm_id), {}
+            gone = {h for h in hosts if self.nodes[h].deleted}
+            return 200, fake_arm.vm_list(path, hosts, vm_id, gone), {}
         if request.call in RUNG_LEVEL and host is not None:
             node = self.nodes[host]
             if node.busy_until > self.now:
@@ -429,8 +481,9 @@ class World:
             node.failing = self._accepts_then_fails(request.call, host)
             node.pending_level = max(node.pending_level, RUNG_LEVEL[request.call])
             return 202, None, {}
-        if request.call == "report" and method == "PUT":
-            self.reports.append(body)
+        if request.call == "report" and method == "PUT":  # ARM's PUT is idempotent: the same name, the same report
+            named = self._report_names.setdefault(path.split("?", 1)[0], len(self.reports))
+            self.reports[named : named + 1] = [body]
             return 201, body, {}
         if request.call == "report" and request.action == "insights":
             return 200, fake_arm.insights("simulated: report received"), {}

@@ -21,6 +21,9 @@ DRAIN_PREFIX = "gb300-rollout:"
 """Reason prefix of the rollout's drains. ``gb300-health-check`` resumes only its own ``gb300:`` drains."""
 HEALTH_PREFIX = "gb300:"
 """Reason prefix of ``gb300-health-check``'s drains: a node drained with it failed the health gate."""
+MAINTENANCE_PREFIX = "gb300-maintenance:"
+"""Reason prefix of the drains gb300-scheduled-events makes before Azure maintenance (IMDS Scheduled Events):
+``gb300-maintenance: <EventType> <EventId> not before <NotBefore> (Azure Scheduled Events)``."""
 
 
 DOWN_STATES = frozenset({"DOWN", "NOT_RESPONDING", "NO_RESPOND", "POWERED_DOWN", "FAIL", "UNKNOWN"})
@@ -190,6 +193,7 @@ __all__ = [
     "DRAIN_PREFIX",
     "DRAIN_STATES",
     "HEALTH_PREFIX",
+    "MAINTENANCE_PREFIX",
     "RUNNING_JOB",
     "Runner",
     "Slurm",
