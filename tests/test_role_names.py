@@ -30,8 +30,8 @@ def test_the_head_is_tagged_with_its_role_name() -> None:
 def test_no_module_spells_a_role_name_itself() -> None:
     """The strings 'gpu-node' and 'head' appear as whole literals only in gb300.tags. Exempt: the network's subnet
     roles ('head' is also a subnet), the reserved pool names, the stack's own key paths (gb300:head.slurmdbd in
-    gb300.config.models' cross-field checks; gb300:login.vmSize) and gb300:hooks[].roles' Literal type, which must
-    spell out the values a stack file writes."""
+    gb300.config.models' cross-field checks; gb300:login.vmSize), gb300:hooks[].roles' Literal type, which must
+    spell out the values a stack file writes, and a heal scenario's `head:` key that the scenario generator writes."""
     subnets = {
         "gb300.config.netplan",
         "gb300.components.network",
@@ -39,6 +39,7 @@ def test_no_module_spells_a_role_name_itself() -> None:
         "gb300.components.login",  # the login VMs sit in the 'head' subnet
         "gb300.config.login",  # the stack's own key path, gb300:login.vmSize
         "gb300.config.hooks",  # gb300:hooks[].roles spells the roles as the stack file does (a Literal type)
+        "gb300.heal.generate",  # a heal scenario's own `head:` key (the head's crashes), as the scenario file spells it
         "gb300.program",
         "gb300.config.checks",
         "gb300.config.models",
