@@ -103,13 +103,18 @@ def test_promtool_catches_a_broken_rule(reference_plan: PlanResult, tmp_path: Pa
         for rule in group["rules"]:
             if rule.get("alert") == "InfinibandPortDown":
                 rule["expr"] = rule["expr"].replace("!= 4", "!= 1")
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(yaml.safe_dump(broken, sort_keys=False))
-    cases = tmp_path / "cases.yaml"
-    cases.write_text(yaml.safe_dump({"rule_files": [str(rules)], **_cases()}, sort_keys=False))
-    result = subprocess.run([promtool, "test", "rules", str(cases)], capture_output=True, text=True, check=False)
+    result = _test_rules(promtool, broken, tmp_path)
     assert result.returncode != 0
     assert "InfinibandPortDown" in result.stdout + result.stderr
+
+
+def _test_rules(promtool: str, rule_file: dict[str, Any], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`promtool test rules` of the shipped cases against ``rule_file`` (a changed copy of the rendered rules)."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump(rule_file, sort_keys=False))
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(yaml.safe_dump({"rule_files": [str(rules)], **_cases()}, sort_keys=False))
+    return subprocess.run([promtool, "test", "rules", str(cases)], capture_output=True, text=True, check=False)
 
 
 def test_every_alert_has_a_firing_and_a_quiet_case(reference_plan: PlanResult) -> None:
@@ -134,11 +139,7 @@ def test_a_broken_recording_rule_fails_its_cases(reference_plan: PlanResult, tmp
     (idle,) = [r for g in broken["groups"] for r in g["rules"] if r.get("record") == "cluster:gb300_gpus_idle:sum"]
     idle["expr"] = idle["expr"].replace("- on (cluster) cluster:gb300_gpus_drained:sum", "")
     assert "drained" not in idle["expr"]
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(yaml.safe_dump(broken, sort_keys=False))
-    cases = tmp_path / "cases.yaml"
-    cases.write_text(yaml.safe_dump({"rule_files": [str(rules)], **_cases()}, sort_keys=False))
-    result = subprocess.run([promtool, "test", "rules", str(cases)], capture_output=True, text=True, check=False)
+    result = _test_rules(promtool, broken, tmp_path)
     assert result.returncode != 0
     assert "cluster:gb300_gpus_idle:sum" in result.stdout + result.stderr
 
